@@ -1,0 +1,216 @@
+//! `compose`: bring one group, or all, to the state its `container.json` describes.
+//!
+//! For each group: take the group's lock, read its config, compute the [`plan`](crate::plan),
+//! [`diff`](crate::reconcile::diff) it against the disk and apply the difference. Groups are
+//! independent: a failing group is reported and left as it was, the others are composed.
+
+use std::time::Duration;
+
+use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
+use crate::error::{Error, GroupError};
+use crate::fsops::{self, FsError, NodeKind, SafeDir};
+use crate::layout::{GLOBAL_GROUP, Layout, names};
+use crate::names::validate_name;
+use crate::plan::{Delivery, Sources, plan_group};
+use crate::reconcile::{apply, diff};
+use crate::report::{ComposeReport, GroupReport, WarningReport};
+
+/// The largest shared source (`container/CLAUDE.md`, a skill's `instructions.md`) clawmd copies.
+pub const MAX_SOURCE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How to compose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComposeOptions {
+    /// Symlinks (default) or copies.
+    pub delivery: Delivery,
+    /// Compute and report the changes without making them.
+    pub dry_run: bool,
+    /// How long to wait for another run holding a group's lock.
+    pub lock_timeout: Duration,
+}
+
+impl Default for ComposeOptions {
+    fn default() -> Self {
+        ComposeOptions {
+            delivery: Delivery::Link,
+            dry_run: false,
+            lock_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Which groups to process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// Every group folder under the groups directory.
+    All,
+    /// These groups.
+    Named(Vec<String>),
+}
+
+/// Composes the selected groups. Fails as a whole only when the groups folder or the shared
+/// content cannot be read; a group's own failure is in its report.
+pub fn compose(
+    layout: &Layout,
+    selection: &Selection,
+    options: &ComposeOptions,
+) -> Result<ComposeReport, Error> {
+    let groups = match selection {
+        Selection::All => list_groups(layout).map_err(Error::Groups)?,
+        Selection::Named(names) => names.clone(),
+    };
+    let (sources, warnings) = read_sources(layout).map_err(Error::Sources)?;
+    let reports = groups
+        .iter()
+        .map(
+            |group| match compose_group(layout, &sources, group, options) {
+                Ok(report) => report,
+                Err(err) => {
+                    tracing::error!(group, "{err}");
+                    GroupReport::failed(group, &err)
+                }
+            },
+        )
+        .collect();
+    Ok(ComposeReport::new(
+        options.dry_run,
+        options.delivery,
+        reports,
+        warnings,
+    ))
+}
+
+/// The group folders under the groups directory, sorted: every entry that is a directory (or a
+/// symlink, so that it is reported and refused), except hidden names and `global`.
+pub fn list_groups(layout: &Layout) -> Result<Vec<String>, FsError> {
+    let dir = SafeDir::open(&layout.groups_dir)?;
+    let mut groups = Vec::new();
+    for name in dir.list()? {
+        let name = name.to_string_lossy().into_owned();
+        if name.starts_with('.') || name == GLOBAL_GROUP {
+            continue;
+        }
+        if matches!(dir.kind(&name)?, NodeKind::Dir | NodeKind::Symlink) {
+            groups.push(name);
+        }
+    }
+    Ok(groups)
+}
+
+/// Reads what `container/` holds: the shared base and each skill's instructions. Skill folders
+/// whose names cannot be file names are skipped with a warning.
+pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), FsError> {
+    let mut sources = Sources {
+        shared_base: fsops::read_host_file(&layout.shared_base_source(), MAX_SOURCE_BYTES)?,
+        ..Sources::default()
+    };
+    let mut warnings = Vec::new();
+    let skills_dir = layout.skills_dir();
+    let entries = match std::fs::read_dir(&skills_dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((sources, warnings)),
+        Err(err) => {
+            return Err(FsError::Io {
+                op: "list",
+                path: skills_dir,
+                source: err,
+            });
+        }
+    };
+    for entry in entries {
+        let entry = entry.map_err(|err| FsError::Io {
+            op: "list",
+            path: skills_dir.clone(),
+            source: err,
+        })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !entry.path().is_dir() {
+            continue;
+        }
+        if let Err(problem) = validate_name(&name) {
+            warnings.push(WarningReport {
+                code: "bad-skill-name".to_owned(),
+                message: format!(
+                    "skipping skill folder {}: {problem} (fix: rename the folder)",
+                    entry.path().display()
+                ),
+            });
+            continue;
+        }
+        let instructions =
+            fsops::read_host_file(&layout.skill_instructions_source(&name), MAX_SOURCE_BYTES)?;
+        sources.skills.insert(name, instructions);
+    }
+    Ok((sources, warnings))
+}
+
+/// Composes one group: lock, read config, plan, diff, apply.
+pub fn compose_group(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &ComposeOptions,
+) -> Result<GroupReport, GroupError> {
+    validate_name(group).map_err(|problem| GroupError::BadName {
+        name: group.to_owned(),
+        problem,
+    })?;
+    let group_path = layout.group_dir(group);
+    if matches!(std::fs::symlink_metadata(&group_path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Err(GroupError::Missing { path: group_path });
+    }
+    let _lock = if options.dry_run {
+        None
+    } else {
+        Some(fsops::lock(&layout.lock_file(group), options.lock_timeout)?)
+    };
+    let dir = SafeDir::open(&group_path)?;
+    let config = read_config(&dir)?;
+    let plan = plan_group(layout, &config, sources, options.delivery).map_err(|source| {
+        GroupError::Collision {
+            path: dir.path().join(names::CONFIG),
+            source,
+        }
+    })?;
+    let fragments = dir.open_child(names::FRAGMENTS, !options.dry_run)?;
+    let steps = diff(&dir, fragments.as_ref(), &plan)?;
+    let cleaned = if options.dry_run {
+        Vec::new()
+    } else {
+        let fragments = fragments.as_ref().expect("created above");
+        let mut cleaned = dir.clear_stale_temps()?;
+        cleaned.extend(
+            fragments
+                .clear_stale_temps()?
+                .into_iter()
+                .map(|name| format!("{}/{name}", names::FRAGMENTS)),
+        );
+        apply(&dir, fragments, &steps)?;
+        cleaned
+    };
+    Ok(GroupReport::from_steps(
+        group,
+        &steps,
+        &plan.warnings,
+        cleaned,
+    ))
+}
+
+/// Reads and parses the group's `container.json` (never through a symlink); missing means
+/// defaults.
+pub fn read_config(dir: &SafeDir) -> Result<GroupConfig, GroupError> {
+    let path = dir.path().join(names::CONFIG);
+    match dir.read_file(names::CONFIG, MAX_CONFIG_BYTES) {
+        Ok(Some(bytes)) => Ok(parse_config(&path, &bytes)?),
+        Ok(None) => Ok(GroupConfig::default()),
+        Err(FsError::TooLarge { path, limit, .. }) => Err(FsError::TooLarge {
+            path,
+            limit,
+            fix: "container.json should be a few kilobytes; remove what does not belong in it"
+                .to_owned(),
+        }
+        .into()),
+        Err(err) => Err(err.into()),
+    }
+}

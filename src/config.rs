@@ -1,0 +1,314 @@
+//! `container.json`: the part of a group's config that clawmd reads.
+//!
+//! The file belongs to the container runner. clawmd reads two keys, `skills` and
+//! `mcpServers.<name>.instructions`, ignores the rest (and never writes the file), and refuses a
+//! malformed file with an error that names the line, column and field, so that a typo never
+//! silently empties a group's composition.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+
+use crate::names::{NameProblem, validate_name};
+
+/// The largest `container.json` clawmd reads. A config is a few kilobytes; anything near this
+/// is a mistake, and reading it whole at every spawn would be slow.
+pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Which skills a group enables.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SkillSelection {
+    /// Every skill under `container/skills/` (the default when `skills` is missing).
+    #[default]
+    All,
+    /// Exactly these skills.
+    Only(BTreeSet<String>),
+}
+
+impl SkillSelection {
+    /// Whether `skill` is enabled.
+    pub fn enables(&self, skill: &str) -> bool {
+        match self {
+            SkillSelection::All => true,
+            SkillSelection::Only(set) => set.contains(skill),
+        }
+    }
+}
+
+/// The parsed, validated config of one group.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupConfig {
+    /// The `skills` selection.
+    pub skills: SkillSelection,
+    /// Inline MCP instructions by server name (sorted); servers without instructions are absent.
+    pub mcp_instructions: BTreeMap<String, String>,
+}
+
+/// A `container.json` that cannot be used, with where and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line and column, when known.
+    pub position: Option<(usize, usize)>,
+    /// The JSON path of the offending field (`mcpServers.db.instructions`), when known.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if let Some((line, column)) = self.position {
+            write!(f, ":{line}:{column}")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": field `{field}`")?;
+        }
+        write!(f, ": {}; fix: {}", self.message, self.fix)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Parses and validates a `container.json`. `path` is only used in error messages.
+pub fn parse_config(path: &Path, bytes: &[u8]) -> Result<GroupConfig, ConfigError> {
+    let raw = parse_raw(path, bytes)?;
+    let skills = match raw.skills {
+        None | Some(RawSkills::All) => SkillSelection::All,
+        Some(RawSkills::List(list)) => {
+            for (index, name) in list.iter().enumerate() {
+                check_name(path, &format!("skills[{index}]"), name, "skill")?;
+            }
+            SkillSelection::Only(list.into_iter().collect())
+        }
+    };
+    let mut mcp_instructions = BTreeMap::new();
+    for (name, server) in raw.mcp_servers.unwrap_or_default() {
+        check_name(path, &format!("mcpServers.{name}"), &name, "MCP server")?;
+        if let Some(text) = server.instructions.filter(|t| !t.trim().is_empty()) {
+            mcp_instructions.insert(name, text);
+        }
+    }
+    Ok(GroupConfig {
+        skills,
+        mcp_instructions,
+    })
+}
+
+fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let raw: RawConfig = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let field = err.path().to_string();
+        let field = (field != "." && !field.is_empty()).then_some(field);
+        json_error(path, field, err.into_inner())
+    })?;
+    deserializer
+        .end()
+        .map_err(|err| json_error(path, None, err))?;
+    Ok(raw)
+}
+
+fn json_error(path: &Path, field: Option<String>, err: serde_json::Error) -> ConfigError {
+    let fix = if err.is_syntax() || err.is_eof() {
+        "correct the JSON syntax at that position (the group's composition is left as it was)"
+    } else {
+        "give the field the type shown (see docs/container-json.md)"
+    };
+    ConfigError {
+        path: path.to_owned(),
+        position: (err.line() > 0).then(|| (err.line(), err.column())),
+        field,
+        message: strip_position(&err.to_string()),
+        fix: fix.to_owned(),
+    }
+}
+
+/// serde_json appends " at line L column C"; the position is reported separately.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(index) => message[..index].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+fn check_name(path: &Path, field: &str, name: &str, what: &str) -> Result<(), ConfigError> {
+    validate_name(name).map_err(|problem| ConfigError {
+        path: path.to_owned(),
+        position: None,
+        field: Some(field.to_owned()),
+        message: format!("{what} name {name:?} cannot be used as a file name: {problem}"),
+        fix: match problem {
+            NameProblem::Empty => format!("remove the empty {what} name"),
+            _ => format!("rename the {what} to use only ASCII letters, digits, '.', '_' and '-'"),
+        },
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "a JSON object (the group's container.json)")]
+struct RawConfig {
+    #[serde(default)]
+    skills: Option<RawSkills>,
+    #[serde(default, rename = "mcpServers")]
+    mcp_servers: Option<BTreeMap<String, RawServer>>,
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "an MCP server object")]
+struct RawServer {
+    #[serde(default)]
+    instructions: Option<String>,
+}
+
+enum RawSkills {
+    All,
+    List(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for RawSkills {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SkillsVisitor)
+    }
+}
+
+struct SkillsVisitor;
+
+impl<'de> Visitor<'de> for SkillsVisitor {
+    type Value = RawSkills;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("\"all\" or a list of skill names")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<RawSkills, E> {
+        if value == "all" {
+            Ok(RawSkills::All)
+        } else {
+            Err(E::invalid_value(de::Unexpected::Str(value), &self))
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawSkills, A::Error> {
+        let mut names = Vec::new();
+        while let Some(name) = seq.next_element::<String>()? {
+            names.push(name);
+        }
+        Ok(RawSkills::List(names))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parse(text: &str) -> Result<GroupConfig, ConfigError> {
+        parse_config(Path::new("groups/g/container.json"), text.as_bytes())
+    }
+
+    #[test]
+    fn missing_keys_mean_defaults() {
+        assert_eq!(parse("{}").unwrap(), GroupConfig::default());
+        let config = parse(r#"{"skills": null, "mcpServers": null}"#).unwrap();
+        assert_eq!(config, GroupConfig::default());
+    }
+
+    #[test]
+    fn reads_skills_and_instructions_and_ignores_other_keys() {
+        let config = parse(
+            r#"{
+              "skills": ["web", "welcome", "web"],
+              "imageTag": "v2", "additionalMounts": [{"hostPath": "/x"}],
+              "mcpServers": {
+                "db": {"command": "db-mcp", "args": ["--ro"], "instructions": "Read only."},
+                "quiet": {"command": "q"},
+                "blank": {"instructions": "   "}
+              }
+            }"#,
+        )
+        .unwrap();
+        let expected: BTreeSet<String> = ["web", "welcome"].map(String::from).into();
+        assert_eq!(config.skills, SkillSelection::Only(expected));
+        assert_eq!(
+            config.mcp_instructions.into_iter().collect::<Vec<_>>(),
+            vec![("db".to_owned(), "Read only.".to_owned())]
+        );
+    }
+
+    #[test]
+    fn syntax_errors_name_line_and_column() {
+        let err = parse("{\n  \"skills\": \"all\",\n}").unwrap_err();
+        assert_eq!(err.position, Some((3, 1)));
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with("groups/g/container.json:3:1: "),
+            "{shown}"
+        );
+        assert!(shown.contains("fix:"), "{shown}");
+    }
+
+    #[test]
+    fn type_errors_name_the_field() {
+        let err = parse(r#"{"mcpServers": {"db": {"instructions": 3}}}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("mcpServers.db.instructions"));
+        assert!(err.message.contains("expected a string"), "{}", err.message);
+        assert_eq!(err.position, Some((1, 40)));
+
+        let err = parse(r#"{"skills": "some"}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("skills"));
+        assert!(err.message.contains("\"all\" or a list"), "{}", err.message);
+
+        let err = parse(r#"{"skills": [1]}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("skills[0]"));
+
+        let err = parse(r#"[]"#).unwrap_err();
+        assert!(err.message.contains("JSON object"), "{}", err.message);
+    }
+
+    #[test]
+    fn unsafe_names_are_refused() {
+        let err = parse(r#"{"mcpServers": {"../../etc/x": {"instructions": "hi"}}}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("mcpServers.../../etc/x"));
+        assert!(err.message.contains("path separator"), "{}", err.message);
+
+        let err = parse(r#"{"skills": [""]}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("skills[0]"));
+        assert!(err.message.contains("empty"), "{}", err.message);
+    }
+
+    #[test]
+    fn trailing_garbage_is_an_error() {
+        let err = parse("{} {}").unwrap_err();
+        assert_eq!(err.position, Some((1, 4)));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = parse_config(Path::new("c.json"), &bytes);
+        }
+
+        #[test]
+        fn accepted_configs_only_hold_safe_names(
+            names in proptest::collection::vec("\\PC{0,12}", 0..4)
+        ) {
+            let servers: serde_json::Map<String, serde_json::Value> = names
+                .iter()
+                .map(|n| (n.clone(), serde_json::json!({"instructions": "x"})))
+                .collect();
+            let text = serde_json::json!({"skills": names, "mcpServers": servers}).to_string();
+            if let Ok(config) = parse(&text) {
+                for name in config.mcp_instructions.keys() {
+                    prop_assert!(validate_name(name).is_ok());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,671 @@
+//! The one module that changes the disk.
+//!
+//! Everything clawmd writes goes through a [`SafeDir`]: a directory opened once with
+//! `O_NOFOLLOW` and then used only through `*at` system calls on single-component names, so an
+//! agent that swaps a file or folder inside its (read-write mounted) group for a symlink can
+//! never make clawmd read, write or delete anything outside the group.
+//!
+//! Writes are atomic and durable: a file is written to a temp name in the same directory,
+//! fsynced, renamed over the target, and the directory is fsynced; a symlink is created under a
+//! temp name and renamed over (never unlink-then-create). Temp names start with
+//! [`TEMP_PREFIX`] so a later run can clear what a crash left behind.
+//!
+//! For crash tests, the environment variable `CLAWMD_CRASH_AT=N` aborts the process just before
+//! the N-th disk-changing step (see [`checkpoint`]). It is read once and costs nothing when unset.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+/// Names of temp files and links start with this; a run that holds the group lock removes them.
+pub const TEMP_PREFIX: &str = ".clawmd-tmp-";
+
+/// An I/O failure, with the operation and the path it concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    /// A system call failed.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// What clawmd was doing ("read", "rename", ...).
+        op: &'static str,
+        /// The path concerned.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A path that must be a real directory or file is something else (typically a symlink).
+    #[error("refusing to use {}: it is {found}, not {expected}; fix: {fix}", path.display())]
+    Unsafe {
+        /// The path concerned.
+        path: PathBuf,
+        /// What it is ("a symlink", "a directory", ...).
+        found: String,
+        /// What clawmd needs there.
+        expected: &'static str,
+        /// How to repair it.
+        fix: String,
+    },
+    /// A file is larger than clawmd is willing to read.
+    #[error("{} is larger than {limit} bytes; fix: {fix}", path.display())]
+    TooLarge {
+        /// The path concerned.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+        /// How to repair it.
+        fix: String,
+    },
+    /// Another clawmd process held the lock for too long.
+    #[error(
+        "timed out after {}s waiting for the lock {} held by another clawmd run; fix: wait for it to finish, or raise CLAWMD_LOCK_TIMEOUT (seconds)",
+        waited.as_secs(), path.display()
+    )]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long clawmd waited.
+        waited: Duration,
+    },
+}
+
+impl FsError {
+    fn io(op: &'static str, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+        FsError::Io {
+            op,
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+
+    /// The path the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            FsError::Io { path, .. }
+            | FsError::Unsafe { path, .. }
+            | FsError::TooLarge { path, .. }
+            | FsError::LockTimeout { path, .. } => path,
+        }
+    }
+}
+
+type Result<T, E = FsError> = std::result::Result<T, E>;
+
+/// What a directory entry is, without following a symlink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// Nothing by that name.
+    Missing,
+    /// A regular file.
+    File,
+    /// A symbolic link.
+    Symlink,
+    /// A directory.
+    Dir,
+    /// A device, socket or fifo.
+    Other,
+}
+
+impl NodeKind {
+    /// "a symlink", "a directory", ... for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NodeKind::Missing => "missing",
+            NodeKind::File => "a regular file",
+            NodeKind::Symlink => "a symlink",
+            NodeKind::Dir => "a directory",
+            NodeKind::Other => "a special file",
+        }
+    }
+}
+
+/// A directory entry's state, with a file's bytes or a link's target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// Nothing by that name.
+    Missing,
+    /// A regular file and its bytes.
+    File(Vec<u8>),
+    /// A symbolic link and its target (never followed).
+    Symlink(PathBuf),
+    /// A directory.
+    Dir,
+    /// A device, socket or fifo.
+    Other,
+}
+
+impl Node {
+    /// The kind of this node.
+    pub fn kind(&self) -> NodeKind {
+        match self {
+            Node::Missing => NodeKind::Missing,
+            Node::File(_) => NodeKind::File,
+            Node::Symlink(_) => NodeKind::Symlink,
+            Node::Dir => NodeKind::Dir,
+            Node::Other => NodeKind::Other,
+        }
+    }
+}
+
+/// A directory opened without following symlinks; all access is relative to it.
+#[derive(Debug)]
+pub struct SafeDir {
+    path: PathBuf,
+    fd: OwnedFd,
+}
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+impl SafeDir {
+    /// Opens `path`, refusing when its last component is a symlink or not a directory.
+    pub fn open(path: &Path) -> Result<SafeDir> {
+        match rustix::fs::open(path, DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => Ok(SafeDir {
+                path: path.to_owned(),
+                fd,
+            }),
+            Err(err) => Err(Self::explain_open_failure(path, err, || kind_of_path(path))),
+        }
+    }
+
+    /// Opens the child directory `name`, creating it when missing and `create` is set.
+    /// Returns `None` when it is missing and `create` is not set.
+    pub fn open_child(&self, name: &str, create: bool) -> Result<Option<SafeDir>> {
+        let path = self.path.join(name);
+        if create && self.kind(name)? == NodeKind::Missing {
+            checkpoint("mkdir", &path);
+            match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o755)) {
+                Ok(()) => self.sync()?,
+                Err(rustix::io::Errno::EXIST) => {}
+                Err(err) => return Err(FsError::io("create directory", path, err)),
+            }
+        }
+        match rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => Ok(Some(SafeDir { path, fd })),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(err) => Err(Self::explain_open_failure(&path, err, || self.kind(name))),
+        }
+    }
+
+    fn explain_open_failure(
+        path: &Path,
+        err: rustix::io::Errno,
+        kind: impl FnOnce() -> Result<NodeKind>,
+    ) -> FsError {
+        if matches!(err, rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) {
+            if let Ok(found) = kind() {
+                return FsError::Unsafe {
+                    path: path.to_owned(),
+                    found: found.describe().to_owned(),
+                    expected: "a real directory",
+                    fix: format!(
+                        "move it aside and recreate {} as a directory",
+                        path.display()
+                    ),
+                };
+            }
+        }
+        FsError::io("open directory", path, err)
+    }
+
+    /// The path this directory was opened at (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What `name` is, without following a symlink.
+    pub fn kind(&self, name: &str) -> Result<NodeKind> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(kind_of_mode(stat.st_mode)),
+            Err(rustix::io::Errno::NOENT) => Ok(NodeKind::Missing),
+            Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
+        }
+    }
+
+    /// The state of `name`: a file's bytes (at most `limit`), a link's target, or its kind.
+    pub fn node(&self, name: &str, limit: u64) -> Result<Node> {
+        Ok(match self.kind(name)? {
+            NodeKind::Missing => Node::Missing,
+            NodeKind::Dir => Node::Dir,
+            NodeKind::Other => Node::Other,
+            NodeKind::Symlink => Node::Symlink(self.read_link(name)?),
+            NodeKind::File => match self.read_file(name, limit)? {
+                Some(bytes) => Node::File(bytes),
+                None => Node::Missing,
+            },
+        })
+    }
+
+    fn read_link(&self, name: &str) -> Result<PathBuf> {
+        rustix::fs::readlinkat(&self.fd, name, Vec::new())
+            .map(|target| PathBuf::from(OsString::from_vec(target.into_bytes())))
+            .map_err(|err| FsError::io("read link", self.path.join(name), err))
+    }
+
+    /// Reads the regular file `name` (never through a symlink). `None` when it is missing.
+    pub fn read_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let path = self.path.join(name);
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(rustix::io::Errno::LOOP) => {
+                return Err(FsError::Unsafe {
+                    path,
+                    found: "a symlink".to_owned(),
+                    expected: "a regular file",
+                    fix: "replace the link with a regular file".to_owned(),
+                });
+            }
+            Err(err) => return Err(FsError::io("open", path, err)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|err| FsError::io("inspect", &path, err))?;
+        let kind = kind_of_mode(stat.st_mode);
+        if kind != NodeKind::File {
+            return Err(FsError::Unsafe {
+                path,
+                found: kind.describe().to_owned(),
+                expected: "a regular file",
+                fix: "replace it with a regular file".to_owned(),
+            });
+        }
+        read_limited(std::fs::File::from(fd), &path, limit).map(Some)
+    }
+
+    /// The names in this directory, sorted. Names that are not valid UTF-8 are returned lossily
+    /// converted only for display; callers must treat them as foreign.
+    pub fn list(&self) -> Result<Vec<OsString>> {
+        let dir = rustix::fs::Dir::read_from(&self.fd)
+            .map_err(|err| FsError::io("list", &self.path, err))?;
+        let mut names = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(|err| FsError::io("list", &self.path, err))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(OsString::from_vec(name.to_vec()));
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// Atomically replaces (or creates) the regular file `name` with `bytes`.
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let temp = self.write_temp(bytes)?;
+        self.rename_into_place(&temp, name)
+    }
+
+    /// Creates the file `name` holding `bytes` only if nothing by that name exists; the file
+    /// appears whole or not at all. Returns `false` (and writes nothing) when it exists.
+    pub fn create_new_file(&self, name: &str, bytes: &[u8]) -> Result<bool> {
+        if self.kind(name)? != NodeKind::Missing {
+            return Ok(false);
+        }
+        let temp = self.write_temp(bytes)?;
+        checkpoint("link", &self.path.join(name));
+        let linked = rustix::fs::linkat(&self.fd, &temp, &self.fd, name, AtFlags::empty());
+        let created = match linked {
+            Ok(()) => true,
+            Err(rustix::io::Errno::EXIST) => false,
+            Err(err) => {
+                let _ = self.unlink(&temp);
+                return Err(FsError::io("create", self.path.join(name), err));
+            }
+        };
+        self.unlink(&temp)?;
+        self.sync()?;
+        Ok(created)
+    }
+
+    /// Atomically replaces (or creates) `name` with a symlink to `target`.
+    pub fn symlink(&self, name: &str, target: &Path) -> Result<()> {
+        let temp = self.fresh_temp_name();
+        checkpoint("symlink", &self.path.join(&temp));
+        rustix::fs::symlinkat(target, &self.fd, &temp)
+            .map_err(|err| FsError::io("create symlink", self.path.join(&temp), err))?;
+        self.rename_into_place(&temp, name)
+    }
+
+    /// Removes the file or symlink `name` (never a directory). Missing is fine.
+    pub fn remove(&self, name: &str) -> Result<()> {
+        match self.unlink(name) {
+            Ok(()) => self.sync(),
+            Err(FsError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Removes the directory `name` if it is empty. Returns whether it was removed.
+    pub fn remove_empty_dir(&self, name: &str) -> Result<bool> {
+        let path = self.path.join(name);
+        checkpoint("rmdir", &path);
+        match rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR) {
+            Ok(()) => self.sync().map(|()| true),
+            Err(rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST) => Ok(false),
+            Err(rustix::io::Errno::NOENT) => Ok(false),
+            Err(err) => Err(FsError::io("remove directory", path, err)),
+        }
+    }
+
+    /// Removes temp files and links left in this directory by an interrupted run. Only call
+    /// this while holding the lock that covers the directory. Returns the names removed.
+    pub fn clear_stale_temps(&self) -> Result<Vec<String>> {
+        let mut removed = Vec::new();
+        for name in self.list()? {
+            let Some(name) = name.to_str().filter(|n| is_temp_name(n)) else {
+                continue;
+            };
+            if matches!(self.kind(name)?, NodeKind::File | NodeKind::Symlink) {
+                self.unlink(name)?;
+                removed.push(name.to_owned());
+            }
+        }
+        if !removed.is_empty() {
+            self.sync()?;
+        }
+        Ok(removed)
+    }
+
+    /// fsyncs the directory, making renames and unlinks in it durable.
+    pub fn sync(&self) -> Result<()> {
+        rustix::fs::fsync(&self.fd).map_err(|err| FsError::io("sync directory", &self.path, err))
+    }
+
+    fn unlink(&self, name: &str) -> Result<()> {
+        checkpoint("unlink", &self.path.join(name));
+        rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())
+            .map_err(|err| FsError::io("remove", self.path.join(name), err))
+    }
+
+    fn write_temp(&self, bytes: &[u8]) -> Result<String> {
+        let name = self.fresh_temp_name();
+        let path = self.path.join(&name);
+        checkpoint("create temp file", &path);
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.fd, &name, flags, Mode::from_raw_mode(0o644))
+            .map_err(|err| FsError::io("create", &path, err))?;
+        let mut file = std::fs::File::from(fd);
+        let result = write_durably(&mut file, bytes, &path);
+        if result.is_err() {
+            let _ = self.unlink(&name);
+        }
+        result.map(|()| name)
+    }
+
+    fn rename_into_place(&self, temp: &str, name: &str) -> Result<()> {
+        let path = self.path.join(name);
+        checkpoint("rename", &path);
+        if let Err(err) = rustix::fs::renameat(&self.fd, temp, &self.fd, name) {
+            let _ = self.unlink(temp);
+            return Err(FsError::io("replace", path, err));
+        }
+        self.sync()
+    }
+
+    fn fresh_temp_name(&self) -> String {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+        format!("{TEMP_PREFIX}{}-{nanos:08x}-{count}", std::process::id())
+    }
+}
+
+fn write_durably(file: &mut std::fs::File, bytes: &[u8], path: &Path) -> Result<()> {
+    let (first, second) = bytes.split_at(bytes.len() / 2);
+    file.write_all(first)
+        .map_err(|err| FsError::io("write", path, err))?;
+    checkpoint("write second half", path);
+    file.write_all(second)
+        .map_err(|err| FsError::io("write", path, err))?;
+    file.sync_all()
+        .map_err(|err| FsError::io("sync", path, err))
+}
+
+/// Whether `name` is a temp name made by this module.
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
+/// Reads at most `limit` bytes of `path` (following links: for trusted host files only).
+/// `None` when it is missing.
+pub fn read_host_file(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    match std::fs::File::open(path) {
+        Ok(file) => read_limited(file, path, limit).map(Some),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(FsError::io("open", path, err)),
+    }
+}
+
+fn read_limited(file: std::fs::File, path: &Path, limit: u64) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| FsError::io("read", path, err))?;
+    if bytes.len() as u64 > limit {
+        return Err(FsError::TooLarge {
+            path: path.to_owned(),
+            limit,
+            fix: "shrink the file; memory files this large would not fit in the agent's context"
+                .to_owned(),
+        });
+    }
+    Ok(bytes)
+}
+
+fn kind_of_mode(mode: u32) -> NodeKind {
+    match FileType::from_raw_mode(mode) {
+        FileType::RegularFile => NodeKind::File,
+        FileType::Symlink => NodeKind::Symlink,
+        FileType::Directory => NodeKind::Dir,
+        _ => NodeKind::Other,
+    }
+}
+
+fn kind_of_path(path: &Path) -> Result<NodeKind> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => Ok(if meta.file_type().is_symlink() {
+            NodeKind::Symlink
+        } else if meta.is_dir() {
+            NodeKind::Dir
+        } else if meta.is_file() {
+            NodeKind::File
+        } else {
+            NodeKind::Other
+        }),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(NodeKind::Missing),
+        Err(err) => Err(FsError::io("inspect", path, err)),
+    }
+}
+
+/// A held per-group lock; released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct GroupLock {
+    _file: std::fs::File,
+}
+
+/// Takes the exclusive lock at `lock_path` (creating its folder), waiting up to `timeout`.
+/// A lock held by a process that died is released by the kernel, so it never blocks.
+pub fn lock(lock_path: &Path, timeout: Duration) -> Result<GroupLock> {
+    if let Some(parent) = lock_path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|err| FsError::io("create lock directory", parent, err))?;
+    }
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(lock_path, flags, Mode::from_raw_mode(0o644))
+        .map_err(|err| FsError::io("open lock file", lock_path, err))?;
+    let file = std::fs::File::from(fd);
+    let started = Instant::now();
+    let mut announced = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(GroupLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(err)) => {
+                return Err(FsError::io("lock", lock_path, err));
+            }
+        }
+        if !announced {
+            tracing::info!(lock = %lock_path.display(), "waiting for another clawmd run to release the lock");
+            announced = true;
+        }
+        if started.elapsed() >= timeout {
+            return Err(FsError::LockTimeout {
+                path: lock_path.to_owned(),
+                waited: started.elapsed(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Marks a point just before a disk-changing step. With `CLAWMD_CRASH_AT=N` set, the N-th call
+/// in this process aborts it, simulating a crash at that point (used by the crash tests).
+pub fn checkpoint(step: &str, path: &Path) {
+    static CRASH_AT: OnceLock<Option<u64>> = OnceLock::new();
+    static STEPS: AtomicU64 = AtomicU64::new(0);
+    let crash_at = CRASH_AT.get_or_init(|| {
+        std::env::var("CLAWMD_CRASH_AT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    let Some(crash_at) = crash_at else { return };
+    let step_number = STEPS.fetch_add(1, Ordering::SeqCst) + 1;
+    if step_number == *crash_at {
+        let _ = writeln!(
+            io::stderr(),
+            "clawmd: CLAWMD_CRASH_AT={crash_at}: crashing before {step} {}",
+            path.display()
+        );
+        std::process::abort();
+    }
+}
+
+/// Display helper for a name that may not be UTF-8.
+pub struct DisplayName<'a>(pub &'a OsStr);
+
+impl fmt::Display for DisplayName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", String::from_utf8_lossy(self.0.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> (tempfile::TempDir, SafeDir) {
+        let temp = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(temp.path()).unwrap();
+        (temp, safe)
+    }
+
+    #[test]
+    fn writes_reads_and_replaces_files_atomically() {
+        let (_temp, dir) = dir();
+        dir.write_file("a.md", b"one").unwrap();
+        assert_eq!(dir.node("a.md", 100).unwrap(), Node::File(b"one".to_vec()));
+        dir.write_file("a.md", b"two").unwrap();
+        assert_eq!(dir.read_file("a.md", 100).unwrap(), Some(b"two".to_vec()));
+        assert_eq!(dir.list().unwrap(), vec![OsString::from("a.md")]);
+    }
+
+    #[test]
+    fn replaces_a_symlink_without_a_gap_and_never_follows_it() {
+        let (temp, dir) = dir();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, temp.path().join("x")).unwrap();
+        assert!(matches!(
+            dir.read_file("x", 100),
+            Err(FsError::Unsafe { .. })
+        ));
+        dir.write_file("x", b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        dir.symlink("x", Path::new("/app/CLAUDE.md")).unwrap();
+        assert_eq!(
+            dir.node("x", 100).unwrap(),
+            Node::Symlink(PathBuf::from("/app/CLAUDE.md"))
+        );
+    }
+
+    #[test]
+    fn refuses_a_symlinked_directory() {
+        let (temp, dir) = dir();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), temp.path().join("sub")).unwrap();
+        let err = dir.open_child("sub", true).unwrap_err();
+        assert!(matches!(err, FsError::Unsafe { .. }), "{err}");
+        assert!(err.to_string().contains("a symlink"), "{err}");
+        let err = SafeDir::open(&temp.path().join("sub")).unwrap_err();
+        assert!(matches!(err, FsError::Unsafe { .. }), "{err}");
+    }
+
+    #[test]
+    fn create_new_file_never_overwrites() {
+        let (_temp, dir) = dir();
+        assert!(dir.create_new_file("n", b"first").unwrap());
+        assert!(!dir.create_new_file("n", b"second").unwrap());
+        assert_eq!(dir.read_file("n", 100).unwrap(), Some(b"first".to_vec()));
+        assert_eq!(dir.list().unwrap().len(), 1, "no temp file left");
+    }
+
+    #[test]
+    fn clears_only_temp_names() {
+        let (temp, dir) = dir();
+        std::fs::write(temp.path().join(format!("{TEMP_PREFIX}1")), "x").unwrap();
+        std::fs::write(temp.path().join("keep.md"), "x").unwrap();
+        assert_eq!(dir.clear_stale_temps().unwrap().len(), 1);
+        assert_eq!(dir.list().unwrap(), vec![OsString::from("keep.md")]);
+    }
+
+    #[test]
+    fn size_limit_is_enforced() {
+        let (_temp, dir) = dir();
+        dir.write_file("big", &[b'x'; 11]).unwrap();
+        assert!(matches!(
+            dir.read_file("big", 10),
+            Err(FsError::TooLarge { .. })
+        ));
+        assert!(dir.read_file("big", 11).is_ok());
+    }
+
+    #[test]
+    fn removal_is_idempotent_and_spares_directories() {
+        let (temp, dir) = dir();
+        dir.write_file("f", b"x").unwrap();
+        dir.remove("f").unwrap();
+        dir.remove("f").unwrap();
+        std::fs::create_dir(temp.path().join("d")).unwrap();
+        std::fs::write(temp.path().join("d/x"), "x").unwrap();
+        assert!(dir.remove("d").is_err());
+        assert!(!dir.remove_empty_dir("d").unwrap());
+    }
+
+    #[test]
+    fn lock_times_out_while_held_and_is_free_after_drop() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("locks/g.lock");
+        let held = lock(&path, Duration::from_secs(1)).unwrap();
+        let err = lock(&path, Duration::from_millis(20)).unwrap_err();
+        assert!(matches!(err, FsError::LockTimeout { .. }), "{err}");
+        assert!(err.to_string().contains("CLAWMD_LOCK_TIMEOUT"), "{err}");
+        drop(held);
+        lock(&path, Duration::from_millis(20)).unwrap();
+    }
+}

@@ -1,0 +1,123 @@
+//! Where things are: the host deployment (groups and shared container content) and the
+//! container's mount points. Every path clawmd uses is derived from a [`Layout`], so all of
+//! them can be configured and nothing else hard-codes a location.
+
+use std::path::{Path, PathBuf};
+
+/// The default mount point of `container/` content inside a container.
+pub const DEFAULT_APP_MOUNT: &str = "/app";
+/// The default working directory of the agent inside a container (the group is mounted here).
+pub const DEFAULT_WORKSPACE_MOUNT: &str = "/workspace/agent";
+
+/// The name of the group folder that held the old shared memory; retired by `migrate`.
+pub const GLOBAL_GROUP: &str = "global";
+
+/// File names inside a group folder.
+pub mod names {
+    /// The group's config, owned by the container runner.
+    pub const CONFIG: &str = "container.json";
+    /// The composed, import-only entry point.
+    pub const CLAUDE_MD: &str = "CLAUDE.md";
+    /// The group's own memory, written by people and by the agent.
+    pub const CLAUDE_LOCAL_MD: &str = "CLAUDE.local.md";
+    /// The shared base, a link to (or copy of) `container/CLAUDE.md`.
+    pub const SHARED: &str = ".claude-shared.md";
+    /// The directory of skill and MCP fragments.
+    pub const FRAGMENTS: &str = ".claude-fragments";
+    /// The legacy link to the old `groups/global/CLAUDE.md`.
+    pub const LEGACY_GLOBAL_LINK: &str = ".claude-global.md";
+    /// A skill's always-in-context guidance, inside `container/skills/<skill>/`.
+    pub const SKILL_INSTRUCTIONS: &str = "instructions.md";
+    /// Prefix of the name under which a hand-edited `CLAUDE.md` is kept before it is replaced.
+    pub const RESCUE_PREFIX: &str = "CLAUDE.md.rescued-";
+    /// The folder, inside the groups directory, that holds per-group lock files.
+    pub const LOCK_DIR: &str = ".clawmd-locks";
+}
+
+/// The host and container paths of one deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// `groups/`: one folder per agent group.
+    pub groups_dir: PathBuf,
+    /// `container/`: the shared base and the skills, mounted at [`Layout::app_mount`].
+    pub container_dir: PathBuf,
+    /// Where `container/` content appears inside the container (default `/app`).
+    pub app_mount: PathBuf,
+    /// The agent's working directory inside the container (default `/workspace/agent`).
+    pub workspace_mount: PathBuf,
+}
+
+impl Layout {
+    /// The conventional layout under a project root: `<root>/groups`, `<root>/container`, and
+    /// the default mount points.
+    pub fn under_root(root: &Path) -> Self {
+        Layout {
+            groups_dir: root.join("groups"),
+            container_dir: root.join("container"),
+            app_mount: PathBuf::from(DEFAULT_APP_MOUNT),
+            workspace_mount: PathBuf::from(DEFAULT_WORKSPACE_MOUNT),
+        }
+    }
+
+    /// The host folder of a group.
+    pub fn group_dir(&self, group: &str) -> PathBuf {
+        self.groups_dir.join(group)
+    }
+
+    /// The shared base on the host: `container/CLAUDE.md`.
+    pub fn shared_base_source(&self) -> PathBuf {
+        self.container_dir.join(names::CLAUDE_MD)
+    }
+
+    /// The shared base as the container sees it: `<app>/CLAUDE.md`.
+    pub fn shared_base_target(&self) -> PathBuf {
+        self.app_mount.join(names::CLAUDE_MD)
+    }
+
+    /// The host folder of all skills: `container/skills`.
+    pub fn skills_dir(&self) -> PathBuf {
+        self.container_dir.join("skills")
+    }
+
+    /// A skill's instructions on the host.
+    pub fn skill_instructions_source(&self, skill: &str) -> PathBuf {
+        self.skills_dir()
+            .join(skill)
+            .join(names::SKILL_INSTRUCTIONS)
+    }
+
+    /// A skill's instructions as the container sees them.
+    pub fn skill_instructions_target(&self, skill: &str) -> PathBuf {
+        self.app_mount
+            .join("skills")
+            .join(skill)
+            .join(names::SKILL_INSTRUCTIONS)
+    }
+
+    /// The lock file that serialises work on one group.
+    pub fn lock_file(&self, group: &str) -> PathBuf {
+        self.groups_dir
+            .join(names::LOCK_DIR)
+            .join(format!("{group}.lock"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_layout_matches_the_mount_table() {
+        let layout = Layout::under_root(Path::new("/srv/host"));
+        assert_eq!(layout.group_dir("main"), Path::new("/srv/host/groups/main"));
+        assert_eq!(layout.shared_base_target(), Path::new("/app/CLAUDE.md"));
+        assert_eq!(
+            layout.skill_instructions_target("web"),
+            Path::new("/app/skills/web/instructions.md")
+        );
+        assert_eq!(
+            layout.skill_instructions_source("web"),
+            Path::new("/srv/host/container/skills/web/instructions.md")
+        );
+    }
+}

@@ -1,0 +1,23 @@
+//! clawmd: the host-side composer of `CLAUDE.md` memory for containerised agent groups.
+//!
+//! * [`compose`] turns a group's `container.json` into an import-only `CLAUDE.md` plus the
+//!   fragments it imports, reconciling the disk to a pure [`plan`] with atomic writes
+//!   ([`fsops`] is the only module that writes).
+//! * [`migrate`] is the one-time, idempotent cutover of legacy groups.
+//! * [`loader`] reproduces how the real Claude Code loads memory, for `render` and `check`.
+
+pub mod compose;
+pub mod config;
+pub mod error;
+pub mod fsops;
+pub mod layout;
+pub mod loader;
+pub mod migrate;
+pub mod names;
+pub mod plan;
+pub mod reconcile;
+pub mod report;
+
+pub use error::{Error, GroupError};
+pub use layout::Layout;
+pub use plan::Delivery;

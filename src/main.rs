@@ -1,0 +1,210 @@
+//! The `clawmd` command line: parses flags, calls the library, prints the result.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use clawmd::compose::{ComposeOptions, Selection, compose};
+use clawmd::layout::{DEFAULT_APP_MOUNT, DEFAULT_WORKSPACE_MOUNT};
+use clawmd::migrate::migrate;
+use clawmd::{Delivery, Layout};
+
+/// Compose and check the CLAUDE.md memory of containerised agent groups.
+#[derive(Parser, Debug)]
+#[command(name = "clawmd", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Log what clawmd does to stderr (-v info, -vv debug); RUST_LOG also works.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Compose groups: links or copies, fragments, and an import-only CLAUDE.md.
+    Compose(ComposeArgs),
+    /// One-time, idempotent cutover of legacy groups (safe at every start-up).
+    Migrate(MigrateArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct DeploymentArgs {
+    /// The host project root holding container/ and groups/.
+    #[arg(long, env = "CLAWMD_ROOT", default_value = ".")]
+    root: PathBuf,
+    /// The groups folder (default: <root>/groups).
+    #[arg(long, env = "CLAWMD_GROUPS_DIR")]
+    groups_dir: Option<PathBuf>,
+    /// The shared container content folder (default: <root>/container).
+    #[arg(long, env = "CLAWMD_CONTAINER_DIR")]
+    container_dir: Option<PathBuf>,
+    /// Where container/ is mounted inside the container.
+    #[arg(long, env = "CLAWMD_APP_MOUNT", default_value = DEFAULT_APP_MOUNT)]
+    app_mount: PathBuf,
+    /// The agent's working directory inside the container (where the group is mounted).
+    #[arg(long, env = "CLAWMD_WORKSPACE_MOUNT", default_value = DEFAULT_WORKSPACE_MOUNT)]
+    workspace_mount: PathBuf,
+    /// Seconds to wait for another clawmd run that holds a group's lock.
+    #[arg(long, env = "CLAWMD_LOCK_TIMEOUT", default_value_t = 60)]
+    lock_timeout: u64,
+}
+
+impl DeploymentArgs {
+    fn layout(&self) -> Layout {
+        let mut layout = Layout::under_root(&self.root);
+        if let Some(dir) = &self.groups_dir {
+            layout.groups_dir = dir.clone();
+        }
+        if let Some(dir) = &self.container_dir {
+            layout.container_dir = dir.clone();
+        }
+        layout.app_mount = self.app_mount.clone();
+        layout.workspace_mount = self.workspace_mount.clone();
+        layout
+    }
+}
+
+#[derive(Args, Debug)]
+struct ComposeArgs {
+    /// Groups to compose (folder names under groups/).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    groups: Vec<String>,
+    /// Compose every group.
+    #[arg(long)]
+    all: bool,
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+    /// How the shared base and skill fragments reach the group: symlinks into the container's
+    /// /app mount, or regular-file copies that Claude Code loads without approval.
+    #[arg(long, value_enum, env = "CLAWMD_DELIVERY", default_value_t = Delivery::Link)]
+    delivery: Delivery,
+    /// Print what would change; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the machine-readable report (docs/json-report.md) on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct MigrateArgs {
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+    /// Print what would change; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the machine-readable report on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "clawmd: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Compose(args) => run_compose(args),
+        Command::Migrate(args) => run_migrate(args),
+    }
+}
+
+fn run_compose(args: ComposeArgs) -> anyhow::Result<ExitCode> {
+    let layout = args.deployment.layout();
+    let selection = if args.all {
+        Selection::All
+    } else {
+        Selection::Named(args.groups.clone())
+    };
+    let options = ComposeOptions {
+        delivery: args.delivery,
+        dry_run: args.dry_run,
+        lock_timeout: Duration::from_secs(args.deployment.lock_timeout),
+    };
+    let report = compose(&layout, &selection, &options);
+    let report = match report {
+        Ok(report) => report,
+        Err(err) if args.json => return print_json_error("compose", &err),
+        Err(err) => return Err(err).context("compose failed"),
+    };
+    if args.json {
+        print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+    } else {
+        print_stdout(&report.to_human())?;
+    }
+    Ok(exit_code(report.ok))
+}
+
+fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
+    let layout = args.deployment.layout();
+    let timeout = Duration::from_secs(args.deployment.lock_timeout);
+    let report = match migrate(&layout, args.dry_run, timeout) {
+        Ok(report) => report,
+        Err(err) if args.json => return print_json_error("migrate", &err),
+        Err(err) => return Err(err).context("migrate failed"),
+    };
+    if args.json {
+        print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+    } else {
+        print_stdout(&report.to_human())?;
+    }
+    Ok(exit_code(report.ok))
+}
+
+fn print_json_error(command: &str, err: &clawmd::Error) -> anyhow::Result<ExitCode> {
+    let value = serde_json::json!({
+        "version": clawmd::report::REPORT_VERSION,
+        "command": command,
+        "ok": false,
+        "error": { "code": "run-failed", "message": err.to_string() },
+    });
+    print_stdout(&(serde_json::to_string_pretty(&value)? + "\n"))?;
+    let _ = writeln!(std::io::stderr(), "clawmd: error: {err}");
+    Ok(ExitCode::FAILURE)
+}
+
+fn exit_code(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The one place that writes to stdout. A closed pipe (`clawmd ... | head`) is not an error.
+fn print_stdout(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
+    }
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "off",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+}

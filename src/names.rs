@@ -1,0 +1,150 @@
+//! Validation of names that become file names.
+//!
+//! Skill and MCP server names come from `container.json` and from directory listings and are
+//! turned into paths such as `.claude-fragments/mcp-<name>.md`. A name that could escape the
+//! fragments directory, hide a file or confuse a reader is refused here, before any path is built.
+
+use std::fmt;
+
+/// The longest name accepted, in bytes. File names are limited to 255 bytes on common
+/// filesystems; this leaves room for the `mcp-` prefix, the `.md` suffix and temp-name decoration.
+pub const MAX_NAME_LEN: usize = 100;
+
+/// Why a name was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameProblem {
+    /// The name is empty.
+    Empty,
+    /// The name is longer than [`MAX_NAME_LEN`] bytes.
+    TooLong(usize),
+    /// The name contains a character outside `[A-Za-z0-9._-]`.
+    BadChar(char),
+    /// The name starts with `.` or `-`.
+    BadStart(char),
+    /// The name contains `..`.
+    DotDot,
+}
+
+impl fmt::Display for NameProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NameProblem::Empty => write!(f, "the name is empty"),
+            NameProblem::TooLong(len) => {
+                write!(
+                    f,
+                    "the name is {len} bytes long (the limit is {MAX_NAME_LEN})"
+                )
+            }
+            NameProblem::BadChar(c) => write!(
+                f,
+                "the name contains {}, but only ASCII letters, digits, '.', '_' and '-' are allowed",
+                describe_char(*c)
+            ),
+            NameProblem::BadStart(c) => write!(f, "the name starts with {:?}", c),
+            NameProblem::DotDot => write!(f, "the name contains \"..\""),
+        }
+    }
+}
+
+fn describe_char(c: char) -> String {
+    match c {
+        '/' => "'/' (a path separator)".to_owned(),
+        '\\' => "'\\' (a path separator)".to_owned(),
+        '\0' => "a NUL byte".to_owned(),
+        c if c.is_control() => format!("the control character U+{:04X}", c as u32),
+        c if !c.is_ascii() => format!("{c:?} (U+{:04X}, not ASCII)", c as u32),
+        c => format!("{c:?}"),
+    }
+}
+
+/// Checks that `name` is safe to use as (part of) a single file name.
+///
+/// Accepted: 1 to [`MAX_NAME_LEN`] bytes of ASCII letters, digits, `.`, `_` and `-`, not
+/// starting with `.` or `-`, and not containing `..`. Everything else, including Unicode
+/// look-alikes of `/`, is refused.
+pub fn validate_name(name: &str) -> Result<(), NameProblem> {
+    let first = name.chars().next().ok_or(NameProblem::Empty)?;
+    if name.len() > MAX_NAME_LEN {
+        return Err(NameProblem::TooLong(name.len()));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(NameProblem::BadChar(bad));
+    }
+    if matches!(first, '.' | '-') {
+        return Err(NameProblem::BadStart(first));
+    }
+    if name.contains("..") {
+        return Err(NameProblem::DotDot);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn accepts_ordinary_names() {
+        for name in ["welcome", "agent-browser", "my_db", "v1.2", "A9"] {
+            assert_eq!(validate_name(name), Ok(()), "{name}");
+        }
+    }
+
+    #[test]
+    fn refuses_traversal_and_separators() {
+        assert_eq!(validate_name(""), Err(NameProblem::Empty));
+        assert_eq!(validate_name("../x"), Err(NameProblem::BadChar('/')));
+        assert_eq!(validate_name("a/b"), Err(NameProblem::BadChar('/')));
+        assert_eq!(validate_name("a\\b"), Err(NameProblem::BadChar('\\')));
+        assert_eq!(validate_name(".."), Err(NameProblem::BadStart('.')));
+        assert_eq!(validate_name("a..b"), Err(NameProblem::DotDot));
+        assert_eq!(validate_name(".hidden"), Err(NameProblem::BadStart('.')));
+        assert_eq!(validate_name("-rf"), Err(NameProblem::BadStart('-')));
+    }
+
+    #[test]
+    fn refuses_control_nul_and_lookalikes() {
+        assert_eq!(validate_name("a\0b"), Err(NameProblem::BadChar('\0')));
+        assert_eq!(validate_name("a\nb"), Err(NameProblem::BadChar('\n')));
+        assert_eq!(
+            validate_name("a\u{2215}b"),
+            Err(NameProblem::BadChar('\u{2215}'))
+        );
+        assert_eq!(validate_name("a b"), Err(NameProblem::BadChar(' ')));
+    }
+
+    #[test]
+    fn refuses_overlong_names() {
+        assert_eq!(validate_name(&"a".repeat(MAX_NAME_LEN)), Ok(()));
+        let long = "a".repeat(10_000);
+        assert_eq!(validate_name(&long), Err(NameProblem::TooLong(10_000)));
+    }
+
+    #[test]
+    fn problems_explain_themselves() {
+        let msg = validate_name("a\u{2215}b").unwrap_err().to_string();
+        assert!(msg.contains("U+2215"), "{msg}");
+        let msg = validate_name("a\0").unwrap_err().to_string();
+        assert!(msg.contains("NUL"), "{msg}");
+    }
+
+    proptest! {
+        #[test]
+        fn accepted_names_are_single_safe_components(name in "\\PC{0,120}") {
+            if validate_name(&name).is_ok() {
+                let path = std::path::Path::new(&name);
+                prop_assert_eq!(path.components().count(), 1);
+                prop_assert!(matches!(
+                    path.components().next(),
+                    Some(std::path::Component::Normal(_))
+                ));
+                prop_assert!(!name.starts_with('.'));
+                prop_assert!(name.len() <= MAX_NAME_LEN);
+            }
+        }
+    }
+}

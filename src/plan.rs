@@ -1,0 +1,509 @@
+//! The desired state of a group, computed purely from its inputs.
+//!
+//! [`plan_group`] takes the parsed `container.json`, what `container/` holds and the delivery
+//! mode, and returns the exact files and links a composed group must contain, in a fixed order.
+//! No I/O happens here, so the plan is easy to test, to print as a dry run and to diff.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::config::{GroupConfig, SkillSelection};
+use crate::layout::{Layout, names};
+
+/// How the shared base and skill fragments reach the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Delivery {
+    /// Symlinks into the container's `/app` mount: a running container sees upstream edits, but
+    /// the real Claude Code drops these imports unless external imports are approved.
+    #[default]
+    Link,
+    /// Regular-file copies refreshed at every compose: always loaded by Claude Code.
+    Copy,
+}
+
+impl fmt::Display for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Delivery::Link => "link",
+            Delivery::Copy => "copy",
+        })
+    }
+}
+
+/// What `container/` holds on the host, read once per run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sources {
+    /// The bytes of `container/CLAUDE.md`, if it exists.
+    pub shared_base: Option<Vec<u8>>,
+    /// Every skill folder under `container/skills/` with the bytes of its `instructions.md`.
+    pub skills: BTreeMap<String, Option<Vec<u8>>>,
+}
+
+/// A path clawmd manages inside a group folder.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ManagedPath {
+    /// Whether it lives in `.claude-fragments/` (else directly in the group folder).
+    pub in_fragments: bool,
+    /// The file name.
+    pub name: String,
+}
+
+impl ManagedPath {
+    /// A file directly in the group folder.
+    pub fn top(name: &str) -> Self {
+        ManagedPath {
+            in_fragments: false,
+            name: name.to_owned(),
+        }
+    }
+
+    /// A file in `.claude-fragments/`.
+    pub fn fragment(name: &str) -> Self {
+        ManagedPath {
+            in_fragments: true,
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for ManagedPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.in_fragments {
+            write!(f, "{}/{}", names::FRAGMENTS, self.name)
+        } else {
+            f.write_str(&self.name)
+        }
+    }
+}
+
+/// What a managed path must hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    /// A symlink with this target.
+    Symlink(PathBuf),
+    /// A regular file with these bytes.
+    File(Vec<u8>),
+    /// A regular file, created empty when missing and never modified afterwards.
+    Seed,
+}
+
+/// One entry of the desired state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    /// Where.
+    pub path: ManagedPath,
+    /// What.
+    pub content: Content,
+}
+
+/// Something worth telling the operator that does not stop the compose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "code", rename_all = "kebab-case")]
+pub enum Warning {
+    /// `skills` lists a skill that `container/skills/` does not have.
+    UnknownSkill {
+        /// The skill name.
+        skill: String,
+    },
+    /// `container/CLAUDE.md` is missing, so there is no shared base to deliver.
+    MissingSharedBase {
+        /// The host path that is missing.
+        path: PathBuf,
+    },
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::UnknownSkill { skill } => write!(
+                f,
+                "container.json enables skill {skill:?}, but container/skills/{skill}/ does not exist; it is ignored (fix: add the skill or remove it from `skills`)"
+            ),
+            Warning::MissingSharedBase { path } => write!(
+                f,
+                "{} does not exist, so the group gets no shared base (fix: create it)",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// A config that cannot be composed even though it parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "skill {skill:?} and MCP server {server:?} would both be written to .claude-fragments/{file}; fix: rename the MCP server in container.json"
+)]
+pub struct FragmentCollision {
+    /// The skill.
+    pub skill: String,
+    /// The MCP server.
+    pub server: String,
+    /// The shared file name.
+    pub file: String,
+}
+
+/// The desired state of one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupPlan {
+    /// Every managed path with its content, in the order it is applied: the fragments and the
+    /// shared base, then `CLAUDE.local.md`, then `CLAUDE.md` (which imports all of them).
+    pub entries: Vec<Desired>,
+    /// Things the operator should know.
+    pub warnings: Vec<Warning>,
+}
+
+impl GroupPlan {
+    /// The names desired in `.claude-fragments/`.
+    pub fn fragment_names(&self) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter(|d| d.path.in_fragments)
+            .map(|d| d.path.name.as_str())
+    }
+}
+
+/// Computes the desired state of a group from its config and the shared sources.
+pub fn plan_group(
+    layout: &Layout,
+    config: &GroupConfig,
+    sources: &Sources,
+    delivery: Delivery,
+) -> Result<GroupPlan, FragmentCollision> {
+    let mut entries = Vec::new();
+    let mut warnings = unknown_skills(config, sources);
+    let mut imports = Vec::new();
+
+    match (&sources.shared_base, delivery) {
+        (_, Delivery::Link) | (Some(_), Delivery::Copy) => {
+            let content = match delivery {
+                Delivery::Link => Content::Symlink(layout.shared_base_target()),
+                Delivery::Copy => Content::File(sources.shared_base.clone().unwrap_or_default()),
+            };
+            entries.push(Desired {
+                path: ManagedPath::top(names::SHARED),
+                content,
+            });
+            imports.push(format!("@./{}", names::SHARED));
+        }
+        (None, Delivery::Copy) => {}
+    }
+    if sources.shared_base.is_none() {
+        warnings.push(Warning::MissingSharedBase {
+            path: layout.shared_base_source(),
+        });
+    }
+
+    let mut fragments = Vec::new();
+    for (skill, instructions) in &sources.skills {
+        let Some(instructions) = instructions else {
+            continue;
+        };
+        if !config.skills.enables(skill) {
+            continue;
+        }
+        let content = match delivery {
+            Delivery::Link => Content::Symlink(layout.skill_instructions_target(skill)),
+            Delivery::Copy => Content::File(instructions.clone()),
+        };
+        fragments.push((format!("{skill}.md"), content, skill.as_str()));
+    }
+    let skill_files: BTreeMap<String, &str> = fragments
+        .iter()
+        .map(|(file, _, skill)| (file.clone(), *skill))
+        .collect();
+    for (server, text) in &config.mcp_instructions {
+        let file = format!("mcp-{server}.md");
+        if let Some(skill) = skill_files.get(&file) {
+            return Err(FragmentCollision {
+                skill: (*skill).to_owned(),
+                server: server.clone(),
+                file,
+            });
+        }
+        fragments.push((file, Content::File(mcp_fragment(server, text)), ""));
+    }
+    for (file, content, _) in fragments {
+        imports.push(format!("@./{}/{file}", names::FRAGMENTS));
+        entries.push(Desired {
+            path: ManagedPath::fragment(&file),
+            content,
+        });
+    }
+
+    imports.push(format!("@./{}", names::CLAUDE_LOCAL_MD));
+    entries.push(Desired {
+        path: ManagedPath::top(names::CLAUDE_LOCAL_MD),
+        content: Content::Seed,
+    });
+    entries.push(Desired {
+        path: ManagedPath::top(names::CLAUDE_MD),
+        content: Content::File(composed_claude_md(&imports)),
+    });
+    Ok(GroupPlan { entries, warnings })
+}
+
+fn unknown_skills(config: &GroupConfig, sources: &Sources) -> Vec<Warning> {
+    match &config.skills {
+        SkillSelection::All => Vec::new(),
+        SkillSelection::Only(selected) => selected
+            .iter()
+            .filter(|skill| !sources.skills.contains_key(*skill))
+            .map(|skill| Warning::UnknownSkill {
+                skill: skill.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The start of the header line of every composed `CLAUDE.md`.
+pub const HEADER_START: &str = "<!-- Generated by clawmd";
+const HASH_MARK: &str = "clawmd-sha256:";
+
+/// The composed `CLAUDE.md` for these import lines: a header comment (stripped by Claude Code
+/// before the agent sees it) carrying a hash of the body, then one import per line.
+pub fn composed_claude_md(imports: &[String]) -> Vec<u8> {
+    let mut body = String::new();
+    for line in imports {
+        body.push_str(line);
+        body.push('\n');
+    }
+    with_header(&body).into_bytes()
+}
+
+fn with_header(body: &str) -> String {
+    format!(
+        "{HEADER_START} from container.json: do not edit, edits are moved aside at the next compose. Put this group's own memory in CLAUDE.local.md. {HASH_MARK}{} -->\n{body}",
+        short_hash(body.as_bytes())
+    )
+}
+
+/// The first 16 hex digits of the SHA-256 of `bytes`.
+pub fn short_hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `text` carries clawmd's header (it was composed, possibly edited since).
+pub fn is_composed(text: &[u8]) -> bool {
+    text.starts_with(HEADER_START.as_bytes())
+}
+
+/// Whether `text` is exactly as clawmd wrote it: the header's hash matches the body.
+pub fn is_pristine(text: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let Some((_, body)) = text.split_once('\n') else {
+        return false;
+    };
+    with_header(body) == text
+}
+
+/// The content of `.claude-fragments/mcp-<server>.md`.
+///
+/// The instructions are text from a config file, not a place to pull files from, so they are
+/// written inside a fenced code block whose fence is longer than any backtick run in the text:
+/// Claude Code never treats an `@path` inside a code block as an import (verified with
+/// claude-view on 2.1.328, see tests/e2e), and HTML comments inside it are kept verbatim.
+pub fn mcp_fragment(server: &str, instructions: &str) -> Vec<u8> {
+    let longest_run = instructions
+        .split(|c| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let fence = "`".repeat(longest_run.max(2) + 1);
+    let text = instructions.strip_suffix('\n').unwrap_or(instructions);
+    format!(
+        "<!-- Generated by clawmd from container.json (mcpServers.{server}.instructions): edit that field, not this file. -->\nInstructions for the MCP server `{server}`:\n\n{fence}text\n{text}\n{fence}\n"
+    )
+    .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn sources() -> Sources {
+        Sources {
+            shared_base: Some(b"BASE".to_vec()),
+            skills: BTreeMap::from([
+                ("browser".to_owned(), Some(b"BROWSE".to_vec())),
+                ("no-guidance".to_owned(), None),
+                ("welcome".to_owned(), Some(b"HELLO".to_vec())),
+            ]),
+        }
+    }
+
+    fn config(skills: Option<&[&str]>, servers: &[(&str, &str)]) -> GroupConfig {
+        GroupConfig {
+            skills: match skills {
+                None => SkillSelection::All,
+                Some(list) => SkillSelection::Only(list.iter().map(|s| s.to_string()).collect()),
+            },
+            mcp_instructions: servers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn layout() -> Layout {
+        Layout::under_root(Path::new("/host"))
+    }
+
+    fn paths(plan: &GroupPlan) -> Vec<String> {
+        plan.entries.iter().map(|d| d.path.to_string()).collect()
+    }
+
+    fn claude_md(plan: &GroupPlan) -> String {
+        match &plan.entries.last().unwrap().content {
+            Content::File(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn link_plan_for_all_skills() {
+        let plan = plan_group(
+            &layout(),
+            &config(None, &[("db", "RO")]),
+            &sources(),
+            Delivery::Link,
+        )
+        .unwrap();
+        assert_eq!(
+            paths(&plan),
+            [
+                ".claude-shared.md",
+                ".claude-fragments/browser.md",
+                ".claude-fragments/welcome.md",
+                ".claude-fragments/mcp-db.md",
+                "CLAUDE.local.md",
+                "CLAUDE.md"
+            ]
+        );
+        assert_eq!(
+            plan.entries[0].content,
+            Content::Symlink(PathBuf::from("/app/CLAUDE.md"))
+        );
+        assert_eq!(
+            plan.entries[1].content,
+            Content::Symlink(PathBuf::from("/app/skills/browser/instructions.md"))
+        );
+        assert_eq!(plan.entries[4].content, Content::Seed);
+        insta::assert_snapshot!(claude_md(&plan), @r"
+        <!-- Generated by clawmd from container.json: do not edit, edits are moved aside at the next compose. Put this group's own memory in CLAUDE.local.md. clawmd-sha256:f8ee4d4ef9a38aea -->
+        @./.claude-shared.md
+        @./.claude-fragments/browser.md
+        @./.claude-fragments/welcome.md
+        @./.claude-fragments/mcp-db.md
+        @./CLAUDE.local.md
+        ");
+        assert!(plan.warnings.is_empty());
+    }
+
+    #[test]
+    fn only_enabled_skills_with_instructions_get_fragments() {
+        let plan = plan_group(
+            &layout(),
+            &config(Some(&["welcome", "no-guidance", "ghost"]), &[]),
+            &sources(),
+            Delivery::Link,
+        )
+        .unwrap();
+        assert_eq!(plan.fragment_names().collect::<Vec<_>>(), ["welcome.md"]);
+        assert_eq!(
+            plan.warnings,
+            [Warning::UnknownSkill {
+                skill: "ghost".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn copy_plan_holds_the_sources_bytes() {
+        let plan = plan_group(
+            &layout(),
+            &config(Some(&["browser"]), &[]),
+            &sources(),
+            Delivery::Copy,
+        )
+        .unwrap();
+        assert_eq!(plan.entries[0].content, Content::File(b"BASE".to_vec()));
+        assert_eq!(plan.entries[1].content, Content::File(b"BROWSE".to_vec()));
+    }
+
+    #[test]
+    fn copy_without_a_shared_base_omits_it_and_warns() {
+        let mut sources = sources();
+        sources.shared_base = None;
+        let plan =
+            plan_group(&layout(), &config(Some(&[]), &[]), &sources, Delivery::Copy).unwrap();
+        assert_eq!(paths(&plan), ["CLAUDE.local.md", "CLAUDE.md"]);
+        assert!(matches!(
+            plan.warnings[0],
+            Warning::MissingSharedBase { .. }
+        ));
+    }
+
+    #[test]
+    fn same_inputs_same_bytes() {
+        let a = plan_group(
+            &layout(),
+            &config(None, &[("b", "x"), ("a", "y")]),
+            &sources(),
+            Delivery::Link,
+        );
+        let b = plan_group(
+            &layout(),
+            &config(None, &[("a", "y"), ("b", "x")]),
+            &sources(),
+            Delivery::Link,
+        );
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn skill_and_server_colliding_on_a_file_name_is_an_error() {
+        let mut sources = sources();
+        sources.skills.insert("mcp-db".into(), Some(b"S".to_vec()));
+        let err = plan_group(
+            &layout(),
+            &config(None, &[("db", "x")]),
+            &sources,
+            Delivery::Link,
+        )
+        .unwrap_err();
+        assert_eq!(err.file, "mcp-db.md");
+        assert!(err.to_string().contains("fix:"));
+    }
+
+    #[test]
+    fn pristine_detects_any_edit() {
+        let text = composed_claude_md(&["@./a.md".to_owned()]);
+        assert!(is_pristine(&text) && is_composed(&text));
+        let mut edited = text.clone();
+        edited.extend_from_slice(b"my note\n");
+        assert!(!is_pristine(&edited) && is_composed(&edited));
+        assert!(!is_pristine(b"hand written") && !is_composed(b"hand written"));
+        assert!(!is_pristine(&[0xff, b'\n']));
+    }
+
+    #[test]
+    fn mcp_fragment_fences_every_backtick_run() {
+        let text = "Use @/etc/hostname\n````\n@./container.json\n";
+        let fragment = String::from_utf8(mcp_fragment("db", text)).unwrap();
+        assert!(
+            fragment.contains("\n`````text\nUse @/etc/hostname\n````\n@./container.json\n`````\n"),
+            "{fragment}"
+        );
+        let plain = String::from_utf8(mcp_fragment("db", "no ticks")).unwrap();
+        assert!(plain.ends_with("```text\nno ticks\n```\n"), "{plain}");
+    }
+}

@@ -1,0 +1,246 @@
+//! Diffing a group's desired state against the disk, and applying the difference.
+//!
+//! [`diff`] reads (never follows links, never writes) and returns the minimal list of
+//! [`Step`]s; [`apply`] performs them through [`crate::fsops`] in an order that keeps every
+//! file a reader can reach whole: new fragments first, then `CLAUDE.md`, and only then the
+//! removal of fragments it no longer imports. A group that is already right yields only
+//! [`Step::Keep`]s, and applying those writes nothing.
+
+use serde::Serialize;
+
+use crate::fsops::{FsError, Node, NodeKind, SafeDir};
+use crate::layout::names;
+use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_pristine, short_hash};
+
+/// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
+pub const MAX_RESCUE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What a managed path is, for reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A symbolic link.
+    Symlink,
+}
+
+/// One step of reconciling a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Write `content` at `path`; `before` is what was there.
+    Write {
+        /// Where.
+        path: ManagedPath,
+        /// What.
+        content: Content,
+        /// What was there before (`Missing` for a creation).
+        before: NodeKind,
+    },
+    /// Keep a hand-edited `CLAUDE.md` under `to` before it is replaced.
+    Rescue {
+        /// The rescue file name in the group folder.
+        to: String,
+        /// The edited text.
+        bytes: Vec<u8>,
+    },
+    /// Remove a stale fragment.
+    Remove {
+        /// Where.
+        path: ManagedPath,
+        /// What it was.
+        before: NodeKind,
+    },
+    /// Already right: nothing to do.
+    Keep {
+        /// Where.
+        path: ManagedPath,
+    },
+}
+
+/// Computes the steps that bring the group folder to `plan`. `fragments` is `None` when the
+/// `.claude-fragments` folder does not exist yet.
+pub fn diff(
+    group: &SafeDir,
+    fragments: Option<&SafeDir>,
+    plan: &GroupPlan,
+) -> Result<Vec<Step>, FsError> {
+    let mut steps = Vec::new();
+    for desired in &plan.entries {
+        let dir = if desired.path.in_fragments {
+            fragments
+        } else {
+            Some(group)
+        };
+        diff_entry(dir, desired, &mut steps)?;
+    }
+    if let Some(fragments) = fragments {
+        stale_fragments(fragments, plan, &mut steps)?;
+    }
+    let shared_wanted = plan
+        .entries
+        .iter()
+        .any(|d| !d.path.in_fragments && d.path.name == names::SHARED);
+    if !shared_wanted {
+        if let kind @ (NodeKind::File | NodeKind::Symlink) = group.kind(names::SHARED)? {
+            steps.push(Step::Remove {
+                path: ManagedPath::top(names::SHARED),
+                before: kind,
+            });
+        }
+    }
+    Ok(steps)
+}
+
+fn diff_entry(
+    dir: Option<&SafeDir>,
+    desired: &Desired,
+    steps: &mut Vec<Step>,
+) -> Result<(), FsError> {
+    let path = desired.path.clone();
+    let Some(dir) = dir else {
+        steps.push(Step::Write {
+            path,
+            content: desired.content.clone(),
+            before: NodeKind::Missing,
+        });
+        return Ok(());
+    };
+    let name = desired.path.name.as_str();
+    let limit = match &desired.content {
+        Content::File(_) if name == names::CLAUDE_MD && !desired.path.in_fragments => {
+            MAX_RESCUE_BYTES
+        }
+        Content::File(bytes) => bytes.len() as u64,
+        Content::Symlink(_) | Content::Seed => 0,
+    };
+    let node = match dir.kind(name)? {
+        NodeKind::File if matches!(desired.content, Content::Seed) => Node::File(Vec::new()),
+        NodeKind::File => match dir.node(name, limit) {
+            Err(FsError::TooLarge { .. }) if limit != MAX_RESCUE_BYTES => Node::Other,
+            other => other?,
+        },
+        _ => dir.node(name, 0)?,
+    };
+    refuse_unsafe(dir, &desired.path, &desired.content, &node)?;
+    let up_to_date = match (&desired.content, &node) {
+        (Content::Seed, Node::File(_)) => true,
+        (Content::File(want), Node::File(have)) => want == have,
+        (Content::Symlink(want), Node::Symlink(have)) => want == have,
+        _ => false,
+    };
+    if up_to_date {
+        steps.push(Step::Keep { path });
+        return Ok(());
+    }
+    if let Node::File(old) = &node {
+        if name == names::CLAUDE_MD && !desired.path.in_fragments && needs_rescue(old) {
+            steps.push(Step::Rescue {
+                to: format!("{}{}", names::RESCUE_PREFIX, short_hash(old)),
+                bytes: old.clone(),
+            });
+        }
+    }
+    steps.push(Step::Write {
+        path,
+        content: desired.content.clone(),
+        before: node.kind(),
+    });
+    Ok(())
+}
+
+/// A `CLAUDE.md` that clawmd did not write exactly as it is (a hand edit, or legacy text that
+/// was never migrated) is kept before it is replaced; an empty one holds nothing to lose.
+fn needs_rescue(old: &[u8]) -> bool {
+    !is_pristine(old) && !old.trim_ascii().is_empty()
+}
+
+fn refuse_unsafe(
+    dir: &SafeDir,
+    path: &ManagedPath,
+    content: &Content,
+    node: &Node,
+) -> Result<(), FsError> {
+    let protected = !path.in_fragments
+        && (path.name == names::CLAUDE_MD || path.name == names::CLAUDE_LOCAL_MD);
+    let refuse = match node {
+        Node::Dir | Node::Other if matches!(content, Content::Seed) => true,
+        Node::Dir => true,
+        Node::Symlink(_) => protected,
+        _ => false,
+    };
+    if !refuse {
+        return Ok(());
+    }
+    let full = dir.path().join(&path.name);
+    Err(FsError::Unsafe {
+        found: node.kind().describe().to_owned(),
+        expected: "a regular file",
+        fix: match node {
+            Node::Symlink(_) => format!(
+                "delete the link {} (clawmd never writes through a link); if it pointed at text you need, copy that text into CLAUDE.local.md first",
+                full.display()
+            ),
+            _ => format!("move {} aside", full.display()),
+        },
+        path: full,
+    })
+}
+
+fn stale_fragments(
+    fragments: &SafeDir,
+    plan: &GroupPlan,
+    steps: &mut Vec<Step>,
+) -> Result<(), FsError> {
+    let wanted: Vec<&str> = plan.fragment_names().collect();
+    for name in fragments.list()? {
+        let Some(name) = name.to_str() else {
+            tracing::warn!(dir = %fragments.path().display(), "leaving a non-UTF-8 name alone");
+            continue;
+        };
+        if wanted.contains(&name) || crate::fsops::is_temp_name(name) {
+            continue;
+        }
+        match fragments.kind(name)? {
+            kind @ (NodeKind::File | NodeKind::Symlink) => steps.push(Step::Remove {
+                path: ManagedPath::fragment(name),
+                before: kind,
+            }),
+            NodeKind::Missing => {}
+            other => tracing::warn!(
+                path = %fragments.path().join(name).display(),
+                "leaving {} alone in .claude-fragments", other.describe()
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Performs `steps` in a reader-safe order: rescues, writes (in plan order), then removals.
+pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(), FsError> {
+    for step in steps {
+        if let Step::Rescue { to, bytes } = step {
+            group.create_new_file(to, bytes)?;
+            tracing::warn!(rescued = %group.path().join(to).display(), "kept a hand-edited CLAUDE.md");
+        }
+    }
+    for step in steps {
+        if let Step::Write { path, content, .. } = step {
+            let dir = if path.in_fragments { fragments } else { group };
+            match content {
+                Content::File(bytes) => dir.write_file(&path.name, bytes)?,
+                Content::Symlink(target) => dir.symlink(&path.name, target)?,
+                Content::Seed => {
+                    dir.create_new_file(&path.name, b"")?;
+                }
+            }
+        }
+    }
+    for step in steps {
+        if let Step::Remove { path, .. } = step {
+            let dir = if path.in_fragments { fragments } else { group };
+            dir.remove(&path.name)?;
+        }
+    }
+    Ok(())
+}

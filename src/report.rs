@@ -1,0 +1,342 @@
+//! Reports of what a run did (or, in a dry run, would do): a versioned JSON shape for
+//! machines (documented in docs/json-report.md) and a short human summary.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::error::GroupError;
+use crate::plan::{Content, Delivery, Warning};
+use crate::reconcile::{EntryKind, Step};
+
+/// The version of the JSON report shape; bumped on any incompatible change.
+pub const REPORT_VERSION: u32 = 1;
+
+/// What happened to a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Something was (or would be) written or removed.
+    Changed,
+    /// The group was already right; nothing was written.
+    Unchanged,
+    /// The group could not be processed; it was left as it was.
+    Failed,
+}
+
+/// A created, replaced or removed managed path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntryChange {
+    /// The path relative to the group folder.
+    pub path: String,
+    /// File or symlink (for a removal: what was removed).
+    pub kind: EntryKind,
+    /// A symlink's target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<PathBuf>,
+}
+
+/// A hand-edited file kept aside before it was replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rescued {
+    /// The file that was edited (relative to the group folder).
+    pub from: String,
+    /// Where its text is now (relative to the group folder).
+    pub to: String,
+}
+
+/// A warning with a stable code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WarningReport {
+    /// Stable machine-readable code.
+    pub code: String,
+    /// Human-readable explanation with a fix.
+    pub message: String,
+}
+
+impl From<&Warning> for WarningReport {
+    fn from(warning: &Warning) -> Self {
+        let code = serde_json::to_value(warning)
+            .ok()
+            .and_then(|v| v.get("code").and_then(|c| c.as_str()).map(str::to_owned))
+            .unwrap_or_default();
+        WarningReport {
+            code,
+            message: warning.to_string(),
+        }
+    }
+}
+
+/// A group's failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorReport {
+    /// Stable machine-readable code.
+    pub code: String,
+    /// The file concerned, when there is one.
+    pub file: Option<PathBuf>,
+    /// The full message, with the fix.
+    pub message: String,
+}
+
+impl From<&GroupError> for ErrorReport {
+    fn from(err: &GroupError) -> Self {
+        ErrorReport {
+            code: err.code().to_owned(),
+            file: err.file(),
+            message: err.to_string(),
+        }
+    }
+}
+
+/// The result of composing one group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupReport {
+    /// The group name.
+    pub group: String,
+    /// Changed, unchanged or failed.
+    pub status: Status,
+    /// Paths created.
+    pub created: Vec<EntryChange>,
+    /// Paths whose content or target was replaced.
+    pub replaced: Vec<EntryChange>,
+    /// Stale paths removed.
+    pub removed: Vec<EntryChange>,
+    /// Paths that were already right and left alone.
+    pub unchanged: Vec<String>,
+    /// Hand-edited files kept aside before being replaced.
+    pub rescued: Vec<Rescued>,
+    /// Temp files left by an interrupted run and removed.
+    pub cleaned: Vec<String>,
+    /// Warnings.
+    pub warnings: Vec<WarningReport>,
+    /// Why the group failed, when it did.
+    pub error: Option<ErrorReport>,
+}
+
+impl GroupReport {
+    /// A failed group.
+    pub fn failed(group: &str, err: &GroupError) -> Self {
+        let mut report = GroupReport::empty(group);
+        report.status = Status::Failed;
+        report.error = Some(err.into());
+        report
+    }
+
+    fn empty(group: &str) -> Self {
+        GroupReport {
+            group: group.to_owned(),
+            status: Status::Unchanged,
+            created: Vec::new(),
+            replaced: Vec::new(),
+            removed: Vec::new(),
+            unchanged: Vec::new(),
+            rescued: Vec::new(),
+            cleaned: Vec::new(),
+            warnings: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// The report of a reconciliation made of `steps`.
+    pub fn from_steps(
+        group: &str,
+        steps: &[Step],
+        warnings: &[Warning],
+        cleaned: Vec<String>,
+    ) -> Self {
+        let mut report = GroupReport::empty(group);
+        for step in steps {
+            match step {
+                Step::Keep { path } => report.unchanged.push(path.to_string()),
+                Step::Rescue { to, .. } => report.rescued.push(Rescued {
+                    from: crate::layout::names::CLAUDE_MD.to_owned(),
+                    to: to.clone(),
+                }),
+                Step::Write {
+                    path,
+                    content,
+                    before,
+                } => {
+                    let (kind, target) = match content {
+                        Content::Symlink(target) => (EntryKind::Symlink, Some(target.clone())),
+                        Content::File(_) | Content::Seed => (EntryKind::File, None),
+                    };
+                    let change = EntryChange {
+                        path: path.to_string(),
+                        kind,
+                        target,
+                    };
+                    if *before == crate::fsops::NodeKind::Missing {
+                        report.created.push(change);
+                    } else {
+                        report.replaced.push(change);
+                    }
+                }
+                Step::Remove { path, before } => report.removed.push(EntryChange {
+                    path: path.to_string(),
+                    kind: if *before == crate::fsops::NodeKind::Symlink {
+                        EntryKind::Symlink
+                    } else {
+                        EntryKind::File
+                    },
+                    target: None,
+                }),
+            }
+        }
+        report.cleaned = cleaned;
+        report.warnings = warnings.iter().map(WarningReport::from).collect();
+        let changed = !(report.created.is_empty()
+            && report.replaced.is_empty()
+            && report.removed.is_empty()
+            && report.rescued.is_empty()
+            && report.cleaned.is_empty());
+        report.status = if changed {
+            Status::Changed
+        } else {
+            Status::Unchanged
+        };
+        report
+    }
+}
+
+/// Counts of groups by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Groups processed.
+    pub groups: usize,
+    /// Groups changed.
+    pub changed: usize,
+    /// Groups already right.
+    pub unchanged: usize,
+    /// Groups that failed.
+    pub failed: usize,
+}
+
+/// The report of a `compose` run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ComposeReport {
+    /// [`REPORT_VERSION`].
+    pub version: u32,
+    /// Always "compose".
+    pub command: &'static str,
+    /// Whether nothing was written (the report says what would be done).
+    pub dry_run: bool,
+    /// The delivery mode used.
+    pub delivery: Delivery,
+    /// True when no group failed.
+    pub ok: bool,
+    /// Counts.
+    pub summary: Summary,
+    /// One entry per group, sorted by name.
+    pub groups: Vec<GroupReport>,
+    /// Warnings about the shared content (not about one group).
+    pub warnings: Vec<WarningReport>,
+}
+
+impl ComposeReport {
+    /// Builds the report, computing `ok` and the summary.
+    pub fn new(
+        dry_run: bool,
+        delivery: Delivery,
+        groups: Vec<GroupReport>,
+        warnings: Vec<WarningReport>,
+    ) -> Self {
+        let mut summary = Summary {
+            groups: groups.len(),
+            ..Summary::default()
+        };
+        for group in &groups {
+            match group.status {
+                Status::Changed => summary.changed += 1,
+                Status::Unchanged => summary.unchanged += 1,
+                Status::Failed => summary.failed += 1,
+            }
+        }
+        ComposeReport {
+            version: REPORT_VERSION,
+            command: "compose",
+            dry_run,
+            delivery,
+            ok: summary.failed == 0,
+            summary,
+            groups,
+            warnings,
+        }
+    }
+
+    /// The human-readable summary printed by default.
+    pub fn to_human(&self) -> String {
+        let mut out = String::new();
+        let verb =
+            |done: &'static str, would: &'static str| if self.dry_run { would } else { done };
+        for warning in &self.warnings {
+            let _ = writeln!(out, "warning: {}", warning.message);
+        }
+        for group in &self.groups {
+            match group.status {
+                Status::Failed => {
+                    let message = group
+                        .error
+                        .as_ref()
+                        .map(|e| e.message.as_str())
+                        .unwrap_or("");
+                    let _ = writeln!(out, "{}: FAILED, left as it was: {message}", group.group);
+                }
+                Status::Unchanged => {
+                    let _ = writeln!(out, "{}: up to date", group.group);
+                }
+                Status::Changed => {
+                    let _ = writeln!(out, "{}: {}", group.group, verb("updated", "would update"));
+                    for rescued in &group.rescued {
+                        let _ = writeln!(
+                            out,
+                            "  ! {} was edited by hand: its text {} {} (move what you need into CLAUDE.local.md)",
+                            rescued.from,
+                            verb("is kept in", "would be kept in"),
+                            rescued.to
+                        );
+                    }
+                    write_changes(&mut out, "+", &group.created);
+                    write_changes(&mut out, "~", &group.replaced);
+                    write_changes(&mut out, "-", &group.removed);
+                    for name in &group.cleaned {
+                        let _ = writeln!(out, "  - {name} (left by an interrupted run)");
+                    }
+                }
+            }
+            for warning in &group.warnings {
+                let _ = writeln!(out, "  warning: {}", warning.message);
+            }
+        }
+        let s = &self.summary;
+        let _ = writeln!(
+            out,
+            "{} group(s): {} {}, {} up to date, {} failed{}",
+            s.groups,
+            s.changed,
+            verb("changed", "to change"),
+            s.unchanged,
+            s.failed,
+            if self.dry_run {
+                " (dry run: nothing written)"
+            } else {
+                ""
+            }
+        );
+        out
+    }
+}
+
+fn write_changes(out: &mut String, mark: &str, changes: &[EntryChange]) {
+    for change in changes {
+        match &change.target {
+            Some(target) => {
+                let _ = writeln!(out, "  {mark} {} -> {}", change.path, target.display());
+            }
+            None => {
+                let _ = writeln!(out, "  {mark} {}", change.path);
+            }
+        }
+    }
+}
