@@ -112,6 +112,16 @@ fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
     deserializer
         .end()
         .map_err(|err| json_error(path, None, err))?;
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(ConfigError {
+            path: path.to_owned(),
+            position: Some((1, 1)),
+            field: None,
+            message: "expected a JSON object (the group's container.json)".to_owned(),
+            fix: "make the file a JSON object, for example {\"skills\": \"all\"}".to_owned(),
+        });
+    }
     Ok(raw)
 }
 
