@@ -106,7 +106,7 @@ fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let raw: RawConfig = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let field = err.path().to_string();
-        let field = (field != "." && !field.is_empty()).then_some(field);
+        let field = (!matches!(field.as_str(), "" | "." | "?")).then_some(field);
         json_error(path, field, err.into_inner())
     })?;
     deserializer

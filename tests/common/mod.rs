@@ -113,7 +113,12 @@ impl Deployment {
             for entry in walkdir::WalkDir::new(self.path(top)).sort_by_file_name() {
                 let entry = entry.unwrap();
                 let meta = entry.path().symlink_metadata().unwrap();
-                let rel = entry.path().strip_prefix(self.root()).unwrap().display().to_string();
+                let rel = entry
+                    .path()
+                    .strip_prefix(self.root())
+                    .unwrap()
+                    .display()
+                    .to_string();
                 let what = if meta.file_type().is_symlink() {
                     format!("-> {}", std::fs::read_link(entry.path()).unwrap().display())
                 } else if meta.is_file() {
@@ -146,8 +151,13 @@ impl Run {
     }
     /// stdout parsed as JSON.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.output.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout(), self.stderr()))
+        serde_json::from_slice(&self.output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout(),
+                self.stderr()
+            )
+        })
     }
     /// Asserts the exit code, showing both streams on failure.
     #[track_caller]
