@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::compose::list_groups;
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, Node, NodeKind, SafeDir};
+use crate::fsops::{self, FsError, NodeKind, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::names::validate_name;
 use crate::plan::is_composed;
@@ -270,23 +270,7 @@ fn migrate_group(
         )),
     }
 
-    let legacy = match dir.node(names::CLAUDE_MD, 0) {
-        Ok(Node::Missing) => None,
-        Ok(Node::Symlink(_)) => return Err(symlink_refused(&dir, names::CLAUDE_MD)),
-        Ok(Node::Dir | Node::Other) => {
-            return Err(FsError::Unsafe {
-                path: dir.path().join(names::CLAUDE_MD),
-                found: "not a regular file".to_owned(),
-                expected: "a regular file",
-                fix: "move it aside".to_owned(),
-            }
-            .into());
-        }
-        Ok(Node::File(_)) | Err(FsError::TooLarge { .. }) => {
-            dir.read_file(names::CLAUDE_MD, MAX_LEGACY_BYTES)?
-        }
-        Err(err) => return Err(err.into()),
-    };
+    let legacy = read_regular(&dir, names::CLAUDE_MD)?;
     if let Some(text) = legacy.filter(|text| !is_composed(text)) {
         actions.push(move_text(
             &dir,
@@ -296,6 +280,10 @@ fn migrate_group(
             &text,
             LEGACY_MARKER,
             dry_run,
+            (
+                names::CLAUDE_MD.to_owned(),
+                names::CLAUDE_LOCAL_MD.to_owned(),
+            ),
         )?);
     }
     Ok((actions, warnings))
@@ -312,9 +300,9 @@ fn migrate_global(
     let global = SafeDir::open(&layout.group_dir(GLOBAL_GROUP))?;
     let mut actions = clean_temps(&global, dry_run, "")?;
     let mut warnings = Vec::new();
-    match global.node(names::CLAUDE_MD, 0)? {
-        Node::Missing => {}
-        Node::File(_) => {
+    match global.kind(names::CLAUDE_MD)? {
+        NodeKind::Missing => {}
+        NodeKind::File => {
             let text = global
                 .read_file(names::CLAUDE_MD, MAX_LEGACY_BYTES)?
                 .unwrap_or_default();
@@ -328,6 +316,10 @@ fn migrate_global(
                     &text,
                     GLOBAL_MARKER,
                     dry_run,
+                    (
+                        display_path(&global, names::CLAUDE_MD),
+                        display_path(container, names::CLAUDE_MD),
+                    ),
                 )?,
                 None => Action::MoveGlobal {
                     from: display_path(&global, names::CLAUDE_MD),
@@ -336,8 +328,8 @@ fn migrate_global(
             };
             actions.push(action);
         }
-        Node::Symlink(_) => return Err(symlink_refused(&global, names::CLAUDE_MD)),
-        Node::Dir | Node::Other => warnings.push(format!(
+        NodeKind::Symlink => return Err(symlink_refused(&global, names::CLAUDE_MD)),
+        NodeKind::Dir | NodeKind::Other => warnings.push(format!(
             "{} is not a regular file; left in place",
             display_path(&global, names::CLAUDE_MD)
         )),
@@ -368,6 +360,7 @@ fn migrate_global(
 /// Moves `text` (the content of `from_name` in `from`) into `to_name` in `to`: created when
 /// missing, appended below `marker` when it exists and does not hold the text yet. Only then
 /// is the source removed.
+#[allow(clippy::too_many_arguments)]
 fn move_text(
     from: &SafeDir,
     from_name: &str,
@@ -376,23 +369,10 @@ fn move_text(
     text: &[u8],
     marker: &str,
     dry_run: bool,
+    labels: (String, String),
 ) -> Result<Action, GroupError> {
-    let from_path = display_path(from, from_name);
-    let to_path = display_path(to, to_name);
-    let existing = match to.node(to_name, 0)? {
-        Node::Missing => None,
-        Node::File(_) => to.read_file(to_name, MAX_LEGACY_BYTES)?,
-        Node::Symlink(_) => return Err(symlink_refused(to, to_name)),
-        Node::Dir | Node::Other => {
-            return Err(FsError::Unsafe {
-                path: to.path().join(to_name),
-                found: "not a regular file".to_owned(),
-                expected: "a regular file",
-                fix: "move it aside".to_owned(),
-            }
-            .into());
-        }
-    };
+    let (from_path, to_path) = labels;
+    let existing = read_regular(to, to_name)?;
     let action = match &existing {
         None => Action::MoveLegacy {
             from: from_path,
@@ -489,6 +469,22 @@ fn open_or_create_dir(
             Ok(None)
         }
         Err(err) => Err(err.into()),
+    }
+}
+
+/// The bytes of the regular file `name`; `None` when missing; an error for anything else.
+fn read_regular(dir: &SafeDir, name: &str) -> Result<Option<Vec<u8>>, GroupError> {
+    match dir.kind(name)? {
+        NodeKind::Missing => Ok(None),
+        NodeKind::File => Ok(dir.read_file(name, MAX_LEGACY_BYTES)?),
+        NodeKind::Symlink => Err(symlink_refused(dir, name)),
+        other => Err(FsError::Unsafe {
+            path: dir.path().join(name),
+            found: other.describe().to_owned(),
+            expected: "a regular file",
+            fix: "move it aside".to_owned(),
+        }
+        .into()),
     }
 }
 
