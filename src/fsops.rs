@@ -203,18 +203,18 @@ impl SafeDir {
         err: rustix::io::Errno,
         kind: impl FnOnce() -> Result<NodeKind>,
     ) -> FsError {
-        if matches!(err, rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) {
-            if let Ok(found) = kind() {
-                return FsError::Unsafe {
-                    path: path.to_owned(),
-                    found: found.describe().to_owned(),
-                    expected: "a real directory",
-                    fix: format!(
-                        "move it aside and recreate {} as a directory",
-                        path.display()
-                    ),
-                };
-            }
+        if matches!(err, rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR)
+            && let Ok(found) = kind()
+        {
+            return FsError::Unsafe {
+                path: path.to_owned(),
+                found: found.describe().to_owned(),
+                expected: "a real directory",
+                fix: format!(
+                    "move it aside and recreate {} as a directory",
+                    path.display()
+                ),
+            };
         }
         FsError::io("open directory", path, err)
     }

@@ -81,13 +81,13 @@ pub fn diff(
         .entries
         .iter()
         .any(|d| !d.path.in_fragments && d.path.name == names::SHARED);
-    if !shared_wanted {
-        if let kind @ (NodeKind::File | NodeKind::Symlink) = group.kind(names::SHARED)? {
-            steps.push(Step::Remove {
-                path: ManagedPath::top(names::SHARED),
-                before: kind,
-            });
-        }
+    if !shared_wanted
+        && let kind @ (NodeKind::File | NodeKind::Symlink) = group.kind(names::SHARED)?
+    {
+        steps.push(Step::Remove {
+            path: ManagedPath::top(names::SHARED),
+            before: kind,
+        });
     }
     Ok(steps)
 }
@@ -133,13 +133,15 @@ fn diff_entry(
         steps.push(Step::Keep { path });
         return Ok(());
     }
-    if let Node::File(old) = &node {
-        if name == names::CLAUDE_MD && !desired.path.in_fragments && needs_rescue(old) {
-            steps.push(Step::Rescue {
-                to: format!("{}{}", names::RESCUE_PREFIX, short_hash(old)),
-                bytes: old.clone(),
-            });
-        }
+    if let Node::File(old) = &node
+        && name == names::CLAUDE_MD
+        && !desired.path.in_fragments
+        && needs_rescue(old)
+    {
+        steps.push(Step::Rescue {
+            to: format!("{}{}", names::RESCUE_PREFIX, short_hash(old)),
+            bytes: old.clone(),
+        });
     }
     steps.push(Step::Write {
         path,

@@ -281,7 +281,7 @@ fn symlinked_group_parts_are_refused_and_nothing_outside_is_touched() {
         let sentinel = outside.path().join("sentinel");
         std::fs::write(&sentinel, "precious").unwrap();
         let d = Deployment::standard();
-        let target = if part == "" || part == ".claude-fragments" {
+        let target = if part.is_empty() || part == ".claude-fragments" {
             outside.path().to_owned()
         } else {
             sentinel.clone()
