@@ -307,6 +307,12 @@ fn migrate_global(
                 .read_file(names::CLAUDE_MD, MAX_LEGACY_BYTES)?
                 .unwrap_or_default();
             let container = open_or_create_dir(&layout.container_dir, dry_run)?;
+            if let Some(container) = &container {
+                // Only this step writes in container/, under the global lock: a temp file
+                // there was left by an interrupted run of it.
+                let prefix = format!("{}/", container.path().display());
+                actions.extend(clean_temps(container, dry_run, &prefix)?);
+            }
             let action = match &container {
                 Some(container) => move_text(
                     &global,
