@@ -1,0 +1,1295 @@
+//! Delivery, end to end, with the real binaries: does the agent actually see what clawmd composed?
+//!
+//! Each test copies the example deployment (`container/` + `groups/{main,research,ops}`) to a
+//! temp dir, composes it with the real `clawmd` binary, and starts the real Claude Code CLI
+//! (`claude -p hello`) or the real Claude Agent SDK (`query()`, tests/e2e/sdk-probe.mjs) inside a
+//! bubblewrap sandbox whose mounts are exactly the container mount table of DESIGN.md §1. The
+//! agent talks to a stand-in Anthropic API that this test runs on 127.0.0.1; the memory block is
+//! read from the first request it records and checked against the deployment's inputs.
+//!
+//! The tools come from `scripts/e2e-setup` (bubblewrap, and the pinned CLI and SDK in
+//! `~/.cache/clawmd-e2e` or `$CLAWMD_E2E_CACHE`). A missing tool fails the test with a message
+//! naming that script: never a silent pass. Nothing is written outside the test's temp dirs: the
+//! sandbox is built from explicit binds on a tmpfs root, so `/app` and `/workspace` exist only
+//! inside it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use common::{Deployment, run_clawmd};
+
+/// The versions `scripts/e2e-setup` installs; the facts in docs/delivery.md are about these.
+const CLAUDE_CODE_VERSION: &str = "2.1.328";
+const AGENT_SDK_VERSION: &str = "0.3.328";
+
+/// The mount points of DESIGN.md §1 (clawmd's defaults).
+const WORKSPACE: &str = "/workspace/agent";
+const APP: &str = "/app";
+/// The agent's HOME inside the sandbox (a fresh temp dir on the host).
+const SANDBOX_HOME: &str = "/home/agent";
+/// Where tests/e2e (the SDK probe script) is mounted for SDK runs.
+const PROBE_MOUNT: &str = "/opt/clawmd-e2e";
+
+/// The memory block is the text part that contains this.
+const MARK: &str = "Codebase and user instructions";
+const GROUPS: [&str; 3] = ["main", "research", "ops"];
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Mounted over `/etc/hostname` in the sandbox, so an `@/etc/hostname` that was expanded shows.
+const HOSTNAME_MARKER: &str = "e2e-hostname-marker-5f1c0b";
+/// Added to every test group's `container.json`, so an expanded `@...container.json` shows.
+const CONFIG_MARKER: &str = "e2e-container-json-marker-9a7d3e";
+/// The MCP server added to every test group: its instructions are full of would-be imports.
+const PROBE_SERVER: &str = "e2e-probe";
+/// Import-looking lines, each pointing at a file that exists inside the sandbox (resolved from
+/// the fragment's folder `.claude-fragments/` or absolutely).
+const PROBE_IMPORTS: [&str; 6] = [
+    "@/etc/hostname",
+    "@./container.json",
+    "@../container.json",
+    "@/workspace/agent/container.json",
+    "@/app/CLAUDE.md",
+    "@../CLAUDE.local.md",
+];
+
+// ---------------------------------------------------------------------------------------------
+// The tests
+// ---------------------------------------------------------------------------------------------
+
+/// `--delivery copy`, real CLI: everything reaches the agent without any approval, and no
+/// `@path` inside inline MCP instructions is expanded.
+#[test]
+fn cli_copy_delivery_reaches_the_agent() {
+    let dep = deployment("copy");
+    let mut report = Report::new("CLI, --delivery copy, no approval");
+    for group in GROUPS {
+        check_group(
+            &dep,
+            group,
+            Case::new(Consumer::Cli, Delivery::Copy, false),
+            &mut report,
+        );
+    }
+    report.finish();
+}
+
+/// `--delivery link`, real CLI: without approval the shared base and skill fragments (symlinks
+/// into /app) are dropped, MCP fragments and CLAUDE.local.md arrive; with approval all arrive.
+#[test]
+fn cli_link_delivery_needs_approval() {
+    let dep = deployment("link");
+    let mut report = Report::new("CLI, --delivery link");
+    for group in GROUPS {
+        for approved in [false, true] {
+            let case = Case::new(Consumer::Cli, Delivery::Link, approved);
+            check_group(&dep, group, case, &mut report);
+        }
+    }
+    report.finish();
+}
+
+/// `--delivery copy`, real Agent SDK with nanoclaw's `settingSources: ['project','user']`:
+/// everything arrives, CLAUDE.local.md included (it is imported by the composed CLAUDE.md).
+#[test]
+fn sdk_copy_delivery_reaches_the_agent() {
+    let dep = deployment("copy");
+    let mut report = Report::new("SDK settingSources [project,user], --delivery copy");
+    for group in GROUPS {
+        let case = Case::new(Consumer::sdk(), Delivery::Copy, false);
+        check_group(&dep, group, case, &mut report);
+    }
+    report.finish();
+}
+
+/// `--delivery link`, real Agent SDK: the same rule as the CLI.
+#[test]
+fn sdk_link_delivery_needs_approval() {
+    let dep = deployment("link");
+    let mut report = Report::new("SDK settingSources [project,user], --delivery link");
+    for group in GROUPS {
+        for approved in [false, true] {
+            let case = Case::new(Consumer::sdk(), Delivery::Link, approved);
+            check_group(&dep, group, case, &mut report);
+        }
+    }
+    report.finish();
+}
+
+/// The positive control for the `@path` assertions above: the very same lines, written unfenced
+/// in a memory file, ARE expanded by the real CLI. Without this, "not expanded" could pass only
+/// because the probes point nowhere.
+#[test]
+fn probe_imports_are_live_outside_a_fence() {
+    let dep = Deployment::example();
+    let group = "control";
+    std::fs::create_dir_all(dep.path("groups/control")).unwrap();
+    dep.write(
+        "groups/control/container.json",
+        format!("{{\"skills\": [], \"e2eMarker\": \"{CONFIG_MARKER}\"}}\n").as_bytes(),
+    );
+    compose(&dep, "copy");
+    // CLAUDE.local.md lives in the group folder, so `@./container.json` resolves to the config.
+    let local = format!(
+        "Control: the same lines as the probe MCP server, unfenced.\n@/etc/hostname\n@./container.json\n@{WORKSPACE}/container.json\n"
+    );
+    dep.write("groups/control/CLAUDE.local.md", local.as_bytes());
+
+    let mut report = Report::new("control: unfenced @path lines in CLAUDE.local.md");
+    let config = format!("{WORKSPACE}/container.json");
+    for approved in [false, true] {
+        let Some(memory) = report.observe(&dep, group, Consumer::Cli, approved) else {
+            continue;
+        };
+        let case = format!("{group}, approved={approved}");
+        // Inside the cwd: expanded always.
+        report.check(
+            memory.has_section(&config) && memory.text.contains(CONFIG_MARKER),
+            &case,
+            "`@./container.json` in CLAUDE.local.md was not expanded (expected a section for the group's container.json)",
+            &memory,
+        );
+        // Outside the cwd: expanded only once external imports are approved.
+        report.check(
+            memory.has_section("/etc/hostname") == approved
+                && memory.text.contains(HOSTNAME_MARKER) == approved,
+            &case,
+            &format!("`@/etc/hostname` expanded: expected {approved}"),
+            &memory,
+        );
+    }
+    report.finish();
+}
+
+/// nanoclaw issue #2185, measured: the SDK with `settingSources: ['project','user']` does not
+/// discover CLAUDE.local.md (the CLI does, and the SDK does with 'local' added). This is why the
+/// composed CLAUDE.md imports `@./CLAUDE.local.md` as its last line.
+#[test]
+fn sdk_discovers_claude_local_md_only_with_the_local_source() {
+    let dep = Deployment::example();
+    let group = "plain";
+    // A hand-written group that clawmd never composed: CLAUDE.md does not import the local file.
+    std::fs::create_dir_all(dep.path("groups/plain/.claude-fragments")).unwrap();
+    dep.write("groups/plain/container.json", b"{}\n");
+    dep.write("groups/plain/CLAUDE.md", b"PLAIN-PROJECT-MEMORY\n");
+    dep.write("groups/plain/CLAUDE.local.md", b"PLAIN-LOCAL-MEMORY\n");
+
+    let mut report = Report::new("CLAUDE.local.md discovery without an import");
+    let local_path = format!("{WORKSPACE}/CLAUDE.local.md");
+    for (consumer, loads_local) in [
+        (Consumer::Cli, true),
+        (Consumer::sdk(), false),
+        (Consumer::Sdk(&["project", "user", "local"]), true),
+    ] {
+        let Some(memory) = report.observe(&dep, group, consumer, false) else {
+            continue;
+        };
+        let case = format!("{group}, {consumer}");
+        report.check(
+            memory.text.contains("PLAIN-PROJECT-MEMORY"),
+            &case,
+            "CLAUDE.md was not loaded",
+            &memory,
+        );
+        report.check(
+            memory.has_section(&local_path) == loads_local
+                && memory.text.contains("PLAIN-LOCAL-MEMORY") == loads_local,
+            &case,
+            &format!("CLAUDE.local.md loaded by discovery: expected {loads_local}"),
+            &memory,
+        );
+        // Found by discovery (not imported), it carries the private-file label.
+        report.check(
+            !loads_local
+                || memory.sections.iter().any(|s| {
+                    s.path == local_path
+                        && s.label == "user's private project instructions, not checked in"
+                }),
+            &case,
+            "CLAUDE.local.md found by discovery has an unexpected label",
+            &memory,
+        );
+    }
+    report.finish();
+}
+
+/// `clawmd render GROUP --format claude` predicts the real memory block byte for byte, in every
+/// delivery mode and approval state (compared as claude-view prints it: the block plus a final
+/// newline).
+#[test]
+#[ignore = "needs clawmd render (issue 3)"]
+fn render_matches_real_binary() {
+    let mut report = Report::new("clawmd render --format claude vs the real CLI");
+    for (delivery, approvals) in [("copy", &[false][..]), ("link", &[false, true][..])] {
+        let dep = deployment(delivery);
+        for group in GROUPS {
+            for &approved in approvals {
+                let Some(memory) = report.observe(&dep, group, Consumer::Cli, approved) else {
+                    continue;
+                };
+                let root = dep.root().as_os_str();
+                let mut args: Vec<&OsStr> = vec![
+                    "render".as_ref(),
+                    group.as_ref(),
+                    "--root".as_ref(),
+                    root,
+                    "--format".as_ref(),
+                    "claude".as_ref(),
+                ];
+                if approved {
+                    args.push("--approve-external".as_ref());
+                }
+                let run = run_clawmd(&args, &[]);
+                let case = format!("{group}, --delivery {delivery}, approved={approved}");
+                if run.code() != 0 {
+                    report.fail(
+                        &case,
+                        &format!(
+                            "clawmd render exited {}\n--- stderr\n{}",
+                            run.code(),
+                            run.stderr()
+                        ),
+                        &memory,
+                    );
+                    continue;
+                }
+                let real = memory.as_printed();
+                let predicted = run.stdout();
+                report.check(
+                    predicted == real,
+                    &case,
+                    &format!(
+                        "render differs from the real block\n{}",
+                        first_difference(&real, &predicted)
+                    ),
+                    &memory,
+                );
+            }
+        }
+    }
+    report.finish();
+}
+
+// ---------------------------------------------------------------------------------------------
+// One group, one consumer: what must and must not be in the memory block
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    Copy,
+    Link,
+}
+
+/// Who reads the memory inside the sandbox.
+#[derive(Debug, Clone, Copy)]
+enum Consumer {
+    /// `claude -p hello`.
+    Cli,
+    /// tests/e2e/sdk-probe.mjs with these `settingSources`.
+    Sdk(&'static [&'static str]),
+}
+
+impl Consumer {
+    /// nanoclaw's setting.
+    fn sdk() -> Self {
+        Consumer::Sdk(&["project", "user"])
+    }
+}
+
+impl std::fmt::Display for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Consumer::Cli => write!(f, "CLI {CLAUDE_CODE_VERSION}"),
+            Consumer::Sdk(sources) => write!(
+                f,
+                "SDK {AGENT_SDK_VERSION} settingSources=[{}]",
+                sources.join(",")
+            ),
+        }
+    }
+}
+
+/// One way of delivering and reading the memory.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    consumer: Consumer,
+    delivery: Delivery,
+    /// External imports approved in the sandbox HOME's `~/.claude.json`.
+    approved: bool,
+}
+
+impl Case {
+    fn new(consumer: Consumer, delivery: Delivery, approved: bool) -> Self {
+        Case {
+            consumer,
+            delivery,
+            approved,
+        }
+    }
+}
+
+/// Runs the case for one group and checks the memory block against the group's inputs.
+fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) {
+    let Case {
+        consumer,
+        delivery,
+        approved,
+    } = case;
+    let inputs = Inputs::read(dep, group);
+    let Some(memory) = report.observe(dep, group, consumer, approved) else {
+        return;
+    };
+    let case = format!("{group}, {consumer}, {delivery:?}, approved={approved}");
+    // Copies are regular files inside the cwd; links resolve to /app, outside it.
+    let external_arrives = delivery == Delivery::Copy || approved;
+
+    let mut expected = vec![format!("{WORKSPACE}/CLAUDE.md")];
+    let mut texts: Vec<(String, &str, bool)> = Vec::new();
+    texts.push((
+        "the shared base (container/CLAUDE.md)".into(),
+        &inputs.base,
+        external_arrives,
+    ));
+    if external_arrives {
+        expected.push(format!("{WORKSPACE}/.claude-shared.md"));
+    }
+    for (skill, text) in &inputs.enabled {
+        texts.push((
+            format!("enabled skill {skill:?}'s instructions.md"),
+            text,
+            external_arrives,
+        ));
+        if external_arrives {
+            expected.push(format!("{WORKSPACE}/.claude-fragments/{skill}.md"));
+        }
+    }
+    for (skill, text) in &inputs.disabled {
+        texts.push((
+            format!("disabled skill {skill:?}'s instructions.md"),
+            text,
+            false,
+        ));
+    }
+    for (server, text) in &inputs.mcp {
+        texts.push((format!("MCP server {server:?}'s instructions"), text, true));
+        expected.push(format!("{WORKSPACE}/.claude-fragments/mcp-{server}.md"));
+    }
+    texts.push(("CLAUDE.local.md".into(), &inputs.local, true));
+    expected.push(format!("{WORKSPACE}/CLAUDE.local.md"));
+
+    for (what, text, present) in &texts {
+        let text = text.trim_end();
+        report.check(
+            memory.text.contains(text) == *present,
+            &case,
+            &format!(
+                "{what} {} the memory block:\n{text}",
+                if *present {
+                    "is missing from"
+                } else {
+                    "must not be in"
+                }
+            ),
+            &memory,
+        );
+    }
+
+    // No `@path` inside the inline MCP instructions was followed.
+    for (marker, source) in [
+        (HOSTNAME_MARKER, "/etc/hostname"),
+        (CONFIG_MARKER, "container.json"),
+    ] {
+        report.check(
+            !memory.text.contains(marker),
+            &case,
+            &format!(
+                "{source}'s content reached the agent: an @path in MCP instructions was expanded"
+            ),
+            &memory,
+        );
+    }
+    // The exact list of loaded files, in order: nothing dropped, nothing extra (an expanded
+    // probe import would add a section).
+    let wanted: Vec<&str> = expected.iter().map(String::as_str).collect();
+    let got: Vec<&str> = memory.sections.iter().map(|s| s.path.as_str()).collect();
+    report.check(
+        got == wanted,
+        &case,
+        &format!("loaded files differ\n  expected: {wanted:#?}\n  got:      {got:#?}"),
+        &memory,
+    );
+}
+
+/// What one group's inputs say must reach the agent.
+struct Inputs {
+    base: String,
+    /// Enabled skills that have instructions.md, sorted.
+    enabled: Vec<(String, String)>,
+    /// Skills with instructions.md that the group does not enable.
+    disabled: Vec<(String, String)>,
+    /// MCP servers with non-empty instructions, sorted.
+    mcp: Vec<(String, String)>,
+    local: String,
+}
+
+impl Inputs {
+    fn read(dep: &Deployment, group: &str) -> Self {
+        let config: Value =
+            serde_json::from_str(&dep.read(&format!("groups/{group}/container.json"))).unwrap();
+        let selection: Option<Vec<String>> = match config.get("skills") {
+            None => None,
+            Some(Value::String(all)) if all == "all" => None,
+            Some(Value::Array(list)) => Some(
+                list.iter()
+                    .map(|s| s.as_str().unwrap().to_owned())
+                    .collect(),
+            ),
+            Some(other) => panic!("unexpected skills value in {group}: {other}"),
+        };
+        let mut skills = BTreeMap::new();
+        for entry in std::fs::read_dir(dep.path("container/skills")).unwrap() {
+            let entry = entry.unwrap();
+            let instructions = entry.path().join("instructions.md");
+            if let Ok(text) = std::fs::read_to_string(&instructions) {
+                skills.insert(entry.file_name().to_string_lossy().into_owned(), text);
+            }
+        }
+        let (enabled, disabled) = skills.into_iter().partition(|(skill, _)| {
+            selection
+                .as_ref()
+                .is_none_or(|list| list.iter().any(|s| s == skill))
+        });
+        let mcp: BTreeMap<String, String> = config
+            .get("mcpServers")
+            .and_then(Value::as_object)
+            .map(|servers| {
+                servers
+                    .iter()
+                    .filter_map(|(name, server)| {
+                        let text = server.get("instructions")?.as_str()?;
+                        (!text.trim().is_empty()).then(|| (name.clone(), text.to_owned()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Inputs {
+            base: dep.read("container/CLAUDE.md"),
+            enabled,
+            disabled,
+            mcp: mcp.into_iter().collect(),
+            local: dep.read(&format!("groups/{group}/CLAUDE.local.md")),
+        }
+    }
+}
+
+/// The example deployment, every group given the `e2e-probe` MCP server and a marker key, then
+/// composed by the real binary with this delivery mode.
+fn deployment(delivery: &str) -> Deployment {
+    let dep = Deployment::example();
+    let mut instructions =
+        String::from("E2E probe: the lines below are literal text, never imports.\n");
+    for line in PROBE_IMPORTS {
+        instructions.push_str(line);
+        instructions.push('\n');
+    }
+    for group in GROUPS {
+        let rel = format!("groups/{group}/container.json");
+        let mut config: Value = serde_json::from_str(&dep.read(&rel)).unwrap();
+        let object = config.as_object_mut().unwrap();
+        object.insert("e2eMarker".into(), json!(CONFIG_MARKER));
+        object
+            .entry("mcpServers")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .unwrap()
+            .insert(
+                PROBE_SERVER.into(),
+                json!({"command": "true", "instructions": instructions}),
+            );
+        dep.write(
+            &rel,
+            serde_json::to_string_pretty(&config).unwrap().as_bytes(),
+        );
+    }
+    compose(&dep, delivery);
+    for group in GROUPS {
+        let shared = dep.path(&format!("groups/{group}/.claude-shared.md"));
+        let is_link = shared.symlink_metadata().unwrap().file_type().is_symlink();
+        assert_eq!(
+            is_link,
+            delivery == "link",
+            "{}: compose --delivery {delivery} made the wrong kind of file",
+            shared.display()
+        );
+    }
+    dep
+}
+
+fn compose(dep: &Deployment, delivery: &str) {
+    run_clawmd(
+        [
+            "compose".as_ref(),
+            "--all".as_ref(),
+            "--root".as_ref(),
+            dep.root().as_os_str(),
+            "--delivery".as_ref(),
+            OsStr::new(delivery),
+        ],
+        &[],
+    )
+    .success();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running an agent in the sandbox
+// ---------------------------------------------------------------------------------------------
+
+/// Starts `consumer` for `group` in a fresh sandbox (fresh HOME, fresh stand-in API) and returns
+/// the memory block of the first request it sent.
+fn observe(
+    dep: &Deployment,
+    group: &str,
+    consumer: Consumer,
+    approved: bool,
+) -> Result<Memory, String> {
+    let tools = tools();
+    let scratch = tempfile::tempdir().unwrap();
+    let home = scratch.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    if approved {
+        let config = json!({"projects": {WORKSPACE: {
+            "hasClaudeMdExternalIncludesApproved": true,
+            "hasClaudeMdExternalIncludesWarningShown": true,
+        }}});
+        std::fs::write(home.join(".claude.json"), config.to_string()).unwrap();
+    }
+    let hostname = scratch.path().join("hostname");
+    std::fs::write(&hostname, format!("{HOSTNAME_MARKER}\n")).unwrap();
+
+    let sandbox = Sandbox {
+        group: dep.path(&format!("groups/{group}")),
+        container: dep.path("container"),
+        home,
+        hostname,
+    };
+    let api = ApiServer::start();
+    let mut command = sandbox.command(tools, &api, consumer);
+    let started = Instant::now();
+    let output = run_with_timeout(&mut command, RUN_TIMEOUT);
+    let elapsed = started.elapsed();
+    let requests = api.stop();
+    let output = output?;
+    eprintln!(
+        "e2e: {group:<8} {consumer:<44} approved={approved:<5} {:>5.1}s, {} request(s)",
+        elapsed.as_secs_f64(),
+        requests.len()
+    );
+    let describe = || {
+        format!(
+            "exit status {}\n--- stdout\n{}\n--- stderr\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            tail(&String::from_utf8_lossy(&output.stderr), 4000)
+        )
+    };
+    let Some(first) = requests.first() else {
+        return Err(format!(
+            "{consumer} sent no request to the stand-in API\n{}",
+            describe()
+        ));
+    };
+    match texts(first).into_iter().find(|t| t.contains(MARK)) {
+        Some(block) => {
+            if std::env::var_os("CLAWMD_E2E_DUMP").is_some() {
+                eprintln!(
+                    "--- memory block: {group}, {consumer}, approved={approved}\n{block}\n---"
+                );
+            }
+            Ok(Memory::parse(block))
+        }
+        None => Err(format!(
+            "the first request has no memory block\n{}\n--- request\n{}",
+            describe(),
+            tail(&first.to_string(), 4000)
+        )),
+    }
+}
+
+/// A bubblewrap sandbox laid out like the agent container.
+struct Sandbox {
+    /// Host `groups/<g>`.
+    group: PathBuf,
+    /// Host `container/`.
+    container: PathBuf,
+    /// Host dir mounted read-write at [`SANDBOX_HOME`].
+    home: PathBuf,
+    /// Host file mounted over `/etc/hostname`.
+    hostname: PathBuf,
+}
+
+impl Sandbox {
+    fn command(&self, tools: &Tools, api: &ApiServer, consumer: Consumer) -> Command {
+        let mut args = ArgList::default();
+        args.push(["--die-with-parent", "--new-session"]);
+        args.push(["--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
+        system_binds(tools, &mut args);
+        args.bind("--ro-bind", &self.hostname, "/etc/hostname");
+        args.bind("--bind", &self.home, SANDBOX_HOME);
+
+        // DESIGN.md §1: the mount table, in this order (the read-only binds go over the RW one).
+        args.bind("--bind", &self.group, WORKSPACE);
+        for name in ["CLAUDE.md", ".claude-fragments", "container.json"] {
+            args.bind(
+                "--ro-bind",
+                &self.group.join(name),
+                &format!("{WORKSPACE}/{name}"),
+            );
+        }
+        args.bind(
+            "--ro-bind",
+            &self.container.join("CLAUDE.md"),
+            &format!("{APP}/CLAUDE.md"),
+        );
+        args.bind(
+            "--ro-bind",
+            &self.container.join("skills"),
+            &format!("{APP}/skills"),
+        );
+
+        args.push(["--chdir", WORKSPACE]);
+        let mut command = Command::new(&tools.bwrap);
+        command.env_clear();
+        match consumer {
+            Consumer::Cli => {
+                args.push(["--"]);
+                args.0.push(tools.claude.clone().into());
+                args.push(["-p", "hello"]);
+            }
+            Consumer::Sdk(sources) => {
+                let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e");
+                args.bind("--ro-bind", &probe, PROBE_MOUNT);
+                args.push(["--"]);
+                args.0.push(tools.node.clone().into());
+                args.0.push(format!("{PROBE_MOUNT}/sdk-probe.mjs").into());
+                args.push([WORKSPACE]);
+                command.env("CLAWMD_E2E_SDK_ENTRY", &tools.sdk_entry);
+                command.env("CLAWMD_E2E_SETTING_SOURCES", sources.join(","));
+            }
+        }
+        let node_dir = tools.node.parent().unwrap().display().to_string();
+        command
+            .args(args.0)
+            .env("PATH", format!("{node_dir}:/usr/local/bin:/usr/bin:/bin"))
+            .env("HOME", SANDBOX_HOME)
+            .env("TMPDIR", "/tmp")
+            .env("LANG", "C.UTF-8")
+            .env("ANTHROPIC_BASE_URL", format!("http://{}", api.addr))
+            .env("ANTHROPIC_API_KEY", "sk-e2e-local-only")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_ERROR_REPORTING", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .stdin(Stdio::null());
+        command
+    }
+}
+
+#[derive(Default)]
+struct ArgList(Vec<OsString>);
+
+impl ArgList {
+    fn push<const N: usize>(&mut self, args: [&str; N]) {
+        self.0.extend(args.iter().map(OsString::from));
+    }
+    fn bind(&mut self, how: &str, from: &Path, to: &str) {
+        self.0.push(how.into());
+        self.0.push(from.into());
+        self.0.push(to.into());
+    }
+}
+
+/// What node and claude need to start: the OS read-only, a private /proc, /dev and /tmp, the
+/// npm cache read-only at its own path. Explicit binds only: never the host root.
+fn system_binds(tools: &Tools, args: &mut ArgList) {
+    args.bind("--ro-bind", Path::new("/usr"), "/usr");
+    for top in ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"] {
+        let Ok(meta) = Path::new(top).symlink_metadata() else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(top).unwrap();
+            args.0.push("--symlink".into());
+            args.0.push(target.into());
+            args.0.push(top.into());
+        } else if meta.is_dir() {
+            args.bind("--ro-bind", Path::new(top), top);
+        }
+    }
+    args.push(["--dir", "/etc"]);
+    for name in [
+        "passwd",
+        "group",
+        "hosts",
+        "nsswitch.conf",
+        "resolv.conf",
+        "localtime",
+        "ld.so.cache",
+        "ld.so.conf",
+        "ld.so.conf.d",
+        "ssl",
+        "ca-certificates",
+        "alternatives",
+    ] {
+        let path = Path::new("/etc").join(name);
+        if path.exists() {
+            args.bind("--ro-bind", &path, &path.display().to_string());
+        }
+    }
+    args.push(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    args.bind(
+        "--ro-bind",
+        &tools.cache,
+        &tools.cache.display().to_string(),
+    );
+    // A node installed outside /usr (nvm, a tarball): mount its prefix too.
+    let prefix = tools.node.parent().and_then(Path::parent).unwrap();
+    if !tools.node.starts_with("/usr") && !tools.node.starts_with(&tools.cache) {
+        args.bind("--ro-bind", prefix, &prefix.display().to_string());
+    }
+}
+
+fn run_with_timeout(
+    command: &mut Command,
+    timeout: Duration,
+) -> Result<std::process::Output, String> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))?;
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "the agent did not finish within {}s (killed)",
+                timeout.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tools
+// ---------------------------------------------------------------------------------------------
+
+struct Tools {
+    bwrap: PathBuf,
+    /// The npm cache folder (`CLAWMD_E2E_CACHE`), canonical.
+    cache: PathBuf,
+    /// The real claude binary inside the cache.
+    claude: PathBuf,
+    node: PathBuf,
+    /// `@anthropic-ai/claude-agent-sdk/sdk.mjs` inside the cache.
+    sdk_entry: PathBuf,
+}
+
+/// The tools, found once; a missing one fails every test that needs it, naming the fix.
+fn tools() -> &'static Tools {
+    static TOOLS: OnceLock<Result<Tools, String>> = OnceLock::new();
+    match TOOLS.get_or_init(find_tools) {
+        Ok(tools) => tools,
+        Err(message) => panic!("{message}"),
+    }
+}
+
+fn find_tools() -> Result<Tools, String> {
+    let cache = match std::env::var_os("CLAWMD_E2E_CACHE") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/clawmd-e2e")
+        }
+    };
+    let mut missing = Vec::new();
+    let bwrap = which("bwrap");
+    if bwrap.is_none() {
+        missing.push("`bwrap` (bubblewrap) is not on PATH".to_owned());
+    }
+    let node = which("node");
+    if node.is_none() {
+        missing.push("`node` is not on PATH".to_owned());
+    }
+    let modules = cache.join("node_modules/@anthropic-ai");
+    for (package, version) in [
+        ("claude-code", CLAUDE_CODE_VERSION),
+        ("claude-agent-sdk", AGENT_SDK_VERSION),
+    ] {
+        let manifest = modules.join(package).join("package.json");
+        let found = std::fs::read_to_string(&manifest)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|v| v["version"].as_str().map(str::to_owned));
+        match found {
+            Some(found) if found == version => {}
+            Some(found) => missing.push(format!(
+                "@anthropic-ai/{package} in {} is {found}, the test needs {version}",
+                cache.display()
+            )),
+            None => missing.push(format!(
+                "@anthropic-ai/{package}@{version} is not installed in {}",
+                cache.display()
+            )),
+        }
+    }
+    let claude = cache.join("node_modules/.bin/claude");
+    if missing.is_empty() && !claude.exists() {
+        missing.push(format!("{} is missing", claude.display()));
+    }
+    if !missing.is_empty() {
+        return Err(missing_tools_message(&missing, &cache));
+    }
+    let cache = cache.canonicalize().unwrap();
+    let tools = Tools {
+        bwrap: bwrap.unwrap(),
+        claude: claude.canonicalize().unwrap(),
+        node: node.unwrap().canonicalize().unwrap(),
+        sdk_entry: cache.join("node_modules/@anthropic-ai/claude-agent-sdk/sdk.mjs"),
+        cache,
+    };
+    // bwrap can be installed and still unable to sandbox (no user namespaces): say so now.
+    let mut args = ArgList::default();
+    system_binds(&tools, &mut args);
+    args.push(["--"]);
+    args.0.push(tools.claude.clone().into());
+    args.push(["--version"]);
+    let output = Command::new(&tools.bwrap)
+        .args(&args.0)
+        .env_clear()
+        .env("HOME", "/tmp")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", tools.bwrap.display()))?;
+    let version = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() || !version.starts_with(CLAUDE_CODE_VERSION) {
+        return Err(format!(
+            "`claude --version` in a bubblewrap sandbox failed ({}): stdout {version:?}, stderr {:?}.\n\
+             The sandbox needs unprivileged user namespaces or root; see scripts/e2e-setup.",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(tools)
+}
+
+fn missing_tools_message(missing: &[String], cache: &Path) -> String {
+    let mut message = String::from("the end-to-end delivery test cannot run:\n");
+    for line in missing {
+        message.push_str(&format!("  - {line}\n"));
+    }
+    message.push_str(&format!(
+        "Fix: run `scripts/e2e-setup` (installs bubblewrap with apt and \
+         @anthropic-ai/claude-code@{CLAUDE_CODE_VERSION} + @anthropic-ai/claude-agent-sdk@{AGENT_SDK_VERSION} \
+         with npm into {}; set CLAWMD_E2E_CACHE for another folder, for both the script and the test).\n",
+        cache.display()
+    ));
+    if std::env::var_os("CI").is_some() {
+        message.push_str("CI is set: .ci/run must run `scripts/e2e-setup` before `cargo test`.\n");
+    }
+    message
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stand-in Anthropic API
+// ---------------------------------------------------------------------------------------------
+
+/// An Anthropic-compatible API on 127.0.0.1 that answers every message with "ok" (JSON or SSE,
+/// as asked), answers count_tokens, and records the body of every `/v1/messages` request. It
+/// stops when [`ApiServer::stop`] is called or it is dropped.
+struct ApiServer {
+    addr: SocketAddr,
+    stopping: Arc<AtomicBool>,
+    requests: Arc<Mutex<Vec<Value>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let addr = listener.local_addr().unwrap();
+        let stopping = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let thread = {
+            let stopping = stopping.clone();
+            let requests = requests.clone();
+            std::thread::spawn(move || {
+                let mut handlers = Vec::new();
+                for stream in listener.incoming() {
+                    if stopping.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let requests = requests.clone();
+                    handlers.push(std::thread::spawn(move || {
+                        let _ = serve(stream, &requests);
+                    }));
+                }
+                for handler in handlers {
+                    let _ = handler.join();
+                }
+            })
+        };
+        ApiServer {
+            addr,
+            stopping,
+            requests,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the server and returns the recorded request bodies, in arrival order.
+    fn stop(mut self) -> Vec<Value> {
+        self.shutdown();
+        std::mem::take(&mut *self.requests.lock().unwrap())
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.stopping.store(true, Ordering::SeqCst);
+            let _ = TcpStream::connect(self.addr);
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Answers one HTTP/1.1 request and closes the connection.
+fn serve(stream: TcpStream, requests: &Mutex<Vec<Value>>) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_owned();
+    let path = parts.next().unwrap_or("").to_owned();
+    let mut length = 0usize;
+    let mut chunked = false;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 || line.trim().is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').unwrap_or((&line, ""));
+        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+        if name == "content-length" {
+            length = value.parse().unwrap_or(0);
+        } else if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+            chunked = true;
+        }
+    }
+    let body = if chunked {
+        read_chunked(&mut reader)?
+    } else {
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        body
+    };
+    let mut stream = stream;
+    if method != "POST" || path.contains("count_tokens") {
+        return respond_json(&mut stream, &json!({"input_tokens": 1}));
+    }
+    if !path.contains("/messages") {
+        return respond_json(&mut stream, &json!({}));
+    }
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let streaming = request["stream"].as_bool().unwrap_or(false);
+    let model = request["model"].as_str().unwrap_or("m").to_owned();
+    requests.lock().unwrap().push(request);
+    let mut message = json!({
+        "id": "msg_e2e", "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    });
+    if !streaming {
+        message["content"] = json!([{"type": "text", "text": "ok"}]);
+        message["stop_reason"] = json!("end_turn");
+        return respond_json(&mut stream, &message);
+    }
+    let events = [
+        (
+            "message_start",
+            json!({"type": "message_start", "message": message}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 1}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ];
+    let mut out = String::from(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
+    );
+    for (name, data) in events {
+        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    stream.write_all(out.as_bytes())?;
+    stream.flush()
+}
+
+fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line)?;
+        let size =
+            usize::from_str_radix(line.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+        if size == 0 {
+            // Trailers, up to the empty line.
+            loop {
+                line.clear();
+                if reader.read_line(&mut line)? == 0 || line.trim().is_empty() {
+                    return Ok(body);
+                }
+            }
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        reader.read_exact(&mut body[start..])?;
+        line.clear();
+        reader.read_line(&mut line)?;
+    }
+}
+
+fn respond_json(stream: &mut TcpStream, value: &Value) -> std::io::Result<()> {
+    let body = value.to_string();
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()
+}
+
+/// Every text in a request's messages (string contents and text parts), in order.
+fn texts(request: &Value) -> Vec<&str> {
+    let mut out = Vec::new();
+    for message in request["messages"].as_array().into_iter().flatten() {
+        match &message["content"] {
+            Value::String(text) => out.push(text.as_str()),
+            Value::Array(parts) => out.extend(
+                parts
+                    .iter()
+                    .filter(|p| p["type"] == "text")
+                    .filter_map(|p| p["text"].as_str()),
+            ),
+            _ => {}
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The memory block
+// ---------------------------------------------------------------------------------------------
+
+/// The memory block as the real binary sent it, cut into its `Contents of PATH (KIND):` sections.
+struct Memory {
+    text: String,
+    sections: Vec<Section>,
+}
+
+struct Section {
+    path: String,
+    /// The kind in parentheses, e.g. `project instructions, checked into the codebase`.
+    label: String,
+}
+
+impl Memory {
+    fn parse(text: &str) -> Self {
+        let sections = text
+            .lines()
+            .filter_map(|line| {
+                let rest = line.strip_prefix("Contents of ")?.strip_suffix("):")?;
+                let (path, label) = rest.rsplit_once(" (")?;
+                Some(Section {
+                    path: path.to_owned(),
+                    label: label.to_owned(),
+                })
+            })
+            .collect();
+        Memory {
+            text: text.to_owned(),
+            sections,
+        }
+    }
+
+    fn has_section(&self, path: &str) -> bool {
+        self.sections.iter().any(|s| s.path == path)
+    }
+
+    /// The block as tools/claude-view prints it (and as conformance `expected.txt` holds it).
+    fn as_printed(&self) -> String {
+        if self.text.ends_with('\n') {
+            self.text.clone()
+        } else {
+            format!("{}\n", self.text)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collecting failures: every group and case is run, then all failures are reported together
+// ---------------------------------------------------------------------------------------------
+
+struct Report {
+    title: &'static str,
+    failures: Vec<String>,
+    runs: usize,
+}
+
+impl Report {
+    fn new(title: &'static str) -> Self {
+        Report {
+            title,
+            failures: Vec::new(),
+            runs: 0,
+        }
+    }
+
+    /// Runs the agent; a run that produced no memory block is a failure, returned as `None`.
+    fn observe(
+        &mut self,
+        dep: &Deployment,
+        group: &str,
+        consumer: Consumer,
+        approved: bool,
+    ) -> Option<Memory> {
+        self.runs += 1;
+        match observe(dep, group, consumer, approved) {
+            Ok(memory) => Some(memory),
+            Err(err) => {
+                self.failures
+                    .push(format!("[{group}, {consumer}, approved={approved}] {err}"));
+                None
+            }
+        }
+    }
+
+    fn check(&mut self, ok: bool, case: &str, what: &str, memory: &Memory) {
+        if !ok {
+            self.fail(case, what, memory);
+        }
+    }
+
+    fn fail(&mut self, case: &str, what: &str, memory: &Memory) {
+        self.failures.push(format!(
+            "[{case}] {what}\n--- memory block\n{}\n---",
+            memory.text
+        ));
+    }
+
+    #[track_caller]
+    fn finish(self) {
+        if !self.failures.is_empty() {
+            panic!(
+                "{}: {} failure(s) in {} run(s)\n\n{}",
+                self.title,
+                self.failures.len(),
+                self.runs,
+                self.failures.join("\n\n")
+            );
+        }
+    }
+}
+
+fn tail(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+fn first_difference(expected: &str, got: &str) -> String {
+    let at = expected
+        .bytes()
+        .zip(got.bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(expected.len().min(got.len()));
+    let window = |s: &str| {
+        let mut from = at.saturating_sub(60);
+        while !s.is_char_boundary(from) {
+            from -= 1;
+        }
+        let mut to = (at + 60).min(s.len());
+        while !s.is_char_boundary(to) {
+            to += 1;
+        }
+        format!("{:?}", &s[from..to])
+    };
+    format!(
+        "first difference at byte {at} (real {} bytes, render {} bytes)\n  real:   {}\n  render: {}\n--- render output\n{got}",
+        expected.len(),
+        got.len(),
+        window(expected),
+        window(got)
+    )
+}
