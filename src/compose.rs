@@ -60,24 +60,53 @@ pub fn compose(
         Selection::Named(names) => names.clone(),
     };
     let (sources, warnings) = read_sources(layout).map_err(Error::Sources)?;
-    let reports = groups
-        .iter()
-        .map(
-            |group| match compose_group(layout, &sources, group, options) {
-                Ok(report) => report,
-                Err(err) => {
-                    tracing::error!(group, "{err}");
-                    GroupReport::failed(group, &err)
-                }
-            },
-        )
-        .collect();
+    let reports = parallel_map(&groups, |group| {
+        match compose_group(layout, &sources, group, options) {
+            Ok(report) => report,
+            Err(err) => {
+                tracing::error!(group, "{err}");
+                GroupReport::failed(group, &err)
+            }
+        }
+    });
     Ok(ComposeReport::new(
         options.dry_run,
         options.delivery,
         reports,
         warnings,
     ))
+}
+
+/// Applies `work` to every item on a few threads (groups are independent and each takes its own
+/// lock), returning the results in the items' order. Sequential for small inputs and under
+/// crash injection, where the step numbering must be deterministic.
+fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    if items.len() < 32 || threads < 2 || fsops::crash_injection_enabled() {
+        return items.iter().map(work).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(index) else { break };
+                        done.push((index, work(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().expect("a compose worker panicked"))
+            .collect()
+    });
+    results.sort_by_key(|(index, _)| *index);
+    results.into_iter().map(|(_, result)| result).collect()
 }
 
 /// The group folders under the groups directory, sorted: every entry that is a directory (or a

@@ -247,7 +247,8 @@ impl SafeDir {
         })
     }
 
-    fn read_link(&self, name: &str) -> Result<PathBuf> {
+    /// The target of the symlink `name` (never followed).
+    pub fn read_link(&self, name: &str) -> Result<PathBuf> {
         rustix::fs::readlinkat(&self.fd, name, Vec::new())
             .map(|target| PathBuf::from(OsString::from_vec(target.into_bytes())))
             .map_err(|err| FsError::io("read link", self.path.join(name), err))
@@ -501,13 +502,18 @@ pub struct GroupLock {
 /// Takes the exclusive lock at `lock_path` (creating its folder), waiting up to `timeout`.
 /// A lock held by a process that died is released by the kernel, so it never blocks.
 pub fn lock(lock_path: &Path, timeout: Duration) -> Result<GroupLock> {
-    if let Some(parent) = lock_path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|err| FsError::io("create lock directory", parent, err))?;
-    }
     let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::open(lock_path, flags, Mode::from_raw_mode(0o644))
-        .map_err(|err| FsError::io("open lock file", lock_path, err))?;
+    let mode = Mode::from_raw_mode(0o644);
+    let fd = match rustix::fs::open(lock_path, flags, mode) {
+        Err(rustix::io::Errno::NOENT) if lock_path.parent().is_some() => {
+            let parent = lock_path.parent().unwrap_or(lock_path);
+            std::fs::create_dir_all(parent)
+                .map_err(|err| FsError::io("create lock directory", parent, err))?;
+            rustix::fs::open(lock_path, flags, mode)
+        }
+        other => other,
+    }
+    .map_err(|err| FsError::io("open lock file", lock_path, err))?;
     let file = std::fs::File::from(fd);
     let started = Instant::now();
     let mut announced = false;
@@ -533,19 +539,27 @@ pub fn lock(lock_path: &Path, timeout: Duration) -> Result<GroupLock> {
     }
 }
 
-/// Marks a point just before a disk-changing step. With `CLAWMD_CRASH_AT=N` set, the N-th call
-/// in this process aborts it, simulating a crash at that point (used by the crash tests).
-pub fn checkpoint(step: &str, path: &Path) {
+fn crash_at() -> Option<u64> {
     static CRASH_AT: OnceLock<Option<u64>> = OnceLock::new();
-    static STEPS: AtomicU64 = AtomicU64::new(0);
-    let crash_at = CRASH_AT.get_or_init(|| {
+    *CRASH_AT.get_or_init(|| {
         std::env::var("CLAWMD_CRASH_AT")
             .ok()
             .and_then(|v| v.parse().ok())
-    });
-    let Some(crash_at) = crash_at else { return };
+    })
+}
+
+/// Whether `CLAWMD_CRASH_AT` is set (callers then keep the order of steps deterministic).
+pub fn crash_injection_enabled() -> bool {
+    crash_at().is_some()
+}
+
+/// Marks a point just before a disk-changing step. With `CLAWMD_CRASH_AT=N` set, the N-th call
+/// in this process aborts it, simulating a crash at that point (used by the crash tests).
+pub fn checkpoint(step: &str, path: &Path) {
+    static STEPS: AtomicU64 = AtomicU64::new(0);
+    let Some(crash_at) = crash_at() else { return };
     let step_number = STEPS.fetch_add(1, Ordering::SeqCst) + 1;
-    if step_number == *crash_at {
+    if step_number == crash_at {
         let _ = writeln!(
             io::stderr(),
             "clawmd: CLAWMD_CRASH_AT={crash_at}: crashing before {step} {}",

@@ -114,18 +114,28 @@ fn diff_entry(
         Content::File(bytes) => bytes.len() as u64,
         Content::Symlink(_) | Content::Seed => 0,
     };
+    let mut longer_than_desired = false;
     let node = match dir.kind(name)? {
+        NodeKind::Missing => Node::Missing,
+        NodeKind::Dir => Node::Dir,
+        NodeKind::Other => Node::Other,
+        NodeKind::Symlink => Node::Symlink(dir.read_link(name)?),
         NodeKind::File if matches!(desired.content, Content::Seed) => Node::File(Vec::new()),
-        NodeKind::File => match dir.node(name, limit) {
-            Err(FsError::TooLarge { .. }) if limit != MAX_RESCUE_BYTES => Node::Other,
-            other => other?,
+        NodeKind::File => match dir.read_file(name, limit) {
+            Ok(Some(bytes)) => Node::File(bytes),
+            Ok(None) => Node::Missing,
+            // Longer than the desired content, so it differs: replaced without being read.
+            Err(FsError::TooLarge { .. }) if limit != MAX_RESCUE_BYTES => {
+                longer_than_desired = true;
+                Node::File(Vec::new())
+            }
+            Err(err) => return Err(err),
         },
-        _ => dir.node(name, 0)?,
     };
     refuse_unsafe(dir, &desired.path, &desired.content, &node)?;
     let up_to_date = match (&desired.content, &node) {
         (Content::Seed, Node::File(_)) => true,
-        (Content::File(want), Node::File(have)) => want == have,
+        (Content::File(want), Node::File(have)) => !longer_than_desired && want == have,
         (Content::Symlink(want), Node::Symlink(have)) => want == have,
         _ => false,
     };
@@ -245,4 +255,50 @@ pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(),
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Warning;
+
+    fn plan_of(content: Content) -> GroupPlan {
+        GroupPlan {
+            entries: vec![Desired {
+                path: ManagedPath::top("x.md"),
+                content,
+            }],
+            warnings: Vec::<Warning>::new(),
+        }
+    }
+
+    #[test]
+    fn a_file_longer_than_desired_is_replaced_even_when_desired_is_empty() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(temp.path()).unwrap();
+        dir.write_file("x.md", b"extra").unwrap();
+        let steps = diff(&dir, None, &plan_of(Content::File(Vec::new()))).unwrap();
+        assert!(
+            matches!(
+                steps[0],
+                Step::Write {
+                    before: NodeKind::File,
+                    ..
+                }
+            ),
+            "{steps:?}"
+        );
+        dir.write_file("x.md", b"").unwrap();
+        let steps = diff(&dir, None, &plan_of(Content::File(Vec::new()))).unwrap();
+        assert!(matches!(steps[0], Step::Keep { .. }), "{steps:?}");
+    }
+
+    #[test]
+    fn a_directory_where_a_file_belongs_is_refused() {
+        let temp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(temp.path().join("x.md")).unwrap();
+        let dir = SafeDir::open(temp.path()).unwrap();
+        let err = diff(&dir, None, &plan_of(Content::File(b"a".to_vec()))).unwrap_err();
+        assert!(matches!(err, FsError::Unsafe { .. }), "{err}");
+    }
 }
