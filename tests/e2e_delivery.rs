@@ -101,7 +101,8 @@ fn cli_link_delivery_needs_approval() {
 }
 
 /// `--delivery copy`, real Agent SDK with nanoclaw's `settingSources: ['project','user']`:
-/// everything arrives, CLAUDE.local.md included (it is imported by the composed CLAUDE.md).
+/// everything arrives, CLAUDE.local.md included (it is imported by the composed CLAUDE.md). With
+/// `'local'` added as well it still arrives once.
 #[test]
 fn sdk_copy_delivery_reaches_the_agent() {
     let dep = deployment("copy");
@@ -110,6 +111,14 @@ fn sdk_copy_delivery_reaches_the_agent() {
         let case = Case::new(Consumer::sdk(), Delivery::Copy, false);
         check_group(&dep, group, case, &mut report);
     }
+    // With 'local' added the SDK also discovers CLAUDE.local.md; the import still makes it
+    // appear exactly once, at the import's position (the exact section list is checked).
+    let case = Case::new(
+        Consumer::Sdk(&["project", "user", "local"]),
+        Delivery::Copy,
+        false,
+    );
+    check_group(&dep, "main", case, &mut report);
     report.finish();
 }
 
