@@ -81,10 +81,10 @@ pub fn compose(
 /// lock), returning the results in the items' order. Sequential for small inputs and under
 /// crash injection, where the step numbering must be deterministic.
 fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    if items.len() < 32 || threads < 2 || fsops::crash_injection_enabled() {
+    if items.len() < 32 || fsops::crash_injection_enabled() {
         return items.iter().map(work).collect();
     }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
@@ -204,26 +204,13 @@ pub fn compose_group(
     })?;
     let fragments = dir.open_child(names::FRAGMENTS, !options.dry_run)?;
     let steps = diff(&dir, fragments.as_ref(), &plan)?;
-    let cleaned = if options.dry_run {
-        Vec::new()
-    } else {
-        let fragments = fragments.as_ref().expect("created above");
-        let mut cleaned = dir.clear_stale_temps()?;
-        cleaned.extend(
-            fragments
-                .clear_stale_temps()?
-                .into_iter()
-                .map(|name| format!("{}/{name}", names::FRAGMENTS)),
-        );
+    if !options.dry_run {
+        let fragments = fragments
+            .as_ref()
+            .expect("created above when not a dry run");
         apply(&dir, fragments, &steps)?;
-        cleaned
-    };
-    Ok(GroupReport::from_steps(
-        group,
-        &steps,
-        &plan.warnings,
-        cleaned,
-    ))
+    }
+    Ok(GroupReport::from_steps(group, &steps, &plan.warnings))
 }
 
 /// Reads and parses the group's `container.json` (never through a symlink); missing means

@@ -453,7 +453,8 @@ pub fn read_host_file(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
 }
 
 fn read_limited(file: std::fs::File, path: &Path, limit: u64) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
+    let size = file.metadata().map_or(0, |meta| meta.len());
+    let mut bytes = Vec::with_capacity(size.min(limit) as usize + 1);
     file.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|err| FsError::io("read", path, err))?;

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::fsops::{FsError, Node, NodeKind, SafeDir};
+use crate::fsops::{FsError, Node, NodeKind, SafeDir, is_temp_name};
 use crate::layout::names;
 use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_pristine, short_hash};
 
@@ -51,6 +51,11 @@ pub enum Step {
         /// What it was.
         before: NodeKind,
     },
+    /// Remove a temp file left by an interrupted run (only done while holding the group lock).
+    Clean {
+        /// Where.
+        path: ManagedPath,
+    },
     /// Already right: nothing to do.
     Keep {
         /// Where.
@@ -73,6 +78,15 @@ pub fn diff(
             Some(group)
         };
         diff_entry(dir, desired, &mut steps)?;
+    }
+    for name in group.list()? {
+        if let Some(name) = name.to_str().filter(|n| is_temp_name(n))
+            && matches!(group.kind(name)?, NodeKind::File | NodeKind::Symlink)
+        {
+            steps.push(Step::Clean {
+                path: ManagedPath::top(name),
+            });
+        }
     }
     if let Some(fragments) = fragments {
         stale_fragments(fragments, plan, &mut steps)?;
@@ -210,10 +224,13 @@ fn stale_fragments(
             tracing::warn!(dir = %fragments.path().display(), "leaving a non-UTF-8 name alone");
             continue;
         };
-        if wanted.contains(&name) || crate::fsops::is_temp_name(name) {
+        if wanted.contains(&name) {
             continue;
         }
         match fragments.kind(name)? {
+            NodeKind::File | NodeKind::Symlink if is_temp_name(name) => steps.push(Step::Clean {
+                path: ManagedPath::fragment(name),
+            }),
             kind @ (NodeKind::File | NodeKind::Symlink) => steps.push(Step::Remove {
                 path: ManagedPath::fragment(name),
                 before: kind,
@@ -228,8 +245,15 @@ fn stale_fragments(
     Ok(())
 }
 
-/// Performs `steps` in a reader-safe order: rescues, writes (in plan order), then removals.
+/// Performs `steps` in a reader-safe order: leftovers cleaned, rescues, writes (in plan
+/// order), then removals. The caller must hold the group's lock.
 pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(), FsError> {
+    for step in steps {
+        if let Step::Clean { path } = step {
+            let dir = if path.in_fragments { fragments } else { group };
+            dir.remove(&path.name)?;
+        }
+    }
     for step in steps {
         if let Step::Rescue { to, bytes } = step {
             group.create_new_file(to, bytes)?;

@@ -139,16 +139,12 @@ impl GroupReport {
     }
 
     /// The report of a reconciliation made of `steps`.
-    pub fn from_steps(
-        group: &str,
-        steps: &[Step],
-        warnings: &[Warning],
-        cleaned: Vec<String>,
-    ) -> Self {
+    pub fn from_steps(group: &str, steps: &[Step], warnings: &[Warning]) -> Self {
         let mut report = GroupReport::empty(group);
         for step in steps {
             match step {
                 Step::Keep { path } => report.unchanged.push(path.to_string()),
+                Step::Clean { path } => report.cleaned.push(path.to_string()),
                 Step::Rescue { to, .. } => report.rescued.push(Rescued {
                     from: crate::layout::names::CLAUDE_MD.to_owned(),
                     to: to.clone(),
@@ -184,7 +180,6 @@ impl GroupReport {
                 }),
             }
         }
-        report.cleaned = cleaned;
         report.warnings = warnings.iter().map(WarningReport::from).collect();
         let changed = !(report.created.is_empty()
             && report.replaced.is_empty()

@@ -524,3 +524,50 @@ fn example_deployment_composes_cleanly() {
     );
     assert!(d.exists("groups/ops/.claude-fragments/github.md"));
 }
+
+#[test]
+fn temp_files_left_by_a_crash_are_cleaned_and_reported() {
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g"]).success();
+    d.write("groups/g/.clawmd-tmp-999-0-0", b"half");
+    d.write("groups/g/.claude-fragments/.clawmd-tmp-999-0-1", b"half");
+    let dry = d.run(["compose", "g", "--dry-run", "--json"]).success();
+    assert_eq!(
+        dry.json()["groups"][0]["cleaned"].as_array().unwrap().len(),
+        2
+    );
+    assert!(
+        d.exists("groups/g/.clawmd-tmp-999-0-0"),
+        "dry run removes nothing"
+    );
+    let run = d.run(["compose", "g", "--json"]).success();
+    assert_eq!(
+        run.json()["groups"][0]["cleaned"],
+        serde_json::json!([
+            ".clawmd-tmp-999-0-0",
+            ".claude-fragments/.clawmd-tmp-999-0-1"
+        ])
+    );
+    assert!(!d.exists("groups/g/.clawmd-tmp-999-0-0"));
+    assert!(!d.exists("groups/g/.claude-fragments/.clawmd-tmp-999-0-1"));
+}
+
+#[test]
+fn many_groups_compose_in_parallel_with_reports_in_name_order() {
+    let mut d = Deployment::standard();
+    for i in 0..40 {
+        d = d.group(&format!("g{i:02}"), Some(r#"{"skills": ["web"]}"#));
+    }
+    let run = d.run(["compose", "--all", "--json"]).success();
+    let names: Vec<_> = run.json()["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"].as_str().unwrap().to_owned())
+        .collect();
+    let expected: Vec<_> = (0..40).map(|i| format!("g{i:02}")).collect();
+    assert_eq!(names, expected);
+    for i in 0..40 {
+        assert!(d.exists(&format!("groups/g{i:02}/.claude-fragments/web.md")));
+    }
+}
