@@ -6,6 +6,7 @@
 //! * [`migrate`] is the one-time, idempotent cutover of legacy groups.
 //! * [`loader`] reproduces how the real Claude Code loads memory, for `render` and `check`.
 
+pub mod check;
 pub mod compose;
 pub mod config;
 pub mod error;

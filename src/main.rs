@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+use clawmd::check::{CheckOptions, check};
 use clawmd::compose::{ComposeOptions, Selection, compose};
 use clawmd::layout::{DEFAULT_APP_MOUNT, DEFAULT_WORKSPACE_MOUNT};
 use clawmd::migrate::migrate;
@@ -30,6 +31,8 @@ enum Command {
     Compose(ComposeArgs),
     /// One-time, idempotent cutover of legacy groups (safe at every start-up).
     Migrate(MigrateArgs),
+    /// Find what an agent would miss or wrongly get; exit 1 if any error.
+    Check(CheckArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -103,6 +106,27 @@ struct MigrateArgs {
     json: bool,
 }
 
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// Groups to check (default: all).
+    #[arg(conflicts_with = "all")]
+    groups: Vec<String>,
+    /// Check every group (the default when no group is named).
+    #[arg(long)]
+    all: bool,
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+    /// Check against this delivery mode (default: detected from each group's .claude-shared.md).
+    #[arg(long, value_enum)]
+    delivery: Option<Delivery>,
+    /// Assume external imports were approved for the agent's workspace in ~/.claude.json.
+    #[arg(long)]
+    approve_external: bool,
+    /// Print the machine-readable report on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
@@ -119,6 +143,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Compose(args) => run_compose(args),
         Command::Migrate(args) => run_migrate(args),
+        Command::Check(args) => run_check(args),
     }
 }
 
@@ -155,6 +180,30 @@ fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         Ok(report) => report,
         Err(err) if args.json => return print_json_error("migrate", &err),
         Err(err) => return Err(err).context("migrate failed"),
+    };
+    if args.json {
+        print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+    } else {
+        print_stdout(&report.to_human())?;
+    }
+    Ok(exit_code(report.ok))
+}
+
+fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let layout = args.deployment.layout();
+    let selection = if args.groups.is_empty() {
+        Selection::All
+    } else {
+        Selection::Named(args.groups.clone())
+    };
+    let options = CheckOptions {
+        delivery: args.delivery,
+        approve_external: args.approve_external,
+    };
+    let report = match check(&layout, &selection, &options) {
+        Ok(report) => report,
+        Err(err) if args.json => return print_json_error("check", &err),
+        Err(err) => return Err(err).context("check failed"),
     };
     if args.json {
         print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;

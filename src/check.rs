@@ -1,0 +1,317 @@
+//! `check`: find what would make an agent's memory wrong, incomplete or unsafe, without
+//! changing anything.
+//!
+//! Two kinds of findings: the composition on disk against what `container.json` asks for
+//! (out of date, hand-edited, stale fragments, leftovers), and what the agent will really load
+//! inside its container (computed by the [`loader`](crate::loader) through the mount table:
+//! dropped, dangling or oversized imports). Each finding names the file and a one-line fix.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::compose::{Selection, list_groups, read_config, read_sources};
+use crate::error::{Error, GroupError};
+use crate::fsops::{NodeKind, SafeDir, is_temp_name};
+use crate::layout::{Layout, names};
+use crate::names::validate_name;
+use crate::plan::{Delivery, Sources, plan_group};
+use crate::reconcile::{Step, diff};
+use crate::report::REPORT_VERSION;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The agent will not get what the operator intends (exit status 1).
+    Error,
+    /// Worth a look; the agent still gets its memory.
+    Warning,
+}
+
+/// One problem, with where it is and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Error or warning.
+    pub severity: Severity,
+    /// Stable machine-readable code (docs/json-report.md).
+    pub code: &'static str,
+    /// The file concerned (host path).
+    pub file: PathBuf,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it, in one line.
+    pub fix: String,
+}
+
+/// The findings of one group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupCheck {
+    /// The group.
+    pub group: String,
+    /// The delivery mode checked against (given, or detected from the disk).
+    pub delivery: Delivery,
+    /// What was found, errors first.
+    pub findings: Vec<Finding>,
+}
+
+/// The report of a `check` run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    /// The JSON shape version.
+    pub version: u32,
+    /// Always "check".
+    pub command: &'static str,
+    /// True when no finding is an error.
+    pub ok: bool,
+    /// One entry per group.
+    pub groups: Vec<GroupCheck>,
+}
+
+/// How to check.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// Check against this delivery mode; `None` detects it from `.claude-shared.md`.
+    pub delivery: Option<Delivery>,
+    /// Assume the agent's user approved external imports for the workspace.
+    pub approve_external: bool,
+}
+
+/// Checks the selected groups. Fails as a whole only when the deployment cannot be read.
+pub fn check(
+    layout: &Layout,
+    selection: &Selection,
+    options: &CheckOptions,
+) -> Result<CheckReport, Error> {
+    let groups = match selection {
+        Selection::All => list_groups(layout).map_err(Error::Groups)?,
+        Selection::Named(names) => names.clone(),
+    };
+    let (sources, _) = read_sources(layout).map_err(Error::Sources)?;
+    let groups: Vec<GroupCheck> = groups
+        .iter()
+        .map(|group| check_group(layout, &sources, group, options))
+        .collect();
+    let ok = groups
+        .iter()
+        .flat_map(|g| &g.findings)
+        .all(|f| f.severity != Severity::Error);
+    Ok(CheckReport {
+        version: REPORT_VERSION,
+        command: "check",
+        ok,
+        groups,
+    })
+}
+
+/// Checks one group.
+pub fn check_group(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &CheckOptions,
+) -> GroupCheck {
+    let mut findings = Vec::new();
+    let delivery = match composition_findings(layout, sources, group, options, &mut findings) {
+        Ok(delivery) => delivery,
+        Err(err) => {
+            findings.push(group_error_finding(layout, group, &err));
+            options.delivery.unwrap_or_default()
+        }
+    };
+    findings.sort_by_key(|f| f.severity);
+    GroupCheck {
+        group: group.to_owned(),
+        delivery,
+        findings,
+    }
+}
+
+fn group_error_finding(layout: &Layout, group: &str, err: &GroupError) -> Finding {
+    Finding {
+        severity: Severity::Error,
+        code: err.code(),
+        file: err.file().unwrap_or_else(|| layout.group_dir(group)),
+        message: err.to_string(),
+        fix: "fix the problem above, then run `clawmd compose` for the group".to_owned(),
+    }
+}
+
+fn composition_findings(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &CheckOptions,
+    findings: &mut Vec<Finding>,
+) -> Result<Delivery, GroupError> {
+    validate_name(group).map_err(|problem| GroupError::BadName {
+        name: group.to_owned(),
+        problem,
+    })?;
+    let dir = SafeDir::open(&layout.group_dir(group))?;
+    let config = read_config(&dir)?;
+    let delivery = match options.delivery {
+        Some(delivery) => delivery,
+        None => detect_delivery(&dir)?,
+    };
+    let plan =
+        plan_group(layout, &config, sources, delivery).map_err(|source| GroupError::Collision {
+            path: dir.path().join(names::CONFIG),
+            source,
+        })?;
+    let fragments = dir.open_child(names::FRAGMENTS, false)?;
+    let steps = diff(&dir, fragments.as_ref(), &plan)?;
+    let group_path = dir.path().to_owned();
+    let compose_fix = format!("run `clawmd compose {group} --delivery {delivery}`");
+    let mut pending = Vec::new();
+    for step in &steps {
+        match step {
+            Step::Keep { .. } => {}
+            Step::Rescue { .. } => findings.push(Finding {
+                severity: Severity::Error,
+                code: "hand-edited",
+                file: group_path.join(names::CLAUDE_MD),
+                message: "CLAUDE.md is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will move the edit aside".to_owned(),
+                fix: format!("move the text you need into CLAUDE.local.md, then {compose_fix}"),
+            }),
+            Step::Clean { path } => findings.push(Finding {
+                severity: Severity::Warning,
+                code: "stale-temp",
+                file: group_path.join(path.to_string()),
+                message: "a temp file left by an interrupted clawmd run".to_owned(),
+                fix: compose_fix.clone(),
+            }),
+            Step::Remove { path, .. } if is_disabled_skill(sources, &config.skills, &path.name) => {
+                findings.push(Finding {
+                    severity: Severity::Error,
+                    code: "disabled-skill-fragment",
+                    file: group_path.join(path.to_string()),
+                    message: format!(
+                        "a fragment of skill {:?}, which container.json does not enable, is still imported",
+                        path.name.trim_end_matches(".md")
+                    ),
+                    fix: compose_fix.clone(),
+                })
+            }
+            Step::Remove { path, .. } | Step::Write { path, .. } => pending.push(path.to_string()),
+        }
+    }
+    if !pending.is_empty() {
+        findings.push(Finding {
+            severity: Severity::Error,
+            code: "out-of-date",
+            file: group_path.clone(),
+            message: format!(
+                "the composition differs from what container.json asks for ({} with {delivery} delivery): {}",
+                names::CONFIG,
+                pending.join(", ")
+            ),
+            fix: compose_fix.clone(),
+        });
+    }
+    rescued_files(&dir, findings)?;
+    instruction_imports(&dir, &config.mcp_instructions, findings);
+    Ok(delivery)
+}
+
+/// `link` when `.claude-shared.md` is a symlink (or missing), `copy` when it is a file.
+pub fn detect_delivery(dir: &SafeDir) -> Result<Delivery, GroupError> {
+    Ok(match dir.kind(names::SHARED)? {
+        NodeKind::File => Delivery::Copy,
+        _ => Delivery::Link,
+    })
+}
+
+fn is_disabled_skill(
+    sources: &Sources,
+    selection: &crate::config::SkillSelection,
+    fragment: &str,
+) -> bool {
+    fragment
+        .strip_suffix(".md")
+        .is_some_and(|skill| sources.skills.contains_key(skill) && !selection.enables(skill))
+}
+
+fn rescued_files(dir: &SafeDir, findings: &mut Vec<Finding>) -> Result<(), GroupError> {
+    for name in dir.list()? {
+        let name = name.to_string_lossy();
+        if name.starts_with(names::RESCUE_PREFIX) && !is_temp_name(&name) {
+            findings.push(Finding {
+                severity: Severity::Warning,
+                code: "rescued-text",
+                file: dir.path().join(name.as_ref()),
+                message: "text from a hand-edited CLAUDE.md, kept aside by compose; the agent does not see it".to_owned(),
+                fix: "move what is still needed into CLAUDE.local.md, then delete this file".to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn instruction_imports(
+    dir: &SafeDir,
+    instructions: &std::collections::BTreeMap<String, String>,
+    findings: &mut Vec<Finding>,
+) {
+    for (server, text) in instructions {
+        let imports: Vec<&str> = text
+            .split_whitespace()
+            .filter(|word| word.len() > 1 && word.starts_with('@'))
+            .collect();
+        if imports.is_empty() {
+            continue;
+        }
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: "import-in-instructions",
+            file: dir.path().join(names::CONFIG),
+            message: format!(
+                "mcpServers.{server}.instructions contains {}; Claude Code would load such a line as a file import, so clawmd writes the text inside a code block where it stays literal text",
+                imports.join(", ")
+            ),
+            fix: "nothing to do if the text is meant literally; to give the agent a file's content, put it in CLAUDE.local.md or a skill".to_owned(),
+        });
+    }
+}
+
+impl CheckReport {
+    /// The human-readable listing printed by default.
+    pub fn to_human(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let (mut errors, mut warnings) = (0, 0);
+        for group in &self.groups {
+            if group.findings.is_empty() {
+                let _ = writeln!(out, "{}: ok ({} delivery)", group.group, group.delivery);
+                continue;
+            }
+            let _ = writeln!(out, "{} ({} delivery):", group.group, group.delivery);
+            for finding in &group.findings {
+                let label = match finding.severity {
+                    Severity::Error => {
+                        errors += 1;
+                        "error"
+                    }
+                    Severity::Warning => {
+                        warnings += 1;
+                        "warning"
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "  {label}[{}] {}: {}\n    fix: {}",
+                    finding.code,
+                    finding.file.display(),
+                    finding.message,
+                    finding.fix
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{} group(s) checked: {errors} error(s), {warnings} warning(s)",
+            self.groups.len()
+        );
+        out
+    }
+}
