@@ -297,7 +297,13 @@ fn migrate_global(
     let _lock = (!dry_run)
         .then(|| fsops::lock(&layout.lock_file(GLOBAL_GROUP), lock_timeout))
         .transpose()?;
-    let global = SafeDir::open(&layout.group_dir(GLOBAL_GROUP))?;
+    let global = match SafeDir::open(&layout.group_dir(GLOBAL_GROUP)) {
+        // Another migrate retired it while this one waited for the lock: nothing left to do.
+        Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        other => other?,
+    };
     let mut actions = clean_temps(&global, dry_run, "")?;
     let mut warnings = Vec::new();
     match global.kind(names::CLAUDE_MD)? {
