@@ -101,15 +101,30 @@ fn cli_link_delivery_needs_approval() {
 }
 
 /// `--delivery copy`, real Agent SDK with nanoclaw's `settingSources: ['project','user']`:
-/// everything arrives, CLAUDE.local.md included (it is imported by the composed CLAUDE.md). With
-/// `'local'` added as well it still arrives once.
+/// everything arrives, CLAUDE.local.md included (it is imported by the composed CLAUDE.md), and
+/// the block is byte-identical to the CLI's. With `'local'` added it still arrives once.
 #[test]
 fn sdk_copy_delivery_reaches_the_agent() {
     let dep = deployment("copy");
     let mut report = Report::new("SDK settingSources [project,user], --delivery copy");
     for group in GROUPS {
         let case = Case::new(Consumer::sdk(), Delivery::Copy, false);
-        check_group(&dep, group, case, &mut report);
+        let Some(sdk) = check_group(&dep, group, case, &mut report) else {
+            continue;
+        };
+        // Byte for byte what the CLI sends: one `render --format claude` serves both.
+        let Some(cli) = report.observe(&dep, group, Consumer::Cli, false) else {
+            continue;
+        };
+        report.check(
+            sdk.text == cli.text,
+            &format!("{group}, SDK vs CLI, Copy"),
+            &format!(
+                "the SDK's memory block differs from the CLI's\n{}",
+                first_difference(("CLI", &cli.text), ("SDK", &sdk.text))
+            ),
+            &sdk,
+        );
     }
     // With 'local' added the SDK also discovers CLAUDE.local.md; the import still makes it
     // appear exactly once, at the import's position (the exact section list is checked).
@@ -280,7 +295,7 @@ fn render_matches_real_binary() {
                     &case,
                     &format!(
                         "render differs from the real block\n{}",
-                        first_difference(&real, &predicted)
+                        first_difference(("real", &real), ("render", &predicted))
                     ),
                     &memory,
                 );
@@ -348,17 +363,16 @@ impl Case {
     }
 }
 
-/// Runs the case for one group and checks the memory block against the group's inputs.
-fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) {
+/// Runs the case for one group, checks the memory block against the group's inputs and
+/// returns it.
+fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) -> Option<Memory> {
     let Case {
         consumer,
         delivery,
         approved,
     } = case;
     let inputs = Inputs::read(dep, group);
-    let Some(memory) = report.observe(dep, group, consumer, approved) else {
-        return;
-    };
+    let memory = report.observe(dep, group, consumer, approved)?;
     let case = format!("{group}, {consumer}, {delivery:?}, approved={approved}");
     // Copies are regular files inside the cwd; links resolve to /app, outside it.
     let external_arrives = delivery == Delivery::Copy || approved;
@@ -438,6 +452,7 @@ fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) {
         &format!("loaded files differ\n  expected: {wanted:#?}\n  got:      {got:#?}"),
         &memory,
     );
+    Some(memory)
 }
 
 /// What one group's inputs say must reach the agent.
@@ -1277,14 +1292,14 @@ fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
-fn first_difference(expected: &str, got: &str) -> String {
-    let at = expected
+fn first_difference((a_name, a): (&str, &str), (b_name, b): (&str, &str)) -> String {
+    let at = a
         .bytes()
-        .zip(got.bytes())
-        .position(|(a, b)| a != b)
-        .unwrap_or(expected.len().min(got.len()));
+        .zip(b.bytes())
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
     let window = |s: &str| {
-        let mut from = at.saturating_sub(60);
+        let mut from = at.saturating_sub(60).min(s.len());
         while !s.is_char_boundary(from) {
             from -= 1;
         }
@@ -1295,10 +1310,10 @@ fn first_difference(expected: &str, got: &str) -> String {
         format!("{:?}", &s[from..to])
     };
     format!(
-        "first difference at byte {at} (real {} bytes, render {} bytes)\n  real:   {}\n  render: {}\n--- render output\n{got}",
-        expected.len(),
-        got.len(),
-        window(expected),
-        window(got)
+        "first difference at byte {at} ({a_name} {} bytes, {b_name} {} bytes)\n  {a_name}: {}\n  {b_name}: {}\n--- {b_name}\n{b}",
+        a.len(),
+        b.len(),
+        window(a),
+        window(b)
     )
 }
