@@ -256,7 +256,9 @@ pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(),
     }
     for step in steps {
         if let Step::Rescue { to, bytes } = step {
-            group.create_new_file(to, bytes)?;
+            if !group.create_new_file(to, bytes)? {
+                check_rescued(group, to, bytes)?;
+            }
             tracing::warn!(rescued = %group.path().join(to).display(), "kept a hand-edited CLAUDE.md");
         }
     }
@@ -279,6 +281,25 @@ pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// The rescue name is taken: an earlier, interrupted run kept the same text there (the name
+/// carries its hash), or someone planted it. Only a regular file holding exactly the text will
+/// do; anything else (a link, other bytes) stops the compose before `CLAUDE.md` is replaced.
+fn check_rescued(group: &SafeDir, to: &str, bytes: &[u8]) -> Result<(), FsError> {
+    match group.read_file(to, bytes.len() as u64) {
+        Ok(Some(existing)) if existing == bytes => Ok(()),
+        Ok(_) | Err(FsError::TooLarge { .. }) => Err(FsError::Unsafe {
+            path: group.path().join(to),
+            found: "a file with other content".to_owned(),
+            expected: "the rescued copy of the hand-edited CLAUDE.md",
+            fix: format!(
+                "move {} aside; CLAUDE.md keeps the hand edit until then",
+                group.path().join(to).display()
+            ),
+        }),
+        Err(err) => Err(err),
+    }
 }
 
 #[cfg(test)]
