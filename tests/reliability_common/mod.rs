@@ -572,6 +572,33 @@ impl Sentinel {
             "{context}: the folder outside the group changed (listing, inode, mtime s/ns, atime s/ns)"
         );
     }
+
+    /// Like [`Sentinel::assert_untouched`] but without the access times: for a hard link, which
+    /// shares the inode, reading the name inside the group reads the file outside.
+    #[track_caller]
+    pub fn assert_unchanged(&self, context: &str) {
+        let (file, dir) = (self.file_now(), self.dir_now());
+        assert_eq!(
+            (&file.0, file.1, file.2, file.3),
+            (
+                &self.file_state.0,
+                self.file_state.1,
+                self.file_state.2,
+                self.file_state.3
+            ),
+            "{context}: the file outside the group changed (bytes, inode, mtime)"
+        );
+        assert_eq!(
+            (&dir.0, dir.1, dir.2, dir.3),
+            (
+                &self.dir_state.0,
+                self.dir_state.1,
+                self.dir_state.2,
+                self.dir_state.3
+            ),
+            "{context}: the folder outside the group changed (listing, inode, mtime)"
+        );
+    }
 }
 
 fn restore_atime(path: &Path, atime: i64) {

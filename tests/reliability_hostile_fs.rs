@@ -1,0 +1,381 @@
+//! Hostile filesystem: an agent inside the container can replace anything in its (read-write
+//! mounted) group with a symlink, a fifo or a hard link. For every managed path, clawmd must
+//! either refuse (exit 1, the error names the path, nothing changed) or repair by rename
+//! (which replaces the link, never its target), and never read, write or delete anything
+//! outside the group: a sentinel file (bytes, inode, mtime and atime) and a sentinel folder
+//! (listing, inode, mtime and atime) outside must stay exactly as they were.
+
+mod common;
+mod reliability_common;
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::time::Instant;
+
+use common::Deployment;
+use reliability_common::*;
+
+const CONFIG: &str = r#"{"skills": "all", "mcpServers": {
+  "db": {"command": "db", "instructions": "Read only."}}}"#;
+const LOCAL: &str = "# Group memory\n";
+const LEGACY: &str = "# Hand-written memory, not migrated yet\n";
+
+const LINK: &[&str] = &["compose", "g"];
+const COPY: &[&str] = &["compose", "g", "--delivery", "copy"];
+const ALL: &[&str] = &["compose", "--all"];
+const MIGRATE: &[&str] = &["migrate"];
+
+#[derive(Clone, Debug)]
+enum Expect {
+    /// Exit 1, the output names this path (relative to the root), nothing changes.
+    Refuse(String),
+    /// Exit 0 and the tree ends as the same command leaves a clean deployment.
+    Repair,
+    /// Exit 0 and nothing changes (the command does not use that path).
+    Untouched,
+}
+
+use Expect::{Repair, Untouched};
+
+#[allow(non_snake_case)]
+fn Refuse(path: &str) -> Expect {
+    Expect::Refuse(path.to_owned())
+}
+
+type Arrange = Box<dyn Fn(&Deployment, &Sentinel)>;
+
+struct Case {
+    name: &'static str,
+    arrange: Arrange,
+    runs: Vec<(&'static [&'static str], Expect)>,
+    /// A hard link shares the outside file's inode, so reading the group's name reads it.
+    may_read_outside: bool,
+}
+
+fn case(
+    name: &'static str,
+    arrange: impl Fn(&Deployment, &Sentinel) + 'static,
+    runs: Vec<(&'static [&'static str], Expect)>,
+) -> Case {
+    Case {
+        name,
+        arrange: Box::new(arrange),
+        runs,
+        may_read_outside: false,
+    }
+}
+
+/// Group `g` composed (link delivery), group `fresh` never composed.
+fn deployment() -> Deployment {
+    let d = Deployment::standard()
+        .group("g", Some(CONFIG))
+        .file("groups/g/CLAUDE.local.md", LOCAL);
+    clawmd(d.root(), &["compose", "g"], &[]).expect(0, "setup");
+    d.group("fresh", Some(r#"{"skills": ["hello"]}"#))
+}
+
+fn replace_with_link(d: &Deployment, rel: &str, target: &Path) {
+    let path = d.path(rel);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&path).unwrap(),
+        Ok(_) => std::fs::remove_file(&path).unwrap(),
+        Err(_) => std::fs::create_dir_all(path.parent().unwrap()).unwrap(),
+    }
+    symlink(target, &path).unwrap();
+}
+
+fn replace_with_fifo(d: &Deployment, rel: &str) {
+    let path = d.path(rel);
+    let _ = std::fs::remove_file(&path);
+    let status = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn cases() -> Vec<Case> {
+    let compose_all_refuse =
+        |rel: &str| vec![(LINK, Refuse(rel)), (COPY, Refuse(rel)), (ALL, Refuse(rel))];
+    let mut cases = vec![
+        case(
+            "the group folder is a symlink to an outside folder",
+            |d, s| replace_with_link(d, "groups/g", &s.dir()),
+            [
+                compose_all_refuse("groups/g"),
+                vec![(MIGRATE, Refuse("groups/g"))],
+            ]
+            .concat(),
+        ),
+        case(
+            "the group folder is a symlink to an outside file",
+            |d, s| replace_with_link(d, "groups/g", &s.file()),
+            [
+                compose_all_refuse("groups/g"),
+                vec![(MIGRATE, Refuse("groups/g"))],
+            ]
+            .concat(),
+        ),
+        case(
+            ".claude-fragments is a symlink to an outside folder",
+            |d, s| replace_with_link(d, "groups/g/.claude-fragments", &s.dir()),
+            [
+                compose_all_refuse("groups/g/.claude-fragments"),
+                vec![(MIGRATE, Untouched)],
+            ]
+            .concat(),
+        ),
+        case(
+            ".claude-fragments is a symlink to an outside file",
+            |d, s| replace_with_link(d, "groups/g/.claude-fragments", &s.file()),
+            compose_all_refuse("groups/g/.claude-fragments"),
+        ),
+        case(
+            "CLAUDE.md is a symlink to an outside file",
+            |d, s| replace_with_link(d, "groups/g/CLAUDE.md", &s.file()),
+            [
+                compose_all_refuse("groups/g/CLAUDE.md"),
+                vec![(MIGRATE, Refuse("groups/g/CLAUDE.md"))],
+            ]
+            .concat(),
+        ),
+        case(
+            "CLAUDE.md is a symlink to an outside folder",
+            |d, s| replace_with_link(d, "groups/g/CLAUDE.md", &s.dir()),
+            [
+                compose_all_refuse("groups/g/CLAUDE.md"),
+                vec![(MIGRATE, Refuse("groups/g/CLAUDE.md"))],
+            ]
+            .concat(),
+        ),
+        case(
+            "CLAUDE.local.md is a symlink to an outside file",
+            |d, s| replace_with_link(d, "groups/g/CLAUDE.local.md", &s.file()),
+            [
+                compose_all_refuse("groups/g/CLAUDE.local.md"),
+                vec![(MIGRATE, Untouched)],
+            ]
+            .concat(),
+        ),
+        case(
+            "CLAUDE.local.md is a symlink to an outside file beside a legacy CLAUDE.md",
+            |d, s| {
+                d.write("groups/g/CLAUDE.md", LEGACY.as_bytes());
+                replace_with_link(d, "groups/g/CLAUDE.local.md", &s.file());
+            },
+            vec![
+                (MIGRATE, Refuse("groups/g/CLAUDE.local.md")),
+                (LINK, Refuse("groups/g/CLAUDE.local.md")),
+            ],
+        ),
+        case(
+            "CLAUDE.local.md is a symlink to an outside folder",
+            |d, s| replace_with_link(d, "groups/g/CLAUDE.local.md", &s.dir()),
+            compose_all_refuse("groups/g/CLAUDE.local.md"),
+        ),
+        case(
+            "container.json is a symlink to an outside file",
+            |d, s| replace_with_link(d, "groups/g/container.json", &s.file()),
+            [
+                compose_all_refuse("groups/g/container.json"),
+                vec![(MIGRATE, Untouched)],
+            ]
+            .concat(),
+        ),
+        case(
+            "a skill fragment link points at an outside file",
+            |d, s| replace_with_link(d, "groups/g/.claude-fragments/web.md", &s.file()),
+            vec![
+                (LINK, Repair),
+                (COPY, Repair),
+                (ALL, Repair),
+                (MIGRATE, Untouched),
+            ],
+        ),
+        case(
+            "an MCP fragment is a symlink to an outside file",
+            |d, s| replace_with_link(d, "groups/g/.claude-fragments/mcp-db.md", &s.file()),
+            vec![(LINK, Repair), (COPY, Repair), (ALL, Repair)],
+        ),
+        case(
+            "an MCP fragment is a symlink to an outside folder",
+            |d, s| replace_with_link(d, "groups/g/.claude-fragments/mcp-db.md", &s.dir()),
+            vec![(LINK, Repair), (COPY, Repair)],
+        ),
+        case(
+            "stale fragments are symlinks to an outside file and folder",
+            |d, s| {
+                replace_with_link(d, "groups/g/.claude-fragments/evil.md", &s.file());
+                replace_with_link(d, "groups/g/.claude-fragments/mcp-gone.md", &s.dir());
+            },
+            vec![(LINK, Repair), (COPY, Repair), (ALL, Repair)],
+        ),
+        case(
+            ".claude-shared.md is a symlink to an outside file",
+            |d, s| replace_with_link(d, "groups/g/.claude-shared.md", &s.file()),
+            vec![(LINK, Repair), (COPY, Repair), (MIGRATE, Untouched)],
+        ),
+        case(
+            ".claude-global.md is a symlink to an outside file",
+            |d, s| replace_with_link(d, "groups/g/.claude-global.md", &s.file()),
+            vec![(MIGRATE, Repair), (LINK, Untouched)],
+        ),
+        case(
+            "groups/global is a symlink to an outside folder",
+            |d, s| replace_with_link(d, "groups/global", &s.dir()),
+            vec![(MIGRATE, Refuse("groups/global")), (ALL, Untouched)],
+        ),
+        case(
+            "groups/global/CLAUDE.md is a symlink to an outside file",
+            |d, s| replace_with_link(d, "groups/global/CLAUDE.md", &s.file()),
+            vec![(MIGRATE, Refuse("groups/global/CLAUDE.md"))],
+        ),
+        case(
+            "container.json is a fifo",
+            |d, _| replace_with_fifo(d, "groups/g/container.json"),
+            vec![(LINK, Refuse("groups/g/container.json"))],
+        ),
+        case(
+            "CLAUDE.local.md is a fifo",
+            |d, _| replace_with_fifo(d, "groups/g/CLAUDE.local.md"),
+            vec![(LINK, Refuse("groups/g/CLAUDE.local.md"))],
+        ),
+        case(
+            "CLAUDE.md is a fifo",
+            |d, _| replace_with_fifo(d, "groups/g/CLAUDE.md"),
+            vec![(LINK, Repair), (MIGRATE, Refuse("groups/g/CLAUDE.md"))],
+        ),
+        case(
+            "a fragment is a fifo",
+            |d, _| replace_with_fifo(d, "groups/g/.claude-fragments/mcp-db.md"),
+            vec![(LINK, Repair), (COPY, Repair)],
+        ),
+    ];
+
+    // The name a hand edit would be rescued under, planted in advance as a link outside: the
+    // edit must neither be written through the link nor be lost.
+    let edited = |d: &Deployment| {
+        let mut text = std::fs::read(d.path("groups/g/CLAUDE.md")).unwrap();
+        text.extend_from_slice(b"\nA hand edit someone cares about.\n");
+        text
+    };
+    let rescue_name = {
+        let d = deployment();
+        format!(
+            "groups/g/{}{}",
+            clawmd::layout::names::RESCUE_PREFIX,
+            clawmd::plan::short_hash(&edited(&d))
+        )
+    };
+    let planted = rescue_name.clone();
+    cases.push(case(
+        "the rescue name of a hand edit is planted as a link outside",
+        move |d, s| {
+            d.write("groups/g/CLAUDE.md", &edited(d));
+            replace_with_link(d, &planted, &s.file());
+        },
+        vec![(LINK, Refuse(&rescue_name))],
+    ));
+
+    let mut hard = case(
+        "an MCP fragment is a hard link to an outside file",
+        |d, s| {
+            let path = d.path("groups/g/.claude-fragments/mcp-db.md");
+            std::fs::remove_file(&path).unwrap();
+            std::fs::hard_link(s.file(), &path).unwrap();
+        },
+        vec![(LINK, Repair), (COPY, Repair)],
+    );
+    hard.may_read_outside = true;
+    cases.push(hard);
+    cases
+}
+
+/// The tree without lock files and, unless `with_fresh`, without the `fresh` group.
+fn comparable(tree: Tree, with_fresh: bool) -> Tree {
+    tree.into_iter()
+        .filter(|(path, _)| {
+            !path.starts_with("groups/.clawmd-locks")
+                && (with_fresh || !path.starts_with("groups/fresh"))
+        })
+        .collect()
+}
+
+#[test]
+fn hostile_links_fifos_and_hard_links_are_refused_or_repaired_without_touching_outside() {
+    let started = Instant::now();
+    let (mut refused, mut repaired, mut untouched, mut runs, mut hard) = (0, 0, 0, 0, 0);
+    let cases = cases();
+    for case in &cases {
+        for (args, expect) in &case.runs {
+            let context = format!("{} / clawmd {}", case.name, args.join(" "));
+            let d = deployment();
+            let sentinel = Sentinel::new();
+            (case.arrange)(&d, &sentinel);
+            let before = tree(d.root());
+            let run = clawmd(d.root(), args, &[]);
+            runs += 1;
+            let after = tree(d.root());
+            match expect {
+                Expect::Refuse(rel) => {
+                    run.expect(1, &context);
+                    let named = d.path(rel).display().to_string();
+                    let output = format!("{}{}", run.stdout, run.stderr);
+                    assert!(
+                        output.contains(&format!("{named}:"))
+                            || output.contains(&format!("{named} ")),
+                        "{context}: the error does not name {named}:\n{}",
+                        run.show()
+                    );
+                    assert_same_tree(
+                        &comparable(before, false),
+                        &comparable(after.clone(), false),
+                        &format!("{context}: refused, yet something changed"),
+                    );
+                    refused += 1;
+                }
+                Expect::Untouched => {
+                    run.expect(0, &context);
+                    assert_same_tree(
+                        &comparable(before, false),
+                        &comparable(after.clone(), false),
+                        &context,
+                    );
+                    untouched += 1;
+                }
+                Expect::Repair => {
+                    run.expect(0, &context);
+                    let clean = deployment();
+                    clawmd(clean.root(), args, &[]).expect(0, &format!("{context}: clean"));
+                    assert_same_tree(
+                        &comparable(tree(clean.root()), true),
+                        &comparable(after.clone(), true),
+                        &format!("{context}: not repaired to the clean result"),
+                    );
+                    repaired += 1;
+                }
+            }
+            if *args == ALL {
+                assert!(
+                    d.exists("groups/fresh/CLAUDE.md"),
+                    "{context}: the healthy group was not composed"
+                );
+            }
+            assert!(temps(&after).is_empty(), "{context}: {:?}", temps(&after));
+            if case.may_read_outside {
+                hard += 1;
+                sentinel.assert_unchanged(&context);
+            } else {
+                sentinel.assert_untouched(&context);
+            }
+        }
+    }
+    figure(
+        "hostile_links_fifos_and_hard_links_are_refused_or_repaired_without_touching_outside",
+        format_args!(
+            "{} cases, {runs} runs: {refused} refused naming the path, {repaired} repaired by rename, {untouched} left alone; outside file and folder untouched in all {runs} (bytes, inode, mtime; atime too except the {hard} hard-link runs, where reading the group's name reads the shared inode); {:.1}s",
+            cases.len(),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+}
