@@ -379,3 +379,128 @@ fn hostile_links_fifos_and_hard_links_are_refused_or_repaired_without_touching_o
         ),
     );
 }
+
+/// An agent racing clawmd: while composes run back to back, another thread keeps swapping the
+/// group's entries for links to the outside and back. Every run ends with exit 0 or 1 (never a
+/// crash or a hang), nothing outside is read or written, and once the agent stops a clean run
+/// converges.
+#[test]
+fn an_agent_swapping_links_during_composes_never_reaches_outside() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let started = Instant::now();
+    let composes = scale("CLAWMD_RACE_RUNS", 150, 1500);
+    let d = Arc::new(deployment());
+    let sentinel = Arc::new(Sentinel::new());
+    let done = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
+    let config = std::fs::read(d.path("groups/g/container.json")).unwrap();
+
+    let attacker = {
+        let (d, sentinel, done, swaps) = (d.clone(), sentinel.clone(), done.clone(), swaps.clone());
+        std::thread::spawn(move || {
+            let group = d.path("groups/g");
+            let names = [
+                "CLAUDE.md",
+                "CLAUDE.local.md",
+                "container.json",
+                ".claude-shared.md",
+                ".claude-fragments/web.md",
+                ".claude-fragments/mcp-db.md",
+            ];
+            let mut rng = Rng::new(0xa77ac);
+            while !done.load(Ordering::Relaxed) {
+                let target = if rng.below(2) == 0 {
+                    sentinel.file()
+                } else {
+                    sentinel.dir()
+                };
+                if rng.below(5) == 0 {
+                    // The whole fragments folder, moved aside and replaced by a link.
+                    let frag = group.join(".claude-fragments");
+                    let saved = group.join(".atk-saved");
+                    if std::fs::rename(&frag, &saved).is_ok() {
+                        let _ = symlink(&target, &frag);
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        let _ = std::fs::remove_file(&frag);
+                        let _ = std::fs::rename(&saved, &frag);
+                        let _ = std::fs::remove_dir_all(&saved);
+                    }
+                } else {
+                    // One entry, moved aside and replaced by a link for a moment.
+                    let name = names[rng.below(names.len() as u64) as usize];
+                    let (path, saved) = (group.join(name), group.join(".atk-saved-file"));
+                    let had = std::fs::rename(&path, &saved).is_ok();
+                    let _ = symlink(&target, &path);
+                    std::thread::sleep(std::time::Duration::from_millis(rng.below(3)));
+                    if had {
+                        let _ = std::fs::rename(&saved, &path);
+                    } else if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_symlink()) {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                }
+                swaps.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+        })
+    };
+
+    let (mut ok, mut refused) = (0, 0);
+    for run in 0..composes {
+        let args: &[&str] = if run % 2 == 0 { LINK } else { COPY };
+        let outcome = clawmd(d.root(), args, &[]);
+        match outcome.code() {
+            Some(0) => ok += 1,
+            Some(1) => refused += 1,
+            _ => panic!("run {run}: {}", outcome.show()),
+        }
+        assert!(!outcome.stderr.contains("panicked"), "{}", outcome.show());
+    }
+    done.store(true, Ordering::Relaxed);
+    attacker.join().unwrap();
+    sentinel.assert_untouched("after the race");
+
+    // The agent stops; an operator puts the group's own files back; a run converges.
+    for name in [
+        "CLAUDE.md",
+        "container.json",
+        "CLAUDE.local.md",
+        ".claude-shared.md",
+    ] {
+        let path = d.path(&format!("groups/g/{name}"));
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    d.write("groups/g/container.json", &config);
+    d.write("groups/g/CLAUDE.local.md", LOCAL.as_bytes());
+    let frag = d.path("groups/g/.claude-fragments");
+    if std::fs::symlink_metadata(&frag).is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(&frag).unwrap();
+    }
+    let _ = std::fs::remove_file(d.path("groups/g/.atk-saved-file"));
+    let _ = std::fs::remove_dir_all(d.path("groups/g/.atk-saved"));
+    for entry in std::fs::read_dir(d.path("groups/g")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with("CLAUDE.md.rescued-") {
+            std::fs::remove_file(d.path(&format!("groups/g/{name}"))).unwrap();
+        }
+    }
+    clawmd(d.root(), COPY, &[]).expect(0, "after the race");
+    let clean = deployment();
+    clawmd(clean.root(), COPY, &[]).expect(0, "clean");
+    assert_same_tree(
+        &comparable(tree(clean.root()), true),
+        &comparable(tree(d.root()), true),
+        "after the race",
+    );
+    sentinel.assert_untouched("after the final run");
+    figure(
+        "an_agent_swapping_links_during_composes_never_reaches_outside",
+        format_args!(
+            "{composes} composes against {} link swaps: {ok} succeeded, {refused} refused (exit 1), 0 crashed; outside untouched (bytes, inode, mtime, atime); converged; {:.1}s",
+            swaps.load(Ordering::Relaxed),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+}
