@@ -98,6 +98,14 @@ pub fn is_temp(rel: &str) -> bool {
         .is_some_and(clawmd::fsops::is_temp_name)
 }
 
+/// The tree without the lock folder (a run that refuses has still taken the group's lock).
+pub fn without_locks(tree: &Tree) -> Tree {
+    tree.iter()
+        .filter(|(path, _)| !path.starts_with("groups/.clawmd-locks"))
+        .map(|(path, entry)| (path.clone(), entry.clone()))
+        .collect()
+}
+
 /// Temp files left in a tree.
 pub fn temps(tree: &Tree) -> Vec<String> {
     tree.keys().filter(|k| is_temp(k)).cloned().collect()
