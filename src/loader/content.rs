@@ -1,0 +1,435 @@
+//! What Claude Code makes of one memory file's text: frontmatter, HTML comments, imports.
+//!
+//! This is the pure, I/O-free half of loading a file (JS `Pht`, `HZr`, `qc`, `GZr`): the
+//! loader reads bytes, this module turns them into the body Claude Code shows and the list of
+//! `@path` imports it will follow. It is public so that other tools (for example `check`
+//! scanning inline MCP instructions for `@path`) see text exactly as Claude Code does.
+
+use crate::loader::markdown::{self, Place};
+
+/// The result of reading one file's text the way Claude Code does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedFile {
+    /// The body as Claude Code keeps it: frontmatter removed, whole-block HTML comments
+    /// stripped (line endings are normalised to `\n` only when a comment was present).
+    /// Claude Code trims it when rendering.
+    pub body: String,
+    /// The `paths:` globs of the frontmatter, when it makes the file conditional (a rule with
+    /// them is only loaded when Claude reads a matching file, so never at start-up).
+    pub paths: Option<Vec<String>>,
+    /// Import paths as written (after `#fragment` removal and `\ ` unescaping), deduplicated,
+    /// in the order Claude Code follows them. Not yet resolved against a directory.
+    pub imports: Vec<String>,
+    /// `@path` mentions that are not imports because of where they stand.
+    pub ignored: Vec<IgnoredMention>,
+}
+
+/// An `@path` mention Claude Code does not follow, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredMention {
+    /// The mention as written after the `@`.
+    pub text: String,
+    /// Why it is not an import.
+    pub reason: IgnoredReason,
+}
+
+/// Why an `@` mention is not an import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IgnoredReason {
+    /// Inside a code span, fenced block or indented code block.
+    InCode,
+    /// Inside an HTML comment.
+    InComment,
+}
+
+/// The markdown half of [`parse`]: comment stripping and import extraction, no frontmatter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkdownScan {
+    /// The text with whole-block HTML comments removed (unchanged when there were none).
+    pub body: String,
+    /// Import paths in order, deduplicated.
+    pub imports: Vec<String>,
+    /// Mentions skipped because they are in code or comments.
+    pub ignored: Vec<IgnoredMention>,
+}
+
+/// Read `text` (a whole file, already decoded) as Claude Code reads a memory file.
+///
+/// ```
+/// use clawmd::loader::content::parse;
+///
+/// let file = parse("---\npaths: src/**/*.rs\n---\n<!-- note -->\nSee @docs/a.md and `@b.md`.\n");
+/// assert_eq!(file.body, "See @docs/a.md and `@b.md`.\n");
+/// assert_eq!(file.imports, vec!["docs/a.md"]);
+/// assert_eq!(file.paths, Some(vec!["src/**/*.rs".to_string()]));
+/// ```
+pub fn parse(text: &str) -> ParsedFile {
+    let (body, paths) = split_frontmatter(text);
+    let scan = scan_markdown(body);
+    ParsedFile {
+        body: scan.body,
+        paths,
+        imports: scan.imports,
+        ignored: scan.ignored,
+    }
+}
+
+/// Comment stripping and import extraction on text without frontmatter (JS: `Pht` body).
+///
+/// ```
+/// use clawmd::loader::content::scan_markdown;
+///
+/// let scan = scan_markdown("a @x.md, b\n```\n@y.md\n```\n");
+/// assert_eq!(scan.imports, vec!["x.md,"]); // punctuation is part of the path
+/// ```
+pub fn scan_markdown(text: &str) -> MarkdownScan {
+    let has_comment = text.contains("<!--");
+    if !has_comment && !text.contains('@') {
+        return MarkdownScan {
+            body: text.to_string(),
+            imports: Vec::new(),
+            ignored: Vec::new(),
+        };
+    }
+    let tokens = markdown::lex(text);
+    let body = if has_comment {
+        markdown::strip_comments(&tokens)
+    } else {
+        text.to_string()
+    };
+    let mut imports: Vec<String> = Vec::new();
+    let mut ignored = Vec::new();
+    for (place, capture) in markdown::import_mentions(&tokens) {
+        let Some(path) = import_path(&capture) else {
+            continue;
+        };
+        match place {
+            Place::Text => {
+                if !imports.contains(&path) {
+                    imports.push(path);
+                }
+            }
+            Place::Code => ignored.push(IgnoredMention {
+                text: path,
+                reason: IgnoredReason::InCode,
+            }),
+            Place::Comment => ignored.push(IgnoredMention {
+                text: path,
+                reason: IgnoredReason::InComment,
+            }),
+        }
+    }
+    MarkdownScan {
+        body,
+        imports,
+        ignored,
+    }
+}
+
+/// JS: the filter in `GZr` — turn a raw `@` capture into an import path, or reject it.
+pub(crate) fn import_path(capture: &str) -> Option<String> {
+    let cut = capture.split('#').next().unwrap_or("");
+    if cut.is_empty() {
+        return None;
+    }
+    let path = cut.replace("\\ ", " ");
+    if path.is_empty() || is_special_path(&path) {
+        return None;
+    }
+    let first = path.as_bytes()[0];
+    let ok = path.starts_with("./")
+        || path.starts_with("~/")
+        || (path.starts_with('/') && path != "/")
+        || (first.is_ascii_alphanumeric() || matches!(first, b'.' | b'_' | b'-'));
+    ok.then_some(path)
+}
+
+/// JS: `O1` — paths Claude Code never opens: UNC-like `//x`, `\\?\`-style prefixes, the
+/// `/net` automount root and macOS `/.vol`-style paths.
+pub(crate) fn is_special_path(p: &str) -> bool {
+    let b = p.as_bytes();
+    if b.len() >= 2 && matches!(b[0], b'/' | b'\\') && matches!(b[1], b'/' | b'\\') {
+        return true;
+    }
+    if b.len() >= 4
+        && matches!(b[0], b'/' | b'\\')
+        && &b[1..3] == b"??"
+        && matches!(b[3], b'/' | b'\\')
+    {
+        return true;
+    }
+    if !p.starts_with('/') {
+        return false;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    let first = parts.first().map(|s| s.to_ascii_lowercase());
+    let net = matches!(first.as_deref(), Some("net")) && parts.len() <= 2;
+    let mac = matches!(
+        first.as_deref(),
+        Some(".vol" | ".file" | ".nofollow" | ".resolve")
+    );
+    net || mac
+}
+
+/// JS: `qc` + `HZr` — strip a leading `---` block and read its `paths:`.
+///
+/// The block is matched like Claude Code's `/^---\s*\n([\s\S]*?)---\s*\n?/` on the text
+/// without a leading BOM: the closing `---` need not start a line, and the whitespace after
+/// it (blank lines, the next line's indentation) goes with it.
+fn split_frontmatter(text: &str) -> (&str, Option<Vec<String>>) {
+    let t = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if t.len() < 3 || !t[3..].contains("---") {
+        return (text, None);
+    }
+    let Some(after_open) = t.strip_prefix("---") else {
+        return (text, None);
+    };
+    let ws = after_open.len() - after_open.trim_start_matches(markdown::is_js_space).len();
+    // `\s*\n`: greedy whitespace that must end with a newline (backtracking to the last one).
+    let Some(nl) = after_open[..ws].rfind('\n') else {
+        return (text, None);
+    };
+    let inner_start = 3 + nl + 1;
+    let Some(close) = t[inner_start..].find("---") else {
+        return (text, None);
+    };
+    let yaml = &t[inner_start..inner_start + close];
+    let mut end = inner_start + close + 3;
+    let rest = &t[end..];
+    let ws = rest.len() - rest.trim_start_matches(markdown::is_js_space).len();
+    end += ws;
+    // `\n?` after a greedy `\s*` never adds anything: `\s` already took every newline.
+    (&t[end..], frontmatter_paths(yaml))
+}
+
+/// The `paths:` entry of a frontmatter block, expanded as Claude Code does (`Cxn`): a string
+/// splits on top-level commas, `{a,b}` braces expand, a trailing `/**` is dropped; none left,
+/// or only `**`, means unconditional.
+fn frontmatter_paths(yaml: &str) -> Option<Vec<String>> {
+    let value = yaml_key(yaml, "paths")?;
+    let globs: Vec<String> = value
+        .iter()
+        .flat_map(|v| split_globs(v))
+        .flat_map(|g| expand_braces(&g))
+        .map(|g| g.strip_suffix("/**").map(str::to_string).unwrap_or(g))
+        .filter(|g| !g.is_empty())
+        .collect();
+    if globs.is_empty() || globs.iter().all(|g| g == "**") {
+        return None;
+    }
+    Some(globs)
+}
+
+/// A small YAML reader for one top-level key whose value is a scalar, a flow sequence or a
+/// block sequence of scalars. Anything else reads as absent (Claude Code's YAML parser
+/// would then ignore the key too, or fail and ignore the whole block).
+fn yaml_key(yaml: &str, key: &str) -> Option<Vec<String>> {
+    let lines: Vec<&str> = yaml.lines().collect();
+    let idx = lines.iter().position(|l| {
+        l.strip_prefix(key)
+            .is_some_and(|r| r.trim_start_matches([' ', '\t']).starts_with(':'))
+    })?;
+    let after = lines[idx][key.len()..].trim_start_matches([' ', '\t']);
+    let value = strip_comment(after[1..].trim());
+    if !value.is_empty() {
+        if let Some(inner) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+            return Some(
+                inner
+                    .split(',')
+                    .map(unquote)
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            );
+        }
+        return Some(vec![unquote(value)]);
+    }
+    let mut items = Vec::new();
+    for line in &lines[idx + 1..] {
+        let t = line.trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        match t.strip_prefix('-') {
+            Some(item) if line.starts_with([' ', '\t', '-']) => {
+                items.push(unquote(strip_comment(item.trim())))
+            }
+            _ => break,
+        }
+    }
+    Some(items)
+}
+
+fn strip_comment(v: &str) -> &str {
+    if v.starts_with(['"', '\'']) {
+        return v;
+    }
+    match v.find(" #") {
+        Some(i) => v[..i].trim_end(),
+        None => v,
+    }
+}
+
+fn unquote(v: &str) -> String {
+    let v = v.trim();
+    for q in ['"', '\''] {
+        if let Some(inner) = v.strip_prefix(q).and_then(|s| s.strip_suffix(q)) {
+            return inner.to_string();
+        }
+    }
+    v.to_string()
+}
+
+/// JS: `Us` on a string — split on commas outside braces, trim, drop empties.
+fn split_globs(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0i32;
+    for c in s.chars() {
+        match c {
+            '{' => {
+                depth += 1;
+                cur.push(c);
+            }
+            '}' => {
+                depth -= 1;
+                cur.push(c);
+            }
+            ',' if depth == 0 => {
+                let t = cur.trim();
+                if !t.is_empty() {
+                    out.push(t.to_string());
+                }
+                cur.clear();
+            }
+            _ => cur.push(c),
+        }
+    }
+    let t = cur.trim();
+    if !t.is_empty() {
+        out.push(t.to_string());
+    }
+    out
+}
+
+/// Expand `{a,b}` alternatives (first group first, recursively), capped like Claude Code.
+fn expand_braces(g: &str) -> Vec<String> {
+    const LIMIT: usize = 1000;
+    let mut out = Vec::new();
+    let mut work = vec![g.to_string()];
+    while let Some(s) = work.pop() {
+        if out.len() + work.len() >= LIMIT {
+            out.push(s);
+            continue;
+        }
+        let Some((open, close)) = brace_group(&s) else {
+            out.push(s);
+            continue;
+        };
+        let (head, body, tail) = (&s[..open], &s[open + 1..close], &s[close + 1..]);
+        let alts = split_top(body);
+        if alts.len() < 2 {
+            out.push(s);
+            continue;
+        }
+        for alt in alts.iter().rev() {
+            work.push(format!("{head}{alt}{tail}"));
+        }
+    }
+    out
+}
+
+fn brace_group(s: &str) -> Option<(usize, usize)> {
+    let open = s.find('{')?;
+    let mut depth = 0;
+    for (i, c) in s[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some((open, open + i));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frontmatter_is_stripped_with_following_whitespace() {
+        let f = parse("---\ntitle: x\n---\n\n  body\n");
+        assert_eq!(f.body, "body\n");
+        assert_eq!(f.paths, None);
+    }
+
+    #[test]
+    fn frontmatter_needs_a_newline_after_the_opener() {
+        assert_eq!(parse("--- x\n---\nbody").body, "--- x\n---\nbody");
+    }
+
+    #[test]
+    fn bom_before_frontmatter() {
+        assert_eq!(parse("\u{feff}---\na: 1\n---\nB").body, "B");
+        assert_eq!(parse("\u{feff}B").body, "\u{feff}B");
+    }
+
+    #[test]
+    fn paths_forms() {
+        assert_eq!(
+            frontmatter_paths("paths: \"a/**, {b,c}.ts\"\n"),
+            Some(vec!["a".into(), "b.ts".into(), "c.ts".into()])
+        );
+        assert_eq!(
+            frontmatter_paths("paths:\n  - x/*.md\n  - '**'\n"),
+            Some(vec!["x/*.md".into(), "**".into()])
+        );
+        assert_eq!(frontmatter_paths("paths: [\"**\"]\n"), None);
+        assert_eq!(frontmatter_paths("title: x\n"), None);
+    }
+
+    #[test]
+    fn import_filter() {
+        assert_eq!(import_path("a.md#sec").as_deref(), Some("a.md"));
+        assert_eq!(import_path("#x"), None);
+        assert_eq!(import_path("/"), None);
+        assert_eq!(import_path("(x)"), None);
+        assert_eq!(import_path("~"), None);
+        assert_eq!(import_path("//host/share"), None);
+        assert_eq!(import_path("/net/host"), None);
+        assert_eq!(import_path("a\\ b.md").as_deref(), Some("a b.md"));
+    }
+}

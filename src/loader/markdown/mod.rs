@@ -1,0 +1,361 @@
+//! Markdown as Claude Code reads a memory file: which `@path` mentions are imports, and what
+//! is left after HTML comments are stripped.
+//!
+//! Claude Code does not use a regex over lines: it runs its own markdown lexer (a linear-time
+//! fork of `marked`, `gfm: false`) and walks the tokens. Whether `@x.md` is an import depends
+//! on the token it lands in (code spans, fenced and indented code, raw HTML and images are
+//! skipped; text in list items is searched *including* its code spans), and comment stripping
+//! rebuilds the file from the top-level tokens' raw text. To be byte-identical this module is
+//! a port of that lexer ([`block`], [`inline`]) plus the two token walks ([`strip_comments`],
+//! [`import_mentions`]). It was checked against the original on thousands of generated inputs
+//! (`tests/fixtures/markdown-oracle.json`).
+
+mod block;
+mod inline;
+mod scan;
+mod unicode;
+
+pub(crate) use scan::{is_js_space, js_is_blank};
+
+/// A block token. `raw` is the source text the token covers (top-level raws concatenate to
+/// the input, which is what comment stripping relies on).
+#[derive(Debug, Clone)]
+pub(crate) enum Block {
+    Space {
+        raw: String,
+    },
+    Code {
+        raw: String,
+    },
+    Heading {
+        raw: String,
+        text: String,
+        inline: Vec<Inline>,
+    },
+    Hr {
+        raw: String,
+    },
+    Blockquote {
+        raw: String,
+        tokens: Vec<Block>,
+    },
+    List {
+        raw: String,
+        items: Vec<ListItem>,
+    },
+    Html {
+        raw: String,
+    },
+    Paragraph {
+        raw: String,
+        text: String,
+        inline: Vec<Inline>,
+    },
+    Text {
+        raw: String,
+        text: String,
+        inline: Vec<Inline>,
+    },
+}
+
+/// One list item: its own block tokens.
+#[derive(Debug, Clone)]
+pub(crate) struct ListItem {
+    #[allow(dead_code)] // kept for parity with the original token shape
+    pub(crate) raw: String,
+    #[allow(dead_code)]
+    pub(crate) text: String,
+    pub(crate) tokens: Vec<Block>,
+}
+
+/// An inline token. Text tokens are merged as in the original, so a text token starts right
+/// after some other token (or at the start of its block).
+#[derive(Debug, Clone)]
+pub(crate) enum Inline {
+    Text {
+        raw: String,
+    },
+    #[allow(dead_code)]
+    Escape {
+        raw: String,
+    },
+    Br,
+    Codespan {
+        raw: String,
+    },
+    Html {
+        raw: String,
+    },
+    Link {
+        tokens: Vec<Inline>,
+    },
+    Image,
+    Em {
+        tokens: Vec<Inline>,
+    },
+    Strong {
+        tokens: Vec<Inline>,
+    },
+}
+
+/// Lex `src` (JS: `new AFn().lex(src)`): CRLF and lone CR become LF first.
+pub(crate) fn lex(src: &str) -> Vec<Block> {
+    let normalized;
+    let text = if src.contains('\r') {
+        normalized = src.replace("\r\n", "\n").replace('\r', "\n");
+        normalized.as_str()
+    } else {
+        src
+    };
+    let mut lexer = block::Lexer::new();
+    let mut tokens = Vec::new();
+    lexer.block_tokens(text, &mut tokens, false);
+    let links = std::mem::take(&mut lexer.links);
+    fill_inline(&mut tokens, &links);
+    tokens
+}
+
+/// The inline pass runs after the block pass, when every link definition is known.
+fn fill_inline(tokens: &mut [Block], links: &std::collections::HashSet<String>) {
+    let mut stack: Vec<&mut Block> = tokens.iter_mut().collect();
+    while let Some(t) = stack.pop() {
+        match t {
+            Block::Heading { text, inline, .. }
+            | Block::Paragraph { text, inline, .. }
+            | Block::Text { text, inline, .. } => *inline = inline::inline_tokens(text, links),
+            Block::Blockquote { tokens, .. } => stack.extend(tokens.iter_mut()),
+            Block::List { items, .. } => {
+                for item in items.iter_mut() {
+                    stack.extend(item.tokens.iter_mut());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Remove every `<!-- … -->` (lazy, across lines) from `s`.
+pub(crate) fn remove_comments(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(start) = rest.find("<!--") {
+        match rest[start + 4..].find("-->") {
+            Some(end) => {
+                out.push_str(&rest[..start]);
+                rest = &rest[start + 4 + end + 3..];
+            }
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn is_comment_block(raw: &str) -> bool {
+    let t = scan::js_trim_start(raw);
+    t.starts_with("<!--") && t.contains("-->")
+}
+
+/// JS: `iht` — rebuild the text from top-level raws, dropping HTML comment blocks (what is
+/// left of such a block besides its comments is kept when it is not blank).
+pub(crate) fn strip_comments(tokens: &[Block]) -> String {
+    let mut out = String::new();
+    for t in tokens {
+        let raw = block_raw(t);
+        if matches!(t, Block::Html { .. }) && is_comment_block(raw) {
+            let kept = remove_comments(raw);
+            if !js_is_blank(&kept) {
+                out.push_str(&kept);
+            }
+            continue;
+        }
+        out.push_str(raw);
+    }
+    out
+}
+
+fn block_raw(t: &Block) -> &str {
+    block::block_raw(t)
+}
+
+/// Where an `@` mention was found, for diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// In text: an import candidate.
+    Text,
+    /// In a code span or code block: never an import.
+    Code,
+    /// In an HTML comment: never an import.
+    Comment,
+}
+
+/// JS: `/(?:^|\s)@((?:[^\s\\]|\\ )+)/g` — the raw captures, in order.
+pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let at = if i == 0 && b[0] == b'@' {
+            Some(0)
+        } else {
+            let c = scan::char_at(text, i).unwrap_or(' ');
+            if is_js_space(c) && b.get(i + c.len_utf8()) == Some(&b'@') {
+                Some(i + c.len_utf8())
+            } else {
+                None
+            }
+        };
+        let Some(at) = at else {
+            i += scan::char_len_at(text, i);
+            continue;
+        };
+        let start = at + 1;
+        let mut j = start;
+        loop {
+            match scan::char_at(text, j) {
+                Some('\\') if b.get(j + 1) == Some(&b' ') => j += 2,
+                Some(c) if c != '\\' && !is_js_space(c) => j += c.len_utf8(),
+                _ => break,
+            }
+        }
+        if j > start {
+            out.push(&text[start..j]);
+            i = j;
+        } else {
+            i = at;
+            // The `@` itself cannot start a match; step past it.
+            i += 1;
+        }
+    }
+    out
+}
+
+/// JS: `GZr` — every `@` capture in the places Claude Code searches, plus (for diagnostics)
+/// the ones it skips, in document order. Duplicates are kept; callers dedupe.
+pub(crate) fn import_mentions(tokens: &[Block]) -> Vec<(Place, String)> {
+    let mut out = Vec::new();
+    walk_blocks(tokens, &mut out);
+    out
+}
+
+fn push_all(text: &str, place: Place, out: &mut Vec<(Place, String)>) {
+    out.extend(
+        at_mentions(text)
+            .into_iter()
+            .map(|m| (place, m.to_string())),
+    );
+}
+
+fn html_mentions(raw: &str, out: &mut Vec<(Place, String)>) {
+    if !is_comment_block(raw) {
+        return; // other raw HTML is skipped outright
+    }
+    let kept = remove_comments(raw);
+    for c in comment_bodies(raw) {
+        push_all(c, Place::Comment, out);
+    }
+    if !js_is_blank(&kept) {
+        push_all(&kept, Place::Text, out);
+    }
+}
+
+fn comment_bodies(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("<!--") {
+        let Some(end) = rest[start + 4..].find("-->") else {
+            break;
+        };
+        out.push(&rest[start + 4..start + 4 + end]);
+        rest = &rest[start + 4 + end + 3..];
+    }
+    out
+}
+
+fn walk_blocks(tokens: &[Block], out: &mut Vec<(Place, String)>) {
+    for t in tokens {
+        match t {
+            Block::Code { raw } => push_all(raw, Place::Code, out),
+            Block::Html { raw } => html_mentions(raw, out),
+            Block::Text { text, inline, .. } => {
+                push_all(text, Place::Text, out);
+                walk_inline(inline, out);
+            }
+            Block::Heading { inline, .. } | Block::Paragraph { inline, .. } => {
+                walk_inline(inline, out)
+            }
+            Block::Blockquote { tokens, .. } => walk_blocks(tokens, out),
+            Block::List { items, .. } => {
+                for item in items {
+                    walk_blocks(&item.tokens, out);
+                }
+            }
+            Block::Space { .. } | Block::Hr { .. } => {}
+        }
+    }
+}
+
+fn walk_inline(tokens: &[Inline], out: &mut Vec<(Place, String)>) {
+    for t in tokens {
+        match t {
+            Inline::Text { raw } => push_all(raw, Place::Text, out),
+            Inline::Codespan { raw } => push_all(raw, Place::Code, out),
+            Inline::Html { raw } => html_mentions(raw, out),
+            Inline::Link { tokens } | Inline::Em { tokens } | Inline::Strong { tokens } => {
+                walk_inline(tokens, out)
+            }
+            Inline::Escape { .. } | Inline::Br | Inline::Image => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imports(src: &str) -> Vec<String> {
+        let mut seen = Vec::new();
+        for (place, m) in import_mentions(&lex(src)) {
+            if place == Place::Text && !seen.contains(&m) {
+                seen.push(m);
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn mentions_need_start_or_whitespace() {
+        assert_eq!(at_mentions("@a b@c @d\\ e @f\\g"), vec!["a", "d\\ e", "f"]);
+        assert_eq!(at_mentions("x\u{feff}@bom"), vec!["bom"]);
+        assert!(at_mentions("@ @").is_empty());
+    }
+
+    #[test]
+    fn code_and_comments_are_not_imports() {
+        let src = "@./one.md\n`@./span.md`\n```\n@./fenced.md\n```\n    @indented.md\n\n<!-- @c.md -->\n@docs/two.md\n";
+        assert_eq!(imports(src), vec!["./one.md", "docs/two.md"]);
+    }
+
+    #[test]
+    fn text_token_starts_after_code_span() {
+        assert_eq!(
+            imports("`code`@after.md and **b**@bold.md"),
+            vec!["after.md", "bold.md"]
+        );
+    }
+
+    #[test]
+    fn list_items_search_code_spans_too() {
+        assert_eq!(imports("- see `a @x.md`\n"), vec!["x.md`"]);
+        assert!(imports("see `a @x.md`\n").is_empty());
+    }
+
+    #[test]
+    fn comment_stripping_rebuilds_from_raws() {
+        let src = "<!-- block comment -->\nkeep1\ninline <!-- c --> text\n<!--\nmulti\nline\n-->\nkeep2\n```\n<!-- in code -->\n```\n";
+        assert_eq!(
+            strip_comments(&lex(src)),
+            "keep1\ninline <!-- c --> text\nkeep2\n```\n<!-- in code -->\n```\n"
+        );
+    }
+}
