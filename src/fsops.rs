@@ -6,8 +6,11 @@
 //! never make clawmd read, write or delete anything outside the group.
 //!
 //! Writes are atomic and durable: a file is written to a temp name in the same directory,
-//! fsynced, renamed over the target, and the directory is fsynced; a symlink is created under a
-//! temp name and renamed over (never unlink-then-create). Temp names start with
+//! fsynced, and renamed over the target; a symlink is created under a temp name and renamed
+//! over (never unlink-then-create). Renames, links and unlinks in a directory become durable
+//! when the directory is fsynced: [`SafeDir::sync`] does that once for a batch of changes (the
+//! callers sync wherever the order of two changes matters), and a `SafeDir` dropped with
+//! unsynced changes syncs itself. Temp names start with
 //! [`TEMP_PREFIX`] so a later run can clear what a crash left behind.
 //!
 //! For crash tests, the environment variable `CLAWMD_CRASH_AT=N` aborts the process just before
@@ -160,6 +163,16 @@ impl Node {
 pub struct SafeDir {
     path: PathBuf,
     fd: OwnedFd,
+    /// Entries changed since the last fsync of the directory.
+    unsynced: std::cell::Cell<bool>,
+}
+
+impl Drop for SafeDir {
+    fn drop(&mut self) {
+        if let Err(err) = self.sync() {
+            tracing::error!("{err}");
+        }
+    }
 }
 
 const DIR_FLAGS: OFlags = OFlags::RDONLY
@@ -168,13 +181,18 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::CLOEXEC);
 
 impl SafeDir {
+    fn new(path: PathBuf, fd: OwnedFd) -> Self {
+        SafeDir {
+            path,
+            fd,
+            unsynced: std::cell::Cell::new(false),
+        }
+    }
+
     /// Opens `path`, refusing when its last component is a symlink or not a directory.
     pub fn open(path: &Path) -> Result<SafeDir> {
         match rustix::fs::open(path, DIR_FLAGS, Mode::empty()) {
-            Ok(fd) => Ok(SafeDir {
-                path: path.to_owned(),
-                fd,
-            }),
+            Ok(fd) => Ok(SafeDir::new(path.to_owned(), fd)),
             Err(err) => Err(Self::explain_open_failure(path, err, || kind_of_path(path))),
         }
     }
@@ -186,13 +204,16 @@ impl SafeDir {
         if create && self.kind(name)? == NodeKind::Missing {
             checkpoint("mkdir", &path);
             match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o755)) {
-                Ok(()) => self.sync()?,
+                Ok(()) => {
+                    self.unsynced.set(true);
+                    self.sync()?;
+                }
                 Err(rustix::io::Errno::EXIST) => {}
                 Err(err) => return Err(FsError::io("create directory", path, err)),
             }
         }
         match rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
-            Ok(fd) => Ok(Some(SafeDir { path, fd })),
+            Ok(fd) => Ok(Some(SafeDir::new(path, fd))),
             Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(err) => Err(Self::explain_open_failure(&path, err, || self.kind(name))),
         }
@@ -317,7 +338,10 @@ impl SafeDir {
         checkpoint("link", &self.path.join(name));
         let linked = rustix::fs::linkat(&self.fd, &temp, &self.fd, name, AtFlags::empty());
         let created = match linked {
-            Ok(()) => true,
+            Ok(()) => {
+                self.unsynced.set(true);
+                true
+            }
             Err(rustix::io::Errno::EXIST) => false,
             Err(err) => {
                 let _ = self.unlink(&temp);
@@ -325,7 +349,6 @@ impl SafeDir {
             }
         };
         self.unlink(&temp)?;
-        self.sync()?;
         Ok(created)
     }
 
@@ -341,7 +364,7 @@ impl SafeDir {
     /// Removes the file or symlink `name` (never a directory). Missing is fine.
     pub fn remove(&self, name: &str) -> Result<()> {
         match self.unlink(name) {
-            Ok(()) => self.sync(),
+            Ok(()) => Ok(()),
             Err(FsError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(err) => Err(err),
         }
@@ -352,7 +375,10 @@ impl SafeDir {
         let path = self.path.join(name);
         checkpoint("rmdir", &path);
         match rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR) {
-            Ok(()) => self.sync().map(|()| true),
+            Ok(()) => {
+                self.unsynced.set(true);
+                self.sync().map(|()| true)
+            }
             Err(rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST) => Ok(false),
             Err(rustix::io::Errno::NOENT) => Ok(false),
             Err(err) => Err(FsError::io("remove directory", path, err)),
@@ -378,15 +404,24 @@ impl SafeDir {
         Ok(removed)
     }
 
-    /// fsyncs the directory, making renames and unlinks in it durable.
+    /// fsyncs the directory if anything in it changed since the last call, making the renames,
+    /// links and unlinks in it durable.
     pub fn sync(&self) -> Result<()> {
-        rustix::fs::fsync(&self.fd).map_err(|err| FsError::io("sync directory", &self.path, err))
+        if !self.unsynced.replace(false) {
+            return Ok(());
+        }
+        rustix::fs::fsync(&self.fd).map_err(|err| {
+            self.unsynced.set(true);
+            FsError::io("sync directory", &self.path, err)
+        })
     }
 
     fn unlink(&self, name: &str) -> Result<()> {
         checkpoint("unlink", &self.path.join(name));
         rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())
-            .map_err(|err| FsError::io("remove", self.path.join(name), err))
+            .map_err(|err| FsError::io("remove", self.path.join(name), err))?;
+        self.unsynced.set(true);
+        Ok(())
     }
 
     fn write_temp(&self, bytes: &[u8]) -> Result<String> {
@@ -412,7 +447,8 @@ impl SafeDir {
             let _ = self.unlink(temp);
             return Err(FsError::io("replace", path, err));
         }
-        self.sync()
+        self.unsynced.set(true);
+        Ok(())
     }
 
     fn fresh_temp_name(&self) -> String {

@@ -259,6 +259,7 @@ fn migrate_group(
         NodeKind::Symlink => {
             if !dry_run {
                 dir.remove(names::LEGACY_GLOBAL_LINK)?;
+                dir.sync()?;
             }
             actions.push(Action::RemoveGlobalLink { path: names::LEGACY_GLOBAL_LINK.to_owned() });
         }
@@ -426,7 +427,10 @@ fn move_text(
         Some(existing) if contains(existing, text.trim_ascii()) => {}
         Some(existing) => to.write_file(to_name, &appended(existing, marker, text))?,
     }
+    // The text is durable in its new place before the old file goes.
+    to.sync()?;
     from.remove(from_name)?;
+    from.sync()?;
     Ok(action)
 }
 

@@ -248,10 +248,10 @@ fn stale_fragments(
 /// Performs `steps` in a reader-safe order: leftovers cleaned, rescues, writes (in plan
 /// order), then removals. The caller must hold the group's lock.
 pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(), FsError> {
+    let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
     for step in steps {
         if let Step::Clean { path } = step {
-            let dir = if path.in_fragments { fragments } else { group };
-            dir.remove(&path.name)?;
+            dir_of(path).remove(&path.name)?;
         }
     }
     for step in steps {
@@ -262,25 +262,42 @@ pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(),
             tracing::warn!(rescued = %group.path().join(to).display(), "kept a hand-edited CLAUDE.md");
         }
     }
-    for step in steps {
+    // The rescued text is durable before the entry point is replaced, and everything the new
+    // entry point imports is durable before it is.
+    let (entry_point, imported): (Vec<&Step>, Vec<&Step>) = steps
+        .iter()
+        .filter(|step| matches!(step, Step::Write { .. }))
+        .partition(|step| matches!(step, Step::Write { path, .. } if is_entry_point(path)));
+    for step in imported.into_iter().chain(entry_point) {
         if let Step::Write { path, content, .. } = step {
-            let dir = if path.in_fragments { fragments } else { group };
-            match content {
-                Content::File(bytes) => dir.write_file(&path.name, bytes)?,
-                Content::Symlink(target) => dir.symlink(&path.name, target)?,
-                Content::Seed => {
-                    dir.create_new_file(&path.name, b"")?;
-                }
+            if is_entry_point(path) {
+                fragments.sync()?;
+                group.sync()?;
             }
+            write(dir_of(path), &path.name, content)?;
         }
     }
+    fragments.sync()?;
+    group.sync()?;
     for step in steps {
         if let Step::Remove { path, .. } = step {
-            let dir = if path.in_fragments { fragments } else { group };
-            dir.remove(&path.name)?;
+            dir_of(path).remove(&path.name)?;
         }
     }
-    Ok(())
+    fragments.sync()?;
+    group.sync()
+}
+
+fn is_entry_point(path: &ManagedPath) -> bool {
+    !path.in_fragments && path.name == names::CLAUDE_MD
+}
+
+fn write(dir: &SafeDir, name: &str, content: &Content) -> Result<(), FsError> {
+    match content {
+        Content::File(bytes) => dir.write_file(name, bytes),
+        Content::Symlink(target) => dir.symlink(name, target),
+        Content::Seed => dir.create_new_file(name, b"").map(|_| ()),
+    }
 }
 
 /// The rescue name is taken: an earlier, interrupted run kept the same text there (the name
