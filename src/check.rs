@@ -10,14 +10,14 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::compose::{Selection, list_groups, read_config, read_sources};
+use crate::compose::{Selection, read_config, read_sources};
 use crate::error::{Error, GroupError};
 use crate::fsops::{NodeKind, SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
 use crate::names::validate_name;
 use crate::plan::{Delivery, Sources, plan_group};
 use crate::reconcile::{Step, diff};
-use crate::report::REPORT_VERSION;
+use crate::report::{REPORT_VERSION, Report};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -83,10 +83,7 @@ pub fn check(
     selection: &Selection,
     options: &CheckOptions,
 ) -> Result<CheckReport, Error> {
-    let groups = match selection {
-        Selection::All => list_groups(layout).map_err(Error::Groups)?,
-        Selection::Named(names) => names.clone(),
-    };
+    let groups = selection.groups(layout)?;
     let (sources, _) = read_sources(layout).map_err(Error::Sources)?;
     let groups: Vec<GroupCheck> = groups
         .iter()
@@ -274,9 +271,12 @@ fn instruction_imports(
     }
 }
 
-impl CheckReport {
-    /// The human-readable listing printed by default.
-    pub fn to_human(&self) -> String {
+impl Report for CheckReport {
+    fn ok(&self) -> bool {
+        self.ok
+    }
+
+    fn to_human(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
         let (mut errors, mut warnings) = (0, 0);

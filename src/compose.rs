@@ -48,6 +48,16 @@ pub enum Selection {
     Named(Vec<String>),
 }
 
+impl Selection {
+    /// The group names selected, listing the groups folder for [`Selection::All`].
+    pub fn groups(&self, layout: &Layout) -> Result<Vec<String>, Error> {
+        match self {
+            Selection::All => list_groups(layout).map_err(Error::Groups),
+            Selection::Named(names) => Ok(names.clone()),
+        }
+    }
+}
+
 /// Composes the selected groups. Fails as a whole only when the groups folder or the shared
 /// content cannot be read; a group's own failure is in its report.
 pub fn compose(
@@ -55,10 +65,7 @@ pub fn compose(
     selection: &Selection,
     options: &ComposeOptions,
 ) -> Result<ComposeReport, Error> {
-    let groups = match selection {
-        Selection::All => list_groups(layout).map_err(Error::Groups)?,
-        Selection::Named(names) => names.clone(),
-    };
+    let groups = selection.groups(layout)?;
     let (sources, warnings) = read_sources(layout).map_err(Error::Sources)?;
     let reports = parallel_map(&groups, |group| {
         match compose_group(layout, &sources, group, options) {

@@ -12,6 +12,7 @@ use clawmd::check::{CheckOptions, check};
 use clawmd::compose::{ComposeOptions, Selection, compose};
 use clawmd::layout::{DEFAULT_APP_MOUNT, DEFAULT_WORKSPACE_MOUNT};
 use clawmd::migrate::migrate;
+use clawmd::report::Report;
 use clawmd::{Delivery, Layout};
 
 /// Compose and check the CLAUDE.md memory of containerised agent groups.
@@ -159,34 +160,17 @@ fn run_compose(args: ComposeArgs) -> anyhow::Result<ExitCode> {
         dry_run: args.dry_run,
         lock_timeout: Duration::from_secs(args.deployment.lock_timeout),
     };
-    let report = compose(&layout, &selection, &options);
-    let report = match report {
-        Ok(report) => report,
-        Err(err) if args.json => return print_json_error("compose", &err),
-        Err(err) => return Err(err).context("compose failed"),
-    };
-    if args.json {
-        print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
-    } else {
-        print_stdout(&report.to_human())?;
-    }
-    Ok(exit_code(report.ok))
+    finish("compose", compose(&layout, &selection, &options), args.json)
 }
 
 fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     let layout = args.deployment.layout();
     let timeout = Duration::from_secs(args.deployment.lock_timeout);
-    let report = match migrate(&layout, args.dry_run, timeout) {
-        Ok(report) => report,
-        Err(err) if args.json => return print_json_error("migrate", &err),
-        Err(err) => return Err(err).context("migrate failed"),
-    };
-    if args.json {
-        print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
-    } else {
-        print_stdout(&report.to_human())?;
-    }
-    Ok(exit_code(report.ok))
+    finish(
+        "migrate",
+        migrate(&layout, args.dry_run, timeout),
+        args.json,
+    )
 }
 
 fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -200,17 +184,26 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         delivery: args.delivery,
         approve_external: args.approve_external,
     };
-    let report = match check(&layout, &selection, &options) {
+    finish("check", check(&layout, &selection, &options), args.json)
+}
+
+/// Prints a command's report (JSON or human) and turns it into the exit status.
+fn finish<R: Report>(
+    command: &str,
+    result: Result<R, clawmd::Error>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let report = match result {
         Ok(report) => report,
-        Err(err) if args.json => return print_json_error("check", &err),
-        Err(err) => return Err(err).context("check failed"),
+        Err(err) if json => return print_json_error(command, &err),
+        Err(err) => return Err(err).with_context(|| format!("{command} failed")),
     };
-    if args.json {
+    if json {
         print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     } else {
         print_stdout(&report.to_human())?;
     }
-    Ok(exit_code(report.ok))
+    Ok(exit_code(report.ok()))
 }
 
 fn print_json_error(command: &str, err: &clawmd::Error) -> anyhow::Result<ExitCode> {

@@ -20,7 +20,7 @@ use crate::fsops::{self, FsError, NodeKind, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::names::validate_name;
 use crate::plan::is_composed;
-use crate::report::{ErrorReport, REPORT_VERSION, Status};
+use crate::report::{ErrorReport, REPORT_VERSION, Report, Status};
 
 /// The largest legacy file migrate moves; a larger one is refused, never truncated.
 pub const MAX_LEGACY_BYTES: u64 = 64 * 1024 * 1024;
@@ -113,9 +113,12 @@ pub struct MigrateReport {
     pub groups: Vec<MigrateGroupReport>,
 }
 
-impl MigrateReport {
-    /// The human-readable summary.
-    pub fn to_human(&self) -> String {
+impl Report for MigrateReport {
+    fn ok(&self) -> bool {
+        self.ok
+    }
+
+    fn to_human(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
         let mut changed = 0;

@@ -13,6 +13,15 @@ use crate::reconcile::{EntryKind, Step};
 /// The version of the JSON report shape; bumped on any incompatible change.
 pub const REPORT_VERSION: u32 = 1;
 
+/// What every command's report offers the binary: a JSON form (serde), a human form, and
+/// whether the run succeeded (the exit status).
+pub trait Report: Serialize {
+    /// True when the run succeeded (exit status 0).
+    fn ok(&self) -> bool;
+    /// The human-readable form printed by default.
+    fn to_human(&self) -> String;
+}
+
 /// What happened to a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -259,9 +268,14 @@ impl ComposeReport {
             warnings,
         }
     }
+}
 
-    /// The human-readable summary printed by default.
-    pub fn to_human(&self) -> String {
+impl Report for ComposeReport {
+    fn ok(&self) -> bool {
+        self.ok
+    }
+
+    fn to_human(&self) -> String {
         let mut out = String::new();
         let verb =
             |done: &'static str, would: &'static str| if self.dry_run { would } else { done };
