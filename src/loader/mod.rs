@@ -1,5 +1,50 @@
-//! The memory loader: reproduces, byte for byte, how the real Claude Code discovers and loads
-//! `CLAUDE.md` memory files.
+//! The memory loader: reproduces, byte for byte, how the real Claude Code (2.1.328) discovers
+//! and loads `CLAUDE.md` memory, and says what it drops on the way.
+//!
+//! Three steps, usable without the CLI:
+//! * [`discover`] lists the places Claude Code looks, in order (pure);
+//! * [`load`] reads them through a [`MemoryFs`] — the host ([`HostFs`]) or a container's
+//!   view of it ([`MountedFs`]) — and returns a [`Memory`]: the files in load order with
+//!   their labels and bodies, plus [`Diagnostic`]s (imports dropped as external, missing,
+//!   too deep or cyclic, mentions in code, oversized files…);
+//! * [`render`] prints it as Claude Code's own block, a flat markdown file, or chat messages.
+//!
+//! ```
+//! use clawmd::loader::{load, render, Format, HostFs, LoadOptions};
+//!
+//! let root = tempfile::tempdir().unwrap();
+//! let p = root.path().join("p");
+//! std::fs::create_dir_all(&p).unwrap();
+//! std::fs::write(p.join("CLAUDE.md"), "Use @./style.md\n").unwrap();
+//! std::fs::write(p.join("style.md"), "Tabs.\n").unwrap();
+//!
+//! let mut opts = LoadOptions::new(&p, None);
+//! opts.managed_dir = None;
+//! let memory = load(&HostFs, &opts).unwrap();
+//! assert_eq!(memory.files.len(), 2);
+//! let text = render(&memory, Format::Claude);
+//! assert!(text.starts_with("<system-reminder>\n"));
+//! assert!(text.contains("(project instructions, checked into the codebase):\n\nTabs.\n"));
+//! ```
+//!
+//! The rules, and the conformance case that proves each, are in `docs/loader.md`.
 
 pub mod content;
+mod engine;
+pub mod fs;
 pub(crate) mod markdown;
+mod model;
+pub mod mounted;
+pub mod paths;
+mod render;
+
+pub use engine::{
+    Candidate, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, WARN_FILE_CHARS, WARN_TOTAL_CHARS, discover, load,
+};
+pub use fs::{HostFs, MemoryFs};
+pub use model::{
+    AgentsMd, Diagnostic, DiagnosticCode, ExternalImports, LoadOptions, LoadedFile, LoaderError,
+    Memory, MemoryKind, Origin, Severity,
+};
+pub use mounted::{Mount, MountedFs};
+pub use render::{Format, PREAMBLE, claude_block, render};

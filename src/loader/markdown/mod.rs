@@ -15,7 +15,7 @@ mod inline;
 mod scan;
 mod unicode;
 
-pub(crate) use scan::{is_js_space, js_is_blank};
+pub(crate) use scan::{is_js_space, js_is_blank, js_trim};
 
 /// A block token. `raw` is the source text the token covers (top-level raws concatenate to
 /// the input, which is what comment stripping relies on).

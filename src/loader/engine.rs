@@ -1,0 +1,1022 @@
+//! The loading algorithm: discovery, the import worklist, rules folders and the AGENTS.md
+//! fallback, in Claude Code 2.1.328's order.
+//!
+//! This mirrors Claude Code's own functions (named in comments: `XZr` the walk, `Zne` one
+//! file and its imports, `VHe` a rules folder, `FGo`/`SOo` the AGENTS.md plugin), with two
+//! deliberate differences: imports are followed with an explicit stack instead of recursion
+//! (so no input can overflow the stack), and every file that is dropped leaves a
+//! [`Diagnostic`] where Claude Code stays silent.
+
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::content::{self, IgnoredReason, is_special_path};
+use super::fs::{FileKind, MemoryFs, ReadOutcome};
+use super::markdown::js_trim;
+use super::model::*;
+use super::paths::{self, is_within, key, normalize, resolve_import};
+
+/// Imports are followed to this depth: a file found by name is depth 0, `l4.md` (depth 4)
+/// loads, `l5.md` does not.
+pub const MAX_IMPORT_DEPTH: usize = 5;
+/// Files larger than this (4 MiB) are skipped.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// Claude Code warns about a memory file longer than this many UTF-16 units (its minimum
+/// threshold; it scales with the model's context window).
+pub const WARN_FILE_CHARS: usize = 40_000;
+/// … and about all memory together longer than this.
+pub const WARN_TOTAL_CHARS: usize = 120_000;
+
+const CLAUDE_NAMES: [&str; 3] = ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"];
+const AGENTS_NAMES: [&str; 2] = ["AGENTS.md", ".claude/AGENTS.md"];
+
+/// A place Claude Code looks for memory, in the order it looks.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Candidate {
+    /// The file or folder.
+    pub path: PathBuf,
+    /// The kind its files get.
+    pub kind: MemoryKind,
+    /// `true` for a rules folder (`.claude/rules`), read recursively.
+    pub rules_dir: bool,
+}
+
+/// The places Claude Code checks for memory, in order, without touching the disk:
+/// the managed file and rules, the user's file and rules, then from the root-most
+/// ancestor of `cwd` down to `cwd`: `CLAUDE.md`, `.claude/CLAUDE.md`, `.claude/rules/`,
+/// `CLAUDE.local.md`. (`/` itself is never searched. `AGENTS.md` is looked for only
+/// when none of these holds a CLAUDE.md; see [`AgentsMd`].)
+///
+/// ```
+/// use clawmd::loader::{discover, LoadOptions};
+///
+/// let mut opts = LoadOptions::new("/w/p", None);
+/// opts.managed_dir = None;
+/// let paths: Vec<_> = discover(&opts).into_iter().map(|c| c.path).collect();
+/// assert_eq!(paths[0], std::path::Path::new("/w/CLAUDE.md"));
+/// assert_eq!(paths.last().unwrap(), std::path::Path::new("/w/p/CLAUDE.local.md"));
+/// ```
+pub fn discover(opts: &LoadOptions) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    let mut add = |path: PathBuf, kind, rules_dir| {
+        out.push(Candidate {
+            path,
+            kind,
+            rules_dir,
+        })
+    };
+    if let Some(m) = &opts.managed_dir {
+        add(m.join("CLAUDE.md"), MemoryKind::Managed, false);
+        add(m.join(".claude/rules"), MemoryKind::Managed, true);
+    }
+    if opts.load_user
+        && let Some(u) = opts.user_dir()
+    {
+        add(u.join("CLAUDE.md"), MemoryKind::User, false);
+        add(u.join("rules"), MemoryKind::User, true);
+    }
+    for dir in walk_dirs(&opts.cwd) {
+        if opts.load_project {
+            add(dir.join("CLAUDE.md"), MemoryKind::Project, false);
+            add(dir.join(".claude/CLAUDE.md"), MemoryKind::Project, false);
+            add(dir.join(".claude/rules"), MemoryKind::Project, true);
+        }
+        if opts.load_local {
+            add(dir.join("CLAUDE.local.md"), MemoryKind::Local, false);
+        }
+    }
+    out
+}
+
+/// `cwd` and its ancestors, root-most first, without `/` itself.
+fn walk_dirs(cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = normalize(cwd)
+        .ancestors()
+        .filter(|d| d.parent().is_some())
+        .map(Path::to_path_buf)
+        .collect();
+    dirs.reverse();
+    dirs
+}
+
+/// Load the memory Claude Code would load; see [`crate::loader`] for an example.
+pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, LoaderError> {
+    for (what, p) in [
+        ("cwd", Some(&opts.cwd)),
+        ("home", opts.home.as_ref()),
+        ("config dir", opts.config_dir.as_ref()),
+    ] {
+        if let Some(p) = p.filter(|p| !p.is_absolute()) {
+            return Err(LoaderError::RelativePath {
+                what,
+                path: p.clone(),
+            });
+        }
+    }
+    let cwd = fs
+        .canonicalize(&opts.cwd)
+        .map_err(|source| LoaderError::Cwd {
+            path: opts.cwd.clone(),
+            source,
+        })?;
+    let meta = fs.metadata(&cwd).map_err(|source| LoaderError::Cwd {
+        path: opts.cwd.clone(),
+        source,
+    })?;
+    if meta.kind != FileKind::Dir {
+        let source = io::Error::new(io::ErrorKind::NotADirectory, "not a directory");
+        return Err(LoaderError::Cwd {
+            path: opts.cwd.clone(),
+            source,
+        });
+    }
+    let mut engine = Engine {
+        fs,
+        opts,
+        cwd,
+        approved: false,
+        excludes: Excludes::new(&opts.excludes),
+        diags: Vec::new(),
+    };
+    engine.approved = match opts.external_imports {
+        ExternalImports::Approved => true,
+        ExternalImports::Denied => false,
+        ExternalImports::FromConfig => engine.approval_from_config(),
+    };
+    let files = engine.run();
+    Ok(Memory {
+        cwd: engine.cwd,
+        external_imports_approved: engine.approved,
+        files,
+        diagnostics: engine.diags,
+    })
+}
+
+/// `claudeMdExcludes`, matched against paths with `/` separators (picomatch, `dot: true`).
+struct Excludes(Option<globset::GlobSet>);
+
+impl Excludes {
+    fn new(patterns: &[String]) -> Self {
+        let mut b = globset::GlobSetBuilder::new();
+        let mut any = false;
+        for p in patterns.iter().filter(|p| !p.is_empty()) {
+            if let Ok(g) = globset::GlobBuilder::new(p).literal_separator(true).build() {
+                b.add(g);
+                any = true;
+            }
+        }
+        Excludes(any.then(|| b.build().ok()).flatten())
+    }
+
+    fn matches(&self, path: &Path, kind: MemoryKind) -> bool {
+        kind != MemoryKind::Managed && self.0.as_ref().is_some_and(|g| g.is_match(path))
+    }
+}
+
+struct Engine<'a, F: ?Sized> {
+    fs: &'a F,
+    opts: &'a LoadOptions,
+    cwd: PathBuf,
+    approved: bool,
+    excludes: Excludes,
+    diags: Vec<Diagnostic>,
+}
+
+/// One pending file of an import tree.
+struct Frame {
+    path: PathBuf,
+    depth: usize,
+    /// Index of the importer in the tree's chain (for cycle detection).
+    parent: Option<usize>,
+    import: Option<String>,
+}
+
+/// A file loaded by `load_tree`, with what only the engine needs.
+struct Loaded {
+    file: LoadedFile,
+    conditional: bool,
+}
+
+/// Whether diagnostics are recorded (not for Claude Code's internal probes).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Noise {
+    Report,
+    Quiet,
+}
+
+impl<F: MemoryFs + ?Sized> Engine<'_, F> {
+    /// JS `XZr`: managed, user, the walk from the root down, then AGENTS.md.
+    fn run(&mut self) -> Vec<LoadedFile> {
+        let mut processed: HashSet<String> = HashSet::new();
+        let mut files: Vec<LoadedFile> = Vec::new();
+        let approved = self.approved;
+        for c in discover(self.opts) {
+            let include_external = c.kind == MemoryKind::User || approved;
+            let loaded = if c.rules_dir {
+                self.load_rules(&c.path, c.kind, include_external, &mut processed)
+            } else if self.excludes.matches(&c.path, c.kind) {
+                Vec::new()
+            } else {
+                self.load_tree(
+                    &c.path,
+                    c.kind,
+                    include_external,
+                    Origin::Discovered,
+                    &mut processed,
+                    Noise::Report,
+                )
+                .into_iter()
+                .map(|l| l.file)
+                .collect()
+            };
+            files.extend(loaded);
+        }
+        self.agents_md(&mut files);
+        self.size_warnings(&files);
+        files
+    }
+
+    fn approval_from_config(&mut self) -> bool {
+        let Some(path) = self.opts.claude_json() else {
+            return false;
+        };
+        let bytes = match self.fs.read_limited(&path, 64 * 1024 * 1024) {
+            Ok(ReadOutcome::Bytes(b)) => b,
+            _ => return false,
+        };
+        let value: serde_json::Value = match serde_json::from_slice(&bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::ConfigUnreadable,
+                    &path,
+                    None,
+                    None,
+                    format!(
+                        "not valid JSON ({e}); Claude Code treats external imports as not approved"
+                    ),
+                );
+                return false;
+            }
+        };
+        let project = self.cwd.to_string_lossy();
+        value["projects"][project.as_ref()]["hasClaudeMdExternalIncludesApproved"]
+            == serde_json::Value::Bool(true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn note(
+        &mut self,
+        severity: Severity,
+        code: DiagnosticCode,
+        path: &Path,
+        import: Option<&str>,
+        from: Option<&Path>,
+        message: String,
+    ) {
+        self.diags.push(Diagnostic {
+            severity,
+            code,
+            path: path.to_path_buf(),
+            import: import.map(str::to_string),
+            from: from.map(Path::to_path_buf),
+            message,
+        });
+    }
+
+    /// JS `Zne` as a worklist: `root` and everything it imports, depth first, in order.
+    fn load_tree(
+        &mut self,
+        root: &Path,
+        kind: MemoryKind,
+        include_external: bool,
+        origin: Origin,
+        processed: &mut HashSet<String>,
+        noise: Noise,
+    ) -> Vec<Loaded> {
+        let mut out: Vec<Loaded> = Vec::new();
+        // (key, real key, parent) of every file loaded in this tree, for cycle reports.
+        let mut chain: Vec<(String, String, Option<usize>)> = Vec::new();
+        let mut stack = vec![Frame {
+            path: normalize(root),
+            depth: 0,
+            parent: None,
+            import: None,
+        }];
+        while let Some(frame) = stack.pop() {
+            let parent_path = frame.parent.map(|i| out[i].file.path.clone());
+            let Some((loaded, imports)) = self.load_one(
+                &frame,
+                kind,
+                origin,
+                include_external,
+                parent_path.as_deref(),
+                processed,
+                &chain,
+                noise,
+            ) else {
+                continue;
+            };
+            let node = out.len();
+            chain.push((
+                key(&loaded.file.path),
+                key(&loaded.file.real_path),
+                frame.parent,
+            ));
+            let importer = loaded.file.path.clone();
+            out.push(loaded);
+            let mut next = Vec::new();
+            for (written, target) in imports {
+                // JS: `if(!jY(Je)&&!K)continue;` — the import as written leaves the cwd.
+                if !include_external && !is_within(&target, &self.cwd) {
+                    if noise == Noise::Report {
+                        let msg = format!(
+                            "@{written} resolves outside {} and external imports are not approved: Claude Code drops it",
+                            self.cwd.display()
+                        );
+                        self.note(
+                            Severity::Warning,
+                            DiagnosticCode::ImportExternal,
+                            &target,
+                            Some(&written),
+                            Some(&importer),
+                            msg,
+                        );
+                    }
+                    continue;
+                }
+                next.push(Frame {
+                    path: target,
+                    depth: frame.depth + 1,
+                    parent: Some(node),
+                    import: Some(written),
+                });
+            }
+            stack.extend(next.into_iter().rev());
+        }
+        out
+    }
+
+    /// JS `Zne` for one file: the checks, the read, the parse.
+    #[allow(clippy::too_many_arguments)]
+    fn load_one(
+        &mut self,
+        f: &Frame,
+        kind: MemoryKind,
+        origin: Origin,
+        include_external: bool,
+        importer: Option<&Path>,
+        processed: &mut HashSet<String>,
+        chain: &[(String, String, Option<usize>)],
+        noise: Noise,
+    ) -> Option<(Loaded, Vec<(String, PathBuf)>)> {
+        let report = noise == Noise::Report && f.import.is_some();
+        let written = f.import.as_deref();
+        let k = key(&f.path);
+        if processed.contains(&k) {
+            if report {
+                self.note_repeat(f, &k, importer, chain);
+            }
+            return None;
+        }
+        if f.depth >= MAX_IMPORT_DEPTH {
+            if report {
+                let msg = format!(
+                    "@{} is {} imports deep; Claude Code stops at depth {}",
+                    written.unwrap_or(""),
+                    f.depth,
+                    MAX_IMPORT_DEPTH - 1
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::ImportTooDeep,
+                    &f.path,
+                    written,
+                    importer,
+                    msg,
+                );
+            }
+            return None;
+        }
+        if self.excludes.matches(&f.path, kind) || is_special_path(&f.path.to_string_lossy()) {
+            return None;
+        }
+        let (real, via_link) = self.real_path(&f.path, report, written, importer);
+        if is_special_path(&real.to_string_lossy()) {
+            return None;
+        }
+        if f.depth > 0 && !include_external && !is_within(&real, &self.cwd) {
+            if report {
+                let msg = format!(
+                    "@{} is a link to {}, outside {}; external imports are not approved, so Claude Code drops it",
+                    written.unwrap_or(""),
+                    real.display(),
+                    self.cwd.display()
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::ImportExternal,
+                    &f.path,
+                    written,
+                    importer,
+                    msg,
+                );
+            }
+            return None;
+        }
+        let real_key = via_link.then(|| key(&real));
+        if real_key.as_ref().is_some_and(|rk| processed.contains(rk)) {
+            if report {
+                self.note_repeat(f, real_key.as_deref().unwrap_or(""), importer, chain);
+            }
+            return None;
+        }
+        processed.insert(k);
+        processed.extend(real_key);
+        let text = self.read_text(f, importer, report, noise)?;
+        if !paths::is_text_path(&f.path) {
+            if report {
+                let msg = format!(
+                    "@{} does not have an extension Claude Code reads as text; it is skipped",
+                    written.unwrap_or("")
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::ImportNotText,
+                    &f.path,
+                    written,
+                    importer,
+                    msg,
+                );
+            }
+            return None;
+        }
+        let parsed = content::parse(&text);
+        if js_trim(&parsed.body).is_empty() {
+            if noise == Noise::Report {
+                let msg = "is empty once frontmatter and comments are removed: Claude Code skips it and follows none of its imports".to_string();
+                self.note(
+                    Severity::Info,
+                    DiagnosticCode::FileEmpty,
+                    &f.path,
+                    written,
+                    importer,
+                    msg,
+                );
+            }
+            return None;
+        }
+        if noise == Noise::Report {
+            self.note_ignored(&f.path, &parsed.ignored);
+        }
+        let base = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let home = self.opts.home.clone();
+        let imports = parsed
+            .imports
+            .iter()
+            .filter_map(|w| resolve_import(w, &base, home.as_deref()).map(|p| (w.clone(), p)))
+            .collect();
+        let file = LoadedFile {
+            path: f.path.clone(),
+            real_path: real,
+            kind,
+            origin: if f.depth == 0 { origin } else { Origin::Import },
+            parent: importer.map(Path::to_path_buf),
+            import: f.import.clone(),
+            depth: f.depth,
+            body: parsed.body,
+        };
+        Some((
+            Loaded {
+                file,
+                conditional: parsed.paths.is_some(),
+            },
+            imports,
+        ))
+    }
+
+    fn note_repeat(
+        &mut self,
+        f: &Frame,
+        k: &str,
+        importer: Option<&Path>,
+        chain: &[(String, String, Option<usize>)],
+    ) {
+        let mut cursor = f.parent;
+        let mut cycle = false;
+        while let Some(i) = cursor {
+            let (a, b, p) = &chain[i];
+            if a == k || b == k {
+                cycle = true;
+                break;
+            }
+            cursor = *p;
+        }
+        let written = f.import.as_deref();
+        let (code, msg) = if cycle {
+            (
+                DiagnosticCode::ImportCycle,
+                format!(
+                    "@{} imports a file that is already importing it: the cycle is cut",
+                    written.unwrap_or("")
+                ),
+            )
+        } else {
+            (
+                DiagnosticCode::ImportRepeated,
+                format!(
+                    "@{} names a file already loaded; it is shown once, where it first loaded",
+                    written.unwrap_or("")
+                ),
+            )
+        };
+        let severity = if cycle {
+            Severity::Warning
+        } else {
+            Severity::Info
+        };
+        self.note(severity, code, &f.path, written, importer, msg);
+    }
+
+    fn note_ignored(&mut self, path: &Path, ignored: &[content::IgnoredMention]) {
+        for m in ignored {
+            let (code, place) = match m.reason {
+                IgnoredReason::InCode => (DiagnosticCode::ImportInCode, "code"),
+                IgnoredReason::InComment => (DiagnosticCode::ImportInComment, "an HTML comment"),
+            };
+            let msg = format!("@{} is inside {place}, so it is not an import", m.text);
+            self.note(Severity::Info, code, path, Some(&m.text), None, msg);
+        }
+    }
+
+    /// JS `mo`: the real path (or the path itself when it cannot be resolved).
+    fn real_path(
+        &mut self,
+        path: &Path,
+        report: bool,
+        written: Option<&str>,
+        importer: Option<&Path>,
+    ) -> (PathBuf, bool) {
+        match self.fs.canonicalize(path) {
+            Ok(r) => {
+                let link = r != path;
+                (r, link)
+            }
+            Err(e) => {
+                if report && is_loop(&e) {
+                    let msg = format!(
+                        "a symlink loop on the way to {}: nothing is loaded",
+                        path.display()
+                    );
+                    self.note(
+                        Severity::Warning,
+                        DiagnosticCode::SymlinkLoop,
+                        path,
+                        written,
+                        importer,
+                        msg,
+                    );
+                }
+                (path.to_path_buf(), false)
+            }
+        }
+    }
+
+    /// JS `Mht`/`tv`: read the file as UTF-8 (invalid bytes become U+FFFD).
+    fn read_text(
+        &mut self,
+        f: &Frame,
+        importer: Option<&Path>,
+        report: bool,
+        noise: Noise,
+    ) -> Option<String> {
+        let written = f.import.as_deref();
+        if written.is_some_and(paths::names_directory) {
+            if report {
+                let msg = format!(
+                    "@{} ends with `/`: it names a directory, which is never loaded",
+                    written.unwrap_or("")
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::ImportNotAFile,
+                    &f.path,
+                    written,
+                    importer,
+                    msg,
+                );
+            }
+            return None;
+        }
+        let (code, msg) = match self.fs.read_limited(&f.path, MAX_FILE_BYTES) {
+            Ok(ReadOutcome::Bytes(b)) => return Some(String::from_utf8_lossy(&b).into_owned()),
+            Ok(ReadOutcome::TooLarge { len }) => (
+                DiagnosticCode::FileTooLarge,
+                format!("is {len} bytes, over Claude Code's {MAX_FILE_BYTES}-byte limit: skipped"),
+            ),
+            Ok(ReadOutcome::NotAFile { kind }) if report => (
+                DiagnosticCode::ImportNotAFile,
+                format!(
+                    "@{} is a {kind:?}, not a regular file: not loaded",
+                    written.unwrap_or("")
+                ),
+            ),
+            Ok(ReadOutcome::NotAFile { .. }) => return None,
+            Err(e) if is_loop(&e) => (DiagnosticCode::SymlinkLoop, format!("cannot be read: {e}")),
+            Err(e) if is_missing(&e) => {
+                if !report {
+                    return None;
+                }
+                (
+                    DiagnosticCode::ImportMissing,
+                    format!(
+                        "@{} does not exist: the line stays as text, nothing is loaded",
+                        written.unwrap_or("")
+                    ),
+                )
+            }
+            Err(e) => (
+                DiagnosticCode::FileUnreadable,
+                format!("cannot be read ({e}): Claude Code skips it"),
+            ),
+        };
+        if noise == Noise::Report {
+            self.note(Severity::Warning, code, &f.path, written, importer, msg);
+        }
+        None
+    }
+
+    /// JS `VHe`: every `*.md` under a rules folder, in directory order, subfolders in place;
+    /// files with `paths:` frontmatter are conditional and not loaded now.
+    fn load_rules(
+        &mut self,
+        dir: &Path,
+        kind: MemoryKind,
+        include_external: bool,
+        processed: &mut HashSet<String>,
+    ) -> Vec<LoadedFile> {
+        let mut out = Vec::new();
+        let mut visited: HashSet<String> = HashSet::new();
+        // A stack of folders being listed: (listed path, shown-as path, entries, next index).
+        let mut stack: Vec<RulesDir> = Vec::new();
+        if let Some(top) =
+            self.open_rules_dir(dir, None, kind, include_external, true, &mut visited)
+        {
+            stack.push(top);
+        }
+        while let Some(top) = stack.last_mut() {
+            let Some(entry) = top.entries.get(top.next).cloned() else {
+                stack.pop();
+                continue;
+            };
+            top.next += 1;
+            let (dir_path, shown_dir, real_dir) =
+                (top.path.clone(), top.shown.clone(), top.real.clone());
+            let name = entry.name.to_string_lossy().into_owned();
+            let en = dir_path.join(&entry.name);
+            let (zt, is_link, canonical) = match self.fs.canonicalize(&en) {
+                Ok(r) => (r.clone(), r != en, true),
+                Err(_) => (en.clone(), false, false),
+            };
+            let pn = shown_dir.join(&entry.name);
+            if (pn != zt && self.excludes.matches(&pn, kind))
+                || is_special_path(&zt.to_string_lossy())
+            {
+                continue;
+            }
+            let entry_kind = if is_link {
+                self.fs
+                    .metadata(&zt)
+                    .map(|m| m.kind)
+                    .unwrap_or(FileKind::Other)
+            } else {
+                entry.kind
+            };
+            let elsewhere = canonical
+                && real_dir.as_ref().is_some_and(|r| zt != r.join(&entry.name))
+                && !is_within(&zt, &self.cwd);
+            if elsewhere
+                && !include_external
+                && matches!(entry_kind, FileKind::Dir | FileKind::File)
+            {
+                let msg = format!(
+                    "rule {} links outside {} and external imports are not approved: skipped",
+                    pn.display(),
+                    self.cwd.display()
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::RuleExternal,
+                    &pn,
+                    None,
+                    None,
+                    msg,
+                );
+                continue;
+            }
+            match entry_kind {
+                FileKind::Dir => {
+                    let shown = (pn != zt).then_some(pn);
+                    if let Some(sub) =
+                        self.open_rules_dir(&zt, shown, kind, include_external, false, &mut visited)
+                    {
+                        stack.push(sub);
+                    }
+                }
+                FileKind::File if name.ends_with(".md") => {
+                    let loaded = self.load_tree(
+                        &zt,
+                        kind,
+                        include_external,
+                        Origin::Rule,
+                        processed,
+                        Noise::Report,
+                    );
+                    for l in loaded {
+                        if l.conditional {
+                            let msg = "has `paths:` frontmatter: Claude Code loads it only when it reads a matching file, not at start-up".to_string();
+                            self.note(
+                                Severity::Info,
+                                DiagnosticCode::ConditionalRule,
+                                &l.file.path,
+                                None,
+                                None,
+                                msg,
+                            );
+                        } else {
+                            out.push(l.file);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Prepare one rules folder for listing, or `None` when it is skipped or unreadable.
+    fn open_rules_dir(
+        &mut self,
+        dir: &Path,
+        shown: Option<PathBuf>,
+        kind: MemoryKind,
+        include_external: bool,
+        top: bool,
+        visited: &mut HashSet<String>,
+    ) -> Option<RulesDir> {
+        if visited.contains(&key(dir)) {
+            return None;
+        }
+        let (real, is_link, canonical) = match self.fs.canonicalize(dir) {
+            Ok(r) => (r.clone(), r != dir, true),
+            Err(_) => (dir.to_path_buf(), false, false),
+        };
+        if is_special_path(&real.to_string_lossy()) {
+            return None;
+        }
+        visited.insert(key(dir));
+        if is_link {
+            visited.insert(key(&real));
+        }
+        if top && !include_external && kind != MemoryKind::User && !is_within(&real, &self.cwd) {
+            let dir_is_link = self.is_symlink(dir);
+            let dot_claude_is_link =
+                kind == MemoryKind::Project && dir.parent().is_some_and(|p| self.is_symlink(p));
+            if dir_is_link || dot_claude_is_link {
+                let msg = format!(
+                    "{} links outside {} and external imports are not approved: its rules are skipped",
+                    dir.display(),
+                    self.cwd.display()
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::RuleExternal,
+                    dir,
+                    None,
+                    None,
+                    msg,
+                );
+                return None;
+            }
+        }
+        let entries = self.fs.read_dir(&real).ok()?;
+        Some(RulesDir {
+            path: dir.to_path_buf(),
+            shown: shown.unwrap_or_else(|| dir.to_path_buf()),
+            real: canonical.then_some(real),
+            entries,
+            next: 0,
+        })
+    }
+
+    fn is_symlink(&self, p: &Path) -> bool {
+        self.fs
+            .symlink_metadata(p)
+            .is_ok_and(|m| m.kind == FileKind::Symlink)
+    }
+
+    /// Claude Code's built-in AGENTS.md plugin (`cc-plugin-agents-md`).
+    fn agents_md(&mut self, files: &mut Vec<LoadedFile>) {
+        if self.opts.agents_md == AgentsMd::Never || !self.opts.load_project {
+            return;
+        }
+        if self.opts.agents_md == AgentsMd::Fallback && self.is_claude_project(files) {
+            return;
+        }
+        let found = self.ancestors(&AGENTS_NAMES);
+        let fresh = dedupe_against(found, files);
+        if fresh.is_empty() {
+            return;
+        }
+        if self.opts.agents_md == AgentsMd::Fallback {
+            for f in fresh.iter().filter(|f| f.0.parent.is_none()) {
+                let msg = "no CLAUDE.md at or above the working directory, so Claude Code loads this AGENTS.md instead".to_string();
+                self.note(
+                    Severity::Info,
+                    DiagnosticCode::AgentsMdFallback,
+                    &f.0.path,
+                    None,
+                    None,
+                    msg,
+                );
+            }
+        }
+        insert_by_project_dir(files, fresh);
+    }
+
+    /// Is there a CLAUDE.md (or `.claude/CLAUDE.md`, `CLAUDE.local.md`) with content at or
+    /// above the working directory?
+    fn is_claude_project(&mut self, files: &[LoadedFile]) -> bool {
+        let own = files.iter().any(|f| {
+            matches!(f.kind, MemoryKind::Project | MemoryKind::Local)
+                && f.parent.is_none()
+                && CLAUDE_NAMES
+                    .iter()
+                    .any(|n| f.path.to_string_lossy().ends_with(&format!("/{n}")))
+                && {
+                    let dir = paths::project_dir_of(&f.path);
+                    dir == self.cwd || paths::is_below(&self.cwd, &dir)
+                }
+        });
+        own || !self.ancestors(&CLAUDE_NAMES).is_empty()
+    }
+
+    /// JS `FGo`: load `names` in every directory from the root-most ancestor down, with a
+    /// fresh "already loaded" set; each main file with its imports (chain root, files).
+    fn ancestors(&mut self, names: &[&str]) -> Vec<(LoadedFile, PathBuf)> {
+        let mut processed: HashSet<String> = HashSet::new();
+        if let Some(m) = &self.opts.managed_dir {
+            processed.insert(key(&m.join("CLAUDE.md")));
+        }
+        if let Some(u) = self.opts.user_dir() {
+            processed.insert(key(&u.join("CLAUDE.md")));
+        }
+        let mut out = Vec::new();
+        for dir in walk_dirs(&self.cwd) {
+            for name in names {
+                let path = dir.join(name);
+                if self.excludes.matches(&path, MemoryKind::Project) {
+                    continue;
+                }
+                let loaded = self.load_tree(
+                    &path,
+                    MemoryKind::Project,
+                    self.approved,
+                    Origin::AgentsMd,
+                    &mut processed,
+                    Noise::Quiet,
+                );
+                for l in loaded {
+                    out.push((l.file, path.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    fn size_warnings(&mut self, files: &[LoadedFile]) {
+        let mut total = 0;
+        for f in files {
+            let chars = f.body.encode_utf16().count();
+            if chars > WARN_FILE_CHARS {
+                let msg = format!(
+                    "is {chars} characters, over the {WARN_FILE_CHARS} at which Claude Code warns that large memory files hurt performance"
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::FileOversized,
+                    &f.path,
+                    None,
+                    None,
+                    msg,
+                );
+            } else {
+                total += chars;
+            }
+        }
+        if total > WARN_TOTAL_CHARS {
+            let cwd = self.cwd.clone();
+            let msg = format!(
+                "memory files total {total} characters, over the {WARN_TOTAL_CHARS} at which Claude Code warns"
+            );
+            self.note(
+                Severity::Warning,
+                DiagnosticCode::MemoryOversized,
+                &cwd,
+                None,
+                None,
+                msg,
+            );
+        }
+    }
+}
+
+struct RulesDir {
+    path: PathBuf,
+    shown: PathBuf,
+    real: Option<PathBuf>,
+    entries: Vec<super::fs::DirEntry>,
+    next: usize,
+}
+
+fn is_loop(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+}
+
+fn is_missing(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+/// JS `fKn`: drop AGENTS files already loaded (same path) or identical to a loaded
+/// project or local file (same trimmed text).
+fn dedupe_against(
+    found: Vec<(LoadedFile, PathBuf)>,
+    files: &[LoadedFile],
+) -> Vec<(LoadedFile, PathBuf)> {
+    let mut seen: HashSet<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
+    let texts: HashSet<&str> = files
+        .iter()
+        .filter(|f| matches!(f.kind, MemoryKind::Project | MemoryKind::Local))
+        .map(|f| js_trim(&f.body))
+        .collect();
+    let mut out = Vec::new();
+    for (f, root) in found {
+        let t = js_trim(&f.body);
+        if seen.contains(&f.path) || (!t.is_empty() && texts.contains(t)) {
+            continue;
+        }
+        seen.insert(f.path.clone());
+        out.push((f, root));
+    }
+    out
+}
+
+/// JS `SOo`/`R0s`: insert each project folder's AGENTS files before the first project or
+/// local file from a deeper folder, else after the last project or local file.
+fn insert_by_project_dir(files: &mut Vec<LoadedFile>, fresh: Vec<(LoadedFile, PathBuf)>) {
+    let mut groups: Vec<(PathBuf, Vec<LoadedFile>)> = Vec::new();
+    for (f, root) in fresh {
+        let dir = paths::project_dir_of(&root);
+        match groups.iter_mut().find(|(d, _)| *d == dir) {
+            Some((_, g)) => g.push(f),
+            None => groups.push((dir, vec![f])),
+        }
+    }
+    for (dir, group) in groups {
+        let at = insertion_index(files, &dir);
+        files.splice(at..at, group);
+    }
+}
+
+fn insertion_index(files: &[LoadedFile], dir: &Path) -> usize {
+    let is_own = |f: &LoadedFile| matches!(f.kind, MemoryKind::Project | MemoryKind::Local);
+    let chain_root = |f: &LoadedFile| {
+        let mut cur = f;
+        let mut seen = HashSet::new();
+        while let Some(p) = &cur.parent {
+            if !seen.insert(p.clone()) {
+                break;
+            }
+            match files.iter().find(|g| &g.path == p) {
+                Some(g) => cur = g,
+                None => return p.clone(),
+            }
+        }
+        cur.path.clone()
+    };
+    if let Some(i) = files
+        .iter()
+        .position(|f| is_own(f) && paths::is_below(&paths::project_dir_of(&chain_root(f)), dir))
+    {
+        return i;
+    }
+    files
+        .iter()
+        .rposition(is_own)
+        .map_or(files.len(), |i| i + 1)
+}

@@ -1,0 +1,187 @@
+//! The loader's only window on the world: a read-only filesystem trait.
+//!
+//! The same loader must answer two questions: "what does Claude Code load from this
+//! directory on this machine?" ([`HostFs`]) and "what will the agent load inside its
+//! container?" ([`MountedFs`](super::mounted::MountedFs), where paths are container paths
+//! and symlinks resolve through the mount table). Everything the loader needs goes through
+//! [`MemoryFs`], and it only ever reads the files it is asked about.
+
+use std::ffi::OsString;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// What a path is, without following a final symlink (for [`MemoryFs::symlink_metadata`]
+/// and directory entries) or after following it (for [`MemoryFs::metadata`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (only when not following links).
+    Symlink,
+    /// Anything else: FIFO, socket, device.
+    Other,
+}
+
+/// The metadata the loader looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metadata {
+    /// The kind of file.
+    pub kind: FileKind,
+    /// Size in bytes.
+    pub len: u64,
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The entry's file name.
+    pub name: OsString,
+    /// Its kind, not following symlinks.
+    pub kind: FileKind,
+}
+
+/// The result of [`MemoryFs::read_limited`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// The whole file, at most `limit` bytes.
+    Bytes(Vec<u8>),
+    /// A regular file larger than the limit; nothing was read.
+    TooLarge {
+        /// Its size.
+        len: u64,
+    },
+    /// Not a regular file (directory, FIFO, device…); nothing was opened, so a FIFO cannot
+    /// block the loader.
+    NotAFile {
+        /// What it is.
+        kind: FileKind,
+    },
+}
+
+/// Read-only filesystem operations the loader needs. Paths are absolute.
+///
+/// Errors are plain [`io::Error`]s so callers can match on [`io::ErrorKind`]; the loader
+/// attaches the path when it reports them.
+///
+/// Directory listings must come back in the order the filesystem returns them: Claude Code
+/// loads `.claude/rules` in that order (it does not sort).
+pub trait MemoryFs {
+    /// Metadata of `path` itself (a symlink is reported as [`FileKind::Symlink`]).
+    fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata>;
+    /// Metadata after following symlinks.
+    fn metadata(&self, path: &Path) -> io::Result<Metadata>;
+    /// The target of the symlink at `path`, as stored.
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf>;
+    /// The absolute path with every symlink resolved (`realpath`).
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf>;
+    /// The entries of a directory (following a symlink to it).
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>>;
+    /// Read a regular file (following symlinks) if it is at most `limit` bytes.
+    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome>;
+}
+
+/// The host's own filesystem.
+///
+/// ```
+/// use clawmd::loader::fs::{HostFs, MemoryFs, ReadOutcome};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join("CLAUDE.md"), "hi\n").unwrap();
+/// let read = HostFs.read_limited(&dir.path().join("CLAUDE.md"), 1024).unwrap();
+/// assert_eq!(read, ReadOutcome::Bytes(b"hi\n".to_vec()));
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostFs;
+
+fn kind_of(ft: std::fs::FileType) -> FileKind {
+    if ft.is_symlink() {
+        FileKind::Symlink
+    } else if ft.is_dir() {
+        FileKind::Dir
+    } else if ft.is_file() {
+        FileKind::File
+    } else {
+        FileKind::Other
+    }
+}
+
+fn meta(m: std::fs::Metadata) -> Metadata {
+    Metadata {
+        kind: kind_of(m.file_type()),
+        len: m.len(),
+    }
+}
+
+impl MemoryFs for HostFs {
+    fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
+        std::fs::symlink_metadata(path).map(meta)
+    }
+
+    fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        std::fs::metadata(path).map(meta)
+    }
+
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        std::fs::read_link(path)
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        std::fs::canonicalize(path)
+    }
+
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?;
+            out.push(DirEntry {
+                name: entry.file_name(),
+                kind: kind_of(entry.file_type()?),
+            });
+        }
+        Ok(out)
+    }
+
+    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome> {
+        let m = std::fs::metadata(path)?;
+        if !m.is_file() {
+            return Ok(ReadOutcome::NotAFile {
+                kind: kind_of(m.file_type()),
+            });
+        }
+        if m.len() > limit {
+            return Ok(ReadOutcome::TooLarge { len: m.len() });
+        }
+        let file = std::fs::File::open(path)?;
+        let mut bytes = Vec::with_capacity(m.len() as usize);
+        file.take(limit + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > limit {
+            return Ok(ReadOutcome::TooLarge {
+                len: bytes.len() as u64,
+            });
+        }
+        Ok(ReadOutcome::Bytes(bytes))
+    }
+}
+
+impl<T: MemoryFs + ?Sized> MemoryFs for &T {
+    fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
+        (**self).symlink_metadata(path)
+    }
+    fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        (**self).metadata(path)
+    }
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        (**self).read_link(path)
+    }
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        (**self).canonicalize(path)
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        (**self).read_dir(path)
+    }
+    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome> {
+        (**self).read_limited(path, limit)
+    }
+}

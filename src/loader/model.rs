@@ -1,0 +1,297 @@
+//! The loader's public data: options in, loaded files and diagnostics out.
+//!
+//! Kept apart from the algorithm so that callers (`render`, `check`, the JSON report) can
+//! depend on stable shapes; every output type is `Serialize` with kebab-case enums.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// The four kinds of memory Claude Code 2.1.328 loads (its auto-memory is not modelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemoryKind {
+    /// The organisation's file under the managed directory (`/etc/claude-code`).
+    Managed,
+    /// `~/.claude/CLAUDE.md`, `~/.claude/rules/*.md` and what they import.
+    User,
+    /// `CLAUDE.md`, `.claude/CLAUDE.md`, `.claude/rules/*.md`, `AGENTS.md` and their imports.
+    Project,
+    /// `CLAUDE.local.md` found by the walk, and what it imports.
+    Local,
+}
+
+impl MemoryKind {
+    /// The label Claude Code prints after the path, e.g.
+    /// `project instructions, checked into the codebase`.
+    pub fn label(self) -> &'static str {
+        match self {
+            MemoryKind::Managed => "organization-managed policy instructions",
+            MemoryKind::User => "user's private global instructions for all projects",
+            MemoryKind::Project => "project instructions, checked into the codebase",
+            MemoryKind::Local => "user's private project instructions, not checked in",
+        }
+    }
+}
+
+/// How a file came to be loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// Found by name: `CLAUDE.md`, `.claude/CLAUDE.md`, `CLAUDE.local.md`, the user or
+    /// managed file.
+    Discovered,
+    /// A `.claude/rules/**/*.md` file.
+    Rule,
+    /// An `AGENTS.md` or `.claude/AGENTS.md` loaded because the project has no CLAUDE.md.
+    AgentsMd,
+    /// Reached through an `@import`.
+    Import,
+}
+
+/// One file in the memory block, in load order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoadedFile {
+    /// The path as Claude Code prints it: as discovered or as written in the import
+    /// (a symlink's own path, not its target), except rules, shown by their real path.
+    pub path: PathBuf,
+    /// The path after following symlinks.
+    pub real_path: PathBuf,
+    /// Which kind (and so which label) Claude Code gives it; an import inherits its
+    /// importer's kind.
+    pub kind: MemoryKind,
+    /// How it was found.
+    pub origin: Origin,
+    /// The importing file, for imports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<PathBuf>,
+    /// The `@path` text that imported it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub import: Option<String>,
+    /// Import depth: 0 for a file found by name, 1 for its imports, and so on (max 4).
+    pub depth: usize,
+    /// The content as Claude Code keeps it (frontmatter and comment blocks removed, not yet
+    /// trimmed: rendering trims it).
+    pub body: String,
+}
+
+impl LoadedFile {
+    /// The label printed after the path.
+    pub fn label(&self) -> &'static str {
+        self.kind.label()
+    }
+}
+
+/// How serious a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// Worth knowing; nothing is lost that the author probably wanted.
+    Info,
+    /// Something the author wrote will not reach the agent (or will be slow to load).
+    Warning,
+}
+
+/// What a diagnostic is about. The JSON spelling is the kebab-case variant name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiagnosticCode {
+    /// An import whose real path is outside the working directory, external imports not
+    /// approved: dropped silently by Claude Code.
+    ImportExternal,
+    /// An import whose target does not exist: the `@path` text stays, nothing is loaded.
+    ImportMissing,
+    /// An import beyond the depth limit (a file found by name is depth 0; depth 5 is dropped).
+    ImportTooDeep,
+    /// An import of a file that is importing it (directly or further up the chain).
+    ImportCycle,
+    /// An import of a file that was already loaded elsewhere: it is shown once, there.
+    ImportRepeated,
+    /// An import whose extension Claude Code does not read as text (`.png`, `.md,` …).
+    ImportNotText,
+    /// An import naming a directory or a special file.
+    ImportNotAFile,
+    /// An `@path` inside code (span, fenced or indented block): not an import.
+    ImportInCode,
+    /// An `@path` inside an HTML comment: not an import.
+    ImportInComment,
+    /// A file over 4 MiB: Claude Code skips it.
+    FileTooLarge,
+    /// A file that could not be read (permissions, I/O error).
+    FileUnreadable,
+    /// A file that is empty or only whitespace once comments and frontmatter are gone:
+    /// not loaded, and its imports are not followed.
+    FileEmpty,
+    /// A file over 40,000 characters: loaded, but Claude Code warns that large memory
+    /// files hurt performance.
+    FileOversized,
+    /// All memory together over 120,000 characters (Claude Code's total warning level).
+    MemoryOversized,
+    /// A symlink loop (`ELOOP`) on the way to a file.
+    SymlinkLoop,
+    /// A rule with `paths:` frontmatter: loaded only when Claude reads a matching file.
+    ConditionalRule,
+    /// A rules folder or rule reached through a symlink that leaves the working directory,
+    /// external imports not approved: skipped.
+    RuleExternal,
+    /// `AGENTS.md` loaded because no CLAUDE.md exists at or above the working directory.
+    AgentsMdFallback,
+    /// `~/.claude.json` exists but could not be read as JSON.
+    ConfigUnreadable,
+}
+
+/// A finding about the memory: something dropped, skipped or worth a warning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    /// How serious it is.
+    pub severity: Severity,
+    /// What it is.
+    pub code: DiagnosticCode,
+    /// The file concerned (for imports: the resolved target).
+    pub path: PathBuf,
+    /// For imports: the `@path` text as written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub import: Option<String>,
+    /// For imports: the file that contains it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<PathBuf>,
+    /// A sentence for people.
+    pub message: String,
+}
+
+/// Whether imports that resolve outside the working directory are followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExternalImports {
+    /// As Claude Code decides: `projects[<cwd>].hasClaudeMdExternalIncludesApproved` in
+    /// `~/.claude.json` (read through the same filesystem).
+    #[default]
+    FromConfig,
+    /// Approved (the user clicked "allow" once).
+    Approved,
+    /// Not approved.
+    Denied,
+}
+
+/// What to do with `AGENTS.md` (Claude Code's built-in `cc-plugin-agents-md`, option
+/// `instructionFiles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AgentsMd {
+    /// `claude-md-or-agents-md` (the default): a project with no CLAUDE.md at or above the
+    /// working directory gets its `AGENTS.md` files instead.
+    #[default]
+    Fallback,
+    /// `claude-md-and-agents-md`: loaded beside CLAUDE.md.
+    Always,
+    /// `claude-md`: never.
+    Never,
+}
+
+/// Everything that decides what Claude Code loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The working directory Claude Code starts in (absolute; Claude Code uses its real path).
+    pub cwd: PathBuf,
+    /// `$HOME`: where `~` points and where `.claude.json` and `.claude/` live. `None` means
+    /// no user-level memory.
+    pub home: Option<PathBuf>,
+    /// `$CLAUDE_CONFIG_DIR`, when set (defaults to `<home>/.claude`).
+    pub config_dir: Option<PathBuf>,
+    /// The managed-policy directory (`/etc/claude-code` on Linux); `None` to skip it.
+    pub managed_dir: Option<PathBuf>,
+    /// Whether external imports are approved.
+    pub external_imports: ExternalImports,
+    /// `AGENTS.md` handling.
+    pub agents_md: AgentsMd,
+    /// Load `CLAUDE.local.md` (the CLI does; the Agent SDK only with `settingSources`
+    /// containing `local`).
+    pub load_local: bool,
+    /// Load project files: `CLAUDE.md`, `.claude/CLAUDE.md`, rules (SDK: `project`).
+    pub load_project: bool,
+    /// Load the user's files (SDK: `user`).
+    pub load_user: bool,
+    /// `claudeMdExcludes` globs: user, project and local files whose path matches are not
+    /// loaded.
+    pub excludes: Vec<String>,
+}
+
+impl LoadOptions {
+    /// Options for the Claude Code CLI started in `cwd` with `HOME=home`.
+    pub fn new(cwd: impl Into<PathBuf>, home: Option<PathBuf>) -> Self {
+        LoadOptions {
+            cwd: cwd.into(),
+            home,
+            config_dir: None,
+            managed_dir: Some(PathBuf::from("/etc/claude-code")),
+            external_imports: ExternalImports::FromConfig,
+            agents_md: AgentsMd::Fallback,
+            load_local: true,
+            load_project: true,
+            load_user: true,
+            excludes: Vec::new(),
+        }
+    }
+
+    /// The user configuration directory (`$CLAUDE_CONFIG_DIR` or `~/.claude`).
+    pub fn user_dir(&self) -> Option<PathBuf> {
+        self.config_dir
+            .clone()
+            .or_else(|| self.home.as_ref().map(|h| h.join(".claude")))
+    }
+
+    /// Where Claude Code keeps its global config (`~/.claude.json`).
+    pub fn claude_json(&self) -> Option<PathBuf> {
+        match &self.config_dir {
+            Some(dir) => Some(dir.join(".claude.json")),
+            None => self.home.as_ref().map(|h| h.join(".claude.json")),
+        }
+    }
+}
+
+/// What Claude Code loads: the files in order, and what the loader noticed on the way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Memory {
+    /// The working directory it was loaded for.
+    pub cwd: PathBuf,
+    /// Whether external imports were approved.
+    pub external_imports_approved: bool,
+    /// The files, in the order of the memory block.
+    pub files: Vec<LoadedFile>,
+    /// Dropped imports, skipped files, size warnings…
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Memory {
+    /// Is any diagnostic at least a warning?
+    pub fn has_warnings(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity >= Severity::Warning)
+    }
+
+    /// The loaded file with this displayed path, if any.
+    pub fn file(&self, path: &Path) -> Option<&LoadedFile> {
+        self.files.iter().find(|f| f.path == path)
+    }
+}
+
+/// Errors that stop loading altogether (bad options, unusable working directory).
+#[derive(Debug, thiserror::Error)]
+pub enum LoaderError {
+    /// A path option that must be absolute is not.
+    #[error("{what} must be an absolute path, got {}", path.display())]
+    RelativePath {
+        /// Which option.
+        what: &'static str,
+        /// The value given.
+        path: PathBuf,
+    },
+    /// The working directory is missing or not a directory.
+    #[error("working directory {} is not usable: {source}", path.display())]
+    Cwd {
+        /// The working directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}

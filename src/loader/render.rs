@@ -1,0 +1,181 @@
+//! Turning a loaded [`Memory`] into text for an agent.
+//!
+//! Three shapes, because agents differ: Claude Code's own `<system-reminder>` block
+//! (byte-identical to the real binary), a flat markdown file with every import inlined (for
+//! agents that do not follow `@imports`: Codex, Gemini, opencode) and a JSON list of chat
+//! messages (the memory as one user message, for SDK-style loaders). See `docs/loader.md`.
+
+use super::markdown::js_trim;
+use super::model::{LoadedFile, Memory};
+
+/// Claude Code's fixed preamble.
+pub const PREAMBLE: &str = "Codebase and user instructions are shown below. Be sure to adhere to these instructions. IMPORTANT: These instructions OVERRIDE any default behavior and you MUST follow them exactly as written.";
+
+/// Output formats of [`render`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Claude Code's `<system-reminder>` block followed by a newline, exactly as
+    /// `claude-view` prints it; empty when no memory file loads.
+    #[default]
+    Claude,
+    /// One markdown document, imports inlined after the line that imports them.
+    Flat,
+    /// A JSON array of chat messages: `[{"role":"user","content":"<system-reminder>…"}]`,
+    /// or `[]`.
+    Messages,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "claude" => Ok(Format::Claude),
+            "flat" => Ok(Format::Flat),
+            "messages" => Ok(Format::Messages),
+            other => Err(format!(
+                "unknown format {other:?} (expected claude, flat or messages)"
+            )),
+        }
+    }
+}
+
+/// Render `memory` in `format`.
+///
+/// ```
+/// use clawmd::loader::{render, Format, LoadOptions, Memory};
+///
+/// let empty = Memory { cwd: "/w".into(), external_imports_approved: false, files: vec![], diagnostics: vec![] };
+/// assert_eq!(render(&empty, Format::Claude), "");
+/// assert_eq!(render(&empty, Format::Messages), "[]\n");
+/// ```
+pub fn render(memory: &Memory, format: Format) -> String {
+    match format {
+        Format::Claude => claude_block(memory).map(|b| b + "\n").unwrap_or_default(),
+        Format::Flat => flat(memory),
+        Format::Messages => messages(memory),
+    }
+}
+
+/// The exact text part Claude Code puts first in the first user message, or `None` when it
+/// sends no memory at all.
+pub fn claude_block(memory: &Memory) -> Option<String> {
+    if memory.files.is_empty() {
+        return None;
+    }
+    let sections: Vec<String> = memory
+        .files
+        .iter()
+        .map(|f| {
+            format!(
+                "Contents of {} ({}):\n\n{}",
+                f.path.display(),
+                f.label(),
+                js_trim(&f.body)
+            )
+        })
+        .collect();
+    Some(format!(
+        "<system-reminder>\n{PREAMBLE}\n\n{}\n</system-reminder>",
+        sections.join("\n\n")
+    ))
+}
+
+fn messages(memory: &Memory) -> String {
+    let list: Vec<serde_json::Value> = claude_block(memory)
+        .into_iter()
+        .map(|content| serde_json::json!({ "role": "user", "content": content }))
+        .collect();
+    let mut s = serde_json::to_string_pretty(&list).unwrap_or_else(|_| "[]".into());
+    s.push('\n');
+    s
+}
+
+fn flat(memory: &Memory) -> String {
+    if memory.files.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<!-- Claude Code memory for {}, flattened by clawmd: {} files, imports inlined. Generated; do not edit. -->\n",
+        memory.cwd.display(),
+        memory.files.len()
+    );
+    for (i, f) in memory.files.iter().enumerate() {
+        if f.depth > 0
+            && memory.files[..i]
+                .iter()
+                .any(|g| Some(&g.path) == f.parent.as_ref())
+        {
+            continue; // inlined into its importer
+        }
+        out.push_str(&format!(
+            "\n<!-- {} ({}) -->\n",
+            f.path.display(),
+            f.label()
+        ));
+        out.push_str(&flatten_file(memory, i));
+        out.push('\n');
+    }
+    out
+}
+
+/// A file's trimmed body with its imports expanded after the line of their first mention.
+fn flatten_file(memory: &Memory, index: usize) -> String {
+    let file = &memory.files[index];
+    let body = js_trim(&file.body);
+    let children: Vec<usize> = memory
+        .files
+        .iter()
+        .enumerate()
+        .skip(index + 1)
+        .filter(|(_, g)| {
+            g.depth == file.depth + 1 && g.parent.as_deref() == Some(file.path.as_path())
+        })
+        .map(|(j, _)| j)
+        .collect();
+    if children.is_empty() {
+        return body.to_string();
+    }
+    let lines: Vec<&str> = body.split('\n').collect();
+    let mut after_line: Vec<Vec<usize>> = vec![Vec::new(); lines.len()];
+    let mut cursor = 0;
+    for &c in &children {
+        let written = memory.files[c].import.as_deref().unwrap_or("");
+        let at = find_mention(&lines, written, cursor)
+            .or_else(|| find_mention(&lines, written, 0))
+            .unwrap_or(lines.len() - 1);
+        cursor = at;
+        after_line[at].push(c);
+    }
+    let mut out = String::new();
+    for (n, line) in lines.iter().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        out.push_str(line);
+        for &c in &after_line[n] {
+            out.push_str(&inlined(memory, c));
+        }
+    }
+    out
+}
+
+fn inlined(memory: &Memory, index: usize) -> String {
+    let f: &LoadedFile = &memory.files[index];
+    let written = f.import.as_deref().unwrap_or("");
+    format!(
+        "\n<!-- begin @{written}: {} -->\n{}\n<!-- end @{written} -->",
+        f.path.display(),
+        flatten_file(memory, index)
+    )
+}
+
+/// The first line at or after `from` that mentions `@written` as Claude Code would read it.
+fn find_mention(lines: &[&str], written: &str, from: usize) -> Option<usize> {
+    (from..lines.len()).find(|&n| {
+        super::markdown::at_mentions(lines[n])
+            .into_iter()
+            .filter_map(super::content::import_path)
+            .any(|p| p == written)
+    })
+}
