@@ -11,8 +11,12 @@ use std::path::{Path, PathBuf};
 
 use clawmd::loader::{ExternalImports, Format, HostFs, LoadOptions, load, render};
 
+/// The cases; `CLAWMD_CONFORMANCE_DIR` points elsewhere (e.g. at freshly recorded probes).
 fn cases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/conformance")
+    match std::env::var_os("CLAWMD_CONFORMANCE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/conformance"),
+    }
 }
 
 /// Copy a tree, keeping symlinks as symlinks (no recursion: an explicit stack).
@@ -68,7 +72,9 @@ fn run_case(case: &Path) -> String {
 
 /// A line diff (longest common subsequence), `-` expected, `+` actual.
 fn diff(expected: &str, actual: &str) -> String {
-    let (a, b): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
+    let split =
+        |s: &str| -> Vec<String> { s.split('\n').map(|l| l.replace('\r', "\\r")).collect() };
+    let (a, b) = (split(expected), split(actual));
     let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
     for i in (0..a.len()).rev() {
         for j in (0..b.len()).rev() {
@@ -92,9 +98,6 @@ fn diff(expected: &str, actual: &str) -> String {
             i += 1;
         }
     }
-    if expected.ends_with('\n') != actual.ends_with('\n') {
-        out += "(the two differ in their final newline)\n";
-    }
     out
 }
 
@@ -107,8 +110,8 @@ fn every_case_matches_the_real_binary() {
         .collect();
     names.sort();
     assert!(
-        names.len() >= 10,
-        "expected the conformance cases in {}",
+        !names.is_empty(),
+        "no conformance cases in {}",
         cases_dir().display()
     );
     let mut failures = Vec::new();

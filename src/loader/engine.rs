@@ -144,6 +144,11 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         ExternalImports::Denied => false,
         ExternalImports::FromConfig => engine.approval_from_config(),
     };
+    if opts.read_settings {
+        let mut patterns = opts.excludes.clone();
+        patterns.extend(engine.settings_excludes());
+        engine.excludes = Excludes::new(&patterns);
+    }
     let files = engine.run();
     Ok(Memory {
         cwd: engine.cwd,
@@ -235,6 +240,33 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         self.agents_md(&mut files);
         self.size_warnings(&files);
         files
+    }
+
+    /// `claudeMdExcludes` from every settings file Claude Code reads (concatenated): managed,
+    /// user, project (`<cwd>/.claude/settings.json`) and local (`settings.local.json`).
+    fn settings_excludes(&mut self) -> Vec<String> {
+        let mut files = Vec::new();
+        if let Some(m) = &self.opts.managed_dir {
+            files.push(m.join("managed-settings.json"));
+        }
+        if let Some(u) = self.opts.user_dir() {
+            files.push(u.join("settings.json"));
+        }
+        files.push(self.cwd.join(".claude/settings.json"));
+        files.push(self.cwd.join(".claude/settings.local.json"));
+        let mut out = Vec::new();
+        for path in files {
+            let Ok(ReadOutcome::Bytes(bytes)) = self.fs.read_limited(&path, MAX_FILE_BYTES) else {
+                continue;
+            };
+            let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+                continue;
+            };
+            if let Some(list) = value["claudeMdExcludes"].as_array() {
+                out.extend(list.iter().filter_map(|v| v.as_str().map(str::to_string)));
+            }
+        }
+        out
     }
 
     fn approval_from_config(&mut self) -> bool {
@@ -593,25 +625,8 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         noise: Noise,
     ) -> Option<String> {
         let written = f.import.as_deref();
-        if written.is_some_and(paths::names_directory) {
-            if report {
-                let msg = format!(
-                    "@{} ends with `/`: it names a directory, which is never loaded",
-                    written.unwrap_or("")
-                );
-                self.note(
-                    Severity::Warning,
-                    DiagnosticCode::ImportNotAFile,
-                    &f.path,
-                    written,
-                    importer,
-                    msg,
-                );
-            }
-            return None;
-        }
         let (code, msg) = match self.fs.read_limited(&f.path, MAX_FILE_BYTES) {
-            Ok(ReadOutcome::Bytes(b)) => return Some(String::from_utf8_lossy(&b).into_owned()),
+            Ok(ReadOutcome::Bytes(b)) => return Some(decode(&b)),
             Ok(ReadOutcome::TooLarge { len }) => (
                 DiagnosticCode::FileTooLarge,
                 format!("is {len} bytes, over Claude Code's {MAX_FILE_BYTES}-byte limit: skipped"),
@@ -939,6 +954,17 @@ struct RulesDir {
     real: Option<PathBuf>,
     entries: Vec<super::fs::DirEntry>,
     next: usize,
+}
+
+/// Bytes to text as Claude Code sees them: UTF-8 with U+FFFD for invalid sequences, and
+/// every CRLF or lone CR turned into LF (observed: case 19).
+fn decode(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.contains('\r') {
+        text.replace("\r\n", "\n").replace('\r', "\n")
+    } else {
+        text.into_owned()
+    }
 }
 
 fn is_loop(e: &io::Error) -> bool {

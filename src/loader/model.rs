@@ -209,9 +209,12 @@ pub struct LoadOptions {
     pub load_project: bool,
     /// Load the user's files (SDK: `user`).
     pub load_user: bool,
-    /// `claudeMdExcludes` globs: user, project and local files whose path matches are not
-    /// loaded.
+    /// `claudeMdExcludes` globs: user, project and local files (imports included) whose
+    /// path matches are not loaded.
     pub excludes: Vec<String>,
+    /// Also read `claudeMdExcludes` from the settings files Claude Code reads (managed,
+    /// `~/.claude/settings.json`, `<cwd>/.claude/settings.json`, `settings.local.json`).
+    pub read_settings: bool,
 }
 
 impl LoadOptions {
@@ -228,6 +231,7 @@ impl LoadOptions {
             load_project: true,
             load_user: true,
             excludes: Vec::new(),
+            read_settings: true,
         }
     }
 

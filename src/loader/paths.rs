@@ -27,6 +27,7 @@ pub fn normalize(p: &Path) -> PathBuf {
 
 /// Resolve an import path as written (JS `Tt(path, dirname(importer))`): trimmed, `~` and
 /// `~/…` against `home`, absolute paths normalised, anything else relative to `base_dir`.
+/// Like Node's `path.resolve`, a trailing `/` is dropped (`@./a.md/` loads `a.md`: case 18).
 /// `None` when it needs a home directory and there is none.
 pub fn resolve_import(written: &str, base_dir: &Path, home: Option<&Path>) -> Option<PathBuf> {
     let r = js_trim(written);
@@ -43,11 +44,6 @@ pub fn resolve_import(written: &str, base_dir: &Path, home: Option<&Path>) -> Op
         return Some(normalize(Path::new(r)));
     }
     Some(normalize(&base_dir.join(r)))
-}
-
-/// Does the written import end with a `/`? Such a path names a directory and never loads.
-pub fn names_directory(written: &str) -> bool {
-    js_trim(written).ends_with('/')
 }
 
 /// JS `Tc(path, dir)` with its default `caseFold: true`: is `path` equal to `dir` or below
