@@ -9,7 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
-use clawmd::loader::{ExternalImports, Format, HostFs, LoadOptions, load, render};
+use clawmd::loader::{
+    ExternalImports, Format, HostFs, LoadOptions, Mount, MountedFs, load, render,
+};
 
 /// The cases; `CLAWMD_CONFORMANCE_DIR` points elsewhere (e.g. at freshly recorded probes).
 fn cases_dir() -> PathBuf {
@@ -51,6 +53,9 @@ fn run_case(case: &Path) -> String {
         std::fs::create_dir_all(&home).unwrap();
     }
     let cwd_rel = std::fs::read_to_string(case.join("cwd")).unwrap();
+    if case.join("mounts").exists() {
+        return run_mounted_case(case, &root, cwd_rel.trim());
+    }
     let cwd = root.join(cwd_rel.trim());
     std::fs::create_dir_all(&cwd).unwrap();
     if case.join("approve-external").exists() {
@@ -68,6 +73,26 @@ fn run_case(case: &Path) -> String {
     render(&memory, Format::Claude)
         .replace(&root.to_string_lossy().into_owned(), "{ROOT}")
         .replace(&home.to_string_lossy().into_owned(), "{HOME}")
+}
+
+/// A case recorded inside a container-shaped mount namespace: `cwd` is a container path and
+/// `mounts` maps container paths to paths under `tree/`. Loaded through [`MountedFs`].
+fn run_mounted_case(case: &Path, root: &Path, cwd: &str) -> String {
+    let table = std::fs::read_to_string(case.join("mounts")).unwrap();
+    let mounts = table.lines().filter(|l| !l.trim().is_empty()).map(|l| {
+        let (container, host) = l.split_once(' ').expect("CONTAINER HOST");
+        Mount::new(container, root.join(host.trim()))
+    });
+    let fs = MountedFs::new(mounts);
+    let mut opts = LoadOptions::new(cwd, None);
+    opts.managed_dir = None;
+    opts.external_imports = if case.join("approve-external").exists() {
+        ExternalImports::Approved
+    } else {
+        ExternalImports::Denied
+    };
+    let memory = load(&fs, &opts).unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+    render(&memory, Format::Claude).replace(&root.to_string_lossy().into_owned(), "{ROOT}")
 }
 
 /// A line diff (longest common subsequence), `-` expected, `+` actual.
