@@ -172,7 +172,7 @@ fn deployment() -> Deployment {
 fn eight_processes_compose_one_group_while_readers_read() {
     let started = Instant::now();
     let writers = scale("CLAWMD_WRITERS", 8, 8) as usize;
-    let runs_each = scale("CLAWMD_RUNS_EACH", 12, 150) as usize;
+    let runs_each = scale("CLAWMD_RUNS_EACH", 25, 250) as usize;
 
     // Every whole state the group can be in: two configs x two delivery modes.
     let mut references = Vec::new();
@@ -338,7 +338,7 @@ fn text_findable(group: &Path, text: &[u8]) -> bool {
 fn compose_all_races_migrate() {
     let started = Instant::now();
     let (composed, legacy) = (4, 4);
-    let runs_each = scale("CLAWMD_RUNS_EACH", 8, 60) as usize;
+    let runs_each = scale("CLAWMD_RUNS_EACH", 15, 150) as usize;
     let work = Arc::new(legacy_deployment(composed, legacy));
     let clean_md = std::fs::read(work.path("groups/c0/CLAUDE.md")).unwrap();
     let done = Arc::new(AtomicBool::new(false));

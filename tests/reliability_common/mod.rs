@@ -305,6 +305,7 @@ pub fn scale(var: &str, default: u64, soak_value: u64) -> u64 {
 /// script runs the suite again on the disk-backed temp dir).
 pub fn work_dir() -> tempfile::TempDir {
     let base = std::env::var_os("CLAWMD_TEST_DIR")
+        .filter(|dir| !dir.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             let shm = Path::new("/dev/shm");
