@@ -214,7 +214,8 @@ impl SafeDir {
         }
         match rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
             Ok(fd) => Ok(Some(SafeDir::new(path, fd))),
-            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(rustix::io::Errno::NOENT) if !create => Ok(None),
+            // With `create`, a folder removed between mkdir and open is an error, never `None`.
             Err(err) => Err(Self::explain_open_failure(&path, err, || self.kind(name))),
         }
     }
