@@ -6,7 +6,7 @@
 //! inside its container (computed by the [`loader`](crate::loader) through the mount table:
 //! dropped, dangling or oversized imports). Each finding names the file and a one-line fix.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -14,10 +14,13 @@ use crate::compose::{Selection, read_config, read_sources};
 use crate::error::{Error, GroupError};
 use crate::fsops::{NodeKind, SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
+use crate::loader::fs::MemoryFs;
+use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
 use crate::names::validate_name;
 use crate::plan::{Delivery, Sources, plan_group};
 use crate::reconcile::{Step, diff};
 use crate::report::{REPORT_VERSION, Report};
+use crate::view::{ViewOptions, load_group};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -116,11 +119,183 @@ pub fn check_group(
             options.delivery.unwrap_or_default()
         }
     };
+    if !findings.iter().any(|f| is_group_error(f.code)) {
+        let view = ViewOptions {
+            approve_external: options.approve_external,
+            ..ViewOptions::default()
+        };
+        match load_group(layout, group, &view) {
+            Ok((memory, fs)) => {
+                memory_findings(layout, group, delivery, &memory, &fs, &mut findings)
+            }
+            Err(err) => findings.push(group_error_finding(layout, group, &err)),
+        }
+    }
     findings.sort_by_key(|f| f.severity);
     GroupCheck {
         group: group.to_owned(),
         delivery,
         findings,
+    }
+}
+
+/// Findings that mean the group could not be read at all (no point in loading its memory).
+fn is_group_error(code: &str) -> bool {
+    matches!(
+        code,
+        "bad-group-name" | "missing-group" | "unsafe-path" | "io" | "too-large" | "loader"
+    )
+}
+
+/// What the agent will really get, from the loader's view inside the container.
+fn memory_findings(
+    layout: &Layout,
+    group: &str,
+    delivery: Delivery,
+    memory: &Memory,
+    fs: &MountedFs,
+    findings: &mut Vec<Finding>,
+) {
+    let host = |path: &Path| fs.host_path(path).unwrap_or_else(|| path.to_owned());
+    let external: Vec<&Diagnostic> = memory
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == DiagnosticCode::ImportExternal)
+        .collect();
+    if !external.is_empty() {
+        let imports: Vec<String> = external
+            .iter()
+            .map(|d| {
+                d.import
+                    .clone()
+                    .unwrap_or_else(|| d.path.display().to_string())
+            })
+            .collect();
+        let fix = match delivery {
+            Delivery::Link => format!(
+                "run `clawmd compose {group} --delivery copy` (regular files inside the workspace load without approval), or approve external imports for {} in the agent's ~/.claude.json",
+                layout.workspace_mount.display()
+            ),
+            Delivery::Copy => "point these imports at files inside the workspace".to_owned(),
+        };
+        findings.push(Finding {
+            severity: Severity::Error,
+            code: "external-import-dropped",
+            file: host(external[0].from.as_deref().unwrap_or(&external[0].path)),
+            message: format!(
+                "Claude Code silently drops {} import(s) that resolve outside {} because external imports are not approved: {}",
+                imports.len(),
+                layout.workspace_mount.display(),
+                imports.join(", ")
+            ),
+            fix,
+        });
+    }
+    for diagnostic in &memory.diagnostics {
+        let Some((severity, code, fix)) = classify(diagnostic) else {
+            continue;
+        };
+        if diagnostic.code == DiagnosticCode::ImportMissing
+            && fs.read_link(&diagnostic.path).is_ok()
+        {
+            continue; // a dangling link: reported below as such
+        }
+        findings.push(Finding {
+            severity,
+            code,
+            file: host(diagnostic.from.as_deref().unwrap_or(&diagnostic.path)),
+            message: diagnostic.message.clone(),
+            fix: fix.to_owned(),
+        });
+    }
+    dangling_links(layout, fs, findings);
+}
+
+/// The check severity, code and fix for a loader diagnostic (`None`: not worth reporting,
+/// or reported elsewhere).
+fn classify(diagnostic: &Diagnostic) -> Option<(Severity, &'static str, &'static str)> {
+    use DiagnosticCode as D;
+    Some(match diagnostic.code {
+        D::ImportMissing => (
+            Severity::Error,
+            "import-missing",
+            "create the file, or remove the import",
+        ),
+        D::ImportTooDeep => (
+            Severity::Error,
+            "import-too-deep",
+            "import the file from a shallower file: Claude Code follows at most 4 levels",
+        ),
+        D::ImportCycle => (
+            Severity::Warning,
+            "import-cycle",
+            "remove one of the imports that form the cycle",
+        ),
+        D::ImportNotText | D::ImportNotAFile => {
+            (Severity::Warning, "import-not-loaded", "import a text file")
+        }
+        D::FileTooLarge => (
+            Severity::Error,
+            "file-too-large",
+            "split the file: Claude Code skips memory files over 4 MiB",
+        ),
+        D::FileUnreadable => (
+            Severity::Error,
+            "file-unreadable",
+            "fix the file's permissions",
+        ),
+        D::SymlinkLoop => (Severity::Error, "symlink-loop", "replace the looping link"),
+        D::FileOversized => (
+            Severity::Warning,
+            "oversized",
+            "shorten the file: Claude Code warns over 40,000 characters per memory file",
+        ),
+        D::MemoryOversized => (
+            Severity::Warning,
+            "memory-oversized",
+            "shorten the memory: Claude Code warns over 120,000 characters in all",
+        ),
+        D::RuleExternal => (
+            Severity::Warning,
+            "rule-external",
+            "keep rules inside the workspace",
+        ),
+        D::ConfigUnreadable => (Severity::Warning, "config-unreadable", "fix ~/.claude.json"),
+        D::ImportExternal
+        | D::ImportRepeated
+        | D::ImportInCode
+        | D::ImportInComment
+        | D::FileEmpty
+        | D::ConditionalRule
+        | D::AgentsMdFallback => return None,
+    })
+}
+
+/// Links in the group that dangle even inside the container.
+fn dangling_links(layout: &Layout, fs: &MountedFs, findings: &mut Vec<Finding>) {
+    let workspace = &layout.workspace_mount;
+    let mut candidates = vec![workspace.join(names::SHARED)];
+    let fragments = workspace.join(names::FRAGMENTS);
+    if let Ok(entries) = fs.read_dir(&fragments) {
+        candidates.extend(entries.into_iter().map(|entry| fragments.join(entry.name)));
+    }
+    for link in candidates {
+        let Ok(target) = fs.read_link(&link) else {
+            continue;
+        };
+        if fs.metadata(&link).is_err() {
+            findings.push(Finding {
+                severity: Severity::Error,
+                code: "dangling-link",
+                file: fs.host_path(&link).unwrap_or_else(|| link.clone()),
+                message: format!(
+                    "{} points to {}, which does not exist even inside the container",
+                    link.display(),
+                    target.display()
+                ),
+                fix: "add the missing file under container/, or recompose the group".to_owned(),
+            });
+        }
     }
 }
 

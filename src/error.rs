@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use crate::config::ConfigError;
 use crate::fsops::FsError;
+use crate::loader::LoaderError;
 use crate::names::NameProblem;
 use crate::plan::FragmentCollision;
 
@@ -41,6 +42,9 @@ pub enum GroupError {
     /// A filesystem operation failed or was refused.
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// The memory loader could not start (an unusable working directory).
+    #[error(transparent)]
+    Loader(#[from] LoaderError),
 }
 
 impl GroupError {
@@ -55,6 +59,7 @@ impl GroupError {
             GroupError::Fs(FsError::TooLarge { .. }) => "too-large",
             GroupError::Fs(FsError::LockTimeout { .. }) => "lock-timeout",
             GroupError::Fs(FsError::Io { .. }) => "io",
+            GroupError::Loader(_) => "loader",
         }
     }
 
@@ -65,6 +70,7 @@ impl GroupError {
             GroupError::Missing { path } | GroupError::Collision { path, .. } => Some(path.clone()),
             GroupError::Config(err) => Some(err.path.clone()),
             GroupError::Fs(err) => Some(err.path().to_owned()),
+            GroupError::Loader(_) => None,
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod names;
 pub mod plan;
 pub mod reconcile;
 pub mod report;
+pub mod view;
 
 pub use error::{Error, GroupError};
 pub use layout::Layout;

@@ -11,8 +11,10 @@ use clap::{Args, Parser, Subcommand};
 use clawmd::check::{CheckOptions, check};
 use clawmd::compose::{ComposeOptions, Selection, compose};
 use clawmd::layout::{DEFAULT_APP_MOUNT, DEFAULT_WORKSPACE_MOUNT};
+use clawmd::loader::{Format, HostFs, load, render};
 use clawmd::migrate::migrate;
 use clawmd::report::Report;
+use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
 use clawmd::{Delivery, Layout};
 
 /// Compose and check the CLAUDE.md memory of containerised agent groups.
@@ -34,6 +36,8 @@ enum Command {
     Migrate(MigrateArgs),
     /// Find what an agent would miss or wrongly get; exit 1 if any error.
     Check(CheckArgs),
+    /// Print the memory Claude Code loads: for a group inside its container, or for a folder.
+    Render(RenderArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -128,6 +132,41 @@ struct CheckArgs {
     json: bool,
 }
 
+#[derive(Args, Debug)]
+struct RenderArgs {
+    /// The group whose agent's memory to show, as loaded inside its container (cwd
+    /// /workspace/agent, mounts as the runner sets them up).
+    #[arg(conflicts_with = "cwd", required_unless_present = "cwd")]
+    group: Option<String>,
+    /// Instead of a group: the memory Claude Code loads when started in DIR on this machine.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+    /// $HOME: for --cwd, the home folder; for a group, a host folder mounted as the agent's home.
+    #[arg(long, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// Where --home is mounted in the container (groups only).
+    #[arg(long, default_value = clawmd::view::DEFAULT_CONTAINER_HOME, value_name = "PATH")]
+    container_home: PathBuf,
+    /// Treat imports outside the working directory as approved (as after "allow" in Claude Code).
+    #[arg(long)]
+    approve_external: bool,
+    /// The output: Claude Code's own block, one flattened markdown file, or chat messages (JSON).
+    #[arg(long, default_value = "claude", value_parser = parse_format)]
+    format: Format,
+    /// The front end: the CLI, or the Agent SDK with settingSources ['project','user'].
+    #[arg(long, value_enum, default_value_t = Consumer::Cli)]
+    consumer: Consumer,
+    /// Instead of the memory: which files reach the agent and what is dropped, and why.
+    #[arg(long)]
+    delivery_view: bool,
+}
+
+fn parse_format(text: &str) -> Result<Format, String> {
+    text.parse()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
@@ -145,6 +184,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compose(args) => run_compose(args),
         Command::Migrate(args) => run_migrate(args),
         Command::Check(args) => run_check(args),
+        Command::Render(args) => run_render(args),
     }
 }
 
@@ -185,6 +225,43 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         approve_external: args.approve_external,
     };
     finish("check", check(&layout, &selection, &options), args.json)
+}
+
+fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
+    let view = ViewOptions {
+        approve_external: args.approve_external,
+        home: args.home.clone(),
+        container_home: Some(args.container_home.clone()),
+        consumer: args.consumer,
+    };
+    let memory = match (&args.group, &args.cwd) {
+        (Some(group), _) => {
+            let layout = args.deployment.layout();
+            load_group(&layout, group, &view)
+                .with_context(|| format!("cannot render group {group}"))?
+                .0
+        }
+        (None, Some(cwd)) => {
+            let cwd = std::fs::canonicalize(cwd)
+                .with_context(|| format!("cannot use --cwd {}", cwd.display()))?;
+            let home = match &args.home {
+                Some(home) => Some(
+                    std::fs::canonicalize(home)
+                        .with_context(|| format!("cannot use --home {}", home.display()))?,
+                ),
+                None => None,
+            };
+            let options = load_options(&cwd, home, &view);
+            load(&HostFs, &options).context("cannot load memory")?
+        }
+        (None, None) => unreachable!("clap requires a group or --cwd"),
+    };
+    if args.delivery_view {
+        print_stdout(&delivery_view(&memory))?;
+    } else {
+        print_stdout(&render(&memory, args.format))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints a command's report (JSON or human) and turns it into the exit status.

@@ -252,7 +252,6 @@ fn sdk_discovers_claude_local_md_only_with_the_local_source() {
 /// delivery mode and approval state (compared as claude-view prints it: the block plus a final
 /// newline).
 #[test]
-#[ignore = "needs clawmd render (issue 3)"]
 fn render_matches_real_binary() {
     let mut report = Report::new("clawmd render --format claude vs the real CLI");
     for (delivery, approvals) in [("copy", &[false][..]), ("link", &[false, true][..])] {

@@ -1,0 +1,223 @@
+//! `clawmd render` and the loader-based findings of `clawmd check`, run as the real binary.
+
+mod common;
+
+use common::Deployment;
+
+fn composed(delivery: &str) -> Deployment {
+    let d = Deployment::example();
+    d.run(["compose", "--all", "--delivery", delivery])
+        .success();
+    d
+}
+
+#[test]
+fn copy_delivery_reaches_the_agent_whole() {
+    let d = composed("copy");
+    let out = d.run(["render", "main"]).success().stdout();
+    assert!(out.starts_with("<system-reminder>\n"), "{out}");
+    for text in [
+        "Contents of /workspace/agent/.claude-shared.md (project instructions, checked into the codebase)",
+        "# Shared base for every agent",
+        "## Skill: agent-browser",
+        "## Skill: github",
+        "## Skill: welcome",
+        "Read-only access to the team's notes database.",
+        "The team prefers answers in British English.",
+    ] {
+        assert!(out.contains(text), "missing {text:?} in\n{out}");
+    }
+    let research = d.run(["render", "research"]).success().stdout();
+    assert!(!research.contains("## Skill: welcome"), "not selected");
+}
+
+#[test]
+fn link_delivery_loses_the_shared_base_unless_external_imports_are_approved() {
+    let d = composed("link");
+    let out = d.run(["render", "main"]).success().stdout();
+    assert!(!out.contains("# Shared base for every agent"), "{out}");
+    assert!(!out.contains("## Skill:"), "{out}");
+    assert!(out.contains("Read-only access to the team's notes database."));
+    assert!(out.contains("The team prefers answers in British English."));
+
+    let approved = d
+        .run(["render", "main", "--approve-external"])
+        .success()
+        .stdout();
+    assert!(
+        approved.contains("Contents of /workspace/agent/.claude-shared.md"),
+        "{approved}"
+    );
+    assert!(approved.contains("# Shared base for every agent"));
+    assert!(approved.contains("## Skill: welcome"));
+}
+
+#[test]
+fn delivery_view_says_what_is_dropped_and_why() {
+    let d = composed("link");
+    let out = d
+        .run(["render", "ops", "--delivery-view"])
+        .success()
+        .stdout();
+    assert!(out.contains("external imports not approved"), "{out}");
+    assert!(
+        out.contains("loaded   /workspace/agent/CLAUDE.local.md"),
+        "{out}"
+    );
+    assert!(
+        out.contains("@./.claude-shared.md is a link to /app/CLAUDE.md"),
+        "{out}"
+    );
+}
+
+#[test]
+fn flat_and_messages_formats() {
+    let d = composed("copy");
+    let flat = d
+        .run(["render", "ops", "--format", "flat"])
+        .success()
+        .stdout();
+    assert!(!flat.contains("<system-reminder>"), "{flat}");
+    assert!(flat.contains("## Skill: github"), "{flat}");
+    let claude = d.run(["render", "ops"]).success().stdout();
+    let messages = d
+        .run(["render", "ops", "--format", "messages"])
+        .success()
+        .json();
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(
+        format!("{}\n", messages[0]["content"].as_str().unwrap()),
+        claude
+    );
+    assert_eq!(messages.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn the_sdk_consumer_gets_local_memory_only_through_the_import() {
+    let d = Deployment::standard()
+        .group("g", None)
+        .file("groups/g/CLAUDE.local.md", "MINE\n");
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    let sdk = d
+        .run(["render", "g", "--consumer", "sdk"])
+        .success()
+        .stdout();
+    assert_eq!(sdk.matches("MINE").count(), 1, "{sdk}");
+    // A hand-written CLAUDE.md that does not import it: the SDK never sees CLAUDE.local.md.
+    let d = Deployment::standard()
+        .group("g", None)
+        .file("groups/g/CLAUDE.md", "HAND\n")
+        .file("groups/g/CLAUDE.local.md", "MINE\n");
+    let sdk = d
+        .run(["render", "g", "--consumer", "sdk"])
+        .success()
+        .stdout();
+    assert!(sdk.contains("HAND") && !sdk.contains("MINE"), "{sdk}");
+    let cli = d.run(["render", "g"]).success().stdout();
+    assert!(cli.contains("MINE"), "{cli}");
+}
+
+#[test]
+fn render_cwd_matches_a_conformance_case() {
+    let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/conformance/03-imports-code");
+    let temp = tempfile::tempdir().unwrap();
+    common::copy_tree(&case.join("tree"), temp.path());
+    let root = std::fs::canonicalize(temp.path()).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let run = common::run_clawmd(
+        [
+            "render",
+            "--cwd",
+            root.join("p").to_str().unwrap(),
+            "--home",
+            home.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .success();
+    let expected = std::fs::read_to_string(case.join("expected.txt"))
+        .unwrap()
+        .replace("{ROOT}", root.to_str().unwrap());
+    assert_eq!(run.stdout(), expected);
+}
+
+#[test]
+fn render_errors_name_the_group() {
+    let d = Deployment::standard();
+    let run = d.run(["render", "nope"]).expect_code(1);
+    assert!(run.stderr().contains("nope"), "{}", run.stderr());
+    assert_eq!(d.run(["render"]).code(), 2, "a group or --cwd is required");
+}
+
+#[test]
+fn check_flags_link_delivery_and_passes_copy_delivery() {
+    let d = composed("link");
+    let run = d.run(["check", "--json"]).expect_code(1);
+    let json = run.json();
+    for group in json["groups"].as_array().unwrap() {
+        let finding = group["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["code"] == "external-import-dropped")
+            .unwrap_or_else(|| panic!("{group}"));
+        assert!(
+            finding["fix"].as_str().unwrap().contains("--delivery copy"),
+            "{finding}"
+        );
+    }
+    d.run(["check", "--approve-external"]).success();
+
+    let d = composed("copy");
+    let run = d.run(["check", "--json"]).success();
+    for group in run.json()["groups"].as_array().unwrap() {
+        for finding in group["findings"].as_array().unwrap() {
+            assert_eq!(finding["severity"], "warning", "{finding}");
+        }
+    }
+}
+
+#[test]
+fn check_finds_links_that_dangle_inside_the_container() {
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g"]).success();
+    std::fs::remove_file(d.path("container/skills/web/instructions.md")).unwrap();
+    let run = d
+        .run(["check", "g", "--approve-external", "--json"])
+        .expect_code(1);
+    let findings = run.json()["groups"][0]["findings"].clone();
+    let dangling = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "dangling-link")
+        .unwrap_or_else(|| panic!("{findings}"));
+    assert!(
+        dangling["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("groups/g/.claude-fragments/web.md")
+    );
+    assert!(
+        dangling["message"]
+            .as_str()
+            .unwrap()
+            .contains("/app/skills/web/instructions.md")
+    );
+}
+
+#[test]
+fn check_warns_about_oversized_memory() {
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    d.write("groups/g/CLAUDE.local.md", "x".repeat(41_000).as_bytes());
+    let run = d.run(["check", "g", "--json"]).success();
+    let codes: Vec<_> = run.json()["groups"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(codes.contains(&"oversized".to_owned()), "{codes:?}");
+}
