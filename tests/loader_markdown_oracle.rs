@@ -30,7 +30,7 @@ fn markdown_port_matches_claude_code() {
     let vectors: Vec<Vector> = serde_json::from_str(&text).expect("valid vectors");
     let mut failures = Vec::new();
     for (i, v) in vectors.iter().enumerate() {
-        let scan = scan_markdown(&v.src);
+        let scan = scan_markdown(&v.src).expect("parses");
         if scan.body != v.content || scan.imports != v.imports {
             failures.push(format!(
                 "#{i} src={:?}\n  body   want {:?}\n         got  {:?}\n  imports want {:?}\n          got  {:?}",

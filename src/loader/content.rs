@@ -54,51 +54,90 @@ pub struct MarkdownScan {
     pub ignored: Vec<IgnoredMention>,
 }
 
+/// Why Claude Code cannot read a file's markdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Block quotes, lists or emphasis nested deeper than Claude Code's parser can follow
+    /// (its JavaScript stack overflows and the file is dropped).
+    #[error("nested deeper than Claude Code's markdown parser can follow, so it drops the file")]
+    TooDeep,
+}
+
 /// Read `text` (a whole file, already decoded) as Claude Code reads a memory file.
 ///
 /// ```
 /// use clawmd::loader::content::parse;
 ///
-/// let file = parse("---\npaths: src/**/*.rs\n---\n<!-- note -->\nSee @docs/a.md and `@b.md`.\n");
+/// let file = parse("---\npaths: src/**/*.rs\n---\n<!-- note -->\nSee @docs/a.md and `@b.md`.\n").unwrap();
 /// assert_eq!(file.body, "See @docs/a.md and `@b.md`.\n");
 /// assert_eq!(file.imports, vec!["docs/a.md"]);
 /// assert_eq!(file.paths, Some(vec!["src/**/*.rs".to_string()]));
 /// ```
-pub fn parse(text: &str) -> ParsedFile {
+pub fn parse(text: &str) -> Result<ParsedFile, ParseError> {
     let (body, paths) = split_frontmatter(text);
-    let scan = scan_markdown(body);
-    ParsedFile {
+    let scan = scan_markdown(body)?;
+    Ok(ParsedFile {
         body: scan.body,
         paths,
         imports: scan.imports,
         ignored: scan.ignored,
-    }
+    })
 }
+
+/// Nesting allowed on the caller's thread (about 170 quote or 40 list levels), as a share
+/// of what Claude Code's parser allows; deeper text is parsed again on a thread of its own.
+const SHALLOW_NESTING: f64 = 0.02;
+
+/// Stack for that thread: enough for the deepest nesting Claude Code accepts. It is virtual
+/// memory, touched only as deep as the text actually nests.
+const DEEP_STACK_BYTES: usize = 1 << 30;
 
 /// Comment stripping and import extraction on text without frontmatter (JS: `Pht` body).
 ///
 /// ```
 /// use clawmd::loader::content::scan_markdown;
 ///
-/// let scan = scan_markdown("a @x.md, b\n```\n@y.md\n```\n");
+/// let scan = scan_markdown("a @x.md, b\n```\n@y.md\n```\n").unwrap();
 /// assert_eq!(scan.imports, vec!["x.md,"]); // punctuation is part of the path
 /// ```
-pub fn scan_markdown(text: &str) -> MarkdownScan {
-    let has_comment = text.contains("<!--");
-    if !has_comment && !text.contains('@') {
-        return MarkdownScan {
+pub fn scan_markdown(text: &str) -> Result<MarkdownScan, ParseError> {
+    if !text.contains("<!--") && !text.contains('@') {
+        return Ok(MarkdownScan {
             body: text.to_string(),
             imports: Vec::new(),
             ignored: Vec::new(),
-        };
+        });
     }
-    let tokens = markdown::lex(text);
-    let body = if has_comment {
+    match scan_with_limit(text, SHALLOW_NESTING) {
+        Ok(scan) => Ok(scan),
+        Err(markdown::TooDeep) => scan_deep(text),
+    }
+}
+
+/// Parse on a thread with a large stack, allowing Claude Code's full nesting.
+fn scan_deep(text: &str) -> Result<MarkdownScan, ParseError> {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("clawmd-deep-markdown".into())
+            .stack_size(DEEP_STACK_BYTES)
+            .spawn_scoped(scope, || scan_with_limit(text, 1.0));
+        match worker.map(|h| h.join()) {
+            Ok(Ok(Ok(scan))) => Ok(scan),
+            _ => Err(ParseError::TooDeep),
+        }
+    })
+}
+
+/// Lex, strip and walk; the token tree is dropped here, on the thread that built it.
+fn scan_with_limit(text: &str, limit: f64) -> Result<MarkdownScan, markdown::TooDeep> {
+    let tokens = markdown::lex(text, limit)?;
+    let body = if text.contains("<!--") {
         markdown::strip_comments(&tokens)
     } else {
         text.to_string()
     };
     let mut imports: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut ignored = Vec::new();
     for (place, capture) in markdown::import_mentions(&tokens) {
         let Some(path) = import_path(&capture) else {
@@ -106,7 +145,7 @@ pub fn scan_markdown(text: &str) -> MarkdownScan {
         };
         match place {
             Place::Text => {
-                if !imports.contains(&path) {
+                if seen.insert(path.clone()) {
                     imports.push(path);
                 }
             }
@@ -120,11 +159,11 @@ pub fn scan_markdown(text: &str) -> MarkdownScan {
             }),
         }
     }
-    MarkdownScan {
+    Ok(MarkdownScan {
         body,
         imports,
         ignored,
-    }
+    })
 }
 
 /// JS: the filter in `GZr` — turn a raw `@` capture into an import path, or reject it.
@@ -391,20 +430,20 @@ mod tests {
 
     #[test]
     fn frontmatter_is_stripped_with_following_whitespace() {
-        let f = parse("---\ntitle: x\n---\n\n  body\n");
+        let f = parse("---\ntitle: x\n---\n\n  body\n").unwrap();
         assert_eq!(f.body, "body\n");
         assert_eq!(f.paths, None);
     }
 
     #[test]
     fn frontmatter_needs_a_newline_after_the_opener() {
-        assert_eq!(parse("--- x\n---\nbody").body, "--- x\n---\nbody");
+        assert_eq!(parse("--- x\n---\nbody").unwrap().body, "--- x\n---\nbody");
     }
 
     #[test]
     fn bom_before_frontmatter() {
-        assert_eq!(parse("\u{feff}---\na: 1\n---\nB").body, "B");
-        assert_eq!(parse("\u{feff}B").body, "\u{feff}B");
+        assert_eq!(parse("\u{feff}---\na: 1\n---\nB").unwrap().body, "B");
+        assert_eq!(parse("\u{feff}B").unwrap().body, "\u{feff}B");
     }
 
     #[test]

@@ -485,7 +485,22 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             }
             return None;
         }
-        let parsed = content::parse(&text);
+        let parsed = match content::parse(&text) {
+            Ok(p) => p,
+            Err(e) => {
+                if noise == Noise::Report {
+                    self.note(
+                        Severity::Warning,
+                        DiagnosticCode::FileUnparsable,
+                        &f.path,
+                        written,
+                        importer,
+                        e.to_string(),
+                    );
+                }
+                return None;
+            }
+        };
         if js_trim(&parsed.body).is_empty() {
             if noise == Noise::Report {
                 let msg = "is empty once frontmatter and comments are removed: Claude Code skips it and follows none of its imports".to_string();

@@ -129,6 +129,8 @@ pub enum DiagnosticCode {
     MemoryOversized,
     /// A symlink loop (`ELOOP`) on the way to a file.
     SymlinkLoop,
+    /// Markdown nested deeper than Claude Code's parser can follow: it drops the file.
+    FileUnparsable,
     /// A rule with `paths:` frontmatter: loaded only when Claude reads a matching file.
     ConditionalRule,
     /// A rules folder or rule reached through a symlink that leaves the working directory,

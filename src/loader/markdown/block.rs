@@ -6,6 +6,7 @@
 //! The JavaScript names are kept in comments (`// JS: Sl`) so each function can be compared
 //! with its original.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use super::scan::*;
@@ -21,6 +22,12 @@ pub(crate) struct Lexer {
     /// JS: `CFn.lexed` — for each active `blockTokens` call, the line starts (as lengths
     /// from the end) that a setext underline below can reach.
     reach: Vec<HashSet<usize>>,
+    /// Nesting spent and allowed, as a fraction of the original's stack (see `Ctx`).
+    pub(crate) nest: f64,
+    pub(crate) limit: f64,
+    pub(crate) overflow: bool,
+    /// Bytes of derived text (list item and quote contents) made so far, and the cap.
+    spent: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -61,13 +68,36 @@ fn dispatch(c: Option<u8>) -> &'static [Method] {
 }
 
 impl Lexer {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(limit: f64) -> Self {
         Lexer {
             links: HashSet::new(),
             top: true,
             no_setext_until: usize::MAX,
             reach: Vec::new(),
+            nest: 0.0,
+            limit,
+            overflow: false,
+            spent: 0,
         }
+    }
+
+    /// Account for `bytes` of text derived from the input; nesting can make these grow
+    /// with depth × size, so past [`super::MAX_DERIVED_BYTES`] the lexing fails.
+    fn spend(&mut self, bytes: usize) -> bool {
+        self.spent = self.spent.saturating_add(bytes);
+        if self.spent > super::MAX_DERIVED_BYTES {
+            self.overflow = true;
+        }
+        !self.overflow
+    }
+
+    /// Spend `cost` of nesting; false (and the whole lexing fails) when over the limit.
+    fn enter(&mut self, cost: f64) -> bool {
+        self.nest += cost;
+        if self.nest > self.limit {
+            self.overflow = true;
+        }
+        !self.overflow
     }
 
     /// JS: `AFn.blockTokens` + `Wze.blockTokens` + `#i`: tokenize `text` and append to
@@ -78,7 +108,7 @@ impl Lexer {
         self.no_setext_until = usize::MAX;
         let mut para_open = para_open;
         let mut pos = 0;
-        while pos < text.len() {
+        while pos < text.len() && !self.overflow {
             let rest = &text[pos..];
             let prev_nl = pos == 0 || byte(text, pos - 1) == Some(b'\n');
             let first = byte(rest, skip_3_spaces(rest, 0));
@@ -187,16 +217,20 @@ impl Lexer {
     fn list(&mut self, e: &str) -> Option<Block> {
         list_test(e)?;
         let (raw, items) = list_items(e)?;
+        if !self.spend(items.iter().map(|(_, t)| t.len()).sum()) {
+            return None;
+        }
         let mut out = Vec::with_capacity(items.len());
-        for (item_raw, item_text) in items {
+        for (_item_raw, item_text) in items {
             let mut tokens = Vec::new();
             self.top = false;
+            if !self.enter(super::LIST_LEVEL) {
+                return None;
+            }
             self.block_tokens(&item_text, &mut tokens, false);
-            out.push(ListItem {
-                raw: item_raw,
-                text: item_text,
-                tokens,
-            });
+            self.nest -= super::LIST_LEVEL;
+            drop(item_text);
+            out.push(ListItem { tokens });
         }
         Some(Block::List { raw, items: out })
     }
@@ -213,7 +247,11 @@ impl Lexer {
             let (inner, next) = quote_chunk(&mut quote, &r);
             let saved = self.top;
             self.top = true;
+            if !self.enter(super::QUOTE_LEVEL) || !self.spend(inner.len()) {
+                return None;
+            }
             self.block_tokens(&inner, &mut quote.tokens, true);
+            self.nest -= super::QUOTE_LEVEL;
             self.top = saved;
             rest = match next {
                 Some(n) => self.quote_continue(&mut quote, n),
@@ -1491,9 +1529,9 @@ fn list_item(e: &str, o: usize, r: usize) -> ItemScan {
         .iter()
         .take_while(|&&b| b == b'\t')
         .count();
-    let mut y = js_slice(e, g, h).to_string();
+    let mut y: Cow<str> = Cow::Borrowed(js_slice(e, g, h));
     if g > r {
-        y = format!("{}{}", " ".repeat(3 * (g - r)), y);
+        y = Cow::Owned(format!("{}{}", " ".repeat(3 * (g - r)), y));
     }
     let mut k = js_is_blank(&y);
     let mut width = r - o;
@@ -1503,7 +1541,7 @@ fn list_item(e: &str, o: usize, r: usize) -> ItemScan {
     } else {
         let spaces = skip_byte(e, r, b' ') - r;
         let kk = if spaces > 4 { 1 } else { spaces };
-        content = skip_utf16_units(&y, kk).to_string();
+        content.push_str(skip_utf16_units(&y, kk));
         width += kk;
     }
     if k {
@@ -1523,9 +1561,16 @@ fn list_item(e: &str, o: usize, r: usize) -> ItemScan {
         if q <= w && item_breaker(line, q) {
             break;
         }
-        let expanded = line.replace('\t', "    ");
+        let expanded: Cow<str> = if line.contains('\t') {
+            Cow::Owned(line.replace('\t', "    "))
+        } else {
+            Cow::Borrowed(line)
+        };
         let blank = js_is_blank(line);
-        let me = skip_utf16_units(&expanded, width).to_string();
+        let me: Cow<str> = match expanded {
+            Cow::Borrowed(l) => Cow::Borrowed(skip_utf16_units(l, width)),
+            Cow::Owned(ref l) => Cow::Owned(skip_utf16_units(l, width).to_string()),
+        };
         if blank || first_non_space(&expanded) >= width {
             content.push('\n');
             content.push_str(&me);

@@ -6,11 +6,11 @@
 //! JS `vl`) are kept: they are what makes the original linear-time, and a few of them change
 //! results in corner cases.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use super::Inline;
 use super::block::{label_end, normalize_label};
 use super::scan::*;
+use super::{Ctx, Inline};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum AbsentKey {
@@ -135,19 +135,32 @@ fn dispatch(c: u8) -> &'static [Method] {
 }
 
 /// JS: `Wze.inlineTokens` + `#o`.
-pub(crate) fn inline_tokens(text: &str, links: &HashSet<String>) -> Vec<Inline> {
+pub(crate) fn inline_tokens(text: &str, links: &Ctx) -> Vec<Inline> {
+    // Each nested call is one more JavaScript stack level in the original.
+    if !links.enter(super::INLINE_LEVEL) || !links.spend(text.len()) {
+        return Vec::new();
+    }
+    let tokens = inline_tokens_at_depth(text, links);
+    links.leave(super::INLINE_LEVEL);
+    tokens
+}
+
+fn inline_tokens_at_depth(text: &str, links: &Ctx) -> Vec<Inline> {
     let mut notes = Notes::default();
     let mut mask: Option<String> = None;
     let mut tokens: Vec<Inline> = Vec::new();
     let mut before = Before::None;
     let mut pos = 0;
-    while pos < text.len() {
+    while pos < text.len() && !links.overflowed() {
         let rest = &text[pos..];
         let mut produced = None;
         for &m in dispatch(rest.as_bytes()[0]) {
             let tok = match m {
                 Method::EmStrong => {
-                    let mask = mask.get_or_insert_with(|| make_mask(text, links));
+                    let mask = mask.get_or_insert_with(|| {
+                        links.spend(text.len());
+                        make_mask(text, links)
+                    });
                     em_strong(rest, mask, before, &mut notes, links)
                 }
                 _ => run(m, rest, &mut notes, links),
@@ -195,7 +208,7 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-fn run(m: Method, e: &str, notes: &mut Notes, links: &HashSet<String>) -> Option<(Inline, usize)> {
+fn run(m: Method, e: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
     match m {
         Method::Escape => escape(e).map(|n| (Inline::Escape { raw: e[..n].into() }, n)),
         Method::Br => br(e, notes).map(|n| (Inline::Br, n)),
@@ -607,7 +620,7 @@ fn link_dest(e: &str, o: usize, notes: &mut Notes) -> Option<usize> {
 }
 
 /// JS: `OS` — a link (its text lexed again) or an image (text not lexed).
-fn link_token(raw_len: usize, e: &str, text: &str, links: &HashSet<String>) -> (Inline, usize) {
+fn link_token(raw_len: usize, e: &str, text: &str, links: &Ctx) -> (Inline, usize) {
     if e.starts_with('!') {
         return (Inline::Image, raw_len);
     }
@@ -621,7 +634,7 @@ fn link_token(raw_len: usize, e: &str, text: &str, links: &HashSet<String>) -> (
 }
 
 /// JS: `Hxe.link`.
-fn link(e: &str, notes: &mut Notes, links: &HashSet<String>) -> Option<(Inline, usize)> {
+fn link(e: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
     let o = usize::from(e.starts_with('!'));
     if byte(e, o) != Some(b'[') {
         return None;
@@ -674,13 +687,13 @@ fn ref_label(e: &str, o: usize) -> Option<RefLabel> {
 }
 
 /// JS: `Hxe.reflink`.
-fn reflink(e: &str, _notes: &mut Notes, links: &HashSet<String>) -> Option<(Inline, usize)> {
+fn reflink(e: &str, _notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
     let r = usize::from(e.starts_with('!'));
     if byte(e, r) != Some(b'[') {
         return None;
     }
     let h = ref_label(e, r)?;
-    if !links.contains(&normalize_label(&h.label)) {
+    if !links.links.contains(&normalize_label(&h.label)) {
         return Some((Inline::Text { raw: e[..1].into() }, 1));
     }
     Some(link_token(h.end, e, &e[h.text_start..h.text_end], links))
@@ -695,7 +708,7 @@ fn em_strong(
     mask: &str,
     before: Before,
     notes: &mut Notes,
-    links: &HashSet<String>,
+    links: &Ctx,
 ) -> Option<(Inline, usize)> {
     let y = *o.as_bytes().first()?;
     if y != b'*' && y != b'_' {
@@ -871,8 +884,8 @@ fn mask_of(n: usize) -> String {
 }
 
 /// JS: `rS` — the text with links, code spans and escapes masked, for emphasis matching.
-fn make_mask(text: &str, links: &HashSet<String>) -> String {
-    let t = if links.is_empty() {
+fn make_mask(text: &str, links: &Ctx) -> String {
+    let t = if links.links.is_empty() {
         text.to_string()
     } else {
         mask_reflinks(text, links)
@@ -881,7 +894,7 @@ fn make_mask(text: &str, links: &HashSet<String>) -> String {
 }
 
 /// JS: `tI`.
-fn mask_reflinks(e: &str, links: &HashSet<String>) -> String {
+fn mask_reflinks(e: &str, links: &Ctx) -> String {
     let mut out = String::new();
     let mut h = 0;
     let mut g = e.find('[');
@@ -900,7 +913,7 @@ fn mask_reflinks(e: &str, links: &HashSet<String>) -> String {
             continue;
         };
         let open = e[..k.saturating_sub(1)].rfind('[').map_or(0, |p| p + 1);
-        if links.contains(js_slice(e, open, k.saturating_sub(1))) {
+        if links.links.contains(js_slice(e, open, k.saturating_sub(1))) {
             let r = if gi > h && byte(e, gi - 1) == Some(b'!') {
                 gi - 1
             } else {
