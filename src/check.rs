@@ -244,6 +244,11 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, &'static str, &'static
             "file-unreadable",
             "fix the file's permissions",
         ),
+        D::FileUnparsable => (
+            Severity::Error,
+            "file-unparsable",
+            "simplify the markdown: Claude Code could not parse this file and loads nothing from it",
+        ),
         D::SymlinkLoop => (Severity::Error, "symlink-loop", "replace the looping link"),
         D::FileOversized => (
             Severity::Warning,
