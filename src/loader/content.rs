@@ -227,12 +227,13 @@ pub(crate) fn is_special_path(p: &str) -> bool {
 /// it (blank lines, the next line's indentation) goes with it.
 fn split_frontmatter(text: &str) -> (&str, Option<Vec<String>>) {
     let t = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if t.len() < 3 || !t[3..].contains("---") {
-        return (text, None);
-    }
+    // JS checks `indexOf("---", 3)` first; the regex needs a leading `---` anyway.
     let Some(after_open) = t.strip_prefix("---") else {
         return (text, None);
     };
+    if !after_open.contains("---") {
+        return (text, None);
+    }
     let ws = after_open.len() - after_open.trim_start_matches(markdown::is_js_space).len();
     // `\s*\n`: greedy whitespace that must end with a newline (backtracking to the last one).
     let Some(nl) = after_open[..ws].rfind('\n') else {

@@ -96,13 +96,15 @@ pub(crate) enum Inline {
 }
 
 /// How deep the original can nest before its JavaScript stack runs out, measured with
-/// `claude-view` on 2.1.328: about 8,500 block quotes, 2,046 list levels or 13,400 nested
-/// emphasis levels. A level costs the matching fraction of one whole stack; a file that
-/// would need more than a whole stack is dropped, as Claude Code drops it (the `RangeError`
-/// is caught and the file skipped).
+/// `claude-view` on 2.1.328: about 8,500 block quotes (`>>>…`), 8,690 lists (`- - - …`) or
+/// 13,400 nested emphasis levels. A level costs the matching fraction of one whole stack; a
+/// file that would need more than a whole stack is dropped, as Claude Code drops it (the
+/// `RangeError` is caught and the file skipped). (Lists nested by indentation already fail
+/// near 2,046 levels in the original, for reasons other than depth alone; clawmd's derived-
+/// text cap below drops those earlier still.)
 pub(crate) const QUOTE_LEVEL: f64 = 1.0 / 8_497.0;
 /// One nested list level (see [`QUOTE_LEVEL`]).
-pub(crate) const LIST_LEVEL: f64 = 1.0 / 2_046.0;
+pub(crate) const LIST_LEVEL: f64 = 1.0 / 8_690.0;
 /// One nested inline level: emphasis or link text (see [`QUOTE_LEVEL`]).
 pub(crate) const INLINE_LEVEL: f64 = 1.0 / 13_400.0;
 
@@ -367,7 +369,7 @@ fn walk_inline(tokens: &[Inline], out: &mut Vec<(Place, String)>) {
     for t in tokens {
         match t {
             Inline::Text { raw } => push_all(raw, Place::Text, out),
-            Inline::Codespan { raw } => push_all(raw, Place::Code, out),
+            Inline::Codespan { raw } => push_all(raw.trim_matches('`'), Place::Code, out),
             Inline::Html { raw } => html_mentions(raw, out),
             Inline::Link { tokens } | Inline::Em { tokens } | Inline::Strong { tokens } => {
                 walk_inline(tokens, out)
