@@ -85,7 +85,8 @@ fn run_mounted_case(case: &Path, root: &Path, cwd: &str) -> String {
     });
     let fs = MountedFs::new(mounts);
     let mut opts = LoadOptions::new(cwd, None);
-    opts.managed_dir = None;
+    // Inside the sandbox only mounted paths exist, so the managed directory can stay at
+    // its default: it is there exactly when a case mounts it.
     opts.external_imports = if case.join("approve-external").exists() {
         ExternalImports::Approved
     } else {
