@@ -40,12 +40,25 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// Folders listed in `git-repos` get a `.git` directory (git cannot store one in a fixture).
+fn make_git_repos(case: &Path, root: &Path) {
+    let Ok(listing) = std::fs::read_to_string(case.join("git-repos")) else {
+        return;
+    };
+    for rel in listing.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let git = root.join(rel).join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    }
+}
+
 /// Load one case the way `claude-view` ran it; returns the rendered block with placeholders.
 fn run_case(case: &Path) -> String {
     let tmp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let root = base.join("tree");
     copy_tree(&case.join("tree"), &root);
+    make_git_repos(case, &root);
     let home = base.join("home");
     if case.join("home").is_dir() {
         copy_tree(&case.join("home"), &home);
@@ -58,9 +71,14 @@ fn run_case(case: &Path) -> String {
     }
     let cwd = root.join(cwd_rel.trim());
     std::fs::create_dir_all(&cwd).unwrap();
-    if case.join("approve-external").exists() {
-        // What `claude-view --approve-external` writes, read back by the loader.
-        let config = serde_json::json!({ "projects": { cwd.to_string_lossy(): {
+    if let Ok(what) = std::fs::read_to_string(case.join("approve-external")) {
+        // What `claude-view --approve-external` (or `--approve-path`) writes, read back by
+        // the loader: "yes" approves the cwd, anything else names a folder under tree/.
+        let project = match what.trim() {
+            "" | "yes" => cwd.clone(),
+            folder => root.join(folder),
+        };
+        let config = serde_json::json!({ "projects": { project.to_string_lossy(): {
             "hasClaudeMdExternalIncludesApproved": true,
             "hasClaudeMdExternalIncludesWarningShown": true,
         }}});

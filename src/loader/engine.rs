@@ -242,6 +242,16 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         files
     }
 
+    /// The key of `projects` in `~/.claude.json`: the enclosing git repository's root (a
+    /// folder holding `.git`), else the working directory (case 32).
+    fn project_root(&self) -> PathBuf {
+        walk_dirs(&self.cwd)
+            .into_iter()
+            .rev()
+            .find(|d| self.fs.symlink_metadata(&d.join(".git")).is_ok())
+            .unwrap_or_else(|| self.cwd.clone())
+    }
+
     /// `claudeMdExcludes` from every settings file Claude Code reads (concatenated): managed,
     /// user, project (`<cwd>/.claude/settings.json`) and local (`settings.local.json`).
     fn settings_excludes(&mut self) -> Vec<String> {
@@ -293,7 +303,8 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 return false;
             }
         };
-        let project = self.cwd.to_string_lossy();
+        let project = self.project_root();
+        let project = project.to_string_lossy();
         value["projects"][project.as_ref()]["hasClaudeMdExternalIncludesApproved"]
             == serde_json::Value::Bool(true)
     }
