@@ -593,3 +593,35 @@ fn discover_lists_the_places_in_order() {
         ]
     );
 }
+
+#[test]
+fn device_and_process_files_are_never_read_but_proc_version_is() {
+    let t = Tree::new();
+    t.file(
+        "p/CLAUDE.md",
+        "@/proc/self/environ\n@/proc/version\n@/dev/stdin\nP\n",
+    );
+    let mut opts = t.options("p");
+    opts.external_imports = ExternalImports::Approved;
+    let m = load(&HostFs, &opts).unwrap();
+    assert_eq!(
+        m.files
+            .iter()
+            .map(|f| f.path.display().to_string())
+            .collect::<Vec<_>>(),
+        [
+            t.path("p/CLAUDE.md").display().to_string(),
+            "/proc/version".to_string()
+        ]
+    );
+    let refused: Vec<_> = m
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == D::ImportNotAFile)
+        .map(|d| d.path.clone())
+        .collect();
+    assert_eq!(
+        refused,
+        [Path::new("/proc/self/environ"), Path::new("/dev/stdin")]
+    );
+}

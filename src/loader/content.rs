@@ -220,6 +220,127 @@ pub(crate) fn is_special_path(p: &str) -> bool {
     net || mac
 }
 
+/// JS: `rO`/`X6e` — a device or process file Claude Code refuses to read (`/dev/stdin`,
+/// `/proc/self/environ`, a path climbing out of `/proc/<pid>` with `..`, …). Plain procfs
+/// files such as `/proc/version` are read. Also refused, as observed (case 35), is any path
+/// through `/proc/<pid>/root/`.
+pub(crate) fn is_device_or_process_file(p: &str) -> bool {
+    if p.starts_with('/') && p.contains("/..") {
+        let mut stack: Vec<&str> = Vec::new();
+        for seg in p.split('/') {
+            match seg {
+                ".." => {
+                    if stack.len() >= 2
+                        && (stack[0] == "proc" || (stack[0] == "dev" && stack[1] != "shm"))
+                    {
+                        return true;
+                    }
+                    stack.pop();
+                }
+                "" | "." => {}
+                s => stack.push(s),
+            }
+        }
+    }
+    let mut o = crate::loader::paths::normalize(std::path::Path::new(p))
+        .to_string_lossy()
+        .into_owned();
+    for round in 0..=8 {
+        let under = |root: &str| o == root || o.starts_with(&format!("{root}/"));
+        if !under("/proc") && !under("/dev") {
+            return false;
+        }
+        if proc_seg(&o, "root").is_some() || refused_proc_or_dev(&o) {
+            return true;
+        }
+        if round == 8 {
+            return true;
+        }
+        // /proc/<x>/task/<y>/… is /proc/<x>/…
+        match proc_seg(&o, "task") {
+            Some((pid, rest)) if rest.contains('/') => {
+                let after = &rest[rest.find('/').unwrap_or(rest.len())..];
+                o = format!("/proc/{pid}{after}");
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// `/proc/<pid>/<name>/<rest>` → `(pid, rest)`.
+fn proc_seg<'a>(o: &'a str, name: &str) -> Option<(&'a str, &'a str)> {
+    let rest = o.strip_prefix("/proc/")?;
+    let (pid, rest) = rest.split_once('/')?;
+    let rest = rest.strip_prefix(name)?.strip_prefix('/')?;
+    Some((pid, rest))
+}
+
+/// The fixed lists and shapes of JS `rO` (`Jz`, `eO`, `nO`, `tO`, `sO` and the per-process
+/// files).
+fn refused_proc_or_dev(o: &str) -> bool {
+    const FILES: &[&str] = &[
+        "/dev/zero",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/full",
+        "/dev/hwrng",
+        "/dev/stdin",
+        "/dev/tty",
+        "/dev/console",
+        "/proc/kmsg",
+        "/dev/kmsg",
+        "/proc/kcore",
+        "/proc/vmcore",
+        "/dev/core",
+        "/dev/mem",
+        "/dev/kmem",
+        "/dev/port",
+        "/dev/stdout",
+        "/dev/stderr",
+        "/dev/fd/0",
+        "/dev/fd/1",
+        "/dev/fd/2",
+    ];
+    const PER_PROCESS: &[&str] = &[
+        "environ",
+        "cmdline",
+        "auxv",
+        "maps",
+        "smaps",
+        "smaps_rollup",
+        "numa_maps",
+        "pagemap",
+        "mem",
+        "stat",
+        "statm",
+        "status",
+        "syscall",
+        "stack",
+    ];
+    if FILES.contains(&o) {
+        return true;
+    }
+    let segs: Vec<&str> = o.split('/').skip(1).collect();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match segs.as_slice() {
+        // eO: a /proc cwd or fd link, or /dev/fd/N or /dev/std*, used as a folder
+        ["proc", _, "cwd", _, ..] => true,
+        ["proc", _, "fd", n, _, ..] | ["dev", "fd", n, _, ..] if digits(n) => true,
+        ["dev", "stdin" | "stdout" | "stderr", _, ..] => true,
+        // nO: terminals
+        ["dev", "pts", n] if digits(n) || *n == "ptmx" => true,
+        ["dev", "ptmx"] => true,
+        ["dev", t] if t.starts_with("tty") => true,
+        // tO: map_files
+        ["proc", _, "map_files", ..] => true,
+        // sO and the standard streams of any process
+        ["proc", _, "fd", n] if digits(n) => true,
+        ["proc", _, f] if PER_PROCESS.contains(f) => true,
+        _ => false,
+    }
+}
+
 /// JS: `qc` + `HZr` — strip a leading `---` block and read its `paths:`.
 ///
 /// The block is matched like Claude Code's `/^---\s*\n([\s\S]*?)---\s*\n?/` on the text

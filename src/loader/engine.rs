@@ -450,6 +450,26 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         if is_special_path(&real.to_string_lossy()) {
             return None;
         }
+        let device = [&f.path, &real]
+            .iter()
+            .any(|p| content::is_device_or_process_file(&p.to_string_lossy()));
+        if device {
+            if report {
+                let msg = format!(
+                    "{} is a device or process file; Claude Code never reads those",
+                    f.path.display()
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::ImportNotAFile,
+                    &f.path,
+                    written,
+                    importer,
+                    msg,
+                );
+            }
+            return None;
+        }
         if f.depth > 0 && !include_external && !is_within(&real, &self.cwd) {
             if report {
                 let msg = format!(
