@@ -61,6 +61,14 @@ fn markdownish() -> impl Strategy<Value = String> {
     prop::collection::vec(frag, 0..60).prop_map(|v| v.concat())
 }
 
+/// `text` with every `<!--` broken up (repeatedly: `<!---` becomes `<!--` again).
+fn no_comment(mut text: String) -> String {
+    while text.contains("<!--") {
+        text = text.replace("<!--", "<!-");
+    }
+    text
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -85,8 +93,7 @@ proptest! {
     }
 
     #[test]
-    fn text_without_comments_keeps_its_body(text in markdownish()) {
-        prop_assume!(!text.contains("<!--"));
+    fn text_without_comments_keeps_its_body(text in markdownish().prop_map(no_comment)) {
         prop_assert_eq!(scan_markdown(&text).unwrap().body, text);
     }
 }
@@ -178,10 +185,13 @@ proptest! {
             clawmd::loader::ExternalImports::Denied
         };
         let memory = load(&HostFs, &opts).unwrap();
+        // Each printed path appears once. (A real file can appear twice: the AGENTS.md plugin
+        // keeps its own "already loaded" set, so a user file that links to a file an
+        // AGENTS.md imports shows up twice in Claude Code too: case 36.)
         let mut seen = HashSet::new();
         for f in &memory.files {
             prop_assert!(f.depth < MAX_IMPORT_DEPTH);
-            prop_assert!(seen.insert(f.real_path.clone()), "{} loaded twice", f.real_path.display());
+            prop_assert!(seen.insert(f.path.clone()), "{} printed twice", f.path.display());
             prop_assert!(!f.body.trim().is_empty());
         }
         let _ = render(&memory, clawmd::loader::Format::Flat);
