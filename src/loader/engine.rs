@@ -1,11 +1,11 @@
-//! The loading algorithm: discovery, the import worklist, rules folders and the AGENTS.md
-//! fallback, in Claude Code 2.1.328's order.
+//! The loading algorithm: discovery, the import worklist and the reads, in Claude Code
+//! 2.1.328's order.
 //!
 //! This mirrors Claude Code's own functions (named in comments: `XZr` the walk, `Zne` one
-//! file and its imports, `VHe` a rules folder, `FGo`/`SOo` the AGENTS.md plugin), with two
-//! deliberate differences: imports are followed with an explicit stack instead of recursion
-//! (so no input can overflow the stack), and every file that is dropped leaves a
-//! [`Diagnostic`] where Claude Code stays silent.
+//! file and its imports; rules folders are in [`super::rules`], the AGENTS.md plugin in
+//! [`super::agents`]), with two deliberate differences: imports are followed with an
+//! explicit stack instead of recursion (so no input can overflow the stack), and every file
+//! that is dropped leaves a [`Diagnostic`] where Claude Code stays silent.
 
 use std::collections::HashSet;
 use std::io;
@@ -27,9 +27,6 @@ pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 pub const WARN_FILE_CHARS: usize = 40_000;
 /// … and about all memory together longer than this.
 pub const WARN_TOTAL_CHARS: usize = 120_000;
-
-const CLAUDE_NAMES: [&str; 3] = ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"];
-const AGENTS_NAMES: [&str; 2] = ["AGENTS.md", ".claude/AGENTS.md"];
 
 /// A place Claude Code looks for memory, in the order it looks.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -90,7 +87,7 @@ pub fn discover(opts: &LoadOptions) -> Vec<Candidate> {
 }
 
 /// `cwd` and its ancestors, root-most first, without `/` itself.
-fn walk_dirs(cwd: &Path) -> Vec<PathBuf> {
+pub(super) fn walk_dirs(cwd: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = normalize(cwd)
         .ancestors()
         .filter(|d| d.parent().is_some())
@@ -159,7 +156,7 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
 }
 
 /// `claudeMdExcludes`, matched against paths with `/` separators (picomatch, `dot: true`).
-struct Excludes(Option<globset::GlobSet>);
+pub(super) struct Excludes(Option<globset::GlobSet>);
 
 impl Excludes {
     fn new(patterns: &[String]) -> Self {
@@ -174,18 +171,18 @@ impl Excludes {
         Excludes(any.then(|| b.build().ok()).flatten())
     }
 
-    fn matches(&self, path: &Path, kind: MemoryKind) -> bool {
+    pub(super) fn matches(&self, path: &Path, kind: MemoryKind) -> bool {
         kind != MemoryKind::Managed && self.0.as_ref().is_some_and(|g| g.is_match(path))
     }
 }
 
-struct Engine<'a, F: ?Sized> {
-    fs: &'a F,
-    opts: &'a LoadOptions,
-    cwd: PathBuf,
-    approved: bool,
-    excludes: Excludes,
-    diags: Vec<Diagnostic>,
+pub(super) struct Engine<'a, F: ?Sized> {
+    pub(super) fs: &'a F,
+    pub(super) opts: &'a LoadOptions,
+    pub(super) cwd: PathBuf,
+    pub(super) approved: bool,
+    pub(super) excludes: Excludes,
+    pub(super) diags: Vec<Diagnostic>,
 }
 
 /// One pending file of an import tree.
@@ -198,15 +195,35 @@ struct Frame {
 }
 
 /// A file loaded by `load_tree`, with what only the engine needs.
-struct Loaded {
-    file: LoadedFile,
-    conditional: bool,
+pub(super) struct Loaded {
+    pub(super) file: LoadedFile,
+    pub(super) conditional: bool,
+}
+
+/// The file being visited, for diagnostics.
+struct Visit<'a> {
+    frame: &'a Frame,
+    importer: Option<&'a Path>,
+    noise: Noise,
+}
+
+impl Visit<'_> {
+    /// Import problems are reported for imports only: a missing `CLAUDE.md` is normal.
+    fn report(&self) -> bool {
+        self.noise == Noise::Report && self.frame.import.is_some()
+    }
+
+    fn written(&self) -> Option<&str> {
+        self.frame.import.as_deref()
+    }
 }
 
 /// Whether diagnostics are recorded (not for Claude Code's internal probes).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Noise {
+pub(super) enum Noise {
+    /// Record diagnostics.
     Report,
+    /// Do not (Claude Code's own probes, like the AGENTS.md plugin's walk).
     Quiet,
 }
 
@@ -310,7 +327,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn note(
+    pub(super) fn note(
         &mut self,
         severity: Severity,
         code: DiagnosticCode,
@@ -330,7 +347,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
     }
 
     /// JS `Zne` as a worklist: `root` and everything it imports, depth first, in order.
-    fn load_tree(
+    pub(super) fn load_tree(
         &mut self,
         root: &Path,
         kind: MemoryKind,
@@ -415,140 +432,14 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         chain: &[(String, String, Option<usize>)],
         noise: Noise,
     ) -> Option<(Loaded, Vec<(String, PathBuf)>)> {
-        let report = noise == Noise::Report && f.import.is_some();
-        let written = f.import.as_deref();
-        let k = key(&f.path);
-        if processed.contains(&k) {
-            if report {
-                self.note_repeat(f, &k, importer, chain);
-            }
-            return None;
-        }
-        if f.depth >= MAX_IMPORT_DEPTH {
-            if report {
-                let msg = format!(
-                    "@{} is {} imports deep; Claude Code stops at depth {}",
-                    written.unwrap_or(""),
-                    f.depth,
-                    MAX_IMPORT_DEPTH - 1
-                );
-                self.note(
-                    Severity::Warning,
-                    DiagnosticCode::ImportTooDeep,
-                    &f.path,
-                    written,
-                    importer,
-                    msg,
-                );
-            }
-            return None;
-        }
-        if self.excludes.matches(&f.path, kind) || is_special_path(&f.path.to_string_lossy()) {
-            return None;
-        }
-        let (real, via_link) = self.real_path(&f.path, report, written, importer);
-        if is_special_path(&real.to_string_lossy()) {
-            return None;
-        }
-        let device = [&f.path, &real]
-            .iter()
-            .any(|p| content::is_device_or_process_file(&p.to_string_lossy()));
-        if device {
-            if report {
-                let msg = format!(
-                    "{} is a device or process file; Claude Code never reads those",
-                    f.path.display()
-                );
-                self.note(
-                    Severity::Warning,
-                    DiagnosticCode::ImportNotAFile,
-                    &f.path,
-                    written,
-                    importer,
-                    msg,
-                );
-            }
-            return None;
-        }
-        if f.depth > 0 && !include_external && !is_within(&real, &self.cwd) {
-            if report {
-                let msg = format!(
-                    "@{} is a link to {}, outside {}; external imports are not approved, so Claude Code drops it",
-                    written.unwrap_or(""),
-                    real.display(),
-                    self.cwd.display()
-                );
-                self.note(
-                    Severity::Warning,
-                    DiagnosticCode::ImportExternal,
-                    &f.path,
-                    written,
-                    importer,
-                    msg,
-                );
-            }
-            return None;
-        }
-        let real_key = via_link.then(|| key(&real));
-        if real_key.as_ref().is_some_and(|rk| processed.contains(rk)) {
-            if report {
-                self.note_repeat(f, real_key.as_deref().unwrap_or(""), importer, chain);
-            }
-            return None;
-        }
-        processed.insert(k);
-        processed.extend(real_key);
-        let text = self.read_text(f, importer, report, noise)?;
-        if !paths::is_text_path(&f.path) {
-            if report {
-                let msg = format!(
-                    "@{} does not have an extension Claude Code reads as text; it is skipped",
-                    written.unwrap_or("")
-                );
-                self.note(
-                    Severity::Warning,
-                    DiagnosticCode::ImportNotText,
-                    &f.path,
-                    written,
-                    importer,
-                    msg,
-                );
-            }
-            return None;
-        }
-        let parsed = match content::parse(&text) {
-            Ok(p) => p,
-            Err(e) => {
-                if noise == Noise::Report {
-                    self.note(
-                        Severity::Warning,
-                        DiagnosticCode::FileUnparsable,
-                        &f.path,
-                        written,
-                        importer,
-                        e.to_string(),
-                    );
-                }
-                return None;
-            }
+        let v = Visit {
+            frame: f,
+            importer,
+            noise,
         };
-        if js_trim(&parsed.body).is_empty() {
-            if noise == Noise::Report {
-                let msg = "is empty once frontmatter and comments are removed: Claude Code skips it and follows none of its imports".to_string();
-                self.note(
-                    Severity::Info,
-                    DiagnosticCode::FileEmpty,
-                    &f.path,
-                    written,
-                    importer,
-                    msg,
-                );
-            }
-            return None;
-        }
-        if noise == Noise::Report {
-            self.note_ignored(&f.path, &parsed.ignored);
-        }
+        let real = self.admit(&v, kind, include_external, processed, chain)?;
+        let text = self.read_text(f, importer, v.report(), noise)?;
+        let parsed = self.parse_text(&v, &text)?;
         let base = real.parent().unwrap_or(Path::new("/")).to_path_buf();
         let home = self.opts.home.clone();
         let imports = parsed
@@ -566,13 +457,131 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             depth: f.depth,
             body: parsed.body,
         };
-        Some((
-            Loaded {
-                file,
-                conditional: parsed.paths.is_some(),
-            },
-            imports,
-        ))
+        let conditional = parsed.paths.is_some();
+        Some((Loaded { file, conditional }, imports))
+    }
+
+    /// The checks before reading (already loaded, depth, excludes, special and device
+    /// files, the external rule); on success the file is marked as loaded and its real path
+    /// returned.
+    fn admit(
+        &mut self,
+        v: &Visit<'_>,
+        kind: MemoryKind,
+        include_external: bool,
+        processed: &mut HashSet<String>,
+        chain: &[(String, String, Option<usize>)],
+    ) -> Option<PathBuf> {
+        let f = v.frame;
+        let k = key(&f.path);
+        if processed.contains(&k) {
+            if v.report() {
+                self.note_repeat(f, &k, v.importer, chain);
+            }
+            return None;
+        }
+        if f.depth >= MAX_IMPORT_DEPTH {
+            let msg = format!(
+                "is {} imports deep; Claude Code stops at depth {}",
+                f.depth,
+                MAX_IMPORT_DEPTH - 1
+            );
+            self.warn(v, DiagnosticCode::ImportTooDeep, msg);
+            return None;
+        }
+        if self.excludes.matches(&f.path, kind) || is_special_path(&f.path.to_string_lossy()) {
+            return None;
+        }
+        let (real, via_link) = self.real_path(&f.path, v.report(), v.written(), v.importer);
+        if is_special_path(&real.to_string_lossy()) {
+            return None;
+        }
+        if [&f.path, &real]
+            .iter()
+            .any(|p| content::is_device_or_process_file(&p.to_string_lossy()))
+        {
+            self.warn(
+                v,
+                DiagnosticCode::ImportNotAFile,
+                "is a device or process file; Claude Code never reads those".into(),
+            );
+            return None;
+        }
+        if f.depth > 0 && !include_external && !is_within(&real, &self.cwd) {
+            let msg = format!(
+                "is a link to {}, outside {}; external imports are not approved, so Claude Code drops it",
+                real.display(),
+                self.cwd.display()
+            );
+            self.warn(v, DiagnosticCode::ImportExternal, msg);
+            return None;
+        }
+        let real_key = via_link.then(|| key(&real));
+        if let Some(rk) = real_key.as_ref().filter(|rk| processed.contains(*rk)) {
+            if v.report() {
+                self.note_repeat(f, rk, v.importer, chain);
+            }
+            return None;
+        }
+        processed.insert(k);
+        processed.extend(real_key);
+        Some(real)
+    }
+
+    /// JS `Pht`: the extension check, then frontmatter, comments and imports.
+    fn parse_text(&mut self, v: &Visit<'_>, text: &str) -> Option<content::ParsedFile> {
+        let f = v.frame;
+        if !paths::is_text_path(&f.path) {
+            self.warn(
+                v,
+                DiagnosticCode::ImportNotText,
+                "does not have an extension Claude Code reads as text; it is skipped".into(),
+            );
+            return None;
+        }
+        let parsed = match content::parse(text) {
+            Ok(p) => p,
+            Err(e) => {
+                self.note_file(
+                    v,
+                    Severity::Warning,
+                    DiagnosticCode::FileUnparsable,
+                    e.to_string(),
+                );
+                return None;
+            }
+        };
+        if js_trim(&parsed.body).is_empty() {
+            let msg = "is empty once frontmatter and comments are removed: Claude Code skips it and follows none of its imports";
+            self.note_file(v, Severity::Info, DiagnosticCode::FileEmpty, msg.into());
+            return None;
+        }
+        if v.noise == Noise::Report {
+            self.note_ignored(&f.path, &parsed.ignored);
+        }
+        Some(parsed)
+    }
+
+    /// A warning about an import (only for imports, only when reporting).
+    fn warn(&mut self, v: &Visit<'_>, code: DiagnosticCode, what: String) {
+        if v.report() {
+            let msg = format!("@{} {what}", v.written().unwrap_or(""));
+            self.note(
+                Severity::Warning,
+                code,
+                &v.frame.path,
+                v.written(),
+                v.importer,
+                msg,
+            );
+        }
+    }
+
+    /// A note about the file itself (any file, when reporting).
+    fn note_file(&mut self, v: &Visit<'_>, severity: Severity, code: DiagnosticCode, msg: String) {
+        if v.noise == Noise::Report {
+            self.note(severity, code, &v.frame.path, v.written(), v.importer, msg);
+        }
     }
 
     fn note_repeat(
@@ -709,254 +718,6 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         None
     }
 
-    /// JS `VHe`: every `*.md` under a rules folder, in directory order, subfolders in place;
-    /// files with `paths:` frontmatter are conditional and not loaded now.
-    fn load_rules(
-        &mut self,
-        dir: &Path,
-        kind: MemoryKind,
-        include_external: bool,
-        processed: &mut HashSet<String>,
-    ) -> Vec<LoadedFile> {
-        let mut out = Vec::new();
-        let mut visited: HashSet<String> = HashSet::new();
-        // A stack of folders being listed: (listed path, shown-as path, entries, next index).
-        let mut stack: Vec<RulesDir> = Vec::new();
-        if let Some(top) =
-            self.open_rules_dir(dir, None, kind, include_external, true, &mut visited)
-        {
-            stack.push(top);
-        }
-        while let Some(top) = stack.last_mut() {
-            let Some(entry) = top.entries.get(top.next).cloned() else {
-                stack.pop();
-                continue;
-            };
-            top.next += 1;
-            let (dir_path, shown_dir, real_dir) =
-                (top.path.clone(), top.shown.clone(), top.real.clone());
-            let name = entry.name.to_string_lossy().into_owned();
-            let en = dir_path.join(&entry.name);
-            let (zt, is_link, canonical) = match self.fs.canonicalize(&en) {
-                Ok(r) => (r.clone(), r != en, true),
-                Err(_) => (en.clone(), false, false),
-            };
-            let pn = shown_dir.join(&entry.name);
-            if (pn != zt && self.excludes.matches(&pn, kind))
-                || is_special_path(&zt.to_string_lossy())
-            {
-                continue;
-            }
-            let entry_kind = if is_link {
-                self.fs
-                    .metadata(&zt)
-                    .map(|m| m.kind)
-                    .unwrap_or(FileKind::Other)
-            } else {
-                entry.kind
-            };
-            let elsewhere = canonical
-                && real_dir.as_ref().is_some_and(|r| zt != r.join(&entry.name))
-                && !is_within(&zt, &self.cwd);
-            if elsewhere
-                && !include_external
-                && matches!(entry_kind, FileKind::Dir | FileKind::File)
-            {
-                let msg = format!(
-                    "rule {} links outside {} and external imports are not approved: skipped",
-                    pn.display(),
-                    self.cwd.display()
-                );
-                self.note(
-                    Severity::Warning,
-                    DiagnosticCode::RuleExternal,
-                    &pn,
-                    None,
-                    None,
-                    msg,
-                );
-                continue;
-            }
-            match entry_kind {
-                FileKind::Dir => {
-                    let shown = (pn != zt).then_some(pn);
-                    if let Some(sub) =
-                        self.open_rules_dir(&zt, shown, kind, include_external, false, &mut visited)
-                    {
-                        stack.push(sub);
-                    }
-                }
-                FileKind::File if name.ends_with(".md") => {
-                    let loaded = self.load_tree(
-                        &zt,
-                        kind,
-                        include_external,
-                        Origin::Rule,
-                        processed,
-                        Noise::Report,
-                    );
-                    for l in loaded {
-                        if l.conditional {
-                            let msg = "has `paths:` frontmatter: Claude Code loads it only when it reads a matching file, not at start-up".to_string();
-                            self.note(
-                                Severity::Info,
-                                DiagnosticCode::ConditionalRule,
-                                &l.file.path,
-                                None,
-                                None,
-                                msg,
-                            );
-                        } else {
-                            out.push(l.file);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-
-    /// Prepare one rules folder for listing, or `None` when it is skipped or unreadable.
-    fn open_rules_dir(
-        &mut self,
-        dir: &Path,
-        shown: Option<PathBuf>,
-        kind: MemoryKind,
-        include_external: bool,
-        top: bool,
-        visited: &mut HashSet<String>,
-    ) -> Option<RulesDir> {
-        if visited.contains(&key(dir)) {
-            return None;
-        }
-        let (real, is_link, canonical) = match self.fs.canonicalize(dir) {
-            Ok(r) => (r.clone(), r != dir, true),
-            Err(_) => (dir.to_path_buf(), false, false),
-        };
-        if is_special_path(&real.to_string_lossy()) {
-            return None;
-        }
-        visited.insert(key(dir));
-        if is_link {
-            visited.insert(key(&real));
-        }
-        if top && !include_external && kind != MemoryKind::User && !is_within(&real, &self.cwd) {
-            let dir_is_link = self.is_symlink(dir);
-            let dot_claude_is_link =
-                kind == MemoryKind::Project && dir.parent().is_some_and(|p| self.is_symlink(p));
-            if dir_is_link || dot_claude_is_link {
-                let msg = format!(
-                    "{} links outside {} and external imports are not approved: its rules are skipped",
-                    dir.display(),
-                    self.cwd.display()
-                );
-                self.note(
-                    Severity::Warning,
-                    DiagnosticCode::RuleExternal,
-                    dir,
-                    None,
-                    None,
-                    msg,
-                );
-                return None;
-            }
-        }
-        let entries = self.fs.read_dir(&real).ok()?;
-        Some(RulesDir {
-            path: dir.to_path_buf(),
-            shown: shown.unwrap_or_else(|| dir.to_path_buf()),
-            real: canonical.then_some(real),
-            entries,
-            next: 0,
-        })
-    }
-
-    fn is_symlink(&self, p: &Path) -> bool {
-        self.fs
-            .symlink_metadata(p)
-            .is_ok_and(|m| m.kind == FileKind::Symlink)
-    }
-
-    /// Claude Code's built-in AGENTS.md plugin (`cc-plugin-agents-md`).
-    fn agents_md(&mut self, files: &mut Vec<LoadedFile>) {
-        if self.opts.agents_md == AgentsMd::Never || !self.opts.load_project {
-            return;
-        }
-        if self.opts.agents_md == AgentsMd::Fallback && self.is_claude_project(files) {
-            return;
-        }
-        let found = self.ancestors(&AGENTS_NAMES);
-        let fresh = dedupe_against(found, files);
-        if fresh.is_empty() {
-            return;
-        }
-        if self.opts.agents_md == AgentsMd::Fallback {
-            for f in fresh.iter().filter(|f| f.0.parent.is_none()) {
-                let msg = "no CLAUDE.md at or above the working directory, so Claude Code loads this AGENTS.md instead".to_string();
-                self.note(
-                    Severity::Info,
-                    DiagnosticCode::AgentsMdFallback,
-                    &f.0.path,
-                    None,
-                    None,
-                    msg,
-                );
-            }
-        }
-        insert_by_project_dir(files, fresh);
-    }
-
-    /// Is there a CLAUDE.md (or `.claude/CLAUDE.md`, `CLAUDE.local.md`) with content at or
-    /// above the working directory?
-    fn is_claude_project(&mut self, files: &[LoadedFile]) -> bool {
-        let own = files.iter().any(|f| {
-            matches!(f.kind, MemoryKind::Project | MemoryKind::Local)
-                && f.parent.is_none()
-                && CLAUDE_NAMES
-                    .iter()
-                    .any(|n| f.path.to_string_lossy().ends_with(&format!("/{n}")))
-                && {
-                    let dir = paths::project_dir_of(&f.path);
-                    dir == self.cwd || paths::is_below(&self.cwd, &dir)
-                }
-        });
-        own || !self.ancestors(&CLAUDE_NAMES).is_empty()
-    }
-
-    /// JS `FGo`: load `names` in every directory from the root-most ancestor down, with a
-    /// fresh "already loaded" set; each main file with its imports (chain root, files).
-    fn ancestors(&mut self, names: &[&str]) -> Vec<(LoadedFile, PathBuf)> {
-        let mut processed: HashSet<String> = HashSet::new();
-        if let Some(m) = &self.opts.managed_dir {
-            processed.insert(key(&m.join("CLAUDE.md")));
-        }
-        if let Some(u) = self.opts.user_dir() {
-            processed.insert(key(&u.join("CLAUDE.md")));
-        }
-        let mut out = Vec::new();
-        for dir in walk_dirs(&self.cwd) {
-            for name in names {
-                let path = dir.join(name);
-                if self.excludes.matches(&path, MemoryKind::Project) {
-                    continue;
-                }
-                let loaded = self.load_tree(
-                    &path,
-                    MemoryKind::Project,
-                    self.approved,
-                    Origin::AgentsMd,
-                    &mut processed,
-                    Noise::Quiet,
-                );
-                for l in loaded {
-                    out.push((l.file, path.clone()));
-                }
-            }
-        }
-        out
-    }
-
     fn size_warnings(&mut self, files: &[LoadedFile]) {
         let mut total = 0;
         for f in files {
@@ -994,14 +755,6 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
     }
 }
 
-struct RulesDir {
-    path: PathBuf,
-    shown: PathBuf,
-    real: Option<PathBuf>,
-    entries: Vec<super::fs::DirEntry>,
-    next: usize,
-}
-
 /// Bytes to text as Claude Code sees them: UTF-8 with U+FFFD for invalid sequences, and
 /// every CRLF or lone CR turned into LF (observed: case 19).
 fn decode(bytes: &[u8]) -> String {
@@ -1022,73 +775,4 @@ fn is_missing(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
     )
-}
-
-/// JS `fKn`: drop AGENTS files already loaded (same path) or identical to a loaded
-/// project or local file (same trimmed text).
-fn dedupe_against(
-    found: Vec<(LoadedFile, PathBuf)>,
-    files: &[LoadedFile],
-) -> Vec<(LoadedFile, PathBuf)> {
-    let mut seen: HashSet<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
-    let texts: HashSet<&str> = files
-        .iter()
-        .filter(|f| matches!(f.kind, MemoryKind::Project | MemoryKind::Local))
-        .map(|f| js_trim(&f.body))
-        .collect();
-    let mut out = Vec::new();
-    for (f, root) in found {
-        let t = js_trim(&f.body);
-        if seen.contains(&f.path) || (!t.is_empty() && texts.contains(t)) {
-            continue;
-        }
-        seen.insert(f.path.clone());
-        out.push((f, root));
-    }
-    out
-}
-
-/// JS `SOo`/`R0s`: insert each project folder's AGENTS files before the first project or
-/// local file from a deeper folder, else after the last project or local file.
-fn insert_by_project_dir(files: &mut Vec<LoadedFile>, fresh: Vec<(LoadedFile, PathBuf)>) {
-    let mut groups: Vec<(PathBuf, Vec<LoadedFile>)> = Vec::new();
-    for (f, root) in fresh {
-        let dir = paths::project_dir_of(&root);
-        match groups.iter_mut().find(|(d, _)| *d == dir) {
-            Some((_, g)) => g.push(f),
-            None => groups.push((dir, vec![f])),
-        }
-    }
-    for (dir, group) in groups {
-        let at = insertion_index(files, &dir);
-        files.splice(at..at, group);
-    }
-}
-
-fn insertion_index(files: &[LoadedFile], dir: &Path) -> usize {
-    let is_own = |f: &LoadedFile| matches!(f.kind, MemoryKind::Project | MemoryKind::Local);
-    let chain_root = |f: &LoadedFile| {
-        let mut cur = f;
-        let mut seen = HashSet::new();
-        while let Some(p) = &cur.parent {
-            if !seen.insert(p.clone()) {
-                break;
-            }
-            match files.iter().find(|g| &g.path == p) {
-                Some(g) => cur = g,
-                None => return p.clone(),
-            }
-        }
-        cur.path.clone()
-    };
-    if let Some(i) = files
-        .iter()
-        .position(|f| is_own(f) && paths::is_below(&paths::project_dir_of(&chain_root(f)), dir))
-    {
-        return i;
-    }
-    files
-        .iter()
-        .rposition(is_own)
-        .map_or(files.len(), |i| i + 1)
 }

@@ -29,6 +29,7 @@
 //!
 //! The rules, and the conformance case that proves each, are in `docs/loader.md`.
 
+mod agents;
 pub mod content;
 mod engine;
 pub mod fs;
@@ -37,6 +38,7 @@ mod model;
 pub mod mounted;
 pub mod paths;
 mod render;
+mod rules;
 
 pub use engine::{
     Candidate, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, WARN_FILE_CHARS, WARN_TOTAL_CHARS, discover, load,

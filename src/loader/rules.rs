@@ -1,0 +1,195 @@
+//! `.claude/rules` folders (JS `VHe`): every `*.md` below, in directory order, subfolders in
+//! place, conditional rules (`paths:` frontmatter) held back, links leaving the working
+//! directory refused unless external imports are approved.
+//!
+//! Kept apart from the engine because the folder walk has its own state (a stack of open
+//! folders, the folders already visited) and its own symlink rules.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::content::is_special_path;
+use super::engine::{Engine, Noise};
+use super::fs::{DirEntry, FileKind, MemoryFs};
+use super::model::*;
+use super::paths::{is_within, key};
+
+/// A rules folder being listed.
+pub(super) struct RulesDir {
+    path: PathBuf,
+    shown: PathBuf,
+    real: Option<PathBuf>,
+    entries: Vec<DirEntry>,
+    next: usize,
+}
+
+impl<F: MemoryFs + ?Sized> Engine<'_, F> {
+    /// JS `VHe`: every `*.md` under a rules folder, in directory order, subfolders in place;
+    /// files with `paths:` frontmatter are conditional and not loaded now.
+    pub(super) fn load_rules(
+        &mut self,
+        dir: &Path,
+        kind: MemoryKind,
+        include_external: bool,
+        processed: &mut HashSet<String>,
+    ) -> Vec<LoadedFile> {
+        let mut out = Vec::new();
+        let mut visited: HashSet<String> = HashSet::new();
+        // A stack of folders being listed: (listed path, shown-as path, entries, next index).
+        let mut stack: Vec<RulesDir> = Vec::new();
+        if let Some(top) =
+            self.open_rules_dir(dir, None, kind, include_external, true, &mut visited)
+        {
+            stack.push(top);
+        }
+        while let Some(top) = stack.last_mut() {
+            let Some(entry) = top.entries.get(top.next).cloned() else {
+                stack.pop();
+                continue;
+            };
+            top.next += 1;
+            let (dir_path, shown_dir, real_dir) =
+                (top.path.clone(), top.shown.clone(), top.real.clone());
+            let name = entry.name.to_string_lossy().into_owned();
+            let en = dir_path.join(&entry.name);
+            let (zt, is_link, canonical) = match self.fs.canonicalize(&en) {
+                Ok(r) => (r.clone(), r != en, true),
+                Err(_) => (en.clone(), false, false),
+            };
+            let pn = shown_dir.join(&entry.name);
+            if (pn != zt && self.excludes.matches(&pn, kind))
+                || is_special_path(&zt.to_string_lossy())
+            {
+                continue;
+            }
+            let entry_kind = if is_link {
+                self.fs
+                    .metadata(&zt)
+                    .map(|m| m.kind)
+                    .unwrap_or(FileKind::Other)
+            } else {
+                entry.kind
+            };
+            let elsewhere = canonical
+                && real_dir.as_ref().is_some_and(|r| zt != r.join(&entry.name))
+                && !is_within(&zt, &self.cwd);
+            if elsewhere
+                && !include_external
+                && matches!(entry_kind, FileKind::Dir | FileKind::File)
+            {
+                let msg = format!(
+                    "rule {} links outside {} and external imports are not approved: skipped",
+                    pn.display(),
+                    self.cwd.display()
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::RuleExternal,
+                    &pn,
+                    None,
+                    None,
+                    msg,
+                );
+                continue;
+            }
+            match entry_kind {
+                FileKind::Dir => {
+                    let shown = (pn != zt).then_some(pn);
+                    if let Some(sub) =
+                        self.open_rules_dir(&zt, shown, kind, include_external, false, &mut visited)
+                    {
+                        stack.push(sub);
+                    }
+                }
+                FileKind::File if name.ends_with(".md") => {
+                    let loaded = self.load_tree(
+                        &zt,
+                        kind,
+                        include_external,
+                        Origin::Rule,
+                        processed,
+                        Noise::Report,
+                    );
+                    for l in loaded {
+                        if l.conditional {
+                            let msg = "has `paths:` frontmatter: Claude Code loads it only when it reads a matching file, not at start-up".to_string();
+                            self.note(
+                                Severity::Info,
+                                DiagnosticCode::ConditionalRule,
+                                &l.file.path,
+                                None,
+                                None,
+                                msg,
+                            );
+                        } else {
+                            out.push(l.file);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Prepare one rules folder for listing, or `None` when it is skipped or unreadable.
+    fn open_rules_dir(
+        &mut self,
+        dir: &Path,
+        shown: Option<PathBuf>,
+        kind: MemoryKind,
+        include_external: bool,
+        top: bool,
+        visited: &mut HashSet<String>,
+    ) -> Option<RulesDir> {
+        if visited.contains(&key(dir)) {
+            return None;
+        }
+        let (real, is_link, canonical) = match self.fs.canonicalize(dir) {
+            Ok(r) => (r.clone(), r != dir, true),
+            Err(_) => (dir.to_path_buf(), false, false),
+        };
+        if is_special_path(&real.to_string_lossy()) {
+            return None;
+        }
+        visited.insert(key(dir));
+        if is_link {
+            visited.insert(key(&real));
+        }
+        if top && !include_external && kind != MemoryKind::User && !is_within(&real, &self.cwd) {
+            let dir_is_link = self.is_symlink(dir);
+            let dot_claude_is_link =
+                kind == MemoryKind::Project && dir.parent().is_some_and(|p| self.is_symlink(p));
+            if dir_is_link || dot_claude_is_link {
+                let msg = format!(
+                    "{} links outside {} and external imports are not approved: its rules are skipped",
+                    dir.display(),
+                    self.cwd.display()
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::RuleExternal,
+                    dir,
+                    None,
+                    None,
+                    msg,
+                );
+                return None;
+            }
+        }
+        let entries = self.fs.read_dir(&real).ok()?;
+        Some(RulesDir {
+            path: dir.to_path_buf(),
+            shown: shown.unwrap_or_else(|| dir.to_path_buf()),
+            real: canonical.then_some(real),
+            entries,
+            next: 0,
+        })
+    }
+
+    fn is_symlink(&self, p: &Path) -> bool {
+        self.fs
+            .symlink_metadata(p)
+            .is_ok_and(|m| m.kind == FileKind::Symlink)
+    }
+}
