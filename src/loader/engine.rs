@@ -147,6 +147,13 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         engine.excludes = Excludes::new(&patterns);
     }
     let files = engine.run();
+    tracing::debug!(
+        cwd = %engine.cwd.display(),
+        files = files.len(),
+        diagnostics = engine.diags.len(),
+        approved = engine.approved,
+        "memory loaded"
+    );
     Ok(Memory {
         cwd: engine.cwd,
         external_imports_approved: engine.approved,
@@ -336,6 +343,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         from: Option<&Path>,
         message: String,
     ) {
+        tracing::debug!(?code, path = %path.display(), %message, "memory diagnostic");
         self.diags.push(Diagnostic {
             severity,
             code,
