@@ -11,8 +11,8 @@ use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, NodeKind, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::names::validate_name;
-use crate::plan::{Delivery, Sources, plan_group};
-use crate::reconcile::{apply, diff};
+use crate::plan::{Delivery, GroupPlan, Sources, plan_group};
+use crate::reconcile::{Step, apply, diff};
 use crate::report::{ComposeReport, GroupReport, WarningReport};
 
 /// The largest shared source (`container/CLAUDE.md`, a skill's `instructions.md`) clawmd copies.
@@ -192,16 +192,65 @@ pub fn compose_group(
         problem,
     })?;
     let group_path = layout.group_dir(group);
-    if matches!(std::fs::symlink_metadata(&group_path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-    {
-        return Err(GroupError::Missing { path: group_path });
+    // A first look without the lock: a group that is already right (the common case at every
+    // spawn) is reported unchanged without taking the lock or writing anything. Anything else
+    // is looked at again under the lock, since another run may be changing it.
+    match look(layout, sources, &group_path, options, false) {
+        Ok(first) if options.dry_run || first.steps.iter().all(is_keep) => {
+            return Ok(GroupReport::from_steps(
+                group,
+                &first.steps,
+                &first.plan.warnings,
+            ));
+        }
+        Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => {
+            return Err(err);
+        }
+        // Changes to make, or a failure that may come from another run changing the group
+        // right now: look again under the lock.
+        Ok(_) | Err(_) => {}
     }
-    let _lock = if options.dry_run {
-        None
-    } else {
-        Some(fsops::lock(&layout.lock_file(group), options.lock_timeout)?)
+    let _lock = fsops::lock(&layout.lock_file(group), options.lock_timeout)?;
+    let Look {
+        dir,
+        fragments,
+        plan,
+        steps,
+    } = look(layout, sources, &group_path, options, true)?;
+    let fragments = fragments.expect("open_child with create returns a folder or an error");
+    apply(&dir, &fragments, &steps)?;
+    Ok(GroupReport::from_steps(group, &steps, &plan.warnings))
+}
+
+fn is_keep(step: &Step) -> bool {
+    matches!(step, Step::Keep { .. })
+}
+
+/// A group as found on disk, with its plan and the steps that would bring it there.
+struct Look {
+    dir: SafeDir,
+    fragments: Option<SafeDir>,
+    plan: GroupPlan,
+    steps: Vec<Step>,
+}
+
+/// Opens the group, reads its config, plans it and diffs the plan against the disk. `create`
+/// makes `.claude-fragments` when missing (only under the lock).
+fn look(
+    layout: &Layout,
+    sources: &Sources,
+    group_path: &std::path::Path,
+    options: &ComposeOptions,
+    create: bool,
+) -> Result<Look, GroupError> {
+    let dir = match SafeDir::open(group_path) {
+        Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(GroupError::Missing {
+                path: group_path.to_owned(),
+            });
+        }
+        other => other?,
     };
-    let dir = SafeDir::open(&group_path)?;
     let config = read_config(&dir)?;
     let plan = plan_group(layout, &config, sources, options.delivery).map_err(|source| {
         GroupError::Collision {
@@ -209,15 +258,14 @@ pub fn compose_group(
             source,
         }
     })?;
-    let fragments = dir.open_child(names::FRAGMENTS, !options.dry_run)?;
+    let fragments = dir.open_child(names::FRAGMENTS, create)?;
     let steps = diff(&dir, fragments.as_ref(), &plan)?;
-    if !options.dry_run {
-        let fragments = fragments
-            .as_ref()
-            .expect("created above when not a dry run");
-        apply(&dir, fragments, &steps)?;
-    }
-    Ok(GroupReport::from_steps(group, &steps, &plan.warnings))
+    Ok(Look {
+        dir,
+        fragments,
+        plan,
+        steps,
+    })
 }
 
 /// Reads and parses the group's `container.json` (never through a symlink); missing means

@@ -303,7 +303,7 @@ impl SafeDir {
                 fix: "replace it with a regular file".to_owned(),
             });
         }
-        read_limited(std::fs::File::from(fd), &path, limit).map(Some)
+        read_limited(std::fs::File::from(fd), &path, stat.st_size as u64, limit).map(Some)
     }
 
     /// The names in this directory, sorted. Names that are not valid UTF-8 are returned lossily
@@ -483,27 +483,41 @@ pub fn is_temp_name(name: &str) -> bool {
 /// `None` when it is missing.
 pub fn read_host_file(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     match std::fs::File::open(path) {
-        Ok(file) => read_limited(file, path, limit).map(Some),
+        Ok(file) => {
+            let size = file
+                .metadata()
+                .map_err(|err| FsError::io("inspect", path, err))?
+                .len();
+            read_limited(file, path, size, limit).map(Some)
+        }
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(FsError::io("open", path, err)),
     }
 }
 
-fn read_limited(file: std::fs::File, path: &Path, limit: u64) -> Result<Vec<u8>> {
-    let size = file.metadata().map_or(0, |meta| meta.len());
-    let mut bytes = Vec::with_capacity(size.min(limit) as usize + 1);
+/// Reads the whole file, at most `limit` bytes; `size` is its size from `fstat`, used to refuse
+/// an oversized file without reading it and to read the rest in one go.
+fn read_limited(file: std::fs::File, path: &Path, size: u64, limit: u64) -> Result<Vec<u8>> {
+    if size > limit {
+        return Err(too_large(path, limit));
+    }
+    let mut bytes = Vec::with_capacity(size as usize + 1);
     file.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|err| FsError::io("read", path, err))?;
     if bytes.len() as u64 > limit {
-        return Err(FsError::TooLarge {
-            path: path.to_owned(),
-            limit,
-            fix: "shrink the file; memory files this large would not fit in the agent's context"
-                .to_owned(),
-        });
+        return Err(too_large(path, limit));
     }
     Ok(bytes)
+}
+
+fn too_large(path: &Path, limit: u64) -> FsError {
+    FsError::TooLarge {
+        path: path.to_owned(),
+        limit,
+        fix: "shrink the file; memory files this large would not fit in the agent's context"
+            .to_owned(),
+    }
 }
 
 fn kind_of_mode(mode: u32) -> NodeKind {
