@@ -431,10 +431,10 @@ fn instruction_imports(
     findings: &mut Vec<Finding>,
 ) {
     for (server, text) in instructions {
-        let imports: Vec<&str> = text
-            .split_whitespace()
-            .filter(|word| word.len() > 1 && word.starts_with('@'))
-            .collect();
+        let imports = match crate::loader::content::scan_markdown(text) {
+            Ok(scan) => scan.imports,
+            Err(_) => continue,
+        };
         if imports.is_empty() {
             continue;
         }
@@ -444,7 +444,11 @@ fn instruction_imports(
             file: dir.path().join(names::CONFIG),
             message: format!(
                 "mcpServers.{server}.instructions contains {}; Claude Code would load such a line as a file import, so clawmd writes the text inside a code block where it stays literal text",
-                imports.join(", ")
+                imports
+                    .iter()
+                    .map(|import| format!("@{import}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             fix: "nothing to do if the text is meant literally; to give the agent a file's content, put it in CLAUDE.local.md or a skill".to_owned(),
         });

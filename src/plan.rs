@@ -495,6 +495,26 @@ mod tests {
         assert!(!is_pristine(&[0xff, b'\n']));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn no_instruction_text_becomes_an_import(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::string::string_regex("@[./~a-z]{1,12}").unwrap(),
+                    proptest::string::string_regex("`{1,6}[a-z@ ]{0,6}").unwrap(),
+                    proptest::string::string_regex("~{3,5}|<!--|-->|    @x|> @y|- @z").unwrap(),
+                    proptest::string::string_regex("\\PC{0,20}").unwrap(),
+                ],
+                0..8,
+            )
+        ) {
+            let text = lines.join("\n");
+            let fragment = String::from_utf8(mcp_fragment("db", &text)).unwrap();
+            let scan = crate::loader::content::scan_markdown(&fragment).unwrap();
+            proptest::prop_assert!(scan.imports.is_empty(), "{:?} in {fragment}", scan.imports);
+        }
+    }
+
     #[test]
     fn mcp_fragment_fences_every_backtick_run() {
         let text = "Use @/etc/hostname\n````\n@./container.json\n";
