@@ -188,13 +188,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn run_compose(args: ComposeArgs) -> anyhow::Result<ExitCode> {
-    let layout = args.deployment.layout();
-    let selection = if args.all {
+/// The named groups, or all of them with `--all` or when none is named.
+fn selection(groups: &[String], all: bool) -> Selection {
+    if all || groups.is_empty() {
         Selection::All
     } else {
-        Selection::Named(args.groups.clone())
-    };
+        Selection::Named(groups.to_vec())
+    }
+}
+
+fn run_compose(args: ComposeArgs) -> anyhow::Result<ExitCode> {
+    let layout = args.deployment.layout();
+    let selection = selection(&args.groups, args.all);
     let options = ComposeOptions {
         delivery: args.delivery,
         dry_run: args.dry_run,
@@ -215,11 +220,7 @@ fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
 
 fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let layout = args.deployment.layout();
-    let selection = if args.groups.is_empty() {
-        Selection::All
-    } else {
-        Selection::Named(args.groups.clone())
-    };
+    let selection = selection(&args.groups, args.all);
     let options = CheckOptions {
         delivery: args.delivery,
         approve_external: args.approve_external,
