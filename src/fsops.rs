@@ -545,6 +545,12 @@ fn kind_of_path(path: &Path) -> Result<NodeKind> {
     }
 }
 
+/// Creates a host folder and its parents (for trusted host paths such as `container/`).
+pub fn create_dir_all(path: &Path) -> Result<()> {
+    checkpoint("mkdir", path);
+    std::fs::create_dir_all(path).map_err(|err| FsError::io("create directory", path, err))
+}
+
 /// A held per-group lock; released when dropped (or when the process dies).
 #[derive(Debug)]
 pub struct GroupLock {

@@ -4,7 +4,11 @@
 //!   fragments it imports, reconciling the disk to a pure [`plan`] with atomic writes
 //!   ([`fsops`] is the only module that writes).
 //! * [`migrate`] is the one-time, idempotent cutover of legacy groups.
-//! * [`loader`] reproduces how the real Claude Code loads memory, for `render` and `check`.
+//! * [`loader`] reproduces how the real Claude Code loads memory; [`view`] runs it inside a
+//!   group's container (the mount table) for `render`, and [`check`] turns what it finds, and
+//!   the state of the composition, into findings with fixes.
+
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
 pub mod check;
 pub mod compose;

@@ -474,11 +474,7 @@ fn open_or_create_dir(
     dry_run: bool,
 ) -> Result<Option<SafeDir>, GroupError> {
     if !dry_run {
-        std::fs::create_dir_all(path).map_err(|source| FsError::Io {
-            op: "create directory",
-            path: path.to_owned(),
-            source,
-        })?;
+        fsops::create_dir_all(path)?;
     }
     match SafeDir::open(path) {
         Ok(dir) => Ok(Some(dir)),
