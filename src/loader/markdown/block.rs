@@ -447,20 +447,22 @@ fn is_underline_line(line: &str) -> bool {
 }
 
 /// JS: `LJr` — a line that breaks the run between a line and an underline below it.
-fn breaks_setext_run(line: &str) -> bool {
-    if js_is_blank(line) {
-        return true;
-    }
-    let b = line.as_bytes();
-    // (?:[*+-]|\d{1,9}[.)])<space>
+/// `(?:[*+-]|\d{1,9}[.)])<space>` at the start: a bullet or ordered list marker.
+fn starts_with_list_marker(b: &[u8]) -> bool {
     if matches!(b.first(), Some(b'*' | b'+' | b'-')) && b.get(1) == Some(&b' ') {
         return true;
     }
     let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
-    if (1..=9).contains(&digits)
+    (1..=9).contains(&digits)
         && matches!(b.get(digits), Some(b'.' | b')'))
         && b.get(digits + 1) == Some(&b' ')
-    {
+}
+
+fn breaks_setext_run(line: &str) -> bool {
+    if js_is_blank(line) {
+        return true;
+    }
+    if starts_with_list_marker(line.as_bytes()) {
         return true;
     }
     // (?: {4}| {0,3}\t)
@@ -762,14 +764,7 @@ fn plain_line(e: &str, i: usize) -> Option<usize> {
     let b = e.as_bytes();
     let rest = &e[i.min(e.len())..];
     let rb = rest.as_bytes();
-    if matches!(rb.first(), Some(b'-' | b'+' | b'*')) && rb.get(1) == Some(&b' ') {
-        return None;
-    }
-    let digits = rb.iter().take_while(|c| c.is_ascii_digit()).count();
-    if (1..=9).contains(&digits)
-        && matches!(rb.get(digits), Some(b'.' | b')'))
-        && rb.get(digits + 1) == Some(&b' ')
-    {
+    if starts_with_list_marker(rb) {
         return None;
     }
     if rest.starts_with("    ") {
