@@ -1312,7 +1312,12 @@ fn def_line_end(e: &str, o: usize) -> Option<usize> {
 }
 
 /// JS: `Ju` — the closing quote of a title, with backslash escapes and a validity check.
-fn title_close(e: &str, o: usize, close: u8, ok: impl Fn(&str, usize) -> bool) -> Option<usize> {
+pub(super) fn title_close(
+    e: &str,
+    o: usize,
+    close: u8,
+    ok: impl Fn(&str, usize) -> bool,
+) -> Option<usize> {
     let b = e.as_bytes();
     let find = |from: usize| {
         b.get(from..)
@@ -1405,19 +1410,8 @@ fn def(e: &str) -> Option<(String, usize)> {
 
 /// JS: `H_` test.
 fn list_test(e: &str) -> Option<()> {
-    let i = skip_3_spaces(e, 0);
+    let j = marker_end(e, skip_3_spaces(e, 0))?;
     let b = e.as_bytes();
-    let j = match b.get(i) {
-        Some(b'-' | b'+' | b'*') => i + 1,
-        Some(c) if c.is_ascii_digit() => {
-            let n = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-            if n > 9 || !matches!(b.get(i + n), Some(b')' | b'.')) {
-                return None;
-            }
-            i + n + 1
-        }
-        _ => return None,
-    };
     // (?:[\t ][^\n]+)?(?![^\n])
     if at_eol(e, j) {
         return Some(());
@@ -1430,20 +1424,21 @@ fn list_test(e: &str) -> Option<()> {
 
 /// JS: `CI` = `/ {0,3}(?:\d{1,9}[).]|[-+*])(?![^\t\n ])/y` at `o`: end of the marker.
 fn list_marker(e: &str, o: usize) -> Option<usize> {
-    let i = skip_3_spaces(e, o);
+    let j = marker_end(e, skip_3_spaces(e, o))?;
+    matches!(e.as_bytes().get(j), None | Some(b'\t' | b'\n' | b' ')).then_some(j)
+}
+
+/// `[-+*]` or `\d{1,9}[.)]` at `i`: the index after the list marker.
+fn marker_end(e: &str, i: usize) -> Option<usize> {
     let b = e.as_bytes();
-    let j = match b.get(i) {
-        Some(b'-' | b'+' | b'*') => i + 1,
+    match b.get(i) {
+        Some(b'-' | b'+' | b'*') => Some(i + 1),
         Some(c) if c.is_ascii_digit() => {
             let n = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-            if n > 9 || !matches!(b.get(i + n), Some(b')' | b'.')) {
-                return None;
-            }
-            i + n + 1
+            (n <= 9 && matches!(b.get(i + n), Some(b')' | b'.'))).then_some(i + n + 1)
         }
-        _ => return None,
-    };
-    matches!(b.get(j), None | Some(b'\t' | b'\n' | b' ')).then_some(j)
+        _ => None,
+    }
 }
 
 /// JS: `TI` at `r` on a single line (`$` is the end of the line).

@@ -475,26 +475,7 @@ fn link_text_end(e: &str, o: usize) -> Option<usize> {
 
 /// JS: `Ju` specialised for link titles (valid when followed by `\s*)`).
 fn title_end(e: &str, o: usize, close: u8) -> Option<usize> {
-    let b = e.as_bytes();
-    let find = |from: usize| {
-        b.get(from..)
-            .and_then(|r| r.iter().position(|&c| c == close))
-            .map(|p| from + p)
-    };
-    let mut g = find(o + 1);
-    let mut y = None;
-    while let Some(i) = g {
-        y = Some(i);
-        if i == o + 1 || b[i - 1] != b'\\' {
-            break;
-        }
-        g = find(i + 1);
-    }
-    let mut y = y?;
-    while y > o && close_paren_after(e, y + 1).is_none() {
-        y = b[..y].iter().rposition(|&c| c == close)?;
-    }
-    (y > o).then_some(y)
+    super::block::title_close(e, o, close, |e, p| close_paren_after(e, p).is_some())
 }
 
 /// JS: `Z_` — `\s*)` at `o`; returns the index after the `)`.
