@@ -16,11 +16,10 @@
 //! For crash tests, the environment variable `CLAWMD_CRASH_AT=N` aborts the process just before
 //! the N-th disk-changing step (see [`checkpoint`]). It is read once and costs nothing when unset.
 
-use std::ffi::{OsStr, OsString};
-use std::fmt;
+use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -253,20 +252,6 @@ impl SafeDir {
             Err(rustix::io::Errno::NOENT) => Ok(NodeKind::Missing),
             Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
         }
-    }
-
-    /// The state of `name`: a file's bytes (at most `limit`), a link's target, or its kind.
-    pub fn node(&self, name: &str, limit: u64) -> Result<Node> {
-        Ok(match self.kind(name)? {
-            NodeKind::Missing => Node::Missing,
-            NodeKind::Dir => Node::Dir,
-            NodeKind::Other => Node::Other,
-            NodeKind::Symlink => Node::Symlink(self.read_link(name)?),
-            NodeKind::File => match self.read_file(name, limit)? {
-                Some(bytes) => Node::File(bytes),
-                None => Node::Missing,
-            },
-        })
     }
 
     /// The target of the symlink `name` (never followed).
@@ -627,15 +612,6 @@ pub fn checkpoint(step: &str, path: &Path) {
     }
 }
 
-/// Display helper for a name that may not be UTF-8.
-pub struct DisplayName<'a>(pub &'a OsStr);
-
-impl fmt::Display for DisplayName<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", String::from_utf8_lossy(self.0.as_bytes()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -650,7 +626,7 @@ mod tests {
     fn writes_reads_and_replaces_files_atomically() {
         let (_temp, dir) = dir();
         dir.write_file("a.md", b"one").unwrap();
-        assert_eq!(dir.node("a.md", 100).unwrap(), Node::File(b"one".to_vec()));
+        assert_eq!(dir.read_file("a.md", 100).unwrap(), Some(b"one".to_vec()));
         dir.write_file("a.md", b"two").unwrap();
         assert_eq!(dir.read_file("a.md", 100).unwrap(), Some(b"two".to_vec()));
         assert_eq!(dir.list().unwrap(), vec![OsString::from("a.md")]);
@@ -670,10 +646,8 @@ mod tests {
         dir.write_file("x", b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         dir.symlink("x", Path::new("/app/CLAUDE.md")).unwrap();
-        assert_eq!(
-            dir.node("x", 100).unwrap(),
-            Node::Symlink(PathBuf::from("/app/CLAUDE.md"))
-        );
+        assert_eq!(dir.kind("x").unwrap(), NodeKind::Symlink);
+        assert_eq!(dir.read_link("x").unwrap(), Path::new("/app/CLAUDE.md"));
     }
 
     #[test]
