@@ -16,7 +16,6 @@ use crate::fsops::{NodeKind, SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
 use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
-use crate::names::validate_name;
 use crate::plan::{Delivery, Sources, plan_group};
 use crate::reconcile::{Step, diff};
 use crate::report::{REPORT_VERSION, Report};
@@ -321,11 +320,7 @@ fn composition_findings(
     options: &CheckOptions,
     findings: &mut Vec<Finding>,
 ) -> Result<Delivery, GroupError> {
-    validate_name(group).map_err(|problem| GroupError::BadName {
-        name: group.to_owned(),
-        problem,
-    })?;
-    let dir = SafeDir::open(&layout.group_dir(group))?;
+    let dir = SafeDir::open(&layout.checked_group_dir(group)?)?;
     let config = read_config(&dir)?;
     let delivery = match options.delivery {
         Some(delivery) => delivery,

@@ -187,11 +187,7 @@ pub fn compose_group(
     group: &str,
     options: &ComposeOptions,
 ) -> Result<GroupReport, GroupError> {
-    validate_name(group).map_err(|problem| GroupError::BadName {
-        name: group.to_owned(),
-        problem,
-    })?;
-    let group_path = layout.group_dir(group);
+    let group_path = layout.checked_group_dir(group)?;
     // A first look without the lock: a group that is already right (the common case at every
     // spawn) is reported unchanged without taking the lock or writing anything. Anything else
     // is looked at again under the lock, since another run may be changing it.

@@ -18,7 +18,6 @@ use crate::compose::list_groups;
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, NodeKind, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
-use crate::names::validate_name;
 use crate::plan::is_composed;
 use crate::report::{ErrorReport, REPORT_VERSION, Report, Status};
 
@@ -247,14 +246,11 @@ fn migrate_group(
     dry_run: bool,
     lock_timeout: Duration,
 ) -> Result<(Vec<Action>, Vec<String>), GroupError> {
-    validate_name(group).map_err(|problem| GroupError::BadName {
-        name: group.to_owned(),
-        problem,
-    })?;
+    let group_dir = layout.checked_group_dir(group)?;
     let _lock = (!dry_run)
         .then(|| fsops::lock(&layout.lock_file(group), lock_timeout))
         .transpose()?;
-    let dir = SafeDir::open(&layout.group_dir(group))?;
+    let dir = SafeDir::open(&group_dir)?;
     let mut actions = clean_temps(&dir, dry_run, "")?;
     let mut warnings = Vec::new();
 

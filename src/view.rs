@@ -10,7 +10,6 @@ use crate::error::GroupError;
 use crate::layout::Layout;
 use crate::loader::mounted::nanoclaw_mounts;
 use crate::loader::{ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load};
-use crate::names::validate_name;
 
 /// The default `$HOME` of the agent inside the container.
 pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
@@ -80,11 +79,7 @@ pub fn load_group(
     group: &str,
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
-    validate_name(group).map_err(|problem| GroupError::BadName {
-        name: group.to_owned(),
-        problem,
-    })?;
-    let group_dir = layout.group_dir(group);
+    let group_dir = layout.checked_group_dir(group)?;
     if std::fs::symlink_metadata(&group_dir).is_err() {
         return Err(GroupError::Missing { path: group_dir });
     }
