@@ -6,24 +6,12 @@
 //! removal of fragments it no longer imports. A group that is already right yields only
 //! [`Step::Keep`]s, and applying those writes nothing.
 
-use serde::Serialize;
-
 use crate::fsops::{FsError, Node, NodeKind, SafeDir, is_temp_name};
 use crate::layout::names;
 use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_pristine, short_hash};
 
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
 pub const MAX_RESCUE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// What a managed path is, for reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EntryKind {
-    /// A regular file.
-    File,
-    /// A symbolic link.
-    Symlink,
-}
 
 /// One step of reconciling a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
