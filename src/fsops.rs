@@ -268,6 +268,15 @@ impl SafeDir {
         }
     }
 
+    /// The size of `name` (not following a link); 0 when it is missing.
+    pub fn size(&self, name: &str) -> Result<u64> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(stat.st_size as u64),
+            Err(rustix::io::Errno::NOENT) => Ok(0),
+            Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
+        }
+    }
+
     /// The target of the symlink `name` (never followed).
     pub fn read_link(&self, name: &str) -> Result<PathBuf> {
         rustix::fs::readlinkat(&self.fd, name, Vec::new())
