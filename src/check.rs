@@ -79,7 +79,7 @@ pub fn check_group(
             Err(err) => findings.push(group_error_finding(layout, group, &err)),
         }
     }
-    findings.sort_by_key(|f| f.severity);
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     GroupCheck {
         group: group.to_owned(),
         delivery,

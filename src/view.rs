@@ -131,6 +131,7 @@ pub fn delivery_view(memory: &Memory) -> String {
     }
     for diagnostic in &memory.diagnostics {
         let mark = match diagnostic.severity {
+            Severity::Error => "error   ",
             Severity::Warning => "warning ",
             Severity::Info => "note    ",
         };

@@ -82,7 +82,8 @@ impl LoadedFile {
     }
 }
 
-/// How serious a diagnostic is.
+/// How serious a diagnostic or a `check` finding is (the one severity scale of the crate,
+/// from the least serious).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Severity {
@@ -90,6 +91,9 @@ pub enum Severity {
     Info,
     /// Something the author wrote will not reach the agent (or will be slow to load).
     Warning,
+    /// The agent will not get what the operator intends (`check` exits 1). The loader itself
+    /// never reports this; `check` does.
+    Error,
 }
 
 /// What a diagnostic is about. The JSON spelling is the kebab-case variant name.
