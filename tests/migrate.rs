@@ -308,6 +308,9 @@ fn an_agent_appending_to_claude_local_md_during_migrate_loses_nothing() {
         assert!(!d.exists(&format!("groups/g{g}/CLAUDE.md")));
     }
     let total: usize = appended.iter().sum();
+    eprintln!(
+        "[reliability] an_agent_appending_to_claude_local_md_during_migrate_loses_nothing: {total} lines appended to {GROUPS} groups during one migrate, {lost} lost"
+    );
     assert!(total > GROUPS, "the agent appended during the run");
     assert_eq!(lost, 0, "{lost} of {total} appended lines lost");
 }
