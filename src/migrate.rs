@@ -9,7 +9,8 @@
 //! Each folder is migrated in three steps, chezmoi style: [`observe_group`] (or
 //! [`observe_global`]) reads what is there, [`plan_group`] (or [`plan_global`]) computes the
 //! [`Action`]s from that alone (pure), and [`apply_group`] (or [`apply_global`]) performs them
-//! through [`fsops`](crate::fsops). A dry run stops before applying.
+//! through [`fsops`] (the one module that writes). A dry run stops before
+//! applying.
 //!
 //! Nothing is ever deleted before its text is durably somewhere else, and a text already
 //! present where it would go (whole, at line boundaries) is not added twice, so a run killed
