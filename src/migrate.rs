@@ -18,6 +18,7 @@
 //! nothing. Legacy text is appended to an existing `CLAUDE.local.md` in place (`O_APPEND`), so
 //! an agent appending to its memory at the same moment loses nothing.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::deployment::{MAX_SOURCE_BYTES, checked_group_dir, list_groups};
@@ -275,6 +276,7 @@ fn report_group_action(action: &Action) -> ActionReport {
             from: legacy,
             into: local,
         },
+        // (`RemoveGlobalDir` is never planned for a group.)
         Action::RemoveMigrated | Action::RemoveGlobalDir => ActionReport::RemoveMigrated {
             path: legacy,
             kept_in: local,
@@ -297,11 +299,7 @@ fn migrate_global(
         }
         other => other?,
     };
-    let container = match SafeDir::open(&layout.container_dir) {
-        Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
-        other => Some(other?),
-    };
-    let state = observe_global(&global, container.as_ref())?;
+    let state = observe_global(&global, &layout.container_dir)?;
     let (actions, warnings) = plan_global(&state, layout)?;
     let reports = actions
         .iter()
@@ -320,12 +318,9 @@ fn migrate_global(
     Ok((reports, warnings))
 }
 
-/// Reads what migrate needs to know about `groups/global` and, when there is text to move,
-/// `container/`.
-pub fn observe_global(
-    global: &SafeDir,
-    container: Option<&SafeDir>,
-) -> Result<GlobalState, GroupError> {
+/// Reads what migrate needs to know about `groups/global` and, only when there is text to move,
+/// the `container/` folder at `container_dir` (missing is fine).
+pub fn observe_global(global: &SafeDir, container_dir: &Path) -> Result<GlobalState, GroupError> {
     let temps = global.stale_temps()?;
     let claude_md = global.kind(names::CLAUDE_MD)?;
     let text = match claude_md {
@@ -339,12 +334,21 @@ pub fn observe_global(
         .map(|name| name.to_string_lossy().into_owned())
         .filter(|name| !(temps.contains(name) || (name == names::CLAUDE_MD && text.is_some())))
         .collect();
-    let (container_temps, shared_base) = match (container, &text) {
-        (Some(container), Some(_)) => (
+    let container = match &text {
+        None => None,
+        Some(_) => match SafeDir::open(container_dir) {
+            Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                None
+            }
+            other => Some(other?),
+        },
+    };
+    let (container_temps, shared_base) = match &container {
+        Some(container) => (
             container.stale_temps()?,
             read_regular(container, names::CLAUDE_MD, MAX_GLOBAL_BYTES)?,
         ),
-        _ => (Vec::new(), None),
+        None => (Vec::new(), None),
     };
     Ok(GlobalState {
         temps,
@@ -489,6 +493,7 @@ fn report_global_action(layout: &Layout, action: &Action) -> ActionReport {
             path: from,
             kept_in: into,
         },
+        // (`RemoveGlobalLink` is never planned for `global`.)
         Action::RemoveGlobalDir | Action::RemoveGlobalLink => ActionReport::RemoveGlobalDir {
             path: global_dir.display().to_string(),
         },
