@@ -239,10 +239,14 @@ pub fn apply_group(dir: &SafeDir, actions: &[Action]) -> Result<(), GroupError> 
         match action {
             Action::CleanTemp { name, .. } => dir.remove(name)?,
             Action::RemoveGlobalLink => dir.remove(names::LEGACY_GLOBAL_LINK)?,
-            Action::Move { text } => create_new(dir, names::CLAUDE_LOCAL_MD, text)?,
-            Action::Append { text, .. } => dir.append_file(names::CLAUDE_LOCAL_MD, |last| {
-                below_marker(last, LEGACY_MARKER, text)
-            })?,
+            Action::Move { text } => {
+                if !dir.create_new_file(names::CLAUDE_LOCAL_MD, text)? {
+                    // The agent created its CLAUDE.local.md since it was observed: the text
+                    // goes below a marker, as if the file had been there then.
+                    append_legacy(dir, text)?;
+                }
+            }
+            Action::Append { text, .. } => append_legacy(dir, text)?,
             Action::RemoveMigrated | Action::RemoveGlobalDir => {}
         }
         // The text is durable in its new place before the old file goes.
@@ -255,6 +259,14 @@ pub fn apply_group(dir: &SafeDir, actions: &[Action]) -> Result<(), GroupError> 
             dir.sync()?;
         }
     }
+    Ok(())
+}
+
+/// Appends legacy text below the marker to the group's `CLAUDE.local.md`, in place.
+fn append_legacy(dir: &SafeDir, text: &[u8]) -> Result<(), GroupError> {
+    dir.append_file(names::CLAUDE_LOCAL_MD, |last| {
+        below_marker(last, LEGACY_MARKER, text)
+    })?;
     Ok(())
 }
 
@@ -628,6 +640,27 @@ mod tests {
         assert!(!holds(b"abc", b"abcd"));
         // Leading spaces are part of the text.
         assert!(!holds(b"indented\n", b"  indented\n"));
+    }
+
+    #[test]
+    fn a_local_file_the_agent_created_since_the_observation_gets_the_text_below_a_marker() {
+        let temp = tempfile::tempdir().unwrap();
+        std::fs::write(temp.path().join(names::CLAUDE_MD), "legacy\n").unwrap();
+        let dir = SafeDir::open(temp.path()).unwrap();
+        let (actions, _) = plan_group(&observe_group(&dir).unwrap());
+        assert_eq!(
+            actions,
+            [Action::Move {
+                text: b"legacy\n".to_vec()
+            }]
+        );
+        std::fs::write(temp.path().join(names::CLAUDE_LOCAL_MD), "agent\n").unwrap();
+        apply_group(&dir, &actions).unwrap();
+        assert_eq!(
+            std::fs::read(temp.path().join(names::CLAUDE_LOCAL_MD)).unwrap(),
+            appended(b"agent\n", LEGACY_MARKER, b"legacy\n")
+        );
+        assert!(!temp.path().join(names::CLAUDE_MD).exists());
     }
 
     #[test]
