@@ -265,6 +265,11 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, &'static str, &'static
             "keep rules inside the workspace",
         ),
         D::ConfigUnreadable => (Severity::Warning, "config-unreadable", "fix ~/.claude.json"),
+        D::BudgetExceeded => (
+            Severity::Error,
+            "budget-exceeded",
+            "this much memory cannot be what the agent should get: shrink or remove the file (an agent may have written it)",
+        ),
         D::ImportExternal
         | D::ImportRepeated
         | D::ImportInCode

@@ -45,7 +45,7 @@ pub use engine::{
 };
 pub use fs::{HostFs, MemoryFs};
 pub use model::{
-    AgentsMd, Diagnostic, DiagnosticCode, ExternalImports, LoadOptions, LoadedFile, LoaderError,
+    AgentsMd, Budgets, Diagnostic, DiagnosticCode, ExternalImports, LoadOptions, LoadedFile, LoaderError,
     Memory, MemoryKind, Origin, Severity,
 };
 pub use mounted::{Mount, MountedFs};
