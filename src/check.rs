@@ -19,7 +19,7 @@ use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
 use crate::plan::{Delivery, Sources, plan_group};
 use crate::reconcile::{Step, diff};
 use crate::report::{REPORT_VERSION, Report};
-use crate::view::{ViewOptions, load_group};
+use crate::view::{ViewOptions, escape_control, load_group};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -465,11 +465,12 @@ impl Report for CheckReport {
         let mut out = String::new();
         let (mut errors, mut warnings) = (0, 0);
         for group in &self.groups {
+            let name = escape_control(&group.group);
             if group.findings.is_empty() {
-                let _ = writeln!(out, "{}: ok ({} delivery)", group.group, group.delivery);
+                let _ = writeln!(out, "{name}: ok ({} delivery)", group.delivery);
                 continue;
             }
-            let _ = writeln!(out, "{} ({} delivery):", group.group, group.delivery);
+            let _ = writeln!(out, "{name} ({} delivery):", group.delivery);
             for finding in &group.findings {
                 let label = match finding.severity {
                     Severity::Error => {
@@ -481,13 +482,14 @@ impl Report for CheckReport {
                         "warning"
                     }
                 };
+                // Names and messages carry text from disk: escaped, one finding per line.
                 let _ = writeln!(
                     out,
                     "  {label}[{}] {}: {}\n    fix: {}",
                     finding.code,
-                    finding.file.display(),
-                    finding.message,
-                    finding.fix
+                    escape_control(&finding.file.display().to_string()),
+                    escape_control(&finding.message),
+                    escape_control(&finding.fix)
                 );
             }
         }

@@ -177,6 +177,8 @@ fn unsafe_entry(path: &Path, found: &str, expected: &'static str) -> GroupError 
 }
 
 /// A listing of what reaches the agent and what is dropped, for `render --delivery-view`.
+/// Every name and text that came from disk is passed through [`escape_control`], so a file
+/// name or an import an agent chose cannot move the cursor, clear the screen or forge a line.
 pub fn delivery_view(memory: &Memory) -> String {
     let mut out = String::new();
     let approval = if memory.external_imports_approved {
@@ -187,18 +189,20 @@ pub fn delivery_view(memory: &Memory) -> String {
     let _ = writeln!(
         out,
         "memory for {} (external imports {approval}):",
-        memory.cwd.display()
+        shown(&memory.cwd)
     );
     for file in &memory.files {
         let chars = file.body.chars().count();
         let via = match (&file.import, &file.parent) {
-            (Some(import), Some(parent)) => format!(" via {import} in {}", parent.display()),
+            (Some(import), Some(parent)) => {
+                format!(" via {} in {}", escape_control(import), shown(parent))
+            }
             _ => String::new(),
         };
         let _ = writeln!(
             out,
             "  loaded   {} ({chars} chars, {}){via}",
-            file.path.display(),
+            shown(&file.path),
             file.label()
         );
     }
@@ -207,10 +211,50 @@ pub fn delivery_view(memory: &Memory) -> String {
             Severity::Warning => "warning ",
             Severity::Info => "note    ",
         };
-        let _ = writeln!(out, "  {mark} {}", diagnostic.message);
+        let _ = writeln!(out, "  {mark} {}", escape_control(&diagnostic.message));
     }
     if memory.files.is_empty() {
         let _ = writeln!(out, "  (nothing: Claude Code sends no memory block)");
     }
     out
+}
+
+fn shown(path: &Path) -> String {
+    escape_control(&path.display().to_string()).into_owned()
+}
+
+/// Text from disk made safe for a terminal: control characters (newlines, tabs, ESC, DEL,
+/// the C1 controls) and the bidirectional overrides and isolates are written as `\n`, `\t`,
+/// `\r` or `\u{..}`, and a backslash as `\\`, so the text stays on its line and
+/// shows what it holds.
+///
+/// ```
+/// use clawmd::view::escape_control;
+///
+/// assert_eq!(escape_control("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+/// assert_eq!(escape_control("plain ok"), "plain ok");
+/// ```
+pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c == '\\'
+            || c.is_control()
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\\' => out.push_str("\\\\"),
+            c if unsafe_char(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
