@@ -6,15 +6,17 @@
 //! inside its container (computed by the [`loader`](crate::loader) through the mount table:
 //! dropped, dangling or oversized imports). Each finding names the file and a one-line fix.
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::compose::{Selection, read_config, read_sources};
+use crate::compose::{Selection, read_sources};
+use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
 use crate::error::{Error, GroupError};
-use crate::fsops::{NodeKind, SafeDir, is_temp_name};
+use crate::fsops::{FsError, NodeKind, SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
-use crate::loader::fs::MemoryFs;
+use crate::loader::fs::{FileKind, MemoryFs, ReadOutcome, read_through};
 use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
 use crate::plan::{Delivery, Sources, plan_group};
 use crate::reconcile::{Step, diff};
@@ -326,7 +328,7 @@ fn composition_findings(
     findings: &mut Vec<Finding>,
 ) -> Result<Delivery, GroupError> {
     let dir = SafeDir::open(&layout.checked_group_dir(group)?)?;
-    let config = read_config(&dir)?;
+    let config = read_config_checked(dir.path())?;
     let delivery = match options.delivery {
         Some(delivery) => delivery,
         None => detect_delivery(&dir)?,
@@ -389,6 +391,61 @@ fn composition_findings(
     rescued_files(&dir, findings)?;
     instruction_imports(&dir, &config.mcp_instructions, findings);
     Ok(delivery)
+}
+
+/// `container.json` read the way the container view reads files: the group folder and the
+/// file are looked at through `O_PATH` handles (which open nothing), and only a regular file
+/// is read, through its handle. A FIFO, socket or device planted there is refused without
+/// ever being opened (opening some devices has side effects); a link is refused as compose
+/// refuses it. Missing means the defaults.
+fn read_config_checked(group_dir: &Path) -> Result<GroupConfig, GroupError> {
+    use rustix::fs::{Mode, OFlags};
+    let path = group_dir.join(names::CONFIG);
+    let io = |op, err: std::io::Error| -> GroupError {
+        FsError::Io {
+            op,
+            path: path.clone(),
+            source: err,
+        }
+        .into()
+    };
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = rustix::fs::open(group_dir, flags | OFlags::DIRECTORY, Mode::empty())
+        .map_err(|err| io("open", err.into()))?;
+    let handle = match rustix::fs::openat(&dir, names::CONFIG, flags, Mode::empty()) {
+        Ok(handle) => handle,
+        Err(rustix::io::Errno::NOENT) => return Ok(GroupConfig::default()),
+        Err(err) => return Err(io("open", err.into())),
+    };
+    let refuse = |found: &str, fix: &str| -> GroupError {
+        FsError::Unsafe {
+            path: path.clone(),
+            found: found.to_owned(),
+            expected: "a regular file",
+            fix: fix.to_owned(),
+        }
+        .into()
+    };
+    match read_through(handle.as_fd(), MAX_CONFIG_BYTES).map_err(|err| io("read", err))? {
+        ReadOutcome::Bytes(bytes) => Ok(parse_config(&path, &bytes)?),
+        ReadOutcome::TooLarge { .. } => Err(FsError::TooLarge {
+            path: path.clone(),
+            limit: MAX_CONFIG_BYTES,
+            fix: "container.json should be a few kilobytes; remove what does not belong in it"
+                .to_owned(),
+        }
+        .into()),
+        ReadOutcome::NotAFile {
+            kind: FileKind::Symlink,
+        } => Err(refuse("a symlink", "replace the link with a regular file")),
+        ReadOutcome::NotAFile { kind } => Err(refuse(
+            match kind {
+                FileKind::Dir => "a directory",
+                _ => "a special file (FIFO, socket or device)",
+            },
+            "replace it with a regular file",
+        )),
+    }
 }
 
 /// `link` when `.claude-shared.md` is a symlink (or missing), `copy` when it is a file.

@@ -728,3 +728,106 @@ fn an_agent_exchanging_memory_files_with_links_and_fifos_during_renders_never_re
         ),
     );
 }
+
+/// Watches nodes for `open()` with inotify (`IN_OPEN`), which an `O_PATH` handle or a `stat`
+/// does not trigger: proof that a FIFO or device was never opened.
+struct OpenWatch {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl OpenWatch {
+    fn new(paths: &[std::path::PathBuf]) -> Self {
+        use rustix::fs::inotify;
+        let fd =
+            inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+        for path in paths {
+            inotify::add_watch(&fd, path, inotify::WatchFlags::OPEN).unwrap();
+        }
+        OpenWatch { fd }
+    }
+
+    /// How many opens happened since the last call.
+    fn opens(&self) -> usize {
+        let mut buf = [0u8; 4096];
+        let mut events = 0;
+        while let Ok(n) = rustix::io::read(&self.fd, &mut buf) {
+            // Each event is 16 bytes plus its (here empty) name.
+            events += n / 16;
+        }
+        events
+    }
+}
+
+/// Issue 8, items 3 and 4: a FIFO must not hang render or check, and a device must never be
+/// opened (opening some devices has side effects). Planted: a character device (the
+/// major/minor of /dev/null, harmless) at `container.json`, at an imported name and in the
+/// rules folder, and a FIFO at an imported name. check refuses `container.json` naming it;
+/// nothing planted is ever opened (inotify sees no `IN_OPEN`), and no run hangs.
+#[test]
+fn render_and_check_never_open_a_device_or_fifo() {
+    use rustix::fs::{CWD, FileType, Mode, makedev, mknodat};
+    let d = deployment();
+    d.write(
+        "groups/g/CLAUDE.local.md",
+        b"# Mine\n@./dev.md\n@./fifo.md\n@./container.json\n",
+    );
+    let nodes = [
+        d.path("groups/g/container.json"),
+        d.path("groups/g/dev.md"),
+        d.path("groups/g/.claude/rules/dev.md"),
+    ];
+    std::fs::create_dir_all(d.path("groups/g/.claude/rules")).unwrap();
+    for node in &nodes {
+        let _ = std::fs::remove_file(node);
+        mknodat(
+            CWD,
+            node,
+            FileType::CharacterDevice,
+            Mode::from_raw_mode(0o666),
+            makedev(1, 3),
+        )
+        .unwrap();
+    }
+    replace_with_fifo(&d, "groups/g/fifo.md");
+    let mut watched = nodes.to_vec();
+    watched.push(d.path("groups/g/fifo.md"));
+    let watch = OpenWatch::new(&watched);
+    // The detector works: an open of the device is seen.
+    drop(std::fs::File::open(&nodes[1]).unwrap());
+    assert_eq!(
+        watch.opens(),
+        1,
+        "inotify must see an open of the device node"
+    );
+
+    let limit = std::time::Duration::from_secs(20);
+    for args in RENDERS {
+        let run = clawmd_in(d.root(), args, &[], limit);
+        run.expect(0, &args.join(" "));
+        assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");
+    }
+    let view = clawmd_in(d.root(), &["render", "g", "--delivery-view"], &[], limit);
+    for name in ["dev.md", "fifo.md", "container.json"] {
+        assert!(
+            view.stdout
+                .lines()
+                .any(|l| l.contains(name) && l.contains("not a regular file")),
+            "{name} not reported as not a regular file:\n{}",
+            view.stdout
+        );
+    }
+    for args in [&["check", "g"][..], &["check", "--all", "--json"]] {
+        let run = clawmd_in(d.root(), args, &[], limit);
+        run.expect(1, &args.join(" "));
+        assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");
+        let config = d.path("groups/g/container.json").display().to_string();
+        assert!(
+            run.stdout.contains(&config) && run.stdout.contains("special file"),
+            "check does not refuse {config}:\n{}",
+            run.show()
+        );
+        if args.contains(&"--all") {
+            assert!(run.stdout.contains("fresh"), "{}", run.show());
+        }
+    }
+}
