@@ -233,7 +233,7 @@ pub struct LoadOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budgets {
     /// Bytes of memory files read in all (each file is also capped at 4 MiB, as in Claude
-    /// Code). Default 32 MiB.
+    /// Code). Default 16 MiB.
     pub bytes: u64,
     /// Files loaded in all. Default 5,000.
     pub files: usize,
@@ -262,7 +262,7 @@ pub struct Budgets {
 impl Default for Budgets {
     fn default() -> Self {
         Budgets {
-            bytes: 32 * 1024 * 1024,
+            bytes: 16 * 1024 * 1024,
             files: 5_000,
             imports_per_file: 5_000,
             imports: 20_000,
