@@ -14,12 +14,13 @@ use crate::fsops::FsError;
 use crate::layout::{Layout, names};
 use crate::loader::mounted::nanoclaw_mounts;
 use crate::loader::{ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load};
+use crate::report::{escape, escape_path};
 
 /// The default `$HOME` of the agent inside the container.
 pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
 
 /// Which Claude Code front end reads the memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Consumer {
     /// The CLI (`claude -p`): loads `CLAUDE.local.md` by discovery too.
     #[default]
@@ -27,6 +28,18 @@ pub enum Consumer {
     /// The Agent SDK with `settingSources: ['project','user']` (nanoclaw's setting): no
     /// `CLAUDE.local.md` unless it is imported.
     Sdk,
+}
+
+impl std::str::FromStr for Consumer {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "cli" => Ok(Consumer::Cli),
+            "sdk" => Ok(Consumer::Sdk),
+            _ => Err(format!("unknown consumer {text:?}: use cli or sdk")),
+        }
+    }
 }
 
 /// How to look at a group.
@@ -89,7 +102,7 @@ pub fn load_group(
     group: &str,
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
-    let group_dir = layout.checked_group_dir(group)?;
+    let group_dir = crate::deployment::checked_group_dir(layout, group)?;
     let fs = open_group_view(layout, &group_dir, options)?;
     let home = options.home.as_ref().map(|_| container_home(options));
     let mut load_options = load_options(&layout.workspace_mount, home, options);
@@ -177,7 +190,7 @@ fn unsafe_entry(path: &Path, found: &str, expected: &'static str) -> GroupError 
 }
 
 /// A listing of what reaches the agent and what is dropped, for `render --delivery-view`.
-/// Every name and text that came from disk is passed through [`escape_control`], so a file
+/// Every name and text that came from disk is passed through [`escape`], so a file
 /// name or an import an agent chose cannot move the cursor, clear the screen or forge a line.
 pub fn delivery_view(memory: &Memory) -> String {
     let mut out = String::new();
@@ -195,7 +208,7 @@ pub fn delivery_view(memory: &Memory) -> String {
         let chars = file.body.chars().count();
         let via = match (&file.import, &file.parent) {
             (Some(import), Some(parent)) => {
-                format!(" via {} in {}", escape_control(import), shown(parent))
+                format!(" via {} in {}", escape(import), shown(parent))
             }
             _ => String::new(),
         };
@@ -211,7 +224,7 @@ pub fn delivery_view(memory: &Memory) -> String {
             Severity::Warning => "warning ",
             Severity::Info => "note    ",
         };
-        let _ = writeln!(out, "  {mark} {}", escape_control(&diagnostic.message));
+        let _ = writeln!(out, "  {mark} {}", escape(&diagnostic.message));
     }
     if memory.files.is_empty() {
         let _ = writeln!(out, "  (nothing: Claude Code sends no memory block)");
@@ -220,41 +233,5 @@ pub fn delivery_view(memory: &Memory) -> String {
 }
 
 fn shown(path: &Path) -> String {
-    escape_control(&path.display().to_string()).into_owned()
-}
-
-/// Text from disk made safe for a terminal: control characters (newlines, tabs, ESC, DEL,
-/// the C1 controls) and the bidirectional overrides and isolates are written as `\n`, `\t`,
-/// `\r` or `\u{..}`, and a backslash as `\\`, so the text stays on its line and
-/// shows what it holds.
-///
-/// ```
-/// use clawmd::view::escape_control;
-///
-/// assert_eq!(escape_control("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
-/// assert_eq!(escape_control("plain ok"), "plain ok");
-/// ```
-pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        c == '\\'
-            || c.is_control()
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    if !text.chars().any(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\\' => out.push_str("\\\\"),
-            c if unsafe_char(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    escape_path(path)
 }

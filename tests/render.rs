@@ -252,7 +252,7 @@ fn delivery_view_and_check_escape_control_characters_from_disk() {
             "{what} printed a forged line:\n{out}"
         );
     }
-    assert!(view.contains("\\n0 group(s) checked"), "{view}");
+    assert!(view.contains("\\u{a}0 group(s) checked"), "{view}");
     assert!(view.contains("\\u{1b}]52;c;cHduZWQ=\\u{7}.md"), "{view}");
     assert!(check.contains("\\u{1b}]52;c;cHduZWQ=\\u{7}.md"), "{check}");
     assert!(check.contains("\\u{9b}31m.md"), "{check}");
