@@ -7,11 +7,14 @@
 use std::time::Duration;
 
 use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
+use crate::delivery::expand::expand_source;
+use crate::delivery::verify::verify;
+use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, NodeKind, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::names::validate_name;
-use crate::plan::{Delivery, GroupPlan, Sources, plan_group};
+use crate::plan::{GroupPlan, Sources};
 use crate::reconcile::{Step, apply, diff};
 use crate::report::{ComposeReport, GroupReport, WarningReport};
 
@@ -21,8 +24,8 @@ pub const MAX_SOURCE_BYTES: u64 = 16 * 1024 * 1024;
 /// How to compose.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComposeOptions {
-    /// Symlinks (default) or copies.
-    pub delivery: Delivery,
+    /// Delivery mode, default provider, budgets (from `clawmd.json`, flags and `CLAWMD_*`).
+    pub settings: DeliverySettings,
     /// Compute and report the changes without making them.
     pub dry_run: bool,
     /// How long to wait for another run holding a group's lock.
@@ -32,7 +35,7 @@ pub struct ComposeOptions {
 impl Default for ComposeOptions {
     fn default() -> Self {
         ComposeOptions {
-            delivery: Delivery::Link,
+            settings: DeliverySettings::default(),
             dry_run: false,
             lock_timeout: Duration::from_secs(60),
         }
@@ -78,7 +81,7 @@ pub fn compose(
     });
     Ok(ComposeReport::new(
         options.dry_run,
-        options.delivery,
+        options.settings.delivery,
         reports,
         warnings,
     ))
@@ -133,14 +136,36 @@ pub fn list_groups(layout: &Layout) -> Result<Vec<String>, FsError> {
     Ok(groups)
 }
 
-/// Reads what `container/` holds: the shared base and each skill's instructions. Skill folders
-/// whose names cannot be file names are skipped with a warning.
+/// Reads what `container/` holds: the shared base and each skill's instructions, with their
+/// own imports expanded where their owner put them ([`expand_source`]). Skill folders whose
+/// names cannot be file names are skipped with a warning.
 pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), FsError> {
+    let mut warnings = Vec::new();
+    let mut notes = Vec::new();
+    let mut originals = std::collections::BTreeMap::new();
+    let mut expand = |key: String, target: std::path::PathBuf, bytes: Option<Vec<u8>>| {
+        bytes.map(|bytes| {
+            let expanded = expand_source(&layout.app_mount, &layout.container_dir, &target, &bytes);
+            notes.extend(expanded.notes.iter().map(|note| WarningReport {
+                code: "shared-import-not-delivered".to_owned(),
+                message: note.to_string(),
+            }));
+            if expanded.text != bytes {
+                originals.insert(key, bytes);
+            }
+            expanded.text
+        })
+    };
+    let shared = fsops::read_host_file(&layout.shared_base_source(), MAX_SOURCE_BYTES)?;
     let mut sources = Sources {
-        shared_base: fsops::read_host_file(&layout.shared_base_source(), MAX_SOURCE_BYTES)?,
+        shared_base: expand(
+            names::CLAUDE_MD.to_owned(),
+            layout.shared_base_target(),
+            shared,
+        ),
         ..Sources::default()
     };
-    let mut warnings = Vec::new();
+    let mut skills = Vec::new();
     let skills_dir = layout.skills_dir();
     let entries = match std::fs::read_dir(&skills_dir) {
         Ok(entries) => entries,
@@ -164,19 +189,32 @@ pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), Fs
             continue;
         }
         if let Err(problem) = validate_name(&name) {
-            warnings.push(WarningReport {
+            skills.push(Err(WarningReport {
                 code: "bad-skill-name".to_owned(),
                 message: format!(
                     "skipping skill folder {}: {problem} (fix: rename the folder)",
                     entry.path().display()
                 ),
-            });
+            }));
             continue;
         }
         let instructions =
             fsops::read_host_file(&layout.skill_instructions_source(&name), MAX_SOURCE_BYTES)?;
-        sources.skills.insert(name, instructions);
+        skills.push(Ok((name, instructions)));
     }
+    for skill in skills {
+        match skill {
+            Ok((name, instructions)) => {
+                let key = format!("skills/{name}/{}", names::SKILL_INSTRUCTIONS);
+                let target = layout.skill_instructions_target(&name);
+                let instructions = expand(key, target, instructions);
+                sources.skills.insert(name, instructions);
+            }
+            Err(warning) => warnings.push(warning),
+        }
+    }
+    warnings.extend(notes);
+    sources.originals = originals;
     Ok((sources, warnings))
 }
 
@@ -193,11 +231,8 @@ pub fn compose_group(
     // is looked at again under the lock, since another run may be changing it.
     match look(layout, sources, &group_path, options, false) {
         Ok(first) if options.dry_run || first.steps.iter().all(is_keep) => {
-            return Ok(GroupReport::from_steps(
-                group,
-                &first.steps,
-                &first.plan.warnings,
-            ));
+            let report = GroupReport::from_steps(group, &first.steps, &first.plan);
+            return Ok(delivered(layout, sources, &first.plan, options, report));
         }
         Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => {
             return Err(err);
@@ -215,7 +250,20 @@ pub fn compose_group(
     } = look(layout, sources, &group_path, options, true)?;
     let fragments = fragments.expect("open_child with create returns a folder or an error");
     apply(&dir, &fragments, &steps)?;
-    Ok(GroupReport::from_steps(group, &steps, &plan.warnings))
+    let report = GroupReport::from_steps(group, &steps, &plan);
+    Ok(delivered(layout, sources, &plan, options, report))
+}
+
+/// Adds to `report` what reaches the agent of the group composed as `plan`.
+fn delivered(
+    layout: &Layout,
+    sources: &Sources,
+    plan: &GroupPlan,
+    options: &ComposeOptions,
+    mut report: GroupReport,
+) -> GroupReport {
+    report.set_delivered(verify(layout, plan, sources, &options.settings));
+    report
 }
 
 fn is_keep(step: &Step) -> bool {
@@ -248,12 +296,7 @@ fn look(
         other => other?,
     };
     let config = read_config(&dir)?;
-    let plan = plan_group(layout, &config, sources, options.delivery).map_err(|source| {
-        GroupError::Collision {
-            path: dir.path().join(names::CONFIG),
-            source,
-        }
-    })?;
+    let plan = plan_for(layout, &dir, &config, sources, &options.settings)?;
     let fragments = dir.open_child(names::FRAGMENTS, create)?;
     let steps = diff(&dir, fragments.as_ref(), &plan)?;
     Ok(Look {
@@ -261,6 +304,37 @@ fn look(
         fragments,
         plan,
         steps,
+    })
+}
+
+/// Plans a group: reads what its target needs from the group (the local memory, for flat
+/// documents) and calls [`plan_delivery`].
+pub fn plan_for(
+    layout: &Layout,
+    dir: &SafeDir,
+    config: &GroupConfig,
+    sources: &Sources,
+    settings: &DeliverySettings,
+) -> Result<GroupPlan, GroupError> {
+    // Read once, never through a link (a linked or special CLAUDE.local.md is refused, as
+    // the diff refuses it); one larger than Claude Code reads counts as missing.
+    let local = match dir.kind(names::CLAUDE_LOCAL_MD)? {
+        crate::fsops::NodeKind::File => {
+            match dir.read_file(names::CLAUDE_LOCAL_MD, crate::loader::MAX_FILE_BYTES) {
+                Err(FsError::TooLarge { .. }) => None,
+                other => other?,
+            }
+        }
+        _ => None,
+    };
+    let inputs = GroupInputs {
+        local_memory: local.as_deref(),
+    };
+    plan_delivery(layout, config, sources, inputs, settings).map_err(|source| {
+        GroupError::Collision {
+            path: dir.path().join(names::CONFIG),
+            source,
+        }
     })
 }
 

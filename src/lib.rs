@@ -13,6 +13,7 @@
 pub mod check;
 pub mod compose;
 pub mod config;
+pub mod delivery;
 pub mod error;
 pub mod fsops;
 pub mod layout;
@@ -22,6 +23,7 @@ pub mod names;
 pub mod plan;
 pub mod reconcile;
 pub mod report;
+pub mod settings;
 pub mod view;
 
 pub use error::{Error, GroupError};

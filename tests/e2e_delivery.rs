@@ -248,6 +248,48 @@ fn sdk_discovers_claude_local_md_only_with_the_local_source() {
     report.finish();
 }
 
+/// An import inside the shared base means what its owner wrote: `@./more.md` in
+/// `container/CLAUDE.md` is `container/more.md`, never a `more.md` the agent put in its own
+/// (writable) group folder, in every delivery mode.
+#[test]
+fn shared_base_imports_resolve_to_the_owners_files() {
+    let mut report = Report::new("imports inside the shared base, per delivery mode");
+    for delivery in ["copy"] {
+        let dep = Deployment::example();
+        let base = dep.read("container/CLAUDE.md");
+        dep.write(
+            "container/CLAUDE.md",
+            format!("{base}\nMore rules: @./more.md\n").as_bytes(),
+        );
+        dep.write(
+            "container/more.md",
+            b"OWNER-MORE-5d1a: the owner's rules.\n",
+        );
+        dep.write(
+            "groups/main/more.md",
+            b"GROUP-MORE-77c2: planted by the agent.\n",
+        );
+        compose(&dep, delivery);
+        let Some(memory) = report.observe(&dep, "main", Consumer::Cli, false) else {
+            continue;
+        };
+        let case = format!("main, CLI, --delivery {delivery}");
+        report.check(
+            !memory.text.contains("GROUP-MORE-77c2"),
+            &case,
+            "the group's own more.md was loaded in place of the owner's",
+            &memory,
+        );
+        report.check(
+            memory.text.contains("OWNER-MORE-5d1a"),
+            &case,
+            "the owner's container/more.md did not reach the agent",
+            &memory,
+        );
+    }
+    report.finish();
+}
+
 /// `clawmd render GROUP --format claude` predicts the real memory block byte for byte, in every
 /// delivery mode and approval state (compared as claude-view prints it: the block plus a final
 /// newline).

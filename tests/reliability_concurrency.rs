@@ -190,7 +190,7 @@ fn eight_processes_compose_one_group_while_readers_read() {
     }
 
     let work = Arc::new(deployment());
-    clawmd(work.root(), &["compose", "g"], &[]).expect(0, "initial compose");
+    clawmd(work.root(), &["compose", "g", "--delivery", "link"], &[]).expect(0, "initial compose");
     let done = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
     let config_switches = Arc::new(AtomicU64::new(0));
