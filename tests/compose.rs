@@ -616,3 +616,109 @@ fn many_groups_compose_in_parallel_with_reports_in_name_order() {
         assert!(d.exists(&format!("groups/g{i:02}/.claude-fragments/web.md")));
     }
 }
+
+#[test]
+fn memory_digest_is_stable_on_a_no_op_and_follows_what_the_agent_receives() {
+    for delivery in ["inline", "copy", "link"] {
+        let d = Deployment::standard()
+            .group("g", Some(ALL_WITH_DB))
+            .file("groups/g/CLAUDE.local.md", "notes\n");
+        let digest = |extra: &[&str]| {
+            let mut args = vec!["compose", "g", "--delivery", delivery, "--json"];
+            args.extend(extra);
+            let run = d.run(args).success();
+            run.json()["groups"][0]["memory_digest"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let first = digest(&["--dry-run"]);
+        assert!(first.starts_with("sha256:") && first.len() == 71, "{first}");
+        assert_eq!(digest(&[]), first, "{delivery}: the dry run predicts it");
+        let before = d.snapshot();
+        assert_eq!(digest(&[]), first, "{delivery}: same on a no-op");
+        assert_eq!(d.snapshot(), before);
+
+        // Not part of the memory: no change.
+        d.write("container/skills/quiet/SKILL.md", b"edited\n");
+        assert_eq!(digest(&[]), first, "{delivery}: SKILL.md is not memory");
+
+        let mut seen = vec![first];
+        for (rel, text) in [
+            ("container/CLAUDE.md", "BASE v2\n"),
+            ("container/skills/web/instructions.md", "WEB v2\n"),
+            ("groups/g/CLAUDE.local.md", "notes v2\n"),
+        ] {
+            d.write(rel, text.as_bytes());
+            let next = digest(&[]);
+            assert!(
+                !seen.contains(&next),
+                "{delivery}: editing {rel} must change the digest"
+            );
+            seen.push(next);
+        }
+    }
+}
+
+#[test]
+fn a_settings_file_configures_compose_and_unknown_keys_warn() {
+    let d = Deployment::standard().group("g", None).file(
+        "clawmd.json",
+        r#"{"delivery": "copy", "appMount": "/opt/app", "lockTimout": 5}"#,
+    );
+    let run = d.run(["compose", "g", "--json"]).success();
+    assert_eq!(kind(&d, "groups/g/.claude-shared.md"), "file");
+    assert!(
+        run.stderr().contains("unknown key \"lockTimout\"")
+            && run.stderr().contains("did you mean \"lockTimeout\"?"),
+        "{}",
+        run.stderr()
+    );
+    let warnings = &run.json()["warnings"];
+    assert_eq!(warnings[0]["code"], "settings", "{warnings}");
+    // A flag beats the file; CLAWMD_* beats the file too.
+    d.run(["compose", "g", "--delivery", "link"]).success();
+    assert_eq!(
+        d.link("groups/g/.claude-shared.md"),
+        Path::new("/opt/app/CLAUDE.md")
+    );
+    common::run_clawmd(
+        ["compose", "g"],
+        &[
+            ("CLAWMD_ROOT", d.root().as_os_str()),
+            ("CLAWMD_DELIVERY", "inline".as_ref()),
+        ],
+    )
+    .success();
+    assert!(!d.exists("groups/g/.claude-shared.md"));
+    // A wrong value is an error naming the file and field.
+    d.write("clawmd.json", br#"{"delivery": "pigeon"}"#);
+    let run = d.run(["compose", "g"]).expect_code(1);
+    assert!(
+        run.stderr().contains("clawmd.json") && run.stderr().contains("field `delivery`"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn provider_switch_moves_the_document_and_rescues_hand_edits() {
+    let d = Deployment::standard().group("g", Some(r#"{"provider": "gemini"}"#));
+    d.run(["compose", "g"]).success();
+    assert!(d.exists("groups/g/GEMINI.md") && !d.exists("groups/g/CLAUDE.md"));
+    let edited = d.read("groups/g/GEMINI.md") + "hand edit\n";
+    d.write("groups/g/GEMINI.md", edited.as_bytes());
+    d.write("groups/g/container.json", br#"{"provider": "claude"}"#);
+    let run = d.run(["compose", "g", "--json"]).success();
+    assert!(d.exists("groups/g/CLAUDE.md") && !d.exists("groups/g/GEMINI.md"));
+    let to = run.json()["groups"][0]["rescued"][0]["to"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(to.starts_with("GEMINI.md.rescued-"), "{to}");
+    assert_eq!(d.read(&format!("groups/g/{to}")), edited);
+    // A file clawmd did not compose is never touched.
+    d.write("groups/g/AGENTS.md", b"my own agents file\n");
+    d.run(["compose", "g"]).success();
+    assert_eq!(d.read("groups/g/AGENTS.md"), "my own agents file\n");
+}

@@ -57,7 +57,11 @@ pub fn verify(
             );
             options.managed_dir = None;
             match load(&fs, &options) {
-                Ok(memory) => from_memory(layout, plan, &memory),
+                Ok(memory) => {
+                    let mut delivered = from_memory(layout, plan, &memory);
+                    delivered.memory_digest = link_digest(plan, &fs, &memory);
+                    delivered
+                }
                 Err(err) => Delivered {
                     complete: false,
                     missing: vec!["everything".to_owned()],
@@ -113,6 +117,26 @@ pub fn snapshot(layout: &Layout, plan: &GroupPlan, sources: &Sources) -> Snapsho
     fs
 }
 
+/// The digest of the memory block, and in link delivery of what is behind every link clawmd
+/// composed too (approved or not): an upstream edit of a linked source always changes it.
+fn link_digest(plan: &GroupPlan, fs: &Snapshot, memory: &Memory) -> String {
+    use crate::loader::fs::{MemoryFs, ReadOutcome};
+    let mut bytes = claude_block(memory).unwrap_or_default().into_bytes();
+    for entry in &plan.entries {
+        if let Content::Symlink(target) = &entry.content {
+            bytes.extend_from_slice(b"\0");
+            bytes.extend_from_slice(target.as_os_str().as_encoded_bytes());
+            bytes.extend_from_slice(b"\0");
+            if let Ok(ReadOutcome::Bytes(content)) =
+                fs.read_limited(target, crate::loader::MAX_FILE_BYTES)
+            {
+                bytes.extend_from_slice(&content);
+            }
+        }
+    }
+    digest(&bytes)
+}
+
 /// The verdict for a Claude Code group whose memory the loader produced.
 pub fn from_memory(layout: &Layout, plan: &GroupPlan, memory: &Memory) -> Delivered {
     let mut missing = Vec::new();
@@ -120,6 +144,38 @@ pub fn from_memory(layout: &Layout, plan: &GroupPlan, memory: &Memory) -> Delive
         let expected = expected_text(section);
         if !expected.is_empty() && !memory.files.iter().any(|f| f.body.contains(&expected)) {
             missing.push(section.id.name());
+        }
+    }
+    // An import inside a shared source that does not load (link delivery: the owner's file is
+    // not mounted, or not approved) means that source is not delivered whole.
+    for diagnostic in &memory.diagnostics {
+        let Some(from) = &diagnostic.from else {
+            continue;
+        };
+        // The importer as shown may be a link (`.claude-shared.md`): look at where it is.
+        let from = memory
+            .files
+            .iter()
+            .find(|f| &f.path == from)
+            .map_or(from, |f| &f.real_path);
+        let dropped = matches!(
+            diagnostic.code,
+            DiagnosticCode::ImportExternal
+                | DiagnosticCode::ImportMissing
+                | DiagnosticCode::ImportTooDeep
+        );
+        let section = if *from == layout.shared_base_target() {
+            Some(SectionId::SharedBase.name())
+        } else {
+            from.strip_prefix(layout.app_mount.join("skills"))
+                .ok()
+                .and_then(|rest| rest.components().next())
+                .map(|skill| format!("skill:{}", skill.as_os_str().to_string_lossy()))
+        };
+        if let (true, Some(section)) = (dropped, section)
+            && !missing.contains(&section)
+        {
+            missing.push(section);
         }
     }
     // An empty CLAUDE.local.md has nothing to deliver (Claude Code skips empty files).
