@@ -6,71 +6,20 @@
 //! inside its container (computed by the [`loader`](crate::loader) through the mount table:
 //! dropped, dangling or oversized imports). Each finding names the file and a one-line fix.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::Serialize;
-
-use crate::compose::{Selection, plan_for, read_config, read_sources};
+use crate::delivery::DeliverySettings;
 use crate::delivery::verify::{self, Delivered};
-use crate::delivery::{DeliverySettings, ENTRY_POINTS};
+use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
 use crate::fsops::{SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
 use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
 use crate::plan::{Delivery, GroupPlan, Sources};
-use crate::reconcile::{Step, diff};
-use crate::report::{REPORT_VERSION, Report};
+use crate::reconcile::{Step, is_rescue_name};
+use crate::report::{CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity};
 use crate::view::{ViewOptions, load_group};
-
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The agent will not get what the operator intends (exit status 1).
-    Error,
-    /// Worth a look; the agent still gets its memory.
-    Warning,
-}
-
-/// One problem, with where it is and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// Error or warning.
-    pub severity: Severity,
-    /// Stable machine-readable code (docs/json-report.md).
-    pub code: &'static str,
-    /// The file concerned (host path).
-    pub file: PathBuf,
-    /// What is wrong.
-    pub message: String,
-    /// How to fix it, in one line.
-    pub fix: String,
-}
-
-/// The findings of one group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GroupCheck {
-    /// The group.
-    pub group: String,
-    /// The delivery mode checked against (given, or detected from the disk).
-    pub delivery: Delivery,
-    /// What was found, errors first.
-    pub findings: Vec<Finding>,
-}
-
-/// The report of a `check` run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckReport {
-    /// The JSON shape version.
-    pub version: u32,
-    /// Always "check".
-    pub command: &'static str,
-    /// True when no finding is an error.
-    pub ok: bool,
-    /// One entry per group.
-    pub groups: Vec<GroupCheck>,
-}
 
 /// How to check.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -78,8 +27,8 @@ pub struct CheckOptions {
     /// The deployment's delivery settings, resolved exactly as `compose` resolves them
     /// (`clawmd.json`, `CLAWMD_*`, flags), so that check expects what compose makes.
     pub settings: DeliverySettings,
-    /// Whether the delivery mode was given on this command line (`--delivery`): fixes then
-    /// repeat it.
+    /// Whether the delivery mode was given on this command line (`--delivery` or
+    /// `CLAWMD_DELIVERY`): fixes then repeat it.
     pub delivery_given: bool,
 }
 
@@ -115,7 +64,6 @@ pub fn check_group(
     options: &CheckOptions,
 ) -> GroupCheck {
     let mut findings = Vec::new();
-    let delivery = options.settings.delivery;
     let plan = match composition_findings(layout, sources, group, options, &mut findings) {
         Ok(plan) => Some(plan),
         Err(err) => {
@@ -123,6 +71,9 @@ pub fn check_group(
             None
         }
     };
+    let delivery = plan
+        .as_ref()
+        .map_or(options.settings.delivery, |p| p.target.delivery);
     let flat = plan.as_ref().is_some_and(|p| p.target.provider.is_flat());
     let fix = compose_fix(group, options);
     if !findings.iter().any(|f| is_group_error(f.code)) && !flat {
@@ -151,10 +102,16 @@ pub fn check_group(
 }
 
 /// Findings that mean the group could not be read at all (no point in loading its memory).
-fn is_group_error(code: &str) -> bool {
+fn is_group_error(code: Code) -> bool {
     matches!(
         code,
-        "bad-group-name" | "missing-group" | "unsafe-path" | "io" | "too-large" | "loader"
+        Code::BadGroupName
+            | Code::ReservedGroup
+            | Code::MissingGroup
+            | Code::UnsafePath
+            | Code::Io
+            | Code::TooLarge
+            | Code::Loader
     )
 }
 
@@ -195,7 +152,7 @@ fn not_delivered(
     };
     findings.push(Finding {
         severity: Severity::Error,
-        code: "not-delivered",
+        code: Code::NotDelivered,
         file: layout.group_dir(group).join(plan.target.file),
         message: format!(
             "composed for the agent but not reaching it: {}{}",
@@ -257,7 +214,7 @@ fn memory_findings(
         };
         findings.push(Finding {
             severity: Severity::Error,
-            code: "external-import-dropped",
+            code: Code::ExternalImportDropped,
             file: host(external[0].from.as_deref().unwrap_or(&external[0].path)),
             message: format!(
                 "Claude Code silently drops {} import(s) that resolve outside {} because external imports are not approved: {}",
@@ -290,59 +247,69 @@ fn memory_findings(
 
 /// The check severity, code and fix for a loader diagnostic (`None`: not worth reporting,
 /// or reported elsewhere).
-fn classify(diagnostic: &Diagnostic) -> Option<(Severity, &'static str, &'static str)> {
+fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
     use DiagnosticCode as D;
     Some(match diagnostic.code {
         D::ImportMissing => (
             Severity::Error,
-            "import-missing",
+            Code::ImportMissing,
             "create the file, or remove the import",
         ),
         D::ImportTooDeep => (
             Severity::Error,
-            "import-too-deep",
+            Code::ImportTooDeep,
             "import the file from a shallower file: Claude Code follows at most 4 levels",
         ),
         D::ImportCycle => (
             Severity::Warning,
-            "import-cycle",
+            Code::ImportCycle,
             "remove one of the imports that form the cycle",
         ),
-        D::ImportNotText | D::ImportNotAFile => {
-            (Severity::Warning, "import-not-loaded", "import a text file")
-        }
+        D::ImportNotText | D::ImportNotAFile => (
+            Severity::Warning,
+            Code::ImportNotLoaded,
+            "import a text file",
+        ),
         D::FileTooLarge => (
             Severity::Error,
-            "file-too-large",
+            Code::FileTooLarge,
             "split the file: Claude Code skips memory files over 4 MiB",
         ),
         D::FileUnreadable => (
             Severity::Error,
-            "file-unreadable",
+            Code::FileUnreadable,
             "fix the file's permissions",
         ),
         D::FileUnparsable => (
             Severity::Error,
-            "file-unparsable",
+            Code::FileUnparsable,
             "simplify the markdown: Claude Code could not parse this file and loads nothing from it",
         ),
-        D::SymlinkLoop => (Severity::Error, "symlink-loop", "replace the looping link"),
+        D::SymlinkLoop => (
+            Severity::Error,
+            Code::SymlinkLoop,
+            "replace the looping link",
+        ),
         D::FileOversized => (
             Severity::Warning,
-            "oversized",
+            Code::Oversized,
             "shorten the file: Claude Code warns over 40,000 characters per memory file",
         ),
         D::MemoryOversized => (
             Severity::Warning,
-            "memory-oversized",
+            Code::MemoryOversized,
             "shorten the memory: Claude Code warns over 120,000 characters in all",
         ),
         D::RuleExternal => (
             Severity::Warning,
-            "rule-external",
+            Code::RuleExternal,
             "keep rules inside the workspace",
         ),
-        D::ConfigUnreadable => (Severity::Warning, "config-unreadable", "fix ~/.claude.json"),
+        D::ConfigUnreadable => (
+            Severity::Warning,
+            Code::ConfigUnreadable,
+            "fix ~/.claude.json",
+        ),
         D::ImportExternal
         | D::ImportRepeated
         | D::ImportInCode
@@ -368,7 +335,7 @@ fn dangling_links(layout: &Layout, fs: &MountedFs, findings: &mut Vec<Finding>) 
         if fs.metadata(&link).is_err() {
             findings.push(Finding {
                 severity: Severity::Error,
-                code: "dangling-link",
+                code: Code::DanglingLink,
                 file: fs.host_path(&link).unwrap_or_else(|| link.clone()),
                 message: format!(
                     "{} points to {}, which does not exist even inside the container",
@@ -398,12 +365,15 @@ fn composition_findings(
     options: &CheckOptions,
     findings: &mut Vec<Finding>,
 ) -> Result<GroupPlan, GroupError> {
-    let dir = SafeDir::open(&layout.checked_group_dir(group)?)?;
-    let config = read_config(&dir)?;
-    let plan = plan_for(layout, &dir, &config, sources, &options.settings)?;
-    let delivery = plan.target.delivery;
-    let fragments = dir.open_child(names::FRAGMENTS, false)?;
-    let steps = diff(&dir, fragments.as_ref(), &plan)?;
+    let group_path = checked_group_dir(layout, group)?;
+    let Observation {
+        dir,
+        config,
+        delivery,
+        plan,
+        steps,
+        ..
+    } = observe(layout, sources, &group_path, &options.settings, false)?;
     let group_path = dir.path().to_owned();
     let compose_fix = compose_fix(group, options);
     let mut pending = Vec::new();
@@ -412,14 +382,14 @@ fn composition_findings(
             Step::Keep { .. } => {}
             Step::Rescue { from, .. } => findings.push(Finding {
                 severity: Severity::Error,
-                code: "hand-edited",
+                code: Code::HandEdited,
                 file: group_path.join(from),
                 message: format!("{from} is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will move the edit aside"),
                 fix: format!("move the text you need into CLAUDE.local.md, then {compose_fix}"),
             }),
             Step::Clean { path } => findings.push(Finding {
                 severity: Severity::Warning,
-                code: "stale-temp",
+                code: Code::StaleTemp,
                 file: group_path.join(path.to_string()),
                 message: "a temp file left by an interrupted clawmd run".to_owned(),
                 fix: compose_fix.clone(),
@@ -427,7 +397,7 @@ fn composition_findings(
             Step::Remove { path, .. } if is_disabled_skill(sources, &config.skills, &path.name) => {
                 findings.push(Finding {
                     severity: Severity::Error,
-                    code: "disabled-skill-fragment",
+                    code: Code::DisabledSkillFragment,
                     file: group_path.join(path.to_string()),
                     message: format!(
                         "a fragment of skill {:?}, which container.json does not enable, is still imported",
@@ -442,7 +412,7 @@ fn composition_findings(
     if !pending.is_empty() {
         findings.push(Finding {
             severity: Severity::Error,
-            code: "out-of-date",
+            code: Code::OutOfDate,
             file: group_path.clone(),
             message: format!(
                 "the composition differs from what container.json asks for ({} as {} with {delivery} delivery): {}",
@@ -471,13 +441,10 @@ fn is_disabled_skill(
 fn rescued_files(dir: &SafeDir, findings: &mut Vec<Finding>) -> Result<(), GroupError> {
     for name in dir.list()? {
         let name = name.to_string_lossy();
-        let rescued = ENTRY_POINTS
-            .iter()
-            .any(|entry| name.starts_with(&format!("{entry}{}", names::RESCUE_INFIX)));
-        if rescued && !is_temp_name(&name) {
+        if is_rescue_name(&name) && !is_temp_name(&name) {
             findings.push(Finding {
                 severity: Severity::Warning,
-                code: "rescued-text",
+                code: Code::RescuedText,
                 file: dir.path().join(name.as_ref()),
                 message: "text from a hand-edited entry point, kept aside by compose; the agent does not see it".to_owned(),
                 fix: "move what is still needed into CLAUDE.local.md, then delete this file".to_owned(),
@@ -502,7 +469,7 @@ fn instruction_imports(
         }
         findings.push(Finding {
             severity: Severity::Warning,
-            code: "import-in-instructions",
+            code: Code::ImportInInstructions,
             file: dir.path().join(names::CONFIG),
             message: format!(
                 "mcpServers.{server}.instructions contains {}; Claude Code would load such a line as a file import, so clawmd writes the text inside a code block where it stays literal text",
@@ -514,50 +481,5 @@ fn instruction_imports(
             ),
             fix: "nothing to do if the text is meant literally; to give the agent a file's content, put it in CLAUDE.local.md or a skill".to_owned(),
         });
-    }
-}
-
-impl Report for CheckReport {
-    fn ok(&self) -> bool {
-        self.ok
-    }
-
-    fn to_human(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        let (mut errors, mut warnings) = (0, 0);
-        for group in &self.groups {
-            if group.findings.is_empty() {
-                let _ = writeln!(out, "{}: ok ({} delivery)", group.group, group.delivery);
-                continue;
-            }
-            let _ = writeln!(out, "{} ({} delivery):", group.group, group.delivery);
-            for finding in &group.findings {
-                let label = match finding.severity {
-                    Severity::Error => {
-                        errors += 1;
-                        "error"
-                    }
-                    Severity::Warning => {
-                        warnings += 1;
-                        "warning"
-                    }
-                };
-                let _ = writeln!(
-                    out,
-                    "  {label}[{}] {}: {}\n    fix: {}",
-                    finding.code,
-                    finding.file.display(),
-                    finding.message,
-                    finding.fix
-                );
-            }
-        }
-        let _ = writeln!(
-            out,
-            "{} group(s) checked: {errors} error(s), {warnings} warning(s)",
-            self.groups.len()
-        );
-        out
     }
 }

@@ -14,15 +14,16 @@ pub mod check;
 pub mod compose;
 pub mod config;
 pub mod delivery;
+pub mod deployment;
 pub mod error;
 pub mod fsops;
 pub mod layout;
 pub mod loader;
 pub mod migrate;
-pub mod names;
 pub mod plan;
 pub mod reconcile;
 pub mod report;
+pub mod safe_name;
 pub mod settings;
 pub mod view;
 

@@ -5,15 +5,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 
 use clawmd::Delivery;
 use clawmd::check::{CheckOptions, check};
-use clawmd::compose::{ComposeOptions, Selection, compose};
+use clawmd::compose::{ComposeOptions, compose};
 use clawmd::delivery::Provider;
+use clawmd::deployment::Selection;
 use clawmd::loader::{Format, HostFs, load, render};
 use clawmd::migrate::migrate;
-use clawmd::report::{Report, WarningReport};
+use clawmd::report::{Code, Report, RunFailure, WarningReport};
 use clawmd::settings::{Overrides, Resolved, read_settings};
 use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
 
@@ -70,10 +72,10 @@ struct DeliveryArgs {
     /// inline (default): one generated CLAUDE.md importing only CLAUDE.local.md; copy:
     /// regular-file copies; link: symlinks into /app, which Claude Code drops unless external
     /// imports are approved.
-    #[arg(long, value_enum, env = "CLAWMD_DELIVERY")]
+    #[arg(long, env = "CLAWMD_DELIVERY", value_parser = parse_delivery())]
     delivery: Option<Delivery>,
     /// The agent backend of groups whose container.json has no `provider` [default: claude].
-    #[arg(long, value_enum, env = "CLAWMD_PROVIDER")]
+    #[arg(long, env = "CLAWMD_PROVIDER", value_parser = parse_provider())]
     provider: Option<Provider>,
     /// The agents' runtime approves external imports for the workspace (~/.claude.json).
     #[arg(long)]
@@ -103,6 +105,37 @@ impl DeploymentArgs {
     }
 }
 
+/// How a command's report is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+enum OutputFormat {
+    /// A short summary for people.
+    #[default]
+    Human,
+    /// The machine-readable report (docs/json-report.md) on stdout.
+    Json,
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+struct OutputArgs {
+    /// How to print the report: for people, or the machine-readable JSON report
+    /// (docs/json-report.md) on stdout.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    format: OutputFormat,
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+}
+
+impl OutputArgs {
+    fn format(self) -> OutputFormat {
+        if self.json {
+            OutputFormat::Json
+        } else {
+            self.format
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct ComposeArgs {
     /// Groups to compose (folder names under groups/).
@@ -118,9 +151,8 @@ struct ComposeArgs {
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print the machine-readable report (docs/json-report.md) on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -130,9 +162,8 @@ struct MigrateArgs {
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print the machine-readable report on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -149,9 +180,8 @@ struct CheckArgs {
     /// clawmd.json, defaults).
     #[command(flatten)]
     delivery: DeliveryArgs,
-    /// Print the machine-readable report on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -178,7 +208,7 @@ struct RenderArgs {
     #[arg(long, default_value = "claude", value_parser = parse_format)]
     format: Format,
     /// The front end: the CLI, or the Agent SDK with settingSources ['project','user'].
-    #[arg(long, value_enum, default_value_t = Consumer::Cli)]
+    #[arg(long, default_value = "cli", value_parser = parse_consumer())]
     consumer: Consumer,
     /// Instead of the memory: which files reach the agent and what is dropped, and why.
     #[arg(long)]
@@ -187,6 +217,22 @@ struct RenderArgs {
 
 fn parse_format(text: &str) -> Result<Format, String> {
     text.parse()
+}
+
+/// Library types stay free of clap: the binary lists their values and parses with `FromStr`.
+fn parse_delivery() -> impl clap::builder::TypedValueParser<Value = Delivery> {
+    clap::builder::PossibleValuesParser::new(["inline", "copy", "link"])
+        .try_map(|text| text.parse::<Delivery>())
+}
+
+fn parse_provider() -> impl clap::builder::TypedValueParser<Value = Provider> {
+    clap::builder::PossibleValuesParser::new(["claude", "codex", "opencode", "gemini"])
+        .try_map(|text| text.parse::<Provider>())
+}
+
+fn parse_consumer() -> impl clap::builder::TypedValueParser<Value = Consumer> {
+    clap::builder::PossibleValuesParser::new(["cli", "sdk"])
+        .try_map(|text| text.parse::<Consumer>())
 }
 
 fn main() -> ExitCode {
@@ -231,12 +277,12 @@ fn run_compose(args: ComposeArgs) -> anyhow::Result<ExitCode> {
         report
             .warnings
             .extend(warnings.into_iter().map(|message| WarningReport {
-                code: "settings".to_owned(),
+                code: Code::Settings,
                 message,
             }));
         report
     });
-    finish("compose", result, args.json)
+    finish("compose", result, args.output.format())
 }
 
 fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
@@ -244,7 +290,7 @@ fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     finish(
         "migrate",
         migrate(&resolved.layout, args.dry_run, resolved.lock_timeout),
-        args.json,
+        args.output.format(),
     )
 }
 
@@ -258,7 +304,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     finish(
         "check",
         check(&resolved.layout, &selection, &options),
-        args.json,
+        args.output.format(),
     )
 }
 
@@ -303,29 +349,25 @@ fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
 fn finish<R: Report>(
     command: &str,
     result: Result<R, clawmd::Error>,
-    json: bool,
+    format: OutputFormat,
 ) -> anyhow::Result<ExitCode> {
-    let report = match result {
-        Ok(report) => report,
-        Err(err) if json => return print_json_error(command, &err),
-        Err(err) => return Err(err).with_context(|| format!("{command} failed")),
+    let report = match (result, format) {
+        (Ok(report), _) => report,
+        (Err(err), OutputFormat::Json) => return print_json_error(command, &err),
+        (Err(err), OutputFormat::Human) => {
+            return Err(err).with_context(|| format!("{command} failed"));
+        }
     };
-    if json {
-        print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
-    } else {
-        print_stdout(&report.to_human())?;
+    match format {
+        OutputFormat::Json => print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?,
+        OutputFormat::Human => print_stdout(&report.to_human())?,
     }
     Ok(exit_code(report.ok()))
 }
 
 fn print_json_error(command: &str, err: &clawmd::Error) -> anyhow::Result<ExitCode> {
-    let value = serde_json::json!({
-        "version": clawmd::report::REPORT_VERSION,
-        "command": command,
-        "ok": false,
-        "error": { "code": "run-failed", "message": err.to_string() },
-    });
-    print_stdout(&(serde_json::to_string_pretty(&value)? + "\n"))?;
+    let failure = RunFailure::new(command, err);
+    print_stdout(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
     let _ = writeln!(std::io::stderr(), "clawmd: error: {err}");
     Ok(ExitCode::FAILURE)
 }

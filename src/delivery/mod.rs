@@ -53,6 +53,22 @@ pub enum Delivery {
     Link,
 }
 
+impl Delivery {
+    /// Every mode.
+    pub const ALL: [Delivery; 3] = [Delivery::Inline, Delivery::Copy, Delivery::Link];
+}
+
+impl std::str::FromStr for Delivery {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Delivery::ALL
+            .into_iter()
+            .find(|delivery| delivery.to_string() == text)
+            .ok_or_else(|| format!("unknown delivery mode {text:?}: use inline, copy or link"))
+    }
+}
+
 impl fmt::Display for Delivery {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -114,6 +130,19 @@ impl Provider {
     /// Whether the backend gets one flat document (no import lines, local memory copied in).
     pub fn is_flat(self) -> bool {
         self != Provider::Claude
+    }
+}
+
+impl std::str::FromStr for Provider {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Provider::parse(text).ok_or_else(|| {
+            format!(
+                "unknown provider {text:?}: use {}",
+                Provider::ALL.map(Provider::as_str).join(", ")
+            )
+        })
     }
 }
 
