@@ -305,7 +305,9 @@ fn legacy_deployment(composed: usize, legacy: usize) -> Deployment {
         d.write(&format!("groups/c{i}/container.json"), CONFIG_A.as_bytes());
         d.write(&format!("groups/c{i}/CLAUDE.local.md"), LOCAL.as_bytes());
     }
-    clawmd(d.root(), &["compose", "--all"], &[]).expect(0, "compose the clean groups");
+    // Link delivery: the races below switch between link and copy, whose CLAUDE.md is the same.
+    clawmd(d.root(), &["compose", "--all", "--delivery", "link"], &[])
+        .expect(0, "compose the clean groups");
     for i in 0..legacy {
         d.write(&format!("groups/l{i}/container.json"), CONFIG_B.as_bytes());
         d.write(&format!("groups/l{i}/CLAUDE.md"), legacy_text(i).as_bytes());
