@@ -129,11 +129,6 @@ pub enum Warning {
         /// The budget.
         budget: u64,
     },
-    /// An import inside a shared source that cannot be delivered.
-    SharedImport {
-        /// What and why.
-        message: String,
-    },
 }
 
 impl fmt::Display for Warning {
@@ -165,7 +160,6 @@ impl fmt::Display for Warning {
                 f,
                 "{target} is {bytes} bytes, over its budget of {budget} bytes, even with every optional section dropped; the shared base and the local memory are kept whole (fix: shorten them, or raise the budget in clawmd.json)"
             ),
-            Warning::SharedImport { message } => f.write_str(message),
         }
     }
 }

@@ -187,7 +187,7 @@ pub fn from_memory(layout: &Layout, plan: &GroupPlan, memory: &Memory) -> Delive
     if !local_empty && !memory.files.iter().any(|f| f.path == local) {
         missing.push("local-memory".to_owned());
     }
-    let reasons = if missing.is_empty() {
+    let mut reasons: Vec<String> = if missing.is_empty() {
         Vec::new()
     } else {
         memory
@@ -207,6 +207,19 @@ pub fn from_memory(layout: &Layout, plan: &GroupPlan, memory: &Memory) -> Delive
             .map(|d| d.message.clone())
             .collect()
     };
+    if reasons.is_empty() {
+        for section in plan
+            .sections
+            .iter()
+            .filter(|s| missing.contains(&s.id.name()))
+        {
+            reasons.push(format!(
+                "the text of {} ({}) is not in what Claude Code loads as written: something it leaves open (an HTML comment, a code fence) changes what follows it (fix: close it in the source)",
+                section.id.name(),
+                section.id.origin()
+            ));
+        }
+    }
     Delivered {
         complete: missing.is_empty(),
         missing,
@@ -274,4 +287,115 @@ pub fn digest(bytes: &[u8]) -> String {
     let hash = Sha256::digest(bytes);
     let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GroupConfig;
+    use crate::delivery::{Delivery, GroupInputs, Provider, plan_delivery};
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    fn sources(base: &str) -> Sources {
+        Sources {
+            shared_base: Some(base.as_bytes().to_vec()),
+            skills: BTreeMap::from([("web".to_owned(), Some(b"WEB GUIDE\n".to_vec()))]),
+            originals: BTreeMap::new(),
+        }
+    }
+
+    fn verdict(base: &str, settings: DeliverySettings, provider: Option<Provider>) -> Delivered {
+        let layout = Layout::under_root(Path::new("/host"));
+        let config = GroupConfig {
+            provider,
+            ..GroupConfig::default()
+        };
+        let sources = sources(base);
+        let inputs = GroupInputs {
+            local_memory: Some(b"LOCAL NOTES\n"),
+        };
+        let plan = plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap();
+        verify(&layout, &plan, &sources, &settings)
+    }
+
+    #[test]
+    fn inline_and_copy_reach_the_agent_link_only_when_approved() {
+        for delivery in [Delivery::Inline, Delivery::Copy] {
+            let got = verdict("BASE\n", DeliverySettings::with_delivery(delivery), None);
+            assert!(got.complete, "{delivery}: {got:?}");
+        }
+        let link = verdict(
+            "BASE\n",
+            DeliverySettings::with_delivery(Delivery::Link),
+            None,
+        );
+        assert!(!link.complete);
+        assert_eq!(link.missing, ["shared-base", "skill:web"]);
+        assert!(link.reasons[0].contains("external imports are not approved"));
+        let approved = DeliverySettings {
+            approve_external: true,
+            ..DeliverySettings::with_delivery(Delivery::Link)
+        };
+        assert!(verdict("BASE\n", approved, None).complete);
+    }
+
+    #[test]
+    fn a_source_whose_text_the_document_changes_is_caught() {
+        // An unclosed HTML comment in the shared base is closed by the next section's comment
+        // line inside the document, so Claude Code strips text the base shows when read
+        // alone: the verdict says so instead of trusting the bytes written.
+        let got = verdict(
+            "BASE\n<!-- never closed\nHIDDEN\n",
+            DeliverySettings::default(),
+            None,
+        );
+        assert!(!got.complete);
+        assert_eq!(got.missing, ["shared-base"], "{got:?}");
+        assert!(got.reasons[0].contains("fix: close it"), "{got:?}");
+        // The same base delivered as a copy (a file of its own) is whole.
+        let copy = verdict(
+            "BASE\n<!-- never closed\nHIDDEN\n",
+            DeliverySettings::with_delivery(Delivery::Copy),
+            None,
+        );
+        assert!(copy.complete, "{copy:?}");
+    }
+
+    #[test]
+    fn a_flat_document_is_judged_within_its_budget() {
+        let codex = verdict("BASE\n", DeliverySettings::default(), Some(Provider::Codex));
+        assert!(codex.complete, "{codex:?}");
+        let tiny = DeliverySettings {
+            budgets: crate::delivery::Budgets {
+                codex: 10,
+                ..Default::default()
+            },
+            ..DeliverySettings::default()
+        };
+        let over = verdict("BASE\n", tiny, Some(Provider::Codex));
+        assert!(!over.complete);
+        assert!(
+            over.missing.contains(&"local-memory".to_owned()),
+            "{over:?}"
+        );
+        assert!(
+            over.missing.contains(&"skill:web".to_owned()),
+            "dropped: {over:?}"
+        );
+    }
+
+    #[test]
+    fn the_digest_is_stable_and_follows_the_content() {
+        let a = verdict("BASE\n", DeliverySettings::default(), None);
+        let b = verdict("BASE\n", DeliverySettings::default(), None);
+        let c = verdict("BASE v2\n", DeliverySettings::default(), None);
+        assert_eq!(a.memory_digest, b.memory_digest);
+        assert_ne!(a.memory_digest, c.memory_digest);
+        // Link, not approved: the base is not received, but what is behind the link counts.
+        let link = DeliverySettings::with_delivery(Delivery::Link);
+        let a = verdict("BASE\n", link, None);
+        let c = verdict("BASE v2\n", link, None);
+        assert_ne!(a.memory_digest, c.memory_digest);
+    }
 }

@@ -66,7 +66,6 @@ impl From<&Warning> for WarningReport {
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
             Warning::SectionDropped { .. } => Code::SectionDropped,
             Warning::OverBudget { .. } => Code::OverBudget,
-            Warning::SharedImport { .. } => Code::SharedImportNotDelivered,
         };
         WarningReport {
             code,
