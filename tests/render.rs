@@ -153,7 +153,9 @@ fn render_errors_name_the_group() {
 #[test]
 fn check_flags_link_delivery_and_passes_copy_delivery() {
     let d = composed("link");
-    let run = d.run(["check", "--json"]).expect_code(1);
+    let run = d
+        .run(["check", "--delivery", "link", "--json"])
+        .expect_code(1);
     let json = run.json();
     for group in json["groups"].as_array().unwrap() {
         let finding = group["findings"]
@@ -162,15 +164,18 @@ fn check_flags_link_delivery_and_passes_copy_delivery() {
             .iter()
             .find(|f| f["code"] == "external-import-dropped")
             .unwrap_or_else(|| panic!("{group}"));
+        // The two fixes that work: approval (told to clawmd too), or inline delivery.
+        let fix = finding["fix"].as_str().unwrap();
         assert!(
-            finding["fix"].as_str().unwrap().contains("--delivery copy"),
+            fix.contains("\"approveExternal\": true") && fix.contains("\"delivery\": \"inline\""),
             "{finding}"
         );
     }
-    d.run(["check", "--approve-external"]).success();
+    d.run(["check", "--delivery", "link", "--approve-external"])
+        .success();
 
     let d = composed("copy");
-    let run = d.run(["check", "--json"]).success();
+    let run = d.run(["check", "--delivery", "copy", "--json"]).success();
     for group in run.json()["groups"].as_array().unwrap() {
         for finding in group["findings"].as_array().unwrap() {
             assert_eq!(finding["severity"], "warning", "{finding}");
@@ -181,10 +186,17 @@ fn check_flags_link_delivery_and_passes_copy_delivery() {
 #[test]
 fn check_finds_links_that_dangle_inside_the_container() {
     let d = Deployment::standard().group("g", None);
-    d.run(["compose", "g"]).success();
+    d.run(["compose", "g", "--delivery", "link"]).success();
     std::fs::remove_file(d.path("container/skills/web/instructions.md")).unwrap();
     let run = d
-        .run(["check", "g", "--approve-external", "--json"])
+        .run([
+            "check",
+            "g",
+            "--delivery",
+            "link",
+            "--approve-external",
+            "--json",
+        ])
         .expect_code(1);
     let findings = run.json()["groups"][0]["findings"].clone();
     let dangling = findings
@@ -210,7 +222,7 @@ fn check_finds_links_that_dangle_inside_the_container() {
 #[test]
 fn check_warns_about_oversized_memory() {
     let d = Deployment::standard().group("g", None);
-    d.run(["compose", "g", "--delivery", "copy"]).success();
+    d.run(["compose", "g"]).success();
     d.write("groups/g/CLAUDE.local.md", "x".repeat(41_000).as_bytes());
     let run = d.run(["check", "g", "--json"]).success();
     let codes: Vec<_> = run.json()["groups"][0]["findings"]

@@ -62,6 +62,14 @@ codes! {
     MissingSharedBase = "missing-shared-base",
     /// A skill folder whose name cannot be a file name (top level).
     BadSkillName = "bad-skill-name",
+    /// An optional section (a skill, MCP instructions) dropped over the target's byte budget.
+    SectionDropped = "section-dropped",
+    /// The target is over its byte budget even without every optional section.
+    OverBudget = "over-budget",
+    /// An import inside a shared source that clawmd cannot deliver (top level).
+    SharedImportNotDelivered = "shared-import-not-delivered",
+    /// Something about `clawmd.json` (an unknown key, an unmodelled Claude Code version).
+    Settings = "settings",
 
     // `check` findings about the composition.
     /// The disk differs from what `container.json` asks for.
@@ -108,6 +116,8 @@ codes! {
     DanglingLink = "dangling-link",
     /// One of the loader's budgets was reached: the view of the memory is incomplete there.
     BudgetExceeded = "budget-exceeded",
+    /// Something composed for the agent does not reach it (compose's `delivered` verdict).
+    NotDelivered = "not-delivered",
 }
 
 impl std::fmt::Display for Code {

@@ -64,6 +64,8 @@ impl From<&Warning> for WarningReport {
         let code = match warning {
             Warning::UnknownSkill { .. } => Code::UnknownSkill,
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
+            Warning::SectionDropped { .. } => Code::SectionDropped,
+            Warning::OverBudget { .. } => Code::OverBudget,
         };
         WarningReport {
             code,
