@@ -230,6 +230,11 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
             Code::ConfigUnreadable,
             "fix ~/.claude.json",
         ),
+        D::BudgetExceeded => (
+            Severity::Error,
+            Code::BudgetExceeded,
+            "this much memory cannot be what the agent should get: shrink or remove the file (an agent may have written it)",
+        ),
         D::ImportExternal
         | D::ImportRepeated
         | D::ImportInCode

@@ -109,6 +109,8 @@ codes! {
     ConfigUnreadable = "config-unreadable",
     /// A link that dangles even inside the container.
     DanglingLink = "dangling-link",
+    /// One of the loader's budgets was reached: the view of the memory is incomplete there.
+    BudgetExceeded = "budget-exceeded",
 }
 
 impl From<&GroupError> for Code {
