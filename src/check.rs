@@ -356,7 +356,7 @@ fn dangling_links(layout: &Layout, fs: &MountedFs, findings: &mut Vec<Finding>) 
 fn group_error_finding(layout: &Layout, group: &str, err: &GroupError) -> Finding {
     Finding {
         severity: Severity::Error,
-        code: err.code(),
+        code: Code::from(err),
         file: err.file().unwrap_or_else(|| layout.group_dir(group)),
         message: err.to_string(),
         fix: "fix the problem above, then run `clawmd compose` for the group".to_owned(),
