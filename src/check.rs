@@ -16,9 +16,11 @@ use crate::fsops::{SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
 use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
-use crate::plan::{Delivery, GroupPlan, Sources};
+use crate::plan::{Delivery, GroupPlan, Sources, Warning};
 use crate::reconcile::{Step, is_rescue_name};
-use crate::report::{CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity};
+use crate::report::{
+    CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity, WarningReport,
+};
 use crate::view::{ViewOptions, load_group};
 
 /// How to check.
@@ -414,6 +416,7 @@ fn composition_findings(
             Step::Remove { path, .. } | Step::Write { path, .. } => pending.push(path.to_string()),
         }
     }
+    config_findings(&group_path, &plan.warnings, findings);
     if !pending.is_empty() {
         findings.push(Finding {
             severity: Severity::Error,
@@ -431,6 +434,37 @@ fn composition_findings(
     rescued_files(&dir, findings)?;
     instruction_imports(&dir, &config.mcp_instructions, findings);
     Ok(plan)
+}
+
+/// Typos in `container.json`: keys that are near misses of clawmd's, and skills that do not
+/// exist (with the nearest that does), the same warnings compose gives.
+fn config_findings(group_path: &Path, warnings: &[Warning], findings: &mut Vec<Finding>) {
+    for warning in warnings {
+        let fix = match warning {
+            Warning::UnknownKey { key } => {
+                format!(
+                    "rename `{}` to `{}` in container.json",
+                    key.key,
+                    key.meant()
+                )
+            }
+            Warning::UnknownSkill {
+                skill,
+                suggestion: Some(meant),
+            } => format!("change {skill:?} to {meant:?} in `skills` in container.json"),
+            Warning::UnknownSkill { skill, .. } => format!(
+                "add container/skills/{skill}/, or remove {skill:?} from `skills` in container.json"
+            ),
+            _ => continue,
+        };
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: WarningReport::from(warning).code,
+            file: group_path.join(names::CONFIG),
+            message: warning.to_string(),
+            fix,
+        });
+    }
 }
 
 fn is_disabled_skill(

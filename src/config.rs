@@ -48,6 +48,86 @@ pub struct GroupConfig {
     pub mcp_instructions: BTreeMap<String, String>,
     /// The runner's `provider` key (the agent backend), when present. clawmd only reads it.
     pub provider: Option<Provider>,
+    /// Keys that look like misspellings of clawmd's keys (`skils`, `mcpServers.db.instruction`),
+    /// in the file's order. Every other key belongs to the runner and is not reported.
+    pub unknown_keys: Vec<UnknownKey>,
+}
+
+/// A key in `container.json` that is almost one clawmd reads, and so is probably a typo that
+/// silently changes what the agent gets (`"skils"` enables every skill).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnknownKey {
+    /// The JSON path of the key (`skils`, `mcpServers.db.instruction`).
+    pub key: String,
+    /// The key clawmd reads that was probably meant.
+    pub suggestion: String,
+}
+
+impl UnknownKey {
+    /// The full path of the key probably meant (`mcpServers.db.instructions`).
+    pub fn meant(&self) -> String {
+        match self.key.rsplit_once('.') {
+            Some((parent, _)) => format!("{parent}.{}", self.suggestion),
+            None => self.suggestion.clone(),
+        }
+    }
+}
+
+impl fmt::Display for UnknownKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let meant = self.meant();
+        write!(
+            f,
+            "container.json key `{}` is not one clawmd reads, so it has no effect; did you mean `{meant}`? (fix: rename the key)",
+            self.key
+        )
+    }
+}
+
+/// The top-level keys clawmd reads; every other key belongs to the runner.
+pub const KEYS: [&str; 3] = ["skills", "mcpServers", "provider"];
+/// The key clawmd reads in an MCP server object; the others (`command`, `args`, `env`, …)
+/// belong to the runner.
+pub const SERVER_KEYS: [&str; 1] = ["instructions"];
+
+/// Keys of `container.json` that are near misses of clawmd's own (see [`UnknownKey`]).
+fn unknown_keys(bytes: &[u8]) -> Vec<UnknownKey> {
+    let Ok(serde_json::Value::Object(top)) = serde_json::from_slice(bytes) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for (key, value) in &top {
+        if let Some(meant) = crate::suggest::near_miss(key, &KEYS) {
+            found.push(UnknownKey {
+                key: key.clone(),
+                suggestion: meant.to_owned(),
+            });
+        }
+        // A misspelt `mcpServers` is reported once, as the key; its servers are not read.
+        if key != "mcpServers" {
+            continue;
+        }
+        let serde_json::Value::Object(servers) = value else {
+            continue;
+        };
+        for (server, fields) in servers {
+            let serde_json::Value::Object(fields) = fields else {
+                continue;
+            };
+            if fields.contains_key("instructions") {
+                continue;
+            }
+            for field in fields.keys() {
+                if let Some(meant) = crate::suggest::near_miss(field, &SERVER_KEYS) {
+                    found.push(UnknownKey {
+                        key: format!("mcpServers.{server}.{field}"),
+                        suggestion: meant.to_owned(),
+                    });
+                }
+            }
+        }
+    }
+    found
 }
 
 /// A `container.json` that cannot be used, with where and how to fix it.
@@ -116,6 +196,7 @@ pub fn parse_config(path: &Path, bytes: &[u8]) -> Result<GroupConfig, ConfigErro
         skills,
         mcp_instructions,
         provider,
+        unknown_keys: unknown_keys(bytes),
     })
 }
 
@@ -326,6 +407,39 @@ mod tests {
         );
         let err = parse(r#"{"provider": 3}"#).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("provider"));
+    }
+
+    #[test]
+    fn near_misses_of_clawmd_keys_are_reported_and_runner_keys_are_not() {
+        let config = parse(
+            r#"{"skils": ["web"], "packages": ["jq"], "imageTag": "v2",
+                "mcpServers": {"db": {"command": "x", "env": {}, "instruction": "RO"},
+                               "ok": {"instructions": "fine", "instrctions": "shadow"}}}"#,
+        )
+        .unwrap();
+        let keys: Vec<(String, String)> = config
+            .unknown_keys
+            .iter()
+            .map(|k| (k.key.clone(), k.meant()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("skils".to_owned(), "skills".to_owned()),
+                (
+                    "mcpServers.db.instruction".to_owned(),
+                    "mcpServers.db.instructions".to_owned()
+                ),
+            ]
+        );
+        assert!(
+            config.unknown_keys[0]
+                .to_string()
+                .contains("did you mean `skills`?")
+        );
+        // The typo changes what the agent gets: every skill, no instructions.
+        assert_eq!(config.skills, SkillSelection::All);
+        assert_eq!(config.mcp_instructions.len(), 1);
     }
 
     #[test]

@@ -79,11 +79,32 @@ pub fn checked_group_dir(layout: &Layout, group: &str) -> Result<PathBuf, GroupE
 pub fn open_group(path: &Path) -> Result<SafeDir, GroupError> {
     match SafeDir::open(path) {
         Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            Err(GroupError::Missing {
-                path: path.to_owned(),
-            })
+            Err(missing_group(path))
         }
         other => Ok(other?),
+    }
+}
+
+/// The error for a group folder that does not exist, suggesting the existing group with the
+/// nearest name (`mian`: did you mean `main`?).
+pub fn missing_group(path: &Path) -> GroupError {
+    let suggestion = path
+        .parent()
+        .zip(path.file_name())
+        .and_then(|(groups, name)| {
+            let siblings: Vec<String> = SafeDir::open(groups)
+                .and_then(|dir| dir.list())
+                .ok()?
+                .into_iter()
+                .map(|n| n.to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.') && n != GLOBAL_GROUP)
+                .collect();
+            crate::suggest::nearest(&name.to_string_lossy(), siblings.iter().map(String::as_str))
+                .map(str::to_owned)
+        });
+    GroupError::Missing {
+        path: path.to_owned(),
+        suggestion,
     }
 }
 

@@ -48,10 +48,16 @@ pub enum GroupError {
         bytes: u64,
     },
     /// The group folder does not exist.
-    #[error("{} does not exist; fix: create the group folder, or point --root/--groups-dir at the right place", path.display())]
+    #[error(
+        "{} does not exist; {}fix: create the group folder, or point --root/--groups-dir at the right place",
+        path.display(),
+        suggestion.as_ref().map(|g| format!("did you mean `{g}`? ")).unwrap_or_default()
+    )]
     Missing {
         /// The folder.
         path: PathBuf,
+        /// The existing group with the nearest name, when one is close.
+        suggestion: Option<String>,
     },
     /// `container.json` is malformed.
     #[error(transparent)]
@@ -78,7 +84,9 @@ impl GroupError {
         match self {
             GroupError::BadName { .. } | GroupError::Reserved { .. } => None,
             GroupError::TooManyRescues { dir, .. } => Some(dir.clone()),
-            GroupError::Missing { path } | GroupError::Collision { path, .. } => Some(path.clone()),
+            GroupError::Missing { path, .. } | GroupError::Collision { path, .. } => {
+                Some(path.clone())
+            }
             GroupError::Config(err) => Some(err.path.clone()),
             GroupError::Fs(err) => Some(err.path().to_owned()),
             GroupError::Loader(_) => None,

@@ -28,6 +28,7 @@ pub mod reconcile;
 pub mod report;
 pub mod safe_name;
 pub mod settings;
+pub mod suggest;
 pub mod view;
 
 pub use error::{Error, GroupError};

@@ -15,7 +15,7 @@ use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
 use clawmd::loader::{Format, HostFs, load, render};
 use clawmd::migrate::migrate;
-use clawmd::report::{Code, Report, RunFailure, WarningReport};
+use clawmd::report::{Report, RunFailure, WarningReport};
 use clawmd::settings::{Overrides, Resolved, read_settings};
 use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
 
@@ -85,11 +85,17 @@ struct DeliveryArgs {
 impl DeploymentArgs {
     /// The deployment's settings: these flags (and `CLAWMD_*`) over `<root>/clawmd.json` over
     /// the defaults. Warnings about the settings file go to stderr and are returned.
-    fn resolve(&self, delivery: &DeliveryArgs) -> anyhow::Result<(Resolved, Vec<String>)> {
+    fn resolve(&self, delivery: &DeliveryArgs) -> anyhow::Result<(Resolved, Vec<WarningReport>)> {
         let (settings, warnings) = read_settings(&self.root)?;
-        let warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+        let warnings: Vec<WarningReport> = warnings
+            .iter()
+            .map(|warning| WarningReport {
+                code: warning.code,
+                message: warning.to_string(),
+            })
+            .collect();
         for warning in &warnings {
-            let _ = writeln!(std::io::stderr(), "clawmd: warning: {warning}");
+            let _ = writeln!(std::io::stderr(), "clawmd: warning: {}", warning.message);
         }
         let overrides = Overrides {
             groups_dir: self.groups_dir.clone(),
@@ -274,12 +280,7 @@ fn run_compose(args: ComposeArgs) -> anyhow::Result<ExitCode> {
         lock_timeout: resolved.lock_timeout,
     };
     let result = compose(&resolved.layout, &selection, &options).map(|mut report| {
-        report
-            .warnings
-            .extend(warnings.into_iter().map(|message| WarningReport {
-                code: Code::Settings,
-                message,
-            }));
+        report.warnings.extend(warnings);
         report
     });
     finish("compose", result, args.output.format())

@@ -103,6 +103,14 @@ pub enum Warning {
     UnknownSkill {
         /// The skill name.
         skill: String,
+        /// The existing skill probably meant.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        suggestion: Option<String>,
+    },
+    /// A key in `container.json` that is a near miss of one clawmd reads: probably a typo.
+    UnknownKey {
+        /// The key and what was probably meant.
+        key: crate::config::UnknownKey,
     },
     /// `container/CLAUDE.md` is missing, so there is no shared base to deliver.
     MissingSharedBase {
@@ -134,10 +142,20 @@ pub enum Warning {
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Warning::UnknownSkill { skill } => write!(
-                f,
-                "container.json enables skill {skill:?}, but container/skills/{skill}/ does not exist; it is ignored (fix: add the skill or remove it from `skills`)"
-            ),
+            Warning::UnknownSkill { skill, suggestion } => {
+                write!(
+                    f,
+                    "container.json enables skill {skill:?}, but container/skills/{skill}/ does not exist; it is ignored"
+                )?;
+                match suggestion {
+                    Some(meant) => write!(
+                        f,
+                        "; did you mean `{meant}`? (fix: correct the name in `skills`)"
+                    ),
+                    None => write!(f, " (fix: add the skill or remove it from `skills`)"),
+                }
+            }
+            Warning::UnknownKey { key } => write!(f, "{key}"),
             Warning::MissingSharedBase { path } => write!(
                 f,
                 "{} does not exist, so the group gets no shared base (fix: create it)",
@@ -223,17 +241,31 @@ pub fn plan_group(
     )
 }
 
-pub(crate) fn unknown_skills(config: &GroupConfig, sources: &Sources) -> Vec<Warning> {
-    match &config.skills {
-        SkillSelection::All => Vec::new(),
-        SkillSelection::Only(selected) => selected
-            .iter()
-            .filter(|skill| !sources.skills.contains_key(*skill))
-            .map(|skill| Warning::UnknownSkill {
-                skill: skill.clone(),
-            })
-            .collect(),
+/// What is wrong in a group's config without stopping the compose: keys that are near misses
+/// of clawmd's, then skills `container/skills/` does not have (with the nearest one that it
+/// has).
+pub(crate) fn config_warnings(config: &GroupConfig, sources: &Sources) -> Vec<Warning> {
+    let mut warnings: Vec<Warning> = config
+        .unknown_keys
+        .iter()
+        .map(|key| Warning::UnknownKey { key: key.clone() })
+        .collect();
+    if let SkillSelection::Only(selected) = &config.skills {
+        warnings.extend(
+            selected
+                .iter()
+                .filter(|skill| !sources.skills.contains_key(*skill))
+                .map(|skill| Warning::UnknownSkill {
+                    skill: skill.clone(),
+                    suggestion: crate::suggest::nearest(
+                        skill,
+                        sources.skills.keys().map(String::as_str),
+                    )
+                    .map(str::to_owned),
+                }),
+        );
     }
+    warnings
 }
 
 /// The start of the header line of every composed `CLAUDE.md`.
@@ -333,6 +365,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             provider: None,
+            ..GroupConfig::default()
         }
     }
 
@@ -404,7 +437,8 @@ mod tests {
         assert_eq!(
             plan.warnings,
             [Warning::UnknownSkill {
-                skill: "ghost".into()
+                skill: "ghost".into(),
+                suggestion: None,
             }]
         );
     }

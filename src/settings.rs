@@ -29,6 +29,7 @@ use serde::Deserialize;
 use crate::config::ConfigError;
 use crate::delivery::{Budgets, Delivery, DeliverySettings, Provider};
 use crate::layout::Layout;
+use crate::report::Code;
 
 /// The settings file's name, at the deployment root.
 pub const SETTINGS_FILE: &str = "clawmd.json";
@@ -98,6 +99,8 @@ pub struct BudgetSettings {
 /// Something in the settings worth fixing that does not stop the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettingsWarning {
+    /// [`Code::UnknownKey`] or [`Code::Settings`].
+    pub code: Code,
     /// The settings file.
     pub path: PathBuf,
     /// What.
@@ -165,6 +168,7 @@ pub fn parse_settings(
         && version != MODELLED_CLAUDE_CODE_VERSION
     {
         warnings.push(SettingsWarning {
+            code: Code::Settings,
             path: path.to_owned(),
             message: format!(
                 "claudeCodeVersion {version:?}: clawmd's loader reproduces Claude Code {MODELLED_CLAUDE_CODE_VERSION}, so what it says reaches the agent is measured for that release (fix: run {MODELLED_CLAUDE_CODE_VERSION}, or check the release's behaviour with tests/e2e_delivery.rs)"
@@ -175,24 +179,21 @@ pub fn parse_settings(
 }
 
 fn unknown(path: &Path, key: &str, known: &[&str]) -> SettingsWarning {
-    let leaf = key.rsplit('.').next().unwrap_or(key);
-    let best = known
-        .iter()
-        .map(|k| {
-            (
-                strsim::jaro_winkler(&leaf.to_lowercase(), &k.to_lowercase()),
-                *k,
-            )
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .filter(|(score, _)| *score >= 0.7);
-    let hint = match best {
-        Some((_, k)) => format!("did you mean {k:?}?"),
+    let (parent, leaf) = match key.rsplit_once('.') {
+        Some((parent, leaf)) => (Some(parent), leaf),
+        None => (None, key),
+    };
+    let hint = match crate::suggest::nearest(leaf, known.iter().copied()) {
+        Some(k) => match parent {
+            Some(parent) => format!("did you mean `{parent}.{k}`?"),
+            None => format!("did you mean `{k}`?"),
+        },
         None => format!("known keys: {}", known.join(", ")),
     };
     SettingsWarning {
+        code: Code::UnknownKey,
         path: path.to_owned(),
-        message: format!("unknown key {key:?} is ignored; {hint}"),
+        message: format!("unknown key `{key}` is ignored; {hint}"),
     }
 }
 
@@ -355,9 +356,10 @@ mod tests {
         let messages: Vec<String> = warnings.iter().map(|w| w.to_string()).collect();
         assert_eq!(messages.len(), 3, "{messages:?}");
         let about = |key: &str| messages.iter().find(|m| m.contains(key)).unwrap();
-        assert!(about("\"delivry\"").contains("did you mean \"delivery\"?"));
-        assert!(about("\"budgets.codx\"").contains("did you mean \"codex\"?"));
-        assert!(about("\"zzzzzzzz\"").contains("known keys:"));
+        assert!(about("`delivry`").contains("did you mean `delivery`?"));
+        assert!(about("`budgets.codx`").contains("did you mean `budgets.codex`?"));
+        assert!(about("`zzzzzzzz`").contains("known keys:"));
+        assert!(warnings.iter().all(|w| w.code == Code::UnknownKey));
         assert!(messages[0].starts_with("/d/clawmd.json: "));
     }
 

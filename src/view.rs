@@ -121,9 +121,7 @@ fn open_group_view(
     let dir = match rustix::fs::open(group_dir, dir_flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => {
-            return Err(GroupError::Missing {
-                path: group_dir.to_owned(),
-            });
+            return Err(crate::deployment::missing_group(group_dir));
         }
         Err(Errno::NOTDIR | Errno::LOOP) => {
             let found = match std::fs::symlink_metadata(group_dir) {

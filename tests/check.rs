@@ -28,6 +28,45 @@ fn an_uncomposed_group_is_out_of_date() {
     );
 }
 
+/// check reports the typos compose warns about, and a missing group the way compose does.
+#[test]
+fn check_reports_typos_and_a_missing_group_like_compose() {
+    let d = Deployment::standard()
+        .group("main", Some(r#"{"skils": ["web"], "imageTag": "v2"}"#))
+        .group("ops", Some(r#"{"skills": ["webb"]}"#));
+    d.run(["compose", "--all"]).success();
+    let run = d.run(["check", "--json"]).success();
+    assert_eq!(codes(&run, 0), ["unknown-key"]);
+    let finding = &run.json()["groups"][0]["findings"][0];
+    assert_eq!(finding["severity"], "warning");
+    assert!(
+        finding["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("groups/main/container.json")
+    );
+    assert_eq!(
+        finding["fix"],
+        "rename `skils` to `skills` in container.json"
+    );
+    assert_eq!(codes(&run, 1), ["unknown-skill"]);
+    assert!(
+        run.json()["groups"][1]["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `web`?")
+    );
+
+    let run = d.run(["check", "mian", "--json"]).expect_code(1);
+    assert_eq!(codes(&run, 0), ["missing-group"]);
+    assert!(
+        run.json()["groups"][0]["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `main`?")
+    );
+}
+
 #[test]
 fn a_hand_edit_a_disabled_skill_fragment_and_leftovers_are_found() {
     // Link delivery, so that skills have fragments a stale one can be left of.

@@ -84,6 +84,61 @@ fn only_selected_skills_are_linked_and_unknown_ones_warned_about() {
     assert!(warnings[0]["message"].as_str().unwrap().contains("ghost"));
 }
 
+/// A typo in clawmd's part of container.json silently changes what the agent gets (`skils`
+/// enables every skill, `instruction` drops the server's fragment), so it is a warning naming
+/// the key clawmd reads; the runner's own keys are left alone. A misspelt skill or group gets
+/// the nearest existing name.
+#[test]
+fn typos_in_container_json_skills_and_group_names_get_a_suggestion() {
+    let d = Deployment::standard()
+        .group(
+            "main",
+            Some(
+                r#"{"skils": ["web"], "packages": ["jq"], "additionalMounts": [], "imageTag": "v2",
+                    "mcpServers": {"db": {"command": "db-mcp", "args": [], "env": {}, "instruction": "RO"}}}"#,
+            ),
+        )
+        .group("ops", Some(r#"{"skills": ["helo"]}"#));
+    let run = d.run(["compose", "--all", "--json"]).success();
+    let warnings = |group: usize| -> Vec<(String, String)> {
+        run.json()["groups"][group]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                (
+                    w["code"].as_str().unwrap().to_owned(),
+                    w["message"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let main = warnings(0);
+    assert_eq!(main.len(), 2, "only the two typos, no runner key: {main:?}");
+    assert_eq!(main[0].0, "unknown-key");
+    assert!(main[0].1.contains("`skils`") && main[0].1.contains("did you mean `skills`?"));
+    assert_eq!(main[1].0, "unknown-key");
+    assert!(
+        main[1].1.contains("`mcpServers.db.instruction`")
+            && main[1]
+                .1
+                .contains("did you mean `mcpServers.db.instructions`?"),
+        "{main:?}"
+    );
+    let ops = warnings(1);
+    assert_eq!(ops[0].0, "unknown-skill");
+    assert!(ops[0].1.contains("did you mean `hello`?"), "{ops:?}");
+
+    let run = d.run(["compose", "mian"]).expect_code(1);
+    assert!(
+        run.stdout().contains("did you mean `main`?"),
+        "{}",
+        run.stdout()
+    );
+    let run = d.run(["compose", "mian", "--json"]).expect_code(1);
+    assert_eq!(run.json()["groups"][0]["error"]["code"], "missing-group");
+}
+
 #[test]
 fn existing_claude_local_md_is_never_modified() {
     let d = Deployment::standard()
@@ -669,13 +724,13 @@ fn a_settings_file_configures_compose_and_unknown_keys_warn() {
     let run = d.run(["compose", "g", "--json"]).success();
     assert_eq!(kind(&d, "groups/g/.claude-shared.md"), "file");
     assert!(
-        run.stderr().contains("unknown key \"lockTimout\"")
-            && run.stderr().contains("did you mean \"lockTimeout\"?"),
+        run.stderr().contains("unknown key `lockTimout`")
+            && run.stderr().contains("did you mean `lockTimeout`?"),
         "{}",
         run.stderr()
     );
     let warnings = &run.json()["warnings"];
-    assert_eq!(warnings[0]["code"], "settings", "{warnings}");
+    assert_eq!(warnings[0]["code"], "unknown-key", "{warnings}");
     // A flag beats the file; CLAWMD_* beats the file too.
     d.run(["compose", "g", "--delivery", "link"]).success();
     assert_eq!(

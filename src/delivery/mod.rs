@@ -31,7 +31,7 @@ use crate::config::GroupConfig;
 use crate::layout::{Layout, names};
 use crate::plan::{
     Content, Desired, FragmentCollision, GroupPlan, ManagedPath, Sources, Warning,
-    composed_claude_md, mcp_fragment, unknown_skills,
+    composed_claude_md, config_warnings, mcp_fragment,
 };
 
 pub use document::{Dropped, LocalMemory, Section, SectionId};
@@ -333,7 +333,7 @@ pub fn plan_delivery(
     settings: &DeliverySettings,
 ) -> Result<GroupPlan, FragmentCollision> {
     let target = Target::of(config, settings);
-    let mut warnings = unknown_skills(config, sources);
+    let mut warnings = config_warnings(config, sources);
     if sources.shared_base.is_none() {
         warnings.push(Warning::MissingSharedBase {
             path: layout.shared_base_source(),
@@ -461,6 +461,7 @@ mod tests {
             skills: SkillSelection::Only(["big", "small"].map(String::from).into()),
             mcp_instructions: BTreeMap::from([("db".to_owned(), "@/etc/x\nRO".to_owned())]),
             provider,
+            ..GroupConfig::default()
         }
     }
 

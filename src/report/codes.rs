@@ -61,6 +61,10 @@ codes! {
     // Warnings (compose).
     /// `skills` names a skill that does not exist.
     UnknownSkill = "unknown-skill",
+    /// A key in `container.json` (a near miss of `skills`, `mcpServers`, `provider` or
+    /// `mcpServers.*.instructions`) or in `clawmd.json` that clawmd does not read; the message
+    /// names the key it probably meant.
+    UnknownKey = "unknown-key",
     /// `container/CLAUDE.md` is missing.
     MissingSharedBase = "missing-shared-base",
     /// A skill folder whose name cannot be a file name (top level).
@@ -71,7 +75,8 @@ codes! {
     OverBudget = "over-budget",
     /// An import inside a shared source that clawmd cannot deliver (top level).
     SharedImportNotDelivered = "shared-import-not-delivered",
-    /// Something about `clawmd.json` (an unknown key, an unmodelled Claude Code version).
+    /// Something about `clawmd.json` other than an unknown key (an unmodelled Claude Code
+    /// version).
     Settings = "settings",
 
     // `check` findings about the composition.

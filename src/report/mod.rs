@@ -63,6 +63,7 @@ impl From<&Warning> for WarningReport {
     fn from(warning: &Warning) -> Self {
         let code = match warning {
             Warning::UnknownSkill { .. } => Code::UnknownSkill,
+            Warning::UnknownKey { .. } => Code::UnknownKey,
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
             Warning::SectionDropped { .. } => Code::SectionDropped,
             Warning::OverBudget { .. } => Code::OverBudget,
