@@ -17,6 +17,7 @@ use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
 use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
 use crate::plan::{Delivery, GroupPlan, Sources, Warning};
+use crate::progress::Progress;
 use crate::reconcile::{Step, is_rescue_name};
 use crate::report::{
     CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity, WarningReport,
@@ -40,12 +41,25 @@ pub fn check(
     selection: &Selection,
     options: &CheckOptions,
 ) -> Result<CheckReport, Error> {
+    check_with_progress(layout, selection, options, &())
+}
+
+/// [`check`], telling `progress` how far it is. Groups are checked in parallel, like compose
+/// composes them; the report lists them in name order.
+pub fn check_with_progress(
+    layout: &Layout,
+    selection: &Selection,
+    options: &CheckOptions,
+    progress: &dyn Progress,
+) -> Result<CheckReport, Error> {
     let groups = selection.groups(layout)?;
     let (sources, _) = read_sources(layout).map_err(Error::Sources)?;
-    let groups: Vec<GroupCheck> = groups
-        .iter()
-        .map(|group| check_group(layout, &sources, group, options))
-        .collect();
+    progress.start(groups.len());
+    let groups: Vec<GroupCheck> = crate::compose::parallel_map(&groups, |group| {
+        let checked = check_group(layout, &sources, group, options);
+        progress.done(group);
+        checked
+    });
     let ok = groups
         .iter()
         .flat_map(|g| &g.findings)

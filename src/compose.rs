@@ -14,6 +14,7 @@ use crate::error::{Error, GroupError};
 use crate::fsops;
 use crate::layout::Layout;
 use crate::plan::{GroupPlan, Sources};
+use crate::progress::Progress;
 use crate::reconcile::apply;
 use crate::report::{ComposeReport, GroupReport};
 
@@ -45,16 +46,29 @@ pub fn compose(
     selection: &Selection,
     options: &ComposeOptions,
 ) -> Result<ComposeReport, Error> {
+    compose_with_progress(layout, selection, options, &())
+}
+
+/// [`compose`], telling `progress` how far it is and when it waits for a lock.
+pub fn compose_with_progress(
+    layout: &Layout,
+    selection: &Selection,
+    options: &ComposeOptions,
+    progress: &dyn Progress,
+) -> Result<ComposeReport, Error> {
     let groups = selection.groups(layout)?;
     let (sources, warnings) = read_sources(layout).map_err(Error::Sources)?;
+    progress.start(groups.len());
     let reports = parallel_map(&groups, |group| {
-        match compose_group(layout, &sources, group, options) {
+        let report = match compose_one(layout, &sources, group, options, progress) {
             Ok(report) => report,
             Err(err) => {
                 tracing::error!(group, "{err}");
                 GroupReport::failed(group, &err)
             }
-        }
+        };
+        progress.done(group);
+        report
     });
     Ok(ComposeReport::new(
         options.dry_run,
@@ -67,7 +81,7 @@ pub fn compose(
 /// Applies `work` to every item on a few threads (groups are independent and each takes its own
 /// lock), returning the results in the items' order. Sequential for small inputs and under
 /// crash injection, where the step numbering must be deterministic.
-fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
     if items.len() < 32 || fsops::crash_injection_enabled() {
         return items.iter().map(work).collect();
     }
@@ -103,6 +117,44 @@ pub fn compose_group(
     group: &str,
     options: &ComposeOptions,
 ) -> Result<GroupReport, GroupError> {
+    compose_one(layout, sources, group, options, &())
+}
+
+/// How long a run waits for a group's lock before it says that it is waiting.
+const LOCK_NOTICE_AFTER: Duration = Duration::from_millis(500);
+
+/// Takes the group's lock, telling `progress` when another run holds it for more than a
+/// moment. A timeout reports the whole wait.
+fn lock_group(
+    layout: &Layout,
+    group: &str,
+    timeout: Duration,
+    progress: &dyn Progress,
+) -> Result<fsops::GroupLock, GroupError> {
+    let path = layout.lock_file(group);
+    match fsops::lock(&path, timeout.min(LOCK_NOTICE_AFTER)) {
+        Err(fsops::FsError::LockTimeout { .. }) if timeout > LOCK_NOTICE_AFTER => {
+            progress.waiting_for_lock(group, &path);
+            fsops::lock(&path, timeout - LOCK_NOTICE_AFTER).map_err(|err| match err {
+                fsops::FsError::LockTimeout { path, waited } => fsops::FsError::LockTimeout {
+                    path,
+                    waited: waited + LOCK_NOTICE_AFTER,
+                }
+                .into(),
+                other => other.into(),
+            })
+        }
+        other => Ok(other?),
+    }
+}
+
+fn compose_one(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &ComposeOptions,
+    progress: &dyn Progress,
+) -> Result<GroupReport, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     // A first look without the lock: a group that is already right (the common case at every
     // spawn) is reported unchanged without taking the lock or writing anything. Anything else
@@ -120,7 +172,7 @@ pub fn compose_group(
         // right now: look again under the lock.
         Ok(_) | Err(_) => {}
     }
-    let _lock = fsops::lock(&layout.lock_file(group), options.lock_timeout)?;
+    let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
     let seen = observe(layout, sources, &group_path, settings, true)?;
     let fragments = seen
         .fragments

@@ -24,6 +24,7 @@ pub mod layout;
 pub mod loader;
 pub mod migrate;
 pub mod plan;
+pub mod progress;
 pub mod reconcile;
 pub mod report;
 pub mod safe_name;

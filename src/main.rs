@@ -6,62 +6,175 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::builder::TypedValueParser as _;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
 
 use clawmd::Delivery;
-use clawmd::check::{CheckOptions, check};
-use clawmd::compose::{ComposeOptions, compose};
+use clawmd::check::{CheckOptions, check_with_progress};
+use clawmd::compose::{ComposeOptions, compose_with_progress};
 use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
 use clawmd::loader::{Format, HostFs, load, render};
 use clawmd::migrate::migrate;
-use clawmd::report::{Report, RunFailure, WarningReport};
+use clawmd::progress::Progress;
+use clawmd::report::{Detail, Line, Report, RunFailure, Stream, Tone, WarningReport};
 use clawmd::settings::{Overrides, Resolved, read_settings};
 use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
 
 /// Compose and check the CLAUDE.md memory of containerised agent groups.
 #[derive(Parser, Debug)]
-#[command(name = "clawmd", version, about, long_about = None)]
+#[command(name = "clawmd", version, about, long_about = None, after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Log what clawmd does to stderr (-v info, -vv debug); RUST_LOG also works.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
-    verbose: u8,
+    #[command(flatten)]
+    global: GlobalArgs,
 }
+
+const EXAMPLES: &str = "\
+Examples:
+  clawmd compose --all                 compose every group under ./groups
+  clawmd --root /srv/host compose main compose one group of another deployment
+  clawmd check -q                      print only what is wrong
+  clawmd compose main --json           the machine-readable report, for a runner";
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Compose groups: links or copies, fragments, and an import-only CLAUDE.md.
+    /// Compose groups: one generated CLAUDE.md (or AGENTS.md, GEMINI.md) per group.
+    #[command(after_help = "\
+Examples:
+  clawmd compose --all                    compose every group
+  clawmd compose main ops                 compose two groups
+  clawmd compose --all --dry-run          what would change, writing nothing
+  clawmd compose main --json              the report a runner parses (docs/json-report.md)
+  clawmd compose --all --delivery copy    shared base and skills as copied files")]
     Compose(ComposeArgs),
     /// One-time, idempotent cutover of legacy groups (safe at every start-up).
+    #[command(after_help = "\
+Examples:
+  clawmd migrate --dry-run    what would move, writing nothing
+  clawmd migrate --json       at host start-up, for a runner")]
     Migrate(MigrateArgs),
     /// Find what an agent would miss or wrongly get; exit 1 if any error.
+    #[command(after_help = "\
+Examples:
+  clawmd check                every group; only problems and a summary
+  clawmd check main -v        one group, saying so even when it is fine
+  clawmd check -q             errors only (nothing when all is well)
+  clawmd check --json         findings with codes (docs/json-report.md)")]
     Check(CheckArgs),
     /// Print the memory Claude Code loads: for a group inside its container, or for a folder.
+    #[command(after_help = "\
+Examples:
+  clawmd render main                      the memory block the agent of group main gets
+  clawmd render main --delivery-view      which files load, and what is dropped and why
+  clawmd render main --format flat        one markdown file with every import inlined
+  clawmd render --cwd ~/project           what Claude Code loads in a folder on this machine")]
     Render(RenderArgs),
+    /// Print a shell completion script (e.g. `clawmd completions bash > /etc/bash_completion.d/clawmd`).
+    #[command(after_help = "\
+Examples:
+  clawmd completions bash > ~/.local/share/bash-completion/completions/clawmd
+  clawmd completions zsh > ~/.zfunc/_clawmd
+  clawmd completions fish > ~/.config/fish/completions/clawmd.fish")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff).
+    #[command(after_help = "\
+Examples:
+  clawmd man > /usr/local/share/man/man1/clawmd.1
+  clawmd man | man -l -")]
+    Man,
 }
 
+/// Flags every command takes, before or after the subcommand.
 #[derive(Args, Debug, Clone)]
-struct DeploymentArgs {
+struct GlobalArgs {
     /// The host project root holding container/ and groups/.
-    #[arg(long, env = "CLAWMD_ROOT", default_value = ".")]
+    #[arg(long, env = "CLAWMD_ROOT", default_value = ".", global = true)]
     root: PathBuf,
     /// The groups folder (default: <root>/groups).
-    #[arg(long, env = "CLAWMD_GROUPS_DIR")]
+    #[arg(long, env = "CLAWMD_GROUPS_DIR", global = true)]
     groups_dir: Option<PathBuf>,
     /// The shared container content folder (default: <root>/container).
-    #[arg(long, env = "CLAWMD_CONTAINER_DIR")]
+    #[arg(long, env = "CLAWMD_CONTAINER_DIR", global = true)]
     container_dir: Option<PathBuf>,
     /// Where container/ is mounted inside the container [default: /app].
-    #[arg(long, env = "CLAWMD_APP_MOUNT")]
+    #[arg(long, env = "CLAWMD_APP_MOUNT", global = true)]
     app_mount: Option<PathBuf>,
     /// The agent's working directory inside the container (where the group is mounted)
     /// [default: /workspace/agent].
-    #[arg(long, env = "CLAWMD_WORKSPACE_MOUNT")]
+    #[arg(long, env = "CLAWMD_WORKSPACE_MOUNT", global = true)]
     workspace_mount: Option<PathBuf>,
+    /// Say more: every group, even those already right, and logs on stderr (-v info, -vv
+    /// debug; RUST_LOG also works).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Print only failures.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// When to colour the output (NO_COLOR is honoured by auto).
+    #[arg(long, value_enum, default_value_t = ColorWhen::Auto, global = true, value_name = "WHEN")]
+    color: ColorWhen,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ColorWhen {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl GlobalArgs {
+    fn detail(&self) -> Detail {
+        match (self.quiet, self.verbose) {
+            (true, _) => Detail::Quiet,
+            (false, 0) => Detail::Normal,
+            (false, _) => Detail::Verbose,
+        }
+    }
+
+    /// The deployment's settings: these flags (and `CLAWMD_*`) over `<root>/clawmd.json` over
+    /// the defaults. Warnings about the settings file are printed and returned.
+    fn resolve(
+        &self,
+        delivery: &DeliveryArgs,
+        lock_timeout: Option<u64>,
+        printer: &Printer,
+    ) -> anyhow::Result<(Resolved, Vec<WarningReport>)> {
+        let (settings, warnings) = read_settings(&self.root)?;
+        let warnings: Vec<WarningReport> = warnings
+            .iter()
+            .map(|warning| WarningReport {
+                code: warning.code,
+                message: warning.to_string(),
+            })
+            .collect();
+        for warning in &warnings {
+            printer.warning(&warning.message);
+        }
+        let overrides = Overrides {
+            groups_dir: self.groups_dir.clone(),
+            container_dir: self.container_dir.clone(),
+            app_mount: self.app_mount.clone(),
+            workspace_mount: self.workspace_mount.clone(),
+            lock_timeout,
+            delivery: delivery.delivery,
+            provider: delivery.provider,
+            approve_external: delivery.approve_external,
+        };
+        Ok((settings.resolve(&self.root, &overrides), warnings))
+    }
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+struct LockArgs {
     /// Seconds to wait for another clawmd run that holds a group's lock [default: 60].
-    #[arg(long, env = "CLAWMD_LOCK_TIMEOUT")]
+    #[arg(long, env = "CLAWMD_LOCK_TIMEOUT", value_name = "SECS")]
     lock_timeout: Option<u64>,
 }
 
@@ -80,35 +193,6 @@ struct DeliveryArgs {
     /// The agents' runtime approves external imports for the workspace (~/.claude.json).
     #[arg(long)]
     approve_external: bool,
-}
-
-impl DeploymentArgs {
-    /// The deployment's settings: these flags (and `CLAWMD_*`) over `<root>/clawmd.json` over
-    /// the defaults. Warnings about the settings file go to stderr and are returned.
-    fn resolve(&self, delivery: &DeliveryArgs) -> anyhow::Result<(Resolved, Vec<WarningReport>)> {
-        let (settings, warnings) = read_settings(&self.root)?;
-        let warnings: Vec<WarningReport> = warnings
-            .iter()
-            .map(|warning| WarningReport {
-                code: warning.code,
-                message: warning.to_string(),
-            })
-            .collect();
-        for warning in &warnings {
-            let _ = writeln!(std::io::stderr(), "clawmd: warning: {}", warning.message);
-        }
-        let overrides = Overrides {
-            groups_dir: self.groups_dir.clone(),
-            container_dir: self.container_dir.clone(),
-            app_mount: self.app_mount.clone(),
-            workspace_mount: self.workspace_mount.clone(),
-            lock_timeout: self.lock_timeout,
-            delivery: delivery.delivery,
-            provider: delivery.provider,
-            approve_external: delivery.approve_external,
-        };
-        Ok((settings.resolve(&self.root, &overrides), warnings))
-    }
 }
 
 /// How a command's report is printed.
@@ -151,23 +235,23 @@ struct ComposeArgs {
     #[arg(long)]
     all: bool,
     #[command(flatten)]
-    deployment: DeploymentArgs,
-    #[command(flatten)]
     delivery: DeliveryArgs,
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
+    #[command(flatten)]
+    lock: LockArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
 struct MigrateArgs {
-    #[command(flatten)]
-    deployment: DeploymentArgs,
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
+    #[command(flatten)]
+    lock: LockArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -180,8 +264,6 @@ struct CheckArgs {
     /// Check every group (the default when no group is named).
     #[arg(long)]
     all: bool,
-    #[command(flatten)]
-    deployment: DeploymentArgs,
     /// Check against these settings (the same resolution as compose: flags, CLAWMD_*,
     /// clawmd.json, defaults).
     #[command(flatten)]
@@ -199,8 +281,6 @@ struct RenderArgs {
     /// Instead of a group: the memory Claude Code loads when started in DIR on this machine.
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
-    #[command(flatten)]
-    deployment: DeploymentArgs,
     /// $HOME: for --cwd, the home folder; for a group, a host folder mounted as the agent's home.
     #[arg(long, value_name = "DIR")]
     home: Option<PathBuf>,
@@ -211,7 +291,7 @@ struct RenderArgs {
     #[arg(long)]
     approve_external: bool,
     /// The output: Claude Code's own block, one flattened markdown file, or chat messages (JSON).
-    #[arg(long, default_value = "claude", value_parser = parse_format)]
+    #[arg(long, default_value = "claude", value_parser = parse_format())]
     format: Format,
     /// The front end: the CLI, or the Agent SDK with settingSources ['project','user'].
     #[arg(long, default_value = "cli", value_parser = parse_consumer())]
@@ -221,8 +301,9 @@ struct RenderArgs {
     delivery_view: bool,
 }
 
-fn parse_format(text: &str) -> Result<Format, String> {
-    text.parse()
+fn parse_format() -> impl clap::builder::TypedValueParser<Value = Format> {
+    clap::builder::PossibleValuesParser::new(["claude", "flat", "messages"])
+        .try_map(|text| text.parse::<Format>())
 }
 
 /// Library types stay free of clap: the binary lists their values and parses with `FromStr`.
@@ -243,22 +324,54 @@ fn parse_consumer() -> impl clap::builder::TypedValueParser<Value = Consumer> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
-    match run(cli) {
+    let printer = Printer::new(&cli.global);
+    init_logging(cli.global.verbose, printer.log_ansi);
+    match run(cli, &printer) {
         Ok(code) => code,
         Err(err) => {
-            let _ = writeln!(std::io::stderr(), "clawmd: error: {err:#}");
+            printer.error(&error_once(&err));
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// The error and its causes, each said once: a library error's message already includes its
+/// cause, so a cause whose text is already there is not repeated.
+fn error_once(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let global = &cli.global;
     match cli.command {
-        Command::Compose(args) => run_compose(args),
-        Command::Migrate(args) => run_migrate(args),
-        Command::Check(args) => run_check(args),
-        Command::Render(args) => run_render(args),
+        Command::Compose(args) => run_compose(global, args, printer),
+        Command::Migrate(args) => run_migrate(global, args, printer),
+        Command::Check(args) => run_check(global, args, printer),
+        Command::Render(args) => run_render(global, args, printer),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "clawmd", &mut script);
+            print_stdout(&String::from_utf8_lossy(&script))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut page)
+                .context("cannot render the manual page")?;
+            print_stdout(&String::from_utf8_lossy(&page))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -271,45 +384,61 @@ fn selection(groups: &[String], all: bool) -> Selection {
     }
 }
 
-fn run_compose(args: ComposeArgs) -> anyhow::Result<ExitCode> {
-    let (resolved, warnings) = args.deployment.resolve(&args.delivery)?;
+fn run_compose(
+    global: &GlobalArgs,
+    args: ComposeArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let (resolved, warnings) = global.resolve(&args.delivery, args.lock.lock_timeout, printer)?;
     let selection = selection(&args.groups, args.all);
     let options = ComposeOptions {
         settings: resolved.delivery,
         dry_run: args.dry_run,
         lock_timeout: resolved.lock_timeout,
     };
-    let result = compose(&resolved.layout, &selection, &options).map(|mut report| {
-        report.warnings.extend(warnings);
-        report
-    });
-    finish("compose", result, args.output.format())
+    let bar = printer.progress("composing");
+    let result =
+        compose_with_progress(&resolved.layout, &selection, &options, &bar).map(|mut report| {
+            report.warnings.extend(warnings);
+            report
+        });
+    bar.finish();
+    finish("compose", result, args.output.format(), printer)
 }
 
-fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
-    let (resolved, _) = args.deployment.resolve(&DeliveryArgs::default())?;
+fn run_migrate(
+    global: &GlobalArgs,
+    args: MigrateArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let (resolved, _) =
+        global.resolve(&DeliveryArgs::default(), args.lock.lock_timeout, printer)?;
     finish(
         "migrate",
         migrate(&resolved.layout, args.dry_run, resolved.lock_timeout),
         args.output.format(),
+        printer,
     )
 }
 
-fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let (resolved, _) = args.deployment.resolve(&args.delivery)?;
+fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let (resolved, _) = global.resolve(&args.delivery, None, printer)?;
     let selection = selection(&args.groups, args.all);
     let options = CheckOptions {
         settings: resolved.delivery,
         delivery_given: args.delivery.delivery.is_some(),
     };
-    finish(
-        "check",
-        check(&resolved.layout, &selection, &options),
-        args.output.format(),
-    )
+    let bar = printer.progress("checking");
+    let result = check_with_progress(&resolved.layout, &selection, &options, &bar);
+    bar.finish();
+    finish("check", result, args.output.format(), printer)
 }
 
-fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
+fn run_render(
+    global: &GlobalArgs,
+    args: RenderArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
     let view = ViewOptions {
         approve_external: args.approve_external,
         home: args.home.clone(),
@@ -318,7 +447,7 @@ fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
     };
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
-            let (resolved, _) = args.deployment.resolve(&DeliveryArgs::default())?;
+            let (resolved, _) = global.resolve(&DeliveryArgs::default(), None, printer)?;
             load_group(&resolved.layout, group, &view)
                 .with_context(|| format!("cannot render group {group}"))?
                 .0
@@ -351,25 +480,34 @@ fn finish<R: Report>(
     command: &str,
     result: Result<R, clawmd::Error>,
     format: OutputFormat,
+    printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let report = match (result, format) {
         (Ok(report), _) => report,
-        (Err(err), OutputFormat::Json) => return print_json_error(command, &err),
+        (Err(err), OutputFormat::Json) => return print_json_error(command, &err, printer),
         (Err(err), OutputFormat::Human) => {
             return Err(err).with_context(|| format!("{command} failed"));
         }
     };
     match format {
         OutputFormat::Json => print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?,
-        OutputFormat::Human => print_stdout(&report.to_human())?,
+        OutputFormat::Human => {
+            for line in report.human(printer.detail) {
+                printer.line(&line)?;
+            }
+        }
     }
     Ok(exit_code(report.ok()))
 }
 
-fn print_json_error(command: &str, err: &clawmd::Error) -> anyhow::Result<ExitCode> {
+fn print_json_error(
+    command: &str,
+    err: &clawmd::Error,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
     let failure = RunFailure::new(command, err);
     print_stdout(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
-    let _ = writeln!(std::io::stderr(), "clawmd: error: {err}");
+    printer.error(&err.to_string());
     Ok(ExitCode::FAILURE)
 }
 
@@ -381,16 +519,169 @@ fn exit_code(ok: bool) -> ExitCode {
     }
 }
 
-/// The one place that writes to stdout. A closed pipe (`clawmd ... | head`) is not an error.
+/// The one place that writes to stdout without colour (JSON, rendered memory, scripts). A
+/// closed pipe (`clawmd ... | head`) is not an error.
 fn print_stdout(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    ignore_broken_pipe(out.write_all(text.as_bytes()).and_then(|()| out.flush()))
+        .context("cannot write to stdout")
+}
+
+fn ignore_broken_pipe(result: std::io::Result<()>) -> std::io::Result<()> {
+    match result {
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("cannot write to stdout"),
+        other => other,
     }
 }
 
-fn init_logging(verbose: u8) {
+/// Every human line goes through here: to the stream the report chose, coloured by its tone
+/// when colour is on (a terminal, or `--color always`; never with `NO_COLOR` under `auto`).
+struct Printer {
+    detail: Detail,
+    /// Whether `-v` logs may carry ANSI colour (stderr is a terminal and colour is allowed).
+    log_ansi: bool,
+    /// Whether a progress bar may be drawn (stderr is a terminal and not `-q`).
+    bars: bool,
+}
+
+impl Printer {
+    fn new(global: &GlobalArgs) -> Self {
+        use std::io::IsTerminal as _;
+        let choice = match global.color {
+            ColorWhen::Auto => anstream::ColorChoice::Auto,
+            ColorWhen::Always => anstream::ColorChoice::Always,
+            ColorWhen::Never => anstream::ColorChoice::Never,
+        };
+        choice.write_global();
+        let stderr_tty = std::io::stderr().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let log_ansi = match global.color {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => stderr_tty && !no_color,
+        };
+        Printer {
+            detail: global.detail(),
+            log_ansi,
+            bars: stderr_tty && !global.quiet,
+        }
+    }
+
+    fn line(&self, line: &Line) -> anyhow::Result<()> {
+        use owo_colors::OwoColorize as _;
+        let text = match line.tone {
+            Tone::Plain => line.text.clone(),
+            Tone::Changed => line.text.green().to_string(),
+            Tone::Warning => line.text.yellow().to_string(),
+            Tone::Error => line.text.red().bold().to_string(),
+            Tone::Note => line.text.dimmed().to_string(),
+        };
+        let result = match line.stream {
+            Stream::Stdout => {
+                let mut out = anstream::stdout().lock();
+                writeln!(out, "{text}").and_then(|()| out.flush())
+            }
+            Stream::Stderr => writeln!(anstream::stderr().lock(), "{text}"),
+        };
+        ignore_broken_pipe(result).context("cannot write the report")
+    }
+
+    fn warning(&self, message: &str) {
+        use owo_colors::OwoColorize as _;
+        if self.detail > Detail::Quiet {
+            let _ = writeln!(
+                anstream::stderr().lock(),
+                "{} {message}",
+                "clawmd: warning:".yellow()
+            );
+        }
+    }
+
+    fn error(&self, message: &str) {
+        use owo_colors::OwoColorize as _;
+        let _ = writeln!(
+            anstream::stderr().lock(),
+            "{} {message}",
+            "clawmd: error:".red().bold()
+        );
+    }
+
+    /// A progress bar on stderr for a multi-group run, drawn only on a terminal.
+    fn progress(&self, what: &'static str) -> Bar {
+        Bar {
+            bar: self.bars.then(|| {
+                let bar = indicatif::ProgressBar::with_draw_target(
+                    None,
+                    indicatif::ProgressDrawTarget::stderr(),
+                );
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{prefix} [{bar:30}] {pos}/{len} groups ({eta})",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+                bar.set_prefix(what);
+                bar
+            }),
+            quiet: self.detail == Detail::Quiet,
+        }
+    }
+}
+
+/// The library's [`Progress`] hooks, shown as a bar (on a terminal, for more than one group)
+/// and a line when a lock is held by another run.
+struct Bar {
+    bar: Option<indicatif::ProgressBar>,
+    quiet: bool,
+}
+
+impl Progress for Bar {
+    fn start(&self, groups: usize) {
+        if let Some(bar) = &self.bar {
+            if groups > 1 {
+                bar.set_length(groups as u64);
+            } else {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+            }
+        }
+    }
+
+    fn done(&self, _group: &str) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+        }
+    }
+
+    fn waiting_for_lock(&self, group: &str, lock: &std::path::Path) {
+        if self.quiet {
+            return;
+        }
+        let line = format!(
+            "clawmd: waiting for lock on {} (held by another run) to compose {}",
+            clawmd::report::escape_path(lock),
+            clawmd::report::escape(group)
+        );
+        match &self.bar {
+            Some(bar) => bar.suspend(|| {
+                let _ = writeln!(anstream::stderr().lock(), "{line}");
+            }),
+            None => {
+                let _ = writeln!(anstream::stderr().lock(), "{line}");
+            }
+        }
+    }
+}
+
+impl Bar {
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn init_logging(verbose: u8, ansi: bool) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
         0 => "off",
@@ -401,6 +692,7 @@ fn init_logging(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_target(false)
         .without_time()
         .init();

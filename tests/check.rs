@@ -210,15 +210,16 @@ fn imports_in_inline_instructions_are_warned_about() {
 fn a_malformed_config_is_an_error_finding() {
     let d = Deployment::standard().group("g", Some("{ nope"));
     let run = d.run(["check", "g"]).expect_code(1);
+    // Errors go to stderr.
     assert!(
-        run.stdout().contains("error[bad-config]"),
+        run.stderr().contains("error[bad-config]"),
         "{}",
-        run.stdout()
+        run.stderr()
     );
     assert!(
-        run.stdout().contains("container.json:1:3"),
+        run.stderr().contains("container.json:1:3"),
         "{}",
-        run.stdout()
+        run.stderr()
     );
 }
 
@@ -283,4 +284,48 @@ fn check_all_reports_every_group_when_one_holds_a_brace_bomb() {
     );
     let render = run_capped(&d, 1024 * 1024, &["render", "hostile"]).success();
     assert!(!render.stdout().contains("A conditional rule."));
+}
+
+/// The same finding in many groups is printed once with the groups it is in (unless -v);
+/// -q prints only errors; a run that cannot start says its cause once.
+#[test]
+fn repeated_findings_are_grouped_and_causes_said_once() {
+    let mut d = Deployment::standard();
+    for i in 0..6 {
+        d = d.group(&format!("g{i}"), None);
+    }
+    let run = d.run(["check"]).expect_code(1);
+    let err = run.stderr();
+    assert!(
+        err.starts_with("error[out-of-date] 6 groups: g0, g1, g2, g3, g4, and 1 more\n  e.g. g0: "),
+        "{err}"
+    );
+    assert_eq!(err.matches("out-of-date").count(), 1, "{err}");
+    assert_eq!(
+        run.stdout(),
+        "6 group(s) checked: 6 error(s), 0 warning(s)\n"
+    );
+    let verbose = d.run(["check", "-v"]).expect_code(1);
+    assert_eq!(verbose.stderr().matches("error[out-of-date]").count(), 6);
+    d.run(["compose", "--all"]).success();
+    d.write("groups/g0/.clawmd-tmp-1-2-3", b"x");
+    let quiet = d.run(["check", "-q"]).success();
+    assert_eq!(
+        (quiet.stdout(), quiet.stderr()),
+        (String::new(), String::new())
+    );
+    let run = d.run(["check"]).success();
+    assert!(
+        run.stdout().contains("warning[stale-temp]"),
+        "{}",
+        run.stdout()
+    );
+
+    let run = common::run_clawmd(["check", "--root", "/nonexistent"], &[]).expect_code(1);
+    assert_eq!(
+        run.stderr().matches("No such file").count(),
+        1,
+        "{}",
+        run.stderr()
+    );
 }

@@ -131,9 +131,9 @@ fn typos_in_container_json_skills_and_group_names_get_a_suggestion() {
 
     let run = d.run(["compose", "mian"]).expect_code(1);
     assert!(
-        run.stdout().contains("did you mean `main`?"),
+        run.stderr().contains("did you mean `main`?"),
         "{}",
-        run.stdout()
+        run.stderr()
     );
     let run = d.run(["compose", "mian", "--json"]).expect_code(1);
     assert_eq!(run.json()["groups"][0]["error"]["code"], "missing-group");
@@ -279,10 +279,13 @@ fn malformed_config_names_file_line_and_column_and_leaves_the_group_alone() {
         b"{\n  \"skills\": \"all\",\n  \"mcpServers\": {\n}",
     );
     let after_edit = d.snapshot();
-    let run = d.run(["compose", "--all"]).expect_code(1);
+    // -v lists the groups already right too; the failure is on stderr.
+    let run = d.run(["compose", "--all", "-v"]).expect_code(1);
+    let err = run.stderr();
+    assert!(err.contains("g: FAILED"), "{err}");
+    assert!(err.contains("groups/g/container.json:4:1:"), "{err}");
+    assert!(err.contains("fix:"), "{err}");
     let out = run.stdout();
-    assert!(out.contains("groups/g/container.json:4:1:"), "{out}");
-    assert!(out.contains("fix:"), "{out}");
     assert!(
         out.contains("ok: up to date"),
         "other groups are still composed: {out}"
@@ -330,9 +333,9 @@ fn wrong_types_and_unsafe_names_are_clear_errors() {
     );
     let run = d.run(["compose", "g"]).expect_code(1);
     assert!(
-        run.stdout().contains("10000 bytes long"),
+        run.stderr().contains("10000 bytes long"),
         "{}",
-        run.stdout()
+        run.stderr()
     );
 }
 
@@ -589,6 +592,172 @@ fn different_groups_do_not_block_each_other_but_the_same_group_waits() {
     assert!(!d.exists("groups/a/CLAUDE.md"));
     drop(lock);
     d.run(["compose", "a", "--lock-timeout", "1"]).success();
+}
+
+/// A lock held by another run is not a silent wait: after a moment a line says so.
+#[test]
+fn a_held_lock_is_announced_on_stderr() {
+    let d = Deployment::standard().group("a", None);
+    std::fs::create_dir_all(d.path("groups/.clawmd-locks")).unwrap();
+    let lock = std::fs::File::create(d.path("groups/.clawmd-locks/a.lock")).unwrap();
+    lock.lock().unwrap();
+    let run = d
+        .run(["compose", "a", "--lock-timeout", "1", "--json"])
+        .expect_code(1);
+    assert!(
+        run.stderr().contains("waiting for lock on ")
+            && run.stderr().contains("a.lock (held by another run)"),
+        "{}",
+        run.stderr()
+    );
+    let message = run.json()["groups"][0]["error"]["message"].to_string();
+    assert!(message.contains("a.lock"), "{message}");
+    drop(lock);
+}
+
+/// At scale the human output is the news only: changed and failed groups and one summary
+/// line; -v lists every group, -q prints only failures, and failures go to stderr.
+#[test]
+fn human_output_lists_only_news_with_v_for_all_and_q_for_failures() {
+    let mut d = Deployment::standard();
+    for i in 0..5 {
+        d = d.group(&format!("g{i}"), None);
+    }
+    let first = d.run(["compose", "--all"]).success();
+    assert_eq!(
+        first
+            .stdout()
+            .lines()
+            .filter(|l| l.ends_with(": updated"))
+            .count(),
+        5,
+        "{}",
+        first.stdout()
+    );
+    let again = d.run(["compose", "--all"]).success();
+    insta::assert_snapshot!(again.stdout(), @"5 group(s): 0 changed, 5 up to date, 0 failed");
+    assert_eq!(again.stderr(), "");
+    let verbose = d.run(["compose", "--all", "-v"]).success();
+    assert_eq!(
+        verbose
+            .stdout()
+            .lines()
+            .filter(|l| l.ends_with(": up to date"))
+            .count(),
+        5,
+        "{}",
+        verbose.stdout()
+    );
+    let quiet = d.run(["compose", "--all", "-q"]).success();
+    assert_eq!(
+        (quiet.stdout(), quiet.stderr()),
+        (String::new(), String::new())
+    );
+    d.write("groups/g3/container.json", b"{ nope");
+    let quiet = d.run(["compose", "--all", "-q"]).expect_code(1);
+    assert_eq!(quiet.stdout(), "");
+    assert!(
+        quiet.stderr().starts_with("g3: FAILED"),
+        "{}",
+        quiet.stderr()
+    );
+    assert_eq!(quiet.stderr().lines().count(), 1, "{}", quiet.stderr());
+}
+
+/// Global flags go before or after the subcommand; colour only when asked for (never on a
+/// pipe), and -v logs carry no ANSI codes on a pipe.
+#[test]
+fn global_flags_anywhere_and_colour_only_when_asked() {
+    let d = Deployment::standard().group("g", None);
+    let root = d.root().to_str().unwrap().to_owned();
+    let env: [(&str, &std::ffi::OsStr); 0] = [];
+    common::run_clawmd(["--root", &root, "-q", "compose", "g"], &env).success();
+    assert!(d.exists("groups/g/CLAUDE.md"));
+    common::run_clawmd(["compose", "g", "--root", &root, "--color", "never"], &env).success();
+    let run = common::run_clawmd(
+        ["--color", "always", "--root", &root, "compose", "mian"],
+        &env,
+    )
+    .expect_code(1);
+    assert!(run.stderr().contains("\u{1b}["), "{:?}", run.stderr());
+    let run = common::run_clawmd(["-v", "--root", &root, "compose", "mian"], &env).expect_code(1);
+    assert!(!run.stderr().contains('\u{1b}'), "{:?}", run.stderr());
+    assert!(
+        run.stderr().contains("ERROR") || run.stderr().contains("mian"),
+        "{}",
+        run.stderr()
+    );
+    let run = common::run_clawmd(
+        ["--root", &root, "compose", "mian", "--color", "always"],
+        &[("NO_COLOR", "1".as_ref())],
+    )
+    .expect_code(1);
+    assert!(
+        run.stderr().contains('\u{1b}'),
+        "--color always beats NO_COLOR"
+    );
+    let run = common::run_clawmd(
+        ["--root", &root, "compose", "mian"],
+        &[("NO_COLOR", "1".as_ref())],
+    )
+    .expect_code(1);
+    assert!(!run.stderr().contains('\u{1b}'), "{:?}", run.stderr());
+}
+
+/// Completions for every shell, a man page, and examples in every subcommand's help.
+#[test]
+fn completions_man_page_and_examples_in_help() {
+    let env: [(&str, &std::ffi::OsStr); 0] = [];
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let run = common::run_clawmd(["completions", shell], &env).success();
+        assert!(
+            run.stdout().contains("compose") && run.stdout().contains("root"),
+            "{shell}: {}",
+            run.stdout()
+        );
+    }
+    let man = common::run_clawmd(["man"], &env).success();
+    assert!(man.stdout().contains(".TH clawmd 1"), "{}", man.stdout());
+    assert!(man.stdout().contains("compose"));
+    for command in [
+        "compose",
+        "migrate",
+        "check",
+        "render",
+        "completions",
+        "man",
+    ] {
+        let help = common::run_clawmd([command, "--help"], &env).success();
+        assert!(
+            help.stdout().contains("Examples:"),
+            "{command}: {}",
+            help.stdout()
+        );
+        assert!(
+            help.stdout().contains("--root"),
+            "{command}: global flags listed"
+        );
+    }
+    let render = common::run_clawmd(["render", "--help"], &env)
+        .success()
+        .stdout();
+    assert!(
+        render.contains("[possible values: claude, flat, messages]"),
+        "{render}"
+    );
+    assert!(!render.contains("--lock-timeout"), "{render}");
+    assert!(
+        !common::run_clawmd(["check", "--help"], &env)
+            .success()
+            .stdout()
+            .contains("--lock-timeout")
+    );
+    assert!(
+        common::run_clawmd(["compose", "--help"], &env)
+            .success()
+            .stdout()
+            .contains("--lock-timeout")
+    );
 }
 
 #[test]
@@ -1022,7 +1191,8 @@ fn human_output_escapes_control_characters_from_disk() {
     );
     std::fs::create_dir(d.path("groups/e\u{1b}[31mvil\ngroup")).unwrap();
     let run = d.run(["compose", "--all", "--dry-run"]).expect_code(1);
-    let out = run.stdout();
+    // The failed group's line is on stderr, the rest on stdout: neither may carry a control.
+    let out = run.stdout() + &run.stderr();
     assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
     assert!(out.contains("x\\u{1b}[2J"), "{out}");
     assert!(out.contains("e\\u{1b}[31mvil\\u{a}group"), "{out}");

@@ -107,7 +107,8 @@ fn other_files_in_global_are_never_deleted() {
     assert_eq!(d.read("groups/global/notes.txt"), "keep me\n");
     assert!(!d.exists("groups/global/CLAUDE.md"));
     assert!(d.read("container/CLAUDE.md").ends_with("G\n"));
-    assert!(run.stdout().contains("notes.txt"), "{}", run.stdout());
+    // The warning about what was left goes to stderr.
+    assert!(run.stderr().contains("notes.txt"), "{}", run.stderr());
 }
 
 #[test]
@@ -186,9 +187,9 @@ fn a_regular_file_named_like_the_global_link_is_kept() {
     let run = d.run(["migrate"]).success();
     assert_eq!(d.read("groups/g/.claude-global.md"), "text\n");
     assert!(
-        run.stdout().contains("not a legacy link"),
+        run.stderr().contains("not a legacy link"),
         "{}",
-        run.stdout()
+        run.stderr()
     );
 }
 
@@ -369,7 +370,8 @@ fn human_output_escapes_control_characters_from_disk() {
             "keep\n",
         );
     let run = d.run(["migrate", "--dry-run"]).success();
-    let out = run.stdout();
+    // Warnings are on stderr, the rest on stdout: neither may carry a control.
+    let out = run.stdout() + &run.stderr();
     assert!(!out.contains('\u{1b}'), "{out:?}");
     assert!(out.contains("notes\\u{1b}[2J\\u{a}1 folder(s)"), "{out}");
     let forged = out

@@ -1,12 +1,14 @@
 //! The report of `compose`: per group, what was created, replaced, removed, left alone,
 //! rescued and cleaned.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{ErrorReport, REPORT_VERSION, Report, Status, WarningReport, escape, escape_path};
+use super::{
+    Detail, ErrorReport, Line, Lines, REPORT_VERSION, Report, Status, Tone, WarningReport, count,
+    escape, escape_path,
+};
 use crate::delivery::verify::Delivered;
 use crate::delivery::{Dropped, Target};
 use crate::error::GroupError;
@@ -250,15 +252,21 @@ impl Report for ComposeReport {
         self.ok
     }
 
-    fn to_human(&self) -> String {
-        let mut out = String::new();
+    fn human(&self, detail: Detail) -> Vec<Line> {
+        let mut out = Lines::default();
         let verb =
             |done: &'static str, would: &'static str| if self.dry_run { would } else { done };
-        for warning in &self.warnings {
-            let _ = writeln!(out, "warning: {}", escape(&warning.message));
+        if detail > Detail::Quiet {
+            for warning in &self.warnings {
+                out.err(
+                    Tone::Warning,
+                    format!("warning: {}", escape(&warning.message)),
+                );
+            }
         }
         for group in &self.groups {
             let name = escape(&group.group);
+            let incomplete = group.delivered.as_ref().is_some_and(|d| !d.complete);
             match group.status {
                 Status::Failed => {
                     let message = group
@@ -266,91 +274,120 @@ impl Report for ComposeReport {
                         .as_ref()
                         .map(|e| e.message.as_str())
                         .unwrap_or("");
-                    let message = escape(message);
-                    let _ = writeln!(out, "{name}: FAILED, left as it was: {message}");
+                    out.err(
+                        Tone::Error,
+                        format!("{name}: FAILED, left as it was: {}", escape(message)),
+                    );
+                    continue;
                 }
+                _ if detail == Detail::Quiet => continue,
                 Status::Unchanged => {
-                    let _ = writeln!(out, "{name}: up to date");
+                    // A group already right is news only when something about it needs a look.
+                    if detail < Detail::Verbose && group.warnings.is_empty() && !incomplete {
+                        continue;
+                    }
+                    out.out(Tone::Plain, format!("{name}: up to date"));
                 }
                 Status::Changed => {
-                    let _ = writeln!(out, "{name}: {}", verb("updated", "would update"));
+                    out.out(
+                        Tone::Changed,
+                        format!("{name}: {}", verb("updated", "would update")),
+                    );
                     for rescued in &group.rescued {
-                        let _ = writeln!(
-                            out,
-                            "  ! {} was edited by hand: its text {} {} (move what you need into CLAUDE.local.md)",
-                            escape(&rescued.from),
-                            verb("is kept in", "would be kept in"),
-                            escape(&rescued.to)
+                        out.out(
+                            Tone::Warning,
+                            format!(
+                                "  ! {} was edited by hand: its text {} {} (move what you need into CLAUDE.local.md)",
+                                escape(&rescued.from),
+                                verb("is kept in", "would be kept in"),
+                                escape(&rescued.to)
+                            ),
                         );
                     }
                     write_changes(&mut out, "+", &group.created);
                     write_changes(&mut out, "~", &group.replaced);
                     write_changes(&mut out, "-", &group.removed);
                     for name in &group.cleaned {
-                        let _ = writeln!(out, "  - {} (left by an interrupted run)", escape(name));
+                        out.out(
+                            Tone::Plain,
+                            format!("  - {} (left by an interrupted run)", escape(name)),
+                        );
                     }
                 }
             }
             for warning in &group.warnings {
-                let _ = writeln!(out, "  warning: {}", escape(&warning.message));
+                out.err(
+                    Tone::Warning,
+                    format!("  warning: {name}: {}", escape(&warning.message)),
+                );
             }
             write_delivery(&mut out, group);
         }
-        let s = &self.summary;
-        let _ = writeln!(
-            out,
-            "{} group(s): {} {}, {} up to date, {} failed{}",
-            s.groups,
-            s.changed,
-            verb("changed", "to change"),
-            s.unchanged,
-            s.failed,
-            if self.dry_run {
-                " (dry run: nothing written)"
-            } else {
-                ""
-            }
-        );
-        out
+        if detail > Detail::Quiet {
+            let s = &self.summary;
+            out.out(
+                Tone::Plain,
+                format!(
+                    "{} group(s): {} {}, {} up to date, {} failed{}",
+                    count(s.groups),
+                    count(s.changed),
+                    verb("changed", "to change"),
+                    count(s.unchanged),
+                    count(s.failed),
+                    if self.dry_run {
+                        " (dry run: nothing written)"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        out.0
     }
 }
 
-fn write_delivery(out: &mut String, group: &GroupReport) {
+fn write_delivery(out: &mut Lines, group: &GroupReport) {
     let Some(target) = &group.target else {
         return;
     };
     for dropped in &group.dropped {
-        let _ = writeln!(
-            out,
-            "  dropped over budget: {} ({} bytes)",
-            escape(&dropped.section),
-            dropped.bytes
+        out.out(
+            Tone::Warning,
+            format!(
+                "  dropped over budget: {} ({} bytes)",
+                escape(&dropped.section),
+                dropped.bytes
+            ),
         );
     }
     match &group.delivered {
         Some(delivered) if delivered.complete => {
-            let _ = writeln!(
-                out,
-                "  {} ({} delivery, {}): everything composed reaches the agent",
-                target.file, target.delivery, target.provider
+            out.out(
+                Tone::Note,
+                format!(
+                    "  {} ({} delivery, {}): everything composed reaches the agent",
+                    target.file, target.delivery, target.provider
+                ),
             );
         }
         Some(delivered) => {
-            let _ = writeln!(
-                out,
-                "  ! {} ({} delivery, {}): NOT reaching the agent: {}",
-                target.file,
-                target.delivery,
-                target.provider,
-                escape(&delivered.missing.join(", "))
+            out.out(
+                Tone::Warning,
+                format!(
+                    "  ! {} ({} delivery, {}): NOT reaching the agent: {}",
+                    target.file,
+                    target.delivery,
+                    target.provider,
+                    escape(&delivered.missing.join(", "))
+                ),
             );
             for reason in &delivered.reasons {
-                let _ = writeln!(out, "    because: {}", escape(reason));
+                out.out(Tone::Note, format!("    because: {}", escape(reason)));
             }
             if target.delivery == Delivery::Link && !target.provider.is_flat() {
-                let _ = writeln!(
-                    out,
-                    "    fix: approve external imports in the agent's ~/.claude.json (and set \"approveExternal\": true in clawmd.json), or use the default inline delivery"
+                out.out(
+                    Tone::Note,
+                    "    fix: approve external imports in the agent's ~/.claude.json (and set \"approveExternal\": true in clawmd.json), or use the default inline delivery",
                 );
             }
         }
@@ -358,20 +395,16 @@ fn write_delivery(out: &mut String, group: &GroupReport) {
     }
 }
 
-fn write_changes(out: &mut String, mark: &str, changes: &[EntryChange]) {
+fn write_changes(out: &mut Lines, mark: &str, changes: &[EntryChange]) {
     for change in changes {
-        match &change.target {
-            Some(target) => {
-                let _ = writeln!(
-                    out,
-                    "  {mark} {} -> {}",
-                    escape(&change.path),
-                    escape_path(target)
-                );
-            }
-            None => {
-                let _ = writeln!(out, "  {mark} {}", escape(&change.path));
-            }
-        }
+        let text = match &change.target {
+            Some(target) => format!(
+                "  {mark} {} -> {}",
+                escape(&change.path),
+                escape_path(target)
+            ),
+            None => format!("  {mark} {}", escape(&change.path)),
+        };
+        out.out(Tone::Plain, text);
     }
 }

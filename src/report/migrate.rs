@@ -1,10 +1,10 @@
 //! The report of `migrate`: per group (and `global`), the actions taken, in order.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 
-use super::{ErrorReport, REPORT_VERSION, Report, Status, escape};
+use super::{
+    Detail, ErrorReport, Line, Lines, REPORT_VERSION, Report, Status, Tone, count, escape,
+};
 
 /// One change migrate made (or, in a dry run, would make), as reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -91,50 +91,64 @@ impl Report for MigrateReport {
         self.ok
     }
 
-    fn to_human(&self) -> String {
-        let mut out = String::new();
+    fn human(&self, detail: Detail) -> Vec<Line> {
+        let mut out = Lines::default();
         let mut changed = 0;
         for group in &self.groups {
             let name = escape(&group.group);
             if let Some(error) = &group.error {
-                let _ = writeln!(
-                    out,
-                    "{name}: FAILED, left as it was: {}",
-                    escape(&error.message)
+                out.err(
+                    Tone::Error,
+                    format!("{name}: FAILED, left as it was: {}", escape(&error.message)),
                 );
             }
             if !group.actions.is_empty() {
                 changed += 1;
+            }
+            if detail == Detail::Quiet {
+                continue;
+            }
+            if !group.actions.is_empty() {
                 let verb = if self.dry_run {
                     "would migrate"
                 } else {
                     "migrated"
                 };
-                let _ = writeln!(out, "{name}: {verb}");
+                out.out(Tone::Changed, format!("{name}: {verb}"));
+            } else if detail == Detail::Verbose && group.error.is_none() {
+                out.out(Tone::Plain, format!("{name}: nothing to migrate"));
             }
             for action in &group.actions {
-                let _ = writeln!(out, "  {}", describe(action));
+                out.out(Tone::Plain, format!("  {}", describe(action)));
             }
             for warning in &group.warnings {
-                let _ = writeln!(out, "  warning: {}", escape(warning));
+                out.err(
+                    Tone::Warning,
+                    format!("  warning: {name}: {}", escape(warning)),
+                );
             }
         }
-        let _ = writeln!(
-            out,
-            "{} folder(s) checked, {changed} {}{}",
-            self.groups.len(),
-            if self.dry_run {
-                "to migrate"
-            } else {
-                "migrated"
-            },
-            if self.dry_run {
-                " (dry run: nothing written)"
-            } else {
-                ""
-            }
-        );
-        out
+        if detail > Detail::Quiet {
+            out.out(
+                Tone::Plain,
+                format!(
+                    "{} folder(s) checked, {} {}{}",
+                    count(self.groups.len()),
+                    count(changed),
+                    if self.dry_run {
+                        "to migrate"
+                    } else {
+                        "migrated"
+                    },
+                    if self.dry_run {
+                        " (dry run: nothing written)"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        out.0
     }
 }
 

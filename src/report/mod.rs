@@ -33,9 +33,97 @@ pub const REPORT_VERSION: u32 = 1;
 pub trait Report: Serialize {
     /// True when the run succeeded (exit status 0).
     fn ok(&self) -> bool;
-    /// The human-readable form printed by default. Every name and text that came from disk
-    /// is passed through [`escape`], so nothing in it can move the cursor or forge a line.
-    fn to_human(&self) -> String;
+    /// The human-readable form, as lines the binary prints (and colours) on the stream each
+    /// names. Every name and text that came from disk is passed through [`escape`], so nothing
+    /// in it can move the cursor or forge a line.
+    fn human(&self, detail: Detail) -> Vec<Line>;
+    /// The human form at the default [`Detail`], both streams together.
+    fn to_human(&self) -> String {
+        self.human(Detail::Normal)
+            .into_iter()
+            .map(|line| line.text + "\n")
+            .collect()
+    }
+}
+
+/// How much the human form says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Detail {
+    /// Only failures (`-q`).
+    Quiet,
+    /// What changed, what failed, what is wrong, and a one-line summary (the default).
+    #[default]
+    Normal,
+    /// Every group, even those already right (`-v`).
+    Verbose,
+}
+
+/// Where a line of human output goes: failures and errors to stderr, the rest to stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// What a line says, for the binary to colour (on a terminal only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Nothing special.
+    Plain,
+    /// A change made (or to make).
+    Changed,
+    /// Something that needs a look but did not fail.
+    Warning,
+    /// A failure.
+    Error,
+    /// Secondary detail (a fix, a reason).
+    Note,
+}
+
+/// One line of human output (without its newline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// Where it goes.
+    pub stream: Stream,
+    /// What it says, for colour.
+    pub tone: Tone,
+    /// The text, already escaped.
+    pub text: String,
+}
+
+/// Collects [`Line`]s.
+#[derive(Debug, Default)]
+pub(crate) struct Lines(pub Vec<Line>);
+
+impl Lines {
+    pub fn push(&mut self, stream: Stream, tone: Tone, text: impl Into<String>) {
+        self.0.push(Line {
+            stream,
+            tone,
+            text: text.into(),
+        });
+    }
+    pub fn out(&mut self, tone: Tone, text: impl Into<String>) {
+        self.push(Stream::Stdout, tone, text);
+    }
+    pub fn err(&mut self, tone: Tone, text: impl Into<String>) {
+        self.push(Stream::Stderr, tone, text);
+    }
+}
+
+/// `n` with thousands separators (`10,000`), for counts in summaries.
+pub fn count(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// What happened to a group.
@@ -175,5 +263,13 @@ mod tests {
             "a\\u{a}b\\u{1b}[2J\\u{7}\\u{9b}\\u{202e}c"
         );
         assert_eq!(escape("été"), "été");
+    }
+
+    #[test]
+    fn counts_have_thousands_separators() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(10_000), "10,000");
+        assert_eq!(count(1_234_567), "1,234,567");
     }
 }
