@@ -329,3 +329,17 @@ fn repeated_findings_are_grouped_and_causes_said_once() {
         run.stderr()
     );
 }
+
+/// Every code the binary can emit (the whole `Code` enum) is documented in
+/// docs/json-report.md, as `` `code` ``.
+#[test]
+fn every_code_is_documented_in_json_report_md() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json-report.md"))
+        .unwrap();
+    let missing: Vec<&str> = clawmd::report::Code::ALL
+        .iter()
+        .map(|code| code.as_str())
+        .filter(|code| !docs.contains(&format!("`{code}`")))
+        .collect();
+    assert!(missing.is_empty(), "undocumented codes: {missing:?}");
+}
