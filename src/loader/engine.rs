@@ -159,6 +159,8 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         external_imports_approved: engine.approved,
         files,
         diagnostics: engine.diags,
+        claude_version: opts.claude_version,
+        current_date: opts.current_date.clone().unwrap_or_else(today_utc),
     })
 }
 
@@ -761,6 +763,30 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             );
         }
     }
+}
+
+/// Today's date in UTC, `YYYY-MM-DD` (what releases before 2.1.268 print; Claude Code uses
+/// the local date, which is UTC in the containers clawmd serves).
+fn today_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    civil_date((secs / 86_400) as i64)
+}
+
+/// Days since 1970-01-01 to `YYYY-MM-DD` (Howard Hinnant's `civil_from_days`).
+pub(super) fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 /// Bytes to text as Claude Code sees them: UTF-8 with U+FFFD for invalid sequences, and

@@ -39,6 +39,7 @@ pub mod mounted;
 pub mod paths;
 mod render;
 mod rules;
+pub mod version;
 
 pub use engine::{
     Candidate, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, WARN_FILE_CHARS, WARN_TOTAL_CHARS, discover, load,
@@ -50,3 +51,4 @@ pub use model::{
 };
 pub use mounted::{Mount, MountedFs};
 pub use render::{Format, PREAMBLE, claude_block, render};
+pub use version::{Behaviour, ClaudeVersion};

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use super::version::ClaudeVersion;
+
 /// The four kinds of memory Claude Code 2.1.328 loads (its auto-memory is not modelled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -217,6 +219,12 @@ pub struct LoadOptions {
     /// Also read `claudeMdExcludes` from the settings files Claude Code reads (managed,
     /// `~/.claude/settings.json`, `<cwd>/.claude/settings.json`, `settings.local.json`).
     pub read_settings: bool,
+    /// The Claude Code release to reproduce (default: the newest the conformance corpus
+    /// covers). Every behaviour that changed between releases follows it.
+    pub claude_version: ClaudeVersion,
+    /// The date releases before 2.1.268 print at the end of the block (`Today's date is
+    /// YYYY-MM-DD.`); `None` means today (UTC).
+    pub current_date: Option<String>,
 }
 
 impl LoadOptions {
@@ -234,6 +242,8 @@ impl LoadOptions {
             load_user: true,
             excludes: Vec::new(),
             read_settings: true,
+            claude_version: ClaudeVersion::default(),
+            current_date: None,
         }
     }
 
@@ -264,6 +274,12 @@ pub struct Memory {
     pub files: Vec<LoadedFile>,
     /// Dropped imports, skipped files, size warnings…
     pub diagnostics: Vec<Diagnostic>,
+    /// The release whose rules (and wrapper text) were applied.
+    #[serde(skip)]
+    pub claude_version: ClaudeVersion,
+    /// The date printed by releases before 2.1.268 (`YYYY-MM-DD`).
+    #[serde(skip)]
+    pub current_date: String,
 }
 
 impl Memory {
