@@ -249,6 +249,16 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, &'static str, &'static
             "simplify the markdown: Claude Code could not parse this file and loads nothing from it",
         ),
         D::SymlinkLoop => (Severity::Error, "symlink-loop", "replace the looping link"),
+        D::FileProtected => (
+            Severity::Error,
+            "file-protected",
+            "move the file out of the connector-downloads or scratchpad folder: Claude Code never loads memory from there",
+        ),
+        D::CwdNotUtf8 => (
+            Severity::Error,
+            "cwd-not-utf8",
+            "rename the working directory to a UTF-8 name: Claude Code does not start in it",
+        ),
         D::FileOversized => (
             Severity::Warning,
             "oversized",

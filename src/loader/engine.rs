@@ -11,10 +11,11 @@ use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::content::{self, IgnoredReason, is_special_path};
+use super::content::{self, IgnoredReason};
 use super::fs::{FileKind, MemoryFs, ReadOutcome};
 use super::markdown::js_trim;
 use super::model::*;
+use super::path_policy::{self, is_special_path};
 use super::paths::{self, is_within, key, normalize, resolve_import};
 
 /// Imports are followed to this depth: a file found by name is depth 0, `l4.md` (depth 4)
@@ -126,6 +127,25 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         return Err(LoaderError::Cwd {
             path: opts.cwd.clone(),
             source,
+        });
+    }
+    if cwd.to_str().is_none() {
+        // Claude Code does not start in a folder whose path is not UTF-8 (cases 63, 64).
+        let diagnostic = Diagnostic {
+            severity: Severity::Warning,
+            code: DiagnosticCode::CwdNotUtf8,
+            path: cwd.clone(),
+            import: None,
+            from: None,
+            message: "the working directory's path is not UTF-8: Claude Code does not start there, so no memory loads".into(),
+        };
+        return Ok(Memory {
+            cwd,
+            external_imports_approved: false,
+            files: Vec::new(),
+            diagnostics: vec![diagnostic],
+            claude_version: opts.claude_version,
+            current_date: opts.current_date.clone().unwrap_or_else(today_utc),
         });
     }
     let mut engine = Engine {
@@ -506,14 +526,26 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         if is_special_path(&real.to_string_lossy()) {
             return None;
         }
-        if [&f.path, &real]
-            .iter()
-            .any(|p| content::is_device_or_process_file(&p.to_string_lossy()))
-        {
+        let version = self.opts.claude_version;
+        if [&f.path, &real].iter().any(|p| {
+            path_policy::is_device_or_process_file(&p.to_string_lossy(), &self.cwd, version)
+        }) {
             self.warn(
                 v,
                 DiagnosticCode::ImportNotAFile,
                 "is a device or process file; Claude Code never reads those".into(),
+            );
+            return None;
+        }
+        if [&f.path, &real]
+            .iter()
+            .any(|p| path_policy::is_protected(p, version))
+        {
+            self.note_file(
+                v,
+                Severity::Warning,
+                DiagnosticCode::FileProtected,
+                "is in a folder Claude Code protects (connector-downloads, a session scratchpad): not loaded".into(),
             );
             return None;
         }
@@ -549,7 +581,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             );
             return None;
         }
-        let parsed = match content::parse(text) {
+        let parsed = match content::parse_as(text, self.opts.claude_version) {
             Ok(p) => p,
             Err(e) => {
                 self.note_file(
@@ -656,7 +688,8 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         written: Option<&str>,
         importer: Option<&Path>,
     ) -> (PathBuf, bool) {
-        match self.fs.canonicalize(path) {
+        let alias = path_policy::own_process_alias(path, &self.cwd);
+        match self.fs.canonicalize(alias.as_deref().unwrap_or(path)) {
             Ok(r) => {
                 let link = r != path;
                 (r, link)
@@ -690,7 +723,11 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         noise: Noise,
     ) -> Option<String> {
         let written = f.import.as_deref();
-        let (code, msg) = match self.fs.read_limited(&f.path, MAX_FILE_BYTES) {
+        let alias = path_policy::own_process_alias(&f.path, &self.cwd);
+        let (code, msg) = match self
+            .fs
+            .read_limited(alias.as_deref().unwrap_or(&f.path), MAX_FILE_BYTES)
+        {
             Ok(ReadOutcome::Bytes(b)) => return Some(decode(&b)),
             Ok(ReadOutcome::TooLarge { len }) => (
                 DiagnosticCode::FileTooLarge,
@@ -789,15 +826,11 @@ pub(super) fn civil_date(days: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
-/// Bytes to text as Claude Code sees them: UTF-8 with U+FFFD for invalid sequences, and
-/// every CRLF or lone CR turned into LF (observed: case 19).
+/// Bytes to text as Claude Code sees them: UTF-8 with U+FFFD for invalid sequences. Line
+/// endings are left alone here: whether CR and CRLF become LF depends on the comment
+/// stripping ([`content::parse_as`], cases 19, 20, 37–42).
 fn decode(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    if text.contains('\r') {
-        text.replace("\r\n", "\n").replace('\r', "\n")
-    } else {
-        text.into_owned()
-    }
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn is_loop(e: &io::Error) -> bool {

@@ -32,10 +32,12 @@
 mod agents;
 pub mod content;
 mod engine;
+mod frontmatter;
 pub mod fs;
 pub(crate) mod markdown;
 mod model;
 pub mod mounted;
+mod path_policy;
 pub mod paths;
 mod render;
 mod rules;

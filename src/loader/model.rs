@@ -142,6 +142,12 @@ pub enum DiagnosticCode {
     AgentsMdFallback,
     /// `~/.claude.json` exists but could not be read as JSON.
     ConfigUnreadable,
+    /// A file in a folder Claude Code refuses to read memory from (`connector-downloads`, a
+    /// session scratchpad), on the walk or as an import.
+    FileProtected,
+    /// The working directory's path is not UTF-8: Claude Code does not start, so no memory
+    /// is loaded at all.
+    CwdNotUtf8,
 }
 
 /// A finding about the memory: something dropped, skipped or worth a warning.

@@ -8,10 +8,10 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::content::is_special_path;
 use super::engine::{Engine, Noise};
 use super::fs::{DirEntry, FileKind, MemoryFs};
 use super::model::*;
+use super::path_policy::is_special_path;
 use super::paths::{is_within, key};
 
 /// A rules folder being listed.
@@ -50,13 +50,15 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             top.next += 1;
             let (dir_path, shown_dir, real_dir) =
                 (top.path.clone(), top.shown.clone(), top.real.clone());
+            // Node lists names as UTF-8 strings (invalid bytes as U+FFFD), so a name that is
+            // not UTF-8 names a file that does not exist (cases 66, 68).
             let name = entry.name.to_string_lossy().into_owned();
-            let en = dir_path.join(&entry.name);
+            let en = dir_path.join(&name);
             let (zt, is_link, canonical) = match self.fs.canonicalize(&en) {
                 Ok(r) => (r.clone(), r != en, true),
                 Err(_) => (en.clone(), false, false),
             };
-            let pn = shown_dir.join(&entry.name);
+            let pn = shown_dir.join(&name);
             if (pn != zt && self.excludes.matches(&pn, kind))
                 || is_special_path(&zt.to_string_lossy())
             {
