@@ -17,6 +17,7 @@ use super::markdown::js_trim;
 use super::model::*;
 use super::path_policy::{self, is_special_path};
 use super::paths::{self, is_within, key, normalize, resolve_import};
+use super::version::Behaviour;
 
 /// Imports are followed to this depth: a file found by name is depth 0, `l4.md` (depth 4)
 /// loads, `l5.md` does not.
@@ -85,6 +86,17 @@ pub fn discover(opts: &LoadOptions) -> Vec<Candidate> {
         }
     }
     out
+}
+
+/// The walked folder a project candidate belongs to (`d/CLAUDE.md`, `d/.claude/CLAUDE.md`,
+/// `d/.claude/rules` all belong to `d`).
+fn walk_dir_of(candidate: &Path) -> PathBuf {
+    let parent = candidate.parent().unwrap_or(candidate);
+    if parent.file_name().is_some_and(|n| n == ".claude") {
+        parent.parent().unwrap_or(parent).to_path_buf()
+    } else {
+        parent.to_path_buf()
+    }
 }
 
 /// `cwd` and its ancestors, root-most first, without `/` itself.
@@ -262,7 +274,15 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         let mut processed: HashSet<String> = HashSet::new();
         let mut files: Vec<LoadedFile> = Vec::new();
         let approved = self.approved;
+        let worktree =
+            super::worktree::nested_worktree(self.fs, &self.cwd, self.opts.claude_version);
         for c in discover(self.opts) {
+            if let Some(wt) = &worktree
+                && c.kind == MemoryKind::Project
+                && wt.skips(&walk_dir_of(&c.path))
+            {
+                continue; // the main checkout's files, seen from a nested worktree
+            }
             let include_external = c.kind == MemoryKind::User || approved;
             let loaded = if c.rules_dir {
                 self.load_rules(&c.path, c.kind, include_external, &mut processed)
@@ -549,7 +569,11 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             );
             return None;
         }
-        if f.depth > 0 && !include_external && !is_within(&real, &self.cwd) {
+        if f.depth > 0
+            && !include_external
+            && version.has(Behaviour::LinkTargetsExternal)
+            && !is_within(&real, &self.cwd)
+        {
             let msg = format!(
                 "is a link to {}, outside {}; external imports are not approved, so Claude Code drops it",
                 real.display(),

@@ -42,6 +42,7 @@ pub mod paths;
 mod render;
 mod rules;
 pub mod version;
+mod worktree;
 
 pub use engine::{
     Candidate, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, WARN_FILE_CHARS, WARN_TOTAL_CHARS, discover, load,

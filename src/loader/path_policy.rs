@@ -110,8 +110,11 @@ pub(crate) fn is_device_or_process_file(p: &str, cwd: &Path, version: ClaudeVers
 /// (`/proc/self/root`, `/proc/thread-self/root`). Other paths are read as they are.
 pub(crate) fn own_process_alias(p: &Path, cwd: &Path) -> Option<std::path::PathBuf> {
     let s = p.to_str()?;
-    if let Some(rest) = s.strip_prefix("/proc/self/cwd/") {
-        return Some(normalize(&cwd.join(rest)));
+    // (`/proc/thread-self/cwd/` is refused since 2.1.311; before, it is the cwd too.)
+    for own_cwd in ["/proc/self/cwd/", "/proc/thread-self/cwd/"] {
+        if let Some(rest) = s.strip_prefix(own_cwd) {
+            return Some(normalize(&cwd.join(rest)));
+        }
     }
     for root in ["/proc/self/root/", "/proc/thread-self/root/"] {
         if let Some(rest) = s.strip_prefix(root) {

@@ -13,6 +13,7 @@ use super::fs::{DirEntry, FileKind, MemoryFs};
 use super::model::*;
 use super::path_policy::is_special_path;
 use super::paths::{is_within, key};
+use super::version::Behaviour;
 
 /// A rules folder being listed.
 pub(super) struct RulesDir {
@@ -77,6 +78,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 && !is_within(&zt, &self.cwd);
             if elsewhere
                 && !include_external
+                && self.opts.claude_version.has(Behaviour::LinkTargetsExternal)
                 && matches!(entry_kind, FileKind::Dir | FileKind::File)
             {
                 let msg = format!(
@@ -159,9 +161,13 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             visited.insert(key(&real));
         }
         if top && !include_external && kind != MemoryKind::User && !is_within(&real, &self.cwd) {
-            let dir_is_link = self.is_symlink(dir);
-            let dot_claude_is_link =
-                kind == MemoryKind::Project && dir.parent().is_some_and(|p| self.is_symlink(p));
+            // The rules folder itself linked out: skipped since 2.1.232; its `.claude` folder
+            // linked out: since 2.1.284.
+            let version = self.opts.claude_version;
+            let dir_is_link = version.has(Behaviour::LinkTargetsExternal) && self.is_symlink(dir);
+            let dot_claude_is_link = version.has(Behaviour::LinkedClaudeDirExternal)
+                && kind == MemoryKind::Project
+                && dir.parent().is_some_and(|p| self.is_symlink(p));
             if dir_is_link || dot_claude_is_link {
                 let msg = format!(
                     "{} links outside {} and external imports are not approved: its rules are skipped",
