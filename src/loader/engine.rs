@@ -196,24 +196,27 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
     })
 }
 
-/// `claudeMdExcludes`, matched against paths with `/` separators (picomatch, `dot: true`).
-pub(super) struct Excludes(Option<globset::GlobSet>);
+/// `claudeMdExcludes`, matched against paths with `/` separators (picomatch, `dot: true`):
+/// a file is excluded when any pattern matches it (JS `b$n`).
+pub(super) struct Excludes(Vec<super::picomatch::Pattern>);
 
 impl Excludes {
     fn new(patterns: &[String]) -> Self {
-        let mut b = globset::GlobSetBuilder::new();
-        let mut any = false;
-        for p in patterns.iter().filter(|p| !p.is_empty()) {
-            if let Ok(g) = globset::GlobBuilder::new(p).literal_separator(true).build() {
-                b.add(g);
-                any = true;
-            }
-        }
-        Excludes(any.then(|| b.build().ok()).flatten())
+        Excludes(
+            patterns
+                .iter()
+                .filter(|p| !p.is_empty())
+                .map(|p| super::picomatch::Pattern::new(&p.replace('\\', "/")))
+                .collect(),
+        )
     }
 
     pub(super) fn matches(&self, path: &Path, kind: MemoryKind) -> bool {
-        kind != MemoryKind::Managed && self.0.as_ref().is_some_and(|g| g.is_match(path))
+        if kind == MemoryKind::Managed || self.0.is_empty() {
+            return false;
+        }
+        let path = path.to_string_lossy().replace('\\', "/");
+        self.0.iter().any(|p| p.is_match(&path))
     }
 }
 

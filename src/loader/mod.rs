@@ -39,6 +39,7 @@ mod model;
 pub mod mounted;
 mod path_policy;
 pub mod paths;
+mod picomatch;
 mod render;
 mod rules;
 pub mod version;
