@@ -15,7 +15,7 @@ use crate::error::{Error, GroupError};
 use crate::fsops::{NodeKind, SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
-use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
+use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs};
 use crate::plan::{Delivery, Sources, plan_group};
 use crate::reconcile::{Step, diff};
 use crate::report::{REPORT_VERSION, Report};
@@ -77,6 +77,10 @@ pub struct CheckOptions {
     pub delivery: Option<Delivery>,
     /// Assume the agent's user approved external imports for the workspace.
     pub approve_external: bool,
+    /// The Claude Code release the agents run (default: the newest the conformance corpus
+    /// covers); a release outside the corpus is checked with the nearest known rules and
+    /// reported as `claude-version-unverified`.
+    pub claude_version: ClaudeVersion,
 }
 
 /// Checks the selected groups. Fails as a whole only when the deployment cannot be read.
@@ -121,6 +125,7 @@ pub fn check_group(
     if !findings.iter().any(|f| is_group_error(f.code)) {
         let view = ViewOptions {
             approve_external: options.approve_external,
+            claude_version: options.claude_version,
             ..ViewOptions::default()
         };
         match load_group(layout, group, &view) {
@@ -129,6 +134,21 @@ pub fn check_group(
             }
             Err(err) => findings.push(group_error_finding(layout, group, &err)),
         }
+    }
+    let version = options.claude_version;
+    if !version.is_verified() {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: "claude-version-unverified",
+            file: layout.group_dir(group),
+            message: format!(
+                "Claude Code {version} is not in the conformance corpus: its memory is modelled with the rules known for {} and may differ",
+                version.nearest_verified()
+            ),
+            fix: format!(
+                "record the corpus on {version} (scripts/new-conformance-case --version {version}) or pin a recorded release"
+            ),
+        });
     }
     findings.sort_by_key(|f| f.severity);
     GroupCheck {

@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use clawmd::check::{CheckOptions, check};
 use clawmd::compose::{ComposeOptions, Selection, compose};
 use clawmd::layout::{DEFAULT_APP_MOUNT, DEFAULT_WORKSPACE_MOUNT};
-use clawmd::loader::{Format, HostFs, load, render};
+use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
 use clawmd::migrate::migrate;
 use clawmd::report::Report;
 use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
@@ -127,6 +127,10 @@ struct CheckArgs {
     /// Assume external imports were approved for the agent's workspace in ~/.claude.json.
     #[arg(long)]
     approve_external: bool,
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
+    /// the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
     /// Print the machine-readable report on stdout.
     #[arg(long)]
     json: bool,
@@ -161,10 +165,19 @@ struct RenderArgs {
     /// Instead of the memory: which files reach the agent and what is dropped, and why.
     #[arg(long)]
     delivery_view: bool,
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
+    /// the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
     text.parse()
+}
+
+fn parse_version(text: &str) -> Result<ClaudeVersion, String> {
+    text.parse()
+        .map_err(|e: clawmd::loader::version::BadVersion| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -224,6 +237,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let options = CheckOptions {
         delivery: args.delivery,
         approve_external: args.approve_external,
+        claude_version: args.claude_version.unwrap_or_default(),
     };
     finish("check", check(&layout, &selection, &options), args.json)
 }
@@ -234,7 +248,16 @@ fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
         home: args.home.clone(),
         container_home: Some(args.container_home.clone()),
         consumer: args.consumer,
+        claude_version: args.claude_version.unwrap_or_default(),
     };
+    if !view.claude_version.is_verified() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "clawmd: warning: Claude Code {} is not in the conformance corpus; rendering with the rules known for {}",
+            view.claude_version,
+            view.claude_version.nearest_verified()
+        );
+    }
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
             let layout = args.deployment.layout();

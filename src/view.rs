@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use crate::error::GroupError;
 use crate::layout::Layout;
 use crate::loader::mounted::nanoclaw_mounts;
-use crate::loader::{ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load};
+use crate::loader::{
+    ClaudeVersion, ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load,
+};
 
 /// The default `$HOME` of the agent inside the container.
 pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
@@ -37,6 +39,9 @@ pub struct ViewOptions {
     pub container_home: Option<PathBuf>,
     /// The front end.
     pub consumer: Consumer,
+    /// The Claude Code release whose loader to reproduce (default: the newest the conformance
+    /// corpus covers). Deployments pin a release; set it from their settings.
+    pub claude_version: ClaudeVersion,
 }
 
 /// The mounts of `group`'s container: the nanoclaw table, plus the home when given.
@@ -63,6 +68,7 @@ fn container_home(options: &ViewOptions) -> PathBuf {
 /// The options the loader runs with for a container started in `cwd`.
 pub fn load_options(cwd: &Path, home: Option<PathBuf>, options: &ViewOptions) -> LoadOptions {
     let mut load_options = LoadOptions::new(cwd, home);
+    load_options.claude_version = options.claude_version;
     if options.approve_external {
         load_options.external_imports = ExternalImports::Approved;
     }
