@@ -10,7 +10,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use clawmd::compose::{ComposeOptions, Selection, compose};
+use clawmd::compose::{ComposeOptions, compose};
+use clawmd::deployment::Selection;
 use clawmd::{Delivery, Layout};
 
 const SKILLS: usize = 8;

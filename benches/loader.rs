@@ -11,7 +11,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clawmd::Layout;
-use clawmd::compose::{ComposeOptions, Selection, compose};
+use clawmd::compose::{ComposeOptions, compose};
+use clawmd::deployment::Selection;
 use clawmd::loader::{Format, HostFs, LoadOptions, load, render};
 use clawmd::plan::Delivery;
 use clawmd::view::{ViewOptions, load_group};

@@ -6,69 +6,18 @@
 //! inside its container (computed by the [`loader`](crate::loader) through the mount table:
 //! dropped, dangling or oversized imports). Each finding names the file and a one-line fix.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::Serialize;
-
-use crate::compose::{Selection, read_config, read_sources};
+use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
-use crate::fsops::{NodeKind, SafeDir, is_temp_name};
+use crate::fsops::{SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
 use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs};
-use crate::plan::{Delivery, Sources, plan_group};
-use crate::reconcile::{Step, diff};
-use crate::report::{REPORT_VERSION, Report};
+use crate::plan::{Delivery, Sources};
+use crate::reconcile::Step;
+use crate::report::{CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity};
 use crate::view::{ViewOptions, load_group};
-
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The agent will not get what the operator intends (exit status 1).
-    Error,
-    /// Worth a look; the agent still gets its memory.
-    Warning,
-}
-
-/// One problem, with where it is and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// Error or warning.
-    pub severity: Severity,
-    /// Stable machine-readable code (docs/json-report.md).
-    pub code: &'static str,
-    /// The file concerned (host path).
-    pub file: PathBuf,
-    /// What is wrong.
-    pub message: String,
-    /// How to fix it, in one line.
-    pub fix: String,
-}
-
-/// The findings of one group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GroupCheck {
-    /// The group.
-    pub group: String,
-    /// The delivery mode checked against (given, or detected from the disk).
-    pub delivery: Delivery,
-    /// What was found, errors first.
-    pub findings: Vec<Finding>,
-}
-
-/// The report of a `check` run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckReport {
-    /// The JSON shape version.
-    pub version: u32,
-    /// Always "check".
-    pub command: &'static str,
-    /// True when no finding is an error.
-    pub ok: bool,
-    /// One entry per group.
-    pub groups: Vec<GroupCheck>,
-}
 
 /// How to check.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -139,7 +88,7 @@ pub fn check_group(
     if !version.is_verified() {
         findings.push(Finding {
             severity: Severity::Warning,
-            code: "claude-version-unverified",
+            code: Code::ClaudeVersionUnverified,
             file: layout.group_dir(group),
             message: format!(
                 "Claude Code {version} is not in the conformance corpus: its memory is modelled with the rules known for {} and may differ",
@@ -159,10 +108,16 @@ pub fn check_group(
 }
 
 /// Findings that mean the group could not be read at all (no point in loading its memory).
-fn is_group_error(code: &str) -> bool {
+fn is_group_error(code: Code) -> bool {
     matches!(
         code,
-        "bad-group-name" | "missing-group" | "unsafe-path" | "io" | "too-large" | "loader"
+        Code::BadGroupName
+            | Code::ReservedGroup
+            | Code::MissingGroup
+            | Code::UnsafePath
+            | Code::Io
+            | Code::TooLarge
+            | Code::Loader
     )
 }
 
@@ -199,7 +154,7 @@ fn memory_findings(
         };
         findings.push(Finding {
             severity: Severity::Error,
-            code: "external-import-dropped",
+            code: Code::ExternalImportDropped,
             file: host(external[0].from.as_deref().unwrap_or(&external[0].path)),
             message: format!(
                 "Claude Code silently drops {} import(s) that resolve outside {} because external imports are not approved: {}",
@@ -232,69 +187,79 @@ fn memory_findings(
 
 /// The check severity, code and fix for a loader diagnostic (`None`: not worth reporting,
 /// or reported elsewhere).
-fn classify(diagnostic: &Diagnostic) -> Option<(Severity, &'static str, &'static str)> {
+fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
     use DiagnosticCode as D;
     Some(match diagnostic.code {
         D::ImportMissing => (
             Severity::Error,
-            "import-missing",
+            Code::ImportMissing,
             "create the file, or remove the import",
         ),
         D::ImportTooDeep => (
             Severity::Error,
-            "import-too-deep",
+            Code::ImportTooDeep,
             "import the file from a shallower file: Claude Code follows at most 4 levels",
         ),
         D::ImportCycle => (
             Severity::Warning,
-            "import-cycle",
+            Code::ImportCycle,
             "remove one of the imports that form the cycle",
         ),
-        D::ImportNotText | D::ImportNotAFile => {
-            (Severity::Warning, "import-not-loaded", "import a text file")
-        }
+        D::ImportNotText | D::ImportNotAFile => (
+            Severity::Warning,
+            Code::ImportNotLoaded,
+            "import a text file",
+        ),
         D::FileTooLarge => (
             Severity::Error,
-            "file-too-large",
+            Code::FileTooLarge,
             "split the file: Claude Code skips memory files over 4 MiB",
         ),
         D::FileUnreadable => (
             Severity::Error,
-            "file-unreadable",
+            Code::FileUnreadable,
             "fix the file's permissions",
         ),
         D::FileUnparsable => (
             Severity::Error,
-            "file-unparsable",
+            Code::FileUnparsable,
             "simplify the markdown: Claude Code could not parse this file and loads nothing from it",
         ),
-        D::SymlinkLoop => (Severity::Error, "symlink-loop", "replace the looping link"),
+        D::SymlinkLoop => (
+            Severity::Error,
+            Code::SymlinkLoop,
+            "replace the looping link",
+        ),
         D::FileProtected => (
             Severity::Error,
-            "file-protected",
+            Code::FileProtected,
             "move the file out of the connector-downloads or scratchpad folder: Claude Code never loads memory from there",
         ),
         D::CwdNotUtf8 => (
             Severity::Error,
-            "cwd-not-utf8",
+            Code::CwdNotUtf8,
             "rename the working directory to a UTF-8 name: Claude Code does not start in it",
         ),
         D::FileOversized => (
             Severity::Warning,
-            "oversized",
+            Code::Oversized,
             "shorten the file: Claude Code warns over 40,000 characters per memory file",
         ),
         D::MemoryOversized => (
             Severity::Warning,
-            "memory-oversized",
+            Code::MemoryOversized,
             "shorten the memory: Claude Code warns over 120,000 characters in all",
         ),
         D::RuleExternal => (
             Severity::Warning,
-            "rule-external",
+            Code::RuleExternal,
             "keep rules inside the workspace",
         ),
-        D::ConfigUnreadable => (Severity::Warning, "config-unreadable", "fix ~/.claude.json"),
+        D::ConfigUnreadable => (
+            Severity::Warning,
+            Code::ConfigUnreadable,
+            "fix ~/.claude.json",
+        ),
         D::ImportExternal
         | D::ImportRepeated
         | D::ImportInCode
@@ -320,7 +285,7 @@ fn dangling_links(layout: &Layout, fs: &MountedFs, findings: &mut Vec<Finding>) 
         if fs.metadata(&link).is_err() {
             findings.push(Finding {
                 severity: Severity::Error,
-                code: "dangling-link",
+                code: Code::DanglingLink,
                 file: fs.host_path(&link).unwrap_or_else(|| link.clone()),
                 message: format!(
                     "{} points to {}, which does not exist even inside the container",
@@ -350,19 +315,14 @@ fn composition_findings(
     options: &CheckOptions,
     findings: &mut Vec<Finding>,
 ) -> Result<Delivery, GroupError> {
-    let dir = SafeDir::open(&layout.checked_group_dir(group)?)?;
-    let config = read_config(&dir)?;
-    let delivery = match options.delivery {
-        Some(delivery) => delivery,
-        None => detect_delivery(&dir)?,
-    };
-    let plan =
-        plan_group(layout, &config, sources, delivery).map_err(|source| GroupError::Collision {
-            path: dir.path().join(names::CONFIG),
-            source,
-        })?;
-    let fragments = dir.open_child(names::FRAGMENTS, false)?;
-    let steps = diff(&dir, fragments.as_ref(), &plan)?;
+    let group_path = checked_group_dir(layout, group)?;
+    let Observation {
+        dir,
+        config,
+        delivery,
+        steps,
+        ..
+    } = observe(layout, sources, &group_path, options.delivery, false)?;
     let group_path = dir.path().to_owned();
     let compose_fix = format!("run `clawmd compose {group} --delivery {delivery}`");
     let mut pending = Vec::new();
@@ -371,14 +331,14 @@ fn composition_findings(
             Step::Keep { .. } => {}
             Step::Rescue { .. } => findings.push(Finding {
                 severity: Severity::Error,
-                code: "hand-edited",
+                code: Code::HandEdited,
                 file: group_path.join(names::CLAUDE_MD),
                 message: "CLAUDE.md is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will move the edit aside".to_owned(),
                 fix: format!("move the text you need into CLAUDE.local.md, then {compose_fix}"),
             }),
             Step::Clean { path } => findings.push(Finding {
                 severity: Severity::Warning,
-                code: "stale-temp",
+                code: Code::StaleTemp,
                 file: group_path.join(path.to_string()),
                 message: "a temp file left by an interrupted clawmd run".to_owned(),
                 fix: compose_fix.clone(),
@@ -386,7 +346,7 @@ fn composition_findings(
             Step::Remove { path, .. } if is_disabled_skill(sources, &config.skills, &path.name) => {
                 findings.push(Finding {
                     severity: Severity::Error,
-                    code: "disabled-skill-fragment",
+                    code: Code::DisabledSkillFragment,
                     file: group_path.join(path.to_string()),
                     message: format!(
                         "a fragment of skill {:?}, which container.json does not enable, is still imported",
@@ -401,7 +361,7 @@ fn composition_findings(
     if !pending.is_empty() {
         findings.push(Finding {
             severity: Severity::Error,
-            code: "out-of-date",
+            code: Code::OutOfDate,
             file: group_path.clone(),
             message: format!(
                 "the composition differs from what container.json asks for ({} with {delivery} delivery): {}",
@@ -414,14 +374,6 @@ fn composition_findings(
     rescued_files(&dir, findings)?;
     instruction_imports(&dir, &config.mcp_instructions, findings);
     Ok(delivery)
-}
-
-/// `link` when `.claude-shared.md` is a symlink (or missing), `copy` when it is a file.
-pub fn detect_delivery(dir: &SafeDir) -> Result<Delivery, GroupError> {
-    Ok(match dir.kind(names::SHARED)? {
-        NodeKind::File => Delivery::Copy,
-        _ => Delivery::Link,
-    })
 }
 
 fn is_disabled_skill(
@@ -440,7 +392,7 @@ fn rescued_files(dir: &SafeDir, findings: &mut Vec<Finding>) -> Result<(), Group
         if name.starts_with(names::RESCUE_PREFIX) && !is_temp_name(&name) {
             findings.push(Finding {
                 severity: Severity::Warning,
-                code: "rescued-text",
+                code: Code::RescuedText,
                 file: dir.path().join(name.as_ref()),
                 message: "text from a hand-edited CLAUDE.md, kept aside by compose; the agent does not see it".to_owned(),
                 fix: "move what is still needed into CLAUDE.local.md, then delete this file".to_owned(),
@@ -465,7 +417,7 @@ fn instruction_imports(
         }
         findings.push(Finding {
             severity: Severity::Warning,
-            code: "import-in-instructions",
+            code: Code::ImportInInstructions,
             file: dir.path().join(names::CONFIG),
             message: format!(
                 "mcpServers.{server}.instructions contains {}; Claude Code would load such a line as a file import, so clawmd writes the text inside a code block where it stays literal text",
@@ -477,50 +429,5 @@ fn instruction_imports(
             ),
             fix: "nothing to do if the text is meant literally; to give the agent a file's content, put it in CLAUDE.local.md or a skill".to_owned(),
         });
-    }
-}
-
-impl Report for CheckReport {
-    fn ok(&self) -> bool {
-        self.ok
-    }
-
-    fn to_human(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        let (mut errors, mut warnings) = (0, 0);
-        for group in &self.groups {
-            if group.findings.is_empty() {
-                let _ = writeln!(out, "{}: ok ({} delivery)", group.group, group.delivery);
-                continue;
-            }
-            let _ = writeln!(out, "{} ({} delivery):", group.group, group.delivery);
-            for finding in &group.findings {
-                let label = match finding.severity {
-                    Severity::Error => {
-                        errors += 1;
-                        "error"
-                    }
-                    Severity::Warning => {
-                        warnings += 1;
-                        "warning"
-                    }
-                };
-                let _ = writeln!(
-                    out,
-                    "  {label}[{}] {}: {}\n    fix: {}",
-                    finding.code,
-                    finding.file.display(),
-                    finding.message,
-                    finding.fix
-                );
-            }
-        }
-        let _ = writeln!(
-            out,
-            "{} group(s) checked: {errors} error(s), {warnings} warning(s)",
-            self.groups.len()
-        );
-        out
     }
 }

@@ -1,22 +1,19 @@
 //! `compose`: bring one group, or all, to the state its `container.json` describes.
 //!
-//! For each group: take the group's lock, read its config, compute the [`plan`](crate::plan),
-//! [`diff`](crate::reconcile::diff) it against the disk and apply the difference. Groups are
-//! independent: a failing group is reported and left as it was, the others are composed.
+//! For each group: take the group's lock, [`observe`] it (read its config, compute the
+//! [`plan`](crate::plan) and [`diff`](crate::reconcile::diff) it against the disk) and apply the
+//! difference. Groups are independent: a failing group is reported and left as it was, the
+//! others are composed.
 
 use std::time::Duration;
 
-use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
+use crate::deployment::{Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, NodeKind, SafeDir};
-use crate::layout::{GLOBAL_GROUP, Layout, names};
-use crate::names::validate_name;
-use crate::plan::{Delivery, GroupPlan, Sources, plan_group};
-use crate::reconcile::{Step, apply, diff};
-use crate::report::{ComposeReport, GroupReport, WarningReport};
-
-/// The largest shared source (`container/CLAUDE.md`, a skill's `instructions.md`) clawmd copies.
-pub const MAX_SOURCE_BYTES: u64 = 16 * 1024 * 1024;
+use crate::fsops;
+use crate::layout::Layout;
+use crate::plan::{Delivery, Sources};
+use crate::reconcile::apply;
+use crate::report::{ComposeReport, GroupReport};
 
 /// How to compose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,25 +32,6 @@ impl Default for ComposeOptions {
             delivery: Delivery::Link,
             dry_run: false,
             lock_timeout: Duration::from_secs(60),
-        }
-    }
-}
-
-/// Which groups to process.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selection {
-    /// Every group folder under the groups directory.
-    All,
-    /// These groups.
-    Named(Vec<String>),
-}
-
-impl Selection {
-    /// The group names selected, listing the groups folder for [`Selection::All`].
-    pub fn groups(&self, layout: &Layout) -> Result<Vec<String>, Error> {
-        match self {
-            Selection::All => list_groups(layout).map_err(Error::Groups),
-            Selection::Named(names) => Ok(names.clone()),
         }
     }
 }
@@ -116,70 +94,6 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) ->
     results.into_iter().map(|(_, result)| result).collect()
 }
 
-/// The group folders under the groups directory, sorted: every entry that is a directory (or a
-/// symlink, so that it is reported and refused), except hidden names and `global`.
-pub fn list_groups(layout: &Layout) -> Result<Vec<String>, FsError> {
-    let dir = SafeDir::open(&layout.groups_dir)?;
-    let mut groups = Vec::new();
-    for name in dir.list()? {
-        let name = name.to_string_lossy().into_owned();
-        if name.starts_with('.') || name == GLOBAL_GROUP {
-            continue;
-        }
-        if matches!(dir.kind(&name)?, NodeKind::Dir | NodeKind::Symlink) {
-            groups.push(name);
-        }
-    }
-    Ok(groups)
-}
-
-/// Reads what `container/` holds: the shared base and each skill's instructions. Skill folders
-/// whose names cannot be file names are skipped with a warning.
-pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), FsError> {
-    let mut sources = Sources {
-        shared_base: fsops::read_host_file(&layout.shared_base_source(), MAX_SOURCE_BYTES)?,
-        ..Sources::default()
-    };
-    let mut warnings = Vec::new();
-    let skills_dir = layout.skills_dir();
-    let entries = match std::fs::read_dir(&skills_dir) {
-        Ok(entries) => entries,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((sources, warnings)),
-        Err(err) => {
-            return Err(FsError::Io {
-                op: "list",
-                path: skills_dir,
-                source: err,
-            });
-        }
-    };
-    for entry in entries {
-        let entry = entry.map_err(|err| FsError::Io {
-            op: "list",
-            path: skills_dir.clone(),
-            source: err,
-        })?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || !entry.path().is_dir() {
-            continue;
-        }
-        if let Err(problem) = validate_name(&name) {
-            warnings.push(WarningReport {
-                code: "bad-skill-name".to_owned(),
-                message: format!(
-                    "skipping skill folder {}: {problem} (fix: rename the folder)",
-                    entry.path().display()
-                ),
-            });
-            continue;
-        }
-        let instructions =
-            fsops::read_host_file(&layout.skill_instructions_source(&name), MAX_SOURCE_BYTES)?;
-        sources.skills.insert(name, instructions);
-    }
-    Ok((sources, warnings))
-}
-
 /// Composes one group: lock, read config, plan, diff, apply.
 pub fn compose_group(
     layout: &Layout,
@@ -187,12 +101,13 @@ pub fn compose_group(
     group: &str,
     options: &ComposeOptions,
 ) -> Result<GroupReport, GroupError> {
-    let group_path = layout.checked_group_dir(group)?;
+    let group_path = checked_group_dir(layout, group)?;
     // A first look without the lock: a group that is already right (the common case at every
     // spawn) is reported unchanged without taking the lock or writing anything. Anything else
     // is looked at again under the lock, since another run may be changing it.
-    match look(layout, sources, &group_path, options, false) {
-        Ok(first) if options.dry_run || first.steps.iter().all(is_keep) => {
+    let delivery = Some(options.delivery);
+    match observe(layout, sources, &group_path, delivery, false) {
+        Ok(first) if options.dry_run || first.is_up_to_date() => {
             return Ok(GroupReport::from_steps(
                 group,
                 &first.steps,
@@ -207,77 +122,15 @@ pub fn compose_group(
         Ok(_) | Err(_) => {}
     }
     let _lock = fsops::lock(&layout.lock_file(group), options.lock_timeout)?;
-    let Look {
-        dir,
-        fragments,
-        plan,
-        steps,
-    } = look(layout, sources, &group_path, options, true)?;
-    let fragments = fragments.expect("open_child with create returns a folder or an error");
-    apply(&dir, &fragments, &steps)?;
-    Ok(GroupReport::from_steps(group, &steps, &plan.warnings))
-}
-
-fn is_keep(step: &Step) -> bool {
-    matches!(step, Step::Keep { .. })
-}
-
-/// A group as found on disk, with its plan and the steps that would bring it there.
-struct Look {
-    dir: SafeDir,
-    fragments: Option<SafeDir>,
-    plan: GroupPlan,
-    steps: Vec<Step>,
-}
-
-/// Opens the group, reads its config, plans it and diffs the plan against the disk. `create`
-/// makes `.claude-fragments` when missing (only under the lock).
-fn look(
-    layout: &Layout,
-    sources: &Sources,
-    group_path: &std::path::Path,
-    options: &ComposeOptions,
-    create: bool,
-) -> Result<Look, GroupError> {
-    let dir = match SafeDir::open(group_path) {
-        Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Err(GroupError::Missing {
-                path: group_path.to_owned(),
-            });
-        }
-        other => other?,
-    };
-    let config = read_config(&dir)?;
-    let plan = plan_group(layout, &config, sources, options.delivery).map_err(|source| {
-        GroupError::Collision {
-            path: dir.path().join(names::CONFIG),
-            source,
-        }
-    })?;
-    let fragments = dir.open_child(names::FRAGMENTS, create)?;
-    let steps = diff(&dir, fragments.as_ref(), &plan)?;
-    Ok(Look {
-        dir,
-        fragments,
-        plan,
-        steps,
-    })
-}
-
-/// Reads and parses the group's `container.json` (never through a symlink); missing means
-/// defaults.
-pub fn read_config(dir: &SafeDir) -> Result<GroupConfig, GroupError> {
-    let path = dir.path().join(names::CONFIG);
-    match dir.read_file(names::CONFIG, MAX_CONFIG_BYTES) {
-        Ok(Some(bytes)) => Ok(parse_config(&path, &bytes)?),
-        Ok(None) => Ok(GroupConfig::default()),
-        Err(FsError::TooLarge { path, limit, .. }) => Err(FsError::TooLarge {
-            path,
-            limit,
-            fix: "container.json should be a few kilobytes; remove what does not belong in it"
-                .to_owned(),
-        }
-        .into()),
-        Err(err) => Err(err.into()),
-    }
+    let seen = observe(layout, sources, &group_path, delivery, true)?;
+    let fragments = seen
+        .fragments
+        .as_ref()
+        .expect("open_child with create returns a folder or an error");
+    apply(&seen.dir, fragments, &seen.steps)?;
+    Ok(GroupReport::from_steps(
+        group,
+        &seen.steps,
+        &seen.plan.warnings,
+    ))
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
-use crate::names::{NameProblem, validate_name};
+use crate::safe_name::{NameProblem, validate_name};
 
 /// The largest `container.json` clawmd reads. A config is a few kilobytes; anything near this
 /// is a mistake, and reading it whole at every spawn would be slow.

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use crate::config::ConfigError;
 use crate::fsops::FsError;
 use crate::loader::LoaderError;
-use crate::names::NameProblem;
 use crate::plan::FragmentCollision;
+use crate::report::Code;
+use crate::safe_name::NameProblem;
 
 /// Why one group could not be composed or migrated. Other groups are unaffected.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +22,31 @@ pub enum GroupError {
         name: String,
         /// What is wrong with it.
         problem: NameProblem,
+    },
+    /// The group name is reserved.
+    #[error(
+        "group name {name:?} is reserved: groups/{name} held the shared memory that `clawmd migrate` moves into container/CLAUDE.md; fix: run `clawmd migrate`, and give the group another name"
+    )]
+    Reserved {
+        /// The name given.
+        name: String,
+    },
+    /// Compose would keep one more hand-edited `CLAUDE.md` in a group that already holds the
+    /// most it keeps.
+    #[error(
+        "{} already holds {count} rescued hand edits ({bytes} bytes), the most clawmd keeps, and CLAUDE.md was edited again; nothing was changed; fix: merge what you need from {} into CLAUDE.local.md, delete them, then compose again",
+        dir.display(),
+        files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    TooManyRescues {
+        /// The group folder.
+        dir: PathBuf,
+        /// The rescue files already there.
+        files: Vec<PathBuf>,
+        /// How many there are.
+        count: usize,
+        /// Their total size.
+        bytes: u64,
     },
     /// The group folder does not exist.
     #[error("{} does not exist; fix: create the group folder, or point --root/--groups-dir at the right place", path.display())]
@@ -48,25 +74,28 @@ pub enum GroupError {
 }
 
 impl GroupError {
-    /// A short machine-readable name of the error kind.
-    pub fn code(&self) -> &'static str {
+    /// The machine-readable code of the error kind.
+    pub fn code(&self) -> Code {
         match self {
-            GroupError::BadName { .. } => "bad-group-name",
-            GroupError::Missing { .. } => "missing-group",
-            GroupError::Config(_) => "bad-config",
-            GroupError::Collision { .. } => "fragment-collision",
-            GroupError::Fs(FsError::Unsafe { .. }) => "unsafe-path",
-            GroupError::Fs(FsError::TooLarge { .. }) => "too-large",
-            GroupError::Fs(FsError::LockTimeout { .. }) => "lock-timeout",
-            GroupError::Fs(FsError::Io { .. }) => "io",
-            GroupError::Loader(_) => "loader",
+            GroupError::BadName { .. } => Code::BadGroupName,
+            GroupError::Reserved { .. } => Code::ReservedGroup,
+            GroupError::TooManyRescues { .. } => Code::TooManyRescues,
+            GroupError::Missing { .. } => Code::MissingGroup,
+            GroupError::Config(_) => Code::BadConfig,
+            GroupError::Collision { .. } => Code::FragmentCollision,
+            GroupError::Fs(FsError::Unsafe { .. }) => Code::UnsafePath,
+            GroupError::Fs(FsError::TooLarge { .. }) => Code::TooLarge,
+            GroupError::Fs(FsError::LockTimeout { .. }) => Code::LockTimeout,
+            GroupError::Fs(FsError::Io { .. }) => Code::Io,
+            GroupError::Loader(_) => Code::Loader,
         }
     }
 
     /// The file the error is about, when there is one.
     pub fn file(&self) -> Option<PathBuf> {
         match self {
-            GroupError::BadName { .. } => None,
+            GroupError::BadName { .. } | GroupError::Reserved { .. } => None,
+            GroupError::TooManyRescues { dir, .. } => Some(dir.clone()),
             GroupError::Missing { path } | GroupError::Collision { path, .. } => Some(path.clone()),
             GroupError::Config(err) => Some(err.path.clone()),
             GroupError::Fs(err) => Some(err.path().to_owned()),

@@ -13,19 +13,29 @@
 //! unsynced changes syncs itself. Temp names start with
 //! [`TEMP_PREFIX`] so a later run can clear what a crash left behind.
 //!
+//! Nothing that is not a regular file is ever opened for reading or writing: the decision is
+//! made from an `O_PATH` handle (which neither blocks on a FIFO nor runs a device's `open`), and
+//! the file is then reopened through that same handle (`/proc/self/fd/N`), so a name swapped in
+//! between cannot be opened instead. A file clawmd creates or replaces takes the owner and
+//! mode of the file it replaces, or, for a new file, the owner of the folder it is in (and
+//! that folder's permissions, without the execute bits): a runner working as root never
+//! leaves a group's files root-owned. Runs of zero bytes are written as holes, so a sparse
+//! file copied (a rescued hand edit) stays sparse.
+//!
 //! For crash tests, the environment variable `CLAWMD_CRASH_AT=N` aborts the process just before
 //! the N-th disk-changing step (see [`checkpoint`]). It is read once and costs nothing when unset.
 
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 
 /// Names of temp files and links start with this; a run that holds the group lock removes them.
 pub const TEMP_PREFIX: &str = ".clawmd-tmp-";
@@ -101,8 +111,10 @@ impl FsError {
 
 type Result<T, E = FsError> = std::result::Result<T, E>;
 
-/// What a directory entry is, without following a symlink.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a directory entry is, without following a symlink. Reports serialise it in lowercase
+/// (`"file"`, `"symlink"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum NodeKind {
     /// Nothing by that name.
     Missing,
@@ -205,6 +217,8 @@ impl SafeDir {
             match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o755)) {
                 Ok(()) => {
                     self.unsynced.set(true);
+                    let owner = self.owner_for_new()?;
+                    self.give_name(name, &owner)?;
                     self.sync()?;
                 }
                 Err(rustix::io::Errno::EXIST) => {}
@@ -254,6 +268,15 @@ impl SafeDir {
         }
     }
 
+    /// The size of `name` (not following a link); 0 when it is missing.
+    pub fn size(&self, name: &str) -> Result<u64> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(stat.st_size as u64),
+            Err(rustix::io::Errno::NOENT) => Ok(0),
+            Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
+        }
+    }
+
     /// The target of the symlink `name` (never followed).
     pub fn read_link(&self, name: &str) -> Result<PathBuf> {
         rustix::fs::readlinkat(&self.fd, name, Vec::new())
@@ -261,34 +284,96 @@ impl SafeDir {
             .map_err(|err| FsError::io("read link", self.path.join(name), err))
     }
 
-    /// Reads the regular file `name` (never through a symlink). `None` when it is missing.
+    /// Reads the regular file `name` (never through a symlink, never opening anything else).
+    /// `None` when it is missing.
     pub fn read_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let Some((file, stat)) = self.open_regular(name, OFlags::RDONLY)? else {
+            return Ok(None);
+        };
+        read_limited(file, &self.path.join(name), stat.st_size as u64, limit).map(Some)
+    }
+
+    /// Opens `name` with `access` only when it is a regular file: the kind is read from an
+    /// `O_PATH` handle, and the file is reopened through that handle. `None` when missing.
+    fn open_regular(&self, name: &str, access: OFlags) -> Result<Option<(std::fs::File, Stat)>> {
         let path = self.path.join(name);
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let handle = match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
             Ok(fd) => fd,
             Err(rustix::io::Errno::NOENT) => return Ok(None),
-            Err(rustix::io::Errno::LOOP) => {
-                return Err(FsError::Unsafe {
-                    path,
-                    found: "a symlink".to_owned(),
-                    expected: "a regular file",
-                    fix: "replace the link with a regular file".to_owned(),
-                });
-            }
             Err(err) => return Err(FsError::io("open", path, err)),
         };
-        let stat = rustix::fs::fstat(&fd).map_err(|err| FsError::io("inspect", &path, err))?;
-        let kind = kind_of_mode(stat.st_mode);
-        if kind != NodeKind::File {
-            return Err(FsError::Unsafe {
+        let stat = rustix::fs::fstat(&handle).map_err(|err| FsError::io("inspect", &path, err))?;
+        refuse_non_regular(&path, kind_of_mode(stat.st_mode))?;
+        let file = reopen(&handle, &stat, access, || {
+            rustix::fs::openat(
+                &self.fd,
+                name,
+                access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+        })
+        .map_err(|err| FsError::io("open", &path, err))?;
+        Ok(Some((file, stat)))
+    }
+
+    /// Appends, in place, the bytes `tail` makes from the last byte of the regular file `name`
+    /// (`None` when it is empty). Writers appending at the same time lose nothing: every write
+    /// goes to the end of the file (`O_APPEND`), and the inode, owner and mode stay. Space is
+    /// reserved first where the filesystem allows it, so a full disk fails before a byte is
+    /// written. The bytes are durable when this returns.
+    pub fn append_file(&self, name: &str, tail: impl FnOnce(Option<u8>) -> Vec<u8>) -> Result<()> {
+        let path = self.path.join(name);
+        let Some((file, _)) = self.open_regular(name, OFlags::RDWR | OFlags::APPEND)? else {
+            return Err(FsError::io(
+                "append to",
                 path,
-                found: kind.describe().to_owned(),
-                expected: "a regular file",
-                fix: "replace it with a regular file".to_owned(),
-            });
+                io::Error::from(io::ErrorKind::NotFound),
+            ));
+        };
+        let size = file
+            .metadata()
+            .map_err(|err| FsError::io("inspect", &path, err))?
+            .len();
+        let last = if size == 0 {
+            None
+        } else {
+            let mut byte = [0u8];
+            file.read_exact_at(&mut byte, size - 1)
+                .map_err(|err| FsError::io("read", &path, err))?;
+            Some(byte[0])
+        };
+        let bytes = tail(last);
+        match rustix::fs::fallocate(
+            &file,
+            rustix::fs::FallocateFlags::KEEP_SIZE,
+            size,
+            bytes.len() as u64,
+        ) {
+            Ok(()) | Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {}
+            Err(err) => return Err(FsError::io("reserve space in", path, err)),
         }
-        read_limited(std::fs::File::from(fd), &path, stat.st_size as u64, limit).map(Some)
+        checkpoint("append", &path);
+        (&file)
+            .write_all(&bytes)
+            .map_err(|err| FsError::io("append to", &path, err))?;
+        file.sync_all()
+            .map_err(|err| FsError::io("sync", &path, err))
+    }
+
+    /// The temp files and links left in this directory by an interrupted run (removing them
+    /// is only safe while holding the lock that covers the directory).
+    pub fn stale_temps(&self) -> Result<Vec<String>> {
+        let mut temps = Vec::new();
+        for name in self.list()? {
+            let Some(name) = name.to_str().filter(|n| is_temp_name(n)) else {
+                continue;
+            };
+            if matches!(self.kind(name)?, NodeKind::File | NodeKind::Symlink) {
+                temps.push(name.to_owned());
+            }
+        }
+        Ok(temps)
     }
 
     /// The names in this directory, sorted. Names that are not valid UTF-8 are returned lossily
@@ -310,7 +395,8 @@ impl SafeDir {
 
     /// Atomically replaces (or creates) the regular file `name` with `bytes`.
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        let temp = self.write_temp(bytes)?;
+        let owner = self.owner_for(name)?;
+        let temp = self.write_temp(bytes, &owner)?;
         self.rename_into_place(&temp, name)
     }
 
@@ -320,7 +406,8 @@ impl SafeDir {
         if self.kind(name)? != NodeKind::Missing {
             return Ok(false);
         }
-        let temp = self.write_temp(bytes)?;
+        let owner = self.owner_for_new()?;
+        let temp = self.write_temp(bytes, &owner)?;
         checkpoint("link", &self.path.join(name));
         let linked = rustix::fs::linkat(&self.fd, &temp, &self.fd, name, AtFlags::empty());
         let created = match linked {
@@ -344,6 +431,11 @@ impl SafeDir {
         checkpoint("symlink", &self.path.join(&temp));
         rustix::fs::symlinkat(target, &self.fd, &temp)
             .map_err(|err| FsError::io("create symlink", self.path.join(&temp), err))?;
+        let owner = self.owner_for(name)?;
+        if let Err(err) = self.give_name(&temp, &owner) {
+            let _ = self.unlink(&temp);
+            return Err(err);
+        }
         self.rename_into_place(&temp, name)
     }
 
@@ -374,20 +466,54 @@ impl SafeDir {
     /// Removes temp files and links left in this directory by an interrupted run. Only call
     /// this while holding the lock that covers the directory. Returns the names removed.
     pub fn clear_stale_temps(&self) -> Result<Vec<String>> {
-        let mut removed = Vec::new();
-        for name in self.list()? {
-            let Some(name) = name.to_str().filter(|n| is_temp_name(n)) else {
-                continue;
-            };
-            if matches!(self.kind(name)?, NodeKind::File | NodeKind::Symlink) {
-                self.unlink(name)?;
-                removed.push(name.to_owned());
-            }
+        let removed = self.stale_temps()?;
+        for name in &removed {
+            self.unlink(name)?;
         }
-        if !removed.is_empty() {
-            self.sync()?;
-        }
+        self.sync()?;
         Ok(removed)
+    }
+
+    /// The owner and mode a file replacing `name` takes: those of the regular file there, or
+    /// for a new name those of a new file ([`SafeDir::owner_for_new`]).
+    fn owner_for(&self, name: &str) -> Result<Owner> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) if matches!(kind_of_mode(stat.st_mode), NodeKind::File) => Ok(Owner {
+                uid: stat.st_uid,
+                gid: stat.st_gid,
+                mode: stat.st_mode & 0o777,
+            }),
+            Ok(_) | Err(rustix::io::Errno::NOENT) => self.owner_for_new(),
+            Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
+        }
+    }
+
+    /// The owner and mode of a new file here: the folder's owner and group, and the folder's
+    /// permissions without execute bits (always readable and writable by its owner).
+    fn owner_for_new(&self) -> Result<Owner> {
+        let stat =
+            rustix::fs::fstat(&self.fd).map_err(|err| FsError::io("inspect", &self.path, err))?;
+        Ok(Owner {
+            uid: stat.st_uid,
+            gid: stat.st_gid,
+            mode: (stat.st_mode & 0o666) | 0o600,
+        })
+    }
+
+    /// Gives the entry `name` (a temp file, link or new folder, not followed) `owner`'s owner.
+    fn give_name(&self, name: &str, owner: &Owner) -> Result<()> {
+        let result = rustix::fs::chownat(
+            &self.fd,
+            name,
+            Some(rustix::fs::Uid::from_raw(owner.uid)),
+            Some(rustix::fs::Gid::from_raw(owner.gid)),
+            AtFlags::SYMLINK_NOFOLLOW,
+        );
+        match result {
+            // A runner that is not root cannot give files away; they stay its own, as before.
+            Ok(()) | Err(rustix::io::Errno::PERM) => Ok(()),
+            Err(err) => Err(FsError::io("set the owner of", self.path.join(name), err)),
+        }
     }
 
     /// fsyncs the directory if anything in it changed since the last call, making the renames,
@@ -410,16 +536,17 @@ impl SafeDir {
         Ok(())
     }
 
-    fn write_temp(&self, bytes: &[u8]) -> Result<String> {
+    fn write_temp(&self, bytes: &[u8], owner: &Owner) -> Result<String> {
         let name = self.fresh_temp_name();
         let path = self.path.join(&name);
         checkpoint("create temp file", &path);
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.fd, &name, flags, Mode::from_raw_mode(0o644))
+        let fd = rustix::fs::openat(&self.fd, &name, flags, Mode::from_raw_mode(0o600))
             .map_err(|err| FsError::io("create", &path, err))?;
         let mut file = std::fs::File::from(fd);
-        let result = write_durably(&mut file, bytes, &path);
+        let result =
+            give(&file, owner, &path).and_then(|()| write_durably(&mut file, bytes, &path));
         if result.is_err() {
             let _ = self.unlink(&name);
         }
@@ -448,15 +575,57 @@ impl SafeDir {
     }
 }
 
+/// The owner and permission bits a written file takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owner {
+    uid: u32,
+    gid: u32,
+    mode: u32,
+}
+
+/// Gives the open file `owner`'s owner (when permitted) and mode.
+fn give(file: &std::fs::File, owner: &Owner, path: &Path) -> Result<()> {
+    match rustix::fs::fchown(
+        file,
+        Some(rustix::fs::Uid::from_raw(owner.uid)),
+        Some(rustix::fs::Gid::from_raw(owner.gid)),
+    ) {
+        // A runner that is not root cannot give files away; they stay its own, as before.
+        Ok(()) | Err(rustix::io::Errno::PERM) => {}
+        Err(err) => return Err(FsError::io("set the owner of", path, err)),
+    }
+    rustix::fs::fchmod(file, Mode::from_raw_mode(owner.mode))
+        .map_err(|err| FsError::io("set the mode of", path, err))
+}
+
+/// Blocks of zeros are left as holes rather than written.
+const HOLE_BLOCK: usize = 4096;
+
 fn write_durably(file: &mut std::fs::File, bytes: &[u8], path: &Path) -> Result<()> {
-    let (first, second) = bytes.split_at(bytes.len() / 2);
-    file.write_all(first)
-        .map_err(|err| FsError::io("write", path, err))?;
+    let half = bytes.len() / 2;
+    write_sparse(file, bytes, 0, half).map_err(|err| FsError::io("write", path, err))?;
     checkpoint("write second half", path);
-    file.write_all(second)
+    write_sparse(file, bytes, half, bytes.len()).map_err(|err| FsError::io("write", path, err))?;
+    file.set_len(bytes.len() as u64)
         .map_err(|err| FsError::io("write", path, err))?;
     file.sync_all()
         .map_err(|err| FsError::io("sync", path, err))
+}
+
+/// Writes `bytes[start..end]` at its offset, skipping every whole block of zeros (aligned to
+/// [`HOLE_BLOCK`]) so that it stays a hole; the caller sets the final length.
+fn write_sparse(file: &std::fs::File, bytes: &[u8], start: usize, end: usize) -> io::Result<()> {
+    let mut at = start;
+    while at < end {
+        let block_end = ((at / HOLE_BLOCK + 1) * HOLE_BLOCK).min(end);
+        let block = &bytes[at..block_end];
+        let whole_block = at.is_multiple_of(HOLE_BLOCK) && block.len() == HOLE_BLOCK;
+        if !(whole_block && block.iter().all(|&b| b == 0)) {
+            file.write_all_at(block, at as u64)?;
+        }
+        at = block_end;
+    }
+    Ok(())
 }
 
 /// Whether `name` is a temp name made by this module.
@@ -464,20 +633,68 @@ pub fn is_temp_name(name: &str) -> bool {
     name.starts_with(TEMP_PREFIX)
 }
 
-/// Reads at most `limit` bytes of `path` (following links: for trusted host files only).
-/// `None` when it is missing.
+/// Reads at most `limit` bytes of `path` (following links: for trusted host files only; but
+/// never opening anything that is not a regular file). `None` when it is missing.
 pub fn read_host_file(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
-    match std::fs::File::open(path) {
-        Ok(file) => {
-            let size = file
-                .metadata()
-                .map_err(|err| FsError::io("inspect", path, err))?
-                .len();
-            read_limited(file, path, size, limit).map(Some)
-        }
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(FsError::io("open", path, err)),
+    let handle = match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(err) => return Err(FsError::io("open", path, err)),
+    };
+    let stat = rustix::fs::fstat(&handle).map_err(|err| FsError::io("inspect", path, err))?;
+    refuse_non_regular(path, kind_of_mode(stat.st_mode))?;
+    let file = reopen(&handle, &stat, OFlags::RDONLY, || {
+        rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    })
+    .map_err(|err| FsError::io("open", path, err))?;
+    read_limited(file, path, stat.st_size as u64, limit).map(Some)
+}
+
+/// Refuses anything but a regular file, before it is opened.
+fn refuse_non_regular(path: &Path, kind: NodeKind) -> Result<()> {
+    if kind == NodeKind::File {
+        return Ok(());
     }
+    Err(FsError::Unsafe {
+        path: path.to_owned(),
+        found: kind.describe().to_owned(),
+        expected: "a regular file",
+        fix: match kind {
+            NodeKind::Symlink => "replace the link with a regular file".to_owned(),
+            _ => "replace it with a regular file".to_owned(),
+        },
+    })
+}
+
+/// Opens the regular file behind the `O_PATH` `handle` (whose `stat` is known) with `access`,
+/// through `/proc/self/fd`, so the very inode that was checked is opened. Without `/proc`,
+/// `by_name` opens it by name again, and the result is accepted only if it is the same inode
+/// (a swap in between is refused; a device node planted in that instant would be opened, but
+/// creating one needs privileges an agent does not have).
+fn reopen(
+    handle: &OwnedFd,
+    stat: &Stat,
+    access: OFlags,
+    by_name: impl FnOnce() -> rustix::io::Result<OwnedFd>,
+) -> io::Result<std::fs::File> {
+    let proc = format!("/proc/self/fd/{}", handle.as_raw_fd());
+    let flags = access | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(proc.as_str(), flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => by_name()?,
+        Err(err) => return Err(err.into()),
+    };
+    let opened = rustix::fs::fstat(&fd)?;
+    if (opened.st_dev, opened.st_ino) != (stat.st_dev, stat.st_ino) {
+        return Err(io::Error::other(
+            "the file was replaced while clawmd opened it; run again",
+        ));
+    }
+    Ok(std::fs::File::from(fd))
 }
 
 /// Reads the whole file, at most `limit` bytes; `size` is its size from `fstat`, used to refuse

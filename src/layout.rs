@@ -64,18 +64,6 @@ impl Layout {
         self.groups_dir.join(group)
     }
 
-    /// The host folder of a group whose name has been checked to be a single safe folder name
-    /// (the first step of every per-group command).
-    pub fn checked_group_dir(&self, group: &str) -> Result<PathBuf, crate::error::GroupError> {
-        crate::names::validate_name(group).map_err(|problem| {
-            crate::error::GroupError::BadName {
-                name: group.to_owned(),
-                problem,
-            }
-        })?;
-        Ok(self.group_dir(group))
-    }
-
     /// The shared base on the host: `container/CLAUDE.md`.
     pub fn shared_base_source(&self) -> PathBuf {
         self.container_dir.join(names::CLAUDE_MD)

@@ -13,15 +13,16 @@
 pub mod check;
 pub mod compose;
 pub mod config;
+pub mod deployment;
 pub mod error;
 pub mod fsops;
 pub mod layout;
 pub mod loader;
 pub mod migrate;
-pub mod names;
 pub mod plan;
 pub mod reconcile;
 pub mod report;
+pub mod safe_name;
 pub mod view;
 
 pub use error::{Error, GroupError};

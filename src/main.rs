@@ -6,14 +6,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 
 use clawmd::check::{CheckOptions, check};
-use clawmd::compose::{ComposeOptions, Selection, compose};
+use clawmd::compose::{ComposeOptions, compose};
+use clawmd::deployment::Selection;
 use clawmd::layout::{DEFAULT_APP_MOUNT, DEFAULT_WORKSPACE_MOUNT};
 use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
 use clawmd::migrate::migrate;
-use clawmd::report::Report;
+use clawmd::report::{Report, RunFailure};
 use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
 use clawmd::{Delivery, Layout};
 
@@ -77,6 +79,37 @@ impl DeploymentArgs {
     }
 }
 
+/// How a command's report is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+enum OutputFormat {
+    /// A short summary for people.
+    #[default]
+    Human,
+    /// The machine-readable report (docs/json-report.md) on stdout.
+    Json,
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+struct OutputArgs {
+    /// How to print the report: for people, or the machine-readable JSON report
+    /// (docs/json-report.md) on stdout.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    format: OutputFormat,
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+}
+
+impl OutputArgs {
+    fn format(self) -> OutputFormat {
+        if self.json {
+            OutputFormat::Json
+        } else {
+            self.format
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct ComposeArgs {
     /// Groups to compose (folder names under groups/).
@@ -89,14 +122,13 @@ struct ComposeArgs {
     deployment: DeploymentArgs,
     /// How the shared base and skill fragments reach the group: symlinks into the container's
     /// /app mount, or regular-file copies that Claude Code loads without approval.
-    #[arg(long, value_enum, env = "CLAWMD_DELIVERY", default_value_t = Delivery::Link)]
+    #[arg(long, env = "CLAWMD_DELIVERY", default_value = "link", value_parser = parse_delivery())]
     delivery: Delivery,
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print the machine-readable report (docs/json-report.md) on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -106,9 +138,8 @@ struct MigrateArgs {
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print the machine-readable report on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -122,7 +153,7 @@ struct CheckArgs {
     #[command(flatten)]
     deployment: DeploymentArgs,
     /// Check against this delivery mode (default: detected from each group's .claude-shared.md).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = parse_delivery())]
     delivery: Option<Delivery>,
     /// Assume external imports were approved for the agent's workspace in ~/.claude.json.
     #[arg(long)]
@@ -131,9 +162,8 @@ struct CheckArgs {
     /// the newest release the conformance corpus covers).
     #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
     claude_version: Option<ClaudeVersion>,
-    /// Print the machine-readable report on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -160,7 +190,7 @@ struct RenderArgs {
     #[arg(long, default_value = "claude", value_parser = parse_format)]
     format: Format,
     /// The front end: the CLI, or the Agent SDK with settingSources ['project','user'].
-    #[arg(long, value_enum, default_value_t = Consumer::Cli)]
+    #[arg(long, default_value = "cli", value_parser = parse_consumer())]
     consumer: Consumer,
     /// Instead of the memory: which files reach the agent and what is dropped, and why.
     #[arg(long)]
@@ -178,6 +208,17 @@ fn parse_format(text: &str) -> Result<Format, String> {
 fn parse_version(text: &str) -> Result<ClaudeVersion, String> {
     text.parse()
         .map_err(|e: clawmd::loader::version::BadVersion| e.to_string())
+}
+
+/// Library types stay free of clap: the binary lists their values and parses with `FromStr`.
+fn parse_delivery() -> impl clap::builder::TypedValueParser<Value = Delivery> {
+    clap::builder::PossibleValuesParser::new(["link", "copy"])
+        .try_map(|text| text.parse::<Delivery>())
+}
+
+fn parse_consumer() -> impl clap::builder::TypedValueParser<Value = Consumer> {
+    clap::builder::PossibleValuesParser::new(["cli", "sdk"])
+        .try_map(|text| text.parse::<Consumer>())
 }
 
 fn main() -> ExitCode {
@@ -218,7 +259,11 @@ fn run_compose(args: ComposeArgs) -> anyhow::Result<ExitCode> {
         dry_run: args.dry_run,
         lock_timeout: Duration::from_secs(args.deployment.lock_timeout),
     };
-    finish("compose", compose(&layout, &selection, &options), args.json)
+    finish(
+        "compose",
+        compose(&layout, &selection, &options),
+        args.output.format(),
+    )
 }
 
 fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
@@ -227,7 +272,7 @@ fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     finish(
         "migrate",
         migrate(&layout, args.dry_run, timeout),
-        args.json,
+        args.output.format(),
     )
 }
 
@@ -239,7 +284,11 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         approve_external: args.approve_external,
         claude_version: args.claude_version.unwrap_or_default(),
     };
-    finish("check", check(&layout, &selection, &options), args.json)
+    finish(
+        "check",
+        check(&layout, &selection, &options),
+        args.output.format(),
+    )
 }
 
 fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
@@ -292,29 +341,25 @@ fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
 fn finish<R: Report>(
     command: &str,
     result: Result<R, clawmd::Error>,
-    json: bool,
+    format: OutputFormat,
 ) -> anyhow::Result<ExitCode> {
-    let report = match result {
-        Ok(report) => report,
-        Err(err) if json => return print_json_error(command, &err),
-        Err(err) => return Err(err).with_context(|| format!("{command} failed")),
+    let report = match (result, format) {
+        (Ok(report), _) => report,
+        (Err(err), OutputFormat::Json) => return print_json_error(command, &err),
+        (Err(err), OutputFormat::Human) => {
+            return Err(err).with_context(|| format!("{command} failed"));
+        }
     };
-    if json {
-        print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
-    } else {
-        print_stdout(&report.to_human())?;
+    match format {
+        OutputFormat::Json => print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?,
+        OutputFormat::Human => print_stdout(&report.to_human())?,
     }
     Ok(exit_code(report.ok()))
 }
 
 fn print_json_error(command: &str, err: &clawmd::Error) -> anyhow::Result<ExitCode> {
-    let value = serde_json::json!({
-        "version": clawmd::report::REPORT_VERSION,
-        "command": command,
-        "ok": false,
-        "error": { "code": "run-failed", "message": err.to_string() },
-    });
-    print_stdout(&(serde_json::to_string_pretty(&value)? + "\n"))?;
+    let failure = RunFailure::new(command, err);
+    print_stdout(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
     let _ = writeln!(std::io::stderr(), "clawmd: error: {err}");
     Ok(ExitCode::FAILURE)
 }

@@ -6,23 +6,32 @@
 //! * `groups/global/CLAUDE.md` text is appended to `container/CLAUDE.md` (the new shared base),
 //!   then the old file is removed, and the folder too if nothing else is left in it.
 //!
+//! Each folder is migrated in three steps, chezmoi style: [`observe_group`] (or
+//! [`observe_global`]) reads what is there, [`plan_group`] (or [`plan_global`]) computes the
+//! [`Action`]s from that alone (pure), and [`apply_group`] (or [`apply_global`]) performs them
+//! through [`fsops`](crate::fsops). A dry run stops before applying.
+//!
 //! Nothing is ever deleted before its text is durably somewhere else, and a text already
-//! present where it would go is not added twice, so a run killed at any point and run again
-//! ends in the same state with nothing lost. A second run does nothing.
+//! present where it would go (whole, at line boundaries) is not added twice, so a run killed
+//! at any point and run again ends in the same state with nothing lost. A second run does
+//! nothing. Legacy text is appended to an existing `CLAUDE.local.md` in place (`O_APPEND`), so
+//! an agent appending to its memory at the same moment loses nothing.
 
 use std::time::Duration;
 
-use serde::Serialize;
-
-use crate::compose::list_groups;
+use crate::deployment::{MAX_SOURCE_BYTES, checked_group_dir, list_groups};
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, NodeKind, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::plan::is_composed;
-use crate::report::{ErrorReport, REPORT_VERSION, Report, Status};
+use crate::report::{ActionReport, MigrateGroupReport, MigrateReport, Status};
 
-/// The largest legacy file migrate moves; a larger one is refused, never truncated.
+/// The largest legacy group file migrate moves; a larger one is refused, never truncated.
 pub const MAX_LEGACY_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The largest `groups/global/CLAUDE.md` migrate moves, and the largest `container/CLAUDE.md`
+/// it leaves: the shared-base limit of compose, so a migrated deployment always composes.
+pub const MAX_GLOBAL_BYTES: u64 = MAX_SOURCE_BYTES;
 
 /// The line written between a group's own `CLAUDE.local.md` text and legacy text appended to it.
 pub const LEGACY_MARKER: &str =
@@ -32,155 +41,77 @@ pub const LEGACY_MARKER: &str =
 pub const GLOBAL_MARKER: &str =
     "<!-- clawmd migrate: the text below was groups/global/CLAUDE.md -->";
 
-/// One change migrate makes (or, in a dry run, would make).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "action", rename_all = "kebab-case")]
+/// One change migrate makes, computed by a plan function from what it observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// The legacy `.claude-global.md` link was removed.
-    RemoveGlobalLink {
-        /// Path relative to the group folder.
-        path: String,
-    },
-    /// The legacy `CLAUDE.md` became `CLAUDE.local.md`.
-    MoveLegacy {
-        /// Old path (relative to the group folder).
-        from: String,
-        /// New path.
-        to: String,
-    },
-    /// The legacy `CLAUDE.md` text was appended to the existing `CLAUDE.local.md`.
-    MergeLegacy {
-        /// Old path.
-        from: String,
-        /// Where the text now is.
-        into: String,
-    },
-    /// The legacy file's text was already in place (an earlier, interrupted run), or it held
-    /// only white space; the file was removed.
-    RemoveMigrated {
-        /// Path of the removed file.
-        path: String,
-        /// Where its text already is.
-        kept_in: String,
-    },
-    /// `groups/global/CLAUDE.md` text was appended to `container/CLAUDE.md`.
-    MoveGlobal {
-        /// Old path.
-        from: String,
-        /// Where the text now is.
-        into: String,
-    },
-    /// The emptied `groups/global/` folder was removed.
-    RemoveGlobalDir {
-        /// The folder.
-        path: String,
-    },
-    /// A temp file left by an interrupted run was removed.
+    /// Remove a temp file left by an interrupted run.
     CleanTemp {
-        /// The temp file.
-        path: String,
+        /// The folder it is in.
+        place: Place,
+        /// Its name.
+        name: String,
     },
+    /// Remove the legacy `.claude-global.md` link of a group.
+    RemoveGlobalLink,
+    /// Create the destination holding `text` (it does not exist), then remove the source.
+    Move {
+        /// The text.
+        text: Vec<u8>,
+    },
+    /// Append `text` below a marker to the existing destination, then remove the source.
+    Append {
+        /// The text.
+        text: Vec<u8>,
+        /// What the destination held when observed (for the shared base, which is replaced
+        /// atomically; a group's `CLAUDE.local.md` is appended to in place).
+        existing: Vec<u8>,
+    },
+    /// The source's text is already in the destination: remove the source.
+    RemoveMigrated,
+    /// Remove the emptied `groups/global` folder.
+    RemoveGlobalDir,
 }
 
-/// The result of migrating one group (or `global`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MigrateGroupReport {
-    /// The group name (`global` for the retired shared folder).
-    pub group: String,
-    /// Changed, unchanged or failed.
-    pub status: Status,
-    /// What was (or would be) done, in order.
-    pub actions: Vec<Action>,
-    /// Things left in place that an operator should look at.
-    pub warnings: Vec<String>,
-    /// Why it failed, when it did.
-    pub error: Option<ErrorReport>,
+/// A folder migrate works in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// The group folder (or `groups/global`).
+    Source,
+    /// `container/` (for `global` only).
+    Container,
 }
 
-/// The report of a `migrate` run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MigrateReport {
-    /// The JSON shape version.
-    pub version: u32,
-    /// Always "migrate".
-    pub command: &'static str,
-    /// Whether nothing was written.
-    pub dry_run: bool,
-    /// True when nothing failed.
-    pub ok: bool,
-    /// One entry per group, then `global` when it exists.
-    pub groups: Vec<MigrateGroupReport>,
+/// What a group folder holds that migrate cares about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupState {
+    /// Temp files left by an interrupted run.
+    pub temps: Vec<String>,
+    /// What `.claude-global.md` is.
+    pub global_link: NodeKind,
+    /// The text of a legacy (not composed) `CLAUDE.md`.
+    pub legacy: Option<Vec<u8>>,
+    /// The text of `CLAUDE.local.md`, read only when there is legacy text.
+    pub local: Option<Vec<u8>>,
 }
 
-impl Report for MigrateReport {
-    fn ok(&self) -> bool {
-        self.ok
-    }
-
-    fn to_human(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        let mut changed = 0;
-        for group in &self.groups {
-            if let Some(error) = &group.error {
-                let _ = writeln!(
-                    out,
-                    "{}: FAILED, left as it was: {}",
-                    group.group, error.message
-                );
-            }
-            if !group.actions.is_empty() {
-                changed += 1;
-                let verb = if self.dry_run {
-                    "would migrate"
-                } else {
-                    "migrated"
-                };
-                let _ = writeln!(out, "{}: {verb}", group.group);
-            }
-            for action in &group.actions {
-                let _ = writeln!(out, "  {}", describe(action));
-            }
-            for warning in &group.warnings {
-                let _ = writeln!(out, "  warning: {warning}");
-            }
-        }
-        let _ = writeln!(
-            out,
-            "{} folder(s) checked, {changed} {}{}",
-            self.groups.len(),
-            if self.dry_run {
-                "to migrate"
-            } else {
-                "migrated"
-            },
-            if self.dry_run {
-                " (dry run: nothing written)"
-            } else {
-                ""
-            }
-        );
-        out
-    }
+/// What `groups/global` and `container/` hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalState {
+    /// Temp files in `groups/global`.
+    pub temps: Vec<String>,
+    /// What `groups/global/CLAUDE.md` is, and its text when it is a regular file.
+    pub claude_md: NodeKind,
+    /// That text.
+    pub text: Option<Vec<u8>>,
+    /// Other entries of `groups/global` (never deleted).
+    pub others: Vec<String>,
+    /// Temp files in `container/` (read only when there is text to move).
+    pub container_temps: Vec<String>,
+    /// The text of `container/CLAUDE.md` (read only when there is text to move).
+    pub shared_base: Option<Vec<u8>>,
 }
 
-fn describe(action: &Action) -> String {
-    match action {
-        Action::RemoveGlobalLink { path } => format!("- {path} (legacy link)"),
-        Action::MoveLegacy { from, to } => format!("{from} -> {to} (hand-written text kept)"),
-        Action::MergeLegacy { from, into } => {
-            format!("{from} appended to {into} below a marker, then removed")
-        }
-        Action::RemoveMigrated { path, kept_in } => {
-            format!("- {path} (its text is already in {kept_in})")
-        }
-        Action::MoveGlobal { from, into } => format!("{from} appended to {into}, then removed"),
-        Action::RemoveGlobalDir { path } => format!("- {path}/ (empty)"),
-        Action::CleanTemp { path } => format!("- {path} (left by an interrupted run)"),
-    }
-}
-
-/// Migrates every group folder and the retired `global` folder.
+/// Migrates every group folder and the retired `global` folder; with `dry_run`, only plans.
 pub fn migrate(
     layout: &Layout,
     dry_run: bool,
@@ -201,20 +132,12 @@ pub fn migrate(
             migrate_global(layout, dry_run, lock_timeout)
         }));
     }
-    let ok = reports.iter().all(|r| r.error.is_none());
-    Ok(MigrateReport {
-        version: REPORT_VERSION,
-        command: "migrate",
-        dry_run,
-        ok,
-        groups: reports,
-    })
+    Ok(MigrateReport::new(dry_run, reports))
 }
 
-fn run_one(
-    group: &str,
-    work: impl FnOnce() -> Result<(Vec<Action>, Vec<String>), GroupError>,
-) -> MigrateGroupReport {
+type Outcome = (Vec<ActionReport>, Vec<String>);
+
+fn run_one(group: &str, work: impl FnOnce() -> Result<Outcome, GroupError>) -> MigrateGroupReport {
     match work() {
         Ok((actions, warnings)) => MigrateGroupReport {
             group: group.to_owned(),
@@ -245,23 +168,42 @@ fn migrate_group(
     group: &str,
     dry_run: bool,
     lock_timeout: Duration,
-) -> Result<(Vec<Action>, Vec<String>), GroupError> {
-    let group_dir = layout.checked_group_dir(group)?;
+) -> Result<Outcome, GroupError> {
+    let group_dir = checked_group_dir(layout, group)?;
     let _lock = (!dry_run)
         .then(|| fsops::lock(&layout.lock_file(group), lock_timeout))
         .transpose()?;
     let dir = SafeDir::open(&group_dir)?;
-    let mut actions = clean_temps(&dir, dry_run, "")?;
-    let mut warnings = Vec::new();
+    let (actions, warnings) = plan_group(&observe_group(&dir)?);
+    if !dry_run {
+        apply_group(&dir, &actions)?;
+    }
+    Ok((actions.iter().map(report_group_action).collect(), warnings))
+}
 
-    match dir.kind(names::LEGACY_GLOBAL_LINK)? {
-        NodeKind::Symlink => {
-            if !dry_run {
-                dir.remove(names::LEGACY_GLOBAL_LINK)?;
-                dir.sync()?;
-            }
-            actions.push(Action::RemoveGlobalLink { path: names::LEGACY_GLOBAL_LINK.to_owned() });
-        }
+/// Reads what migrate needs to know about a group folder (never through a link, never
+/// opening anything but a regular file).
+pub fn observe_group(dir: &SafeDir) -> Result<GroupState, GroupError> {
+    let legacy =
+        read_regular(dir, names::CLAUDE_MD, MAX_LEGACY_BYTES)?.filter(|text| !is_composed(text));
+    let local = match legacy {
+        Some(_) => read_regular(dir, names::CLAUDE_LOCAL_MD, MAX_LEGACY_BYTES)?,
+        None => None,
+    };
+    Ok(GroupState {
+        temps: dir.stale_temps()?,
+        global_link: dir.kind(names::LEGACY_GLOBAL_LINK)?,
+        legacy,
+        local,
+    })
+}
+
+/// The actions that migrate a group in `state`, and warnings about what is left alone. Pure.
+pub fn plan_group(state: &GroupState) -> (Vec<Action>, Vec<String>) {
+    let mut actions: Vec<Action> = clean(Place::Source, &state.temps);
+    let mut warnings = Vec::new();
+    match state.global_link {
+        NodeKind::Symlink => actions.push(Action::RemoveGlobalLink),
         NodeKind::Missing => {}
         other => warnings.push(format!(
             "{} is {}, not a legacy link; left in place (move any text you need into CLAUDE.local.md, then delete it)",
@@ -269,31 +211,81 @@ fn migrate_group(
             other.describe()
         )),
     }
-
-    let legacy = read_regular(&dir, names::CLAUDE_MD)?;
-    if let Some(text) = legacy.filter(|text| !is_composed(text)) {
-        actions.push(move_text(
-            &dir,
-            names::CLAUDE_MD,
-            &dir,
-            names::CLAUDE_LOCAL_MD,
-            &text,
-            LEGACY_MARKER,
-            dry_run,
-            (
-                names::CLAUDE_MD.to_owned(),
-                names::CLAUDE_LOCAL_MD.to_owned(),
-            ),
-        )?);
+    if let Some(text) = &state.legacy {
+        actions.push(move_into(text, state.local.as_deref()));
     }
-    Ok((actions, warnings))
+    (actions, warnings)
+}
+
+/// Moving `text` into a destination that holds `existing` (`None`: missing).
+fn move_into(text: &[u8], existing: Option<&[u8]>) -> Action {
+    match existing {
+        None => Action::Move {
+            text: text.to_vec(),
+        },
+        Some(existing) if holds(existing, text) => Action::RemoveMigrated,
+        Some(existing) => Action::Append {
+            text: text.to_vec(),
+            existing: existing.to_vec(),
+        },
+    }
+}
+
+/// Performs a group's actions. The caller holds the group's lock.
+pub fn apply_group(dir: &SafeDir, actions: &[Action]) -> Result<(), GroupError> {
+    for action in actions {
+        match action {
+            Action::CleanTemp { name, .. } => dir.remove(name)?,
+            Action::RemoveGlobalLink => dir.remove(names::LEGACY_GLOBAL_LINK)?,
+            Action::Move { text } => create_new(dir, names::CLAUDE_LOCAL_MD, text)?,
+            Action::Append { text, .. } => dir.append_file(names::CLAUDE_LOCAL_MD, |last| {
+                below_marker(last, LEGACY_MARKER, text)
+            })?,
+            Action::RemoveMigrated | Action::RemoveGlobalDir => {}
+        }
+        // The text is durable in its new place before the old file goes.
+        dir.sync()?;
+        if matches!(
+            action,
+            Action::Move { .. } | Action::Append { .. } | Action::RemoveMigrated
+        ) {
+            dir.remove(names::CLAUDE_MD)?;
+            dir.sync()?;
+        }
+    }
+    Ok(())
+}
+
+fn report_group_action(action: &Action) -> ActionReport {
+    let (legacy, local) = (
+        names::CLAUDE_MD.to_owned(),
+        names::CLAUDE_LOCAL_MD.to_owned(),
+    );
+    match action {
+        Action::CleanTemp { name, .. } => ActionReport::CleanTemp { path: name.clone() },
+        Action::RemoveGlobalLink => ActionReport::RemoveGlobalLink {
+            path: names::LEGACY_GLOBAL_LINK.to_owned(),
+        },
+        Action::Move { .. } => ActionReport::MoveLegacy {
+            from: legacy,
+            to: local,
+        },
+        Action::Append { .. } => ActionReport::MergeLegacy {
+            from: legacy,
+            into: local,
+        },
+        Action::RemoveMigrated | Action::RemoveGlobalDir => ActionReport::RemoveMigrated {
+            path: legacy,
+            kept_in: local,
+        },
+    }
 }
 
 fn migrate_global(
     layout: &Layout,
     dry_run: bool,
     lock_timeout: Duration,
-) -> Result<(Vec<Action>, Vec<String>), GroupError> {
+) -> Result<Outcome, GroupError> {
     let _lock = (!dry_run)
         .then(|| fsops::lock(&layout.lock_file(GLOBAL_GROUP), lock_timeout))
         .transpose()?;
@@ -304,143 +296,242 @@ fn migrate_global(
         }
         other => other?,
     };
-    let mut actions = clean_temps(&global, dry_run, "")?;
-    let mut warnings = Vec::new();
-    match global.kind(names::CLAUDE_MD)? {
-        NodeKind::Missing => {}
-        NodeKind::File => {
-            let text = global
-                .read_file(names::CLAUDE_MD, MAX_LEGACY_BYTES)?
-                .unwrap_or_default();
-            let container = open_or_create_dir(&layout.container_dir, dry_run)?;
-            if let Some(container) = &container {
-                // Only this step writes in container/, under the global lock: a temp file
-                // there was left by an interrupted run of it.
-                let prefix = format!("{}/", container.path().display());
-                actions.extend(clean_temps(container, dry_run, &prefix)?);
-            }
-            let action = match &container {
-                Some(container) => move_text(
-                    &global,
-                    names::CLAUDE_MD,
-                    container,
-                    names::CLAUDE_MD,
-                    &text,
-                    GLOBAL_MARKER,
-                    dry_run,
-                    (
-                        display_path(&global, names::CLAUDE_MD),
-                        display_path(container, names::CLAUDE_MD),
-                    ),
-                )?,
-                None => Action::MoveGlobal {
-                    from: display_path(&global, names::CLAUDE_MD),
-                    into: layout.shared_base_source().display().to_string(),
-                },
-            };
-            actions.push(action);
-        }
-        NodeKind::Symlink => return Err(symlink_refused(&global, names::CLAUDE_MD)),
-        NodeKind::Dir | NodeKind::Other => warnings.push(format!(
-            "{} is not a regular file; left in place",
-            display_path(&global, names::CLAUDE_MD)
-        )),
+    let container = match SafeDir::open(&layout.container_dir) {
+        Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+        other => Some(other?),
+    };
+    let state = observe_global(&global, container.as_ref())?;
+    let (actions, warnings) = plan_global(&state, layout)?;
+    let reports = actions
+        .iter()
+        .map(|action| report_global_action(layout, action))
+        .collect();
+    if dry_run {
+        return Ok((reports, warnings));
     }
-    let left: Vec<String> = global
+    let done = apply_global(layout, &global, &actions)?;
+    let reports = actions
+        .iter()
+        .zip(reports)
+        .filter(|(action, _)| **action != Action::RemoveGlobalDir || done.removed_dir)
+        .map(|(_, report)| report)
+        .collect();
+    Ok((reports, warnings))
+}
+
+/// Reads what migrate needs to know about `groups/global` and, when there is text to move,
+/// `container/`.
+pub fn observe_global(
+    global: &SafeDir,
+    container: Option<&SafeDir>,
+) -> Result<GlobalState, GroupError> {
+    let temps = global.stale_temps()?;
+    let claude_md = global.kind(names::CLAUDE_MD)?;
+    let text = match claude_md {
+        NodeKind::File => read_regular(global, names::CLAUDE_MD, MAX_GLOBAL_BYTES)?,
+        NodeKind::Symlink => return Err(symlink_refused(global, names::CLAUDE_MD)),
+        _ => None,
+    };
+    let others = global
         .list()?
         .into_iter()
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|n| !(dry_run && n == names::CLAUDE_MD))
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| !(temps.contains(name) || (name == names::CLAUDE_MD && text.is_some())))
         .collect();
-    if left.is_empty() {
-        let parent = SafeDir::open(&layout.groups_dir)?;
-        if dry_run || parent.remove_empty_dir(GLOBAL_GROUP)? {
-            actions.push(Action::RemoveGlobalDir {
-                path: global.path().display().to_string(),
-            });
+    let (container_temps, shared_base) = match (container, &text) {
+        (Some(container), Some(_)) => (
+            container.stale_temps()?,
+            read_regular(container, names::CLAUDE_MD, MAX_GLOBAL_BYTES)?,
+        ),
+        _ => (Vec::new(), None),
+    };
+    Ok(GlobalState {
+        temps,
+        claude_md,
+        text,
+        others,
+        container_temps,
+        shared_base,
+    })
+}
+
+/// The actions that retire `groups/global` in `state`. Pure; refuses a move that would leave a
+/// shared base larger than compose reads.
+pub fn plan_global(
+    state: &GlobalState,
+    layout: &Layout,
+) -> Result<(Vec<Action>, Vec<String>), GroupError> {
+    let global_dir = layout.group_dir(GLOBAL_GROUP);
+    let mut actions = clean(Place::Source, &state.temps);
+    let mut warnings = Vec::new();
+    if let Some(text) = &state.text {
+        actions.extend(clean(Place::Container, &state.container_temps));
+        let action = move_into(text, state.shared_base.as_deref());
+        let size = match &action {
+            Action::Move { text } => text.len(),
+            Action::Append { text, existing } => appended(existing, GLOBAL_MARKER, text).len(),
+            _ => 0,
+        } as u64;
+        if size > MAX_GLOBAL_BYTES {
+            return Err(FsError::TooLarge {
+                path: layout.shared_base_source(),
+                limit: MAX_GLOBAL_BYTES,
+                fix: format!(
+                    "moving {} into it would make it {size} bytes, and compose reads at most {MAX_GLOBAL_BYTES}; shorten one of the two, then run migrate again (nothing was changed)",
+                    global_dir.join(names::CLAUDE_MD).display()
+                ),
+            }
+            .into());
         }
+        actions.push(action);
+    } else if !matches!(state.claude_md, NodeKind::Missing) {
+        warnings.push(format!(
+            "{} is not a regular file; left in place",
+            global_dir.join(names::CLAUDE_MD).display()
+        ));
+    }
+    if state.others.is_empty() {
+        actions.push(Action::RemoveGlobalDir);
     } else {
         warnings.push(format!(
             "{} still holds {}; left in place (clawmd never deletes files it did not migrate)",
-            global.path().display(),
-            left.join(", ")
+            global_dir.display(),
+            state.others.join(", ")
         ));
     }
     Ok((actions, warnings))
 }
 
-/// Moves `text` (the content of `from_name` in `from`) into `to_name` in `to`: created when
-/// missing, appended below `marker` when it exists and does not hold the text yet. Only then
-/// is the source removed.
-#[allow(clippy::too_many_arguments)]
-fn move_text(
-    from: &SafeDir,
-    from_name: &str,
-    to: &SafeDir,
-    to_name: &str,
-    text: &[u8],
-    marker: &str,
-    dry_run: bool,
-    labels: (String, String),
-) -> Result<Action, GroupError> {
-    let (from_path, to_path) = labels;
-    let existing = read_regular(to, to_name)?;
-    let action = match &existing {
-        None => Action::MoveLegacy {
-            from: from_path,
-            to: to_path,
-        },
-        Some(existing) if contains(existing, text.trim_ascii()) => Action::RemoveMigrated {
-            path: from_path,
-            kept_in: to_path,
-        },
-        Some(_) => Action::MergeLegacy {
-            from: from_path,
-            into: to_path,
-        },
-    };
-    let action = match action {
-        Action::MergeLegacy { from, into } if marker == GLOBAL_MARKER => {
-            Action::MoveGlobal { from, into }
+/// What [`apply_global`] did beyond the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GlobalDone {
+    /// Whether `groups/global` was removed (something may have appeared in it meanwhile).
+    pub removed_dir: bool,
+}
+
+/// Performs the actions that retire `groups/global`. The caller holds the global lock.
+pub fn apply_global(
+    layout: &Layout,
+    global: &SafeDir,
+    actions: &[Action],
+) -> Result<GlobalDone, GroupError> {
+    let mut done = GlobalDone { removed_dir: false };
+    let mut container: Option<SafeDir> = None;
+    let open_container = |container: &mut Option<SafeDir>| -> Result<(), GroupError> {
+        if container.is_none() {
+            fsops::create_dir_all(&layout.container_dir)?;
+            *container = Some(SafeDir::open(&layout.container_dir)?);
         }
-        Action::MoveLegacy { from, to } if marker == GLOBAL_MARKER => {
-            Action::MoveGlobal { from, into: to }
-        }
-        other => other,
+        Ok(())
     };
-    if dry_run {
-        return Ok(action);
-    }
-    match &existing {
-        None => {
-            if !to.create_new_file(to_name, text)? {
-                return Err(FsError::Unsafe {
-                    path: to.path().join(to_name),
-                    found: "a file created meanwhile by someone else".to_owned(),
-                    expected: "no file",
-                    fix: "run migrate again".to_owned(),
+    for action in actions {
+        match action {
+            Action::CleanTemp {
+                place: Place::Source,
+                name,
+            } => global.remove(name)?,
+            Action::CleanTemp {
+                place: Place::Container,
+                name,
+            } => {
+                open_container(&mut container)?;
+                if let Some(container) = &container {
+                    container.remove(name)?;
+                    container.sync()?;
                 }
-                .into());
             }
+            Action::Move { .. } | Action::Append { .. } | Action::RemoveMigrated => {
+                open_container(&mut container)?;
+                if let Some(container) = &container {
+                    match action {
+                        Action::Move { text } => create_new(container, names::CLAUDE_MD, text)?,
+                        Action::Append { text, existing } => container.write_file(
+                            names::CLAUDE_MD,
+                            &appended(existing, GLOBAL_MARKER, text),
+                        )?,
+                        _ => {}
+                    }
+                    // The text is durable in the shared base before the old file goes.
+                    container.sync()?;
+                }
+                global.remove(names::CLAUDE_MD)?;
+            }
+            Action::RemoveGlobalDir => {
+                global.sync()?;
+                let parent = SafeDir::open(&layout.groups_dir)?;
+                done.removed_dir = parent.remove_empty_dir(GLOBAL_GROUP)?;
+            }
+            Action::RemoveGlobalLink => {}
         }
-        Some(existing) if contains(existing, text.trim_ascii()) => {}
-        Some(existing) => to.write_file(to_name, &appended(existing, marker, text))?,
+        global.sync()?;
     }
-    // The text is durable in its new place before the old file goes.
-    to.sync()?;
-    from.remove(from_name)?;
-    from.sync()?;
-    Ok(action)
+    Ok(done)
+}
+
+fn report_global_action(layout: &Layout, action: &Action) -> ActionReport {
+    let global_dir = layout.group_dir(GLOBAL_GROUP);
+    let from = global_dir.join(names::CLAUDE_MD).display().to_string();
+    let into = layout.shared_base_source().display().to_string();
+    match action {
+        Action::CleanTemp {
+            place: Place::Source,
+            name,
+        } => ActionReport::CleanTemp { path: name.clone() },
+        Action::CleanTemp {
+            place: Place::Container,
+            name,
+        } => ActionReport::CleanTemp {
+            path: layout.container_dir.join(name).display().to_string(),
+        },
+        Action::Move { .. } | Action::Append { .. } => ActionReport::MoveGlobal { from, into },
+        Action::RemoveMigrated => ActionReport::RemoveMigrated {
+            path: from,
+            kept_in: into,
+        },
+        Action::RemoveGlobalDir | Action::RemoveGlobalLink => ActionReport::RemoveGlobalDir {
+            path: global_dir.display().to_string(),
+        },
+    }
+}
+
+fn clean(place: Place, temps: &[String]) -> Vec<Action> {
+    temps
+        .iter()
+        .map(|name| Action::CleanTemp {
+            place,
+            name: name.clone(),
+        })
+        .collect()
+}
+
+fn create_new(dir: &SafeDir, name: &str, text: &[u8]) -> Result<(), GroupError> {
+    if dir.create_new_file(name, text)? {
+        return Ok(());
+    }
+    Err(FsError::Unsafe {
+        path: dir.path().join(name),
+        found: "a file created meanwhile by someone else".to_owned(),
+        expected: "no file",
+        fix: "run migrate again".to_owned(),
+    }
+    .into())
 }
 
 /// `existing`, a blank line, `marker`, then `text`.
 pub fn appended(existing: &[u8], marker: &str, text: &[u8]) -> Vec<u8> {
     let mut out = existing.to_vec();
-    if !out.is_empty() && !out.ends_with(b"\n") {
-        out.push(b'\n');
-    }
-    if !out.is_empty() {
-        out.push(b'\n');
+    out.extend_from_slice(&below_marker(existing.last().copied(), marker, text));
+    out
+}
+
+/// What is appended to a file whose last byte is `last` (`None`: empty): the end of its last
+/// line and a blank line when it has text, then `marker` on its own line, then `text`.
+fn below_marker(last: Option<u8>, marker: &str, text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(marker.len() + text.len() + 3);
+    match last {
+        None => {}
+        Some(b'\n') => out.push(b'\n'),
+        Some(_) => out.extend_from_slice(b"\n\n"),
     }
     out.extend_from_slice(marker.as_bytes());
     out.push(b'\n');
@@ -448,46 +539,41 @@ pub fn appended(existing: &[u8], marker: &str, text: &[u8]) -> Vec<u8> {
     out
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-fn clean_temps(dir: &SafeDir, dry_run: bool, prefix: &str) -> Result<Vec<Action>, GroupError> {
-    if dry_run {
-        return Ok(Vec::new());
+/// Whether `haystack` already holds the whole of `text` (without its surrounding blank lines
+/// and trailing white space) starting at the start of a line and ending at the end of one.
+/// Text that is only white space is held anywhere.
+pub fn holds(haystack: &[u8], text: &[u8]) -> bool {
+    let start = text
+        .iter()
+        .position(|b| !matches!(b, b'\n' | b'\r'))
+        .unwrap_or(text.len());
+    let needle = text[start..].trim_ascii_end();
+    if needle.is_empty() {
+        return true;
     }
-    Ok(dir
-        .clear_stale_temps()?
-        .into_iter()
-        .map(|name| Action::CleanTemp {
-            path: format!("{prefix}{name}"),
-        })
-        .collect())
-}
-
-fn open_or_create_dir(
-    path: &std::path::Path,
-    dry_run: bool,
-) -> Result<Option<SafeDir>, GroupError> {
-    if !dry_run {
-        fsops::create_dir_all(path)?;
-    }
-    match SafeDir::open(path) {
-        Ok(dir) => Ok(Some(dir)),
-        Err(FsError::Io { source, .. })
-            if dry_run && source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            Ok(None)
+    let mut from = 0;
+    while let Some(offset) = find(&haystack[from..], needle) {
+        let at = from + offset;
+        let end = at + needle.len();
+        let starts_line = at == 0 || haystack[at - 1] == b'\n';
+        let ends_line = end == haystack.len() || matches!(haystack[end], b'\n' | b'\r');
+        if starts_line && ends_line {
+            return true;
         }
-        Err(err) => Err(err.into()),
+        from = at + 1;
     }
+    false
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The bytes of the regular file `name`; `None` when missing; an error for anything else.
-fn read_regular(dir: &SafeDir, name: &str) -> Result<Option<Vec<u8>>, GroupError> {
+fn read_regular(dir: &SafeDir, name: &str, limit: u64) -> Result<Option<Vec<u8>>, GroupError> {
     match dir.kind(name)? {
         NodeKind::Missing => Ok(None),
-        NodeKind::File => Ok(dir.read_file(name, MAX_LEGACY_BYTES)?),
+        NodeKind::File => Ok(dir.read_file(name, limit)?),
         NodeKind::Symlink => Err(symlink_refused(dir, name)),
         other => Err(FsError::Unsafe {
             path: dir.path().join(name),
@@ -497,10 +583,6 @@ fn read_regular(dir: &SafeDir, name: &str) -> Result<Option<Vec<u8>>, GroupError
         }
         .into()),
     }
-}
-
-fn display_path(dir: &SafeDir, name: &str) -> String {
-    dir.path().join(name).display().to_string()
 }
 
 fn symlink_refused(dir: &SafeDir, name: &str) -> GroupError {
@@ -526,9 +608,44 @@ mod tests {
     }
 
     #[test]
-    fn containment_is_byte_exact() {
-        assert!(contains(b"abc", b"b"));
-        assert!(contains(b"abc", b""));
-        assert!(!contains(b"abc", b"abcd"));
+    fn held_text_is_whole_and_at_line_boundaries() {
+        assert!(holds(b"intro\nGLOBAL RULES\nmore\n", b"GLOBAL RULES\n"));
+        assert!(holds(b"a\n\nM\nold rules\n", b"\nold rules\n\n"));
+        assert!(holds(b"abc", b"  \n"));
+        assert!(holds(
+            b"x\r\ndeploy on fridays\r\n",
+            b"deploy on fridays\r\n"
+        ));
+        // A substring of a line is not the text.
+        assert!(!holds(b"never deploy on fridays\n", b"deploy on fridays\n"));
+        assert!(!holds(b"deploy on fridays only\n", b"deploy on fridays\n"));
+        assert!(!holds(b"abc", b"abcd"));
+        // Leading spaces are part of the text.
+        assert!(!holds(b"indented\n", b"  indented\n"));
+    }
+
+    #[test]
+    fn the_plan_is_pure_and_idempotent() {
+        let state = GroupState {
+            temps: vec![],
+            global_link: NodeKind::Symlink,
+            legacy: Some(b"deploy on fridays\n".to_vec()),
+            local: Some(b"never deploy on fridays\n".to_vec()),
+        };
+        let (actions, warnings) = plan_group(&state);
+        assert!(warnings.is_empty());
+        assert_eq!(actions[0], Action::RemoveGlobalLink);
+        assert!(matches!(actions[1], Action::Append { .. }), "{actions:?}");
+        let merged = appended(
+            state.local.as_deref().unwrap(),
+            LEGACY_MARKER,
+            state.legacy.as_deref().unwrap(),
+        );
+        let again = GroupState {
+            global_link: NodeKind::Missing,
+            local: Some(merged),
+            ..state
+        };
+        assert_eq!(plan_group(&again).0, vec![Action::RemoveMigrated]);
     }
 }

@@ -15,7 +15,7 @@ use crate::config::{GroupConfig, SkillSelection};
 use crate::layout::{Layout, names};
 
 /// How the shared base and skill fragments reach the group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Delivery {
     /// Symlinks into the container's `/app` mount: a running container sees upstream edits, but
@@ -24,6 +24,17 @@ pub enum Delivery {
     Link,
     /// Regular-file copies refreshed at every compose: always loaded by Claude Code.
     Copy,
+}
+
+impl std::str::FromStr for Delivery {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        [Delivery::Link, Delivery::Copy]
+            .into_iter()
+            .find(|delivery| delivery.to_string() == text)
+            .ok_or_else(|| format!("unknown delivery mode {text:?}: use link or copy"))
+    }
 }
 
 impl fmt::Display for Delivery {

@@ -6,8 +6,7 @@
 //! removal of fragments it no longer imports. A group that is already right yields only
 //! [`Step::Keep`]s, and applying those writes nothing.
 
-use serde::Serialize;
-
+use crate::error::GroupError;
 use crate::fsops::{FsError, Node, NodeKind, SafeDir, is_temp_name};
 use crate::layout::names;
 use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_pristine, short_hash};
@@ -15,15 +14,12 @@ use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_pristine, short_h
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
 pub const MAX_RESCUE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// What a managed path is, for reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EntryKind {
-    /// A regular file.
-    File,
-    /// A symbolic link.
-    Symlink,
-}
+/// The most rescued hand edits a group keeps: with this many `CLAUDE.md.rescued-*` files, a
+/// new hand edit makes compose refuse the group (naming the files) instead of adding one.
+pub const MAX_RESCUES: usize = 16;
+
+/// The most bytes (apparent size) of rescued hand edits a group keeps, the new one included.
+pub const MAX_RESCUE_TOTAL_BYTES: u64 = 128 * 1024 * 1024;
 
 /// One step of reconciling a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,12 +60,15 @@ pub enum Step {
 }
 
 /// Computes the steps that bring the group folder to `plan`. `fragments` is `None` when the
-/// `.claude-fragments` folder does not exist yet.
+/// `.claude-fragments` folder does not exist yet. A hand edit to rescue when the group already
+/// keeps [`MAX_RESCUES`] rescues (or [`MAX_RESCUE_TOTAL_BYTES`]) is
+/// [`GroupError::TooManyRescues`]; the same text rescued before is not counted twice (its
+/// rescue name is the hash of the text).
 pub fn diff(
     group: &SafeDir,
     fragments: Option<&SafeDir>,
     plan: &GroupPlan,
-) -> Result<Vec<Step>, FsError> {
+) -> Result<Vec<Step>, GroupError> {
     let mut steps = Vec::new();
     for desired in &plan.entries {
         let dir = if desired.path.in_fragments {
@@ -103,7 +102,37 @@ pub fn diff(
             before: kind,
         });
     }
+    for step in &steps {
+        if let Step::Rescue { to, bytes } = step {
+            check_rescue_budget(group, to, bytes.len() as u64)?;
+        }
+    }
     Ok(steps)
+}
+
+/// Refuses a new rescue file when the group already keeps as many as it may.
+fn check_rescue_budget(group: &SafeDir, to: &str, new_bytes: u64) -> Result<(), GroupError> {
+    if group.kind(to)? != NodeKind::Missing {
+        return Ok(()); // the same text, kept before (or a planted name, refused in apply)
+    }
+    let mut files = Vec::new();
+    let mut bytes = new_bytes;
+    for name in group.list()? {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with(names::RESCUE_PREFIX) && !is_temp_name(name) {
+            bytes += group.size(name)?;
+            files.push(group.path().join(name));
+        }
+    }
+    if files.len() < MAX_RESCUES && bytes <= MAX_RESCUE_TOTAL_BYTES {
+        return Ok(());
+    }
+    Err(GroupError::TooManyRescues {
+        dir: group.path().to_owned(),
+        count: files.len(),
+        bytes: bytes - new_bytes,
+        files,
+    })
 }
 
 fn diff_entry(
@@ -361,6 +390,9 @@ mod tests {
         std::fs::create_dir(temp.path().join("x.md")).unwrap();
         let dir = SafeDir::open(temp.path()).unwrap();
         let err = diff(&dir, None, &plan_of(Content::File(b"a".to_vec()))).unwrap_err();
-        assert!(matches!(err, FsError::Unsafe { .. }), "{err}");
+        assert!(
+            matches!(err, GroupError::Fs(FsError::Unsafe { .. })),
+            "{err}"
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::loader::{
 pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
 
 /// Which Claude Code front end reads the memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Consumer {
     /// The CLI (`claude -p`): loads `CLAUDE.local.md` by discovery too.
     #[default]
@@ -25,6 +25,18 @@ pub enum Consumer {
     /// The Agent SDK with `settingSources: ['project','user']` (nanoclaw's setting): no
     /// `CLAUDE.local.md` unless it is imported.
     Sdk,
+}
+
+impl std::str::FromStr for Consumer {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "cli" => Ok(Consumer::Cli),
+            "sdk" => Ok(Consumer::Sdk),
+            _ => Err(format!("unknown consumer {text:?}: use cli or sdk")),
+        }
+    }
 }
 
 /// How to look at a group.
@@ -85,7 +97,7 @@ pub fn load_group(
     group: &str,
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
-    let group_dir = layout.checked_group_dir(group)?;
+    let group_dir = crate::deployment::checked_group_dir(layout, group)?;
     if std::fs::symlink_metadata(&group_dir).is_err() {
         return Err(GroupError::Missing { path: group_dir });
     }

@@ -571,3 +571,260 @@ fn many_groups_compose_in_parallel_with_reports_in_name_order() {
         assert!(d.exists(&format!("groups/g{i:02}/.claude-fragments/web.md")));
     }
 }
+
+// ---- Issue 8: devices, rescues, ownership, `global`, terminal escapes ----
+
+/// Root is needed to make device nodes and to chown; without it the test says so loudly.
+fn running_as_root(test: &str) -> bool {
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        eprintln!("\n!!!!! SKIPPED {test}: needs root (mknod, chown) !!!!!\n");
+    }
+    root
+}
+
+/// A character device (the same as /dev/null) at `path`, and an inotify descriptor that
+/// records every `open` of it (an `O_PATH` handle is not an open).
+fn plant_device(path: &Path) -> std::os::fd::OwnedFd {
+    use rustix::fs::{CWD, FileType, Mode, inotify, makedev, mknodat};
+    mknodat(
+        CWD,
+        path,
+        FileType::CharacterDevice,
+        Mode::from_raw_mode(0o666),
+        makedev(1, 3),
+    )
+    .unwrap();
+    let watch =
+        inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&watch, path, inotify::WatchFlags::OPEN).unwrap();
+    watch
+}
+
+#[track_caller]
+fn assert_never_opened(watch: &std::os::fd::OwnedFd, what: &str) {
+    let mut events = [0u8; 1024];
+    match rustix::io::read(watch, &mut events) {
+        Err(rustix::io::Errno::AGAIN) => {}
+        other => panic!("{what} was opened: {other:?}"),
+    }
+}
+
+fn rescue_name(text: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text);
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("CLAUDE.md.rescued-{hex}")
+}
+
+fn rescue_files(d: &Deployment, group: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(d.path(&format!("groups/{group}")))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("CLAUDE.md.rescued-"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_device_at_container_json_or_at_the_rescue_name_is_never_opened() {
+    if !running_as_root("a_device_at_container_json_or_at_the_rescue_name_is_never_opened") {
+        return;
+    }
+    let d = Deployment::standard().group("g", None).group("h", None);
+    let watch = plant_device(&d.path("groups/g/container.json"));
+    let run = d.run(["compose", "g", "--json"]).expect_code(1);
+    let error = &run.json()["groups"][0]["error"];
+    assert_eq!(error["code"], "unsafe-path", "{error}");
+    assert!(
+        error["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("g/container.json"),
+        "{error}"
+    );
+    assert_never_opened(&watch, "container.json (a device)");
+    // check reads the config through the same module.
+    d.run(["check", "g", "--json"]).expect_code(1);
+    assert_never_opened(&watch, "container.json (a device), by check");
+
+    d.run(["compose", "h"]).success();
+    let edited = d.read("groups/h/CLAUDE.md") + "my edit\n";
+    d.write("groups/h/CLAUDE.md", edited.as_bytes());
+    let planted = d.path(&format!("groups/h/{}", rescue_name(edited.as_bytes())));
+    let watch = plant_device(&planted);
+    let run = d.run(["compose", "h", "--json"]).expect_code(1);
+    let error = &run.json()["groups"][0]["error"];
+    assert_eq!(error["code"], "unsafe-path", "{error}");
+    assert_never_opened(&watch, "the rescue name (a device)");
+    assert_eq!(d.read("groups/h/CLAUDE.md"), edited, "the edit stays");
+}
+
+#[test]
+fn a_sparse_hand_edit_is_rescued_sparse_and_whole() {
+    use std::os::unix::fs::MetadataExt;
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g"]).success();
+    // 32 MiB, of which only the first and last few bytes are data.
+    let path = d.path("groups/g/CLAUDE.md");
+    let size = 32 * 1024 * 1024;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, b"hand edit\n", 0).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, b"\nend\n", size - 5).unwrap();
+    drop(file);
+    let original = std::fs::read(&path).unwrap();
+    assert!(std::fs::metadata(&path).unwrap().blocks() * 512 < 1024 * 1024);
+
+    let run = d.run(["compose", "g", "--json"]).success();
+    let to = run.json()["groups"][0]["rescued"][0]["to"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rescued = d.path(&format!("groups/g/{to}"));
+    assert!(
+        std::fs::read(&rescued).unwrap() == original,
+        "text kept whole"
+    );
+    let allocated = std::fs::metadata(&rescued).unwrap().blocks() * 512;
+    assert!(
+        allocated < 1024 * 1024,
+        "the rescue of a sparse file takes {allocated} bytes of disk"
+    );
+}
+
+#[test]
+fn rescues_are_deduplicated_and_capped_per_group_without_deleting_any() {
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g"]).success();
+    let composed = d.read("groups/g/CLAUDE.md");
+    // The same edit twice is kept once.
+    for _ in 0..2 {
+        d.write(
+            "groups/g/CLAUDE.md",
+            (composed.clone() + "edit A\n").as_bytes(),
+        );
+        d.run(["compose", "g"]).success();
+    }
+    assert_eq!(rescue_files(&d, "g").len(), 1);
+    // Up to the cap, each distinct edit is kept; past it, compose refuses and names them.
+    let mut kept = rescue_files(&d, "g").len();
+    let mut n = 0;
+    let refused = loop {
+        n += 1;
+        let edit = format!("{composed}edit {n}\n");
+        d.write("groups/g/CLAUDE.md", edit.as_bytes());
+        let run = d.run(["compose", "g", "--json"]);
+        if run.code() != 0 {
+            break (run, edit);
+        }
+        kept += 1;
+        assert_eq!(rescue_files(&d, "g").len(), kept);
+        assert!(n < 100, "rescues are never capped");
+    };
+    let (run, edit) = refused;
+    assert_eq!(run.code(), 1, "{}", run.stderr());
+    let error = &run.json()["groups"][0]["error"];
+    assert_eq!(error["code"], "too-many-rescues", "{error}");
+    let message = error["message"].as_str().unwrap();
+    for name in rescue_files(&d, "g") {
+        assert!(message.contains(&name), "{name} not named in {message}");
+    }
+    assert_eq!(
+        rescue_files(&d, "g").len(),
+        kept,
+        "none written, none deleted"
+    );
+    assert_eq!(
+        d.read("groups/g/CLAUDE.md"),
+        edit,
+        "the edit stays in place"
+    );
+}
+
+#[test]
+fn files_compose_creates_or_replaces_keep_the_group_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !running_as_root("files_compose_creates_or_replaces_keep_the_group_owner") {
+        return;
+    }
+    let d = Deployment::standard().group("g", None);
+    let group = d.path("groups/g");
+    std::os::unix::fs::chown(&group, Some(4242), Some(4343)).unwrap();
+    std::fs::set_permissions(&group, std::fs::Permissions::from_mode(0o775)).unwrap();
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    let owner = |rel: &str| {
+        let meta = std::fs::symlink_metadata(d.path(rel)).unwrap();
+        (meta.uid(), meta.gid(), meta.mode() & 0o777)
+    };
+    for rel in [
+        "groups/g/CLAUDE.local.md",
+        "groups/g/CLAUDE.md",
+        "groups/g/.claude-shared.md",
+    ] {
+        assert_eq!(owner(rel), (4242, 4343, 0o664), "{rel}");
+    }
+    // The fragments folder is the group's too, and a fragment takes its owner and mode.
+    assert_eq!(owner("groups/g/.claude-fragments"), (4242, 4343, 0o755));
+    assert_eq!(
+        owner("groups/g/.claude-fragments/web.md"),
+        (4242, 4343, 0o644)
+    );
+
+    // A replaced file keeps the owner and mode it had; a rescue is the group's.
+    let claude_md = d.path("groups/g/CLAUDE.md");
+    std::os::unix::fs::chown(&claude_md, Some(4444), Some(4545)).unwrap();
+    std::fs::set_permissions(&claude_md, std::fs::Permissions::from_mode(0o640)).unwrap();
+    d.write("groups/g/container.json", br#"{"skills": ["web"]}"#);
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    assert_eq!(owner("groups/g/CLAUDE.md"), (4444, 4545, 0o640));
+    let edited = d.read("groups/g/CLAUDE.md") + "edit\n";
+    d.write("groups/g/CLAUDE.md", edited.as_bytes());
+    d.write("groups/g/container.json", br#"{"skills": ["hello"]}"#);
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    let rescue = rescue_files(&d, "g").pop().unwrap();
+    assert_eq!(owner(&format!("groups/g/{rescue}")), (4242, 4343, 0o664));
+}
+
+#[test]
+fn a_group_named_global_is_refused() {
+    let d = Deployment::standard().file("groups/global/CLAUDE.md", "GLOBAL\n");
+    let before = d.snapshot();
+    let run = d.run(["compose", "global", "--json"]).expect_code(1);
+    let error = &run.json()["groups"][0]["error"];
+    assert_eq!(error["code"], "reserved-group", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("migrate"),
+        "{error}"
+    );
+    assert_eq!(d.snapshot(), before);
+}
+
+#[test]
+fn human_output_escapes_control_characters_from_disk() {
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g"]).success();
+    // Names an agent chose: a stale fragment and a group folder with terminal controls and a
+    // forged summary line.
+    d.write(
+        "groups/g/.claude-fragments/x\u{1b}[2J\u{1b}]52;c;aGk=\u{7}\n0 group(s): 0 failed.md",
+        b"x",
+    );
+    std::fs::create_dir(d.path("groups/e\u{1b}[31mvil\ngroup")).unwrap();
+    let run = d.run(["compose", "--all", "--dry-run"]).expect_code(1);
+    let out = run.stdout();
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+    assert!(out.contains("x\\u{1b}[2J"), "{out}");
+    assert!(out.contains("e\\u{1b}[31mvil\\u{a}group"), "{out}");
+    let summaries = out.lines().filter(|l| l.starts_with("0 group(s)")).count();
+    assert_eq!(summaries, 0, "a forged line: {out}");
+    let real = out
+        .lines()
+        .filter(|l| l.starts_with("2 group(s): "))
+        .count();
+    assert_eq!(real, 1, "{out}");
+}

@@ -191,3 +191,178 @@ fn a_regular_file_named_like_the_global_link_is_kept() {
         run.stdout()
     );
 }
+
+// ---- Issue 8: whole-text matching, size limits, concurrent appends, ownership, escapes ----
+
+#[test]
+fn legacy_text_that_is_only_a_substring_of_the_local_file_is_kept() {
+    let d = Deployment::standard()
+        .group("g", None)
+        .file("groups/g/CLAUDE.md", "deploy on fridays\n")
+        .file("groups/g/CLAUDE.local.md", "never deploy on fridays\n");
+    let run = d.run(["migrate", "--json"]).success();
+    assert_eq!(
+        run.json()["groups"][0]["actions"][0]["action"],
+        "merge-legacy"
+    );
+    assert_eq!(
+        d.read("groups/g/CLAUDE.local.md"),
+        "never deploy on fridays\n\n<!-- clawmd migrate: the text below was this group's hand-written CLAUDE.md -->\ndeploy on fridays\n"
+    );
+    assert!(!d.exists("groups/g/CLAUDE.md"));
+    // Whole text on its own lines is recognised: a second legacy file with it goes.
+    d.write("groups/g/CLAUDE.md", b"deploy on fridays\n");
+    let run = d.run(["migrate", "--json"]).success();
+    assert_eq!(
+        run.json()["groups"][0]["actions"][0]["action"],
+        "remove-migrated"
+    );
+}
+
+#[test]
+fn global_memory_over_the_shared_base_limit_is_refused_before_anything_is_appended() {
+    let mib = 1024 * 1024;
+    let d = Deployment::standard().group("g", None);
+    d.write("container/CLAUDE.md", &vec![b'b'; 10 * mib]);
+    d.write("groups/global/CLAUDE.md", &vec![b'g'; 7 * mib]);
+    // Paths and contents (the lock folder and the groups folder's mtime aside).
+    let snapshot = || -> Vec<(String, String)> {
+        d.snapshot()
+            .into_iter()
+            .filter(|entry| !entry.0.starts_with("groups/.clawmd-locks"))
+            .map(|entry| (entry.0, entry.1))
+            .collect()
+    };
+    let before = snapshot();
+    let run = d.run(["migrate", "--json"]).expect_code(1);
+    let global = run.json()["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == "global")
+        .cloned()
+        .unwrap();
+    assert_eq!(global["error"]["code"], "too-large", "{global}");
+    assert!(
+        global["error"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("container/CLAUDE.md"),
+        "{global}"
+    );
+    assert!(snapshot() == before, "nothing appended, nothing removed");
+    // The deployment still composes, and a global memory that fits moves.
+    d.run(["compose", "--all"]).success();
+    d.write("groups/global/CLAUDE.md", &vec![b'g'; 5 * mib]);
+    d.run(["migrate"]).success();
+    assert!(!d.exists("groups/global"));
+    d.run(["compose", "--all"]).success();
+}
+
+#[test]
+fn an_agent_appending_to_claude_local_md_during_migrate_loses_nothing() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const GROUPS: usize = 24;
+    let mut d = Deployment::standard();
+    let legacy = "legacy rule\n".repeat(20_000);
+    for g in 0..GROUPS {
+        d = d
+            .group(&format!("g{g}"), None)
+            .file(&format!("groups/g{g}/CLAUDE.md"), &legacy)
+            .file(&format!("groups/g{g}/CLAUDE.local.md"), "own notes\n");
+    }
+    let stop = AtomicBool::new(false);
+    let appended = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut count = vec![0usize; GROUPS];
+            while !stop.load(Ordering::Relaxed) {
+                for (g, n) in count.iter_mut().enumerate() {
+                    let mut file = std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(d.path(&format!("groups/g{g}/CLAUDE.local.md")))
+                        .unwrap();
+                    file.write_all(format!("agent line {g}-{n}\n").as_bytes())
+                        .unwrap();
+                    *n += 1;
+                }
+            }
+            count
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let run = d.run(["migrate"]);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        stop.store(true, Ordering::Relaxed);
+        run.success();
+        writer.join().unwrap()
+    });
+    let mut lost = 0;
+    for (g, count) in appended.iter().enumerate() {
+        let text = d.read(&format!("groups/g{g}/CLAUDE.local.md"));
+        assert!(text.starts_with("own notes\n"), "g{g}");
+        assert!(text.contains(&legacy), "g{g}: the legacy text is whole");
+        let lines: std::collections::HashSet<&str> = text.lines().collect();
+        lost += (0..*count)
+            .filter(|n| !lines.contains(format!("agent line {g}-{n}").as_str()))
+            .count();
+        assert!(!d.exists(&format!("groups/g{g}/CLAUDE.md")));
+    }
+    let total: usize = appended.iter().sum();
+    assert!(total > GROUPS, "the agent appended during the run");
+    assert_eq!(lost, 0, "{lost} of {total} appended lines lost");
+}
+
+#[test]
+fn files_migrate_moves_or_merges_keep_the_group_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "\n!!!!! SKIPPED files_migrate_moves_or_merges_keep_the_group_owner: needs root !!!!!\n"
+        );
+        return;
+    }
+    let d = Deployment::standard()
+        .group("moved", None)
+        .file("groups/moved/CLAUDE.md", "legacy\n")
+        .group("merged", None)
+        .file("groups/merged/CLAUDE.md", "legacy\n")
+        .file("groups/merged/CLAUDE.local.md", "mine\n");
+    for group in ["moved", "merged"] {
+        let dir = d.path(&format!("groups/{group}"));
+        std::os::unix::fs::chown(&dir, Some(4242), Some(4343)).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let local = d.path("groups/merged/CLAUDE.local.md");
+    std::os::unix::fs::chown(&local, Some(4444), Some(4545)).unwrap();
+    std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o600)).unwrap();
+    d.run(["migrate"]).success();
+    let owner = |rel: &str| {
+        let meta = std::fs::metadata(d.path(rel)).unwrap();
+        (meta.uid(), meta.gid(), meta.mode() & 0o777)
+    };
+    assert_eq!(owner("groups/moved/CLAUDE.local.md"), (4242, 4343, 0o644));
+    assert_eq!(owner("groups/merged/CLAUDE.local.md"), (4444, 4545, 0o600));
+    assert!(
+        d.read("groups/merged/CLAUDE.local.md")
+            .ends_with("legacy\n")
+    );
+}
+
+#[test]
+fn human_output_escapes_control_characters_from_disk() {
+    let d = Deployment::standard()
+        .file("groups/global/CLAUDE.md", "G\n")
+        .file(
+            "groups/global/notes\u{1b}[2J\n1 folder(s) checked, 0 migrated",
+            "keep\n",
+        );
+    let run = d.run(["migrate", "--dry-run"]).success();
+    let out = run.stdout();
+    assert!(!out.contains('\u{1b}'), "{out:?}");
+    assert!(out.contains("notes\\u{1b}[2J\\u{a}1 folder(s)"), "{out}");
+    let forged = out
+        .lines()
+        .filter(|l| l.starts_with("1 folder(s) checked, 0 migrated"))
+        .count();
+    assert_eq!(forged, 0, "{out}");
+}

@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use clawmd::config::parse_config;
-use clawmd::names::validate_name;
+use clawmd::safe_name::validate_name;
 use common::Deployment;
 use reliability_common::*;
 
@@ -261,7 +261,7 @@ fn container_json_through_the_binary_refuses_cleanly_and_leaves_the_group_alone(
 
 /// What an accepted name must be: one plain component that stays in its folder.
 fn assert_safe_name(name: &str) -> Result<(), TestCaseError> {
-    prop_assert!(name.is_ascii() && name.len() <= clawmd::names::MAX_NAME_LEN);
+    prop_assert!(name.is_ascii() && name.len() <= clawmd::safe_name::MAX_NAME_LEN);
     prop_assert!(!name.contains("..") && !name.starts_with('.') && !name.starts_with('-'));
     let file = format!("mcp-{name}.md");
     let joined = Path::new("/g/.claude-fragments").join(&file);

@@ -1,38 +1,17 @@
-//! Reports of what a run did (or, in a dry run, would do): a versioned JSON shape for
-//! machines (documented in docs/json-report.md) and a short human summary.
+//! The report of `compose`: per group, what was created, replaced, removed, left alone,
+//! rescued and cleaned.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::{ErrorReport, REPORT_VERSION, Report, Status, WarningReport, escape, escape_path};
 use crate::error::GroupError;
+use crate::fsops::NodeKind;
+use crate::layout::names;
 use crate::plan::{Content, Delivery, Warning};
-use crate::reconcile::{EntryKind, Step};
-
-/// The version of the JSON report shape; bumped on any incompatible change.
-pub const REPORT_VERSION: u32 = 1;
-
-/// What every command's report offers the binary: a JSON form (serde), a human form, and
-/// whether the run succeeded (the exit status).
-pub trait Report: Serialize {
-    /// True when the run succeeded (exit status 0).
-    fn ok(&self) -> bool;
-    /// The human-readable form printed by default.
-    fn to_human(&self) -> String;
-}
-
-/// What happened to a group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Something was (or would be) written or removed.
-    Changed,
-    /// The group was already right; nothing was written.
-    Unchanged,
-    /// The group could not be processed; it was left as it was.
-    Failed,
-}
+use crate::reconcile::Step;
 
 /// A created, replaced or removed managed path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,7 +19,7 @@ pub struct EntryChange {
     /// The path relative to the group folder.
     pub path: String,
     /// File or symlink (for a removal: what was removed).
-    pub kind: EntryKind,
+    pub kind: NodeKind,
     /// A symlink's target.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<PathBuf>,
@@ -53,49 +32,6 @@ pub struct Rescued {
     pub from: String,
     /// Where its text is now (relative to the group folder).
     pub to: String,
-}
-
-/// A warning with a stable code.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WarningReport {
-    /// Stable machine-readable code.
-    pub code: String,
-    /// Human-readable explanation with a fix.
-    pub message: String,
-}
-
-impl From<&Warning> for WarningReport {
-    fn from(warning: &Warning) -> Self {
-        let code = serde_json::to_value(warning)
-            .ok()
-            .and_then(|v| v.get("code").and_then(|c| c.as_str()).map(str::to_owned))
-            .unwrap_or_default();
-        WarningReport {
-            code,
-            message: warning.to_string(),
-        }
-    }
-}
-
-/// A group's failure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ErrorReport {
-    /// Stable machine-readable code.
-    pub code: String,
-    /// The file concerned, when there is one.
-    pub file: Option<PathBuf>,
-    /// The full message, with the fix.
-    pub message: String,
-}
-
-impl From<&GroupError> for ErrorReport {
-    fn from(err: &GroupError) -> Self {
-        ErrorReport {
-            code: err.code().to_owned(),
-            file: err.file(),
-            message: err.to_string(),
-        }
-    }
 }
 
 /// The result of composing one group.
@@ -155,7 +91,7 @@ impl GroupReport {
                 Step::Keep { path } => report.unchanged.push(path.to_string()),
                 Step::Clean { path } => report.cleaned.push(path.to_string()),
                 Step::Rescue { to, .. } => report.rescued.push(Rescued {
-                    from: crate::layout::names::CLAUDE_MD.to_owned(),
+                    from: names::CLAUDE_MD.to_owned(),
                     to: to.clone(),
                 }),
                 Step::Write {
@@ -164,15 +100,15 @@ impl GroupReport {
                     before,
                 } => {
                     let (kind, target) = match content {
-                        Content::Symlink(target) => (EntryKind::Symlink, Some(target.clone())),
-                        Content::File(_) | Content::Seed => (EntryKind::File, None),
+                        Content::Symlink(target) => (NodeKind::Symlink, Some(target.clone())),
+                        Content::File(_) | Content::Seed => (NodeKind::File, None),
                     };
                     let change = EntryChange {
                         path: path.to_string(),
                         kind,
                         target,
                     };
-                    if *before == crate::fsops::NodeKind::Missing {
+                    if *before == NodeKind::Missing {
                         report.created.push(change);
                     } else {
                         report.replaced.push(change);
@@ -180,10 +116,10 @@ impl GroupReport {
                 }
                 Step::Remove { path, before } => report.removed.push(EntryChange {
                     path: path.to_string(),
-                    kind: if *before == crate::fsops::NodeKind::Symlink {
-                        EntryKind::Symlink
+                    kind: if *before == NodeKind::Symlink {
+                        NodeKind::Symlink
                     } else {
-                        EntryKind::File
+                        NodeKind::File
                     },
                     target: None,
                 }),
@@ -280,9 +216,10 @@ impl Report for ComposeReport {
         let verb =
             |done: &'static str, would: &'static str| if self.dry_run { would } else { done };
         for warning in &self.warnings {
-            let _ = writeln!(out, "warning: {}", warning.message);
+            let _ = writeln!(out, "warning: {}", escape(&warning.message));
         }
         for group in &self.groups {
+            let name = escape(&group.group);
             match group.status {
                 Status::Failed => {
                     let message = group
@@ -290,32 +227,33 @@ impl Report for ComposeReport {
                         .as_ref()
                         .map(|e| e.message.as_str())
                         .unwrap_or("");
-                    let _ = writeln!(out, "{}: FAILED, left as it was: {message}", group.group);
+                    let message = escape(message);
+                    let _ = writeln!(out, "{name}: FAILED, left as it was: {message}");
                 }
                 Status::Unchanged => {
-                    let _ = writeln!(out, "{}: up to date", group.group);
+                    let _ = writeln!(out, "{name}: up to date");
                 }
                 Status::Changed => {
-                    let _ = writeln!(out, "{}: {}", group.group, verb("updated", "would update"));
+                    let _ = writeln!(out, "{name}: {}", verb("updated", "would update"));
                     for rescued in &group.rescued {
                         let _ = writeln!(
                             out,
                             "  ! {} was edited by hand: its text {} {} (move what you need into CLAUDE.local.md)",
-                            rescued.from,
+                            escape(&rescued.from),
                             verb("is kept in", "would be kept in"),
-                            rescued.to
+                            escape(&rescued.to)
                         );
                     }
                     write_changes(&mut out, "+", &group.created);
                     write_changes(&mut out, "~", &group.replaced);
                     write_changes(&mut out, "-", &group.removed);
                     for name in &group.cleaned {
-                        let _ = writeln!(out, "  - {name} (left by an interrupted run)");
+                        let _ = writeln!(out, "  - {} (left by an interrupted run)", escape(name));
                     }
                 }
             }
             for warning in &group.warnings {
-                let _ = writeln!(out, "  warning: {}", warning.message);
+                let _ = writeln!(out, "  warning: {}", escape(&warning.message));
             }
         }
         let s = &self.summary;
@@ -341,10 +279,15 @@ fn write_changes(out: &mut String, mark: &str, changes: &[EntryChange]) {
     for change in changes {
         match &change.target {
             Some(target) => {
-                let _ = writeln!(out, "  {mark} {} -> {}", change.path, target.display());
+                let _ = writeln!(
+                    out,
+                    "  {mark} {} -> {}",
+                    escape(&change.path),
+                    escape_path(target)
+                );
             }
             None => {
-                let _ = writeln!(out, "  {mark} {}", change.path);
+                let _ = writeln!(out, "  {mark} {}", escape(&change.path));
             }
         }
     }

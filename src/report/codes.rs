@@ -1,0 +1,139 @@
+//! Every machine-readable code clawmd reports, in one vocabulary: a group's error, a run's
+//! error, a warning, a `check` finding. The JSON spelling is the kebab-case text given here,
+//! and it is stable within a report version (docs/json-report.md).
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $variant:ident = $text:literal, )*) => {
+        /// A stable machine-readable code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum Code {
+            $( $(#[$doc])* #[serde(rename = $text)] $variant, )*
+        }
+
+        impl Code {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant),*];
+
+            /// The code as it is printed and serialised.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $text,)*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    // A run that could not start.
+    /// The groups folder or the shared content could not be read; nothing was done.
+    RunFailed = "run-failed",
+
+    // A group that failed (compose, migrate, and check's group errors).
+    /// The group name cannot be a folder name.
+    BadGroupName = "bad-group-name",
+    /// The group name is reserved (`global`, the retired shared folder).
+    ReservedGroup = "reserved-group",
+    /// The group folder does not exist.
+    MissingGroup = "missing-group",
+    /// `container.json` is malformed.
+    BadConfig = "bad-config",
+    /// A skill and an MCP server would share a fragment file name.
+    FragmentCollision = "fragment-collision",
+    /// A path that must be a real file or folder is a link, a device, a FIFO…
+    UnsafePath = "unsafe-path",
+    /// A file is larger than clawmd reads or writes.
+    TooLarge = "too-large",
+    /// The group's rescued hand edits are over the per-group limit.
+    TooManyRescues = "too-many-rescues",
+    /// Another run held the group's lock for too long.
+    LockTimeout = "lock-timeout",
+    /// A system call failed.
+    Io = "io",
+    /// The memory loader could not start.
+    Loader = "loader",
+
+    // Warnings (compose).
+    /// `skills` names a skill that does not exist.
+    UnknownSkill = "unknown-skill",
+    /// `container/CLAUDE.md` is missing.
+    MissingSharedBase = "missing-shared-base",
+    /// A skill folder whose name cannot be a file name (top level).
+    BadSkillName = "bad-skill-name",
+
+    // `check` findings about the composition.
+    /// The disk differs from what `container.json` asks for.
+    OutOfDate = "out-of-date",
+    /// `CLAUDE.md` was edited by hand.
+    HandEdited = "hand-edited",
+    /// A fragment of a skill that is not enabled.
+    DisabledSkillFragment = "disabled-skill-fragment",
+    /// A temp file left by an interrupted run.
+    StaleTemp = "stale-temp",
+    /// A rescued hand edit waits to be merged.
+    RescuedText = "rescued-text",
+    /// `@` words inside inline MCP instructions.
+    ImportInInstructions = "import-in-instructions",
+
+    // `check` findings from the loader's view inside the container.
+    /// Imports dropped because external imports are not approved.
+    ExternalImportDropped = "external-import-dropped",
+    /// An import whose target does not exist.
+    ImportMissing = "import-missing",
+    /// An import beyond the depth limit.
+    ImportTooDeep = "import-too-deep",
+    /// Imports that form a cycle.
+    ImportCycle = "import-cycle",
+    /// An import of something that is not a text file.
+    ImportNotLoaded = "import-not-loaded",
+    /// A memory file over Claude Code's size limit.
+    FileTooLarge = "file-too-large",
+    /// A memory file that cannot be read.
+    FileUnreadable = "file-unreadable",
+    /// A memory file Claude Code cannot parse.
+    FileUnparsable = "file-unparsable",
+    /// A symlink loop.
+    SymlinkLoop = "symlink-loop",
+    /// A memory file over Claude Code's warning size.
+    Oversized = "oversized",
+    /// All memory together over Claude Code's warning size.
+    MemoryOversized = "memory-oversized",
+    /// A rule reached through a link that leaves the workspace.
+    RuleExternal = "rule-external",
+    /// `~/.claude.json` cannot be read.
+    ConfigUnreadable = "config-unreadable",
+    /// A link that dangles even inside the container.
+    DanglingLink = "dangling-link",
+    /// A memory file in a folder Claude Code refuses to load from (`connector-downloads`, a
+    /// session scratchpad).
+    FileProtected = "file-protected",
+    /// The working directory's path is not UTF-8: Claude Code does not start.
+    CwdNotUtf8 = "cwd-not-utf8",
+    /// `--claude-version` names a release outside the conformance corpus.
+    ClaudeVersionUnverified = "claude-version-unverified",
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_serialises_as_its_text_and_is_unique() {
+        let mut seen = std::collections::BTreeSet::new();
+        for code in Code::ALL {
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, code.as_str(), "{code:?}");
+            assert!(seen.insert(code.as_str()), "{code:?} twice");
+            let back: Code = serde_json::from_value(json).unwrap();
+            assert_eq!(back, *code);
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The report of `migrate`: per group (and `global`), the actions taken, in order.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{ErrorReport, REPORT_VERSION, Report, Status, escape};
+
+/// One change migrate made (or, in a dry run, would make), as reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum ActionReport {
+    /// The legacy `.claude-global.md` link was removed.
+    RemoveGlobalLink {
+        /// Path relative to the group folder.
+        path: String,
+    },
+    /// The legacy `CLAUDE.md` became `CLAUDE.local.md`.
+    MoveLegacy {
+        /// Old path (relative to the group folder).
+        from: String,
+        /// New path.
+        to: String,
+    },
+    /// The legacy `CLAUDE.md` text was appended to the existing `CLAUDE.local.md`.
+    MergeLegacy {
+        /// Old path.
+        from: String,
+        /// Where the text now is.
+        into: String,
+    },
+    /// The legacy file's text was already in place (an earlier, interrupted run), or it held
+    /// only white space; the file was removed.
+    RemoveMigrated {
+        /// Path of the removed file.
+        path: String,
+        /// Where its text already is.
+        kept_in: String,
+    },
+    /// `groups/global/CLAUDE.md` text was appended to `container/CLAUDE.md`.
+    MoveGlobal {
+        /// Old path.
+        from: String,
+        /// Where the text now is.
+        into: String,
+    },
+    /// The emptied `groups/global/` folder was removed.
+    RemoveGlobalDir {
+        /// The folder.
+        path: String,
+    },
+    /// A temp file left by an interrupted run was removed.
+    CleanTemp {
+        /// The temp file.
+        path: String,
+    },
+}
+
+/// The result of migrating one group (or `global`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigrateGroupReport {
+    /// The group name (`global` for the retired shared folder).
+    pub group: String,
+    /// Changed, unchanged or failed.
+    pub status: Status,
+    /// What was (or would be) done, in order.
+    pub actions: Vec<ActionReport>,
+    /// Things left in place that an operator should look at.
+    pub warnings: Vec<String>,
+    /// Why it failed, when it did.
+    pub error: Option<ErrorReport>,
+}
+
+/// The report of a `migrate` run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigrateReport {
+    /// The JSON shape version.
+    pub version: u32,
+    /// Always "migrate".
+    pub command: &'static str,
+    /// Whether nothing was written.
+    pub dry_run: bool,
+    /// True when nothing failed.
+    pub ok: bool,
+    /// One entry per group, then `global` when it exists.
+    pub groups: Vec<MigrateGroupReport>,
+}
+
+impl Report for MigrateReport {
+    fn ok(&self) -> bool {
+        self.ok
+    }
+
+    fn to_human(&self) -> String {
+        let mut out = String::new();
+        let mut changed = 0;
+        for group in &self.groups {
+            let name = escape(&group.group);
+            if let Some(error) = &group.error {
+                let _ = writeln!(
+                    out,
+                    "{name}: FAILED, left as it was: {}",
+                    escape(&error.message)
+                );
+            }
+            if !group.actions.is_empty() {
+                changed += 1;
+                let verb = if self.dry_run {
+                    "would migrate"
+                } else {
+                    "migrated"
+                };
+                let _ = writeln!(out, "{name}: {verb}");
+            }
+            for action in &group.actions {
+                let _ = writeln!(out, "  {}", describe(action));
+            }
+            for warning in &group.warnings {
+                let _ = writeln!(out, "  warning: {}", escape(warning));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{} folder(s) checked, {changed} {}{}",
+            self.groups.len(),
+            if self.dry_run {
+                "to migrate"
+            } else {
+                "migrated"
+            },
+            if self.dry_run {
+                " (dry run: nothing written)"
+            } else {
+                ""
+            }
+        );
+        out
+    }
+}
+
+fn describe(action: &ActionReport) -> String {
+    let e = |text: &str| escape(text).into_owned();
+    match action {
+        ActionReport::RemoveGlobalLink { path } => format!("- {} (legacy link)", e(path)),
+        ActionReport::MoveLegacy { from, to } => {
+            format!("{} -> {} (hand-written text kept)", e(from), e(to))
+        }
+        ActionReport::MergeLegacy { from, into } => format!(
+            "{} appended to {} below a marker, then removed",
+            e(from),
+            e(into)
+        ),
+        ActionReport::RemoveMigrated { path, kept_in } => {
+            format!("- {} (its text is already in {})", e(path), e(kept_in))
+        }
+        ActionReport::MoveGlobal { from, into } => {
+            format!("{} appended to {}, then removed", e(from), e(into))
+        }
+        ActionReport::RemoveGlobalDir { path } => format!("- {}/ (empty)", e(path)),
+        ActionReport::CleanTemp { path } => {
+            format!("- {} (left by an interrupted run)", e(path))
+        }
+    }
+}
+
+impl MigrateReport {
+    /// Builds the report, computing `ok`.
+    pub fn new(dry_run: bool, groups: Vec<MigrateGroupReport>) -> Self {
+        MigrateReport {
+            version: REPORT_VERSION,
+            command: "migrate",
+            dry_run,
+            ok: groups.iter().all(|group| group.error.is_none()),
+            groups,
+        }
+    }
+}

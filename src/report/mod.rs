@@ -1,0 +1,176 @@
+//! Reports of what a run did (or, in a dry run, would do): a versioned JSON shape for
+//! machines (documented in docs/json-report.md) and a short human form.
+//!
+//! One submodule per command ([`compose`], [`migrate`], [`check`]); the pieces they share are
+//! here: the [`Report`] trait the binary prints through, the group [`Status`], errors and
+//! warnings with a [`Code`] from the one vocabulary in [`codes`], the envelope of a run that
+//! could not start ([`RunFailure`]), and [`escape`], which every human form applies to text
+//! that came from disk.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::GroupError;
+use crate::plan::Warning;
+
+pub mod check;
+pub mod codes;
+pub mod compose;
+pub mod migrate;
+
+pub use check::{CheckReport, Finding, GroupCheck, Severity};
+pub use codes::Code;
+pub use compose::{ComposeReport, EntryChange, GroupReport, Rescued, Summary};
+pub use migrate::{ActionReport, MigrateGroupReport, MigrateReport};
+
+/// The version of the JSON report shape; bumped on any incompatible change.
+pub const REPORT_VERSION: u32 = 1;
+
+/// What every command's report offers the binary: a JSON form (serde), a human form, and
+/// whether the run succeeded (the exit status).
+pub trait Report: Serialize {
+    /// True when the run succeeded (exit status 0).
+    fn ok(&self) -> bool;
+    /// The human-readable form printed by default. Every name and text that came from disk
+    /// is passed through [`escape`], so nothing in it can move the cursor or forge a line.
+    fn to_human(&self) -> String;
+}
+
+/// What happened to a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Something was (or would be) written or removed.
+    Changed,
+    /// The group was already right; nothing was written.
+    Unchanged,
+    /// The group could not be processed; it was left as it was.
+    Failed,
+}
+
+/// A warning with a stable code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WarningReport {
+    /// Stable machine-readable code.
+    pub code: Code,
+    /// Human-readable explanation with a fix.
+    pub message: String,
+}
+
+impl From<&Warning> for WarningReport {
+    fn from(warning: &Warning) -> Self {
+        let code = match warning {
+            Warning::UnknownSkill { .. } => Code::UnknownSkill,
+            Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
+        };
+        WarningReport {
+            code,
+            message: warning.to_string(),
+        }
+    }
+}
+
+/// A group's failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorReport {
+    /// Stable machine-readable code.
+    pub code: Code,
+    /// The file concerned, when there is one.
+    pub file: Option<PathBuf>,
+    /// The full message, with the fix.
+    pub message: String,
+}
+
+impl From<&GroupError> for ErrorReport {
+    fn from(err: &GroupError) -> Self {
+        ErrorReport {
+            code: err.code(),
+            file: err.file(),
+            message: err.to_string(),
+        }
+    }
+}
+
+/// The JSON document of a run that could not start (the groups folder or the shared content
+/// could not be read): `{"version", "command", "ok": false, "error": {"code", "message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunFailure {
+    /// [`REPORT_VERSION`].
+    pub version: u32,
+    /// The command that failed.
+    pub command: String,
+    /// Always false.
+    pub ok: bool,
+    /// Why.
+    pub error: RunError,
+}
+
+/// The error of a [`RunFailure`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunError {
+    /// Always [`Code::RunFailed`].
+    pub code: Code,
+    /// The full message, with the fix.
+    pub message: String,
+}
+
+impl RunFailure {
+    /// The envelope for `command` failing with `err`.
+    pub fn new(command: &str, err: &crate::Error) -> Self {
+        RunFailure {
+            version: REPORT_VERSION,
+            command: command.to_owned(),
+            ok: false,
+            error: RunError {
+                code: Code::RunFailed,
+                message: err.to_string(),
+            },
+        }
+    }
+}
+
+/// `text` with every control character (newline, tab, ESC, DEL, C1 controls) and every
+/// bidirectional-override character written as a `\u{…}` escape, so that a file name or a text
+/// chosen by an agent cannot clear the screen, write the clipboard (OSC 52), reorder a line or
+/// start a forged one when printed to a terminal.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if needs_escape(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`escape`] of a path's display form.
+pub fn escape_path(path: &Path) -> String {
+    escape(&path.to_string_lossy()).into_owned()
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_neutralises_terminal_controls_and_keeps_text() {
+        assert_eq!(escape("plain name.md"), "plain name.md");
+        assert_eq!(
+            escape("a\nb\x1b[2J\x07\u{9b}\u{202e}c"),
+            "a\\u{a}b\\u{1b}[2J\\u{7}\\u{9b}\\u{202e}c"
+        );
+        assert_eq!(escape("été"), "été");
+    }
+}
