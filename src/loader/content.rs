@@ -166,7 +166,7 @@ fn scan_with_limit(
     let mut seen = std::collections::HashSet::new();
     let mut ignored = Vec::new();
     for (place, capture) in markdown::import_mentions(&tokens) {
-        let Some(path) = import_path(&capture) else {
+        let Some(path) = import_path_as(&capture, version) else {
             continue;
         };
         match place {
@@ -194,7 +194,16 @@ fn scan_with_limit(
 
 /// JS: the filter in `GZr` — turn a raw `@` capture into an import path, or reject it.
 pub(crate) fn import_path(capture: &str) -> Option<String> {
-    let cut = capture.split('#').next().unwrap_or("");
+    import_path_as(capture, ClaudeVersion::default())
+}
+
+/// [`import_path`] as release `version` does it: the `#…` cut came in 2.1.41.
+pub(crate) fn import_path_as(capture: &str, version: ClaudeVersion) -> Option<String> {
+    let cut = if version.has(Behaviour::ImportFragmentCut) {
+        capture.split('#').next().unwrap_or("")
+    } else {
+        capture
+    };
     if cut.is_empty() {
         return None;
     }
@@ -259,5 +268,7 @@ mod tests {
         assert_eq!(import_path("//host/share"), None);
         assert_eq!(import_path("/net/host"), None);
         assert_eq!(import_path("a\\ b.md").as_deref(), Some("a b.md"));
+        let before = ClaudeVersion::new(2, 1, 40);
+        assert_eq!(import_path_as("a.md#s", before).as_deref(), Some("a.md#s"));
     }
 }

@@ -173,7 +173,9 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         ExternalImports::Denied => false,
         ExternalImports::FromConfig => engine.approval_from_config(),
     };
-    if opts.read_settings {
+    if !opts.claude_version.has(Behaviour::ClaudeMdExcludes) {
+        engine.excludes = Excludes::new(&[]);
+    } else if opts.read_settings {
         let mut patterns = opts.excludes.clone();
         patterns.extend(engine.settings_excludes());
         engine.excludes = Excludes::new(&patterns);
@@ -585,7 +587,8 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             self.warn(v, DiagnosticCode::ImportExternal, msg);
             return None;
         }
-        let real_key = via_link.then(|| key(&real));
+        // Deduplicated by real path too since 2.1.142 (before, a link and its target both load).
+        let real_key = (via_link && version.has(Behaviour::RealPathDedupe)).then(|| key(&real));
         if let Some(rk) = real_key.as_ref().filter(|rk| processed.contains(*rk)) {
             if v.report() {
                 self.note_repeat(f, rk, v.importer, chain);
@@ -600,7 +603,12 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
     /// JS `Pht`: the extension check, then frontmatter, comments and imports.
     fn parse_text(&mut self, v: &Visit<'_>, text: &str) -> Option<content::ParsedFile> {
         let f = v.frame;
-        if !paths::is_text_path(&f.path) {
+        if self
+            .opts
+            .claude_version
+            .has(Behaviour::NonTextImportsSkipped)
+            && !paths::is_text_path(&f.path)
+        {
             self.warn(
                 v,
                 DiagnosticCode::ImportNotText,

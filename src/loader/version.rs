@@ -145,6 +145,11 @@ pub enum Behaviour {
     /// The `<system-reminder>\nCodebase and user instructions…` wrapper; before it the
     /// `# claudeMd … # currentDate` one.
     SystemReminderWrapper,
+    /// The old wrapper ends with a `# currentDate` section (2.0.x has none).
+    CurrentDateInContext,
+    /// The managed file is labelled `organization-managed policy instructions` (2.0.x: the
+    /// user's label).
+    ManagedLabel,
     /// `AGENTS.md` is loaded when no CLAUDE.md-family file has content.
     AgentsMdFallback,
     /// A `.claude` folder linked outside the cwd: its rules need approval.
@@ -190,6 +195,12 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
     (
         Behaviour::FrontmatterAfterBom,
         ClaudeVersion::new(2, 1, 239),
+    ),
+    // Bracketed, not bisected: 2.0.77 does not show it, 2.1.200 does.
+    (Behaviour::ManagedLabel, ClaudeVersion::new(2, 1, 0)),
+    (
+        Behaviour::CurrentDateInContext,
+        ClaudeVersion::new(2, 1, 42),
     ),
     (
         Behaviour::SystemReminderWrapper,
