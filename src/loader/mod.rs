@@ -1,5 +1,7 @@
-//! The memory loader: reproduces, byte for byte, how the real Claude Code (2.1.328) discovers
-//! and loads `CLAUDE.md` memory, and says what it drops on the way.
+//! The memory loader: reproduces, byte for byte, how the real Claude Code discovers and loads
+//! `CLAUDE.md` memory — release by release ([`version`]: one table of behaviour → first
+//! release; default the newest release of the conformance corpus) — and says what it drops on
+//! the way.
 //!
 //! Three steps, usable without the CLI:
 //! * [`discover`] lists the places Claude Code looks, in order (pure);
