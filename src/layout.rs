@@ -18,6 +18,10 @@ pub mod names {
     pub const CONFIG: &str = "container.json";
     /// The composed, import-only entry point.
     pub const CLAUDE_MD: &str = "CLAUDE.md";
+    /// The flat document of Codex and opencode agents.
+    pub const AGENTS_MD: &str = "AGENTS.md";
+    /// The flat document of Gemini CLI agents.
+    pub const GEMINI_MD: &str = "GEMINI.md";
     /// The group's own memory, written by people and by the agent.
     pub const CLAUDE_LOCAL_MD: &str = "CLAUDE.local.md";
     /// The shared base, a link to (or copy of) `container/CLAUDE.md`.
@@ -30,6 +34,8 @@ pub mod names {
     pub const SKILL_INSTRUCTIONS: &str = "instructions.md";
     /// Prefix of the name under which a hand-edited `CLAUDE.md` is kept before it is replaced.
     pub const RESCUE_PREFIX: &str = "CLAUDE.md.rescued-";
+    /// What follows an entry point's name in the name of its rescued copy.
+    pub const RESCUE_INFIX: &str = ".rescued-";
     /// The folder, inside the groups directory, that holds per-group lock files.
     pub const LOCK_DIR: &str = ".clawmd-locks";
 }

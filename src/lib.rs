@@ -7,12 +7,16 @@
 //! * [`loader`] reproduces how the real Claude Code loads memory; [`view`] runs it inside a
 //!   group's container (the mount table) for `render`, and [`check`] turns what it finds, and
 //!   the state of the composition, into findings with fixes.
+//! * [`deployment`] is how every command reads a deployment (groups, sources, a group's
+//!   observation); [`report`] holds every command's report and the one [`report::Code`]
+//!   vocabulary.
 
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
 pub mod check;
 pub mod compose;
 pub mod config;
+pub mod delivery;
 pub mod deployment;
 pub mod error;
 pub mod fsops;
@@ -23,6 +27,7 @@ pub mod plan;
 pub mod reconcile;
 pub mod report;
 pub mod safe_name;
+pub mod settings;
 pub mod view;
 
 pub use error::{Error, GroupError};

@@ -153,7 +153,9 @@ fn render_errors_name_the_group() {
 #[test]
 fn check_flags_link_delivery_and_passes_copy_delivery() {
     let d = composed("link");
-    let run = d.run(["check", "--json"]).expect_code(1);
+    let run = d
+        .run(["check", "--delivery", "link", "--json"])
+        .expect_code(1);
     let json = run.json();
     for group in json["groups"].as_array().unwrap() {
         let finding = group["findings"]
@@ -162,15 +164,18 @@ fn check_flags_link_delivery_and_passes_copy_delivery() {
             .iter()
             .find(|f| f["code"] == "external-import-dropped")
             .unwrap_or_else(|| panic!("{group}"));
+        // The two fixes that work: approval (told to clawmd too), or inline delivery.
+        let fix = finding["fix"].as_str().unwrap();
         assert!(
-            finding["fix"].as_str().unwrap().contains("--delivery copy"),
+            fix.contains("\"approveExternal\": true") && fix.contains("\"delivery\": \"inline\""),
             "{finding}"
         );
     }
-    d.run(["check", "--approve-external"]).success();
+    d.run(["check", "--delivery", "link", "--approve-external"])
+        .success();
 
     let d = composed("copy");
-    let run = d.run(["check", "--json"]).success();
+    let run = d.run(["check", "--delivery", "copy", "--json"]).success();
     for group in run.json()["groups"].as_array().unwrap() {
         for finding in group["findings"].as_array().unwrap() {
             assert_eq!(finding["severity"], "warning", "{finding}");
@@ -181,10 +186,17 @@ fn check_flags_link_delivery_and_passes_copy_delivery() {
 #[test]
 fn check_finds_links_that_dangle_inside_the_container() {
     let d = Deployment::standard().group("g", None);
-    d.run(["compose", "g"]).success();
+    d.run(["compose", "g", "--delivery", "link"]).success();
     std::fs::remove_file(d.path("container/skills/web/instructions.md")).unwrap();
     let run = d
-        .run(["check", "g", "--approve-external", "--json"])
+        .run([
+            "check",
+            "g",
+            "--delivery",
+            "link",
+            "--approve-external",
+            "--json",
+        ])
         .expect_code(1);
     let findings = run.json()["groups"][0]["findings"].clone();
     let dangling = findings
@@ -210,7 +222,7 @@ fn check_finds_links_that_dangle_inside_the_container() {
 #[test]
 fn check_warns_about_oversized_memory() {
     let d = Deployment::standard().group("g", None);
-    d.run(["compose", "g", "--delivery", "copy"]).success();
+    d.run(["compose", "g"]).success();
     d.write("groups/g/CLAUDE.local.md", "x".repeat(41_000).as_bytes());
     let run = d.run(["check", "g", "--json"]).success();
     let codes: Vec<_> = run.json()["groups"][0]["findings"]
@@ -300,4 +312,40 @@ fn check_warns_about_a_release_outside_the_corpus() {
         !report.to_string().contains("claude-version-unverified"),
         "{report}"
     );
+}
+
+/// Issue 8, item 12: file names and import text an agent chose, with newlines and escape
+/// sequences (screen clear, OSC 52 clipboard write, a forged summary line), are shown escaped
+/// by `render --delivery-view` and by check's human output: no control character reaches the
+/// terminal and no line is forged.
+#[test]
+fn delivery_view_and_check_escape_control_characters_from_disk() {
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    let forged = "x\n0 group(s) checked: 0 error(s), 0 warning(s)\n\u{1b}[2J.md";
+    d.write(&format!("groups/g/.claude/rules/{forged}"), b"Rule.\n");
+    d.write(
+        "groups/g/CLAUDE.local.md",
+        "Mine. @./\u{1b}]52;c;cHduZWQ=\u{7}.md @./\u{9b}31m.md @./bidi\u{202e}dm.txt\n".as_bytes(),
+    );
+    let view = d.run(["render", "g", "--delivery-view"]).success().stdout();
+    let check = d.run(["check", "g"]).expect_code(1).stdout();
+    for (what, out) in [("render --delivery-view", &view), ("check", &check)] {
+        let bad: Vec<char> = out
+            .chars()
+            .filter(|&c| (c.is_control() && c != '\n') || ('\u{202a}'..='\u{202e}').contains(&c))
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "{what} printed control characters {bad:?}:\n{out}"
+        );
+        assert!(
+            !out.lines().any(|l| l.starts_with("0 group(s) checked")),
+            "{what} printed a forged line:\n{out}"
+        );
+    }
+    assert!(view.contains("\\u{a}0 group(s) checked"), "{view}");
+    assert!(view.contains("\\u{1b}]52;c;cHduZWQ=\\u{7}.md"), "{view}");
+    assert!(check.contains("\\u{1b}]52;c;cHduZWQ=\\u{7}.md"), "{check}");
+    assert!(check.contains("\\u{9b}31m.md"), "{check}");
 }

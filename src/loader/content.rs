@@ -26,6 +26,9 @@ pub struct ParsedFile {
     pub imports: Vec<String>,
     /// `@path` mentions that are not imports because of where they stand.
     pub ignored: Vec<IgnoredMention>,
+    /// The `paths:` globs expand past the glob budgets: `paths` holds only those within them
+    /// (the file is still conditional exactly when it would be).
+    pub paths_truncated: bool,
 }
 
 /// An `@path` mention Claude Code does not follow, and why.
@@ -78,18 +81,43 @@ pub enum ParseError {
 /// assert_eq!(file.paths, Some(vec!["src/**/*.rs".to_string()]));
 /// ```
 pub fn parse(text: &str) -> Result<ParsedFile, ParseError> {
-    parse_as(text, ClaudeVersion::default())
+    parse_within(text, &crate::loader::Budgets::default())
 }
 
 /// [`parse`] as Claude Code release `version` reads the file.
 pub fn parse_as(text: &str, version: ClaudeVersion) -> Result<ParsedFile, ParseError> {
-    let (body, paths) = frontmatter::split(text, version);
+    parse_as_within(text, version, &crate::loader::Budgets::default())
+}
+
+/// [`parse`] with the glob budgets of `budgets` (`glob_patterns`, `glob_bytes`) instead of
+/// the defaults: `paths:` brace expansion stops there (see [`ParsedFile::paths_truncated`]).
+pub fn parse_within(
+    text: &str,
+    budgets: &crate::loader::Budgets,
+) -> Result<ParsedFile, ParseError> {
+    parse_as_within(text, ClaudeVersion::default(), budgets)
+}
+
+/// [`parse_as`] within `budgets`.
+pub fn parse_as_within(
+    text: &str,
+    version: ClaudeVersion,
+    budgets: &crate::loader::Budgets,
+) -> Result<ParsedFile, ParseError> {
+    let (
+        body,
+        frontmatter::Paths {
+            paths,
+            truncated: paths_truncated,
+        },
+    ) = frontmatter::split(text, version, budgets);
     let scan = scan_markdown_as(body, version)?;
     Ok(ParsedFile {
         body: scan.body,
         paths,
         imports: scan.imports,
         ignored: scan.ignored,
+        paths_truncated,
     })
 }
 

@@ -9,7 +9,23 @@
 use yaml_rust2::{Yaml, YamlLoader};
 
 use super::markdown;
+use super::model::Budgets;
 use super::version::{Behaviour, ClaudeVersion};
+
+/// The `paths:` of a frontmatter block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Paths {
+    /// The globs that make the file conditional; `None`: unconditional.
+    pub(crate) paths: Option<Vec<String>>,
+    /// The expansion stopped at a budget (Claude Code's own, which keeps the pattern
+    /// unexpanded, or clawmd's glob budgets, which keep only the globs within them).
+    pub(crate) truncated: bool,
+}
+
+/// More alias references than this in one block are not expanded: each alias copies its
+/// anchor's whole node, so a few lines could otherwise ask for gigabytes. Such a block is
+/// treated as not YAML (no `paths`), with the budget flag set.
+const MAX_ALIASES: usize = 64;
 
 /// Strip a leading `---` block (JS `qc`) and read its `paths:` (JS `HZr`).
 ///
@@ -17,7 +33,11 @@ use super::version::{Behaviour, ClaudeVersion};
 /// without a leading BOM (since 2.1.239; before, a BOM hides the block): the closing `---`
 /// need not start a line, and the whitespace after it (blank lines, the next line's
 /// indentation) goes with it.
-pub(crate) fn split(text: &str, version: ClaudeVersion) -> (&str, Option<Vec<String>>) {
+pub(crate) fn split<'t>(
+    text: &'t str,
+    version: ClaudeVersion,
+    budgets: &Budgets,
+) -> (&'t str, Paths) {
     let t = if version.has(Behaviour::FrontmatterAfterBom) {
         text.strip_prefix('\u{feff}').unwrap_or(text)
     } else {
@@ -25,19 +45,19 @@ pub(crate) fn split(text: &str, version: ClaudeVersion) -> (&str, Option<Vec<Str
     };
     // JS checks `indexOf("---", 3)` first; the regex needs a leading `---` anyway.
     let Some(after_open) = t.strip_prefix("---") else {
-        return (text, None);
+        return (text, Paths::default());
     };
     if !after_open.contains("---") {
-        return (text, None);
+        return (text, Paths::default());
     }
     let ws = after_open.len() - after_open.trim_start_matches(markdown::is_js_space).len();
     // `\s*\n`: greedy whitespace that must end with a newline (backtracking to the last one).
     let Some(nl) = after_open[..ws].rfind('\n') else {
-        return (text, None);
+        return (text, Paths::default());
     };
     let inner_start = 3 + nl + 1;
     let Some(close) = t[inner_start..].find("---") else {
-        return (text, None);
+        return (text, Paths::default());
     };
     let yaml = &t[inner_start..inner_start + close];
     let mut end = inner_start + close + 3;
@@ -45,7 +65,7 @@ pub(crate) fn split(text: &str, version: ClaudeVersion) -> (&str, Option<Vec<Str
     let ws = rest.len() - rest.trim_start_matches(markdown::is_js_space).len();
     end += ws;
     // `\n?` after a greedy `\s*` never adds anything: `\s` already took every newline.
-    (&t[end..], paths(yaml))
+    (&t[end..], paths(yaml, budgets))
 }
 
 /// JS `Bar`: the block as YAML, with Claude Code's one retry; `None` when both fail.
@@ -140,20 +160,30 @@ fn indent_tabs_as_spaces(text: &str) -> String {
 }
 
 /// JS `HZr` on a parsed block: `paths` expanded (`Cxn`), a trailing `/**` dropped; none
-/// left, or only `**`, means unconditional (`None`).
-fn paths(block: &str) -> Option<Vec<String>> {
-    let doc = parse_yaml(block)?;
-    // JS `Ws`: only a mapping counts as frontmatter.
-    let Yaml::Hash(map) = doc else {
-        return None;
-    };
-    let value = map.get(&Yaml::String("paths".into()))?;
-    if !is_truthy(value) {
-        return None;
+/// left, or only `**`, means unconditional (`None`). Within clawmd's glob budgets: past them
+/// only the globs within are kept (the file stays conditional exactly when it would be).
+fn paths(block: &str, budgets: &Budgets) -> Paths {
+    if alias_count(block) > MAX_ALIASES {
+        tracing::debug!("frontmatter holds too many YAML aliases; not expanded");
+        return Paths {
+            paths: None,
+            truncated: true,
+        };
     }
+    let Some(Yaml::Hash(map)) = parse_yaml(block) else {
+        // JS `Ws`: only a mapping counts as frontmatter.
+        return Paths::default();
+    };
+    let Some(value) = map
+        .get(&Yaml::String("paths".into()))
+        .filter(|v| is_truthy(v))
+    else {
+        return Paths::default();
+    };
     let mut budget = Budget {
         results: 1000,
         units: 4_194_304,
+        exceeded: false,
     };
     let globs: Vec<String> = split_globs(value, &mut budget)
         .into_iter()
@@ -161,9 +191,43 @@ fn paths(block: &str) -> Option<Vec<String>> {
         .filter(|g| !g.is_empty())
         .collect();
     if globs.is_empty() || globs.iter().all(|g| g == "**") {
-        return None;
+        return Paths {
+            paths: None,
+            truncated: budget.exceeded,
+        };
     }
-    Some(globs)
+    let mut kept = Vec::new();
+    let mut bytes = 0;
+    let mut truncated = budget.exceeded;
+    for g in globs {
+        if kept.len() >= budgets.glob_patterns || bytes + g.len() > budgets.glob_bytes {
+            truncated = true;
+            break;
+        }
+        bytes += g.len();
+        kept.push(g);
+    }
+    Paths {
+        paths: Some(kept),
+        truncated,
+    }
+}
+
+/// Alias references (`*name` where a YAML node may start) in a block.
+fn alias_count(block: &str) -> usize {
+    let b = block.as_bytes();
+    (0..b.len())
+        .filter(|&i| {
+            b[i] == b'*'
+                && (i == 0
+                    || matches!(
+                        b[i - 1],
+                        b' ' | b'\t' | b'\n' | b'[' | b'{' | b',' | b':' | b'-'
+                    ))
+                && b.get(i + 1)
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        })
+        .count()
 }
 
 /// JavaScript truthiness of the value Bun's parser would give.
@@ -185,6 +249,8 @@ fn is_truthy(v: &Yaml) -> bool {
 struct Budget {
     results: i64,
     units: i64,
+    /// Set when a pattern was left unexpanded because of these limits.
+    exceeded: bool,
 }
 
 /// JS `Us`: lists are flattened, strings split on commas outside braces (trimmed, empties
@@ -248,6 +314,7 @@ fn expand_braces(pattern: &str, budget: &mut Budget) -> Vec<String> {
         let n = (out.len() + stack.len() + alternatives.len()) as i64;
         if budget.units < 0 || n > budget.results || n * whole > budget.units {
             tracing::debug!(pattern, "brace expansion over budget; used unexpanded");
+            budget.exceeded = true;
             return vec![pattern.to_string()];
         }
         for alt in alternatives.iter().rev() {
@@ -276,7 +343,7 @@ mod tests {
     use super::*;
 
     fn p(yaml: &str) -> Option<Vec<String>> {
-        paths(yaml)
+        paths(yaml, &Budgets::default()).paths
     }
 
     #[test]
@@ -320,6 +387,7 @@ mod tests {
         let mut b = Budget {
             results: 1000,
             units: 4_194_304,
+            exceeded: false,
         };
         assert_eq!(
             expand_braces("a/{b,c}/{d,e}", &mut b),
@@ -335,13 +403,45 @@ mod tests {
     #[test]
     fn frontmatter_is_stripped_with_following_whitespace() {
         let v = ClaudeVersion::default();
-        assert_eq!(split("---\ntitle: x\n---\n\n  body\n", v), ("body\n", None));
-        assert_eq!(split("--- x\n---\nbody", v).0, "--- x\n---\nbody");
-        assert_eq!(split("\u{feff}---\na: 1\n---\nB", v).0, "B");
+        let b = Budgets::default();
+        assert_eq!(
+            split("---\ntitle: x\n---\n\n  body\n", v, &b),
+            ("body\n", Paths::default())
+        );
+        assert_eq!(split("--- x\n---\nbody", v, &b).0, "--- x\n---\nbody");
+        assert_eq!(split("\u{feff}---\na: 1\n---\nB", v, &b).0, "B");
         let before_bom_rule = ClaudeVersion::new(2, 1, 238);
         assert_eq!(
-            split("\u{feff}---\na: 1\n---\nB", before_bom_rule).0,
+            split("\u{feff}---\na: 1\n---\nB", before_bom_rule, &b).0,
             "\u{feff}---\na: 1\n---\nB"
         );
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    #[test]
+    fn alias_bombs_are_not_expanded() {
+        let mut yaml = String::from("a: &a [x, x, x, x, x, x, x, x]\n");
+        for i in 0..70 {
+            yaml += &format!("b{i}: &b{i} [*a, *a, *a, *a, *a, *a, *a, *a]\n");
+        }
+        yaml += "paths: *b69\n";
+        let p = paths(&yaml, &Budgets::default());
+        assert!(p.truncated);
+        assert_eq!(p.paths, None);
+    }
+
+    #[test]
+    fn globs_past_the_budgets_are_cut() {
+        let budgets = Budgets {
+            glob_patterns: 2,
+            ..Budgets::default()
+        };
+        let p = paths("paths: [a, b, c]\n", &budgets);
+        assert!(p.truncated);
+        assert_eq!(p.paths, Some(vec!["a".into(), "b".into()]));
     }
 }
