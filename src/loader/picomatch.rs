@@ -6,7 +6,18 @@
 //! whole segment, `[…]` classes (`!`/`^` negated), `{a,b}` alternatives, the extglobs
 //! `@(a|b)`, `?(…)`, `+(…)`, `*(…)`, `!(…)`, `\` escapes, and a leading `!` that negates the
 //! whole pattern (so `["!**/keep.md"]` excludes everything *but* `keep.md`: cases 50–56).
-//! Matching is backtracking over a token list; inputs are paths, so it stays small.
+//! Matching is backtracking over a token list, capped at [`MAX_STEPS`] steps per path (a
+//! pattern like `*a*a*a*a*b` could otherwise take exponential time, and an agent can write
+//! the settings file): past the cap the pattern counts as not matching.
+
+use std::cell::Cell;
+
+/// Backtracking steps allowed for one pattern against one path.
+const MAX_STEPS: u32 = 100_000;
+
+thread_local! {
+    static STEPS: Cell<u32> = const { Cell::new(0) };
+}
 
 /// One compiled pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +79,16 @@ impl Pattern {
     /// Does `path` match?
     pub(crate) fn is_match(&self, path: &str) -> bool {
         let s: Vec<char> = path.chars().collect();
-        matches_at(&self.tokens, &s, 0) != self.negated
+        STEPS.with(|c| c.set(0));
+        let matched = matches_at(&self.tokens, &s, 0);
+        if STEPS.with(Cell::get) > MAX_STEPS {
+            tracing::debug!(
+                path,
+                "claudeMdExcludes pattern too costly to match; skipped"
+            );
+            return false;
+        }
+        matched != self.negated
     }
 }
 
@@ -222,6 +242,13 @@ fn brace_has_comma(c: &[char], from: usize) -> bool {
 
 /// Do `toks` match `s[p..]` entirely?
 fn matches_at(toks: &[Tok], s: &[char], p: usize) -> bool {
+    let steps = STEPS.with(|c| {
+        c.set(c.get().saturating_add(1));
+        c.get()
+    });
+    if steps > MAX_STEPS {
+        return false;
+    }
     let Some((tok, rest)) = toks.split_first() else {
         return p == s.len();
     };
@@ -320,5 +347,16 @@ mod tests {
             m("/r/{a}.md", "/r/{a}.md"),
             "a brace without a comma is literal"
         );
+    }
+
+    #[test]
+    fn costly_patterns_are_cut_off() {
+        let path = format!("/{}", "a".repeat(200));
+        let pattern = format!("/{}b", "*a".repeat(30));
+        let started = std::time::Instant::now();
+        assert!(!m(&pattern, &path));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // A negated costly pattern does not turn into "matches everything".
+        assert!(!m(&format!("!{pattern}"), &path));
     }
 }
