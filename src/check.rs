@@ -93,7 +93,7 @@ pub fn check_group(
         let delivered = verify::verify(layout, plan, sources, &options.settings);
         not_delivered(layout, group, plan, &delivered, &mut findings);
     }
-    findings.sort_by_key(|f| f.severity);
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     GroupCheck {
         group: group.to_owned(),
         delivery,
@@ -310,6 +310,11 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
             Code::ConfigUnreadable,
             "fix ~/.claude.json",
         ),
+        D::BudgetExceeded => (
+            Severity::Error,
+            Code::BudgetExceeded,
+            "this much memory cannot be what the agent should get: shrink or remove the file (an agent may have written it)",
+        ),
         D::ImportExternal
         | D::ImportRepeated
         | D::ImportInCode
@@ -351,7 +356,7 @@ fn dangling_links(layout: &Layout, fs: &MountedFs, findings: &mut Vec<Finding>) 
 fn group_error_finding(layout: &Layout, group: &str, err: &GroupError) -> Finding {
     Finding {
         severity: Severity::Error,
-        code: err.code(),
+        code: Code::from(err),
         file: err.file().unwrap_or_else(|| layout.group_dir(group)),
         message: err.to_string(),
         fix: "fix the problem above, then run `clawmd compose` for the group".to_owned(),

@@ -921,6 +921,97 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_or_device_is_refused_without_being_opened() {
+        let (temp, dir) = dir();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            temp.path().join("fifo"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        // A blocking open of a FIFO with no writer would hang here.
+        let err = dir.read_file("fifo", 100).unwrap_err();
+        assert!(err.to_string().contains("a special file"), "{err}");
+        let err = read_host_file(&temp.path().join("fifo"), 100).unwrap_err();
+        assert!(matches!(err, FsError::Unsafe { .. }), "{err}");
+        let err = dir.append_file("fifo", |_| b"x".to_vec()).unwrap_err();
+        assert!(matches!(err, FsError::Unsafe { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_mode_and_a_new_one_follows_the_folder() {
+        use std::os::unix::fs::PermissionsExt;
+        let (temp, dir) = dir();
+        let mode = |name: &str| {
+            std::fs::metadata(temp.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o750)).unwrap();
+        dir.write_file("new", b"x").unwrap();
+        assert_eq!(mode("new"), 0o640);
+        std::fs::set_permissions(
+            temp.path().join("new"),
+            std::fs::Permissions::from_mode(0o604),
+        )
+        .unwrap();
+        dir.write_file("new", b"y").unwrap();
+        assert_eq!(mode("new"), 0o604);
+        assert!(dir.create_new_file("seed", b"").unwrap());
+        assert_eq!(mode("seed"), 0o640);
+    }
+
+    #[test]
+    fn zero_blocks_are_written_as_holes_and_read_back_whole() {
+        use std::os::unix::fs::MetadataExt;
+        let (temp, dir) = dir();
+        let mut bytes = vec![0u8; 8 * 1024 * 1024];
+        bytes[..5].copy_from_slice(b"start");
+        bytes[4097] = b'x';
+        let last = bytes.len() - 1;
+        bytes[last] = b'\n';
+        dir.write_file("sparse", &bytes).unwrap();
+        assert_eq!(std::fs::read(temp.path().join("sparse")).unwrap(), bytes);
+        let allocated = std::fs::metadata(temp.path().join("sparse"))
+            .unwrap()
+            .blocks()
+            * 512;
+        assert!(allocated < 1024 * 1024, "{allocated} bytes allocated");
+    }
+
+    #[test]
+    fn append_file_appends_in_place() {
+        use std::os::unix::fs::MetadataExt;
+        let (temp, dir) = dir();
+        dir.write_file("log", b"one").unwrap();
+        let inode = std::fs::metadata(temp.path().join("log")).unwrap().ino();
+        dir.append_file("log", |last| {
+            assert_eq!(last, Some(b'e'));
+            b"\ntwo\n".to_vec()
+        })
+        .unwrap();
+        assert_eq!(
+            dir.read_file("log", 100).unwrap(),
+            Some(b"one\ntwo\n".to_vec())
+        );
+        assert_eq!(
+            std::fs::metadata(temp.path().join("log")).unwrap().ino(),
+            inode
+        );
+        dir.write_file("empty", b"").unwrap();
+        dir.append_file("empty", |last| {
+            assert_eq!(last, None);
+            b"x".to_vec()
+        })
+        .unwrap();
+        assert!(dir.append_file("missing", |_| Vec::new()).is_err());
+    }
+
+    #[test]
     fn lock_times_out_while_held_and_is_free_after_drop() {
         let temp = tempfile::tempdir().unwrap();
         let path = temp.path().join("locks/g.lock");

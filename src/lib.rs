@@ -7,6 +7,9 @@
 //! * [`loader`] reproduces how the real Claude Code loads memory; [`view`] runs it inside a
 //!   group's container (the mount table) for `render`, and [`check`] turns what it finds, and
 //!   the state of the composition, into findings with fixes.
+//! * [`deployment`] is how every command reads a deployment (groups, sources, a group's
+//!   observation); [`report`] holds every command's report and the one [`report::Code`]
+//!   vocabulary.
 
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 

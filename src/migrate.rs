@@ -9,7 +9,8 @@
 //! Each folder is migrated in three steps, chezmoi style: [`observe_group`] (or
 //! [`observe_global`]) reads what is there, [`plan_group`] (or [`plan_global`]) computes the
 //! [`Action`]s from that alone (pure), and [`apply_group`] (or [`apply_global`]) performs them
-//! through [`fsops`](crate::fsops). A dry run stops before applying.
+//! through [`fsops`] (the one module that writes). A dry run stops before
+//! applying.
 //!
 //! Nothing is ever deleted before its text is durably somewhere else, and a text already
 //! present where it would go (whole, at line boundaries) is not added twice, so a run killed
@@ -17,6 +18,7 @@
 //! nothing. Legacy text is appended to an existing `CLAUDE.local.md` in place (`O_APPEND`), so
 //! an agent appending to its memory at the same moment loses nothing.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::deployment::{MAX_SOURCE_BYTES, checked_group_dir, list_groups};
@@ -237,10 +239,14 @@ pub fn apply_group(dir: &SafeDir, actions: &[Action]) -> Result<(), GroupError> 
         match action {
             Action::CleanTemp { name, .. } => dir.remove(name)?,
             Action::RemoveGlobalLink => dir.remove(names::LEGACY_GLOBAL_LINK)?,
-            Action::Move { text } => create_new(dir, names::CLAUDE_LOCAL_MD, text)?,
-            Action::Append { text, .. } => dir.append_file(names::CLAUDE_LOCAL_MD, |last| {
-                below_marker(last, LEGACY_MARKER, text)
-            })?,
+            Action::Move { text } => {
+                if !dir.create_new_file(names::CLAUDE_LOCAL_MD, text)? {
+                    // The agent created its CLAUDE.local.md since it was observed: the text
+                    // goes below a marker, as if the file had been there then.
+                    append_legacy(dir, text)?;
+                }
+            }
+            Action::Append { text, .. } => append_legacy(dir, text)?,
             Action::RemoveMigrated | Action::RemoveGlobalDir => {}
         }
         // The text is durable in its new place before the old file goes.
@@ -253,6 +259,14 @@ pub fn apply_group(dir: &SafeDir, actions: &[Action]) -> Result<(), GroupError> 
             dir.sync()?;
         }
     }
+    Ok(())
+}
+
+/// Appends legacy text below the marker to the group's `CLAUDE.local.md`, in place.
+fn append_legacy(dir: &SafeDir, text: &[u8]) -> Result<(), GroupError> {
+    dir.append_file(names::CLAUDE_LOCAL_MD, |last| {
+        below_marker(last, LEGACY_MARKER, text)
+    })?;
     Ok(())
 }
 
@@ -274,6 +288,7 @@ fn report_group_action(action: &Action) -> ActionReport {
             from: legacy,
             into: local,
         },
+        // (`RemoveGlobalDir` is never planned for a group.)
         Action::RemoveMigrated | Action::RemoveGlobalDir => ActionReport::RemoveMigrated {
             path: legacy,
             kept_in: local,
@@ -296,11 +311,7 @@ fn migrate_global(
         }
         other => other?,
     };
-    let container = match SafeDir::open(&layout.container_dir) {
-        Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
-        other => Some(other?),
-    };
-    let state = observe_global(&global, container.as_ref())?;
+    let state = observe_global(&global, &layout.container_dir)?;
     let (actions, warnings) = plan_global(&state, layout)?;
     let reports = actions
         .iter()
@@ -319,12 +330,9 @@ fn migrate_global(
     Ok((reports, warnings))
 }
 
-/// Reads what migrate needs to know about `groups/global` and, when there is text to move,
-/// `container/`.
-pub fn observe_global(
-    global: &SafeDir,
-    container: Option<&SafeDir>,
-) -> Result<GlobalState, GroupError> {
+/// Reads what migrate needs to know about `groups/global` and, only when there is text to move,
+/// the `container/` folder at `container_dir` (missing is fine).
+pub fn observe_global(global: &SafeDir, container_dir: &Path) -> Result<GlobalState, GroupError> {
     let temps = global.stale_temps()?;
     let claude_md = global.kind(names::CLAUDE_MD)?;
     let text = match claude_md {
@@ -338,12 +346,21 @@ pub fn observe_global(
         .map(|name| name.to_string_lossy().into_owned())
         .filter(|name| !(temps.contains(name) || (name == names::CLAUDE_MD && text.is_some())))
         .collect();
-    let (container_temps, shared_base) = match (container, &text) {
-        (Some(container), Some(_)) => (
+    let container = match &text {
+        None => None,
+        Some(_) => match SafeDir::open(container_dir) {
+            Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                None
+            }
+            other => Some(other?),
+        },
+    };
+    let (container_temps, shared_base) = match &container {
+        Some(container) => (
             container.stale_temps()?,
             read_regular(container, names::CLAUDE_MD, MAX_GLOBAL_BYTES)?,
         ),
-        _ => (Vec::new(), None),
+        None => (Vec::new(), None),
     };
     Ok(GlobalState {
         temps,
@@ -488,6 +505,7 @@ fn report_global_action(layout: &Layout, action: &Action) -> ActionReport {
             path: from,
             kept_in: into,
         },
+        // (`RemoveGlobalLink` is never planned for `global`.)
         Action::RemoveGlobalDir | Action::RemoveGlobalLink => ActionReport::RemoveGlobalDir {
             path: global_dir.display().to_string(),
         },
@@ -622,6 +640,27 @@ mod tests {
         assert!(!holds(b"abc", b"abcd"));
         // Leading spaces are part of the text.
         assert!(!holds(b"indented\n", b"  indented\n"));
+    }
+
+    #[test]
+    fn a_local_file_the_agent_created_since_the_observation_gets_the_text_below_a_marker() {
+        let temp = tempfile::tempdir().unwrap();
+        std::fs::write(temp.path().join(names::CLAUDE_MD), "legacy\n").unwrap();
+        let dir = SafeDir::open(temp.path()).unwrap();
+        let (actions, _) = plan_group(&observe_group(&dir).unwrap());
+        assert_eq!(
+            actions,
+            [Action::Move {
+                text: b"legacy\n".to_vec()
+            }]
+        );
+        std::fs::write(temp.path().join(names::CLAUDE_LOCAL_MD), "agent\n").unwrap();
+        apply_group(&dir, &actions).unwrap();
+        assert_eq!(
+            std::fs::read(temp.path().join(names::CLAUDE_LOCAL_MD)).unwrap(),
+            appended(b"agent\n", LEGACY_MARKER, b"legacy\n")
+        );
+        assert!(!temp.path().join(names::CLAUDE_MD).exists());
     }
 
     #[test]

@@ -6,10 +6,15 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
+
 use crate::error::GroupError;
-use crate::layout::Layout;
+use crate::fsops::FsError;
+use crate::layout::{Layout, names};
 use crate::loader::mounted::nanoclaw_mounts;
 use crate::loader::{ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load};
+use crate::report::{escape, escape_path};
 
 /// The default `$HOME` of the agent inside the container.
 pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
@@ -51,10 +56,11 @@ pub struct ViewOptions {
     pub consumer: Consumer,
 }
 
-/// The mounts of `group`'s container: the nanoclaw table, plus the home when given.
-pub fn group_mounts(layout: &Layout, group: &str, options: &ViewOptions) -> Vec<Mount> {
+/// The mounts of the container of the group in `group_dir`: the nanoclaw table, plus the
+/// home when given.
+pub fn group_mounts(layout: &Layout, group_dir: &Path, options: &ViewOptions) -> Vec<Mount> {
     let mut mounts = nanoclaw_mounts(
-        &layout.group_dir(group),
+        group_dir,
         &layout.container_dir,
         &layout.workspace_mount,
         &layout.app_mount,
@@ -86,16 +92,18 @@ pub fn load_options(cwd: &Path, home: Option<PathBuf>, options: &ViewOptions) ->
 
 /// Loads what the agent of `group` gets at spawn. Returns the memory and the mounted
 /// filesystem it was read through (to map container paths back to the host).
+///
+/// The group folder, and the group's `CLAUDE.md`, `.claude-fragments` and `container.json`
+/// (mounted on their own, so the runner would bind whatever a link there points to), are
+/// refused when they are symlinks, as compose and check refuse them; everything else in the
+/// group is resolved as the container resolves it.
 pub fn load_group(
     layout: &Layout,
     group: &str,
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
     let group_dir = crate::deployment::checked_group_dir(layout, group)?;
-    if std::fs::symlink_metadata(&group_dir).is_err() {
-        return Err(GroupError::Missing { path: group_dir });
-    }
-    let fs = MountedFs::new(group_mounts(layout, group, options));
+    let fs = open_group_view(layout, &group_dir, options)?;
     let home = options.home.as_ref().map(|_| container_home(options));
     let mut load_options = load_options(&layout.workspace_mount, home, options);
     load_options.managed_dir = None;
@@ -103,7 +111,87 @@ pub fn load_group(
     Ok((memory, fs))
 }
 
+/// The container view of a group, its group-folder mounts opened without following links.
+fn open_group_view(
+    layout: &Layout,
+    group_dir: &Path,
+    options: &ViewOptions,
+) -> Result<MountedFs, GroupError> {
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = match rustix::fs::open(group_dir, dir_flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => {
+            return Err(GroupError::Missing {
+                path: group_dir.to_owned(),
+            });
+        }
+        Err(Errno::NOTDIR | Errno::LOOP) => {
+            let found = match std::fs::symlink_metadata(group_dir) {
+                Ok(m) if m.file_type().is_symlink() => "a symlink",
+                _ => "not a directory",
+            };
+            return Err(unsafe_entry(group_dir, found, "a real directory"));
+        }
+        Err(err) => {
+            return Err(FsError::Io {
+                op: "open directory",
+                path: group_dir.to_owned(),
+                source: err.into(),
+            }
+            .into());
+        }
+    };
+    let mut sources = Vec::new();
+    for mount in group_mounts(layout, group_dir, options) {
+        let handle = match mount.host.strip_prefix(group_dir) {
+            Ok(rel) if rel.as_os_str().is_empty() => {
+                rustix::fs::openat(&dir, ".", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+            }
+            Ok(rel) => {
+                let handle = rustix::fs::openat(
+                    &dir,
+                    rel,
+                    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                );
+                if let Ok(fd) = &handle {
+                    let is_link = rustix::fs::fstat(fd)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+                    if is_link {
+                        let expected = if rel == Path::new(names::FRAGMENTS) {
+                            "a real directory"
+                        } else {
+                            "a regular file"
+                        };
+                        return Err(unsafe_entry(&mount.host, "a symlink", expected));
+                    }
+                }
+                handle
+            }
+            // Not in the group folder (container/, the home): trusted host paths, opened
+            // following links as a bind mount does.
+            Err(_) => rustix::fs::open(&mount.host, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()),
+        };
+        sources.push((mount, handle));
+    }
+    Ok(MountedFs::with_sources(sources))
+}
+
+fn unsafe_entry(path: &Path, found: &str, expected: &'static str) -> GroupError {
+    GroupError::Fs(FsError::Unsafe {
+        path: path.to_owned(),
+        found: found.to_owned(),
+        expected,
+        fix: format!(
+            "an agent may have planted it: move {} aside and run `clawmd compose` for the group",
+            path.display()
+        ),
+    })
+}
+
 /// A listing of what reaches the agent and what is dropped, for `render --delivery-view`.
+/// Every name and text that came from disk is passed through [`escape`], so a file
+/// name or an import an agent chose cannot move the cursor, clear the screen or forge a line.
 pub fn delivery_view(memory: &Memory) -> String {
     let mut out = String::new();
     let approval = if memory.external_imports_approved {
@@ -114,30 +202,37 @@ pub fn delivery_view(memory: &Memory) -> String {
     let _ = writeln!(
         out,
         "memory for {} (external imports {approval}):",
-        memory.cwd.display()
+        shown(&memory.cwd)
     );
     for file in &memory.files {
         let chars = file.body.chars().count();
         let via = match (&file.import, &file.parent) {
-            (Some(import), Some(parent)) => format!(" via {import} in {}", parent.display()),
+            (Some(import), Some(parent)) => {
+                format!(" via {} in {}", escape(import), shown(parent))
+            }
             _ => String::new(),
         };
         let _ = writeln!(
             out,
             "  loaded   {} ({chars} chars, {}){via}",
-            file.path.display(),
+            shown(&file.path),
             file.label()
         );
     }
     for diagnostic in &memory.diagnostics {
         let mark = match diagnostic.severity {
+            Severity::Error => "error   ",
             Severity::Warning => "warning ",
             Severity::Info => "note    ",
         };
-        let _ = writeln!(out, "  {mark} {}", diagnostic.message);
+        let _ = writeln!(out, "  {mark} {}", escape(&diagnostic.message));
     }
     if memory.files.is_empty() {
         let _ = writeln!(out, "  (nothing: Claude Code sends no memory block)");
     }
     out
+}
+
+fn shown(path: &Path) -> String {
+    escape_path(path)
 }

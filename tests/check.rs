@@ -191,3 +191,57 @@ fn check_writes_nothing() {
     d.run(["check", "--all"]).expect_code(1);
     assert_eq!(d.snapshot(), before);
 }
+
+/// Runs clawmd with its address space capped (`ulimit -v`), as a host under memory pressure
+/// would: a run that asks for gigabytes aborts instead of swapping.
+fn run_capped(d: &Deployment, kib: u64, args: &[&str]) -> common::Run {
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_clawmd"))
+        .args(args)
+        .env_clear()
+        .env("CLAWMD_ROOT", d.root())
+        .output()
+        .expect("run clawmd");
+    common::Run { output }
+}
+
+/// Issue 8: one group's rule with 3.5 MB of `{a,b}` in its `paths:` made the loader ask for
+/// gigabytes and abort, so `check --all` reported no group at all. Within 1 GiB of address
+/// space, every group is now reported and the bomb is one finding.
+#[test]
+fn check_all_reports_every_group_when_one_holds_a_brace_bomb() {
+    let bomb = format!(
+        "---\npaths: \"{}\"\n---\nA conditional rule.\n",
+        "{a,b}".repeat(700_000)
+    );
+    let d = Deployment::standard()
+        .group("a", None)
+        .group("hostile", None)
+        .group("z", None);
+    d.run(["compose", "--all"]).success();
+    d.write("groups/hostile/.claude/rules/bomb.md", bomb.as_bytes());
+    let run = run_capped(&d, 1024 * 1024, &["check", "--all", "--json"]).expect_code(1);
+    let report = run.json();
+    let groups: Vec<&str> = report["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["a", "hostile", "z"]);
+    assert_eq!(codes(&run, 0), Vec::<String>::new());
+    assert_eq!(codes(&run, 2), Vec::<String>::new());
+    let finding = &report["groups"][1]["findings"][0];
+    assert_eq!(finding["code"], "budget-exceeded", "{report}");
+    assert!(
+        finding["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("groups/hostile/.claude/rules/bomb.md"),
+        "{finding}"
+    );
+    let render = run_capped(&d, 1024 * 1024, &["render", "hostile"]).success();
+    assert!(!render.stdout().contains("A conditional rule."));
+}

@@ -979,3 +979,35 @@ fn human_output_escapes_control_characters_from_disk() {
         .count();
     assert_eq!(real, 1, "{out}");
 }
+
+#[test]
+fn one_output_format_choice_for_every_command_with_json_as_an_alias() {
+    let d = Deployment::standard().group("g", None);
+    for command in [
+        vec!["compose", "g", "--dry-run"],
+        vec!["migrate", "--dry-run"],
+        vec!["check", "g"],
+    ] {
+        let with = |extra: &[&str]| {
+            let mut args = command.clone();
+            args.extend_from_slice(extra);
+            d.run(args)
+        };
+        let json = with(&["--json"]).json();
+        assert_eq!(with(&["--format", "json"]).json(), json, "{command:?}");
+        assert_eq!(json["command"], command[0]);
+        let human = with(&["--format", "human"]).stdout();
+        assert_eq!(with(&[]).stdout(), human, "{command:?}");
+        assert!(serde_json::from_str::<serde_json::Value>(&human).is_err());
+        assert_eq!(with(&["--format", "yaml"]).code(), 2, "{command:?}");
+        assert_eq!(with(&["--format", "json", "--json"]).code(), 2);
+    }
+    // A run that cannot start is one typed JSON document in either spelling.
+    std::fs::remove_dir(d.path("groups/g")).unwrap();
+    std::fs::remove_dir(d.path("groups")).unwrap();
+    let failure = d
+        .run(["compose", "--all", "--format", "json"])
+        .expect_code(1);
+    assert_eq!(failure.json()["error"]["code"], "run-failed");
+    assert_eq!(failure.json()["ok"], false);
+}

@@ -625,3 +625,225 @@ fn device_and_process_files_are_never_read_but_proc_version_is() {
         [Path::new("/proc/self/environ"), Path::new("/dev/stdin")]
     );
 }
+
+/// Counts the filesystem calls of a load, to assert that hostile input costs bounded work.
+struct Counting {
+    calls: std::cell::Cell<usize>,
+}
+
+impl Counting {
+    fn new() -> Self {
+        Counting {
+            calls: std::cell::Cell::new(0),
+        }
+    }
+    fn tick(&self) {
+        self.calls.set(self.calls.get() + 1);
+    }
+}
+
+impl MemoryFs for Counting {
+    fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.tick();
+        HostFs.symlink_metadata(path)
+    }
+    fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.tick();
+        HostFs.metadata(path)
+    }
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        self.tick();
+        HostFs.read_link(path)
+    }
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        self.tick();
+        HostFs.canonicalize(path)
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        self.tick();
+        HostFs.read_dir(path)
+    }
+    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome> {
+        self.tick();
+        HostFs.read_limited(path, limit)
+    }
+}
+
+#[track_caller]
+fn budget_diag<'m>(m: &'m Memory, budget: &str) -> &'m clawmd::loader::Diagnostic {
+    m.diagnostics
+        .iter()
+        .find(|d| d.code == D::BudgetExceeded && d.message.contains(&format!("{budget} budget")))
+        .unwrap_or_else(|| panic!("no {budget} budget diagnostic in {:#?}", m.diagnostics))
+}
+
+/// Brace expansion in a rule's `paths:` (issue 8: 3.5 MB asked for 17 GB and aborted): the
+/// expansion stops at the glob budgets, the rule stays conditional, the diagnostic names it.
+#[test]
+fn a_brace_bomb_in_paths_frontmatter_is_cut_at_the_glob_budget() {
+    let bomb = "{a,b}".repeat(60_000); // 300 KB; before: 1,000 copies of it (300 MB)
+    let rule = format!("---\npaths: \"src/{bomb}.rs\"\n---\nConditional.\n");
+    let parsed = clawmd::loader::content::parse(&rule).unwrap();
+    assert!(parsed.paths_truncated);
+    let globs = parsed.paths.expect("still conditional");
+    let bytes: usize = globs.iter().map(String::len).sum();
+    assert!(
+        bytes <= 1 << 20 && globs.len() <= 10_000,
+        "{} globs, {bytes} bytes",
+        globs.len()
+    );
+    // Ordinary braces are untouched.
+    let parsed =
+        clawmd::loader::content::parse("---\npaths: \"{a,b}/{c,d}.rs\"\n---\nX\n").unwrap();
+    assert!(!parsed.paths_truncated);
+    assert_eq!(
+        parsed.paths.unwrap(),
+        ["a/c.rs", "a/d.rs", "b/c.rs", "b/d.rs"]
+    );
+    // A bomb of `**` only (after the budget) still reads as conditional when anything else is
+    // there, and through the loader the rule is held back with both diagnostics.
+    let t = Tree::new();
+    t.file("p/CLAUDE.md", "P\n")
+        .file("p/.claude/rules/r.md", &rule);
+    let m = t.load("p");
+    assert_eq!(m.files.len(), 1);
+    assert_eq!(
+        diag(&m, D::ConditionalRule).path,
+        t.path("p/.claude/rules/r.md")
+    );
+    let d = budget_diag(&m, "glob patterns");
+    assert_eq!(d.path, t.path("p/.claude/rules/r.md"));
+    assert!(d.message.contains("incomplete"), "{}", d.message);
+}
+
+/// A huge `claudeMdExcludes` list (issue 8: 1.9 MB of globs, 1 GB): only the first 1,000
+/// patterns are applied, the diagnostic names the settings file, and those still work.
+#[test]
+fn a_huge_exclude_list_is_cut_at_the_exclude_budget() {
+    let t = Tree::new();
+    let mut patterns = vec![format!("{}/p/skipped.md", t.root().display())];
+    patterns.extend((0..3_000).map(|i| format!("**/d{i}/*.md")));
+    let settings = serde_json::json!({ "claudeMdExcludes": patterns });
+    t.file("p/CLAUDE.md", "P @./skipped.md\n")
+        .file("p/skipped.md", "S\n")
+        .file("p/.claude/settings.json", settings.to_string());
+    let m = t.load("p");
+    assert_eq!(shown(&m, &t.root()), ["p/CLAUDE.md"]);
+    let d = budget_diag(&m, "exclude patterns");
+    assert_eq!(d.path, t.path("p/.claude/settings.json"));
+    assert!(d.message.contains("2001 more pattern(s)"), "{}", d.message);
+}
+
+/// Hard links to one big file, all imported (issue 8: 64 links to 4 MiB, 750 MB): reading
+/// stops at the bytes budget (16 MiB), and the diagnostic names the first file left out.
+#[test]
+fn hard_links_to_a_big_file_stop_at_the_bytes_budget() {
+    let t = Tree::new();
+    let big = "x".repeat(4 * 1024 * 1024 - 100) + "\n";
+    t.file("p/big.md", &big);
+    let mut imports = String::from("P\n@./big.md\n");
+    for i in 1..12 {
+        std::fs::hard_link(t.path("p/big.md"), t.path(&format!("p/h{i}.md"))).unwrap();
+        imports += &format!("@./h{i}.md\n");
+    }
+    t.file("p/CLAUDE.md", imports);
+    let m = t.load("p");
+    let loaded: usize = m.files.iter().map(|f| f.body.len()).sum();
+    assert!(loaded <= 16 * 1024 * 1024, "{loaded} bytes loaded");
+    assert_eq!(m.files.len(), 1 + 4, "CLAUDE.md and 4 copies fit in 16 MiB");
+    let d = budget_diag(&m, "bytes");
+    assert_eq!(d.path, t.path("p/h4.md"));
+    assert!(
+        m.diagnostics
+            .iter()
+            .any(|d| d.message.contains("bytes budget was reached 7 more")),
+        "{:#?}",
+        m.diagnostics
+    );
+}
+
+/// Deeply nested rules folders (issue 8: 500 levels took 10 s, cubic): folders past the
+/// rules-depth budget are not read, and the filesystem work stays small.
+#[test]
+fn deeply_nested_rules_folders_stop_at_the_rules_depth_budget() {
+    let t = Tree::new();
+    let mut dir = String::from("p/.claude/rules");
+    for level in 1..=120 {
+        dir += "/d";
+        if level == 10 || level == 100 {
+            t.file(&format!("{dir}/r{level}.md"), format!("R{level}\n"));
+        }
+    }
+    std::fs::create_dir_all(t.path(&dir)).unwrap();
+    let fs = Counting::new();
+    let m = load(&fs, &t.options("p")).unwrap();
+    assert_eq!(
+        m.files.iter().map(|f| f.body.as_str()).collect::<Vec<_>>(),
+        ["R10\n"]
+    );
+    let d = budget_diag(&m, "rules depth");
+    assert!(
+        d.path
+            .ends_with(format!(".claude/rules{}", "/d".repeat(65))),
+        "{}",
+        d.path.display()
+    );
+    assert!(
+        fs.calls.get() < 2_000,
+        "{} filesystem calls",
+        fs.calls.get()
+    );
+}
+
+/// Many missing imports in one file (issue 8: 468k in 4 MiB took 15.7 s and 400 MB): only
+/// the first 5,000 imports are followed, so the work and the diagnostics stay bounded.
+#[test]
+fn many_missing_imports_stop_at_the_imports_per_file_budget() {
+    let t = Tree::new();
+    let imports: String = (0..20_000).map(|i| format!("@./m{i}.md\n")).collect();
+    t.file("p/CLAUDE.md", imports);
+    let fs = Counting::new();
+    let m = load(&fs, &t.options("p")).unwrap();
+    let missing = m
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == D::ImportMissing)
+        .count();
+    assert_eq!(missing, 5_000);
+    assert_eq!(
+        budget_diag(&m, "imports per file").path,
+        t.path("p/CLAUDE.md")
+    );
+    assert!(
+        fs.calls.get() < 5_000 * 3,
+        "{} filesystem calls",
+        fs.calls.get()
+    );
+}
+
+/// Budgets are options: tiny ones cut early, each with its diagnostic, and never abort.
+#[test]
+fn every_budget_is_an_option_and_reports_when_reached() {
+    let t = Tree::new();
+    let imports: String = (0..30).map(|i| format!("@./f{i}.md\n")).collect();
+    t.file("p/CLAUDE.md", imports);
+    for i in 0..30 {
+        t.file(&format!("p/f{i}.md"), format!("F{i} @./missing{i}.md\n"));
+    }
+    let mut opts = t.options("p");
+    opts.budgets.files = 10;
+    let m = load(&HostFs, &opts).unwrap();
+    assert_eq!(m.files.len(), 10);
+    budget_diag(&m, "files");
+    let mut opts = t.options("p");
+    opts.budgets.imports = 12;
+    let m = load(&HostFs, &opts).unwrap();
+    budget_diag(&m, "imports");
+    assert!(m.files.len() <= 13);
+    let mut opts = t.options("p");
+    opts.budgets.diagnostics = 5;
+    let m = load(&HostFs, &opts).unwrap();
+    assert_eq!(m.files.len(), 31);
+    assert_eq!(m.diagnostics.len(), 6, "{:#?}", m.diagnostics);
+    assert!(m.diagnostics[5].message.contains("25 more diagnostic(s)"));
+}

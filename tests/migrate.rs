@@ -262,7 +262,7 @@ fn global_memory_over_the_shared_base_limit_is_refused_before_anything_is_append
 #[test]
 fn an_agent_appending_to_claude_local_md_during_migrate_loses_nothing() {
     use std::io::Write;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     const GROUPS: usize = 24;
     let mut d = Deployment::standard();
     let legacy = "legacy rule\n".repeat(20_000);
@@ -273,10 +273,17 @@ fn an_agent_appending_to_claude_local_md_during_migrate_loses_nothing() {
             .file(&format!("groups/g{g}/CLAUDE.local.md"), "own notes\n");
     }
     let stop = AtomicBool::new(false);
+    let rounds = AtomicUsize::new(0);
+    let wait_for_a_round = |writer: &std::thread::ScopedJoinHandle<'_, Vec<usize>>| {
+        let seen = rounds.load(Ordering::SeqCst);
+        while rounds.load(Ordering::SeqCst) <= seen && !writer.is_finished() {
+            std::thread::yield_now();
+        }
+    };
     let appended = std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
             let mut count = vec![0usize; GROUPS];
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::SeqCst) {
                 for (g, n) in count.iter_mut().enumerate() {
                     let mut file = std::fs::OpenOptions::new()
                         .append(true)
@@ -286,13 +293,15 @@ fn an_agent_appending_to_claude_local_md_during_migrate_loses_nothing() {
                         .unwrap();
                     *n += 1;
                 }
+                rounds.fetch_add(1, Ordering::SeqCst);
             }
             count
         });
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // The agent is appending before migrate starts and still appending after it ends.
+        wait_for_a_round(&writer);
         let run = d.run(["migrate"]);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        stop.store(true, Ordering::Relaxed);
+        wait_for_a_round(&writer);
+        stop.store(true, Ordering::SeqCst);
         run.success();
         writer.join().unwrap()
     });
@@ -308,6 +317,9 @@ fn an_agent_appending_to_claude_local_md_during_migrate_loses_nothing() {
         assert!(!d.exists(&format!("groups/g{g}/CLAUDE.md")));
     }
     let total: usize = appended.iter().sum();
+    eprintln!(
+        "[reliability] an_agent_appending_to_claude_local_md_during_migrate_loses_nothing: {total} lines appended to {GROUPS} groups during one migrate, {lost} lost"
+    );
     assert!(total > GROUPS, "the agent appended during the run");
     assert_eq!(lost, 0, "{lost} of {total} appended lines lost");
 }

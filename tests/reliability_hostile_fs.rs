@@ -517,3 +517,330 @@ fn an_agent_swapping_links_during_composes_never_reaches_outside() {
         ),
     );
 }
+
+/// The sentinel file's text: it must never appear in anything render or check prints.
+const SECRET: &str = "outside: do not touch";
+
+const RENDERS: &[&[&str]] = &[
+    &["render", "g"],
+    &["render", "g", "--format", "flat"],
+    &["render", "g", "--delivery-view"],
+    &["render", "g", "--approve-external", "--format", "messages"],
+];
+
+/// What render and check do with a group whose entries an agent replaced by links to the
+/// outside: the entries mounted on their own (the group folder, `CLAUDE.md`,
+/// `.claude-fragments`, `container.json`) are refused by name, as compose refuses them;
+/// everything else is resolved as inside the container, where a host path does not exist.
+/// Nothing outside is read (atime), and no output holds the outside text.
+#[test]
+fn render_and_check_refuse_planted_links_and_never_reach_outside() {
+    type Plant = fn(&Deployment, &Sentinel);
+    let cases: Vec<(&str, Plant, Option<&str>)> = vec![
+        (
+            "group folder -> outside folder",
+            |d, s| replace_with_link(d, "groups/g", &s.dir()),
+            Some("groups/g"),
+        ),
+        (
+            "group folder -> outside file",
+            |d, s| replace_with_link(d, "groups/g", &s.file()),
+            Some("groups/g"),
+        ),
+        (
+            "CLAUDE.md -> outside file",
+            |d, s| replace_with_link(d, "groups/g/CLAUDE.md", &s.file()),
+            Some("groups/g/CLAUDE.md"),
+        ),
+        (
+            "CLAUDE.md -> outside folder",
+            |d, s| replace_with_link(d, "groups/g/CLAUDE.md", &s.dir()),
+            Some("groups/g/CLAUDE.md"),
+        ),
+        (
+            "container.json -> outside file, imported",
+            |d, s| {
+                d.write("groups/g/CLAUDE.local.md", b"# Mine\n@./container.json\n");
+                replace_with_link(d, "groups/g/container.json", &s.file());
+            },
+            Some("groups/g/container.json"),
+        ),
+        (
+            ".claude-fragments -> outside folder, a file in it imported",
+            |d, s| {
+                d.write(
+                    "groups/g/CLAUDE.local.md",
+                    b"# Mine\n@./.claude-fragments/b.md\n",
+                );
+                replace_with_link(d, "groups/g/.claude-fragments", &s.dir());
+            },
+            Some("groups/g/.claude-fragments"),
+        ),
+        (
+            "CLAUDE.local.md -> outside file (a host path: missing in the container)",
+            |d, s| replace_with_link(d, "groups/g/CLAUDE.local.md", &s.file()),
+            None,
+        ),
+        (
+            ".claude-shared.md -> outside file",
+            |d, s| replace_with_link(d, "groups/g/.claude-shared.md", &s.file()),
+            None,
+        ),
+        (
+            "an imported link climbing out with ..",
+            |d, s| {
+                d.write("groups/g/CLAUDE.local.md", b"# Mine\n@./up.md\n");
+                let up = format!("{}{}", "../".repeat(40), s.file().display());
+                replace_with_link(d, "groups/g/up.md", Path::new(&up));
+            },
+            None,
+        ),
+        (
+            "a rules folder linked to the outside folder",
+            |d, s| replace_with_link(d, "groups/g/.claude/rules", &s.dir()),
+            None,
+        ),
+    ];
+    let mut runs = 0;
+    for (name, plant, refused) in &cases {
+        let d = deployment();
+        let sentinel = Sentinel::new();
+        plant(&d, &sentinel);
+        let check_args: [&[&str]; 3] = [
+            &["check", "g"],
+            &["check", "g", "--json"],
+            &["check", "--all"],
+        ];
+        for args in RENDERS.iter().chain(check_args.iter()) {
+            let context = format!("{name} / clawmd {}", args.join(" "));
+            let run = clawmd(d.root(), args, &[]);
+            runs += 1;
+            let output = format!("{}{}", run.stdout, run.stderr);
+            assert!(
+                !output.contains(SECRET),
+                "{context}: printed the outside file\n{}",
+                run.show()
+            );
+            assert!(!output.contains("panicked"), "{context}\n{}", run.show());
+            let is_render = args[0] == "render";
+            match refused {
+                Some(rel) => {
+                    run.expect(1, &context);
+                    let named = d.path(rel).display().to_string();
+                    assert!(
+                        output.contains(&named) && output.contains("symlink"),
+                        "{context}: the refusal does not name {named} as a symlink\n{}",
+                        run.show()
+                    );
+                    if is_render {
+                        assert!(run.stdout.is_empty(), "{context}: {}", run.show());
+                    }
+                }
+                None if is_render => {
+                    run.expect(0, &context);
+                }
+                None => assert!(
+                    matches!(run.code(), Some(0 | 1)),
+                    "{context}\n{}",
+                    run.show()
+                ),
+            }
+            if args.contains(&"--all") {
+                assert!(
+                    output.contains("fresh"),
+                    "{context}: the healthy group was not checked\n{}",
+                    run.show()
+                );
+            }
+        }
+        sentinel.assert_untouched(name);
+    }
+    figure(
+        "render_and_check_refuse_planted_links_and_never_reach_outside",
+        format_args!(
+            "{} plants, {runs} render/check runs: outside untouched (atime), never printed",
+            cases.len()
+        ),
+    );
+}
+
+/// An agent exchanging `CLAUDE.local.md` (and `CLAUDE.md`) with a link to a host file, and with
+/// a FIFO, in a tight `renameat2(RENAME_EXCHANGE)` loop while render and check run: no run
+/// prints the host file, reads it (atime), or hangs on the FIFO (each run has a time limit).
+#[test]
+fn an_agent_exchanging_memory_files_with_links_and_fifos_during_renders_never_reaches_outside() {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let started = Instant::now();
+    let renders = scale("CLAWMD_RACE_RUNS", 150, 1500);
+    let d = Arc::new(deployment());
+    d.write("groups/g/CLAUDE.local.md", b"MINE\n");
+    let sentinel = Arc::new(Sentinel::new());
+    symlink(sentinel.file(), d.path("groups/g/.swap-link")).unwrap();
+    symlink(sentinel.file(), d.path("groups/g/.swap-claude")).unwrap();
+    replace_with_fifo(&d, "groups/g/.swap-fifo");
+    let done = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
+    let attacker = {
+        let (d, done, swaps) = (d.clone(), done.clone(), swaps.clone());
+        std::thread::spawn(move || {
+            let local = d.path("groups/g/CLAUDE.local.md");
+            let claude = d.path("groups/g/CLAUDE.md");
+            let pairs = [
+                (local.clone(), d.path("groups/g/.swap-link")),
+                (local, d.path("groups/g/.swap-fifo")),
+                (claude, d.path("groups/g/.swap-claude")),
+            ];
+            // Bounded: at most this many exchanges, whatever happens to the main thread.
+            for i in 0..50_000_000u64 {
+                if done.load(Ordering::Relaxed) {
+                    break;
+                }
+                let (a, b) = &pairs[(i / 2 % 3) as usize];
+                renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).unwrap();
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let (mut ok, mut failed) = (0, 0);
+    let limit = std::time::Duration::from_secs(20);
+    for run in 0..renders {
+        let args: &[&str] = if run % 5 == 4 {
+            &["check", "g"]
+        } else {
+            RENDERS[run as usize % RENDERS.len()]
+        };
+        let outcome = clawmd_in(d.root(), args, &[], limit);
+        let output = format!("{}{}", outcome.stdout, outcome.stderr);
+        assert!(
+            !output.contains(SECRET),
+            "run {run}: printed the outside file\n{}",
+            outcome.show()
+        );
+        assert!(
+            !output.contains("panicked"),
+            "run {run}\n{}",
+            outcome.show()
+        );
+        match outcome.code() {
+            Some(0) => ok += 1,
+            Some(1) => failed += 1,
+            _ => panic!("run {run}: {}", outcome.show()),
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    attacker.join().unwrap();
+    sentinel.assert_untouched("after the exchange race");
+    figure(
+        "an_agent_exchanging_memory_files_with_links_and_fifos_during_renders_never_reaches_outside",
+        format_args!(
+            "{renders} renders/checks against {} exchanges: {ok} exit 0, {failed} exit 1 (a refused CLAUDE.md link, or check findings), 0 hangs, outside never read or printed; {:.1}s",
+            swaps.load(Ordering::Relaxed),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+}
+
+/// Watches nodes for `open()` with inotify (`IN_OPEN`), which an `O_PATH` handle or a `stat`
+/// does not trigger: proof that a FIFO or device was never opened.
+struct OpenWatch {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl OpenWatch {
+    fn new(paths: &[std::path::PathBuf]) -> Self {
+        use rustix::fs::inotify;
+        let fd =
+            inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+        for path in paths {
+            inotify::add_watch(&fd, path, inotify::WatchFlags::OPEN).unwrap();
+        }
+        OpenWatch { fd }
+    }
+
+    /// How many opens happened since the last call.
+    fn opens(&self) -> usize {
+        let mut buf = [0u8; 4096];
+        let mut events = 0;
+        while let Ok(n) = rustix::io::read(&self.fd, &mut buf) {
+            // Each event is 16 bytes plus its (here empty) name.
+            events += n / 16;
+        }
+        events
+    }
+}
+
+/// Issue 8, items 3 and 4: a FIFO must not hang render or check, and a device must never be
+/// opened (opening some devices has side effects). Planted: a character device (the
+/// major/minor of /dev/null, harmless) at `container.json`, at an imported name and in the
+/// rules folder, and a FIFO at an imported name. check refuses `container.json` naming it;
+/// nothing planted is ever opened (inotify sees no `IN_OPEN`), and no run hangs.
+#[test]
+fn render_and_check_never_open_a_device_or_fifo() {
+    use rustix::fs::{CWD, FileType, Mode, makedev, mknodat};
+    let d = deployment();
+    d.write(
+        "groups/g/CLAUDE.local.md",
+        b"# Mine\n@./dev.md\n@./fifo.md\n@./container.json\n",
+    );
+    let nodes = [
+        d.path("groups/g/container.json"),
+        d.path("groups/g/dev.md"),
+        d.path("groups/g/.claude/rules/dev.md"),
+    ];
+    std::fs::create_dir_all(d.path("groups/g/.claude/rules")).unwrap();
+    for node in &nodes {
+        let _ = std::fs::remove_file(node);
+        mknodat(
+            CWD,
+            node,
+            FileType::CharacterDevice,
+            Mode::from_raw_mode(0o666),
+            makedev(1, 3),
+        )
+        .unwrap();
+    }
+    replace_with_fifo(&d, "groups/g/fifo.md");
+    let mut watched = nodes.to_vec();
+    watched.push(d.path("groups/g/fifo.md"));
+    let watch = OpenWatch::new(&watched);
+    // The detector works: an open of the device is seen.
+    drop(std::fs::File::open(&nodes[1]).unwrap());
+    assert_eq!(
+        watch.opens(),
+        1,
+        "inotify must see an open of the device node"
+    );
+
+    let limit = std::time::Duration::from_secs(20);
+    for args in RENDERS {
+        let run = clawmd_in(d.root(), args, &[], limit);
+        run.expect(0, &args.join(" "));
+        assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");
+    }
+    let view = clawmd_in(d.root(), &["render", "g", "--delivery-view"], &[], limit);
+    for name in ["dev.md", "fifo.md", "container.json"] {
+        assert!(
+            view.stdout
+                .lines()
+                .any(|l| l.contains(name) && l.contains("not a regular file")),
+            "{name} not reported as not a regular file:\n{}",
+            view.stdout
+        );
+    }
+    for args in [&["check", "g"][..], &["check", "--all", "--json"]] {
+        let run = clawmd_in(d.root(), args, &[], limit);
+        run.expect(1, &args.join(" "));
+        assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");
+        let config = d.path("groups/g/container.json").display().to_string();
+        assert!(
+            run.stdout.contains(&config) && run.stdout.contains("special file"),
+            "check does not refuse {config}:\n{}",
+            run.show()
+        );
+        if args.contains(&"--all") {
+            assert!(run.stdout.contains("fresh"), "{}", run.show());
+        }
+    }
+}

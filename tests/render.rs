@@ -233,3 +233,39 @@ fn check_warns_about_oversized_memory() {
         .collect();
     assert!(codes.contains(&"oversized".to_owned()), "{codes:?}");
 }
+
+/// Issue 8, item 12: file names and import text an agent chose, with newlines and escape
+/// sequences (screen clear, OSC 52 clipboard write, a forged summary line), are shown escaped
+/// by `render --delivery-view` and by check's human output: no control character reaches the
+/// terminal and no line is forged.
+#[test]
+fn delivery_view_and_check_escape_control_characters_from_disk() {
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    let forged = "x\n0 group(s) checked: 0 error(s), 0 warning(s)\n\u{1b}[2J.md";
+    d.write(&format!("groups/g/.claude/rules/{forged}"), b"Rule.\n");
+    d.write(
+        "groups/g/CLAUDE.local.md",
+        "Mine. @./\u{1b}]52;c;cHduZWQ=\u{7}.md @./\u{9b}31m.md @./bidi\u{202e}dm.txt\n".as_bytes(),
+    );
+    let view = d.run(["render", "g", "--delivery-view"]).success().stdout();
+    let check = d.run(["check", "g"]).expect_code(1).stdout();
+    for (what, out) in [("render --delivery-view", &view), ("check", &check)] {
+        let bad: Vec<char> = out
+            .chars()
+            .filter(|&c| (c.is_control() && c != '\n') || ('\u{202a}'..='\u{202e}').contains(&c))
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "{what} printed control characters {bad:?}:\n{out}"
+        );
+        assert!(
+            !out.lines().any(|l| l.starts_with("0 group(s) checked")),
+            "{what} printed a forged line:\n{out}"
+        );
+    }
+    assert!(view.contains("\\u{a}0 group(s) checked"), "{view}");
+    assert!(view.contains("\\u{1b}]52;c;cHduZWQ=\\u{7}.md"), "{view}");
+    assert!(check.contains("\\u{1b}]52;c;cHduZWQ=\\u{7}.md"), "{check}");
+    assert!(check.contains("\\u{9b}31m.md"), "{check}");
+}

@@ -22,6 +22,9 @@ pub struct ParsedFile {
     pub imports: Vec<String>,
     /// `@path` mentions that are not imports because of where they stand.
     pub ignored: Vec<IgnoredMention>,
+    /// The `paths:` globs expand past the glob budgets: `paths` holds only those within them
+    /// (the file is still conditional exactly when it would be).
+    pub paths_truncated: bool,
 }
 
 /// An `@path` mention Claude Code does not follow, and why.
@@ -74,13 +77,27 @@ pub enum ParseError {
 /// assert_eq!(file.paths, Some(vec!["src/**/*.rs".to_string()]));
 /// ```
 pub fn parse(text: &str) -> Result<ParsedFile, ParseError> {
-    let (body, paths) = split_frontmatter(text);
+    parse_within(text, &crate::loader::Budgets::default())
+}
+
+/// [`parse`] with the glob budgets of `budgets` (`glob_patterns`, `glob_bytes`) instead of
+/// the defaults: `paths:` brace expansion stops there (see [`ParsedFile::paths_truncated`]).
+pub fn parse_within(
+    text: &str,
+    budgets: &crate::loader::Budgets,
+) -> Result<ParsedFile, ParseError> {
+    let (body, yaml) = split_frontmatter(text);
+    let (paths, paths_truncated) = match yaml {
+        Some(yaml) => frontmatter_paths(yaml, budgets.glob_patterns, budgets.glob_bytes),
+        None => (None, false),
+    };
     let scan = scan_markdown(body)?;
     Ok(ParsedFile {
         body: scan.body,
         paths,
         imports: scan.imports,
         ignored: scan.ignored,
+        paths_truncated,
     })
 }
 
@@ -346,7 +363,7 @@ fn refused_proc_or_dev(o: &str) -> bool {
 /// The block is matched like Claude Code's `/^---\s*\n([\s\S]*?)---\s*\n?/` on the text
 /// without a leading BOM: the closing `---` need not start a line, and the whitespace after
 /// it (blank lines, the next line's indentation) goes with it.
-fn split_frontmatter(text: &str) -> (&str, Option<Vec<String>>) {
+fn split_frontmatter(text: &str) -> (&str, Option<&str>) {
     let t = text.strip_prefix('\u{feff}').unwrap_or(text);
     // JS checks `indexOf("---", 3)` first; the regex needs a leading `---` anyway.
     let Some(after_open) = t.strip_prefix("---") else {
@@ -370,25 +387,55 @@ fn split_frontmatter(text: &str) -> (&str, Option<Vec<String>>) {
     let ws = rest.len() - rest.trim_start_matches(markdown::is_js_space).len();
     end += ws;
     // `\n?` after a greedy `\s*` never adds anything: `\s` already took every newline.
-    (&t[end..], frontmatter_paths(yaml))
+    (&t[end..], Some(yaml))
 }
 
 /// The `paths:` entry of a frontmatter block, expanded as Claude Code does (`Cxn`): a string
 /// splits on top-level commas, `{a,b}` braces expand, a trailing `/**` is dropped; none left,
 /// or only `**`, means unconditional.
-fn frontmatter_paths(yaml: &str) -> Option<Vec<String>> {
-    let value = yaml_key(yaml, "paths")?;
-    let globs: Vec<String> = value
-        .iter()
-        .flat_map(|v| split_globs(v))
-        .flat_map(|g| expand_braces(&g))
-        .map(|g| g.strip_suffix("/**").map(str::to_string).unwrap_or(g))
-        .filter(|g| !g.is_empty())
-        .collect();
-    if globs.is_empty() || globs.iter().all(|g| g == "**") {
-        return None;
+///
+/// Expansion stops at `max_patterns` globs or `max_bytes` of glob text (the second value is
+/// then `true`); the globs beyond are only looked at to decide whether the file is
+/// conditional, so a hostile brace bomb costs linear time and bounded memory.
+fn frontmatter_paths(
+    yaml: &str,
+    max_patterns: usize,
+    max_bytes: usize,
+) -> (Option<Vec<String>>, bool) {
+    let Some(value) = yaml_key(yaml, "paths") else {
+        return (None, false);
+    };
+    let mut globs: Vec<String> = Vec::new();
+    let mut bytes = 0usize;
+    let mut truncated = false;
+    let mut conditional_beyond = false;
+    for glob in value.iter().flat_map(|v| split_globs(v)) {
+        if !truncated {
+            let budget = Budget {
+                patterns: max_patterns.saturating_sub(globs.len()),
+                bytes: max_bytes.saturating_sub(bytes),
+            };
+            let (expanded, cut) = expand_braces(glob, budget);
+            for g in expanded {
+                let g = g.strip_suffix("/**").map(str::to_string).unwrap_or(g);
+                if !g.is_empty() {
+                    bytes += g.len();
+                    globs.push(g);
+                }
+            }
+            truncated = cut;
+            if !cut {
+                continue;
+            }
+        }
+        // Beyond the budget: is this glob anything but `**` (or empty)?
+        let g = glob.strip_suffix("/**").unwrap_or(glob);
+        conditional_beyond |= !g.is_empty() && g != "**";
     }
-    Some(globs)
+    if !conditional_beyond && (globs.is_empty() || globs.iter().all(|g| g == "**")) {
+        return (None, truncated);
+    }
+    (Some(globs), truncated)
 }
 
 /// A small YAML reader for one top-level key whose value is a scalar, a flow sequence or a
@@ -451,62 +498,85 @@ fn unquote(v: &str) -> String {
 }
 
 /// JS: `Us` on a string — split on commas outside braces, trim, drop empties.
-fn split_globs(s: &str) -> Vec<String> {
+fn split_globs(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
-    let mut cur = String::new();
     let mut depth = 0i32;
-    for c in s.chars() {
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
         match c {
-            '{' => {
-                depth += 1;
-                cur.push(c);
-            }
-            '}' => {
-                depth -= 1;
-                cur.push(c);
-            }
+            '{' => depth += 1,
+            '}' => depth -= 1,
             ',' if depth == 0 => {
-                let t = cur.trim();
+                let t = s[start..i].trim();
                 if !t.is_empty() {
-                    out.push(t.to_string());
+                    out.push(t);
                 }
-                cur.clear();
+                start = i + 1;
             }
-            _ => cur.push(c),
+            _ => {}
         }
     }
-    let t = cur.trim();
+    let t = s[start..].trim();
     if !t.is_empty() {
-        out.push(t.to_string());
+        out.push(t);
     }
     out
 }
 
-/// Expand `{a,b}` alternatives (first group first, recursively), capped like Claude Code.
-fn expand_braces(g: &str) -> Vec<String> {
+/// What one brace expansion may still produce.
+#[derive(Clone, Copy)]
+struct Budget {
+    patterns: usize,
+    bytes: usize,
+}
+
+/// Expand `{a,b}` alternatives (first group first, recursively), capped like Claude Code at
+/// 1,000 results, and within `budget`: when the strings pending or produced would pass it,
+/// expansion stops and the second value is `true`.
+fn expand_braces(g: &str, budget: Budget) -> (Vec<String>, bool) {
     const LIMIT: usize = 1000;
-    let mut out = Vec::new();
+    let mut out: Vec<String> = Vec::new();
+    let mut out_bytes = 0usize;
+    if g.len() > budget.bytes || budget.patterns == 0 {
+        return (out, true);
+    }
     let mut work = vec![g.to_string()];
+    let mut work_bytes = g.len();
     while let Some(s) = work.pop() {
+        work_bytes -= s.len();
         if out.len() + work.len() >= LIMIT {
+            out_bytes += s.len();
             out.push(s);
             continue;
         }
         let Some((open, close)) = brace_group(&s) else {
+            out_bytes += s.len();
             out.push(s);
             continue;
         };
         let (head, body, tail) = (&s[..open], &s[open + 1..close], &s[close + 1..]);
         let alts = split_top(body);
         if alts.len() < 2 {
+            out_bytes += s.len();
             out.push(s);
             continue;
         }
+        let grown: usize = alts.iter().map(|a| head.len() + a.len() + tail.len()).sum();
+        if out_bytes + work_bytes + grown > budget.bytes
+            || out.len() + work.len() + alts.len() > budget.patterns
+        {
+            return (out, true);
+        }
         for alt in alts.iter().rev() {
+            work_bytes += head.len() + alt.len() + tail.len();
             work.push(format!("{head}{alt}{tail}"));
         }
     }
-    out
+    if out.len() > budget.patterns || out_bytes > budget.bytes {
+        out.truncate(budget.patterns);
+        return (out, true);
+    }
+    (out, false)
 }
 
 fn brace_group(s: &str) -> Option<(usize, usize)> {
@@ -570,16 +640,17 @@ mod tests {
 
     #[test]
     fn paths_forms() {
+        let paths = |yaml: &str| frontmatter_paths(yaml, 10_000, 1 << 20).0;
         assert_eq!(
-            frontmatter_paths("paths: \"a/**, {b,c}.ts\"\n"),
+            paths("paths: \"a/**, {b,c}.ts\"\n"),
             Some(vec!["a".into(), "b.ts".into(), "c.ts".into()])
         );
         assert_eq!(
-            frontmatter_paths("paths:\n  - x/*.md\n  - '**'\n"),
+            paths("paths:\n  - x/*.md\n  - '**'\n"),
             Some(vec!["x/*.md".into(), "**".into()])
         );
-        assert_eq!(frontmatter_paths("paths: [\"**\"]\n"), None);
-        assert_eq!(frontmatter_paths("title: x\n"), None);
+        assert_eq!(paths("paths: [\"**\"]\n"), None);
+        assert_eq!(paths("title: x\n"), None);
     }
 
     #[test]

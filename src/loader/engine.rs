@@ -133,20 +133,24 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         opts,
         cwd,
         approved: false,
-        excludes: Excludes::new(&opts.excludes),
+        excludes: Excludes::new(&[]),
         diags: Vec::new(),
+        spent: Spent::default(),
     };
     engine.approved = match opts.external_imports {
         ExternalImports::Approved => true,
         ExternalImports::Denied => false,
         ExternalImports::FromConfig => engine.approval_from_config(),
     };
+    let mut patterns = Vec::new();
+    engine.take_excludes(&mut patterns, &opts.excludes, &engine.cwd.clone());
     if opts.read_settings {
-        let mut patterns = opts.excludes.clone();
-        patterns.extend(engine.settings_excludes());
-        engine.excludes = Excludes::new(&patterns);
+        engine.settings_excludes(&mut patterns);
     }
-    let files = engine.run();
+    engine.excludes = Excludes::new(&patterns);
+    let mut files = engine.run();
+    engine.close_budgets();
+    files.shrink_to_fit();
     tracing::debug!(
         cwd = %engine.cwd.display(),
         files = files.len(),
@@ -190,6 +194,22 @@ pub(super) struct Engine<'a, F: ?Sized> {
     pub(super) approved: bool,
     pub(super) excludes: Excludes,
     pub(super) diags: Vec<Diagnostic>,
+    pub(super) spent: Spent,
+}
+
+/// What one load has used of its [`Budgets`].
+#[derive(Default)]
+pub(super) struct Spent {
+    bytes: u64,
+    files: usize,
+    imports: usize,
+    pub(super) rules_entries: usize,
+    exclude_patterns: usize,
+    exclude_bytes: usize,
+    /// Diagnostics not recorded because the diagnostics budget was reached.
+    diagnostics_dropped: usize,
+    /// Per budget that was reached: how many more times it was hit after the first report.
+    hits: Vec<(&'static str, usize)>,
 }
 
 /// One pending file of an import tree.
@@ -278,7 +298,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
 
     /// `claudeMdExcludes` from every settings file Claude Code reads (concatenated): managed,
     /// user, project (`<cwd>/.claude/settings.json`) and local (`settings.local.json`).
-    fn settings_excludes(&mut self) -> Vec<String> {
+    fn settings_excludes(&mut self, patterns: &mut Vec<String>) {
         let mut files = Vec::new();
         if let Some(m) = &self.opts.managed_dir {
             files.push(m.join("managed-settings.json"));
@@ -288,7 +308,6 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         }
         files.push(self.cwd.join(".claude/settings.json"));
         files.push(self.cwd.join(".claude/settings.local.json"));
-        let mut out = Vec::new();
         for path in files {
             let Ok(ReadOutcome::Bytes(bytes)) = self.fs.read_limited(&path, MAX_FILE_BYTES) else {
                 continue;
@@ -297,10 +316,95 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 continue;
             };
             if let Some(list) = value["claudeMdExcludes"].as_array() {
-                out.extend(list.iter().filter_map(|v| v.as_str().map(str::to_string)));
+                let list: Vec<String> = list
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect();
+                self.take_excludes(patterns, &list, &path);
             }
         }
-        out
+    }
+
+    /// Add `list` (from `source`) to the exclude patterns, within the exclude budgets.
+    fn take_excludes(&mut self, patterns: &mut Vec<String>, list: &[String], source: &Path) {
+        let b = self.opts.budgets;
+        for (i, p) in list.iter().enumerate() {
+            if self.spent.exclude_patterns >= b.exclude_patterns
+                || self.spent.exclude_bytes + p.len() > b.exclude_bytes
+            {
+                let what = format!(
+                    "claudeMdExcludes holds {} more pattern(s) here beyond {} patterns or {} bytes in all: they are not applied, so files Claude Code would exclude may show",
+                    list.len() - i,
+                    b.exclude_patterns,
+                    b.exclude_bytes
+                );
+                self.over_budget("exclude patterns", source, what);
+                return;
+            }
+            self.spent.exclude_patterns += 1;
+            self.spent.exclude_bytes += p.len();
+            patterns.push(p.clone());
+        }
+    }
+
+    /// Report that `budget` was reached at `path` (the first time in full; later hits are
+    /// counted and summed up by [`Engine::close_budgets`]).
+    pub(super) fn over_budget(&mut self, budget: &'static str, path: &Path, what: String) {
+        if let Some(hit) = self.spent.hits.iter_mut().find(|h| h.0 == budget) {
+            hit.1 += 1;
+            return;
+        }
+        self.spent.hits.push((budget, 0));
+        let msg = format!(
+            "{what} (clawmd's {budget} budget): the rendered memory is incomplete here where Claude Code would load more"
+        );
+        tracing::warn!(path = %path.display(), budget, "loader budget reached");
+        self.push_diag(Diagnostic {
+            severity: Severity::Warning,
+            code: DiagnosticCode::BudgetExceeded,
+            path: path.to_path_buf(),
+            import: None,
+            from: None,
+            message: msg,
+        });
+    }
+
+    /// The summary diagnostics of budgets hit more than once, and of dropped diagnostics.
+    fn close_budgets(&mut self) {
+        let cwd = self.cwd.clone();
+        for (budget, more) in std::mem::take(&mut self.spent.hits) {
+            if more > 0 {
+                self.push_diag(Diagnostic {
+                    severity: Severity::Warning,
+                    code: DiagnosticCode::BudgetExceeded,
+                    path: cwd.clone(),
+                    import: None,
+                    from: None,
+                    message: format!(
+                        "the {budget} budget was reached {more} more time(s): more is missing from the rendered memory"
+                    ),
+                });
+            }
+        }
+        if self.spent.diagnostics_dropped > 0 {
+            let message = format!(
+                "{} more diagnostic(s) were not recorded, past clawmd's budget of {} diagnostics",
+                self.spent.diagnostics_dropped, self.opts.budgets.diagnostics
+            );
+            self.push_diag(Diagnostic {
+                severity: Severity::Warning,
+                code: DiagnosticCode::BudgetExceeded,
+                path: cwd,
+                import: None,
+                from: None,
+                message,
+            });
+        }
+    }
+
+    /// Budget reports always get in (there are a handful); they bypass the diagnostics budget.
+    fn push_diag(&mut self, diagnostic: Diagnostic) {
+        self.diags.push(diagnostic);
     }
 
     fn approval_from_config(&mut self) -> bool {
@@ -344,6 +448,10 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         message: String,
     ) {
         tracing::debug!(?code, path = %path.display(), %message, "memory diagnostic");
+        if self.diags.len() >= self.opts.budgets.diagnostics {
+            self.spent.diagnostics_dropped += 1;
+            return;
+        }
         self.diags.push(Diagnostic {
             severity,
             code,
@@ -374,6 +482,18 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             import: None,
         }];
         while let Some(frame) = stack.pop() {
+            if frame.import.is_some() {
+                self.spent.imports += 1;
+                if self.spent.imports > self.opts.budgets.imports {
+                    let what = format!(
+                        "@{} is past {} imports looked at in all: not followed",
+                        frame.import.as_deref().unwrap_or(""),
+                        self.opts.budgets.imports
+                    );
+                    self.over_budget("imports", &frame.path, what);
+                    continue;
+                }
+            }
             let parent_path = frame.parent.map(|i| out[i].file.path.clone());
             let Some((loaded, imports)) = self.load_one(
                 &frame,
@@ -446,13 +566,34 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             noise,
         };
         let real = self.admit(&v, kind, include_external, processed, chain)?;
+        if self.spent.files >= self.opts.budgets.files {
+            let what = format!(
+                "{} is past {} files loaded in all: not loaded",
+                f.path.display(),
+                self.opts.budgets.files
+            );
+            self.over_budget("files", &f.path, what);
+            return None;
+        }
         let text = self.read_text(f, importer, v.report(), noise)?;
         let parsed = self.parse_text(&v, &text)?;
+        drop(text);
+        self.spent.files += 1;
         let base = real.parent().unwrap_or(Path::new("/")).to_path_buf();
         let home = self.opts.home.clone();
+        let per_file = self.opts.budgets.imports_per_file;
+        if parsed.imports.len() > per_file {
+            let what = format!(
+                "{} has {} imports: only the first {per_file} are followed",
+                f.path.display(),
+                parsed.imports.len()
+            );
+            self.over_budget("imports per file", &f.path, what);
+        }
         let imports = parsed
             .imports
             .iter()
+            .take(per_file)
             .filter_map(|w| resolve_import(w, &base, home.as_deref()).map(|p| (w.clone(), p)))
             .collect();
         let file = LoadedFile {
@@ -547,7 +688,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             );
             return None;
         }
-        let parsed = match content::parse(text) {
+        let parsed = match content::parse_within(text, &self.opts.budgets) {
             Ok(p) => p,
             Err(e) => {
                 self.note_file(
@@ -559,6 +700,16 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 return None;
             }
         };
+        if parsed.paths_truncated {
+            let b = self.opts.budgets;
+            let what = format!(
+                "the paths: frontmatter of {} expands past {} globs or {} bytes: only those are kept (the file is conditional either way)",
+                f.path.display(),
+                b.glob_patterns,
+                b.glob_bytes
+            );
+            self.over_budget("glob patterns", &f.path, what);
+        }
         if js_trim(&parsed.body).is_empty() {
             let msg = "is empty once frontmatter and comments are removed: Claude Code skips it and follows none of its imports";
             self.note_file(v, Severity::Info, DiagnosticCode::FileEmpty, msg.into());
@@ -688,8 +839,21 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         noise: Noise,
     ) -> Option<String> {
         let written = f.import.as_deref();
-        let (code, msg) = match self.fs.read_limited(&f.path, MAX_FILE_BYTES) {
-            Ok(ReadOutcome::Bytes(b)) => return Some(decode(&b)),
+        let left = self.opts.budgets.bytes.saturating_sub(self.spent.bytes);
+        let (code, msg) = match self.fs.read_limited(&f.path, MAX_FILE_BYTES.min(left)) {
+            Ok(ReadOutcome::Bytes(b)) => {
+                self.spent.bytes += b.len() as u64;
+                return Some(decode(&b));
+            }
+            Ok(ReadOutcome::TooLarge { len }) if len <= MAX_FILE_BYTES => {
+                let what = format!(
+                    "{} ({len} bytes) is past {} bytes of memory files read in all: not loaded",
+                    f.path.display(),
+                    self.opts.budgets.bytes
+                );
+                self.over_budget("bytes", &f.path, what);
+                return None;
+            }
             Ok(ReadOutcome::TooLarge { len }) => (
                 DiagnosticCode::FileTooLarge,
                 format!("is {len} bytes, over Claude Code's {MAX_FILE_BYTES}-byte limit: skipped"),

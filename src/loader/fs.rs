@@ -8,7 +8,10 @@
 
 use std::ffi::OsString;
 use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
 
 /// What a path is, without following a final symlink (for [`MemoryFs::symlink_metadata`]
 /// and directory entries) or after following it (for [`MemoryFs::metadata`]).
@@ -144,25 +147,77 @@ impl MemoryFs for HostFs {
     }
 
     fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome> {
-        let m = std::fs::metadata(path)?;
-        if !m.is_file() {
-            return Ok(ReadOutcome::NotAFile {
-                kind: kind_of(m.file_type()),
-            });
-        }
-        if m.len() > limit {
-            return Ok(ReadOutcome::TooLarge { len: m.len() });
-        }
-        let file = std::fs::File::open(path)?;
-        let mut bytes = Vec::with_capacity(m.len() as usize);
-        file.take(limit + 1).read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > limit {
-            return Ok(ReadOutcome::TooLarge {
-                len: bytes.len() as u64,
-            });
-        }
-        Ok(ReadOutcome::Bytes(bytes))
+        // A handle that cannot block or wake a device decides; the read goes through it.
+        let handle = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+        read_through(handle.as_fd(), limit)
     }
+}
+
+/// The kind of a file from its `st_mode`.
+pub(crate) fn kind_of_mode(mode: u32) -> FileKind {
+    match rustix::fs::FileType::from_raw_mode(mode) {
+        rustix::fs::FileType::RegularFile => FileKind::File,
+        rustix::fs::FileType::Directory => FileKind::Dir,
+        rustix::fs::FileType::Symlink => FileKind::Symlink,
+        _ => FileKind::Other,
+    }
+}
+
+/// The metadata of an open handle (an `O_PATH` one is fine: `fstat` opens nothing).
+pub(crate) fn handle_metadata(handle: BorrowedFd<'_>) -> io::Result<Metadata> {
+    let stat = rustix::fs::fstat(handle)?;
+    Ok(Metadata {
+        kind: kind_of_mode(stat.st_mode),
+        len: stat.st_size.max(0) as u64,
+    })
+}
+
+/// Reads the file behind `handle` — typically an `O_PATH` handle, which opened nothing —
+/// if it is a regular file of at most `limit` bytes.
+///
+/// The decision is made with `fstat` on the handle, so a FIFO is never opened (no hang) and a
+/// device is never opened (no side effect). A regular file is then reopened *through the
+/// handle* (`/proc/self/fd/N`), never by its path, so a name swapped for a link or a FIFO in
+/// the meantime changes nothing: the bytes read are those of the inode that was checked.
+pub(crate) fn read_through(handle: BorrowedFd<'_>, limit: u64) -> io::Result<ReadOutcome> {
+    let stat = rustix::fs::fstat(handle)?;
+    let kind = kind_of_mode(stat.st_mode);
+    if kind != FileKind::File {
+        return Ok(ReadOutcome::NotAFile { kind });
+    }
+    let len = stat.st_size.max(0) as u64;
+    if len > limit {
+        return Ok(ReadOutcome::TooLarge { len });
+    }
+    let proc_path = format!("/proc/self/fd/{}", handle.as_raw_fd());
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+    let fd = rustix::fs::open(proc_path.as_str(), flags, Mode::empty()).map_err(|err| {
+        if err == rustix::io::Errno::NOENT {
+            io::Error::other(
+                "cannot reopen a checked file through its handle: /proc is not mounted; fix: mount procfs at /proc",
+            )
+        } else {
+            io::Error::from(err)
+        }
+    })?;
+    let reopened = rustix::fs::fstat(&fd)?;
+    if (reopened.st_dev, reopened.st_ino) != (stat.st_dev, stat.st_ino)
+        || kind_of_mode(reopened.st_mode) != FileKind::File
+    {
+        return Err(io::Error::other(
+            "the file changed while it was being opened; nothing was read",
+        ));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::fs::File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Ok(ReadOutcome::TooLarge {
+            len: bytes.len() as u64,
+        });
+    }
+    Ok(ReadOutcome::Bytes(bytes))
 }
 
 impl<T: MemoryFs + ?Sized> MemoryFs for &T {

@@ -45,8 +45,8 @@ pub use engine::{
 };
 pub use fs::{HostFs, MemoryFs};
 pub use model::{
-    AgentsMd, Diagnostic, DiagnosticCode, ExternalImports, LoadOptions, LoadedFile, LoaderError,
-    Memory, MemoryKind, Origin, Severity,
+    AgentsMd, Budgets, Diagnostic, DiagnosticCode, ExternalImports, LoadOptions, LoadedFile,
+    LoaderError, Memory, MemoryKind, Origin, Severity,
 };
 pub use mounted::{Mount, MountedFs};
 pub use render::{Format, PREAMBLE, claude_block, render};

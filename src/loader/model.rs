@@ -82,7 +82,8 @@ impl LoadedFile {
     }
 }
 
-/// How serious a diagnostic is.
+/// How serious a diagnostic or a `check` finding is (the one severity scale of the crate,
+/// from the least serious).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Severity {
@@ -90,6 +91,9 @@ pub enum Severity {
     Info,
     /// Something the author wrote will not reach the agent (or will be slow to load).
     Warning,
+    /// The agent will not get what the operator intends (`check` exits 1). The loader itself
+    /// never reports this; `check` does.
+    Error,
 }
 
 /// What a diagnostic is about. The JSON spelling is the kebab-case variant name.
@@ -140,6 +144,9 @@ pub enum DiagnosticCode {
     AgentsMdFallback,
     /// `~/.claude.json` exists but could not be read as JSON.
     ConfigUnreadable,
+    /// One of clawmd's [`Budgets`] was reached: what lies beyond it was not loaded (or not
+    /// applied), so the rendered memory may be incomplete where Claude Code would load more.
+    BudgetExceeded,
 }
 
 /// A finding about the memory: something dropped, skipped or worth a warning.
@@ -217,6 +224,61 @@ pub struct LoadOptions {
     /// Also read `claudeMdExcludes` from the settings files Claude Code reads (managed,
     /// `~/.claude/settings.json`, `<cwd>/.claude/settings.json`, `settings.local.json`).
     pub read_settings: bool,
+    /// Limits on the work one load may do, whatever the files say.
+    pub budgets: Budgets,
+}
+
+/// Limits on the work of one load, so that files an agent wrote cannot make clawmd use
+/// unbounded memory or time. Past a budget the loader stops that piece of work, records a
+/// [`DiagnosticCode::BudgetExceeded`] diagnostic naming the file and the limit, and goes on:
+/// it never aborts. Every default is far above what a real memory holds (Claude Code itself
+/// warns past 120,000 characters in all), so they change nothing for normal input; see
+/// docs/loader.md for the figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budgets {
+    /// Bytes of memory files read in all (each file is also capped at 4 MiB, as in Claude
+    /// Code). Default 16 MiB.
+    pub bytes: u64,
+    /// Files loaded in all. Default 5,000.
+    pub files: usize,
+    /// Imports followed from one file. Default 5,000.
+    pub imports_per_file: usize,
+    /// Imports looked at (followed, missing, dropped…) in all. Default 20,000.
+    pub imports: usize,
+    /// Folders nested below a `.claude/rules` folder. Default 64.
+    pub rules_depth: usize,
+    /// Entries of rules folders looked at in all. Default 20,000.
+    pub rules_entries: usize,
+    /// Glob patterns kept from one file's `paths:` frontmatter, after brace expansion.
+    /// Default 10,000.
+    pub glob_patterns: usize,
+    /// Bytes of glob text kept from one file's `paths:` frontmatter, after brace expansion.
+    /// Default 1 MiB.
+    pub glob_bytes: usize,
+    /// `claudeMdExcludes` patterns applied, from every source together. Default 1,000.
+    pub exclude_patterns: usize,
+    /// Bytes of `claudeMdExcludes` patterns applied. Default 64 KiB.
+    pub exclude_bytes: usize,
+    /// Diagnostics recorded; the rest are counted in one last diagnostic. Default 10,000.
+    pub diagnostics: usize,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            bytes: 16 * 1024 * 1024,
+            files: 5_000,
+            imports_per_file: 5_000,
+            imports: 20_000,
+            rules_depth: 64,
+            rules_entries: 20_000,
+            glob_patterns: 10_000,
+            glob_bytes: 1024 * 1024,
+            exclude_patterns: 1_000,
+            exclude_bytes: 64 * 1024,
+            diagnostics: 10_000,
+        }
+    }
 }
 
 impl LoadOptions {
@@ -234,6 +296,7 @@ impl LoadOptions {
             load_user: true,
             excludes: Vec::new(),
             read_settings: true,
+            budgets: Budgets::default(),
         }
     }
 

@@ -9,11 +9,20 @@
 //! every mount do not exist, except the directories that hold mount points.
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
-use super::fs::{DirEntry, FileKind, HostFs, MemoryFs, Metadata, ReadOutcome};
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::fs::{
+    DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, kind_of_mode,
+    read_through,
+};
 
 /// Linux gives up after 40 symlinks in one resolution (`ELOOP`); so do we.
 pub const MAX_SYMLINKS: usize = 40;
@@ -70,6 +79,15 @@ pub fn nanoclaw_mounts(
 
 /// A filesystem seen through a mount table; see the module docs.
 ///
+/// Every mount's host source is opened once, when the view is built (as the runner's bind
+/// mounts are made once, at spawn), and every path is then resolved from those handles one
+/// name at a time with `openat(O_PATH | O_NOFOLLOW)`: a symlink is read from its own handle
+/// and interpreted in container space (an absolute target starts again at the container's
+/// root, so `/app/CLAUDE.md` crosses to the `/app` mount), never by the host kernel. A file is
+/// read through the very handle the resolution ended on, and only when `fstat` on that
+/// handle says it is a regular file, so a FIFO or device is never opened and a name swapped
+/// for a link between two steps is never followed on the host.
+///
 /// ```
 /// use clawmd::loader::fs::{MemoryFs, ReadOutcome};
 /// use clawmd::loader::mounted::{Mount, MountedFs};
@@ -92,104 +110,207 @@ pub fn nanoclaw_mounts(
 /// assert!(fs.metadata("/etc/passwd".as_ref()).is_err()); // not mounted: does not exist
 /// ```
 #[derive(Debug, Clone)]
-pub struct MountedFs<F = HostFs> {
+pub struct MountedFs {
     /// Longest mount point first.
-    mounts: Vec<Mount>,
-    host: F,
+    roots: Vec<Root>,
 }
 
-/// Where a container path lands.
-enum Node {
-    /// On the host, at this path (reached through a mount).
-    Host { path: PathBuf, exact_mount: bool },
+/// A mount and the handle of its host source (or why it could not be opened).
+#[derive(Debug, Clone)]
+struct Root {
+    mount: Mount,
+    handle: Result<Arc<OwnedFd>, Errno>,
+}
+
+/// Where a resolved container path is.
+#[derive(Debug, Clone)]
+enum Loc {
+    /// On the host, behind this `O_PATH` handle.
+    Host(Arc<OwnedFd>),
     /// A directory that exists only because mount points lie below it.
     Implied,
 }
 
-impl MountedFs<HostFs> {
-    /// A mount table over the host filesystem.
-    pub fn new(mounts: impl IntoIterator<Item = Mount>) -> Self {
-        Self::with_host_fs(HostFs, mounts)
-    }
+/// One resolved container path.
+#[derive(Debug, Clone)]
+struct Step {
+    path: PathBuf,
+    loc: Loc,
+    meta: Metadata,
+    /// Exactly a mount point (or the root): `..` must not follow the host's parent.
+    boundary: bool,
 }
 
-impl<F: MemoryFs> MountedFs<F> {
-    /// A mount table over another [`MemoryFs`] (for tests, or to stack views).
-    pub fn with_host_fs(host: F, mounts: impl IntoIterator<Item = Mount>) -> Self {
-        let mut mounts: Vec<Mount> = mounts.into_iter().collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.container.components().count()));
-        MountedFs { mounts, host }
+const PATH_NOFOLLOW: OFlags = OFlags::PATH.union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
+const IMPLIED_DIR: Metadata = Metadata {
+    kind: FileKind::Dir,
+    len: 0,
+};
+
+impl MountedFs {
+    /// A mount table over the host filesystem. Each source is opened now, following links
+    /// as a bind mount does (for trusted host paths; see [`MountedFs::with_sources`] for
+    /// sources opened another way). A source that cannot be opened shows nothing.
+    pub fn new(mounts: impl IntoIterator<Item = Mount>) -> Self {
+        Self::with_sources(mounts.into_iter().map(|m| {
+            let handle = rustix::fs::open(&m.host, OFlags::PATH | OFlags::CLOEXEC, Mode::empty());
+            (m, handle)
+        }))
+    }
+
+    /// A mount table whose sources the caller opened (any handle: `O_PATH` is enough), for
+    /// example without following links in a folder an agent can write. `Err` means the
+    /// source is missing (or unusable): paths under that mount point do not exist.
+    pub fn with_sources(
+        sources: impl IntoIterator<Item = (Mount, Result<OwnedFd, Errno>)>,
+    ) -> Self {
+        let mut roots: Vec<Root> = sources
+            .into_iter()
+            .map(|(mount, handle)| Root {
+                mount,
+                handle: handle.map(Arc::new),
+            })
+            .collect();
+        roots.sort_by_key(|r| std::cmp::Reverse(r.mount.container.components().count()));
+        MountedFs { roots }
     }
 
     /// The mounts, longest mount point first.
-    pub fn mounts(&self) -> &[Mount] {
-        &self.mounts
+    pub fn mounts(&self) -> Vec<Mount> {
+        self.roots.iter().map(|r| r.mount.clone()).collect()
     }
 
-    /// The host path a container path maps to lexically (no symlinks followed), if any.
+    /// The host path a container path maps to lexically (no symlinks followed), if any; for
+    /// messages only; nothing is ever opened by this path.
     pub fn host_path(&self, container: &Path) -> Option<PathBuf> {
-        match self.node(container) {
-            Some(Node::Host { path, .. }) => Some(path),
-            _ => None,
-        }
+        let root = self
+            .roots
+            .iter()
+            .find(|r| container.starts_with(&r.mount.container))?;
+        let rel = container
+            .strip_prefix(&root.mount.container)
+            .unwrap_or(Path::new(""));
+        Some(if rel.as_os_str().is_empty() {
+            root.mount.host.clone()
+        } else {
+            root.mount.host.join(rel)
+        })
     }
 
-    fn node(&self, p: &Path) -> Option<Node> {
-        if let Some(m) = self.mounts.iter().find(|m| p.starts_with(&m.container)) {
-            let rel = p.strip_prefix(&m.container).unwrap_or(Path::new(""));
-            let exact = rel.as_os_str().is_empty();
-            let path = if exact {
-                m.host.clone()
-            } else {
-                m.host.join(rel)
-            };
-            return Some(Node::Host {
-                path,
-                exact_mount: exact,
+    fn mount_at(&self, p: &Path) -> Option<&Root> {
+        self.roots.iter().find(|r| r.mount.container == p)
+    }
+
+    /// The step for a mount point or a directory implied by deeper mount points, if `p` is
+    /// one of those.
+    fn boundary(&self, p: &Path) -> Option<io::Result<Step>> {
+        if let Some(root) = self.mount_at(p) {
+            return Some(match &root.handle {
+                Ok(fd) => handle_metadata(fd.as_fd()).map(|meta| Step {
+                    path: p.to_path_buf(),
+                    loc: Loc::Host(fd.clone()),
+                    meta,
+                    boundary: true,
+                }),
+                Err(errno) if *errno == Errno::NOENT => Err(not_found(p)),
+                Err(errno) => Err(io::Error::from(*errno)),
             });
         }
-        self.mounts
-            .iter()
-            .any(|m| m.container.starts_with(p))
-            .then_some(Node::Implied)
+        let implied = self.roots.iter().any(|r| r.mount.container.starts_with(p))
+            && !self
+                .roots
+                .iter()
+                .any(|r| p.starts_with(&r.mount.container) && p != r.mount.container);
+        implied.then(|| {
+            Ok(Step {
+                path: p.to_path_buf(),
+                loc: Loc::Implied,
+                meta: IMPLIED_DIR,
+                boundary: true,
+            })
+        })
     }
 
-    /// `lstat` of a container path whose parent is already resolved.
-    fn lstat_here(&self, p: &Path) -> io::Result<Metadata> {
-        match self.node(p) {
-            // A bind mount shows its source, links followed, at the mount point.
-            Some(Node::Host {
-                path,
-                exact_mount: true,
-            }) => self.host.metadata(&path),
-            Some(Node::Host {
-                path,
-                exact_mount: false,
-            }) => self.host.symlink_metadata(&path),
-            Some(Node::Implied) => Ok(Metadata {
-                kind: FileKind::Dir,
-                len: 0,
-            }),
-            None => Err(not_found(p)),
+    fn root_step(&self) -> io::Result<Step> {
+        let root = Path::new("/");
+        self.boundary(root).unwrap_or_else(|| {
+            Ok(Step {
+                path: root.to_path_buf(),
+                loc: Loc::Implied,
+                meta: IMPLIED_DIR,
+                boundary: true,
+            })
+        })
+    }
+
+    /// The entry `name` of the resolved directory `dir`, not following it if it is a link.
+    fn child(&self, dir: &Step, name: &OsStr) -> io::Result<Step> {
+        let path = dir.path.join(name);
+        if let Some(step) = self.boundary(&path) {
+            return step;
+        }
+        match &dir.loc {
+            Loc::Host(fd) => {
+                let handle = rustix::fs::openat(fd.as_fd(), name, PATH_NOFOLLOW, Mode::empty())
+                    .map_err(|e| errno_at(e, &path))?;
+                let meta = handle_metadata(handle.as_fd())?;
+                Ok(Step {
+                    path,
+                    loc: Loc::Host(Arc::new(handle)),
+                    meta,
+                    boundary: false,
+                })
+            }
+            Loc::Implied => Err(not_found(&path)),
         }
     }
 
-    fn link_here(&self, p: &Path) -> io::Result<PathBuf> {
-        match self.node(p) {
-            Some(Node::Host {
-                path,
-                exact_mount: false,
-            }) => self.host.read_link(&path),
+    /// The parent of a resolved directory, as the kernel finds it: through the handle inside
+    /// a mount, through the mount table at a mount point.
+    fn parent(&self, step: &Step) -> io::Result<Step> {
+        let Some(parent) = step.path.parent() else {
+            return Ok(step.clone());
+        };
+        match (&step.loc, step.boundary) {
+            (Loc::Host(fd), false) => {
+                let flags = PATH_NOFOLLOW | OFlags::DIRECTORY;
+                let handle = rustix::fs::openat(fd.as_fd(), "..", flags, Mode::empty())?;
+                let path = parent.to_path_buf();
+                Ok(match self.boundary(&path) {
+                    // The parent is a mount point: the mount's own handle, not the host's.
+                    Some(step) => step?,
+                    None => Step {
+                        meta: handle_metadata(handle.as_fd())?,
+                        loc: Loc::Host(Arc::new(handle)),
+                        path,
+                        boundary: false,
+                    },
+                })
+            }
+            // Leaving a mount point: walk down to its parent again from the root (a few
+            // names: mount points are shallow), never through the host's `..`.
+            _ => self.resolve(parent, false),
+        }
+    }
+
+    /// The target of a resolved symlink, read from its own handle.
+    fn link_target(step: &Step) -> io::Result<PathBuf> {
+        match &step.loc {
+            Loc::Host(fd) if step.meta.kind == FileKind::Symlink => {
+                let target = rustix::fs::readlinkat(fd.as_fd(), "", Vec::new())?;
+                Ok(PathBuf::from(OsString::from_vec(target.into_bytes())))
+            }
             _ => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{} is not a symlink", p.display()),
+                format!("{} is not a symlink", step.path.display()),
             )),
         }
     }
 
-    /// Resolve `path` in container space; returns the real container path and its
-    /// metadata (of the link itself when `follow_last` is false and it is one).
-    fn resolve(&self, path: &Path, follow_last: bool) -> io::Result<(PathBuf, Metadata)> {
+    /// Resolve `path` in container space, one name at a time; the last step (the link itself
+    /// when `follow_last` is false and it is one).
+    fn resolve(&self, path: &Path, follow_last: bool) -> io::Result<Step> {
         if !path.is_absolute() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -197,80 +318,66 @@ impl<F: MemoryFs> MountedFs<F> {
             ));
         }
         let mut work: VecDeque<OsString> = components(path);
-        let mut cur = PathBuf::from("/");
-        let mut meta = self.lstat_here(&cur).unwrap_or(Metadata {
-            kind: FileKind::Dir,
-            len: 0,
-        });
+        let mut cur = self.root_step()?;
         let mut links = 0;
         while let Some(name) = work.pop_front() {
             if name == "." {
                 continue;
             }
-            if meta.kind != FileKind::Dir {
-                return Err(not_a_dir(&cur));
+            if cur.meta.kind != FileKind::Dir {
+                return Err(not_a_dir(&cur.path));
             }
             if name == ".." {
-                cur.pop();
-                meta = self.lstat_here(&cur)?;
+                cur = self.parent(&cur)?;
                 continue;
             }
-            let cand = cur.join(&name);
-            let m = self.lstat_here(&cand)?;
-            let last = work.is_empty();
-            if m.kind == FileKind::Symlink && (!last || follow_last) {
+            let next = self.child(&cur, &name)?;
+            if next.meta.kind == FileKind::Symlink && (!work.is_empty() || follow_last) {
                 links += 1;
                 if links > MAX_SYMLINKS {
-                    return Err(io::Error::from(rustix::io::Errno::LOOP));
+                    return Err(io::Error::from(Errno::LOOP));
                 }
-                let target = self.link_here(&cand)?;
+                let target = Self::link_target(&next)?;
                 if target.is_absolute() {
-                    cur = PathBuf::from("/");
-                    meta = self.lstat_here(&cur).unwrap_or(Metadata {
-                        kind: FileKind::Dir,
-                        len: 0,
-                    });
+                    cur = self.root_step()?;
                 }
                 for c in components(&target).into_iter().rev() {
                     work.push_front(c);
                 }
                 continue;
             }
-            cur = cand;
-            meta = m;
+            cur = next;
         }
-        Ok((cur, meta))
+        Ok(cur)
     }
 
-    fn entries_of(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
-        let mut out = match self.node(dir) {
-            Some(Node::Host { path, .. }) => self.host.read_dir(&path)?,
-            Some(Node::Implied) => Vec::new(),
-            None => return Err(not_found(dir)),
+    fn entries_of(&self, dir: &Step) -> io::Result<Vec<DirEntry>> {
+        let mut out = match &dir.loc {
+            Loc::Host(fd) => list(fd.as_fd())?,
+            Loc::Implied => Vec::new(),
         };
         // Mount points directly below `dir` shadow (or add) entries.
-        for m in self.mounts.iter().rev() {
-            let Some(parent) = m.container.parent() else {
-                continue;
-            };
-            if parent != dir {
+        for r in self.roots.iter().rev() {
+            let m = &r.mount;
+            if m.container.parent() != Some(dir.path.as_path()) {
                 continue;
             }
             let Some(name) = m.container.file_name() else {
                 continue;
             };
             let kind = self
-                .lstat_here(&m.container)
-                .map_or(FileKind::Other, |md| md.kind);
+                .boundary(&m.container)
+                .and_then(Result::ok)
+                .map_or(FileKind::Other, |s| s.meta.kind);
             out.retain(|e| e.name != name);
             out.push(DirEntry {
                 name: name.to_os_string(),
                 kind,
             });
         }
-        for m in &self.mounts {
+        for r in &self.roots {
             // Deeper mounts make implied directories appear.
-            if let Ok(rel) = m.container.strip_prefix(dir)
+            if let Ok(rel) = r.mount.container.strip_prefix(&dir.path)
                 && let Some(Component::Normal(first)) = rel.components().next()
                 && rel.components().count() > 1
                 && !out.iter().any(|e| e.name == first)
@@ -285,6 +392,35 @@ impl<F: MemoryFs> MountedFs<F> {
     }
 }
 
+/// The entries of the directory behind an `O_PATH` handle, in the filesystem's order.
+fn list(dir: BorrowedFd<'_>) -> io::Result<Vec<DirEntry>> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, ".", flags, Mode::empty())?;
+    let mut out = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&fd)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            rustix::fs::FileType::RegularFile => FileKind::File,
+            rustix::fs::FileType::Directory => FileKind::Dir,
+            rustix::fs::FileType::Symlink => FileKind::Symlink,
+            rustix::fs::FileType::Unknown => {
+                rustix::fs::statat(&fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                    .map_or(FileKind::Other, |st| kind_of_mode(st.st_mode))
+            }
+            _ => FileKind::Other,
+        };
+        out.push(DirEntry {
+            name: OsString::from_vec(name.to_vec()),
+            kind,
+        });
+    }
+    Ok(out)
+}
+
 fn components(p: &Path) -> VecDeque<OsString> {
     p.components()
         .filter_map(|c| match c {
@@ -294,6 +430,14 @@ fn components(p: &Path) -> VecDeque<OsString> {
             Component::RootDir | Component::Prefix(_) => None,
         })
         .collect()
+}
+
+fn errno_at(err: Errno, p: &Path) -> io::Error {
+    if err == Errno::NOENT {
+        not_found(p)
+    } else {
+        io::Error::from(err)
+    }
 }
 
 fn not_found(p: &Path) -> io::Error {
@@ -310,43 +454,37 @@ fn not_a_dir(p: &Path) -> io::Error {
     )
 }
 
-impl<F: MemoryFs> MemoryFs for MountedFs<F> {
+impl MemoryFs for MountedFs {
     fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
-        self.resolve(path, false).map(|(_, m)| m)
+        self.resolve(path, false).map(|s| s.meta)
     }
 
     fn metadata(&self, path: &Path) -> io::Result<Metadata> {
-        self.resolve(path, true).map(|(_, m)| m)
+        self.resolve(path, true).map(|s| s.meta)
     }
 
     fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
-        let (real, m) = self.resolve(path, false)?;
-        if m.kind != FileKind::Symlink {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is not a symlink", path.display()),
-            ));
-        }
-        self.link_here(&real)
+        Self::link_target(&self.resolve(path, false)?)
     }
 
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
-        self.resolve(path, true).map(|(p, _)| p)
+        self.resolve(path, true).map(|s| s.path)
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
-        let (real, m) = self.resolve(path, true)?;
-        if m.kind != FileKind::Dir {
+        let step = self.resolve(path, true)?;
+        if step.meta.kind != FileKind::Dir {
             return Err(not_a_dir(path));
         }
-        self.entries_of(&real)
+        self.entries_of(&step)
     }
 
     fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome> {
-        let (real, m) = self.resolve(path, true)?;
-        match (m.kind, self.node(&real)) {
-            (FileKind::File, Some(Node::Host { path, .. })) => self.host.read_limited(&path, limit),
-            (kind, _) => Ok(ReadOutcome::NotAFile { kind }),
+        let step = self.resolve(path, true)?;
+        match (&step.loc, step.meta.kind) {
+            // Read through the handle the resolution ended on: never reopened by path.
+            (Loc::Host(fd), FileKind::File) => read_through(fd.as_fd(), limit),
+            (_, kind) => Ok(ReadOutcome::NotAFile { kind }),
         }
     }
 }

@@ -48,6 +48,17 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 continue;
             };
             top.next += 1;
+            self.spent.rules_entries += 1;
+            if self.spent.rules_entries > self.opts.budgets.rules_entries {
+                let what = format!(
+                    "{} is past {} rules-folder entries looked at in all: the rest of {} is not read",
+                    top.path.join(&entry.name).display(),
+                    self.opts.budgets.rules_entries,
+                    dir.display()
+                );
+                self.over_budget("rules entries", dir, what);
+                break;
+            }
             let (dir_path, shown_dir, real_dir) =
                 (top.path.clone(), top.shown.clone(), top.real.clone());
             let name = entry.name.to_string_lossy().into_owned();
@@ -93,6 +104,15 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 continue;
             }
             match entry_kind {
+                FileKind::Dir if stack.len() > self.opts.budgets.rules_depth => {
+                    let what = format!(
+                        "{} is nested {} folders below {}: it is not read",
+                        pn.display(),
+                        stack.len(),
+                        dir.display()
+                    );
+                    self.over_budget("rules depth", &pn, what);
+                }
                 FileKind::Dir => {
                     let shown = (pn != zt).then_some(pn);
                     if let Some(sub) =

@@ -5,17 +5,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{Code, Report, escape, escape_path};
+pub use crate::loader::Severity;
 use crate::plan::Delivery;
-
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The agent will not get what the operator intends (exit status 1).
-    Error,
-    /// Worth a look; the agent still gets its memory.
-    Warning,
-}
 
 /// One problem, with where it is and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -91,6 +82,7 @@ impl Report for CheckReport {
                         warnings += 1;
                         "warning"
                     }
+                    Severity::Info => "note",
                 };
                 let _ = writeln!(
                     out,

@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::GroupError;
+use crate::fsops::FsError;
+
 macro_rules! codes {
     ($( $(#[$doc:meta])* $variant:ident = $text:literal, )*) => {
         /// A stable machine-readable code.
@@ -114,8 +117,29 @@ codes! {
     ConfigUnreadable = "config-unreadable",
     /// A link that dangles even inside the container.
     DanglingLink = "dangling-link",
+    /// One of the loader's budgets was reached: the view of the memory is incomplete there.
+    BudgetExceeded = "budget-exceeded",
     /// Something composed for the agent does not reach it (compose's `delivered` verdict).
     NotDelivered = "not-delivered",
+}
+
+impl From<&GroupError> for Code {
+    /// The code of a group's failure.
+    fn from(err: &GroupError) -> Self {
+        match err {
+            GroupError::BadName { .. } => Code::BadGroupName,
+            GroupError::Reserved { .. } => Code::ReservedGroup,
+            GroupError::TooManyRescues { .. } => Code::TooManyRescues,
+            GroupError::Missing { .. } => Code::MissingGroup,
+            GroupError::Config(_) => Code::BadConfig,
+            GroupError::Collision { .. } => Code::FragmentCollision,
+            GroupError::Fs(FsError::Unsafe { .. }) => Code::UnsafePath,
+            GroupError::Fs(FsError::TooLarge { .. }) => Code::TooLarge,
+            GroupError::Fs(FsError::LockTimeout { .. }) => Code::LockTimeout,
+            GroupError::Fs(FsError::Io { .. }) => Code::Io,
+            GroupError::Loader(_) => Code::Loader,
+        }
+    }
 }
 
 impl std::fmt::Display for Code {

@@ -88,7 +88,7 @@ pub struct ErrorReport {
 impl From<&GroupError> for ErrorReport {
     fn from(err: &GroupError) -> Self {
         ErrorReport {
-            code: err.code(),
+            code: Code::from(err),
             file: err.file(),
             message: err.to_string(),
         }
