@@ -13,7 +13,7 @@ use clawmd::check::{CheckOptions, check_with_progress};
 use clawmd::compose::{ComposeOptions, compose_with_progress};
 use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
-use clawmd::loader::{Format, HostFs, load, render};
+use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
 use clawmd::migrate::migrate;
 use clawmd::progress::Progress;
 use clawmd::report::{Detail, Line, Report, RunFailure, Stream, Tone, WarningReport};
@@ -268,6 +268,10 @@ struct CheckArgs {
     /// clawmd.json, defaults).
     #[command(flatten)]
     delivery: DeliveryArgs,
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
+    /// the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -299,6 +303,10 @@ struct RenderArgs {
     /// Instead of the memory: which files reach the agent and what is dropped, and why.
     #[arg(long)]
     delivery_view: bool,
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
+    /// the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
 }
 
 fn parse_format() -> impl clap::builder::TypedValueParser<Value = Format> {
@@ -306,14 +314,19 @@ fn parse_format() -> impl clap::builder::TypedValueParser<Value = Format> {
         .try_map(|text| text.parse::<Format>())
 }
 
+fn parse_version(text: &str) -> Result<ClaudeVersion, String> {
+    text.parse()
+        .map_err(|e: clawmd::loader::version::BadVersion| e.to_string())
+}
+
 /// Library types stay free of clap: the binary lists their values and parses with `FromStr`.
 fn parse_delivery() -> impl clap::builder::TypedValueParser<Value = Delivery> {
-    clap::builder::PossibleValuesParser::new(["inline", "copy", "link"])
+    clap::builder::PossibleValuesParser::new(Delivery::ALL.map(Delivery::as_str))
         .try_map(|text| text.parse::<Delivery>())
 }
 
 fn parse_provider() -> impl clap::builder::TypedValueParser<Value = Provider> {
-    clap::builder::PossibleValuesParser::new(["claude", "codex", "opencode", "gemini"])
+    clap::builder::PossibleValuesParser::new(Provider::ALL.map(Provider::as_str))
         .try_map(|text| text.parse::<Provider>())
 }
 
@@ -427,6 +440,7 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
     let options = CheckOptions {
         settings: resolved.delivery,
         delivery_given: args.delivery.delivery.is_some(),
+        claude_version: args.claude_version.unwrap_or_default(),
     };
     let bar = printer.progress("checking");
     let result = check_with_progress(&resolved.layout, &selection, &options, &bar);
@@ -444,7 +458,15 @@ fn run_render(
         home: args.home.clone(),
         container_home: Some(args.container_home.clone()),
         consumer: args.consumer,
+        claude_version: args.claude_version.unwrap_or_default(),
     };
+    if !view.claude_version.is_verified() {
+        printer.warning(&format!(
+            "Claude Code {} is not in the conformance corpus; rendering with the rules known for {}",
+            view.claude_version,
+            view.claude_version.nearest_verified()
+        ));
+    }
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
             let (resolved, _) = global.resolve(&DeliveryArgs::default(), None, printer)?;
