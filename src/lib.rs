@@ -18,6 +18,7 @@ pub mod compose;
 pub mod config;
 pub mod delivery;
 pub mod deployment;
+pub mod diff;
 pub mod error;
 pub mod fsops;
 pub mod layout;

@@ -13,6 +13,7 @@ use clawmd::check::{CheckOptions, check_with_progress};
 use clawmd::compose::{ComposeOptions, compose_with_progress};
 use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
+use clawmd::diff::planned_diffs;
 use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
 use clawmd::migrate::migrate;
 use clawmd::progress::Progress;
@@ -45,6 +46,7 @@ Examples:
   clawmd compose --all                    compose every group
   clawmd compose main ops                 compose two groups
   clawmd compose --all --dry-run          what would change, writing nothing
+  clawmd compose main --dry-run --diff    and each file's content change
   clawmd compose main --json              the report a runner parses (docs/json-report.md)
   clawmd compose --all --delivery copy    shared base and skills as copied files")]
     Compose(ComposeArgs),
@@ -239,6 +241,9 @@ struct ComposeArgs {
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// With --dry-run: also show each file's content change as a unified diff (human output).
+    #[arg(long, requires = "dry_run")]
+    diff: bool,
     #[command(flatten)]
     lock: LockArgs,
     #[command(flatten)]
@@ -416,7 +421,41 @@ fn run_compose(
             report
         });
     bar.finish();
-    finish("compose", result, args.output.format(), printer)
+    let format = args.output.format();
+    let diffs = match (&result, args.diff, format) {
+        (Ok(report), true, OutputFormat::Human) => {
+            let changed: Vec<String> = report
+                .groups
+                .iter()
+                .filter(|g| g.status == clawmd::report::Status::Changed)
+                .map(|g| g.group.clone())
+                .collect();
+            planned_diffs(&resolved.layout, &options.settings, &changed)?
+        }
+        _ => Vec::new(),
+    };
+    let code = finish("compose", result, format, printer)?;
+    for diff in &diffs {
+        for text in diff.unified.lines() {
+            let tone = if text.starts_with("+++") || text.starts_with("---") {
+                Tone::Plain
+            } else if text.starts_with('+') {
+                Tone::Changed
+            } else if text.starts_with('-') {
+                Tone::Error
+            } else if text.starts_with("@@") {
+                Tone::Note
+            } else {
+                Tone::Plain
+            };
+            printer.line(&Line {
+                stream: Stream::Stdout,
+                tone,
+                text: clawmd::report::escape(text).into_owned(),
+            })?;
+        }
+    }
+    Ok(code)
 }
 
 fn run_migrate(
