@@ -76,6 +76,32 @@ pub fn check_with_progress(
     })
 }
 
+/// The findings `check --fix` clears by composing the group: the composition is out of
+/// date, a fragment of a disabled skill is left, temp files of an interrupted run are left.
+pub const FIXED_BY_COMPOSE: [Code; 3] = [
+    Code::OutOfDate,
+    Code::DisabledSkillFragment,
+    Code::StaleTemp,
+];
+
+/// The groups `check --fix` may safely compose: those with a finding in
+/// [`FIXED_BY_COMPOSE`] and no hand edit (composing would move a person's edit aside: that is
+/// left for the person, with the finding that says how).
+pub fn safely_fixable(report: &CheckReport) -> Vec<String> {
+    report
+        .groups
+        .iter()
+        .filter(|group| {
+            group
+                .findings
+                .iter()
+                .any(|f| FIXED_BY_COMPOSE.contains(&f.code))
+                && !group.findings.iter().any(|f| f.code == Code::HandEdited)
+        })
+        .map(|group| group.group.clone())
+        .collect()
+}
+
 /// Checks one group.
 pub fn check_group(
     layout: &Layout,

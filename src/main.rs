@@ -9,7 +9,7 @@ use clap::builder::TypedValueParser as _;
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
 
 use clawmd::Delivery;
-use clawmd::check::{CheckOptions, check_with_progress};
+use clawmd::check::{CheckOptions, check_with_progress, safely_fixable};
 use clawmd::compose::{ComposeOptions, compose_with_progress};
 use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
@@ -62,7 +62,8 @@ Examples:
   clawmd check                every group; only problems and a summary
   clawmd check main -v        one group, saying so even when it is fine
   clawmd check -q             errors only (nothing when all is well)
-  clawmd check --json         findings with codes (docs/json-report.md)")]
+  clawmd check --json         findings with codes (docs/json-report.md)
+  clawmd check --fix          compose what is out of date, then list what needs a person")]
     Check(CheckArgs),
     /// Print the memory Claude Code loads: for a group inside its container, or for a folder.
     #[command(after_help = "\
@@ -277,6 +278,10 @@ struct CheckArgs {
     /// the newest release the conformance corpus covers).
     #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
     claude_version: Option<ClaudeVersion>,
+    /// Apply the safe fixes (compose the groups that are out of date or hold leftovers, unless
+    /// a person edited them), then report what is left for a person.
+    #[arg(long)]
+    fix: bool,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -482,8 +487,50 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
         claude_version: args.claude_version.unwrap_or_default(),
     };
     let bar = printer.progress("checking");
-    let result = check_with_progress(&resolved.layout, &selection, &options, &bar);
+    let mut result = check_with_progress(&resolved.layout, &selection, &options, &bar);
     bar.finish();
+    if args.fix
+        && let Ok(report) = &result
+    {
+        let fixable = safely_fixable(report);
+        if !fixable.is_empty() {
+            let compose_options = ComposeOptions {
+                settings: options.settings.clone(),
+                dry_run: false,
+                lock_timeout: resolved.lock_timeout,
+            };
+            let bar = printer.progress("fixing");
+            let fixed = compose_with_progress(
+                &resolved.layout,
+                &Selection::Named(fixable),
+                &compose_options,
+                &bar,
+            );
+            bar.finish();
+            if let Ok(fixed) = &fixed {
+                let names: Vec<String> = fixed
+                    .groups
+                    .iter()
+                    .filter(|g| g.status == clawmd::report::Status::Changed)
+                    .map(|g| clawmd::report::escape(&g.group).into_owned())
+                    .collect();
+                printer.note(&format!(
+                    "fixed: composed {} group(s){}{}",
+                    names.len(),
+                    if names.is_empty() { "" } else { ": " },
+                    names.join(", ")
+                ));
+            }
+            let bar = printer.progress("checking");
+            result = check_with_progress(&resolved.layout, &selection, &options, &bar);
+            bar.finish();
+        }
+        if let Ok(report) = &result
+            && report.groups.iter().any(|g| !g.findings.is_empty())
+        {
+            printer.note("left for a person (check --fix does not change these):");
+        }
+    }
     finish("check", result, args.output.format(), printer)
 }
 
@@ -655,6 +702,13 @@ impl Printer {
                 "{} {message}",
                 "clawmd: warning:".yellow()
             );
+        }
+    }
+
+    /// A line about what the run did, on stderr (stdout may hold a JSON report).
+    fn note(&self, message: &str) {
+        if self.detail > Detail::Quiet {
+            let _ = writeln!(anstream::stderr().lock(), "clawmd: {message}");
         }
     }
 

@@ -343,3 +343,48 @@ fn every_code_is_documented_in_json_report_md() {
         .collect();
     assert!(missing.is_empty(), "undocumented codes: {missing:?}");
 }
+
+/// `check --fix` composes the groups whose findings compose clears (out of date, leftovers),
+/// never one a person edited, and reports what is left for the person.
+#[test]
+fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
+    let d = Deployment::standard()
+        .group("new", None)
+        .group("stale", None)
+        .group("edited", None);
+    d.run(["compose", "stale", "edited"]).success();
+    d.write("groups/stale/.clawmd-tmp-1-2-3", b"x");
+    d.write("groups/stale/container.json", br#"{"skills": ["web"]}"#);
+    let edited = d.read("groups/edited/CLAUDE.md") + "my note\n";
+    d.write("groups/edited/CLAUDE.md", edited.as_bytes());
+    d.write("groups/edited/container.json", br#"{"skills": ["web"]}"#);
+
+    let run = d.run(["check", "--fix", "--json"]).expect_code(1);
+    assert!(
+        run.stderr()
+            .contains("fixed: composed 2 group(s): new, stale"),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        run.stderr().contains("left for a person"),
+        "{}",
+        run.stderr()
+    );
+    assert!(d.exists("groups/new/CLAUDE.md"));
+    assert!(!d.exists("groups/stale/.clawmd-tmp-1-2-3"));
+    assert_eq!(
+        d.read("groups/edited/CLAUDE.md"),
+        edited,
+        "a hand edit is left alone"
+    );
+    // The report is the check after the fixes: only the edited group remains.
+    assert_eq!(codes(&run, 1), Vec::<String>::new());
+    assert_eq!(codes(&run, 2), Vec::<String>::new());
+    assert!(
+        codes(&run, 0).contains(&"hand-edited".to_owned()),
+        "{:?}",
+        codes(&run, 0)
+    );
+    assert_eq!(run.json()["groups"][0]["group"], "edited");
+}
