@@ -495,7 +495,7 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
         let fixable = safely_fixable(report);
         if !fixable.is_empty() {
             let compose_options = ComposeOptions {
-                settings: options.settings.clone(),
+                settings: options.settings,
                 dry_run: false,
                 lock_timeout: resolved.lock_timeout,
             };
