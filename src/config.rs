@@ -259,22 +259,55 @@ fn check_name(path: &Path, field: &str, name: &str, what: &str) -> Result<(), Co
     })
 }
 
-#[derive(Deserialize)]
+/// The part of `container.json` clawmd reads; every other key is the runner's.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(expecting = "a JSON object (the group's container.json)")]
+#[schemars(
+    title = "container.json (the part clawmd reads)",
+    description = "A group's config; it belongs to the container runner, which may add any other key (docs/container-json.md)."
+)]
 struct RawConfig {
+    /// Which skills under container/skills/ are enabled: "all" (the default) or a list.
     #[serde(default)]
     skills: Option<RawSkills>,
+    /// MCP servers; clawmd reads only each one's `instructions`.
     #[serde(default, rename = "mcpServers")]
     mcp_servers: Option<BTreeMap<String, RawServer>>,
+    /// The agent backend (default: the deployment's provider, else claude).
     #[serde(default)]
+    #[schemars(with = "Option<Provider>")]
     provider: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// An MCP server; every key but `instructions` is the runner's.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(expecting = "an MCP server object")]
 struct RawServer {
+    /// Inline guidance composed into the group's memory, inside a fenced code block.
     #[serde(default)]
     instructions: Option<String>,
+}
+
+/// The JSON Schema of `container.json` (the part clawmd reads), derived from the parser's
+/// own types.
+pub fn schema() -> schemars::Schema {
+    schemars::schema_for!(RawConfig)
+}
+
+impl schemars::JsonSchema for RawSkills {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Skills".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "\"all\", or the names of the enabled skills (folders under container/skills/)",
+            "anyOf": [
+                { "const": "all" },
+                { "type": "array", "items": { "type": "string" } }
+            ]
+        })
+    }
 }
 
 enum RawSkills {

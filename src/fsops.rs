@@ -113,7 +113,7 @@ type Result<T, E = FsError> = std::result::Result<T, E>;
 
 /// What a directory entry is, without following a symlink. Reports serialise it in lowercase
 /// (`"file"`, `"symlink"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeKind {
     /// Nothing by that name.

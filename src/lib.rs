@@ -29,6 +29,7 @@ pub mod progress;
 pub mod reconcile;
 pub mod report;
 pub mod safe_name;
+pub mod schema;
 pub mod settings;
 pub mod suggest;
 pub mod view;

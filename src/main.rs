@@ -18,6 +18,7 @@ use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
 use clawmd::migrate::migrate;
 use clawmd::progress::Progress;
 use clawmd::report::{Detail, Line, Report, RunFailure, Stream, Tone, WarningReport};
+use clawmd::schema::{SchemaKind, schema};
 use clawmd::settings::{Overrides, Resolved, read_settings};
 use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
 
@@ -82,6 +83,16 @@ Examples:
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+    },
+    /// Print the JSON Schema of a file clawmd reads or a report it prints (derived from the code).
+    #[command(after_help = "\
+Examples:
+  clawmd schema container-json > container.schema.json
+  clawmd schema report            the shape of `clawmd compose --json`")]
+    Schema {
+        /// Which document.
+        #[arg(value_parser = parse_schema())]
+        kind: SchemaKind,
     },
     /// Print the manual page (roff).
     #[command(after_help = "\
@@ -330,6 +341,11 @@ fn parse_version(text: &str) -> Result<ClaudeVersion, String> {
 }
 
 /// Library types stay free of clap: the binary lists their values and parses with `FromStr`.
+fn parse_schema() -> impl clap::builder::TypedValueParser<Value = SchemaKind> {
+    clap::builder::PossibleValuesParser::new(SchemaKind::ALL.map(|(_, name)| name))
+        .try_map(|text| text.parse::<SchemaKind>())
+}
+
 fn parse_delivery() -> impl clap::builder::TypedValueParser<Value = Delivery> {
     clap::builder::PossibleValuesParser::new(Delivery::ALL.map(Delivery::as_str))
         .try_map(|text| text.parse::<Delivery>())
@@ -385,6 +401,10 @@ fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "clawmd", &mut script);
             print_stdout(&String::from_utf8_lossy(&script))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Schema { kind } => {
+            print_stdout(&(serde_json::to_string_pretty(&schema(kind))? + "\n"))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Man => {

@@ -55,7 +55,7 @@ const KEYS: [&str; 11] = [
 ];
 
 /// The parsed settings file (every key optional).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Settings {
     /// Delivery mode for Claude Code groups.

@@ -388,3 +388,58 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
     );
     assert_eq!(run.json()["groups"][0]["group"], "edited");
 }
+
+/// `clawmd schema …` prints JSON Schemas derived from the code; the example deployment's
+/// configs and real reports of every command validate against them, and a typo'd type does
+/// not.
+#[test]
+fn schemas_validate_the_example_configs_and_real_reports() {
+    let env: [(&str, &std::ffi::OsStr); 0] = [];
+    let schema = |kind: &str| -> jsonschema::Validator {
+        let run = common::run_clawmd(["schema", kind], &env).success();
+        let schema = run.json();
+        assert_eq!(
+            schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
+            "{kind}"
+        );
+        jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{kind}: {e}"))
+    };
+    let valid = |validator: &jsonschema::Validator, doc: &serde_json::Value, what: &str| {
+        let errors: Vec<String> = validator
+            .iter_errors(doc)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{what}: {errors:?}\n{doc}");
+    };
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = schema("container-json");
+    for group in ["main", "research", "ops"] {
+        let path = repo.join("groups").join(group).join("container.json");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        valid(&config, &doc, &path.display().to_string());
+    }
+    assert!(!config.is_valid(&serde_json::json!({"skills": 3})));
+    assert!(!config.is_valid(&serde_json::json!({"provider": "cobol"})));
+    let settings = schema("settings");
+    valid(
+        &settings,
+        &serde_json::json!({"delivery": "copy", "budgets": {"codex": 1000}, "lockTimeout": 5}),
+        "settings",
+    );
+    assert!(!settings.is_valid(&serde_json::json!({"delivery": "pigeon"})));
+
+    let d = Deployment::example();
+    let composed = d.run(["compose", "--all", "--json"]).success().json();
+    valid(&schema("report"), &composed, "compose report");
+    let dry = d.run(["compose", "mian", "--dry-run", "--json"]).json();
+    valid(
+        &schema("report"),
+        &dry,
+        "compose report with a failed group",
+    );
+    let checked = d.run(["check", "--json"]).json();
+    valid(&schema("check-report"), &checked, "check report");
+    let migrated = d.run(["migrate", "--dry-run", "--json"]).success().json();
+    valid(&schema("migrate-report"), &migrated, "migrate report");
+}

@@ -63,7 +63,7 @@ pub struct Section {
 }
 
 /// A section left out because the target's budget was exceeded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Dropped {
     /// `skill:<name>` or `mcp:<server>`.
     pub section: String,

@@ -37,7 +37,18 @@ use crate::plan::{
 pub use document::{Dropped, LocalMemory, Section, SectionId};
 
 /// How the shared base and the skills' guidance reach a Claude Code agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Delivery {
     /// One generated `CLAUDE.md` holding the shared base, the skills' guidance and the MCP
@@ -85,7 +96,18 @@ impl fmt::Display for Delivery {
 }
 
 /// The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
     /// Claude Code (CLI or Agent SDK): `CLAUDE.md` in the chosen delivery mode.
@@ -249,7 +271,7 @@ impl DeliverySettings {
 }
 
 /// What a group is composed as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 pub struct Target {
     /// The backend.
     pub provider: Provider,

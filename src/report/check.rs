@@ -10,7 +10,7 @@ pub use crate::loader::Severity;
 use crate::plan::Delivery;
 
 /// One problem, with where it is and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Finding {
     /// Error or warning.
     pub severity: Severity,
@@ -25,7 +25,7 @@ pub struct Finding {
 }
 
 /// The findings of one group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct GroupCheck {
     /// The group.
     pub group: String,
@@ -36,7 +36,7 @@ pub struct GroupCheck {
 }
 
 /// The report of a `check` run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct CheckReport {
     /// The JSON shape version.
     pub version: u32,

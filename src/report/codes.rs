@@ -10,7 +10,10 @@ use crate::fsops::FsError;
 macro_rules! codes {
     ($( $(#[$doc:meta])* $variant:ident = $text:literal, )*) => {
         /// A stable machine-readable code.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+            schemars::JsonSchema,
+        )]
         pub enum Code {
             $( $(#[$doc])* #[serde(rename = $text)] $variant, )*
         }

@@ -17,7 +17,7 @@ use crate::plan::{Content, Delivery, GroupPlan};
 use crate::reconcile::Step;
 
 /// A created, replaced or removed managed path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct EntryChange {
     /// The path relative to the group folder.
     pub path: String,
@@ -29,7 +29,7 @@ pub struct EntryChange {
 }
 
 /// A hand-edited file kept aside before it was replaced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Rescued {
     /// The file that was edited (relative to the group folder).
     pub from: String,
@@ -38,7 +38,7 @@ pub struct Rescued {
 }
 
 /// The result of composing one group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct GroupReport {
     /// The group name.
     pub group: String,
@@ -73,7 +73,7 @@ pub struct GroupReport {
 }
 
 /// Whether everything composed reaches the agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DeliveredReport {
     /// True when every composed section and the local memory reach the agent.
     pub complete: bool,
@@ -182,7 +182,7 @@ impl GroupReport {
 }
 
 /// Counts of groups by status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Groups processed.
     pub groups: usize,
@@ -195,7 +195,7 @@ pub struct Summary {
 }
 
 /// The report of a `compose` run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ComposeReport {
     /// [`REPORT_VERSION`].
     pub version: u32,

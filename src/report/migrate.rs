@@ -7,7 +7,7 @@ use super::{
 };
 
 /// One change migrate made (or, in a dry run, would make), as reported.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum ActionReport {
     /// The legacy `.claude-global.md` link was removed.
@@ -57,7 +57,7 @@ pub enum ActionReport {
 }
 
 /// The result of migrating one group (or `global`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct MigrateGroupReport {
     /// The group name (`global` for the retired shared folder).
     pub group: String,
@@ -72,7 +72,7 @@ pub struct MigrateGroupReport {
 }
 
 /// The report of a `migrate` run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct MigrateReport {
     /// The JSON shape version.
     pub version: u32,

@@ -127,7 +127,7 @@ pub fn count(n: usize) -> String {
 }
 
 /// What happened to a group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Something was (or would be) written or removed.
@@ -139,7 +139,7 @@ pub enum Status {
 }
 
 /// A warning with a stable code.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct WarningReport {
     /// Stable machine-readable code.
     pub code: Code,
@@ -164,7 +164,7 @@ impl From<&Warning> for WarningReport {
 }
 
 /// A group's failure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ErrorReport {
     /// Stable machine-readable code.
     pub code: Code,
@@ -186,7 +186,7 @@ impl From<&GroupError> for ErrorReport {
 
 /// The JSON document of a run that could not start (the groups folder or the shared content
 /// could not be read): `{"version", "command", "ok": false, "error": {"code", "message"}}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RunFailure {
     /// [`REPORT_VERSION`].
     pub version: u32,
@@ -199,7 +199,7 @@ pub struct RunFailure {
 }
 
 /// The error of a [`RunFailure`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RunError {
     /// Always [`Code::RunFailed`].
     pub code: Code,
