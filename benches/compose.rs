@@ -81,12 +81,12 @@ fn main() {
     );
     println!("|---:|---|---:|---:|---:|---:|---:|");
     for &groups in &sizes {
-        for delivery in [Delivery::Link, Delivery::Copy] {
+        for delivery in [Delivery::Inline, Delivery::Link, Delivery::Copy] {
             let temp = tempfile::tempdir().unwrap();
             generate(temp.path(), groups);
             let layout = Layout::under_root(temp.path());
             let options = ComposeOptions {
-                delivery,
+                settings: clawmd::delivery::DeliverySettings::with_delivery(delivery),
                 ..ComposeOptions::default()
             };
             let (first, report) = time(|| compose(&layout, &Selection::All, &options).unwrap());

@@ -56,7 +56,7 @@ fn example_group() -> tempfile::TempDir {
         std::fs::copy(repo.join("groups/main").join(name), to.join(name)).unwrap();
     }
     let options = ComposeOptions {
-        delivery: Delivery::Copy,
+        settings: clawmd::delivery::DeliverySettings::with_delivery(Delivery::Copy),
         ..ComposeOptions::default()
     };
     let layout = Layout::under_root(temp.path());

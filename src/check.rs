@@ -8,24 +8,32 @@
 
 use std::path::Path;
 
+use crate::delivery::DeliverySettings;
+use crate::delivery::verify::{self, Delivered};
 use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
 use crate::fsops::{SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
-use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
-use crate::plan::{Delivery, Sources};
-use crate::reconcile::Step;
+use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs};
+use crate::plan::{Delivery, GroupPlan, Sources};
+use crate::reconcile::{Step, is_rescue_name};
 use crate::report::{CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity};
 use crate::view::{ViewOptions, load_group};
 
 /// How to check.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CheckOptions {
-    /// Check against this delivery mode; `None` detects it from `.claude-shared.md`.
-    pub delivery: Option<Delivery>,
-    /// Assume the agent's user approved external imports for the workspace.
-    pub approve_external: bool,
+    /// The deployment's delivery settings, resolved exactly as `compose` resolves them
+    /// (`clawmd.json`, `CLAWMD_*`, flags), so that check expects what compose makes.
+    pub settings: DeliverySettings,
+    /// Whether the delivery mode was given on this command line (`--delivery` or
+    /// `CLAWMD_DELIVERY`): fixes then repeat it.
+    pub delivery_given: bool,
+    /// The Claude Code release the agents run (default: the newest the conformance corpus
+    /// covers); a release outside the corpus is checked with the nearest known rules and
+    /// reported as `claude-version-unverified`.
+    pub claude_version: ClaudeVersion,
 }
 
 /// Checks the selected groups. Fails as a whole only when the deployment cannot be read.
@@ -60,24 +68,50 @@ pub fn check_group(
     options: &CheckOptions,
 ) -> GroupCheck {
     let mut findings = Vec::new();
-    let delivery = match composition_findings(layout, sources, group, options, &mut findings) {
-        Ok(delivery) => delivery,
+    let plan = match composition_findings(layout, sources, group, options, &mut findings) {
+        Ok(plan) => Some(plan),
         Err(err) => {
             findings.push(group_error_finding(layout, group, &err));
-            options.delivery.unwrap_or_default()
+            None
         }
     };
-    if !findings.iter().any(|f| is_group_error(f.code)) {
+    let delivery = plan
+        .as_ref()
+        .map_or(options.settings.delivery, |p| p.target.delivery);
+    let flat = plan.as_ref().is_some_and(|p| p.target.provider.is_flat());
+    let fix = compose_fix(group, options);
+    if !findings.iter().any(|f| is_group_error(f.code)) && !flat {
         let view = ViewOptions {
-            approve_external: options.approve_external,
+            approve_external: options.settings.approve_external,
+            claude_version: options.claude_version,
             ..ViewOptions::default()
         };
         match load_group(layout, group, &view) {
             Ok((memory, fs)) => {
-                memory_findings(layout, group, delivery, &memory, &fs, &mut findings)
+                memory_findings(layout, group, delivery, &fix, &memory, &fs, &mut findings)
             }
             Err(err) => findings.push(group_error_finding(layout, group, &err)),
         }
+    }
+    // The same verdict as compose's report: what reaches the agent once composed.
+    if let Some(plan) = &plan {
+        let delivered = verify::verify(layout, plan, sources, &options.settings);
+        not_delivered(layout, group, plan, &delivered, &mut findings);
+    }
+    let version = options.claude_version;
+    if !version.is_verified() {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: Code::ClaudeVersionUnverified,
+            file: layout.group_dir(group),
+            message: format!(
+                "Claude Code {version} is not in the conformance corpus: its memory is modelled with the rules known for {} and may differ",
+                version.nearest_verified()
+            ),
+            fix: format!(
+                "record the corpus on {version} (scripts/new-conformance-case --version {version}) or pin a recorded release"
+            ),
+        });
     }
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     GroupCheck {
@@ -101,11 +135,72 @@ fn is_group_error(code: Code) -> bool {
     )
 }
 
+/// The one command that brings a group to what check expects: compose with the same
+/// settings (and the same `--delivery` when check was given one).
+fn compose_fix(group: &str, options: &CheckOptions) -> String {
+    match options.delivery_given {
+        true => format!(
+            "run `clawmd compose {group} --delivery {}`",
+            options.settings.delivery
+        ),
+        false => format!("run `clawmd compose {group}`"),
+    }
+}
+
+/// Composed sections that do not reach the agent (the same verdict as compose's report).
+fn not_delivered(
+    layout: &Layout,
+    group: &str,
+    plan: &GroupPlan,
+    delivered: &Delivered,
+    findings: &mut Vec<Finding>,
+) {
+    if delivered.complete {
+        return;
+    }
+    let fix = if plan.target.delivery == Delivery::Link && !plan.target.provider.is_flat() {
+        link_fix(layout, group)
+    } else if !plan.dropped.is_empty() {
+        format!(
+            "shorten or disable the dropped sections in container.json, or raise \"budgets\": {{\"{}\": …}} in clawmd.json, then run `clawmd compose {group}`",
+            plan.target.provider
+        )
+    } else {
+        format!(
+            "see why with `clawmd render {group} --delivery-view`, fix the source named there, then run `clawmd compose {group}`"
+        )
+    };
+    findings.push(Finding {
+        severity: Severity::Error,
+        code: Code::NotDelivered,
+        file: layout.group_dir(group).join(plan.target.file),
+        message: format!(
+            "composed for the agent but not reaching it: {}{}",
+            delivered.missing.join(", "),
+            match delivered.reasons.is_empty() {
+                true => String::new(),
+                false => format!(" ({})", delivered.reasons.join("; ")),
+            }
+        ),
+        fix,
+    });
+}
+
+/// The fix for link delivery whose imports Claude Code drops: either approval (the runtime's
+/// setting, told to clawmd too) or the default inline delivery.
+fn link_fix(layout: &Layout, group: &str) -> String {
+    format!(
+        "approve external imports for {} in the agent's ~/.claude.json and set \"approveExternal\": true in clawmd.json; or set \"delivery\": \"inline\" in clawmd.json (and stop passing --delivery link / CLAWMD_DELIVERY=link), then run `clawmd compose {group}`",
+        layout.workspace_mount.display()
+    )
+}
+
 /// What the agent will really get, from the loader's view inside the container.
 fn memory_findings(
     layout: &Layout,
     group: &str,
     delivery: Delivery,
+    compose_fix: &str,
     memory: &Memory,
     fs: &MountedFs,
     findings: &mut Vec<Finding>,
@@ -125,12 +220,17 @@ fn memory_findings(
                     .unwrap_or_else(|| d.path.display().to_string())
             })
             .collect();
-        let fix = match delivery {
-            Delivery::Link => format!(
-                "run `clawmd compose {group} --delivery copy` (regular files inside the workspace load without approval), or approve external imports for {} in the agent's ~/.claude.json",
-                layout.workspace_mount.display()
-            ),
-            Delivery::Copy => "point these imports at files inside the workspace".to_owned(),
+        let from_composition = external.iter().any(|d| {
+            d.from.as_deref().is_some_and(|from| {
+                from == layout.workspace_mount.join(names::CLAUDE_MD)
+                    || from == layout.workspace_mount.join(names::SHARED)
+                    || from.starts_with(layout.workspace_mount.join(names::FRAGMENTS))
+            })
+        });
+        let fix = match (delivery, from_composition) {
+            (Delivery::Link, true) => link_fix(layout, group),
+            (_, true) => compose_fix.to_owned(),
+            (_, false) => "point these imports at files inside the workspace".to_owned(),
         };
         findings.push(Finding {
             severity: Severity::Error,
@@ -210,6 +310,16 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
             Code::SymlinkLoop,
             "replace the looping link",
         ),
+        D::FileProtected => (
+            Severity::Error,
+            Code::FileProtected,
+            "move the file out of the connector-downloads or scratchpad folder: Claude Code never loads memory from there",
+        ),
+        D::CwdNotUtf8 => (
+            Severity::Error,
+            Code::CwdNotUtf8,
+            "rename the working directory to a UTF-8 name: Claude Code does not start in it",
+        ),
         D::FileOversized => (
             Severity::Warning,
             Code::Oversized,
@@ -276,7 +386,7 @@ fn dangling_links(layout: &Layout, fs: &MountedFs, findings: &mut Vec<Finding>) 
 fn group_error_finding(layout: &Layout, group: &str, err: &GroupError) -> Finding {
     Finding {
         severity: Severity::Error,
-        code: err.code(),
+        code: Code::from(err),
         file: err.file().unwrap_or_else(|| layout.group_dir(group)),
         message: err.to_string(),
         fix: "fix the problem above, then run `clawmd compose` for the group".to_owned(),
@@ -289,26 +399,27 @@ fn composition_findings(
     group: &str,
     options: &CheckOptions,
     findings: &mut Vec<Finding>,
-) -> Result<Delivery, GroupError> {
+) -> Result<GroupPlan, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     let Observation {
         dir,
         config,
         delivery,
+        plan,
         steps,
         ..
-    } = observe(layout, sources, &group_path, options.delivery, false)?;
+    } = observe(layout, sources, &group_path, &options.settings, false)?;
     let group_path = dir.path().to_owned();
-    let compose_fix = format!("run `clawmd compose {group} --delivery {delivery}`");
+    let compose_fix = compose_fix(group, options);
     let mut pending = Vec::new();
     for step in &steps {
         match step {
             Step::Keep { .. } => {}
-            Step::Rescue { .. } => findings.push(Finding {
+            Step::Rescue { from, .. } => findings.push(Finding {
                 severity: Severity::Error,
                 code: Code::HandEdited,
-                file: group_path.join(names::CLAUDE_MD),
-                message: "CLAUDE.md is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will move the edit aside".to_owned(),
+                file: group_path.join(from),
+                message: format!("{from} is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will move the edit aside"),
                 fix: format!("move the text you need into CLAUDE.local.md, then {compose_fix}"),
             }),
             Step::Clean { path } => findings.push(Finding {
@@ -339,8 +450,9 @@ fn composition_findings(
             code: Code::OutOfDate,
             file: group_path.clone(),
             message: format!(
-                "the composition differs from what container.json asks for ({} with {delivery} delivery): {}",
+                "the composition differs from what container.json asks for ({} as {} with {delivery} delivery): {}",
                 names::CONFIG,
+                plan.target.file,
                 pending.join(", ")
             ),
             fix: compose_fix.clone(),
@@ -348,7 +460,7 @@ fn composition_findings(
     }
     rescued_files(&dir, findings)?;
     instruction_imports(&dir, &config.mcp_instructions, findings);
-    Ok(delivery)
+    Ok(plan)
 }
 
 fn is_disabled_skill(
@@ -364,12 +476,12 @@ fn is_disabled_skill(
 fn rescued_files(dir: &SafeDir, findings: &mut Vec<Finding>) -> Result<(), GroupError> {
     for name in dir.list()? {
         let name = name.to_string_lossy();
-        if name.starts_with(names::RESCUE_PREFIX) && !is_temp_name(&name) {
+        if is_rescue_name(&name) && !is_temp_name(&name) {
             findings.push(Finding {
                 severity: Severity::Warning,
                 code: Code::RescuedText,
                 file: dir.path().join(name.as_ref()),
-                message: "text from a hand-edited CLAUDE.md, kept aside by compose; the agent does not see it".to_owned(),
+                message: "text from a hand-edited entry point, kept aside by compose; the agent does not see it".to_owned(),
                 fix: "move what is still needed into CLAUDE.local.md, then delete this file".to_owned(),
             });
         }

@@ -7,19 +7,21 @@
 
 use std::time::Duration;
 
+use crate::delivery::DeliverySettings;
+use crate::delivery::verify::verify;
 use crate::deployment::{Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
 use crate::fsops;
 use crate::layout::Layout;
-use crate::plan::{Delivery, Sources};
+use crate::plan::{GroupPlan, Sources};
 use crate::reconcile::apply;
 use crate::report::{ComposeReport, GroupReport};
 
 /// How to compose.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComposeOptions {
-    /// Symlinks (default) or copies.
-    pub delivery: Delivery,
+    /// Delivery mode, default provider, budgets (from `clawmd.json`, flags and `CLAWMD_*`).
+    pub settings: DeliverySettings,
     /// Compute and report the changes without making them.
     pub dry_run: bool,
     /// How long to wait for another run holding a group's lock.
@@ -29,7 +31,7 @@ pub struct ComposeOptions {
 impl Default for ComposeOptions {
     fn default() -> Self {
         ComposeOptions {
-            delivery: Delivery::Link,
+            settings: DeliverySettings::default(),
             dry_run: false,
             lock_timeout: Duration::from_secs(60),
         }
@@ -56,7 +58,7 @@ pub fn compose(
     });
     Ok(ComposeReport::new(
         options.dry_run,
-        options.delivery,
+        options.settings.delivery,
         reports,
         warnings,
     ))
@@ -105,14 +107,13 @@ pub fn compose_group(
     // A first look without the lock: a group that is already right (the common case at every
     // spawn) is reported unchanged without taking the lock or writing anything. Anything else
     // is looked at again under the lock, since another run may be changing it.
-    let delivery = Some(options.delivery);
-    match observe(layout, sources, &group_path, delivery, false) {
-        Ok(first) if options.dry_run || first.is_up_to_date() => {
-            return Ok(GroupReport::from_steps(
-                group,
-                &first.steps,
-                &first.plan.warnings,
-            ));
+    let settings = &options.settings;
+    match observe(layout, sources, &group_path, settings, false) {
+        // `.claude-fragments` must exist even when nothing is imported from it (inline): the
+        // runner bind-mounts it read-only.
+        Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
+            let report = GroupReport::from_steps(group, &first.steps, &first.plan);
+            return Ok(delivered(layout, sources, &first.plan, options, report));
         }
         Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => {
             return Err(err);
@@ -122,15 +123,24 @@ pub fn compose_group(
         Ok(_) | Err(_) => {}
     }
     let _lock = fsops::lock(&layout.lock_file(group), options.lock_timeout)?;
-    let seen = observe(layout, sources, &group_path, delivery, true)?;
+    let seen = observe(layout, sources, &group_path, settings, true)?;
     let fragments = seen
         .fragments
         .as_ref()
         .expect("open_child with create returns a folder or an error");
     apply(&seen.dir, fragments, &seen.steps)?;
-    Ok(GroupReport::from_steps(
-        group,
-        &seen.steps,
-        &seen.plan.warnings,
-    ))
+    let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
+    Ok(delivered(layout, sources, &seen.plan, options, report))
+}
+
+/// Adds to `report` what reaches the agent of the group composed as `plan`.
+fn delivered(
+    layout: &Layout,
+    sources: &Sources,
+    plan: &GroupPlan,
+    options: &ComposeOptions,
+    mut report: GroupReport,
+) -> GroupReport {
+    report.set_delivered(verify(layout, plan, sources, &options.settings));
+    report
 }

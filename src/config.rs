@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
+use crate::delivery::Provider;
 use crate::safe_name::{NameProblem, validate_name};
 
 /// The largest `container.json` clawmd reads. A config is a few kilobytes; anything near this
@@ -45,6 +46,8 @@ pub struct GroupConfig {
     pub skills: SkillSelection,
     /// Inline MCP instructions by server name (sorted); servers without instructions are absent.
     pub mcp_instructions: BTreeMap<String, String>,
+    /// The runner's `provider` key (the agent backend), when present. clawmd only reads it.
+    pub provider: Option<Provider>,
 }
 
 /// A `container.json` that cannot be used, with where and how to fix it.
@@ -96,9 +99,23 @@ pub fn parse_config(path: &Path, bytes: &[u8]) -> Result<GroupConfig, ConfigErro
             mcp_instructions.insert(name, text);
         }
     }
+    let provider = match raw.provider {
+        None => None,
+        Some(name) => Some(Provider::parse(&name).ok_or_else(|| ConfigError {
+            path: path.to_owned(),
+            position: None,
+            field: Some("provider".to_owned()),
+            message: format!("provider {name:?} is not an agent backend clawmd composes for"),
+            fix: format!(
+                "use one of {} (or remove the key: missing means the deployment's default provider)",
+                Provider::ALL.map(Provider::as_str).join(", ")
+            ),
+        })?),
+    };
     Ok(GroupConfig {
         skills,
         mcp_instructions,
+        provider,
     })
 }
 
@@ -168,6 +185,8 @@ struct RawConfig {
     skills: Option<RawSkills>,
     #[serde(default, rename = "mcpServers")]
     mcp_servers: Option<BTreeMap<String, RawServer>>,
+    #[serde(default)]
+    provider: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -291,6 +310,22 @@ mod tests {
         let err = parse(r#"{"skills": [""]}"#).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("skills[0]"));
         assert!(err.message.contains("empty"), "{}", err.message);
+    }
+
+    #[test]
+    fn provider_is_read_and_an_unknown_one_is_refused() {
+        assert_eq!(parse("{}").unwrap().provider, None);
+        let config = parse(r#"{"provider": "codex"}"#).unwrap();
+        assert_eq!(config.provider, Some(Provider::Codex));
+        let err = parse(r#"{"provider": "cobol"}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("provider"));
+        assert!(
+            err.fix.contains("claude, codex, opencode, gemini"),
+            "{}",
+            err.fix
+        );
+        let err = parse(r#"{"provider": 3}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("provider"));
     }
 
     #[test]

@@ -10,10 +10,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
+use crate::delivery::expand::expand_source;
+use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, NodeKind, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
-use crate::plan::{Delivery, GroupPlan, Sources, plan_group};
+use crate::plan::{Delivery, GroupPlan, Sources};
 use crate::reconcile::{Step, diff};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
@@ -85,18 +87,44 @@ pub fn open_group(path: &Path) -> Result<SafeDir, GroupError> {
     }
 }
 
-/// Reads what `container/` holds: the shared base and each skill's instructions. Skill folders
-/// whose names cannot be file names are skipped with a warning.
+/// Reads what `container/` holds: the shared base and each skill's instructions, with their
+/// own imports expanded where their owner put them ([`expand_source`]). Skill folders whose
+/// names cannot be file names are skipped with a warning.
 pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), FsError> {
+    let mut warnings = Vec::new();
+    let mut notes = Vec::new();
+    let mut originals = std::collections::BTreeMap::new();
+    let mut expand = |key: String, target: PathBuf, bytes: Option<Vec<u8>>| {
+        bytes.map(|bytes| {
+            let expanded = expand_source(&layout.app_mount, &layout.container_dir, &target, &bytes);
+            notes.extend(expanded.notes.iter().map(|note| WarningReport {
+                code: Code::SharedImportNotDelivered,
+                message: note.to_string(),
+            }));
+            if expanded.text != bytes {
+                originals.insert(key, bytes);
+            }
+            expanded.text
+        })
+    };
+    let shared = fsops::read_host_file(&layout.shared_base_source(), MAX_SOURCE_BYTES)?;
     let mut sources = Sources {
-        shared_base: fsops::read_host_file(&layout.shared_base_source(), MAX_SOURCE_BYTES)?,
+        shared_base: expand(
+            names::CLAUDE_MD.to_owned(),
+            layout.shared_base_target(),
+            shared,
+        ),
         ..Sources::default()
     };
-    let mut warnings = Vec::new();
+    let mut skills = Vec::new();
     let skills_dir = layout.skills_dir();
     let entries = match std::fs::read_dir(&skills_dir) {
         Ok(entries) => entries,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((sources, warnings)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            warnings.extend(notes);
+            sources.originals = originals;
+            return Ok((sources, warnings));
+        }
         Err(err) => {
             return Err(FsError::Io {
                 op: "list",
@@ -116,20 +144,64 @@ pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), Fs
             continue;
         }
         if let Err(problem) = validate_name(&name) {
-            warnings.push(WarningReport {
+            skills.push(Err(WarningReport {
                 code: Code::BadSkillName,
                 message: format!(
                     "skipping skill folder {}: {problem} (fix: rename the folder)",
                     entry.path().display()
                 ),
-            });
+            }));
             continue;
         }
         let instructions =
             fsops::read_host_file(&layout.skill_instructions_source(&name), MAX_SOURCE_BYTES)?;
-        sources.skills.insert(name, instructions);
+        skills.push(Ok((name, instructions)));
     }
+    for skill in skills {
+        match skill {
+            Ok((name, instructions)) => {
+                let key = format!("skills/{name}/{}", names::SKILL_INSTRUCTIONS);
+                let target = layout.skill_instructions_target(&name);
+                let instructions = expand(key, target, instructions);
+                sources.skills.insert(name, instructions);
+            }
+            Err(warning) => warnings.push(warning),
+        }
+    }
+    warnings.extend(notes);
+    sources.originals = originals;
     Ok((sources, warnings))
+}
+
+/// Plans a group: reads what its target needs from the group (`CLAUDE.local.md`, read once and
+/// never through a link) and calls [`plan_delivery`].
+pub fn plan_for(
+    layout: &Layout,
+    dir: &SafeDir,
+    config: &GroupConfig,
+    sources: &Sources,
+    settings: &DeliverySettings,
+) -> Result<GroupPlan, GroupError> {
+    // A linked or special CLAUDE.local.md is refused by the diff; one larger than Claude Code
+    // reads counts as missing.
+    let local = match dir.kind(names::CLAUDE_LOCAL_MD)? {
+        NodeKind::File => {
+            match dir.read_file(names::CLAUDE_LOCAL_MD, crate::loader::MAX_FILE_BYTES) {
+                Err(FsError::TooLarge { .. }) => None,
+                other => other?,
+            }
+        }
+        _ => None,
+    };
+    let inputs = GroupInputs {
+        local_memory: local.as_deref(),
+    };
+    plan_delivery(layout, config, sources, inputs, settings).map_err(|source| {
+        GroupError::Collision {
+            path: dir.path().join(names::CONFIG),
+            source,
+        }
+    })
 }
 
 /// Reads and parses the group's `container.json` (never through a symlink, never opening
@@ -150,14 +222,6 @@ pub fn read_config(dir: &SafeDir) -> Result<GroupConfig, GroupError> {
     }
 }
 
-/// `link` when `.claude-shared.md` is a symlink (or missing), `copy` when it is a file.
-pub fn detect_delivery(dir: &SafeDir) -> Result<Delivery, GroupError> {
-    Ok(match dir.kind(names::SHARED)? {
-        NodeKind::File => Delivery::Copy,
-        _ => Delivery::Link,
-    })
-}
-
 /// A group as found on disk, with its plan and the steps that would bring it there.
 #[derive(Debug)]
 pub struct Observation {
@@ -167,7 +231,7 @@ pub struct Observation {
     pub fragments: Option<SafeDir>,
     /// The parsed `container.json`.
     pub config: GroupConfig,
-    /// The delivery mode planned for (given, or detected).
+    /// The delivery mode planned for (the deployment's, or `inline` for flat backends).
     pub delivery: Delivery,
     /// The desired state.
     pub plan: GroupPlan,
@@ -184,27 +248,20 @@ impl Observation {
     }
 }
 
-/// Opens the group at `group_path`, reads its config, plans it for `delivery` (detected from
-/// the disk when `None`) and diffs the plan against the disk. `create` makes
-/// `.claude-fragments` when missing (only under the group's lock).
+/// Opens the group at `group_path`, reads its config, plans it with the deployment's delivery
+/// `settings` and diffs the plan against the disk. `create` makes `.claude-fragments` when
+/// missing (only under the group's lock).
 pub fn observe(
     layout: &Layout,
     sources: &Sources,
     group_path: &Path,
-    delivery: Option<Delivery>,
+    settings: &DeliverySettings,
     create: bool,
 ) -> Result<Observation, GroupError> {
     let dir = open_group(group_path)?;
     let config = read_config(&dir)?;
-    let delivery = match delivery {
-        Some(delivery) => delivery,
-        None => detect_delivery(&dir)?,
-    };
-    let plan =
-        plan_group(layout, &config, sources, delivery).map_err(|source| GroupError::Collision {
-            path: dir.path().join(names::CONFIG),
-            source,
-        })?;
+    let plan = plan_for(layout, &dir, &config, sources, settings)?;
+    let delivery = plan.target.delivery;
     let fragments = dir.open_child(names::FRAGMENTS, create)?;
     let steps = diff(&dir, fragments.as_ref(), &plan)?;
     Ok(Observation {

@@ -7,7 +7,6 @@ use crate::config::ConfigError;
 use crate::fsops::FsError;
 use crate::loader::LoaderError;
 use crate::plan::FragmentCollision;
-use crate::report::Code;
 use crate::safe_name::NameProblem;
 
 /// Why one group could not be composed or migrated. Other groups are unaffected.
@@ -74,23 +73,6 @@ pub enum GroupError {
 }
 
 impl GroupError {
-    /// The machine-readable code of the error kind.
-    pub fn code(&self) -> Code {
-        match self {
-            GroupError::BadName { .. } => Code::BadGroupName,
-            GroupError::Reserved { .. } => Code::ReservedGroup,
-            GroupError::TooManyRescues { .. } => Code::TooManyRescues,
-            GroupError::Missing { .. } => Code::MissingGroup,
-            GroupError::Config(_) => Code::BadConfig,
-            GroupError::Collision { .. } => Code::FragmentCollision,
-            GroupError::Fs(FsError::Unsafe { .. }) => Code::UnsafePath,
-            GroupError::Fs(FsError::TooLarge { .. }) => Code::TooLarge,
-            GroupError::Fs(FsError::LockTimeout { .. }) => Code::LockTimeout,
-            GroupError::Fs(FsError::Io { .. }) => Code::Io,
-            GroupError::Loader(_) => Code::Loader,
-        }
-    }
-
     /// The file the error is about, when there is one.
     pub fn file(&self) -> Option<PathBuf> {
         match self {

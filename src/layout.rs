@@ -30,6 +30,8 @@ pub mod names {
     pub const SKILL_INSTRUCTIONS: &str = "instructions.md";
     /// Prefix of the name under which a hand-edited `CLAUDE.md` is kept before it is replaced.
     pub const RESCUE_PREFIX: &str = "CLAUDE.md.rescued-";
+    /// What follows an entry point's name in the name of its rescued copy.
+    pub const RESCUE_INFIX: &str = ".rescued-";
     /// The folder, inside the groups directory, that holds per-group lock files.
     pub const LOCK_DIR: &str = ".clawmd-locks";
 }

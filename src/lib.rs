@@ -16,6 +16,7 @@
 pub mod check;
 pub mod compose;
 pub mod config;
+pub mod delivery;
 pub mod deployment;
 pub mod error;
 pub mod fsops;
@@ -26,6 +27,7 @@ pub mod plan;
 pub mod reconcile;
 pub mod report;
 pub mod safe_name;
+pub mod settings;
 pub mod view;
 
 pub use error::{Error, GroupError};

@@ -3,21 +3,21 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 
+use clawmd::Delivery;
 use clawmd::check::{CheckOptions, check};
 use clawmd::compose::{ComposeOptions, compose};
+use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
-use clawmd::layout::{DEFAULT_APP_MOUNT, DEFAULT_WORKSPACE_MOUNT};
-use clawmd::loader::{Format, HostFs, load, render};
+use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
 use clawmd::migrate::migrate;
-use clawmd::report::{Report, RunFailure};
+use clawmd::report::{Code, Report, RunFailure, WarningReport};
+use clawmd::settings::{Overrides, Resolved, read_settings};
 use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
-use clawmd::{Delivery, Layout};
 
 /// Compose and check the CLAUDE.md memory of containerised agent groups.
 #[derive(Parser, Debug)]
@@ -53,29 +53,55 @@ struct DeploymentArgs {
     /// The shared container content folder (default: <root>/container).
     #[arg(long, env = "CLAWMD_CONTAINER_DIR")]
     container_dir: Option<PathBuf>,
-    /// Where container/ is mounted inside the container.
-    #[arg(long, env = "CLAWMD_APP_MOUNT", default_value = DEFAULT_APP_MOUNT)]
-    app_mount: PathBuf,
-    /// The agent's working directory inside the container (where the group is mounted).
-    #[arg(long, env = "CLAWMD_WORKSPACE_MOUNT", default_value = DEFAULT_WORKSPACE_MOUNT)]
-    workspace_mount: PathBuf,
-    /// Seconds to wait for another clawmd run that holds a group's lock.
-    #[arg(long, env = "CLAWMD_LOCK_TIMEOUT", default_value_t = 60)]
-    lock_timeout: u64,
+    /// Where container/ is mounted inside the container [default: /app].
+    #[arg(long, env = "CLAWMD_APP_MOUNT")]
+    app_mount: Option<PathBuf>,
+    /// The agent's working directory inside the container (where the group is mounted)
+    /// [default: /workspace/agent].
+    #[arg(long, env = "CLAWMD_WORKSPACE_MOUNT")]
+    workspace_mount: Option<PathBuf>,
+    /// Seconds to wait for another clawmd run that holds a group's lock [default: 60].
+    #[arg(long, env = "CLAWMD_LOCK_TIMEOUT")]
+    lock_timeout: Option<u64>,
+}
+
+/// How memory reaches the agents; every value falls back to <root>/clawmd.json, then the
+/// default.
+#[derive(Args, Debug, Clone, Default)]
+struct DeliveryArgs {
+    /// inline (default): one generated CLAUDE.md importing only CLAUDE.local.md; copy:
+    /// regular-file copies; link: symlinks into /app, which Claude Code drops unless external
+    /// imports are approved.
+    #[arg(long, env = "CLAWMD_DELIVERY", value_parser = parse_delivery())]
+    delivery: Option<Delivery>,
+    /// The agent backend of groups whose container.json has no `provider` [default: claude].
+    #[arg(long, env = "CLAWMD_PROVIDER", value_parser = parse_provider())]
+    provider: Option<Provider>,
+    /// The agents' runtime approves external imports for the workspace (~/.claude.json).
+    #[arg(long)]
+    approve_external: bool,
 }
 
 impl DeploymentArgs {
-    fn layout(&self) -> Layout {
-        let mut layout = Layout::under_root(&self.root);
-        if let Some(dir) = &self.groups_dir {
-            layout.groups_dir = dir.clone();
+    /// The deployment's settings: these flags (and `CLAWMD_*`) over `<root>/clawmd.json` over
+    /// the defaults. Warnings about the settings file go to stderr and are returned.
+    fn resolve(&self, delivery: &DeliveryArgs) -> anyhow::Result<(Resolved, Vec<String>)> {
+        let (settings, warnings) = read_settings(&self.root)?;
+        let warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+        for warning in &warnings {
+            let _ = writeln!(std::io::stderr(), "clawmd: warning: {warning}");
         }
-        if let Some(dir) = &self.container_dir {
-            layout.container_dir = dir.clone();
-        }
-        layout.app_mount = self.app_mount.clone();
-        layout.workspace_mount = self.workspace_mount.clone();
-        layout
+        let overrides = Overrides {
+            groups_dir: self.groups_dir.clone(),
+            container_dir: self.container_dir.clone(),
+            app_mount: self.app_mount.clone(),
+            workspace_mount: self.workspace_mount.clone(),
+            lock_timeout: self.lock_timeout,
+            delivery: delivery.delivery,
+            provider: delivery.provider,
+            approve_external: delivery.approve_external,
+        };
+        Ok((settings.resolve(&self.root, &overrides), warnings))
     }
 }
 
@@ -120,10 +146,8 @@ struct ComposeArgs {
     all: bool,
     #[command(flatten)]
     deployment: DeploymentArgs,
-    /// How the shared base and skill fragments reach the group: symlinks into the container's
-    /// /app mount, or regular-file copies that Claude Code loads without approval.
-    #[arg(long, env = "CLAWMD_DELIVERY", default_value = "link", value_parser = parse_delivery())]
-    delivery: Delivery,
+    #[command(flatten)]
+    delivery: DeliveryArgs,
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -152,12 +176,14 @@ struct CheckArgs {
     all: bool,
     #[command(flatten)]
     deployment: DeploymentArgs,
-    /// Check against this delivery mode (default: detected from each group's .claude-shared.md).
-    #[arg(long, value_parser = parse_delivery())]
-    delivery: Option<Delivery>,
-    /// Assume external imports were approved for the agent's workspace in ~/.claude.json.
-    #[arg(long)]
-    approve_external: bool,
+    /// Check against these settings (the same resolution as compose: flags, CLAWMD_*,
+    /// clawmd.json, defaults).
+    #[command(flatten)]
+    delivery: DeliveryArgs,
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
+    /// the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -191,16 +217,30 @@ struct RenderArgs {
     /// Instead of the memory: which files reach the agent and what is dropped, and why.
     #[arg(long)]
     delivery_view: bool,
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
+    /// the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
     text.parse()
 }
 
+fn parse_version(text: &str) -> Result<ClaudeVersion, String> {
+    text.parse()
+        .map_err(|e: clawmd::loader::version::BadVersion| e.to_string())
+}
+
 /// Library types stay free of clap: the binary lists their values and parses with `FromStr`.
 fn parse_delivery() -> impl clap::builder::TypedValueParser<Value = Delivery> {
-    clap::builder::PossibleValuesParser::new(["link", "copy"])
+    clap::builder::PossibleValuesParser::new(Delivery::ALL.map(Delivery::as_str))
         .try_map(|text| text.parse::<Delivery>())
+}
+
+fn parse_provider() -> impl clap::builder::TypedValueParser<Value = Provider> {
+    clap::builder::PossibleValuesParser::new(Provider::ALL.map(Provider::as_str))
+        .try_map(|text| text.parse::<Provider>())
 }
 
 fn parse_consumer() -> impl clap::builder::TypedValueParser<Value = Consumer> {
@@ -239,40 +279,45 @@ fn selection(groups: &[String], all: bool) -> Selection {
 }
 
 fn run_compose(args: ComposeArgs) -> anyhow::Result<ExitCode> {
-    let layout = args.deployment.layout();
+    let (resolved, warnings) = args.deployment.resolve(&args.delivery)?;
     let selection = selection(&args.groups, args.all);
     let options = ComposeOptions {
-        delivery: args.delivery,
+        settings: resolved.delivery,
         dry_run: args.dry_run,
-        lock_timeout: Duration::from_secs(args.deployment.lock_timeout),
+        lock_timeout: resolved.lock_timeout,
     };
-    finish(
-        "compose",
-        compose(&layout, &selection, &options),
-        args.output.format(),
-    )
+    let result = compose(&resolved.layout, &selection, &options).map(|mut report| {
+        report
+            .warnings
+            .extend(warnings.into_iter().map(|message| WarningReport {
+                code: Code::Settings,
+                message,
+            }));
+        report
+    });
+    finish("compose", result, args.output.format())
 }
 
 fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
-    let layout = args.deployment.layout();
-    let timeout = Duration::from_secs(args.deployment.lock_timeout);
+    let (resolved, _) = args.deployment.resolve(&DeliveryArgs::default())?;
     finish(
         "migrate",
-        migrate(&layout, args.dry_run, timeout),
+        migrate(&resolved.layout, args.dry_run, resolved.lock_timeout),
         args.output.format(),
     )
 }
 
 fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let layout = args.deployment.layout();
+    let (resolved, _) = args.deployment.resolve(&args.delivery)?;
     let selection = selection(&args.groups, args.all);
     let options = CheckOptions {
-        delivery: args.delivery,
-        approve_external: args.approve_external,
+        settings: resolved.delivery,
+        delivery_given: args.delivery.delivery.is_some(),
+        claude_version: args.claude_version.unwrap_or_default(),
     };
     finish(
         "check",
-        check(&layout, &selection, &options),
+        check(&resolved.layout, &selection, &options),
         args.output.format(),
     )
 }
@@ -283,11 +328,20 @@ fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
         home: args.home.clone(),
         container_home: Some(args.container_home.clone()),
         consumer: args.consumer,
+        claude_version: args.claude_version.unwrap_or_default(),
     };
+    if !view.claude_version.is_verified() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "clawmd: warning: Claude Code {} is not in the conformance corpus; rendering with the rules known for {}",
+            view.claude_version,
+            view.claude_version.nearest_verified()
+        );
+    }
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
-            let layout = args.deployment.layout();
-            load_group(&layout, group, &view)
+            let (resolved, _) = args.deployment.resolve(&DeliveryArgs::default())?;
+            load_group(&resolved.layout, group, &view)
                 .with_context(|| format!("cannot render group {group}"))?
                 .0
         }

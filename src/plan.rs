@@ -14,37 +14,8 @@ use sha2::{Digest, Sha256};
 use crate::config::{GroupConfig, SkillSelection};
 use crate::layout::{Layout, names};
 
-/// How the shared base and skill fragments reach the group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Delivery {
-    /// Symlinks into the container's `/app` mount: a running container sees upstream edits, but
-    /// the real Claude Code drops these imports unless external imports are approved.
-    #[default]
-    Link,
-    /// Regular-file copies refreshed at every compose: always loaded by Claude Code.
-    Copy,
-}
-
-impl std::str::FromStr for Delivery {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        [Delivery::Link, Delivery::Copy]
-            .into_iter()
-            .find(|delivery| delivery.to_string() == text)
-            .ok_or_else(|| format!("unknown delivery mode {text:?}: use link or copy"))
-    }
-}
-
-impl fmt::Display for Delivery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Delivery::Link => "link",
-            Delivery::Copy => "copy",
-        })
-    }
-}
+pub use crate::delivery::Delivery;
+use crate::delivery::{DeliverySettings, Dropped, GroupInputs, Section, Target, plan_delivery};
 
 /// What `container/` holds on the host, read once per run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,6 +24,18 @@ pub struct Sources {
     pub shared_base: Option<Vec<u8>>,
     /// Every skill folder under `container/skills/` with the bytes of its `instructions.md`.
     pub skills: BTreeMap<String, Option<Vec<u8>>>,
+    /// The bytes as they are on the host of the sources whose delivered text differs (their
+    /// imports were expanded), by path under `container/` (`CLAUDE.md`,
+    /// `skills/<skill>/instructions.md`): what a link delivers.
+    pub originals: BTreeMap<String, Vec<u8>>,
+}
+
+impl Sources {
+    /// The bytes on the host of the source at `key` (a path under `container/`), given its
+    /// delivered bytes.
+    pub fn original<'a>(&'a self, key: &str, delivered: &'a [u8]) -> &'a [u8] {
+        self.originals.get(key).map_or(delivered, Vec::as_slice)
+    }
 }
 
 /// A path clawmd manages inside a group folder.
@@ -126,6 +109,26 @@ pub enum Warning {
         /// The host path that is missing.
         path: PathBuf,
     },
+    /// A whole optional section was left out because the target's budget was exceeded.
+    SectionDropped {
+        /// `skill:<name>` or `mcp:<server>`.
+        section: String,
+        /// Its size.
+        bytes: u64,
+        /// The entry point.
+        target: String,
+        /// The budget.
+        budget: u64,
+    },
+    /// Even without every optional section, what must be delivered exceeds the budget.
+    OverBudget {
+        /// The entry point.
+        target: String,
+        /// Its size.
+        bytes: u64,
+        /// The budget.
+        budget: u64,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -139,6 +142,23 @@ impl fmt::Display for Warning {
                 f,
                 "{} does not exist, so the group gets no shared base (fix: create it)",
                 path.display()
+            ),
+            Warning::SectionDropped {
+                section,
+                bytes,
+                target,
+                budget,
+            } => write!(
+                f,
+                "{section} ({bytes} bytes) was dropped from {target}: over its budget of {budget} bytes (fix: shorten it, disable it in container.json, or raise the budget in clawmd.json)"
+            ),
+            Warning::OverBudget {
+                target,
+                bytes,
+                budget,
+            } => write!(
+                f,
+                "{target} is {bytes} bytes, over its budget of {budget} bytes, even with every optional section dropped; the shared base and the local memory are kept whole (fix: shorten them, or raise the budget in clawmd.json)"
             ),
         }
     }
@@ -166,6 +186,14 @@ pub struct GroupPlan {
     pub entries: Vec<Desired>,
     /// Things the operator should know.
     pub warnings: Vec<Warning>,
+    /// What the group is composed as (backend, mode, entry point, budget).
+    pub target: Target,
+    /// The sections delivered, in order (what must reach the agent).
+    pub sections: Vec<Section>,
+    /// The sections left out over budget.
+    pub dropped: Vec<Dropped>,
+    /// The group's `CLAUDE.local.md` as it was read for the plan (`None`: missing).
+    pub local_memory: Option<Vec<u8>>,
 }
 
 impl GroupPlan {
@@ -178,87 +206,24 @@ impl GroupPlan {
     }
 }
 
-/// Computes the desired state of a group from its config and the shared sources.
+/// Computes the desired state of a Claude Code group from its config and the shared sources,
+/// with the default settings and this delivery mode (see [`crate::delivery::plan_delivery`]).
 pub fn plan_group(
     layout: &Layout,
     config: &GroupConfig,
     sources: &Sources,
     delivery: Delivery,
 ) -> Result<GroupPlan, FragmentCollision> {
-    let mut entries = Vec::new();
-    let mut warnings = unknown_skills(config, sources);
-    let mut imports = Vec::new();
-
-    match (&sources.shared_base, delivery) {
-        (_, Delivery::Link) | (Some(_), Delivery::Copy) => {
-            let content = match delivery {
-                Delivery::Link => Content::Symlink(layout.shared_base_target()),
-                Delivery::Copy => Content::File(sources.shared_base.clone().unwrap_or_default()),
-            };
-            entries.push(Desired {
-                path: ManagedPath::top(names::SHARED),
-                content,
-            });
-            imports.push(format!("@./{}", names::SHARED));
-        }
-        (None, Delivery::Copy) => {}
-    }
-    if sources.shared_base.is_none() {
-        warnings.push(Warning::MissingSharedBase {
-            path: layout.shared_base_source(),
-        });
-    }
-
-    let mut fragments = Vec::new();
-    for (skill, instructions) in &sources.skills {
-        let Some(instructions) = instructions else {
-            continue;
-        };
-        if !config.skills.enables(skill) {
-            continue;
-        }
-        let content = match delivery {
-            Delivery::Link => Content::Symlink(layout.skill_instructions_target(skill)),
-            Delivery::Copy => Content::File(instructions.clone()),
-        };
-        fragments.push((format!("{skill}.md"), content, skill.as_str()));
-    }
-    let skill_files: BTreeMap<String, &str> = fragments
-        .iter()
-        .map(|(file, _, skill)| (file.clone(), *skill))
-        .collect();
-    for (server, text) in &config.mcp_instructions {
-        let file = format!("mcp-{server}.md");
-        if let Some(skill) = skill_files.get(&file) {
-            return Err(FragmentCollision {
-                skill: (*skill).to_owned(),
-                server: server.clone(),
-                file,
-            });
-        }
-        fragments.push((file, Content::File(mcp_fragment(server, text)), ""));
-    }
-    for (file, content, _) in fragments {
-        imports.push(format!("@./{}/{file}", names::FRAGMENTS));
-        entries.push(Desired {
-            path: ManagedPath::fragment(&file),
-            content,
-        });
-    }
-
-    imports.push(format!("@./{}", names::CLAUDE_LOCAL_MD));
-    entries.push(Desired {
-        path: ManagedPath::top(names::CLAUDE_LOCAL_MD),
-        content: Content::Seed,
-    });
-    entries.push(Desired {
-        path: ManagedPath::top(names::CLAUDE_MD),
-        content: Content::File(composed_claude_md(&imports)),
-    });
-    Ok(GroupPlan { entries, warnings })
+    plan_delivery(
+        layout,
+        config,
+        sources,
+        GroupInputs::default(),
+        &DeliverySettings::with_delivery(delivery),
+    )
 }
 
-fn unknown_skills(config: &GroupConfig, sources: &Sources) -> Vec<Warning> {
+pub(crate) fn unknown_skills(config: &GroupConfig, sources: &Sources) -> Vec<Warning> {
     match &config.skills {
         SkillSelection::All => Vec::new(),
         SkillSelection::Only(selected) => selected
@@ -283,7 +248,12 @@ pub fn composed_claude_md(imports: &[String]) -> Vec<u8> {
         body.push_str(line);
         body.push('\n');
     }
-    with_header(&body).into_bytes()
+    composed_document(&body)
+}
+
+/// A generated document: clawmd's header (with the hash of `body`), then `body`.
+pub fn composed_document(body: &str) -> Vec<u8> {
+    with_header(body).into_bytes()
 }
 
 fn with_header(body: &str) -> String {
@@ -348,6 +318,7 @@ mod tests {
                 ("no-guidance".to_owned(), None),
                 ("welcome".to_owned(), Some(b"HELLO".to_vec())),
             ]),
+            originals: BTreeMap::new(),
         }
     }
 
@@ -361,6 +332,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            provider: None,
         }
     }
 

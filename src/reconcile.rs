@@ -6,10 +6,11 @@
 //! removal of fragments it no longer imports. A group that is already right yields only
 //! [`Step::Keep`]s, and applying those writes nothing.
 
+use crate::delivery::{ENTRY_POINTS, is_entry_point_name};
 use crate::error::GroupError;
 use crate::fsops::{FsError, Node, NodeKind, SafeDir, is_temp_name};
 use crate::layout::names;
-use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_pristine, short_hash};
+use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_composed, is_pristine, short_hash};
 
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
 pub const MAX_RESCUE_BYTES: u64 = 64 * 1024 * 1024;
@@ -33,8 +34,11 @@ pub enum Step {
         /// What was there before (`Missing` for a creation).
         before: NodeKind,
     },
-    /// Keep a hand-edited `CLAUDE.md` under `to` before it is replaced.
+    /// Keep a hand-edited entry point (`CLAUDE.md`, `AGENTS.md`, `GEMINI.md`) under `to`
+    /// before it is replaced or removed.
     Rescue {
+        /// The edited file's name in the group folder.
+        from: String,
         /// The rescue file name in the group folder.
         to: String,
         /// The edited text.
@@ -102,12 +106,62 @@ pub fn diff(
             before: kind,
         });
     }
+    stale_entry_points(group, plan, &mut steps)?;
     for step in &steps {
-        if let Step::Rescue { to, bytes } = step {
+        if let Step::Rescue { to, bytes, .. } = step {
             check_rescue_budget(group, to, bytes.len() as u64)?;
         }
     }
     Ok(steps)
+}
+
+/// An entry point clawmd composed for another backend (`AGENTS.md` of a group that is now a
+/// Claude Code group, say) is removed, its hand edits rescued first. A file clawmd did not
+/// compose is never touched.
+fn stale_entry_points(
+    group: &SafeDir,
+    plan: &GroupPlan,
+    steps: &mut Vec<Step>,
+) -> Result<(), FsError> {
+    for name in ENTRY_POINTS {
+        let wanted = plan
+            .entries
+            .iter()
+            .any(|d| !d.path.in_fragments && d.path.name == name);
+        if wanted || group.kind(name)? != NodeKind::File {
+            continue;
+        }
+        let Some(old) = group.read_file(name, MAX_RESCUE_BYTES)? else {
+            continue;
+        };
+        if !is_composed(&old) {
+            continue;
+        }
+        if needs_rescue(&old) {
+            steps.push(Step::Rescue {
+                from: name.to_owned(),
+                to: rescue_name(name, &old),
+                bytes: old.clone(),
+            });
+        }
+        steps.push(Step::Remove {
+            path: ManagedPath::top(name),
+            before: NodeKind::File,
+        });
+    }
+    Ok(())
+}
+
+/// Whether `name` is where clawmd kept a hand-edited entry point.
+pub fn is_rescue_name(name: &str) -> bool {
+    ENTRY_POINTS
+        .iter()
+        .any(|entry| name.starts_with(&format!("{entry}{}", names::RESCUE_INFIX)))
+}
+
+/// Where the hand-edited `name` is kept: `<name>.rescued-<hash of the text>`.
+pub fn rescue_name(name: &str, text: &[u8]) -> String {
+    format!("{name}{}{}", names::RESCUE_INFIX, short_hash(text))
 }
 
 /// Refuses a new rescue file when the group already keeps as many as it may.
@@ -119,7 +173,7 @@ fn check_rescue_budget(group: &SafeDir, to: &str, new_bytes: u64) -> Result<(), 
     let mut bytes = new_bytes;
     for name in group.list()? {
         let Some(name) = name.to_str() else { continue };
-        if name.starts_with(names::RESCUE_PREFIX) && !is_temp_name(name) {
+        if is_rescue_name(name) && !is_temp_name(name) {
             bytes += group.size(name)?;
             files.push(group.path().join(name));
         }
@@ -151,9 +205,7 @@ fn diff_entry(
     };
     let name = desired.path.name.as_str();
     let limit = match &desired.content {
-        Content::File(_) if name == names::CLAUDE_MD && !desired.path.in_fragments => {
-            MAX_RESCUE_BYTES
-        }
+        Content::File(_) if is_entry_point(&desired.path) => MAX_RESCUE_BYTES,
         Content::File(bytes) => bytes.len() as u64,
         Content::Symlink(_) | Content::Seed => 0,
     };
@@ -187,12 +239,12 @@ fn diff_entry(
         return Ok(());
     }
     if let Node::File(old) = &node
-        && name == names::CLAUDE_MD
-        && !desired.path.in_fragments
+        && is_entry_point(&desired.path)
         && needs_rescue(old)
     {
         steps.push(Step::Rescue {
-            to: format!("{}{}", names::RESCUE_PREFIX, short_hash(old)),
+            from: name.to_owned(),
+            to: rescue_name(name, old),
             bytes: old.clone(),
         });
     }
@@ -216,8 +268,8 @@ fn refuse_unsafe(
     content: &Content,
     node: &Node,
 ) -> Result<(), FsError> {
-    let protected = !path.in_fragments
-        && (path.name == names::CLAUDE_MD || path.name == names::CLAUDE_LOCAL_MD);
+    let protected =
+        is_entry_point(path) || (!path.in_fragments && path.name == names::CLAUDE_LOCAL_MD);
     let refuse = match node {
         Node::Dir | Node::Other if matches!(content, Content::Seed) => true,
         Node::Dir => true,
@@ -284,11 +336,11 @@ pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(),
         }
     }
     for step in steps {
-        if let Step::Rescue { to, bytes } = step {
+        if let Step::Rescue { from, to, bytes } = step {
             if !group.create_new_file(to, bytes)? {
                 check_rescued(group, to, bytes)?;
             }
-            tracing::warn!(rescued = %group.path().join(to).display(), "kept a hand-edited CLAUDE.md");
+            tracing::warn!(rescued = %group.path().join(to).display(), "kept a hand-edited {from}");
         }
     }
     // The rescued text is durable before the entry point is replaced, and everything the new
@@ -318,7 +370,7 @@ pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(),
 }
 
 fn is_entry_point(path: &ManagedPath) -> bool {
-    !path.in_fragments && path.name == names::CLAUDE_MD
+    !path.in_fragments && is_entry_point_name(&path.name)
 }
 
 fn write(dir: &SafeDir, name: &str, content: &Content) -> Result<(), FsError> {
@@ -338,7 +390,7 @@ fn check_rescued(group: &SafeDir, to: &str, bytes: &[u8]) -> Result<(), FsError>
         Ok(_) | Err(FsError::TooLarge { .. }) => Err(FsError::Unsafe {
             path: group.path().join(to),
             found: "a file with other content".to_owned(),
-            expected: "the rescued copy of the hand-edited CLAUDE.md",
+            expected: "the rescued copy of a hand-edited entry point",
             fix: format!(
                 "move {} aside; CLAUDE.md keeps the hand edit until then",
                 group.path().join(to).display()
@@ -360,6 +412,10 @@ mod tests {
                 content,
             }],
             warnings: Vec::<Warning>::new(),
+            target: Default::default(),
+            sections: Vec::new(),
+            dropped: Vec::new(),
+            local_memory: None,
         }
     }
 

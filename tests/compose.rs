@@ -22,8 +22,9 @@ fn kind(d: &Deployment, rel: &str) -> &'static str {
 
 #[test]
 fn composes_links_fragments_and_an_import_only_claude_md() {
+    // The link layout of DESIGN §1, kept exactly as specified behind `--delivery link`.
     let d = Deployment::standard().group("g", Some(ALL_WITH_DB));
-    d.run(["compose", "g"]).success();
+    d.run(["compose", "g", "--delivery", "link"]).success();
 
     assert_eq!(
         d.link("groups/g/.claude-shared.md"),
@@ -59,7 +60,7 @@ fn composes_links_fragments_and_an_import_only_claude_md() {
 #[test]
 fn missing_config_means_all_skills_and_no_servers() {
     let d = Deployment::standard().group("g", None);
-    d.run(["compose", "g"]).success();
+    d.run(["compose", "g", "--delivery", "link"]).success();
     assert!(d.exists("groups/g/.claude-fragments/web.md"));
     assert!(d.exists("groups/g/.claude-fragments/hello.md"));
     assert_eq!(
@@ -73,7 +74,9 @@ fn missing_config_means_all_skills_and_no_servers() {
 #[test]
 fn only_selected_skills_are_linked_and_unknown_ones_warned_about() {
     let d = Deployment::standard().group("g", Some(r#"{"skills": ["web", "ghost"]}"#));
-    let run = d.run(["compose", "g", "--json"]).success();
+    let run = d
+        .run(["compose", "g", "--delivery", "link", "--json"])
+        .success();
     assert!(d.exists("groups/g/.claude-fragments/web.md"));
     assert!(!d.exists("groups/g/.claude-fragments/hello.md"));
     let warnings = &run.json()["groups"][0]["warnings"];
@@ -91,18 +94,21 @@ fn existing_claude_local_md_is_never_modified() {
     let after = std::fs::metadata(d.path("groups/g/CLAUDE.local.md")).unwrap();
     assert_eq!(d.read("groups/g/CLAUDE.local.md"), "my notes\n");
     assert_eq!(before.modified().unwrap(), after.modified().unwrap());
+    // The inline document imports it (and only it), so it stays live.
     assert!(
         d.read("groups/g/CLAUDE.md")
-            .ends_with("\n@./CLAUDE.local.md\n")
+            .contains("\n@./CLAUDE.local.md\n")
     );
 }
 
 #[test]
 fn stale_fragments_are_pruned_when_the_config_changes() {
     let d = Deployment::standard().group("g", Some(ALL_WITH_DB));
-    d.run(["compose", "g"]).success();
+    d.run(["compose", "g", "--delivery", "link"]).success();
     d.write("groups/g/container.json", br#"{"skills": ["hello"]}"#);
-    let run = d.run(["compose", "g", "--json"]).success();
+    let run = d
+        .run(["compose", "g", "--delivery", "link", "--json"])
+        .success();
     let names: Vec<_> = std::fs::read_dir(d.path("groups/g/.claude-fragments"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -166,7 +172,7 @@ fn copy_delivery_writes_regular_files_and_switching_converges_both_ways() {
         "same imports either way"
     );
     let linked = d.snapshot();
-    d.run(["compose", "g"]).success();
+    d.run(["compose", "g", "--delivery", "link"]).success();
     assert_eq!(d.snapshot(), linked);
 }
 
@@ -187,8 +193,15 @@ fn delivery_can_come_from_the_environment() {
 #[test]
 fn mount_points_are_configurable() {
     let d = Deployment::standard().group("g", Some(r#"{"skills": ["web"]}"#));
-    d.run(["compose", "g", "--app-mount", "/opt/shared"])
-        .success();
+    d.run([
+        "compose",
+        "g",
+        "--app-mount",
+        "/opt/shared",
+        "--delivery",
+        "link",
+    ])
+    .success();
     assert_eq!(
         d.link("groups/g/.claude-shared.md"),
         Path::new("/opt/shared/CLAUDE.md")
@@ -222,8 +235,8 @@ fn malformed_config_names_file_line_and_column_and_leaves_the_group_alone() {
     assert_eq!(d.snapshot(), after_edit, "nothing written");
     assert_ne!(before, after_edit);
     assert!(
-        d.exists("groups/g/.claude-fragments/mcp-db.md"),
-        "MCP fragment not dropped"
+        d.read("groups/g/CLAUDE.md").contains("Read only."),
+        "MCP instructions not dropped"
     );
 }
 
@@ -315,11 +328,11 @@ fn a_fragment_replaced_by_a_link_is_repaired_without_following_it() {
     let sentinel = outside.path().join("sentinel");
     std::fs::write(&sentinel, "precious").unwrap();
     let d = Deployment::standard().group("g", Some(ALL_WITH_DB));
-    d.run(["compose", "g"]).success();
+    d.run(["compose", "g", "--delivery", "link"]).success();
     std::fs::remove_file(d.path("groups/g/.claude-fragments/mcp-db.md")).unwrap();
     std::os::unix::fs::symlink(&sentinel, d.path("groups/g/.claude-fragments/mcp-db.md")).unwrap();
     std::os::unix::fs::symlink(&sentinel, d.path("groups/g/.claude-fragments/evil.md")).unwrap();
-    d.run(["compose", "g"]).success();
+    d.run(["compose", "g", "--delivery", "link"]).success();
     assert_eq!(kind(&d, "groups/g/.claude-fragments/mcp-db.md"), "file");
     assert!(!d.exists("groups/g/.claude-fragments/evil.md"));
     assert_eq!(std::fs::read_to_string(&sentinel).unwrap(), "precious");
@@ -387,14 +400,30 @@ fn dry_run_reports_the_plan_and_writes_nothing() {
     assert!(!d.exists("groups/.clawmd-locks"));
     insta::assert_snapshot!(run.stdout(), @r"
     g: would update
+      + CLAUDE.local.md
+      + CLAUDE.md
+      CLAUDE.md (inline delivery, claude): everything composed reaches the agent
+    1 group(s): 1 to change, 0 up to date, 0 failed (dry run: nothing written)
+    ");
+    let run = d
+        .run(["compose", "g", "--dry-run", "--delivery", "link"])
+        .success();
+    assert_eq!(d.snapshot(), before);
+    insta::assert_snapshot!(run.stdout(), @r#"
+    g: would update
       + .claude-shared.md -> /app/CLAUDE.md
       + .claude-fragments/hello.md -> /app/skills/hello/instructions.md
       + .claude-fragments/web.md -> /app/skills/web/instructions.md
       + .claude-fragments/mcp-db.md
       + CLAUDE.local.md
       + CLAUDE.md
+      ! CLAUDE.md (link delivery, claude): NOT reaching the agent: shared-base, skill:hello, skill:web
+        because: @./.claude-shared.md is a link to /app/CLAUDE.md, outside /workspace/agent; external imports are not approved, so Claude Code drops it
+        because: @./.claude-fragments/hello.md is a link to /app/skills/hello/instructions.md, outside /workspace/agent; external imports are not approved, so Claude Code drops it
+        because: @./.claude-fragments/web.md is a link to /app/skills/web/instructions.md, outside /workspace/agent; external imports are not approved, so Claude Code drops it
+        fix: approve external imports in the agent's ~/.claude.json (and set "approveExternal": true in clawmd.json), or use the default inline delivery
     1 group(s): 1 to change, 0 up to date, 0 failed (dry run: nothing written)
-    ");
+    "#);
 }
 
 #[test]
@@ -405,7 +434,9 @@ fn json_report_shape() {
             Some(r#"{"skills": ["web", "ghost"], "mcpServers": {"db": {"instructions": "x"}}}"#),
         )
         .file("groups/g/.claude-fragments/old.md", "stale");
-    let run = d.run(["compose", "--all", "--json"]).success();
+    let run = d
+        .run(["compose", "--all", "--delivery", "link", "--json"])
+        .success();
     insta::assert_json_snapshot!(run.json());
 }
 
@@ -508,7 +539,19 @@ fn different_groups_do_not_block_each_other_but_the_same_group_waits() {
 #[test]
 fn example_deployment_composes_cleanly() {
     let d = Deployment::example();
-    d.run(["compose", "--all"]).success();
+    // The default: one document per group holding everything, reaching the agent whole.
+    let run = d.run(["compose", "--all", "--json"]).success();
+    for group in run.json()["groups"].as_array().unwrap() {
+        assert_eq!(group["delivered"]["complete"], true, "{group}");
+        assert_eq!(group["target"]["delivery"], "inline", "{group}");
+    }
+    let main = d.read("groups/main/CLAUDE.md");
+    assert!(main.contains("Read-only access to the team's notes database."));
+    let research = d.read("groups/research/CLAUDE.md");
+    assert!(research.contains("## Skill: agent-browser"));
+    assert!(!research.contains("## Skill: welcome"), "not selected");
+    // The same deployment with link delivery.
+    d.run(["compose", "--all", "--delivery", "link"]).success();
     assert!(d.exists("groups/main/.claude-fragments/mcp-notes-db.md"));
     assert!(
         !d.exists("groups/main/.claude-fragments/mcp-calendar.md"),
@@ -558,7 +601,9 @@ fn many_groups_compose_in_parallel_with_reports_in_name_order() {
     for i in 0..40 {
         d = d.group(&format!("g{i:02}"), Some(r#"{"skills": ["web"]}"#));
     }
-    let run = d.run(["compose", "--all", "--json"]).success();
+    let run = d
+        .run(["compose", "--all", "--delivery", "link", "--json"])
+        .success();
     let names: Vec<_> = run.json()["groups"]
         .as_array()
         .unwrap()
@@ -570,6 +615,112 @@ fn many_groups_compose_in_parallel_with_reports_in_name_order() {
     for i in 0..40 {
         assert!(d.exists(&format!("groups/g{i:02}/.claude-fragments/web.md")));
     }
+}
+
+#[test]
+fn memory_digest_is_stable_on_a_no_op_and_follows_what_the_agent_receives() {
+    for delivery in ["inline", "copy", "link"] {
+        let d = Deployment::standard()
+            .group("g", Some(ALL_WITH_DB))
+            .file("groups/g/CLAUDE.local.md", "notes\n");
+        let digest = |extra: &[&str]| {
+            let mut args = vec!["compose", "g", "--delivery", delivery, "--json"];
+            args.extend(extra);
+            let run = d.run(args).success();
+            run.json()["groups"][0]["memory_digest"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let first = digest(&["--dry-run"]);
+        assert!(first.starts_with("sha256:") && first.len() == 71, "{first}");
+        assert_eq!(digest(&[]), first, "{delivery}: the dry run predicts it");
+        let before = d.snapshot();
+        assert_eq!(digest(&[]), first, "{delivery}: same on a no-op");
+        assert_eq!(d.snapshot(), before);
+
+        // Not part of the memory: no change.
+        d.write("container/skills/quiet/SKILL.md", b"edited\n");
+        assert_eq!(digest(&[]), first, "{delivery}: SKILL.md is not memory");
+
+        let mut seen = vec![first];
+        for (rel, text) in [
+            ("container/CLAUDE.md", "BASE v2\n"),
+            ("container/skills/web/instructions.md", "WEB v2\n"),
+            ("groups/g/CLAUDE.local.md", "notes v2\n"),
+        ] {
+            d.write(rel, text.as_bytes());
+            let next = digest(&[]);
+            assert!(
+                !seen.contains(&next),
+                "{delivery}: editing {rel} must change the digest"
+            );
+            seen.push(next);
+        }
+    }
+}
+
+#[test]
+fn a_settings_file_configures_compose_and_unknown_keys_warn() {
+    let d = Deployment::standard().group("g", None).file(
+        "clawmd.json",
+        r#"{"delivery": "copy", "appMount": "/opt/app", "lockTimout": 5}"#,
+    );
+    let run = d.run(["compose", "g", "--json"]).success();
+    assert_eq!(kind(&d, "groups/g/.claude-shared.md"), "file");
+    assert!(
+        run.stderr().contains("unknown key \"lockTimout\"")
+            && run.stderr().contains("did you mean \"lockTimeout\"?"),
+        "{}",
+        run.stderr()
+    );
+    let warnings = &run.json()["warnings"];
+    assert_eq!(warnings[0]["code"], "settings", "{warnings}");
+    // A flag beats the file; CLAWMD_* beats the file too.
+    d.run(["compose", "g", "--delivery", "link"]).success();
+    assert_eq!(
+        d.link("groups/g/.claude-shared.md"),
+        Path::new("/opt/app/CLAUDE.md")
+    );
+    common::run_clawmd(
+        ["compose", "g"],
+        &[
+            ("CLAWMD_ROOT", d.root().as_os_str()),
+            ("CLAWMD_DELIVERY", "inline".as_ref()),
+        ],
+    )
+    .success();
+    assert!(!d.exists("groups/g/.claude-shared.md"));
+    // A wrong value is an error naming the file and field.
+    d.write("clawmd.json", br#"{"delivery": "pigeon"}"#);
+    let run = d.run(["compose", "g"]).expect_code(1);
+    assert!(
+        run.stderr().contains("clawmd.json") && run.stderr().contains("field `delivery`"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn provider_switch_moves_the_document_and_rescues_hand_edits() {
+    let d = Deployment::standard().group("g", Some(r#"{"provider": "gemini"}"#));
+    d.run(["compose", "g"]).success();
+    assert!(d.exists("groups/g/GEMINI.md") && !d.exists("groups/g/CLAUDE.md"));
+    let edited = d.read("groups/g/GEMINI.md") + "hand edit\n";
+    d.write("groups/g/GEMINI.md", edited.as_bytes());
+    d.write("groups/g/container.json", br#"{"provider": "claude"}"#);
+    let run = d.run(["compose", "g", "--json"]).success();
+    assert!(d.exists("groups/g/CLAUDE.md") && !d.exists("groups/g/GEMINI.md"));
+    let to = run.json()["groups"][0]["rescued"][0]["to"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(to.starts_with("GEMINI.md.rescued-"), "{to}");
+    assert_eq!(d.read(&format!("groups/g/{to}")), edited);
+    // A file clawmd did not compose is never touched.
+    d.write("groups/g/AGENTS.md", b"my own agents file\n");
+    d.run(["compose", "g"]).success();
+    assert_eq!(d.read("groups/g/AGENTS.md"), "my own agents file\n");
 }
 
 // ---- Issue 8: devices, rescues, ownership, `global`, terminal escapes ----
@@ -859,4 +1010,14 @@ fn one_output_format_choice_for_every_command_with_json_as_an_alias() {
         .expect_code(1);
     assert_eq!(failure.json()["error"]["code"], "run-failed");
     assert_eq!(failure.json()["ok"], false);
+}
+
+#[test]
+fn inline_delivery_keeps_the_fragments_folder_the_runner_mounts() {
+    let d = Deployment::standard().group("g", Some(ALL_WITH_DB));
+    d.run(["compose", "g"]).success();
+    assert_eq!(kind(&d, "groups/g/.claude-fragments"), "dir");
+    std::fs::remove_dir(d.path("groups/g/.claude-fragments")).unwrap();
+    d.run(["compose", "g"]).success();
+    assert_eq!(kind(&d, "groups/g/.claude-fragments"), "dir");
 }

@@ -85,6 +85,61 @@ fn cli_copy_delivery_reaches_the_agent() {
     report.finish();
 }
 
+/// The default, with no flag and no settings file (what the README's first command does): the
+/// real CLI and the real SDK (nanoclaw's `settingSources`) receive the shared base, the enabled
+/// skills (and none of the disabled ones), the MCP instructions and the local memory, with no
+/// approval; the SDK's block is the CLI's, byte for byte.
+#[test]
+fn default_delivery_reaches_the_agent() {
+    let dep = deployment(DEFAULT);
+    let mut report = Report::new("default delivery (inline), no approval");
+    for group in GROUPS {
+        let cli = check_group(
+            &dep,
+            group,
+            Case::new(Consumer::Cli, Delivery::Inline, false),
+            &mut report,
+        );
+        let sdk = check_group(
+            &dep,
+            group,
+            Case::new(Consumer::sdk(), Delivery::Inline, false),
+            &mut report,
+        );
+        if let (Some(cli), Some(sdk)) = (cli, sdk) {
+            report.check(
+                sdk.text == cli.text,
+                &format!("{group}, SDK vs CLI, default"),
+                &format!(
+                    "the SDK's memory block differs from the CLI's\n{}",
+                    first_difference(("CLI", &cli.text), ("SDK", &sdk.text))
+                ),
+                &sdk,
+            );
+        }
+    }
+    report.finish();
+}
+
+/// `--delivery inline` named explicitly: the same, and with `'local'` added to the SDK's
+/// sources the local memory still arrives exactly once (the exact section list is checked).
+#[test]
+fn inline_delivery_reaches_the_agent() {
+    let dep = deployment("inline");
+    let mut report = Report::new("--delivery inline, no approval");
+    for group in GROUPS {
+        let case = Case::new(Consumer::Cli, Delivery::Inline, false);
+        check_group(&dep, group, case, &mut report);
+    }
+    let case = Case::new(
+        Consumer::Sdk(&["project", "user", "local"]),
+        Delivery::Inline,
+        false,
+    );
+    check_group(&dep, "main", case, &mut report);
+    report.finish();
+}
+
 /// `--delivery link`, real CLI: without approval the shared base and skill fragments (symlinks
 /// into /app) are dropped, MCP fragments and CLAUDE.local.md arrive; with approval all arrive.
 #[test]
@@ -248,13 +303,228 @@ fn sdk_discovers_claude_local_md_only_with_the_local_source() {
     report.finish();
 }
 
+/// An import inside the shared base means what its owner wrote: `@./more.md` in
+/// `container/CLAUDE.md` is `container/more.md`, never a `more.md` the agent put in its own
+/// (writable) group folder, in every delivery mode. Copy and inline deliver the owner's file
+/// (clawmd expands the import where the owner put it); link leaves the import to Claude Code,
+/// which resolves it at `/app/more.md`, never in the group, and which the runner's mount table
+/// does not mount: compose and check both say the shared base does not reach the agent whole.
+#[test]
+fn shared_base_imports_resolve_to_the_owners_files() {
+    const OWNER: &str = "OWNER-MORE-5d1a";
+    const PLANTED: &str = "GROUP-MORE-77c2";
+    let mut report = Report::new("imports inside the shared base, per delivery mode");
+    for delivery in [DEFAULT, "inline", "copy", "link"] {
+        let dep = Deployment::example();
+        let base = dep.read("container/CLAUDE.md");
+        dep.write(
+            "container/CLAUDE.md",
+            format!("{base}\nMore rules: @./more.md\n").as_bytes(),
+        );
+        dep.write(
+            "container/more.md",
+            format!("{OWNER}: the owner's rules.\n").as_bytes(),
+        );
+        dep.write(
+            "groups/main/more.md",
+            format!("{PLANTED}: planted by the agent.\n").as_bytes(),
+        );
+        let composed = compose(&dep, delivery);
+        let main = &composed["groups"][0];
+        let link = delivery == "link";
+        let mut check = vec!["check", "main", "--root"];
+        let root = dep.root().display().to_string();
+        check.push(&root);
+        if delivery != DEFAULT {
+            check.extend(["--delivery", delivery]);
+        }
+        let checked = run_clawmd(&check, &[]);
+        for approved in if link {
+            &[false, true][..]
+        } else {
+            &[false][..]
+        } {
+            let Some(memory) = report.observe(&dep, "main", Consumer::Cli, *approved) else {
+                continue;
+            };
+            let case = format!("main, CLI, --delivery {delivery}, approved={approved}");
+            report.check(
+                !memory.text.contains(PLANTED),
+                &case,
+                "the group's own more.md was loaded in place of the owner's",
+                &memory,
+            );
+            report.check(
+                memory.text.contains(OWNER) != link,
+                &case,
+                &format!(
+                    "the owner's container/more.md reached the agent: expected {}",
+                    !link
+                ),
+                &memory,
+            );
+        }
+        let case = format!("main, --delivery {delivery}: compose and check");
+        let none = Memory::parse("");
+        report.check(
+            main["delivered"]["complete"] == json!(!link)
+                && main["delivered"]["missing"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!("shared-base"))
+                    == link,
+            &case,
+            &format!("compose's verdict is wrong: {main}"),
+            &none,
+        );
+        report.check(
+            checked.code() == if link { 1 } else { 0 },
+            &case,
+            &format!("check disagrees with compose:\n{}", checked.stdout()),
+            &none,
+        );
+    }
+    report.finish();
+}
+
+/// A Codex group (`"provider": "codex"` in container.json, which clawmd reads and never
+/// changes) gets one flat AGENTS.md within Codex's 32 KiB: the shared base, its enabled skills,
+/// its MCP instructions and its local memory, no import line, no CLAUDE.md. A skill too large
+/// for the budget is dropped whole and named in the JSON report and the human output.
+#[test]
+fn codex_group_gets_a_flat_agents_md_within_its_budget() {
+    let dep = Deployment::example();
+    let manual = "Read the whole manual before every task.\n".repeat(1000);
+    dep.write("container/skills/big-manual/SKILL.md", b"a large skill\n");
+    dep.write(
+        "container/skills/big-manual/instructions.md",
+        manual.as_bytes(),
+    );
+    std::fs::create_dir_all(dep.path("groups/coder")).unwrap();
+    let config = r#"{"provider": "codex", "skills": ["github", "big-manual", "welcome"],
+  "mcpServers": {"ci": {"command": "ci-mcp", "instructions": "CODER-MCP: read-only CI logs.\n@./container.json stays text."}}}"#;
+    dep.write("groups/coder/container.json", config.as_bytes());
+    dep.write(
+        "groups/coder/CLAUDE.local.md",
+        b"CODER-LOCAL: we use tabs.\n",
+    );
+
+    let run = run_clawmd(
+        [
+            "compose",
+            "coder",
+            "--json",
+            "--root",
+            &dep.root().display().to_string(),
+        ],
+        &[],
+    )
+    .success();
+    let group = &run.json()["groups"][0];
+    assert_eq!(group["target"]["provider"], "codex", "{group}");
+    assert_eq!(group["target"]["file"], "AGENTS.md", "{group}");
+    assert_eq!(group["target"]["budget"], 32 * 1024, "{group}");
+    assert_eq!(
+        group["dropped"],
+        json!([{"section": "skill:big-manual", "bytes": manual.len()}]),
+        "{group}"
+    );
+    assert!(
+        group["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "section-dropped"
+                && w["message"].as_str().unwrap().contains("skill:big-manual")),
+        "{group}"
+    );
+    assert_eq!(group["delivered"]["complete"], false, "{group}");
+    assert_eq!(
+        group["delivered"]["missing"],
+        json!(["skill:big-manual"]),
+        "{group}"
+    );
+    assert!(
+        group["memory_digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"),
+        "{group}"
+    );
+
+    let agents = dep.read("groups/coder/AGENTS.md");
+    assert!(
+        agents.len() <= 32 * 1024,
+        "AGENTS.md is {} bytes",
+        agents.len()
+    );
+    for text in [
+        dep.read("container/CLAUDE.md").trim_end(),
+        dep.read("container/skills/github/instructions.md")
+            .trim_end(),
+        dep.read("container/skills/welcome/instructions.md")
+            .trim_end(),
+        "CODER-MCP: read-only CI logs.",
+        "CODER-LOCAL: we use tabs.",
+    ] {
+        assert!(
+            agents.contains(text),
+            "{text:?} missing from AGENTS.md:\n{agents}"
+        );
+    }
+    assert!(
+        !agents.contains("Read the whole manual"),
+        "the dropped skill"
+    );
+    assert!(
+        !agents.contains("## Skill: agent-browser"),
+        "a skill the group does not enable"
+    );
+    // No import line: the MCP text's `@./container.json` stays inside its fence.
+    let scan = clawmd::loader::content::scan_markdown(&agents).unwrap();
+    assert!(scan.imports.is_empty(), "{:?} in\n{agents}", scan.imports);
+    assert!(
+        agents.contains("\n@./container.json stays text.\n```\n"),
+        "{agents}"
+    );
+    assert!(!dep.exists("groups/coder/CLAUDE.md"));
+    assert_eq!(
+        dep.read("groups/coder/container.json"),
+        config,
+        "never changed"
+    );
+
+    // The human output names the dropped section too; a second run writes nothing.
+    let before = dep.snapshot();
+    let human = run_clawmd(
+        [
+            "compose",
+            "coder",
+            "--root",
+            &dep.root().display().to_string(),
+        ],
+        &[],
+    )
+    .success()
+    .stdout();
+    assert!(
+        human.contains("dropped over budget: skill:big-manual"),
+        "{human}"
+    );
+    assert_eq!(dep.snapshot(), before);
+}
+
 /// `clawmd render GROUP --format claude` predicts the real memory block byte for byte, in every
 /// delivery mode and approval state (compared as claude-view prints it: the block plus a final
 /// newline).
 #[test]
 fn render_matches_real_binary() {
     let mut report = Report::new("clawmd render --format claude vs the real CLI");
-    for (delivery, approvals) in [("copy", &[false][..]), ("link", &[false, true][..])] {
+    for (delivery, approvals) in [
+        ("inline", &[false][..]),
+        ("copy", &[false][..]),
+        ("link", &[false, true][..]),
+    ] {
         let dep = deployment(delivery);
         for group in GROUPS {
             for &approved in approvals {
@@ -269,6 +539,9 @@ fn render_matches_real_binary() {
                     root,
                     "--format".as_ref(),
                     "claude".as_ref(),
+                    // The release the real CLI here is (render's default is the newest).
+                    "--claude-version".as_ref(),
+                    CLAUDE_CODE_VERSION.as_ref(),
                 ];
                 if approved {
                     args.push("--approve-external".as_ref());
@@ -310,6 +583,8 @@ fn render_matches_real_binary() {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Delivery {
+    /// One generated CLAUDE.md (the default).
+    Inline,
     Copy,
     Link,
 }
@@ -373,8 +648,10 @@ fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) -
     let inputs = Inputs::read(dep, group);
     let memory = report.observe(dep, group, consumer, approved)?;
     let case = format!("{group}, {consumer}, {delivery:?}, approved={approved}");
-    // Copies are regular files inside the cwd; links resolve to /app, outside it.
-    let external_arrives = delivery == Delivery::Copy || approved;
+    // Inline text and copies are inside the cwd; links resolve to /app, outside it.
+    let external_arrives = delivery != Delivery::Link || approved;
+    // Inline: everything is in CLAUDE.md itself, so no section of its own.
+    let own_file = delivery != Delivery::Inline;
 
     let mut expected = vec![format!("{WORKSPACE}/CLAUDE.md")];
     let mut texts: Vec<(String, &str, bool)> = Vec::new();
@@ -383,7 +660,7 @@ fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) -
         &inputs.base,
         external_arrives,
     ));
-    if external_arrives {
+    if external_arrives && own_file {
         expected.push(format!("{WORKSPACE}/.claude-shared.md"));
     }
     for (skill, text) in &inputs.enabled {
@@ -392,7 +669,7 @@ fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) -
             text,
             external_arrives,
         ));
-        if external_arrives {
+        if external_arrives && own_file {
             expected.push(format!("{WORKSPACE}/.claude-fragments/{skill}.md"));
         }
     }
@@ -405,7 +682,9 @@ fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) -
     }
     for (server, text) in &inputs.mcp {
         texts.push((format!("MCP server {server:?}'s instructions"), text, true));
-        expected.push(format!("{WORKSPACE}/.claude-fragments/mcp-{server}.md"));
+        if own_file {
+            expected.push(format!("{WORKSPACE}/.claude-fragments/mcp-{server}.md"));
+        }
     }
     texts.push(("CLAUDE.local.md".into(), &inputs.local, true));
     expected.push(format!("{WORKSPACE}/CLAUDE.local.md"));
@@ -545,33 +824,55 @@ fn deployment(delivery: &str) -> Deployment {
             serde_json::to_string_pretty(&config).unwrap().as_bytes(),
         );
     }
-    compose(&dep, delivery);
+    let report = compose(&dep, delivery);
     for group in GROUPS {
         let shared = dep.path(&format!("groups/{group}/.claude-shared.md"));
-        let is_link = shared.symlink_metadata().unwrap().file_type().is_symlink();
+        let kind = shared.symlink_metadata().map(|m| m.file_type());
+        let made = match kind {
+            Ok(t) if t.is_symlink() => "link",
+            Ok(_) => "copy",
+            Err(_) => "inline",
+        };
+        let wanted = if delivery == DEFAULT {
+            "inline"
+        } else {
+            delivery
+        };
         assert_eq!(
-            is_link,
-            delivery == "link",
+            made,
+            wanted,
             "{}: compose --delivery {delivery} made the wrong kind of file",
             shared.display()
+        );
+    }
+    // compose's own verdict: everything reaches the agent, except link without approval.
+    for group in report["groups"].as_array().unwrap() {
+        assert_eq!(
+            group["delivered"]["complete"],
+            delivery != "link",
+            "compose --delivery {delivery}: {group}"
         );
     }
     dep
 }
 
-fn compose(dep: &Deployment, delivery: &str) {
-    run_clawmd(
-        [
-            "compose".as_ref(),
-            "--all".as_ref(),
-            "--root".as_ref(),
-            dep.root().as_os_str(),
-            "--delivery".as_ref(),
-            OsStr::new(delivery),
-        ],
-        &[],
-    )
-    .success();
+/// `compose` with no delivery flag and no settings file.
+const DEFAULT: &str = "default";
+
+/// Composes every group (`--delivery DELIVERY` unless [`DEFAULT`]) and returns the JSON report.
+fn compose(dep: &Deployment, delivery: &str) -> Value {
+    let mut args: Vec<&OsStr> = vec![
+        "compose".as_ref(),
+        "--all".as_ref(),
+        "--json".as_ref(),
+        "--root".as_ref(),
+        dep.root().as_os_str(),
+    ];
+    if delivery != DEFAULT {
+        args.push("--delivery".as_ref());
+        args.push(OsStr::new(delivery));
+    }
+    run_clawmd(args, &[]).success().json()
 }
 
 // ---------------------------------------------------------------------------------------------

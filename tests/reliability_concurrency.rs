@@ -190,7 +190,7 @@ fn eight_processes_compose_one_group_while_readers_read() {
     }
 
     let work = Arc::new(deployment());
-    clawmd(work.root(), &["compose", "g"], &[]).expect(0, "initial compose");
+    clawmd(work.root(), &["compose", "g", "--delivery", "link"], &[]).expect(0, "initial compose");
     let done = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
     let config_switches = Arc::new(AtomicU64::new(0));
@@ -305,7 +305,9 @@ fn legacy_deployment(composed: usize, legacy: usize) -> Deployment {
         d.write(&format!("groups/c{i}/container.json"), CONFIG_A.as_bytes());
         d.write(&format!("groups/c{i}/CLAUDE.local.md"), LOCAL.as_bytes());
     }
-    clawmd(d.root(), &["compose", "--all"], &[]).expect(0, "compose the clean groups");
+    // Link delivery: the races below switch between link and copy, whose CLAUDE.md is the same.
+    clawmd(d.root(), &["compose", "--all", "--delivery", "link"], &[])
+        .expect(0, "compose the clean groups");
     for i in 0..legacy {
         d.write(&format!("groups/l{i}/container.json"), CONFIG_B.as_bytes());
         d.write(&format!("groups/l{i}/CLAUDE.md"), legacy_text(i).as_bytes());

@@ -212,7 +212,21 @@ fn compose_scenarios() -> Vec<Scenario> {
             before: standard()
                 .group("g", Some(CONFIG_A))
                 .file("groups/g/CLAUDE.local.md", LOCAL),
+            args: vec!["compose", "g", "--delivery", "link"],
+            keep: vec![local_kept()],
+        },
+        Scenario {
+            name: "compose fresh group, inline (the default)",
+            before: standard()
+                .group("g", Some(CONFIG_A))
+                .file("groups/g/CLAUDE.local.md", LOCAL),
             args: vec!["compose", "g"],
+            keep: vec![local_kept()],
+        },
+        Scenario {
+            name: "compose switch link -> inline",
+            before: composed(CONFIG_A, "link"),
+            args: vec!["compose", "g", "--delivery", "inline"],
             keep: vec![local_kept()],
         },
         Scenario {
@@ -250,7 +264,7 @@ fn compose_scenarios() -> Vec<Scenario> {
         Scenario {
             name: "compose config change removes fragments (link)",
             before: composed(CONFIG_A, "link").file("groups/g/container.json", CONFIG_B),
-            args: vec!["compose", "g"],
+            args: vec!["compose", "g", "--delivery", "link"],
             keep: vec![local_kept()],
         },
         Scenario {
@@ -548,7 +562,12 @@ fn compose_all_survives_sigkill_at_random_moments() {
         |path: &str| path.ends_with("/container.json") || path.contains("/.clawmd-locks");
 
     let work = generated(groups);
-    clawmd(work.root(), &["compose", "--all"], &[]).expect(0, "initial compose");
+    clawmd(
+        work.root(),
+        &["compose", "--all", "--delivery", "link"],
+        &[],
+    )
+    .expect(0, "initial compose");
     // How long a full switch takes (the shorter of A -> B and back), to spread the kills
     // over it.
     let probe = clone(&work);

@@ -32,7 +32,7 @@ fn deployment() -> Deployment {
     let d = Deployment::standard()
         .group("g", Some(CONFIG_A))
         .file("groups/g/CLAUDE.local.md", LOCAL);
-    clawmd(d.root(), &["compose", "g"], &[]).expect(0, "setup");
+    clawmd(d.root(), &["compose", "g", "--delivery", "link"], &[]).expect(0, "setup");
     d.write("groups/g/container.json", CONFIG_B.as_bytes());
     d.group("old", Some("{}"))
         .file("groups/old/CLAUDE.md", LEGACY)
@@ -403,7 +403,7 @@ fn disk_full_fails_cleanly_and_converges() {
             ("groups/g/CLAUDE.local.md", LOCAL),
         ],
     );
-    clawmd(d.root(), &["compose", "g"], &[]).expect(0, "setup");
+    clawmd(d.root(), &["compose", "g", "--delivery", "link"], &[]).expect(0, "setup");
     let reference = clone(&d);
     let args = ["compose", "g", "--delivery", "copy"];
     clawmd(reference.root(), &args, &[]).expect(0, "reference");

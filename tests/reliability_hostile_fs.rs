@@ -20,9 +20,10 @@ const CONFIG: &str = r#"{"skills": "all", "mcpServers": {
 const LOCAL: &str = "# Group memory\n";
 const LEGACY: &str = "# Hand-written memory, not migrated yet\n";
 
-const LINK: &[&str] = &["compose", "g"];
+const LINK: &[&str] = &["compose", "g", "--delivery", "link"];
+const INLINE: &[&str] = &["compose", "g"];
 const COPY: &[&str] = &["compose", "g", "--delivery", "copy"];
-const ALL: &[&str] = &["compose", "--all"];
+const ALL: &[&str] = &["compose", "--all", "--delivery", "link"];
 const MIGRATE: &[&str] = &["migrate"];
 
 #[derive(Clone, Debug)]
@@ -70,7 +71,7 @@ fn deployment() -> Deployment {
     let d = Deployment::standard()
         .group("g", Some(CONFIG))
         .file("groups/g/CLAUDE.local.md", LOCAL);
-    clawmd(d.root(), &["compose", "g"], &[]).expect(0, "setup");
+    clawmd(d.root(), LINK, &[]).expect(0, "setup");
     d.group("fresh", Some(r#"{"skills": ["hello"]}"#))
 }
 
@@ -95,8 +96,14 @@ fn replace_with_fifo(d: &Deployment, rel: &str) {
 }
 
 fn cases() -> Vec<Case> {
-    let compose_all_refuse =
-        |rel: &str| vec![(LINK, Refuse(rel)), (COPY, Refuse(rel)), (ALL, Refuse(rel))];
+    let compose_all_refuse = |rel: &str| {
+        vec![
+            (LINK, Refuse(rel)),
+            (COPY, Refuse(rel)),
+            (INLINE, Refuse(rel)),
+            (ALL, Refuse(rel)),
+        ]
+    };
     let mut cases = vec![
         case(
             "the group folder is a symlink to an outside folder",
@@ -188,6 +195,7 @@ fn cases() -> Vec<Case> {
             vec![
                 (LINK, Repair),
                 (COPY, Repair),
+                (INLINE, Repair),
                 (ALL, Repair),
                 (MIGRATE, Untouched),
             ],
@@ -195,7 +203,12 @@ fn cases() -> Vec<Case> {
         case(
             "an MCP fragment is a symlink to an outside file",
             |d, s| replace_with_link(d, "groups/g/.claude-fragments/mcp-db.md", &s.file()),
-            vec![(LINK, Repair), (COPY, Repair), (ALL, Repair)],
+            vec![
+                (LINK, Repair),
+                (COPY, Repair),
+                (INLINE, Repair),
+                (ALL, Repair),
+            ],
         ),
         case(
             "an MCP fragment is a symlink to an outside folder",

@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::GroupError;
+use crate::fsops::FsError;
+
 macro_rules! codes {
     ($( $(#[$doc:meta])* $variant:ident = $text:literal, )*) => {
         /// A stable machine-readable code.
@@ -62,6 +65,14 @@ codes! {
     MissingSharedBase = "missing-shared-base",
     /// A skill folder whose name cannot be a file name (top level).
     BadSkillName = "bad-skill-name",
+    /// An optional section (a skill, MCP instructions) dropped over the target's byte budget.
+    SectionDropped = "section-dropped",
+    /// The target is over its byte budget even without every optional section.
+    OverBudget = "over-budget",
+    /// An import inside a shared source that clawmd cannot deliver (top level).
+    SharedImportNotDelivered = "shared-import-not-delivered",
+    /// Something about `clawmd.json` (an unknown key, an unmodelled Claude Code version).
+    Settings = "settings",
 
     // `check` findings about the composition.
     /// The disk differs from what `container.json` asks for.
@@ -106,8 +117,36 @@ codes! {
     ConfigUnreadable = "config-unreadable",
     /// A link that dangles even inside the container.
     DanglingLink = "dangling-link",
+    /// A memory file in a folder Claude Code refuses to load from (`connector-downloads`, a
+    /// session scratchpad).
+    FileProtected = "file-protected",
+    /// The working directory's path is not UTF-8: Claude Code does not start.
+    CwdNotUtf8 = "cwd-not-utf8",
+    /// `--claude-version` names a release outside the conformance corpus.
+    ClaudeVersionUnverified = "claude-version-unverified",
     /// One of the loader's budgets was reached: the view of the memory is incomplete there.
     BudgetExceeded = "budget-exceeded",
+    /// Something composed for the agent does not reach it (compose's `delivered` verdict).
+    NotDelivered = "not-delivered",
+}
+
+impl From<&GroupError> for Code {
+    /// The code of a group's failure.
+    fn from(err: &GroupError) -> Self {
+        match err {
+            GroupError::BadName { .. } => Code::BadGroupName,
+            GroupError::Reserved { .. } => Code::ReservedGroup,
+            GroupError::TooManyRescues { .. } => Code::TooManyRescues,
+            GroupError::Missing { .. } => Code::MissingGroup,
+            GroupError::Config(_) => Code::BadConfig,
+            GroupError::Collision { .. } => Code::FragmentCollision,
+            GroupError::Fs(FsError::Unsafe { .. }) => Code::UnsafePath,
+            GroupError::Fs(FsError::TooLarge { .. }) => Code::TooLarge,
+            GroupError::Fs(FsError::LockTimeout { .. }) => Code::LockTimeout,
+            GroupError::Fs(FsError::Io { .. }) => Code::Io,
+            GroupError::Loader(_) => Code::Loader,
+        }
+    }
 }
 
 impl std::fmt::Display for Code {

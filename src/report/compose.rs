@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{ErrorReport, REPORT_VERSION, Report, Status, WarningReport, escape, escape_path};
+use crate::delivery::verify::Delivered;
+use crate::delivery::{Dropped, Target};
 use crate::error::GroupError;
 use crate::fsops::NodeKind;
-use crate::layout::names;
-use crate::plan::{Content, Delivery, Warning};
+use crate::plan::{Content, Delivery, GroupPlan};
 use crate::reconcile::Step;
 
 /// A created, replaced or removed managed path.
@@ -57,6 +58,27 @@ pub struct GroupReport {
     pub warnings: Vec<WarningReport>,
     /// Why the group failed, when it did.
     pub error: Option<ErrorReport>,
+    /// What the group is composed as: backend, delivery mode, entry point, byte budget.
+    pub target: Option<Target>,
+    /// Optional sections left out over budget, by name.
+    pub dropped: Vec<Dropped>,
+    /// Whether everything composed reaches the agent (worked out by loading the result as
+    /// the agent will); `null` in a dry run or for a failed group.
+    pub delivered: Option<DeliveredReport>,
+    /// `sha256:<hex>` of the memory the agent will receive; `null` in a dry run or for a
+    /// failed group.
+    pub memory_digest: Option<String>,
+}
+
+/// Whether everything composed reaches the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliveredReport {
+    /// True when every composed section and the local memory reach the agent.
+    pub complete: bool,
+    /// What does not: `shared-base`, `skill:<name>`, `mcp:<server>`, `local-memory`.
+    pub missing: Vec<String>,
+    /// Why, as the loader explains it.
+    pub reasons: Vec<String>,
 }
 
 impl GroupReport {
@@ -80,18 +102,35 @@ impl GroupReport {
             cleaned: Vec::new(),
             warnings: Vec::new(),
             error: None,
+            target: None,
+            dropped: Vec::new(),
+            delivered: None,
+            memory_digest: None,
         }
     }
 
-    /// The report of a reconciliation made of `steps`.
-    pub fn from_steps(group: &str, steps: &[Step], warnings: &[Warning]) -> Self {
+    /// Records what reaches the agent.
+    pub fn set_delivered(&mut self, delivered: Delivered) {
+        self.memory_digest = Some(delivered.memory_digest);
+        self.delivered = Some(DeliveredReport {
+            complete: delivered.complete,
+            missing: delivered.missing,
+            reasons: delivered.reasons,
+        });
+    }
+
+    /// The report of a reconciliation made of `steps` towards `plan`.
+    pub fn from_steps(group: &str, steps: &[Step], plan: &GroupPlan) -> Self {
+        let warnings = &plan.warnings;
         let mut report = GroupReport::empty(group);
+        report.target = Some(plan.target);
+        report.dropped = plan.dropped.clone();
         for step in steps {
             match step {
                 Step::Keep { path } => report.unchanged.push(path.to_string()),
                 Step::Clean { path } => report.cleaned.push(path.to_string()),
-                Step::Rescue { to, .. } => report.rescued.push(Rescued {
-                    from: names::CLAUDE_MD.to_owned(),
+                Step::Rescue { from, to, .. } => report.rescued.push(Rescued {
+                    from: from.clone(),
                     to: to.clone(),
                 }),
                 Step::Write {
@@ -255,6 +294,7 @@ impl Report for ComposeReport {
             for warning in &group.warnings {
                 let _ = writeln!(out, "  warning: {}", escape(&warning.message));
             }
+            write_delivery(&mut out, group);
         }
         let s = &self.summary;
         let _ = writeln!(
@@ -272,6 +312,49 @@ impl Report for ComposeReport {
             }
         );
         out
+    }
+}
+
+fn write_delivery(out: &mut String, group: &GroupReport) {
+    let Some(target) = &group.target else {
+        return;
+    };
+    for dropped in &group.dropped {
+        let _ = writeln!(
+            out,
+            "  dropped over budget: {} ({} bytes)",
+            escape(&dropped.section),
+            dropped.bytes
+        );
+    }
+    match &group.delivered {
+        Some(delivered) if delivered.complete => {
+            let _ = writeln!(
+                out,
+                "  {} ({} delivery, {}): everything composed reaches the agent",
+                target.file, target.delivery, target.provider
+            );
+        }
+        Some(delivered) => {
+            let _ = writeln!(
+                out,
+                "  ! {} ({} delivery, {}): NOT reaching the agent: {}",
+                target.file,
+                target.delivery,
+                target.provider,
+                escape(&delivered.missing.join(", "))
+            );
+            for reason in &delivered.reasons {
+                let _ = writeln!(out, "    because: {}", escape(reason));
+            }
+            if target.delivery == Delivery::Link && !target.provider.is_flat() {
+                let _ = writeln!(
+                    out,
+                    "    fix: approve external imports in the agent's ~/.claude.json (and set \"approveExternal\": true in clawmd.json), or use the default inline delivery"
+                );
+            }
+        }
+        None => {}
     }
 }
 

@@ -64,6 +64,8 @@ impl From<&Warning> for WarningReport {
         let code = match warning {
             Warning::UnknownSkill { .. } => Code::UnknownSkill,
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
+            Warning::SectionDropped { .. } => Code::SectionDropped,
+            Warning::OverBudget { .. } => Code::OverBudget,
         };
         WarningReport {
             code,
@@ -86,7 +88,7 @@ pub struct ErrorReport {
 impl From<&GroupError> for ErrorReport {
     fn from(err: &GroupError) -> Self {
         ErrorReport {
-            code: err.code(),
+            code: Code::from(err),
             file: err.file(),
             message: err.to_string(),
         }

@@ -1,0 +1,276 @@
+//! Generated documents: one file holding everything a group's agent must know.
+//!
+//! `--delivery inline` writes `CLAUDE.md` as one document whose only import is
+//! `@./CLAUDE.local.md` (so the agent's live memory stays live); the flat targets of other
+//! backends (`AGENTS.md`, `GEMINI.md`) hold the group's local memory too and no import line at
+//! all. Sections are separated by HTML comments, which Claude Code strips.
+
+use serde::Serialize;
+
+use super::expand::neutralise;
+use crate::layout::names;
+use crate::plan::composed_document;
+
+/// One part of a group's memory.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SectionId {
+    /// `container/CLAUDE.md`.
+    SharedBase,
+    /// A skill's `instructions.md`.
+    Skill(String),
+    /// An MCP server's inline instructions.
+    Mcp(String),
+}
+
+impl SectionId {
+    /// The stable name used in reports: `shared-base`, `skill:<name>`, `mcp:<server>`.
+    pub fn name(&self) -> String {
+        match self {
+            SectionId::SharedBase => "shared-base".to_owned(),
+            SectionId::Skill(skill) => format!("skill:{skill}"),
+            SectionId::Mcp(server) => format!("mcp:{server}"),
+        }
+    }
+
+    /// Where the text comes from, for the section's comment and for people.
+    pub fn origin(&self) -> String {
+        match self {
+            SectionId::SharedBase => "container/CLAUDE.md".to_owned(),
+            SectionId::Skill(skill) => format!("container/skills/{skill}/instructions.md"),
+            SectionId::Mcp(server) => format!("container.json mcpServers.{server}.instructions"),
+        }
+    }
+
+    /// The order in which sections are dropped over budget (skills first, then MCP
+    /// instructions); `None` for what is never dropped.
+    fn drop_rank(&self) -> Option<u8> {
+        match self {
+            SectionId::SharedBase => None,
+            SectionId::Skill(_) => Some(0),
+            SectionId::Mcp(_) => Some(1),
+        }
+    }
+}
+
+/// A section with the text that is delivered for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    /// Which.
+    pub id: SectionId,
+    /// The delivered text (a shared source with its imports expanded; an MCP server's fenced
+    /// fragment).
+    pub text: Vec<u8>,
+}
+
+/// A section left out because the target's budget was exceeded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dropped {
+    /// `skill:<name>` or `mcp:<server>`.
+    pub section: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// What a budget left of the sections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fitted {
+    /// The sections kept, in their original order.
+    pub kept: Vec<Section>,
+    /// The sections dropped, in the order they were dropped.
+    pub dropped: Vec<Dropped>,
+    /// The size of the result with the kept sections.
+    pub size: u64,
+}
+
+/// Drops whole optional sections, largest first (skills, then MCP instructions), until
+/// `size(kept) <= budget`. The shared base is never dropped: when it alone (with what `size`
+/// adds, such as the local memory) is over budget the result stays over budget, and the
+/// caller reports it.
+pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) -> Fitted {
+    let mut kept = sections.to_vec();
+    let mut dropped = Vec::new();
+    let mut order: Vec<&Section> = sections
+        .iter()
+        .filter(|s| s.id.drop_rank().is_some())
+        .collect();
+    order.sort_by(|a, b| {
+        a.id.drop_rank()
+            .cmp(&b.id.drop_rank())
+            .then(b.text.len().cmp(&a.text.len()))
+            .then(a.id.cmp(&b.id))
+    });
+    let mut current = size(&kept);
+    for candidate in order {
+        if current <= budget {
+            break;
+        }
+        kept.retain(|s| s.id != candidate.id);
+        dropped.push(Dropped {
+            section: candidate.id.name(),
+            bytes: candidate.text.len() as u64,
+        });
+        current = size(&kept);
+    }
+    Fitted {
+        kept,
+        dropped,
+        size: current,
+    }
+}
+
+/// How the group's own memory (`CLAUDE.local.md`) is part of a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalMemory<'a> {
+    /// Imported with `@./CLAUDE.local.md` (Claude Code reads it live).
+    Import,
+    /// Copied in, last (backends that do not follow imports).
+    Inline(&'a [u8]),
+}
+
+/// The generated document: clawmd's header, then the sections, each after a comment naming
+/// it, and the group's own memory (imported first, so that nothing a source leaves open can
+/// swallow the import line, or copied in last).
+pub fn document(sections: &[Section], local: LocalMemory<'_>) -> Vec<u8> {
+    let mut body = String::new();
+    if local == LocalMemory::Import {
+        body.push_str(&format!("@./{}\n", names::CLAUDE_LOCAL_MD));
+    }
+    let mut parts = String::new();
+    for section in sections {
+        parts.push_str(&format!(
+            "\n<!-- clawmd section {}: from {} -->\n",
+            section.id.name(),
+            section.id.origin()
+        ));
+        push_text(&mut parts, &section.text);
+    }
+    // Each source was neutralised on its own; side by side, a backtick one leaves open can
+    // pair with one in the next and expose a mention, so the whole is neutralised again.
+    body.push_str(&neutralise(&parts));
+    if let LocalMemory::Inline(bytes) = local {
+        body.push_str(&format!(
+            "\n<!-- clawmd section local-memory: from {} (the group's own memory) -->\n",
+            names::CLAUDE_LOCAL_MD
+        ));
+        push_text(&mut body, bytes);
+    }
+    composed_document(&body)
+}
+
+fn push_text(body: &mut String, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    body.push_str(text.trim_end_matches('\n'));
+    body.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loader::content::scan_markdown;
+    use crate::plan::{is_composed, is_pristine, mcp_fragment};
+
+    fn section(id: SectionId, text: &str) -> Section {
+        Section {
+            id,
+            text: text.as_bytes().to_vec(),
+        }
+    }
+
+    fn sections() -> Vec<Section> {
+        vec![
+            section(SectionId::SharedBase, "BASE with `@./more.md`\n"),
+            section(SectionId::Skill("big".into()), &"B".repeat(300)),
+            section(SectionId::Skill("small".into()), "SMALL\n"),
+            section(
+                SectionId::Mcp("db".into()),
+                std::str::from_utf8(&mcp_fragment("db", "@/etc/hostname\nRead only.")).unwrap(),
+            ),
+        ]
+    }
+
+    #[test]
+    fn inline_document_imports_only_the_local_memory() {
+        let doc = document(&sections(), LocalMemory::Import);
+        assert!(is_composed(&doc) && is_pristine(&doc));
+        let text = String::from_utf8(doc).unwrap();
+        let scan = scan_markdown(&text).unwrap();
+        assert_eq!(scan.imports, ["./CLAUDE.local.md"]);
+        for part in ["BASE with", "SMALL", "Read only.", &"B".repeat(300)] {
+            assert!(
+                scan.body.contains(part),
+                "{part} missing from {}",
+                scan.body
+            );
+        }
+        assert!(
+            !scan.body.contains("clawmd section"),
+            "comments are stripped"
+        );
+    }
+
+    #[test]
+    fn flat_document_has_no_import_and_ends_with_the_local_memory() {
+        let doc = document(&sections(), LocalMemory::Inline(b"LOCAL NOTES\n"));
+        let text = String::from_utf8(doc).unwrap();
+        assert!(scan_markdown(&text).unwrap().imports.is_empty(), "{text}");
+        assert!(text.trim_end().ends_with("LOCAL NOTES"), "{text}");
+    }
+
+    proptest::proptest! {
+        /// Whatever the shared sources leave open (fences, comments, quotes, lists) and
+        /// whatever the MCP text says, the only import of an inline document is the local
+        /// memory: no `@path` in the instructions, and none in a source, is ever followed.
+        #[test]
+        fn the_only_import_of_an_inline_document_is_the_local_memory(
+            base in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::string::string_regex("@[./~a-z]{1,10}").unwrap(),
+                    proptest::string::string_regex("`{1,5}[a-z]{0,4}|~{3,4}|<!--|-->|> @q|- @l|    @i").unwrap(),
+                    proptest::string::string_regex("\\PC{0,16}").unwrap(),
+                ],
+                0..8,
+            ),
+            mcp in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::string::string_regex("@[./~a-z]{1,10}").unwrap(),
+                    proptest::string::string_regex("`{1,6}[a-z@ ]{0,6}|~{3,5}|<!--|-->").unwrap(),
+                ],
+                0..6,
+            ),
+        ) {
+            let base = crate::delivery::expand::neutralise(&base.join("\n"));
+            let sections = vec![
+                section(SectionId::SharedBase, &base),
+                section(
+                    SectionId::Mcp("db".into()),
+                    std::str::from_utf8(&mcp_fragment("db", &mcp.join("\n"))).unwrap(),
+                ),
+            ];
+            let doc = String::from_utf8(document(&sections, LocalMemory::Import)).unwrap();
+            let scan = scan_markdown(&doc).unwrap();
+            proptest::prop_assert_eq!(scan.imports, vec!["./CLAUDE.local.md".to_owned()], "{}", doc);
+        }
+    }
+
+    #[test]
+    fn fit_drops_skills_largest_first_then_mcp_and_never_the_base() {
+        let all = sections();
+        let size = |kept: &[Section]| document(kept, LocalMemory::Import).len() as u64;
+        let full = size(&all);
+        let fitted = fit(&all, full, size);
+        assert!(fitted.dropped.is_empty());
+
+        let fitted = fit(&all, full - 1, size);
+        let names: Vec<&str> = fitted.dropped.iter().map(|d| d.section.as_str()).collect();
+        assert_eq!(names, ["skill:big"]);
+        assert_eq!(fitted.dropped[0].bytes, 300);
+        assert!(fitted.size < full);
+
+        let fitted = fit(&all, 0, size);
+        let names: Vec<&str> = fitted.dropped.iter().map(|d| d.section.as_str()).collect();
+        assert_eq!(names, ["skill:big", "skill:small", "mcp:db"]);
+        assert_eq!(fitted.kept.len(), 1);
+        assert_eq!(fitted.kept[0].id, SectionId::SharedBase);
+        assert!(fitted.size > 0, "over budget, but the base stays");
+    }
+}

@@ -1,0 +1,583 @@
+//! Delivery: how a group's memory reaches its agent, for every mode and every agent backend.
+//!
+//! Everything that depends on the delivery mode or the backend lives here, so that a new mode
+//! or backend is a change to this module only:
+//!
+//! * [`Delivery`] — `inline` (the default: one generated `CLAUDE.md` that imports only
+//!   `CLAUDE.local.md`), `copy` (regular-file copies imported by an import-only `CLAUDE.md`)
+//!   and `link` (symlinks into the container's `/app`, as DESIGN §1 specifies; Claude Code
+//!   drops those imports unless external imports are approved);
+//! * [`Provider`] — the agent backend, from `container.json`'s `provider` key: `claude` gets
+//!   `CLAUDE.md` in the chosen mode; `codex` and `opencode` get a flat `AGENTS.md`, `gemini` a
+//!   flat `GEMINI.md`;
+//! * [`Budgets`] — a byte budget per backend; over budget, whole optional sections are
+//!   dropped, largest first (skills, then MCP instructions), and reported;
+//! * [`plan_delivery`] — the pure part: the managed files of a group;
+//! * [`expand`] — imports inside shared sources, resolved where their owner put them;
+//! * [`verify`] — whether everything composed reaches the agent (the loader on the result),
+//!   and the digest of what it receives.
+
+pub mod document;
+pub mod expand;
+pub mod snapshot;
+pub mod verify;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::GroupConfig;
+use crate::layout::{Layout, names};
+use crate::plan::{
+    Content, Desired, FragmentCollision, GroupPlan, ManagedPath, Sources, Warning,
+    composed_claude_md, mcp_fragment, unknown_skills,
+};
+
+pub use document::{Dropped, LocalMemory, Section, SectionId};
+
+/// How the shared base and the skills' guidance reach a Claude Code agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Delivery {
+    /// One generated `CLAUDE.md` holding the shared base, the skills' guidance and the MCP
+    /// instructions, importing only `CLAUDE.local.md`: loaded whole by stock Claude Code, and
+    /// read-only in the container (the runner mounts `CLAUDE.md` read-only).
+    #[default]
+    Inline,
+    /// Regular-file copies refreshed at every compose, imported by an import-only `CLAUDE.md`:
+    /// loaded by stock Claude Code.
+    Copy,
+    /// Symlinks into the container's `/app` mount: the real Claude Code drops these imports
+    /// unless external imports are approved.
+    Link,
+}
+
+impl Delivery {
+    /// Every mode.
+    pub const ALL: [Delivery; 3] = [Delivery::Inline, Delivery::Copy, Delivery::Link];
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Delivery::Inline => "inline",
+            Delivery::Copy => "copy",
+            Delivery::Link => "link",
+        }
+    }
+}
+
+impl std::str::FromStr for Delivery {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Delivery::ALL
+            .into_iter()
+            .find(|delivery| delivery.as_str() == text)
+            .ok_or_else(|| format!("unknown delivery mode {text:?}: use inline, copy or link"))
+    }
+}
+
+impl fmt::Display for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// Claude Code (CLI or Agent SDK): `CLAUDE.md` in the chosen delivery mode.
+    #[default]
+    Claude,
+    /// OpenAI Codex: a flat `AGENTS.md` (Codex caps it at 32 KiB by default).
+    Codex,
+    /// opencode: a flat `AGENTS.md` (it does not expand `@` imports).
+    Opencode,
+    /// Gemini CLI: a flat `GEMINI.md`.
+    Gemini,
+}
+
+impl Provider {
+    /// Every provider, for messages.
+    pub const ALL: [Provider; 4] = [
+        Provider::Claude,
+        Provider::Codex,
+        Provider::Opencode,
+        Provider::Gemini,
+    ];
+
+    /// The provider spelled `name`, if clawmd knows it.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Claude => "claude",
+            Provider::Codex => "codex",
+            Provider::Opencode => "opencode",
+            Provider::Gemini => "gemini",
+        }
+    }
+
+    /// The document the backend reads in the agent's working directory.
+    pub fn entry_point(self) -> &'static str {
+        match self {
+            Provider::Claude => names::CLAUDE_MD,
+            Provider::Codex | Provider::Opencode => AGENTS_MD,
+            Provider::Gemini => GEMINI_MD,
+        }
+    }
+
+    /// Whether the backend gets one flat document (no import lines, local memory copied in).
+    pub fn is_flat(self) -> bool {
+        self != Provider::Claude
+    }
+}
+
+impl std::str::FromStr for Provider {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Provider::parse(text).ok_or_else(|| {
+            format!(
+                "unknown provider {text:?}: use {}",
+                Provider::ALL.map(Provider::as_str).join(", ")
+            )
+        })
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The entry points clawmd may compose, for every backend.
+pub const ENTRY_POINTS: [&str; 3] = [names::CLAUDE_MD, AGENTS_MD, GEMINI_MD];
+
+/// The flat document of Codex and opencode agents.
+pub const AGENTS_MD: &str = "AGENTS.md";
+/// The flat document of Gemini CLI agents.
+pub const GEMINI_MD: &str = "GEMINI.md";
+
+/// Whether `name` (directly in the group folder) is an entry point clawmd composes.
+pub fn is_entry_point_name(name: &str) -> bool {
+    ENTRY_POINTS.contains(&name)
+}
+
+/// The byte budget of each backend's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budgets {
+    /// Claude Code: what it delivers to the agent (every file it loads; it skips a memory
+    /// file over 4 MiB).
+    pub claude: u64,
+    /// Codex's `AGENTS.md` (`project_doc_max_bytes`, 32 KiB by default).
+    pub codex: u64,
+    /// opencode's `AGENTS.md`.
+    pub opencode: u64,
+    /// Gemini CLI's `GEMINI.md`.
+    pub gemini: u64,
+}
+
+/// 4 MiB: Claude Code's limit per memory file, and nanoclaw's cap on a generated document.
+pub const DEFAULT_BUDGET: u64 = crate::loader::MAX_FILE_BYTES;
+/// Codex's default `project_doc_max_bytes`.
+pub const CODEX_BUDGET: u64 = 32 * 1024;
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            claude: DEFAULT_BUDGET,
+            codex: CODEX_BUDGET,
+            opencode: DEFAULT_BUDGET,
+            gemini: DEFAULT_BUDGET,
+        }
+    }
+}
+
+impl Budgets {
+    /// The budget of `provider`.
+    pub fn of(&self, provider: Provider) -> u64 {
+        match provider {
+            Provider::Claude => self.claude,
+            Provider::Codex => self.codex,
+            Provider::Opencode => self.opencode,
+            Provider::Gemini => self.gemini,
+        }
+    }
+
+    /// Sets the budget of `provider`.
+    pub fn set(&mut self, provider: Provider, bytes: u64) {
+        let slot = match provider {
+            Provider::Claude => &mut self.claude,
+            Provider::Codex => &mut self.codex,
+            Provider::Opencode => &mut self.opencode,
+            Provider::Gemini => &mut self.gemini,
+        };
+        *slot = bytes;
+    }
+}
+
+/// The deployment-wide delivery settings (from `clawmd.json`, flags and `CLAWMD_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeliverySettings {
+    /// The delivery mode for Claude Code groups.
+    pub delivery: Delivery,
+    /// The backend of groups whose `container.json` has no `provider`.
+    pub provider: Provider,
+    /// Byte budgets.
+    pub budgets: Budgets,
+    /// The agent's runtime approves external imports for its workspace (only matters for
+    /// link delivery): used to work out what reaches the agent.
+    pub approve_external: bool,
+}
+
+impl DeliverySettings {
+    /// The default settings with this delivery mode.
+    pub fn with_delivery(delivery: Delivery) -> Self {
+        DeliverySettings {
+            delivery,
+            ..DeliverySettings::default()
+        }
+    }
+}
+
+/// What a group is composed as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Target {
+    /// The backend.
+    pub provider: Provider,
+    /// The delivery mode (for flat backends, always `inline`).
+    pub delivery: Delivery,
+    /// The entry point file.
+    pub file: &'static str,
+    /// The byte budget.
+    pub budget: u64,
+}
+
+impl Target {
+    /// The target of a group with this config.
+    pub fn of(config: &GroupConfig, settings: &DeliverySettings) -> Self {
+        let provider = config.provider.unwrap_or(settings.provider);
+        Target {
+            provider,
+            delivery: if provider.is_flat() {
+                Delivery::Inline
+            } else {
+                settings.delivery
+            },
+            file: provider.entry_point(),
+            budget: settings.budgets.of(provider),
+        }
+    }
+}
+
+/// The group's inputs besides its config: its own memory, read only for flat backends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GroupInputs<'a> {
+    /// `CLAUDE.local.md`'s bytes (for flat documents).
+    pub local_memory: Option<&'a [u8]>,
+}
+
+/// Where a section's source lives under `container/`.
+pub fn source_key(id: &SectionId) -> Option<String> {
+    match id {
+        SectionId::SharedBase => Some(names::CLAUDE_MD.to_owned()),
+        SectionId::Skill(skill) => Some(format!("skills/{skill}/{}", names::SKILL_INSTRUCTIONS)),
+        SectionId::Mcp(_) => None,
+    }
+}
+
+/// The sections a group's config enables, with the text delivered for each: a shared source
+/// with its imports expanded, or as it is on the host when it is delivered as a link
+/// (`originals`).
+pub fn sections(
+    config: &GroupConfig,
+    sources: &Sources,
+    originals: bool,
+) -> Result<Vec<Section>, FragmentCollision> {
+    let text = |id: &SectionId, delivered: &[u8]| match (originals, source_key(id)) {
+        (true, Some(key)) => sources.original(&key, delivered).to_vec(),
+        _ => delivered.to_vec(),
+    };
+    let mut sections = Vec::new();
+    if let Some(base) = &sources.shared_base {
+        sections.push(Section {
+            id: SectionId::SharedBase,
+            text: text(&SectionId::SharedBase, base),
+        });
+    }
+    let mut skill_files = BTreeMap::new();
+    for (skill, instructions) in &sources.skills {
+        let Some(instructions) = instructions else {
+            continue;
+        };
+        if !config.skills.enables(skill) {
+            continue;
+        }
+        skill_files.insert(format!("{skill}.md"), skill.as_str());
+        let id = SectionId::Skill(skill.clone());
+        sections.push(Section {
+            text: text(&id, instructions),
+            id,
+        });
+    }
+    for (server, text) in &config.mcp_instructions {
+        let file = format!("mcp-{server}.md");
+        if let Some(skill) = skill_files.get(&file) {
+            return Err(FragmentCollision {
+                skill: (*skill).to_owned(),
+                server: server.clone(),
+                file,
+            });
+        }
+        sections.push(Section {
+            id: SectionId::Mcp(server.clone()),
+            text: mcp_fragment(server, text),
+        });
+    }
+    Ok(sections)
+}
+
+/// The desired state of a group: pure, from its config, the shared sources and the settings.
+pub fn plan_delivery(
+    layout: &Layout,
+    config: &GroupConfig,
+    sources: &Sources,
+    inputs: GroupInputs<'_>,
+    settings: &DeliverySettings,
+) -> Result<GroupPlan, FragmentCollision> {
+    let target = Target::of(config, settings);
+    let mut warnings = unknown_skills(config, sources);
+    if sources.shared_base.is_none() {
+        warnings.push(Warning::MissingSharedBase {
+            path: layout.shared_base_source(),
+        });
+    }
+    let all = sections(config, sources, target.delivery == Delivery::Link)?;
+    let local = match inputs.local_memory {
+        Some(bytes) if target.provider.is_flat() => LocalMemory::Inline(bytes),
+        _ if target.provider.is_flat() => LocalMemory::Inline(b""),
+        _ => LocalMemory::Import,
+    };
+    let fitted = match target.delivery {
+        Delivery::Inline => document::fit(&all, target.budget, |kept| {
+            document::document(kept, local).len() as u64
+        }),
+        Delivery::Copy | Delivery::Link => document::fit(&all, target.budget, |kept| {
+            kept.iter().map(|s| s.text.len() as u64).sum()
+        }),
+    };
+    for dropped in &fitted.dropped {
+        warnings.push(Warning::SectionDropped {
+            section: dropped.section.clone(),
+            bytes: dropped.bytes,
+            target: target.file.to_owned(),
+            budget: target.budget,
+        });
+    }
+    if fitted.size > target.budget {
+        warnings.push(Warning::OverBudget {
+            target: target.file.to_owned(),
+            bytes: fitted.size,
+            budget: target.budget,
+        });
+    }
+
+    let mut entries = Vec::new();
+    match target.delivery {
+        Delivery::Inline => {
+            entries.push(Desired {
+                path: ManagedPath::top(names::CLAUDE_LOCAL_MD),
+                content: Content::Seed,
+            });
+            entries.push(Desired {
+                path: ManagedPath::top(target.file),
+                content: Content::File(document::document(&fitted.kept, local)),
+            });
+        }
+        Delivery::Copy | Delivery::Link => {
+            let mut imports = Vec::new();
+            for section in &fitted.kept {
+                let (path, content) = fragment(layout, section, target.delivery);
+                imports.push(match path.in_fragments {
+                    true => format!("@./{}/{}", names::FRAGMENTS, path.name),
+                    false => format!("@./{}", path.name),
+                });
+                entries.push(Desired { path, content });
+            }
+            imports.push(format!("@./{}", names::CLAUDE_LOCAL_MD));
+            entries.push(Desired {
+                path: ManagedPath::top(names::CLAUDE_LOCAL_MD),
+                content: Content::Seed,
+            });
+            entries.push(Desired {
+                path: ManagedPath::top(names::CLAUDE_MD),
+                content: Content::File(composed_claude_md(&imports)),
+            });
+        }
+    }
+    Ok(GroupPlan {
+        entries,
+        warnings,
+        target,
+        sections: fitted.kept,
+        dropped: fitted.dropped,
+        local_memory: inputs.local_memory.map(<[u8]>::to_vec),
+    })
+}
+
+/// The managed path and content of one section in copy or link delivery.
+fn fragment(layout: &Layout, section: &Section, delivery: Delivery) -> (ManagedPath, Content) {
+    let link = delivery == Delivery::Link;
+    match &section.id {
+        SectionId::SharedBase => (
+            ManagedPath::top(names::SHARED),
+            match link {
+                true => Content::Symlink(layout.shared_base_target()),
+                false => Content::File(section.text.clone()),
+            },
+        ),
+        SectionId::Skill(skill) => (
+            ManagedPath::fragment(&format!("{skill}.md")),
+            match link {
+                true => Content::Symlink(layout.skill_instructions_target(skill)),
+                false => Content::File(section.text.clone()),
+            },
+        ),
+        SectionId::Mcp(server) => (
+            ManagedPath::fragment(&format!("mcp-{server}.md")),
+            Content::File(section.text.clone()),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SkillSelection;
+    use crate::loader::content::scan_markdown;
+    use std::path::Path;
+
+    fn sources() -> Sources {
+        Sources {
+            shared_base: Some(b"BASE\n".to_vec()),
+            skills: BTreeMap::from([
+                ("big".to_owned(), Some(vec![b'B'; 40 * 1024])),
+                ("small".to_owned(), Some(b"SMALL\n".to_vec())),
+                ("off".to_owned(), Some(b"OFF\n".to_vec())),
+            ]),
+            originals: BTreeMap::new(),
+        }
+    }
+
+    fn config(provider: Option<Provider>) -> GroupConfig {
+        GroupConfig {
+            skills: SkillSelection::Only(["big", "small"].map(String::from).into()),
+            mcp_instructions: BTreeMap::from([("db".to_owned(), "@/etc/x\nRO".to_owned())]),
+            provider,
+        }
+    }
+
+    fn plan(provider: Option<Provider>, delivery: Delivery) -> GroupPlan {
+        plan_delivery(
+            &Layout::under_root(Path::new("/host")),
+            &config(provider),
+            &sources(),
+            GroupInputs {
+                local_memory: Some(b"LOCAL\n"),
+            },
+            &DeliverySettings::with_delivery(delivery),
+        )
+        .unwrap()
+    }
+
+    fn file(plan: &GroupPlan, name: &str) -> String {
+        let entry = plan.entries.iter().find(|d| d.path.name == name).unwrap();
+        match &entry.content {
+            Content::File(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_default_is_inline_claude_md() {
+        let plan = plan(None, Delivery::default());
+        let names: Vec<String> = plan.entries.iter().map(|d| d.path.to_string()).collect();
+        assert_eq!(names, ["CLAUDE.local.md", "CLAUDE.md"]);
+        let text = file(&plan, "CLAUDE.md");
+        assert_eq!(scan_markdown(&text).unwrap().imports, ["./CLAUDE.local.md"]);
+        assert!(text.contains("BASE") && text.contains("SMALL") && text.contains("RO"));
+        assert!(!text.contains("OFF"), "a disabled skill is absent");
+        assert!(plan.dropped.is_empty());
+    }
+
+    #[test]
+    fn codex_gets_a_flat_agents_md_within_32_kib_dropping_the_largest_skill() {
+        let plan = plan(Some(Provider::Codex), Delivery::Link);
+        assert_eq!(plan.target.file, "AGENTS.md");
+        assert_eq!(plan.target.delivery, Delivery::Inline);
+        let text = file(&plan, "AGENTS.md");
+        assert!(text.len() as u64 <= CODEX_BUDGET, "{}", text.len());
+        assert!(scan_markdown(&text).unwrap().imports.is_empty());
+        assert!(text.contains("BASE") && text.contains("SMALL") && text.contains("LOCAL"));
+        assert_eq!(
+            plan.dropped,
+            [Dropped {
+                section: "skill:big".into(),
+                bytes: 40 * 1024
+            }]
+        );
+        assert!(plan.warnings.iter().any(|w| matches!(
+            w,
+            Warning::SectionDropped { section, .. } if section == "skill:big"
+        )));
+    }
+
+    #[test]
+    fn opencode_and_gemini_get_their_own_flat_documents() {
+        assert_eq!(
+            plan(Some(Provider::Opencode), Delivery::Copy).target.file,
+            "AGENTS.md"
+        );
+        let gemini = plan(Some(Provider::Gemini), Delivery::Copy);
+        assert_eq!(gemini.target.file, "GEMINI.md");
+        assert!(file(&gemini, "GEMINI.md").contains(&"B".repeat(1000)));
+    }
+
+    #[test]
+    fn copy_and_link_keep_the_import_only_layout() {
+        let plan = plan(None, Delivery::Link);
+        let names: Vec<String> = plan.entries.iter().map(|d| d.path.to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                ".claude-shared.md",
+                ".claude-fragments/big.md",
+                ".claude-fragments/small.md",
+                ".claude-fragments/mcp-db.md",
+                "CLAUDE.local.md",
+                "CLAUDE.md"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_deployment_default_provider_applies_only_when_the_group_has_none() {
+        let settings = DeliverySettings {
+            provider: Provider::Gemini,
+            ..DeliverySettings::default()
+        };
+        assert_eq!(Target::of(&config(None), &settings).file, "GEMINI.md");
+        assert_eq!(
+            Target::of(&config(Some(Provider::Claude)), &settings).file,
+            "CLAUDE.md"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! The container's view of a group as compose leaves it, held in memory.
+//!
+//! To say what reaches the agent, the loader runs on this snapshot rather than on the group
+//! folder: it is built from the plan (the bytes and links compose writes), the group's
+//! `CLAUDE.local.md` (read once, never through a link) and the shared sources as the runner
+//! mounts them (`<app>/CLAUDE.md`, `<app>/skills/...`). So the verdict is the same in a dry run
+//! and after the write, nothing the agent plants in its folder is ever read, and no path
+//! outside the deployment is touched.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use crate::loader::fs::{DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome};
+
+/// Linux gives up after 40 symlinks in one resolution.
+const MAX_SYMLINKS: usize = 40;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Node {
+    Dir,
+    File(Vec<u8>),
+    Link(PathBuf),
+}
+
+/// An in-memory filesystem of absolute paths.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    nodes: BTreeMap<PathBuf, Node>,
+}
+
+impl Snapshot {
+    /// An empty filesystem (just `/`).
+    pub fn new() -> Self {
+        let mut nodes = BTreeMap::new();
+        nodes.insert(PathBuf::from("/"), Node::Dir);
+        Snapshot { nodes }
+    }
+
+    /// Adds a directory and its parents.
+    pub fn dir(&mut self, path: &Path) {
+        for ancestor in path.ancestors() {
+            self.nodes
+                .entry(ancestor.to_path_buf())
+                .or_insert(Node::Dir);
+        }
+    }
+
+    /// Adds a file (and its parent directories).
+    pub fn file(&mut self, path: &Path, bytes: Vec<u8>) {
+        if let Some(parent) = path.parent() {
+            self.dir(parent);
+        }
+        self.nodes.insert(path.to_path_buf(), Node::File(bytes));
+    }
+
+    /// Adds a symlink (and its parent directories).
+    pub fn link(&mut self, path: &Path, target: &Path) {
+        if let Some(parent) = path.parent() {
+            self.dir(parent);
+        }
+        self.nodes
+            .insert(path.to_path_buf(), Node::Link(target.to_path_buf()));
+    }
+
+    /// `path` with every symlink resolved (the last one too when `follow_last`), as the
+    /// kernel resolves it: component by component, a link's target replacing the link.
+    fn resolve(&self, path: &Path, follow_last: bool) -> io::Result<PathBuf> {
+        let mut rest = parts(path);
+        rest.reverse();
+        let mut current = PathBuf::from("/");
+        let mut links = 0;
+        while let Some(part) = rest.pop() {
+            match part {
+                Part::Root => current = PathBuf::from("/"),
+                Part::Parent => {
+                    current.pop();
+                }
+                Part::Name(name) => {
+                    let next = current.join(&name);
+                    match self.nodes.get(&next) {
+                        Some(Node::Link(target)) if follow_last || !rest.is_empty() => {
+                            links += 1;
+                            if links > MAX_SYMLINKS {
+                                return Err(io::Error::other("too many levels of symbolic links"));
+                            }
+                            rest.extend(parts(target).into_iter().rev());
+                        }
+                        Some(_) => current = next,
+                        None if rest.is_empty() => current = next,
+                        None => return Err(not_found()),
+                    }
+                }
+            }
+        }
+        Ok(current)
+    }
+
+    fn node(&self, path: &Path, follow: bool) -> io::Result<(&Node, PathBuf)> {
+        let resolved = self.resolve(path, follow)?;
+        self.nodes
+            .get(&resolved)
+            .map(|node| (node, resolved))
+            .ok_or_else(not_found)
+    }
+}
+
+enum Part {
+    Root,
+    Parent,
+    Name(std::ffi::OsString),
+}
+
+fn parts(path: &Path) -> Vec<Part> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::RootDir | Component::Prefix(_) => Some(Part::Root),
+            Component::ParentDir => Some(Part::Parent),
+            Component::CurDir => None,
+            Component::Normal(name) => Some(Part::Name(name.to_os_string())),
+        })
+        .collect()
+}
+
+fn not_found() -> io::Error {
+    io::Error::from(io::ErrorKind::NotFound)
+}
+
+fn metadata_of(node: &Node) -> Metadata {
+    match node {
+        Node::Dir => Metadata {
+            kind: FileKind::Dir,
+            len: 0,
+        },
+        Node::File(bytes) => Metadata {
+            kind: FileKind::File,
+            len: bytes.len() as u64,
+        },
+        Node::Link(target) => Metadata {
+            kind: FileKind::Symlink,
+            len: target.as_os_str().len() as u64,
+        },
+    }
+}
+
+impl MemoryFs for Snapshot {
+    fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.node(path, false).map(|(node, _)| metadata_of(node))
+    }
+
+    fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.node(path, true).map(|(node, _)| metadata_of(node))
+    }
+
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        match self.node(path, false)? {
+            (Node::Link(target), _) => Ok(target.clone()),
+            _ => Err(io::Error::from(io::ErrorKind::InvalidInput)),
+        }
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        self.node(path, true).map(|(_, resolved)| resolved)
+    }
+
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        let (node, dir) = self.node(path, true)?;
+        if *node != Node::Dir {
+            return Err(io::Error::from(io::ErrorKind::NotADirectory));
+        }
+        Ok(self
+            .nodes
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(dir.as_path()) && **p != dir)
+            .map(|(p, node)| DirEntry {
+                name: p.file_name().unwrap_or_default().to_os_string(),
+                kind: metadata_of(node).kind,
+            })
+            .collect())
+    }
+
+    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome> {
+        match self.node(path, true)? {
+            (Node::File(bytes), _) if bytes.len() as u64 <= limit => {
+                Ok(ReadOutcome::Bytes(bytes.clone()))
+            }
+            (Node::File(bytes), _) => Ok(ReadOutcome::TooLarge {
+                len: bytes.len() as u64,
+            }),
+            (node, _) => Ok(ReadOutcome::NotAFile {
+                kind: metadata_of(node).kind,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_resolve_in_container_space() {
+        let mut fs = Snapshot::new();
+        fs.file(Path::new("/app/CLAUDE.md"), b"BASE".to_vec());
+        fs.link(
+            Path::new("/workspace/agent/.claude-shared.md"),
+            Path::new("/app/CLAUDE.md"),
+        );
+        fs.link(
+            Path::new("/workspace/agent/rel.md"),
+            Path::new("../../app/CLAUDE.md"),
+        );
+        fs.link(Path::new("/workspace/agent/loop"), Path::new("loop"));
+        let shared = Path::new("/workspace/agent/.claude-shared.md");
+        assert_eq!(
+            fs.canonicalize(shared).unwrap(),
+            Path::new("/app/CLAUDE.md")
+        );
+        assert_eq!(
+            fs.read_limited(Path::new("/workspace/agent/rel.md"), 10)
+                .unwrap(),
+            ReadOutcome::Bytes(b"BASE".to_vec())
+        );
+        assert_eq!(fs.symlink_metadata(shared).unwrap().kind, FileKind::Symlink);
+        assert!(fs.metadata(Path::new("/workspace/agent/loop")).is_err());
+        assert!(fs.metadata(Path::new("/etc/passwd")).is_err());
+        let names: Vec<_> = fs
+            .read_dir(Path::new("/workspace/agent"))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, [".claude-shared.md", "loop", "rel.md"]);
+    }
+}

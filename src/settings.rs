@@ -1,0 +1,375 @@
+//! The deployment settings file, `clawmd.json` at the root, so that a runner calls
+//! `clawmd compose GROUP` with no flags.
+//!
+//! ```json
+//! {
+//!   "delivery": "inline",
+//!   "provider": "claude",
+//!   "budgets": { "claude": 4194304, "codex": 32768, "opencode": 4194304, "gemini": 4194304 },
+//!   "claudeCodeVersion": "2.1.328",
+//!   "approveExternal": false,
+//!   "groupsDir": "groups",
+//!   "containerDir": "container",
+//!   "appMount": "/app",
+//!   "workspaceMount": "/workspace/agent",
+//!   "lockTimeout": 60
+//! }
+//! ```
+//!
+//! Every key is optional. Flags and `CLAWMD_*` variables override the file; the file overrides
+//! the built-in defaults. An unknown key is a warning with the nearest known key, never an
+//! error; a wrong type is an error naming the file, line, column and field.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::config::ConfigError;
+use crate::delivery::{Budgets, Delivery, DeliverySettings, Provider};
+use crate::layout::Layout;
+
+/// The settings file's name, at the deployment root.
+pub const SETTINGS_FILE: &str = "clawmd.json";
+
+/// The Claude Code release whose loading rules clawmd's loader reproduces.
+pub const MODELLED_CLAUDE_CODE_VERSION: &str = "2.1.328";
+
+/// The largest settings file clawmd reads.
+const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
+
+const KEYS: [&str; 11] = [
+    "delivery",
+    "provider",
+    "budgets",
+    "claudeCodeVersion",
+    "approveExternal",
+    "groupsDir",
+    "containerDir",
+    "appMount",
+    "workspaceMount",
+    "lockTimeout",
+    "$schema",
+];
+
+/// The parsed settings file (every key optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Delivery mode for Claude Code groups.
+    pub delivery: Option<Delivery>,
+    /// Backend of groups whose `container.json` has no `provider`.
+    pub provider: Option<Provider>,
+    /// Byte budgets by provider name (unknown names warn and are ignored).
+    pub budgets: Option<std::collections::BTreeMap<String, u64>>,
+    /// The Claude Code release the agents run.
+    pub claude_code_version: Option<String>,
+    /// Whether the agents' runtime approves external imports for the workspace.
+    pub approve_external: Option<bool>,
+    /// The groups folder (relative to the root).
+    pub groups_dir: Option<PathBuf>,
+    /// The shared container content folder (relative to the root).
+    pub container_dir: Option<PathBuf>,
+    /// Where `container/` is mounted in the container.
+    pub app_mount: Option<PathBuf>,
+    /// Where the group folder is mounted in the container (the agent's cwd).
+    pub workspace_mount: Option<PathBuf>,
+    /// Seconds to wait for a group's lock.
+    pub lock_timeout: Option<u64>,
+    #[serde(rename = "$schema", default)]
+    _schema: Option<String>,
+}
+
+/// Something in the settings worth fixing that does not stop the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsWarning {
+    /// The settings file.
+    pub path: PathBuf,
+    /// What.
+    pub message: String,
+}
+
+impl fmt::Display for SettingsWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.message)
+    }
+}
+
+/// Reads `<root>/clawmd.json`; a missing file means every default.
+pub fn read_settings(root: &Path) -> Result<(Settings, Vec<SettingsWarning>), ConfigError> {
+    let path = root.join(SETTINGS_FILE);
+    match crate::fsops::read_host_file(&path, MAX_SETTINGS_BYTES) {
+        Ok(Some(bytes)) => parse_settings(&path, &bytes),
+        Ok(None) => Ok((Settings::default(), Vec::new())),
+        Err(err) => Err(ConfigError {
+            path: path.clone(),
+            position: None,
+            field: None,
+            message: err.to_string(),
+            fix: "make the settings file a readable regular file under 1 MiB, or remove it"
+                .to_owned(),
+        }),
+    }
+}
+
+/// Parses a settings file; `path` is used in messages.
+pub fn parse_settings(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(Settings, Vec<SettingsWarning>), ConfigError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let settings: Settings =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+            let field = err.path().to_string();
+            let field = (!matches!(field.as_str(), "" | "." | "?")).then_some(field);
+            let inner = err.into_inner();
+            ConfigError {
+                path: path.to_owned(),
+                position: (inner.line() > 0).then(|| (inner.line(), inner.column())),
+                field,
+                message: strip_position(&inner.to_string()),
+                fix: "see the keys and values in docs/delivery.md (Deployment settings)".to_owned(),
+            }
+        })?;
+    let mut warnings = Vec::new();
+    if let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(bytes) {
+        for key in map.keys() {
+            if !KEYS.contains(&key.as_str()) {
+                warnings.push(unknown(path, key, &KEYS));
+            }
+        }
+        if let Some(serde_json::Value::Object(budgets)) = map.get("budgets") {
+            let providers = Provider::ALL.map(Provider::as_str);
+            for key in budgets.keys() {
+                if Provider::parse(key).is_none() {
+                    warnings.push(unknown(path, &format!("budgets.{key}"), &providers));
+                }
+            }
+        }
+    }
+    if let Some(version) = &settings.claude_code_version
+        && version != MODELLED_CLAUDE_CODE_VERSION
+    {
+        warnings.push(SettingsWarning {
+            path: path.to_owned(),
+            message: format!(
+                "claudeCodeVersion {version:?}: clawmd's loader reproduces Claude Code {MODELLED_CLAUDE_CODE_VERSION}, so what it says reaches the agent is measured for that release (fix: run {MODELLED_CLAUDE_CODE_VERSION}, or check the release's behaviour with tests/e2e_delivery.rs)"
+            ),
+        });
+    }
+    Ok((settings, warnings))
+}
+
+fn unknown(path: &Path, key: &str, known: &[&str]) -> SettingsWarning {
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    let best = known
+        .iter()
+        .map(|k| {
+            (
+                strsim::jaro_winkler(&leaf.to_lowercase(), &k.to_lowercase()),
+                *k,
+            )
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .filter(|(score, _)| *score >= 0.7);
+    let hint = match best {
+        Some((_, k)) => format!("did you mean {k:?}?"),
+        None => format!("known keys: {}", known.join(", ")),
+    };
+    SettingsWarning {
+        path: path.to_owned(),
+        message: format!("unknown key {key:?} is ignored; {hint}"),
+    }
+}
+
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(index) => message[..index].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// What the command line (flags, or `CLAWMD_*` variables through them) says; `None` means
+/// "not given": the settings file or the default applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--groups-dir`.
+    pub groups_dir: Option<PathBuf>,
+    /// `--container-dir`.
+    pub container_dir: Option<PathBuf>,
+    /// `--app-mount`.
+    pub app_mount: Option<PathBuf>,
+    /// `--workspace-mount`.
+    pub workspace_mount: Option<PathBuf>,
+    /// `--lock-timeout`.
+    pub lock_timeout: Option<u64>,
+    /// `--delivery`.
+    pub delivery: Option<Delivery>,
+    /// `--provider`.
+    pub provider: Option<Provider>,
+    /// `--approve-external` (a flag: `true` when given).
+    pub approve_external: bool,
+}
+
+/// Everything a run needs, from overrides, then the file, then the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// Paths and mount points.
+    pub layout: Layout,
+    /// Delivery mode, default provider, budgets, approval.
+    pub delivery: DeliverySettings,
+    /// Whether the delivery mode was chosen (flag, variable or file) rather than defaulted.
+    pub delivery_chosen: bool,
+    /// Lock timeout.
+    pub lock_timeout: Duration,
+    /// The Claude Code release the agents run.
+    pub claude_code_version: String,
+}
+
+impl Settings {
+    /// Merges `overrides` over these settings over the defaults, for the deployment at `root`.
+    pub fn resolve(&self, root: &Path, overrides: &Overrides) -> Resolved {
+        let mut layout = Layout::under_root(root);
+        let under_root = |p: &PathBuf| root.join(p);
+        if let Some(dir) = overrides
+            .groups_dir
+            .clone()
+            .or(self.groups_dir.as_ref().map(under_root))
+        {
+            layout.groups_dir = dir;
+        }
+        if let Some(dir) = overrides
+            .container_dir
+            .clone()
+            .or(self.container_dir.as_ref().map(under_root))
+        {
+            layout.container_dir = dir;
+        }
+        if let Some(mount) = overrides.app_mount.clone().or(self.app_mount.clone()) {
+            layout.app_mount = mount;
+        }
+        if let Some(mount) = overrides
+            .workspace_mount
+            .clone()
+            .or(self.workspace_mount.clone())
+        {
+            layout.workspace_mount = mount;
+        }
+        let mut budgets = Budgets::default();
+        for (name, bytes) in self.budgets.iter().flatten() {
+            if let Some(provider) = Provider::parse(name) {
+                budgets.set(provider, *bytes);
+            }
+        }
+        let delivery = overrides.delivery.or(self.delivery);
+        Resolved {
+            layout,
+            delivery: DeliverySettings {
+                delivery: delivery.unwrap_or_default(),
+                provider: overrides.provider.or(self.provider).unwrap_or_default(),
+                budgets,
+                approve_external: overrides.approve_external
+                    || self.approve_external.unwrap_or(false),
+            },
+            delivery_chosen: delivery.is_some(),
+            lock_timeout: Duration::from_secs(
+                overrides.lock_timeout.or(self.lock_timeout).unwrap_or(60),
+            ),
+            claude_code_version: self
+                .claude_code_version
+                .clone()
+                .unwrap_or_else(|| MODELLED_CLAUDE_CODE_VERSION.to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<(Settings, Vec<SettingsWarning>), ConfigError> {
+        parse_settings(Path::new("/d/clawmd.json"), text.as_bytes())
+    }
+
+    #[test]
+    fn every_key_is_read_and_relative_dirs_are_under_the_root() {
+        let (settings, warnings) = parse(
+            r#"{"delivery": "copy", "provider": "codex", "budgets": {"codex": 1000},
+                "claudeCodeVersion": "2.1.328", "approveExternal": true,
+                "groupsDir": "g", "containerDir": "c", "appMount": "/opt/app",
+                "workspaceMount": "/w", "lockTimeout": 5}"#,
+        )
+        .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let resolved = settings.resolve(Path::new("/d"), &Overrides::default());
+        assert_eq!(resolved.layout.groups_dir, Path::new("/d/g"));
+        assert_eq!(resolved.layout.container_dir, Path::new("/d/c"));
+        assert_eq!(resolved.layout.app_mount, Path::new("/opt/app"));
+        assert_eq!(resolved.layout.workspace_mount, Path::new("/w"));
+        assert_eq!(resolved.delivery.delivery, Delivery::Copy);
+        assert_eq!(resolved.delivery.provider, Provider::Codex);
+        assert_eq!(resolved.delivery.budgets.codex, 1000);
+        assert_eq!(resolved.delivery.budgets.claude, Budgets::default().claude);
+        assert!(resolved.delivery.approve_external && resolved.delivery_chosen);
+        assert_eq!(resolved.lock_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn overrides_win_and_nothing_means_the_defaults() {
+        let (settings, _) = parse(r#"{"delivery": "link", "lockTimeout": 5}"#).unwrap();
+        let overrides = Overrides {
+            delivery: Some(Delivery::Inline),
+            lock_timeout: Some(9),
+            ..Overrides::default()
+        };
+        let resolved = settings.resolve(Path::new("/d"), &overrides);
+        assert_eq!(resolved.delivery.delivery, Delivery::Inline);
+        assert_eq!(resolved.lock_timeout, Duration::from_secs(9));
+
+        let resolved = Settings::default().resolve(Path::new("/d"), &Overrides::default());
+        assert_eq!(resolved.layout, Layout::under_root(Path::new("/d")));
+        assert_eq!(resolved.delivery, DeliverySettings::default());
+        assert_eq!(resolved.delivery.delivery, Delivery::Inline);
+        assert!(!resolved.delivery_chosen);
+    }
+
+    #[test]
+    fn unknown_keys_warn_with_a_suggestion() {
+        let (_, warnings) =
+            parse(r#"{"delivry": "copy", "budgets": {"codx": 1}, "zzzzzzzz": 1}"#).unwrap();
+        let messages: Vec<String> = warnings.iter().map(|w| w.to_string()).collect();
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        let about = |key: &str| messages.iter().find(|m| m.contains(key)).unwrap();
+        assert!(about("\"delivry\"").contains("did you mean \"delivery\"?"));
+        assert!(about("\"budgets.codx\"").contains("did you mean \"codex\"?"));
+        assert!(about("\"zzzzzzzz\"").contains("known keys:"));
+        assert!(messages[0].starts_with("/d/clawmd.json: "));
+    }
+
+    #[test]
+    fn wrong_values_are_errors_naming_the_field() {
+        let err = parse(r#"{"delivery": "carrier-pigeon"}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("delivery"));
+        assert!(err.to_string().contains("fix:"));
+        let err = parse(r#"{"budgets": {"codex": "big"}}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("budgets.codex"));
+        let err = parse("{\n\"lockTimeout\": ,}").unwrap_err();
+        assert_eq!(err.position.map(|p| p.0), Some(2));
+    }
+
+    #[test]
+    fn a_different_claude_code_version_warns() {
+        let (_, warnings) = parse(r#"{"claudeCodeVersion": "2.2.0"}"#).unwrap();
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].message.contains("2.1.328"));
+    }
+
+    #[test]
+    fn a_missing_file_means_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let (settings, warnings) = read_settings(dir.path()).unwrap();
+        assert_eq!(settings, Settings::default());
+        assert!(warnings.is_empty());
+    }
+}
