@@ -238,8 +238,7 @@ impl Excludes {
         if self.tripped.borrow().is_some() {
             return false;
         }
-        let cost =
-            (path.as_os_str().len() as u64 + 1).saturating_mul(self.patterns.len() as u64);
+        let cost = (path.as_os_str().len() as u64 + 1).saturating_mul(self.patterns.len() as u64);
         let work = self.work.get().saturating_add(cost);
         if work > self.budget {
             *self.tripped.borrow_mut() = Some(path.to_path_buf());
