@@ -13,7 +13,7 @@ use clawmd::check::{CheckOptions, check};
 use clawmd::compose::{ComposeOptions, compose};
 use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
-use clawmd::loader::{Format, HostFs, load, render};
+use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
 use clawmd::migrate::migrate;
 use clawmd::report::{Code, Report, RunFailure, WarningReport};
 use clawmd::settings::{Overrides, Resolved, read_settings};
@@ -180,6 +180,10 @@ struct CheckArgs {
     /// clawmd.json, defaults).
     #[command(flatten)]
     delivery: DeliveryArgs,
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
+    /// the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -213,10 +217,19 @@ struct RenderArgs {
     /// Instead of the memory: which files reach the agent and what is dropped, and why.
     #[arg(long)]
     delivery_view: bool,
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
+    /// the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
     text.parse()
+}
+
+fn parse_version(text: &str) -> Result<ClaudeVersion, String> {
+    text.parse()
+        .map_err(|e: clawmd::loader::version::BadVersion| e.to_string())
 }
 
 /// Library types stay free of clap: the binary lists their values and parses with `FromStr`.
@@ -300,6 +313,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let options = CheckOptions {
         settings: resolved.delivery,
         delivery_given: args.delivery.delivery.is_some(),
+        claude_version: args.claude_version.unwrap_or_default(),
     };
     finish(
         "check",
@@ -314,7 +328,16 @@ fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
         home: args.home.clone(),
         container_home: Some(args.container_home.clone()),
         consumer: args.consumer,
+        claude_version: args.claude_version.unwrap_or_default(),
     };
+    if !view.claude_version.is_verified() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "clawmd: warning: Claude Code {} is not in the conformance corpus; rendering with the rules known for {}",
+            view.claude_version,
+            view.claude_version.nearest_verified()
+        );
+    }
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
             let (resolved, _) = args.deployment.resolve(&DeliveryArgs::default())?;

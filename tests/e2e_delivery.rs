@@ -569,6 +569,9 @@ fn render_matches_real_binary() {
                     root,
                     "--format".as_ref(),
                     "claude".as_ref(),
+                    // The release the real CLI here is (render's default is the newest).
+                    "--claude-version".as_ref(),
+                    CLAUDE_CODE_VERSION.as_ref(),
                 ];
                 if approved {
                     args.push("--approve-external".as_ref());
