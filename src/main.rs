@@ -80,6 +80,10 @@ struct DeliveryArgs {
     /// The agents' runtime approves external imports for the workspace (~/.claude.json).
     #[arg(long)]
     approve_external: bool,
+    /// The Claude Code release the agents run: its loader rules and wrapper text (default:
+    /// clawmd.json's claudeCodeVersion, else the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
 }
 
 impl DeploymentArgs {
@@ -100,6 +104,7 @@ impl DeploymentArgs {
             delivery: delivery.delivery,
             provider: delivery.provider,
             approve_external: delivery.approve_external,
+            claude_version: delivery.claude_version,
         };
         Ok((settings.resolve(&self.root, &overrides), warnings))
     }
@@ -180,10 +185,6 @@ struct CheckArgs {
     /// clawmd.json, defaults).
     #[command(flatten)]
     delivery: DeliveryArgs,
-    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
-    /// the newest release the conformance corpus covers).
-    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
-    claude_version: Option<ClaudeVersion>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -313,7 +314,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let options = CheckOptions {
         settings: resolved.delivery,
         delivery_given: args.delivery.delivery.is_some(),
-        claude_version: args.claude_version.unwrap_or_default(),
+        claude_version: resolved.delivery.claude_version,
     };
     finish(
         "check",
