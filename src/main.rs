@@ -180,6 +180,7 @@ impl GlobalArgs {
             delivery: delivery.delivery,
             provider: delivery.provider,
             approve_external: delivery.approve_external,
+            claude_version: delivery.claude_version,
         };
         Ok((settings.resolve(&self.root, &overrides), warnings))
     }
@@ -207,6 +208,10 @@ struct DeliveryArgs {
     /// The agents' runtime approves external imports for the workspace (~/.claude.json).
     #[arg(long)]
     approve_external: bool,
+    /// The Claude Code release the agents run: its loader rules and wrapper text (default:
+    /// clawmd.json's claudeCodeVersion, else the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
 }
 
 /// How a command's report is printed.
@@ -285,10 +290,6 @@ struct CheckArgs {
     /// clawmd.json, defaults).
     #[command(flatten)]
     delivery: DeliveryArgs,
-    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
-    /// the newest release the conformance corpus covers).
-    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
-    claude_version: Option<ClaudeVersion>,
     /// Apply the safe fixes (compose the groups that are out of date or hold leftovers, unless
     /// a person edited them), then report what is left for a person.
     #[arg(long)]
@@ -504,7 +505,7 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
     let options = CheckOptions {
         settings: resolved.delivery,
         delivery_given: args.delivery.delivery.is_some(),
-        claude_version: args.claude_version.unwrap_or_default(),
+        claude_version: resolved.delivery.claude_version,
     };
     let bar = printer.progress("checking");
     let mut result = check_with_progress(&resolved.layout, &selection, &options, &bar);

@@ -29,13 +29,11 @@ use serde::Deserialize;
 use crate::config::ConfigError;
 use crate::delivery::{Budgets, Delivery, DeliverySettings, Provider};
 use crate::layout::Layout;
+use crate::loader::ClaudeVersion;
 use crate::report::Code;
 
 /// The settings file's name, at the deployment root.
 pub const SETTINGS_FILE: &str = "clawmd.json";
-
-/// The Claude Code release whose loading rules clawmd's loader reproduces.
-pub const MODELLED_CLAUDE_CODE_VERSION: &str = "2.1.328";
 
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
@@ -151,16 +149,24 @@ pub fn parse_settings(
             }
         }
     }
-    if let Some(version) = &settings.claude_code_version
-        && version != MODELLED_CLAUDE_CODE_VERSION
-    {
-        warnings.push(SettingsWarning {
-            code: Code::Settings,
+    if let Some(text) = &settings.claude_code_version {
+        let version: ClaudeVersion = text.parse().map_err(|err| ConfigError {
             path: path.to_owned(),
-            message: format!(
-                "claudeCodeVersion {version:?}: clawmd's loader reproduces Claude Code {MODELLED_CLAUDE_CODE_VERSION}, so what it says reaches the agent is measured for that release (fix: run {MODELLED_CLAUDE_CODE_VERSION}, or check the release's behaviour with tests/e2e_delivery.rs)"
-            ),
-        });
+            position: None,
+            field: Some("claudeCodeVersion".to_owned()),
+            message: format!("{err}"),
+            fix: "write the release as MAJOR.MINOR.PATCH, e.g. \"2.1.328\"".to_owned(),
+        })?;
+        if !version.is_verified() {
+            warnings.push(SettingsWarning {
+                code: Code::Settings,
+                path: path.to_owned(),
+                message: format!(
+                    "claudeCodeVersion {version}: not in the loader's conformance corpus, so what clawmd says reaches the agent uses the rules known for {} (fix: check the release with tests/e2e_delivery.rs)",
+                    version.nearest_verified()
+                ),
+            });
+        }
     }
     Ok((settings, warnings))
 }
@@ -211,6 +217,8 @@ pub struct Overrides {
     pub provider: Option<Provider>,
     /// `--approve-external` (a flag: `true` when given).
     pub approve_external: bool,
+    /// `--claude-version`.
+    pub claude_version: Option<ClaudeVersion>,
 }
 
 /// Everything a run needs, from overrides, then the file, then the defaults.
@@ -224,8 +232,6 @@ pub struct Resolved {
     pub delivery_chosen: bool,
     /// Lock timeout.
     pub lock_timeout: Duration,
-    /// The Claude Code release the agents run.
-    pub claude_code_version: String,
 }
 
 impl Settings {
@@ -272,15 +278,17 @@ impl Settings {
                 budgets,
                 approve_external: overrides.approve_external
                     || self.approve_external.unwrap_or(false),
+                claude_version: overrides.claude_version.unwrap_or_else(|| {
+                    self.claude_code_version
+                        .as_deref()
+                        .and_then(|text| text.parse().ok())
+                        .unwrap_or_default()
+                }),
             },
             delivery_chosen: delivery.is_some(),
             lock_timeout: Duration::from_secs(
                 overrides.lock_timeout.or(self.lock_timeout).unwrap_or(60),
             ),
-            claude_code_version: self
-                .claude_code_version
-                .clone()
-                .unwrap_or_else(|| MODELLED_CLAUDE_CODE_VERSION.to_owned()),
         }
     }
 }
@@ -361,10 +369,33 @@ mod tests {
     }
 
     #[test]
-    fn a_different_claude_code_version_warns() {
-        let (_, warnings) = parse(r#"{"claudeCodeVersion": "2.2.0"}"#).unwrap();
-        assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].message.contains("2.1.328"));
+    fn the_claude_code_version_is_read_and_checked() {
+        let (settings, warnings) = parse(r#"{"claudeCodeVersion": "2.1.328"}"#).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let resolved = settings.resolve(Path::new("/d"), &Overrides::default());
+        assert_eq!(
+            resolved.delivery.claude_version,
+            ClaudeVersion::new(2, 1, 328)
+        );
+        let (_, warnings) = parse(r#"{"claudeCodeVersion": "9.9.9"}"#).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0]
+                .message
+                .contains("not in the loader's conformance corpus")
+        );
+        let err = parse(r#"{"claudeCodeVersion": "latest"}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("claudeCodeVersion"));
+        // A flag wins.
+        let overrides = Overrides {
+            claude_version: Some(ClaudeVersion::new(2, 1, 330)),
+            ..Overrides::default()
+        };
+        let resolved = settings.resolve(Path::new("/d"), &overrides);
+        assert_eq!(
+            resolved.delivery.claude_version,
+            ClaudeVersion::new(2, 1, 330)
+        );
     }
 
     #[test]

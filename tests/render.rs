@@ -329,7 +329,9 @@ fn delivery_view_and_check_escape_control_characters_from_disk() {
         "Mine. @./\u{1b}]52;c;cHduZWQ=\u{7}.md @./\u{9b}31m.md @./bidi\u{202e}dm.txt\n".as_bytes(),
     );
     let view = d.run(["render", "g", "--delivery-view"]).success().stdout();
-    let check = d.run(["check", "g"]).expect_code(1).stdout();
+    // check prints a group with an error on stderr, the summary on stdout: both are checked.
+    let check = d.run(["check", "g"]).expect_code(1);
+    let check = check.stdout() + &check.stderr();
     for (what, out) in [("render --delivery-view", &view), ("check", &check)] {
         let bad: Vec<char> = out
             .chars()

@@ -258,6 +258,9 @@ pub struct DeliverySettings {
     /// The agent's runtime approves external imports for its workspace (only matters for
     /// link delivery): used to work out what reaches the agent.
     pub approve_external: bool,
+    /// The Claude Code release the agents run: the loader's rules for working out what
+    /// reaches them.
+    pub claude_version: crate::loader::ClaudeVersion,
 }
 
 impl DeliverySettings {
