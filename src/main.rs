@@ -746,9 +746,10 @@ impl Printer {
     fn progress(&self, what: &'static str) -> Bar {
         Bar {
             bar: self.bars.then(|| {
+                // Hidden until the run says how many groups there are (see `Bar::start`).
                 let bar = indicatif::ProgressBar::with_draw_target(
                     None,
-                    indicatif::ProgressDrawTarget::stderr(),
+                    indicatif::ProgressDrawTarget::hidden(),
                 );
                 bar.set_style(
                     indicatif::ProgressStyle::with_template(
@@ -777,8 +778,7 @@ impl Progress for Bar {
         if let Some(bar) = &self.bar {
             if groups > 1 {
                 bar.set_length(groups as u64);
-            } else {
-                bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             }
         }
     }

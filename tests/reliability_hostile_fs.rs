@@ -834,8 +834,10 @@ fn render_and_check_never_open_a_device_or_fifo() {
         run.expect(1, &args.join(" "));
         assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");
         let config = d.path("groups/g/container.json").display().to_string();
+        // The human form prints a group with an error on stderr; the JSON report on stdout.
+        let out = format!("{}{}", run.stdout, run.stderr);
         assert!(
-            run.stdout.contains(&config) && run.stdout.contains("special file"),
+            out.contains(&config) && out.contains("special file"),
             "check does not refuse {config}:\n{}",
             run.show()
         );
