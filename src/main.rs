@@ -775,11 +775,11 @@ struct Bar {
 
 impl Progress for Bar {
     fn start(&self, groups: usize) {
-        if let Some(bar) = &self.bar {
-            if groups > 1 {
-                bar.set_length(groups as u64);
-                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            }
+        if let Some(bar) = &self.bar
+            && groups > 1
+        {
+            bar.set_length(groups as u64);
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
         }
     }
 
