@@ -15,7 +15,7 @@ use crate::error::{Error, GroupError};
 use crate::fsops::{SafeDir, is_temp_name};
 use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
-use crate::loader::{Diagnostic, DiagnosticCode, Memory, MountedFs};
+use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs};
 use crate::plan::{Delivery, GroupPlan, Sources};
 use crate::reconcile::{Step, is_rescue_name};
 use crate::report::{CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity};
@@ -30,6 +30,10 @@ pub struct CheckOptions {
     /// Whether the delivery mode was given on this command line (`--delivery` or
     /// `CLAWMD_DELIVERY`): fixes then repeat it.
     pub delivery_given: bool,
+    /// The Claude Code release the agents run (default: the newest the conformance corpus
+    /// covers); a release outside the corpus is checked with the nearest known rules and
+    /// reported as `claude-version-unverified`.
+    pub claude_version: ClaudeVersion,
 }
 
 /// Checks the selected groups. Fails as a whole only when the deployment cannot be read.
@@ -79,6 +83,7 @@ pub fn check_group(
     if !findings.iter().any(|f| is_group_error(f.code)) && !flat {
         let view = ViewOptions {
             approve_external: options.settings.approve_external,
+            claude_version: options.claude_version,
             ..ViewOptions::default()
         };
         match load_group(layout, group, &view) {
@@ -92,6 +97,21 @@ pub fn check_group(
     if let Some(plan) = &plan {
         let delivered = verify::verify(layout, plan, sources, &options.settings);
         not_delivered(layout, group, plan, &delivered, &mut findings);
+    }
+    let version = options.claude_version;
+    if !version.is_verified() {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: Code::ClaudeVersionUnverified,
+            file: layout.group_dir(group),
+            message: format!(
+                "Claude Code {version} is not in the conformance corpus: its memory is modelled with the rules known for {} and may differ",
+                version.nearest_verified()
+            ),
+            fix: format!(
+                "record the corpus on {version} (scripts/new-conformance-case --version {version}) or pin a recorded release"
+            ),
+        });
     }
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     GroupCheck {
@@ -289,6 +309,16 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
             Severity::Error,
             Code::SymlinkLoop,
             "replace the looping link",
+        ),
+        D::FileProtected => (
+            Severity::Error,
+            Code::FileProtected,
+            "move the file out of the connector-downloads or scratchpad folder: Claude Code never loads memory from there",
+        ),
+        D::CwdNotUtf8 => (
+            Severity::Error,
+            Code::CwdNotUtf8,
+            "rename the working directory to a UTF-8 name: Claude Code does not start in it",
         ),
         D::FileOversized => (
             Severity::Warning,

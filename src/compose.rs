@@ -183,7 +183,9 @@ fn first_look(
         Err(err) => return Some(Err(err)),
     };
     match observe(layout, sources, &group_path, &options.settings, false) {
-        Ok(first) if options.dry_run || first.is_up_to_date() => {
+        // `.claude-fragments` must exist even when nothing is imported from it (inline): the
+        // runner bind-mounts it read-only.
+        Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
             let report = GroupReport::from_steps(group, &first.steps, &first.plan);
             Some(Ok(verdicts.add(
                 layout,

@@ -13,7 +13,7 @@ use clawmd::check::{CheckOptions, check};
 use clawmd::compose::{ComposeOptions, compose};
 use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
-use clawmd::loader::{Format, HostFs, load, render};
+use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
 use clawmd::migrate::migrate;
 use clawmd::report::{Code, Report, RunFailure, WarningReport};
 use clawmd::settings::{Overrides, Resolved, read_settings};
@@ -80,6 +80,10 @@ struct DeliveryArgs {
     /// The agents' runtime approves external imports for the workspace (~/.claude.json).
     #[arg(long)]
     approve_external: bool,
+    /// The Claude Code release the agents run: its loader rules and wrapper text (default:
+    /// clawmd.json's claudeCodeVersion, else the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
 }
 
 impl DeploymentArgs {
@@ -100,6 +104,7 @@ impl DeploymentArgs {
             delivery: delivery.delivery,
             provider: delivery.provider,
             approve_external: delivery.approve_external,
+            claude_version: delivery.claude_version,
         };
         Ok((settings.resolve(&self.root, &overrides), warnings))
     }
@@ -213,20 +218,29 @@ struct RenderArgs {
     /// Instead of the memory: which files reach the agent and what is dropped, and why.
     #[arg(long)]
     delivery_view: bool,
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
+    /// the newest release the conformance corpus covers).
+    #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
+    claude_version: Option<ClaudeVersion>,
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
     text.parse()
 }
 
+fn parse_version(text: &str) -> Result<ClaudeVersion, String> {
+    text.parse()
+        .map_err(|e: clawmd::loader::version::BadVersion| e.to_string())
+}
+
 /// Library types stay free of clap: the binary lists their values and parses with `FromStr`.
 fn parse_delivery() -> impl clap::builder::TypedValueParser<Value = Delivery> {
-    clap::builder::PossibleValuesParser::new(["inline", "copy", "link"])
+    clap::builder::PossibleValuesParser::new(Delivery::ALL.map(Delivery::as_str))
         .try_map(|text| text.parse::<Delivery>())
 }
 
 fn parse_provider() -> impl clap::builder::TypedValueParser<Value = Provider> {
-    clap::builder::PossibleValuesParser::new(["claude", "codex", "opencode", "gemini"])
+    clap::builder::PossibleValuesParser::new(Provider::ALL.map(Provider::as_str))
         .try_map(|text| text.parse::<Provider>())
 }
 
@@ -300,6 +314,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let options = CheckOptions {
         settings: resolved.delivery,
         delivery_given: args.delivery.delivery.is_some(),
+        claude_version: resolved.delivery.claude_version,
     };
     finish(
         "check",
@@ -314,7 +329,16 @@ fn run_render(args: RenderArgs) -> anyhow::Result<ExitCode> {
         home: args.home.clone(),
         container_home: Some(args.container_home.clone()),
         consumer: args.consumer,
+        claude_version: args.claude_version.unwrap_or_default(),
     };
+    if !view.claude_version.is_verified() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "clawmd: warning: Claude Code {} is not in the conformance corpus; rendering with the rules known for {}",
+            view.claude_version,
+            view.claude_version.nearest_verified()
+        );
+    }
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
             let (resolved, _) = args.deployment.resolve(&DeliveryArgs::default())?;

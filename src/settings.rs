@@ -29,12 +29,10 @@ use serde::Deserialize;
 use crate::config::ConfigError;
 use crate::delivery::{Budgets, Delivery, DeliverySettings, Provider};
 use crate::layout::Layout;
+use crate::loader::ClaudeVersion;
 
 /// The settings file's name, at the deployment root.
 pub const SETTINGS_FILE: &str = "clawmd.json";
-
-/// The Claude Code release whose loading rules clawmd's loader reproduces.
-pub const MODELLED_CLAUDE_CODE_VERSION: &str = "2.1.328";
 
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
@@ -52,7 +50,6 @@ const KEYS: [&str; 11] = [
     "lockTimeout",
     "$schema",
 ];
-const BUDGET_KEYS: [&str; 4] = ["claude", "codex", "opencode", "gemini"];
 
 /// The parsed settings file (every key optional).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -62,8 +59,8 @@ pub struct Settings {
     pub delivery: Option<Delivery>,
     /// Backend of groups whose `container.json` has no `provider`.
     pub provider: Option<Provider>,
-    /// Byte budgets per backend.
-    pub budgets: Option<BudgetSettings>,
+    /// Byte budgets by provider name (unknown names warn and are ignored).
+    pub budgets: Option<std::collections::BTreeMap<String, u64>>,
     /// The Claude Code release the agents run.
     pub claude_code_version: Option<String>,
     /// Whether the agents' runtime approves external imports for the workspace.
@@ -80,19 +77,6 @@ pub struct Settings {
     pub lock_timeout: Option<u64>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
-}
-
-/// Budget overrides, in bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-pub struct BudgetSettings {
-    /// Claude Code.
-    pub claude: Option<u64>,
-    /// Codex.
-    pub codex: Option<u64>,
-    /// opencode.
-    pub opencode: Option<u64>,
-    /// Gemini CLI.
-    pub gemini: Option<u64>,
 }
 
 /// Something in the settings worth fixing that does not stop the run.
@@ -154,22 +138,31 @@ pub fn parse_settings(
             }
         }
         if let Some(serde_json::Value::Object(budgets)) = map.get("budgets") {
+            let providers = Provider::ALL.map(Provider::as_str);
             for key in budgets.keys() {
-                if !BUDGET_KEYS.contains(&key.as_str()) {
-                    warnings.push(unknown(path, &format!("budgets.{key}"), &BUDGET_KEYS));
+                if Provider::parse(key).is_none() {
+                    warnings.push(unknown(path, &format!("budgets.{key}"), &providers));
                 }
             }
         }
     }
-    if let Some(version) = &settings.claude_code_version
-        && version != MODELLED_CLAUDE_CODE_VERSION
-    {
-        warnings.push(SettingsWarning {
+    if let Some(text) = &settings.claude_code_version {
+        let version: ClaudeVersion = text.parse().map_err(|err| ConfigError {
             path: path.to_owned(),
-            message: format!(
-                "claudeCodeVersion {version:?}: clawmd's loader reproduces Claude Code {MODELLED_CLAUDE_CODE_VERSION}, so what it says reaches the agent is measured for that release (fix: run {MODELLED_CLAUDE_CODE_VERSION}, or check the release's behaviour with tests/e2e_delivery.rs)"
-            ),
-        });
+            position: None,
+            field: Some("claudeCodeVersion".to_owned()),
+            message: format!("{err}"),
+            fix: "write the release as MAJOR.MINOR.PATCH, e.g. \"2.1.328\"".to_owned(),
+        })?;
+        if !version.is_verified() {
+            warnings.push(SettingsWarning {
+                path: path.to_owned(),
+                message: format!(
+                    "claudeCodeVersion {version}: not in the loader's conformance corpus, so what clawmd says reaches the agent uses the rules known for {} (fix: check the release with tests/e2e_delivery.rs)",
+                    version.nearest_verified()
+                ),
+            });
+        }
     }
     Ok((settings, warnings))
 }
@@ -223,6 +216,8 @@ pub struct Overrides {
     pub provider: Option<Provider>,
     /// `--approve-external` (a flag: `true` when given).
     pub approve_external: bool,
+    /// `--claude-version`.
+    pub claude_version: Option<ClaudeVersion>,
 }
 
 /// Everything a run needs, from overrides, then the file, then the defaults.
@@ -236,8 +231,6 @@ pub struct Resolved {
     pub delivery_chosen: bool,
     /// Lock timeout.
     pub lock_timeout: Duration,
-    /// The Claude Code release the agents run.
-    pub claude_code_version: String,
 }
 
 impl Settings {
@@ -269,31 +262,32 @@ impl Settings {
         {
             layout.workspace_mount = mount;
         }
-        let defaults = Budgets::default();
-        let budgets = self.budgets.unwrap_or_default();
+        let mut budgets = Budgets::default();
+        for (name, bytes) in self.budgets.iter().flatten() {
+            if let Some(provider) = Provider::parse(name) {
+                budgets.set(provider, *bytes);
+            }
+        }
         let delivery = overrides.delivery.or(self.delivery);
         Resolved {
             layout,
             delivery: DeliverySettings {
                 delivery: delivery.unwrap_or_default(),
                 provider: overrides.provider.or(self.provider).unwrap_or_default(),
-                budgets: Budgets {
-                    claude: budgets.claude.unwrap_or(defaults.claude),
-                    codex: budgets.codex.unwrap_or(defaults.codex),
-                    opencode: budgets.opencode.unwrap_or(defaults.opencode),
-                    gemini: budgets.gemini.unwrap_or(defaults.gemini),
-                },
+                budgets,
                 approve_external: overrides.approve_external
                     || self.approve_external.unwrap_or(false),
+                claude_version: overrides.claude_version.unwrap_or_else(|| {
+                    self.claude_code_version
+                        .as_deref()
+                        .and_then(|text| text.parse().ok())
+                        .unwrap_or_default()
+                }),
             },
             delivery_chosen: delivery.is_some(),
             lock_timeout: Duration::from_secs(
                 overrides.lock_timeout.or(self.lock_timeout).unwrap_or(60),
             ),
-            claude_code_version: self
-                .claude_code_version
-                .clone()
-                .unwrap_or_else(|| MODELLED_CLAUDE_CODE_VERSION.to_owned()),
         }
     }
 }
@@ -373,10 +367,33 @@ mod tests {
     }
 
     #[test]
-    fn a_different_claude_code_version_warns() {
-        let (_, warnings) = parse(r#"{"claudeCodeVersion": "2.2.0"}"#).unwrap();
-        assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].message.contains("2.1.328"));
+    fn the_claude_code_version_is_read_and_checked() {
+        let (settings, warnings) = parse(r#"{"claudeCodeVersion": "2.1.328"}"#).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let resolved = settings.resolve(Path::new("/d"), &Overrides::default());
+        assert_eq!(
+            resolved.delivery.claude_version,
+            ClaudeVersion::new(2, 1, 328)
+        );
+        let (_, warnings) = parse(r#"{"claudeCodeVersion": "9.9.9"}"#).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0]
+                .message
+                .contains("not in the loader's conformance corpus")
+        );
+        let err = parse(r#"{"claudeCodeVersion": "latest"}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("claudeCodeVersion"));
+        // A flag wins.
+        let overrides = Overrides {
+            claude_version: Some(ClaudeVersion::new(2, 1, 330)),
+            ..Overrides::default()
+        };
+        let resolved = settings.resolve(Path::new("/d"), &overrides);
+        assert_eq!(
+            resolved.delivery.claude_version,
+            ClaudeVersion::new(2, 1, 330)
+        );
     }
 
     #[test]

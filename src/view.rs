@@ -13,7 +13,9 @@ use crate::error::GroupError;
 use crate::fsops::FsError;
 use crate::layout::{Layout, names};
 use crate::loader::mounted::nanoclaw_mounts;
-use crate::loader::{ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load};
+use crate::loader::{
+    ClaudeVersion, ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load,
+};
 use crate::report::{escape, escape_path};
 
 /// The default `$HOME` of the agent inside the container.
@@ -54,6 +56,9 @@ pub struct ViewOptions {
     pub container_home: Option<PathBuf>,
     /// The front end.
     pub consumer: Consumer,
+    /// The Claude Code release whose loader to reproduce (default: the newest the conformance
+    /// corpus covers). Deployments pin a release; set it from their settings.
+    pub claude_version: ClaudeVersion,
 }
 
 /// The mounts of the container of the group in `group_dir`: the nanoclaw table, plus the
@@ -81,6 +86,7 @@ fn container_home(options: &ViewOptions) -> PathBuf {
 /// The options the loader runs with for a container started in `cwd`.
 pub fn load_options(cwd: &Path, home: Option<PathBuf>, options: &ViewOptions) -> LoadOptions {
     let mut load_options = LoadOptions::new(cwd, home);
+    load_options.claude_version = options.claude_version;
     if options.approve_external {
         load_options.external_imports = ExternalImports::Approved;
     }

@@ -251,6 +251,36 @@ fn probe_imports_are_live_outside_a_fence() {
     report.finish();
 }
 
+/// clawmd's last resort for a mention it cannot wrap in a code span is a zero-width space after
+/// the `@` (src/delivery/expand.rs): the real CLI does not follow `@\u{200B}./container.json`,
+/// while the same line without it is followed (the control above).
+#[test]
+fn a_zero_width_space_after_the_at_is_not_an_import() {
+    let dep = Deployment::example();
+    std::fs::create_dir_all(dep.path("groups/zwsp")).unwrap();
+    dep.write(
+        "groups/zwsp/container.json",
+        format!("{{\"skills\": [], \"e2eMarker\": \"{CONFIG_MARKER}\"}}\n").as_bytes(),
+    );
+    compose(&dep, DEFAULT);
+    dep.write(
+        "groups/zwsp/CLAUDE.local.md",
+        "ZWSP-LOCAL\n@\u{200B}./container.json\n".as_bytes(),
+    );
+    let mut report = Report::new("a zero-width space after @");
+    if let Some(memory) = report.observe(&dep, "zwsp", Consumer::Cli, false) {
+        report.check(
+            memory.text.contains("ZWSP-LOCAL")
+                && !memory.text.contains(CONFIG_MARKER)
+                && !memory.has_section(&format!("{WORKSPACE}/container.json")),
+            "zwsp, CLI",
+            "`@\u{200B}./container.json` was followed, or the local memory is missing",
+            &memory,
+        );
+    }
+    report.finish();
+}
+
 /// nanoclaw issue #2185, measured: the SDK with `settingSources: ['project','user']` does not
 /// discover CLAUDE.local.md (the CLI does, and the SDK does with 'local' added). This is why the
 /// composed CLAUDE.md imports `@./CLAUDE.local.md` as its last line.
@@ -539,6 +569,9 @@ fn render_matches_real_binary() {
                     root,
                     "--format".as_ref(),
                     "claude".as_ref(),
+                    // The release the real CLI here is (render's default is the newest).
+                    "--claude-version".as_ref(),
+                    CLAUDE_CODE_VERSION.as_ref(),
                 ];
                 if approved {
                     args.push("--approve-external".as_ref());

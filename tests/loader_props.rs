@@ -156,7 +156,14 @@ fn build(root: &Path, entries: &[Entry]) {
             Entry::File(name, body) => {
                 let p = root.join(name);
                 let _ = std::fs::create_dir_all(p.parent().unwrap());
-                (name, std::fs::write(&p, body).map(|_| ()))
+                // create_new never follows a link planted at the name earlier in the tree (an
+                // earlier entry may have linked it to /etc/hostname): a clash is skipped.
+                let written = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&p)
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, body.as_bytes()));
+                (name, written)
             }
             Entry::Link(name, target) => {
                 let p = root.join(name);

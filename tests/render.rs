@@ -234,6 +234,86 @@ fn check_warns_about_oversized_memory() {
     assert!(codes.contains(&"oversized".to_owned()), "{codes:?}");
 }
 
+#[test]
+fn claude_version_selects_the_release_rules_and_wrapper() {
+    let d = Deployment::new();
+    d.write("w/p/CLAUDE.md", b"a\r\n`<!--` in code\r\n");
+    let cwd = d.path("w/p");
+    let render = |version: &str| {
+        d.run([
+            "render".as_ref(),
+            "--cwd".as_ref(),
+            cwd.as_os_str(),
+            "--claude-version".as_ref(),
+            std::ffi::OsStr::new(version),
+        ])
+    };
+    // 2.1.330 keeps the CRs (nothing is stripped); 2.1.328 turns them into LF (case 38).
+    let newest = render("2.1.330").success().stdout();
+    assert!(
+        newest.contains("\n\na\r\n`<!--` in code\n</system-reminder>"),
+        "{newest:?}"
+    );
+    let pinned = render("2.1.328").success().stdout();
+    assert!(
+        pinned.contains("\n\na\n`<!--` in code\n</system-reminder>"),
+        "{pinned:?}"
+    );
+    // Before 2.1.268: the other wrapper, with the date.
+    let old = render("2.1.250").success().stdout();
+    assert!(
+        old.starts_with("<system-reminder>\nAs you answer the user's questions, you can use the following context:\n# claudeMd\n"),
+        "{old}"
+    );
+    assert!(old.contains("\n# currentDate\nToday's date is 20"), "{old}");
+    // The default is the newest release of the corpus, and the environment sets it too.
+    let default = d
+        .run(["render".as_ref(), "--cwd".as_ref(), cwd.as_os_str()])
+        .success()
+        .stdout();
+    assert_eq!(default, newest);
+    let from_env = common::run_clawmd(
+        ["render".as_ref(), "--cwd".as_ref(), cwd.as_os_str()],
+        &[("CLAWMD_CLAUDE_VERSION", std::ffi::OsStr::new("2.1.250"))],
+    )
+    .success()
+    .stdout();
+    assert!(from_env.contains("# currentDate"), "{from_env}");
+    // Outside the corpus: rendered with the nearest rules, with a warning.
+    let unverified = render("2.1.329").success();
+    assert_eq!(unverified.stdout(), pinned);
+    assert!(
+        unverified
+            .stderr()
+            .contains("2.1.329 is not in the conformance corpus"),
+        "{}",
+        unverified.stderr()
+    );
+    render("2.1").expect_code(2);
+}
+
+#[test]
+fn check_warns_about_a_release_outside_the_corpus() {
+    let d = composed("copy");
+    let report = d
+        .run(["check", "main", "--json", "--claude-version", "2.1.329"])
+        .json();
+    let codes: Vec<&str> = report["groups"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"claude-version-unverified"), "{report}");
+    let report = d
+        .run(["check", "main", "--json", "--claude-version", "2.1.328"])
+        .json();
+    assert!(
+        !report.to_string().contains("claude-version-unverified"),
+        "{report}"
+    );
+}
+
 /// Issue 8, item 12: file names and import text an agent chose, with newlines and escape
 /// sequences (screen clear, OSC 52 clipboard write, a forged summary line), are shown escaped
 /// by `render --delivery-view` and by check's human output: no control character reaches the

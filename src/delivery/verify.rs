@@ -52,6 +52,7 @@ pub fn verify(
                 None,
                 &ViewOptions {
                     approve_external: settings.approve_external,
+                    claude_version: settings.claude_version,
                     ..ViewOptions::default()
                 },
             );

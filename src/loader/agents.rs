@@ -13,6 +13,7 @@ use super::fs::MemoryFs;
 use super::markdown::js_trim;
 use super::model::*;
 use super::paths::{self, key};
+use super::version::Behaviour;
 
 const CLAUDE_NAMES: [&str; 3] = ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"];
 const AGENTS_NAMES: [&str; 2] = ["AGENTS.md", ".claude/AGENTS.md"];
@@ -23,7 +24,10 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         if self.opts.agents_md == AgentsMd::Never || !self.opts.load_project {
             return;
         }
-        if self.opts.agents_md == AgentsMd::Fallback && self.is_claude_project(files) {
+        if self.opts.agents_md == AgentsMd::Fallback
+            && (!self.opts.claude_version.has(Behaviour::AgentsMdFallback)
+                || self.is_claude_project(files))
+        {
             return;
         }
         let found = self.ancestors(&AGENTS_NAMES);

@@ -11,11 +11,13 @@ use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::content::{self, IgnoredReason, is_special_path};
+use super::content::{self, IgnoredReason};
 use super::fs::{FileKind, MemoryFs, ReadOutcome};
 use super::markdown::js_trim;
 use super::model::*;
+use super::path_policy::{self, is_special_path};
 use super::paths::{self, is_within, key, normalize, resolve_import};
+use super::version::Behaviour;
 
 /// Imports are followed to this depth: a file found by name is depth 0, `l4.md` (depth 4)
 /// loads, `l5.md` does not.
@@ -86,6 +88,17 @@ pub fn discover(opts: &LoadOptions) -> Vec<Candidate> {
     out
 }
 
+/// The walked folder a project candidate belongs to (`d/CLAUDE.md`, `d/.claude/CLAUDE.md`,
+/// `d/.claude/rules` all belong to `d`).
+fn walk_dir_of(candidate: &Path) -> PathBuf {
+    let parent = candidate.parent().unwrap_or(candidate);
+    if parent.file_name().is_some_and(|n| n == ".claude") {
+        parent.parent().unwrap_or(parent).to_path_buf()
+    } else {
+        parent.to_path_buf()
+    }
+}
+
 /// `cwd` and its ancestors, root-most first, without `/` itself.
 pub(super) fn walk_dirs(cwd: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = normalize(cwd)
@@ -128,6 +141,25 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
             source,
         });
     }
+    if cwd.to_str().is_none() {
+        // Claude Code does not start in a folder whose path is not UTF-8 (cases 63, 64).
+        let diagnostic = Diagnostic {
+            severity: Severity::Warning,
+            code: DiagnosticCode::CwdNotUtf8,
+            path: cwd.clone(),
+            import: None,
+            from: None,
+            message: "the working directory's path is not UTF-8: Claude Code does not start there, so no memory loads".into(),
+        };
+        return Ok(Memory {
+            cwd,
+            external_imports_approved: false,
+            files: Vec::new(),
+            diagnostics: vec![diagnostic],
+            claude_version: opts.claude_version,
+            current_date: opts.current_date.clone().unwrap_or_else(today_utc),
+        });
+    }
     let mut engine = Engine {
         fs,
         opts,
@@ -143,9 +175,12 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         ExternalImports::FromConfig => engine.approval_from_config(),
     };
     let mut patterns = Vec::new();
-    engine.take_excludes(&mut patterns, &opts.excludes, &engine.cwd.clone());
-    if opts.read_settings {
-        engine.settings_excludes(&mut patterns);
+    // `claudeMdExcludes` is applied since 2.1.48.
+    if opts.claude_version.has(Behaviour::ClaudeMdExcludes) {
+        engine.take_excludes(&mut patterns, &opts.excludes, &engine.cwd.clone());
+        if opts.read_settings {
+            engine.settings_excludes(&mut patterns);
+        }
     }
     engine.excludes = Excludes::new(&patterns);
     let mut files = engine.run();
@@ -163,27 +198,32 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         external_imports_approved: engine.approved,
         files,
         diagnostics: engine.diags,
+        claude_version: opts.claude_version,
+        current_date: opts.current_date.clone().unwrap_or_else(today_utc),
     })
 }
 
-/// `claudeMdExcludes`, matched against paths with `/` separators (picomatch, `dot: true`).
-pub(super) struct Excludes(Option<globset::GlobSet>);
+/// `claudeMdExcludes`, matched against paths with `/` separators (picomatch, `dot: true`):
+/// a file is excluded when any pattern matches it (JS `b$n`).
+pub(super) struct Excludes(Vec<super::picomatch::Pattern>);
 
 impl Excludes {
     fn new(patterns: &[String]) -> Self {
-        let mut b = globset::GlobSetBuilder::new();
-        let mut any = false;
-        for p in patterns.iter().filter(|p| !p.is_empty()) {
-            if let Ok(g) = globset::GlobBuilder::new(p).literal_separator(true).build() {
-                b.add(g);
-                any = true;
-            }
-        }
-        Excludes(any.then(|| b.build().ok()).flatten())
+        Excludes(
+            patterns
+                .iter()
+                .filter(|p| !p.is_empty())
+                .map(|p| super::picomatch::Pattern::new(&p.replace('\\', "/")))
+                .collect(),
+        )
     }
 
     pub(super) fn matches(&self, path: &Path, kind: MemoryKind) -> bool {
-        kind != MemoryKind::Managed && self.0.as_ref().is_some_and(|g| g.is_match(path))
+        if kind == MemoryKind::Managed || self.0.is_empty() {
+            return false;
+        }
+        let path = path.to_string_lossy().replace('\\', "/");
+        self.0.iter().any(|p| p.is_match(&path))
     }
 }
 
@@ -260,7 +300,15 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         let mut processed: HashSet<String> = HashSet::new();
         let mut files: Vec<LoadedFile> = Vec::new();
         let approved = self.approved;
+        let worktree =
+            super::worktree::nested_worktree(self.fs, &self.cwd, self.opts.claude_version);
         for c in discover(self.opts) {
+            if let Some(wt) = &worktree
+                && c.kind == MemoryKind::Project
+                && wt.skips(&walk_dir_of(&c.path))
+            {
+                continue; // the main checkout's files, seen from a nested worktree
+            }
             let include_external = c.kind == MemoryKind::User || approved;
             let loaded = if c.rules_dir {
                 self.load_rules(&c.path, c.kind, include_external, &mut processed)
@@ -645,10 +693,10 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         if is_special_path(&real.to_string_lossy()) {
             return None;
         }
-        if [&f.path, &real]
-            .iter()
-            .any(|p| content::is_device_or_process_file(&p.to_string_lossy()))
-        {
+        let version = self.opts.claude_version;
+        if [&f.path, &real].iter().any(|p| {
+            path_policy::is_device_or_process_file(&p.to_string_lossy(), &self.cwd, version)
+        }) {
             self.warn(
                 v,
                 DiagnosticCode::ImportNotAFile,
@@ -656,7 +704,23 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             );
             return None;
         }
-        if f.depth > 0 && !include_external && !is_within(&real, &self.cwd) {
+        if [&f.path, &real]
+            .iter()
+            .any(|p| path_policy::is_protected(p, version))
+        {
+            self.note_file(
+                v,
+                Severity::Warning,
+                DiagnosticCode::FileProtected,
+                "is in a folder Claude Code protects (connector-downloads, a session scratchpad): not loaded".into(),
+            );
+            return None;
+        }
+        if f.depth > 0
+            && !include_external
+            && version.has(Behaviour::LinkTargetsExternal)
+            && !is_within(&real, &self.cwd)
+        {
             let msg = format!(
                 "is a link to {}, outside {}; external imports are not approved, so Claude Code drops it",
                 real.display(),
@@ -665,7 +729,8 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             self.warn(v, DiagnosticCode::ImportExternal, msg);
             return None;
         }
-        let real_key = via_link.then(|| key(&real));
+        // Deduplicated by real path too since 2.1.142 (before, a link and its target both load).
+        let real_key = (via_link && version.has(Behaviour::RealPathDedupe)).then(|| key(&real));
         if let Some(rk) = real_key.as_ref().filter(|rk| processed.contains(*rk)) {
             if v.report() {
                 self.note_repeat(f, rk, v.importer, chain);
@@ -680,7 +745,12 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
     /// JS `Pht`: the extension check, then frontmatter, comments and imports.
     fn parse_text(&mut self, v: &Visit<'_>, text: &str) -> Option<content::ParsedFile> {
         let f = v.frame;
-        if !paths::is_text_path(&f.path) {
+        if self
+            .opts
+            .claude_version
+            .has(Behaviour::NonTextImportsSkipped)
+            && !paths::is_text_path(&f.path)
+        {
             self.warn(
                 v,
                 DiagnosticCode::ImportNotText,
@@ -688,7 +758,8 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             );
             return None;
         }
-        let parsed = match content::parse_within(text, &self.opts.budgets) {
+        let version = self.opts.claude_version;
+        let parsed = match content::parse_as_within(text, version, &self.opts.budgets) {
             Ok(p) => p,
             Err(e) => {
                 self.note_file(
@@ -805,7 +876,8 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         written: Option<&str>,
         importer: Option<&Path>,
     ) -> (PathBuf, bool) {
-        match self.fs.canonicalize(path) {
+        let alias = path_policy::own_process_alias(path, &self.cwd);
+        match self.fs.canonicalize(alias.as_deref().unwrap_or(path)) {
             Ok(r) => {
                 let link = r != path;
                 (r, link)
@@ -840,7 +912,11 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
     ) -> Option<String> {
         let written = f.import.as_deref();
         let left = self.opts.budgets.bytes.saturating_sub(self.spent.bytes);
-        let (code, msg) = match self.fs.read_limited(&f.path, MAX_FILE_BYTES.min(left)) {
+        let alias = path_policy::own_process_alias(&f.path, &self.cwd);
+        let (code, msg) = match self.fs.read_limited(
+            alias.as_deref().unwrap_or(&f.path),
+            MAX_FILE_BYTES.min(left),
+        ) {
             Ok(ReadOutcome::Bytes(b)) => {
                 self.spent.bytes += b.len() as u64;
                 return Some(decode(&b));
@@ -927,15 +1003,35 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
     }
 }
 
-/// Bytes to text as Claude Code sees them: UTF-8 with U+FFFD for invalid sequences, and
-/// every CRLF or lone CR turned into LF (observed: case 19).
+/// Today's date in UTC, `YYYY-MM-DD` (what releases before 2.1.268 print; Claude Code uses
+/// the local date, which is UTC in the containers clawmd serves).
+fn today_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    civil_date((secs / 86_400) as i64)
+}
+
+/// Days since 1970-01-01 to `YYYY-MM-DD` (Howard Hinnant's `civil_from_days`).
+pub(super) fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Bytes to text as Claude Code sees them: UTF-8 with U+FFFD for invalid sequences. Line
+/// endings are left alone here: whether CR and CRLF become LF depends on the comment
+/// stripping ([`content::parse_as`], cases 19, 20, 37–42).
 fn decode(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    if text.contains('\r') {
-        text.replace("\r\n", "\n").replace('\r', "\n")
-    } else {
-        text.into_owned()
-    }
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn is_loop(e: &io::Error) -> bool {

@@ -1,5 +1,7 @@
-//! The memory loader: reproduces, byte for byte, how the real Claude Code (2.1.328) discovers
-//! and loads `CLAUDE.md` memory, and says what it drops on the way.
+//! The memory loader: reproduces, byte for byte, how the real Claude Code discovers and loads
+//! `CLAUDE.md` memory — release by release ([`version`]: one table of behaviour → first
+//! release; default the newest release of the conformance corpus) — and says what it drops on
+//! the way.
 //!
 //! Three steps, usable without the CLI:
 //! * [`discover`] lists the places Claude Code looks, in order (pure);
@@ -32,13 +34,18 @@
 mod agents;
 pub mod content;
 mod engine;
+mod frontmatter;
 pub mod fs;
 pub(crate) mod markdown;
 mod model;
 pub mod mounted;
+mod path_policy;
 pub mod paths;
+mod picomatch;
 mod render;
 mod rules;
+pub mod version;
+mod worktree;
 
 pub use engine::{
     Candidate, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, WARN_FILE_CHARS, WARN_TOTAL_CHARS, discover, load,
@@ -50,3 +57,4 @@ pub use model::{
 };
 pub use mounted::{Mount, MountedFs};
 pub use render::{Format, PREAMBLE, claude_block, render};
+pub use version::{Behaviour, ClaudeVersion};

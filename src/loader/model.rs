@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use super::version::ClaudeVersion;
+
 /// The four kinds of memory Claude Code 2.1.328 loads (its auto-memory is not modelled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -144,6 +146,12 @@ pub enum DiagnosticCode {
     AgentsMdFallback,
     /// `~/.claude.json` exists but could not be read as JSON.
     ConfigUnreadable,
+    /// A file in a folder Claude Code refuses to read memory from (`connector-downloads`, a
+    /// session scratchpad), on the walk or as an import.
+    FileProtected,
+    /// The working directory's path is not UTF-8: Claude Code does not start, so no memory
+    /// is loaded at all.
+    CwdNotUtf8,
     /// One of clawmd's [`Budgets`] was reached: what lies beyond it was not loaded (or not
     /// applied), so the rendered memory may be incomplete where Claude Code would load more.
     BudgetExceeded,
@@ -224,6 +232,12 @@ pub struct LoadOptions {
     /// Also read `claudeMdExcludes` from the settings files Claude Code reads (managed,
     /// `~/.claude/settings.json`, `<cwd>/.claude/settings.json`, `settings.local.json`).
     pub read_settings: bool,
+    /// The Claude Code release to reproduce (default: the newest the conformance corpus
+    /// covers). Every behaviour that changed between releases follows it.
+    pub claude_version: ClaudeVersion,
+    /// The date releases before 2.1.268 print at the end of the block (`Today's date is
+    /// YYYY-MM-DD.`); `None` means today (UTC).
+    pub current_date: Option<String>,
     /// Limits on the work one load may do, whatever the files say.
     pub budgets: Budgets,
 }
@@ -296,6 +310,8 @@ impl LoadOptions {
             load_user: true,
             excludes: Vec::new(),
             read_settings: true,
+            claude_version: ClaudeVersion::default(),
+            current_date: None,
             budgets: Budgets::default(),
         }
     }
@@ -327,6 +343,12 @@ pub struct Memory {
     pub files: Vec<LoadedFile>,
     /// Dropped imports, skipped files, size warnings…
     pub diagnostics: Vec<Diagnostic>,
+    /// The release whose rules (and wrapper text) were applied.
+    #[serde(skip)]
+    pub claude_version: ClaudeVersion,
+    /// The date printed by releases before 2.1.268 (`YYYY-MM-DD`).
+    #[serde(skip)]
+    pub current_date: String,
 }
 
 impl Memory {

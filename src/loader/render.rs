@@ -6,7 +6,18 @@
 //! messages (the memory as one user message, for SDK-style loaders). See `docs/loader.md`.
 
 use super::markdown::js_trim;
-use super::model::{LoadedFile, Memory};
+use super::model::{LoadedFile, Memory, MemoryKind};
+use super::version::Behaviour;
+
+/// What releases before 2.1.268 put between `<system-reminder>` and the preamble.
+const OLD_WRAPPER_HEAD: &str =
+    "As you answer the user's questions, you can use the following context:\n# claudeMd\n";
+
+/// … and after the last section (`{date}` is the session's date).
+const OLD_WRAPPER_TAIL: &str = "\n# currentDate\nToday's date is {date}.\n\n      IMPORTANT: this context may or may not be relevant to your tasks. You should not respond to this context unless it is highly relevant to your task.\n";
+
+/// … and, in releases without the date in the context, after the last section.
+const OLD_WRAPPER_END: &str = "\n\n      IMPORTANT: this context may or may not be relevant to your tasks. You should not respond to this context unless it is highly relevant to your task.\n";
 
 /// Claude Code's fixed preamble.
 pub const PREAMBLE: &str = "Codebase and user instructions are shown below. Be sure to adhere to these instructions. IMPORTANT: These instructions OVERRIDE any default behavior and you MUST follow them exactly as written.";
@@ -45,13 +56,23 @@ impl std::str::FromStr for Format {
 /// ```
 /// use clawmd::loader::{render, Format, LoadOptions, Memory};
 ///
-/// let empty = Memory { cwd: "/w".into(), external_imports_approved: false, files: vec![], diagnostics: vec![] };
+/// let empty = Memory {
+///     cwd: "/w".into(),
+///     external_imports_approved: false,
+///     files: vec![],
+///     diagnostics: vec![],
+///     claude_version: Default::default(),
+///     current_date: "2026-01-01".into(),
+/// };
 /// assert_eq!(render(&empty, Format::Claude), "");
 /// assert_eq!(render(&empty, Format::Messages), "[]\n");
 /// ```
 pub fn render(memory: &Memory, format: Format) -> String {
     match format {
-        Format::Claude => claude_block(memory).map(|b| b + "\n").unwrap_or_default(),
+        // As `claude-view` prints the text part: a newline added unless it ends with one.
+        Format::Claude => claude_block(memory)
+            .map(|b| if b.ends_with('\n') { b } else { b + "\n" })
+            .unwrap_or_default(),
         Format::Flat => flat(memory),
         Format::Messages => messages(memory),
     }
@@ -67,14 +88,36 @@ pub fn claude_block(memory: &Memory) -> Option<String> {
         .files
         .iter()
         .map(|f| {
-            format!(
-                "Contents of {} ({}):\n\n{}",
-                f.path.display(),
-                f.label(),
+            // Bodies are trimmed since 2.1.79.
+            let body = if memory.claude_version.has(Behaviour::BodiesTrimmed) {
                 js_trim(&f.body)
-            )
+            } else {
+                &f.body
+            };
+            // 2.0.x labels the managed file like the user's.
+            let label = if f.kind == MemoryKind::Managed
+                && !memory.claude_version.has(Behaviour::ManagedLabel)
+            {
+                MemoryKind::User.label()
+            } else {
+                f.label()
+            };
+            format!("Contents of {} ({label}):\n\n{body}", f.path.display())
         })
         .collect();
+    if !memory.claude_version.has(Behaviour::CurrentDateInContext) {
+        return Some(format!(
+            "<system-reminder>\n{OLD_WRAPPER_HEAD}{PREAMBLE}\n\n{}{OLD_WRAPPER_END}</system-reminder>",
+            sections.join("\n\n")
+        ));
+    }
+    if !memory.claude_version.has(Behaviour::SystemReminderWrapper) {
+        let tail = OLD_WRAPPER_TAIL.replace("{date}", &memory.current_date);
+        return Some(format!(
+            "<system-reminder>\n{OLD_WRAPPER_HEAD}{PREAMBLE}\n\n{}{tail}</system-reminder>\n\n",
+            sections.join("\n\n")
+        ));
+    }
     Some(format!(
         "<system-reminder>\n{PREAMBLE}\n\n{}\n</system-reminder>",
         sections.join("\n\n")

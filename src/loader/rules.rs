@@ -8,11 +8,12 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::content::is_special_path;
 use super::engine::{Engine, Noise};
 use super::fs::{DirEntry, FileKind, MemoryFs};
 use super::model::*;
+use super::path_policy::is_special_path;
 use super::paths::{is_within, key};
+use super::version::Behaviour;
 
 /// A rules folder being listed.
 pub(super) struct RulesDir {
@@ -61,13 +62,15 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             }
             let (dir_path, shown_dir, real_dir) =
                 (top.path.clone(), top.shown.clone(), top.real.clone());
+            // Node lists names as UTF-8 strings (invalid bytes as U+FFFD), so a name that is
+            // not UTF-8 names a file that does not exist (cases 66, 68).
             let name = entry.name.to_string_lossy().into_owned();
-            let en = dir_path.join(&entry.name);
+            let en = dir_path.join(&name);
             let (zt, is_link, canonical) = match self.fs.canonicalize(&en) {
                 Ok(r) => (r.clone(), r != en, true),
                 Err(_) => (en.clone(), false, false),
             };
-            let pn = shown_dir.join(&entry.name);
+            let pn = shown_dir.join(&name);
             if (pn != zt && self.excludes.matches(&pn, kind))
                 || is_special_path(&zt.to_string_lossy())
             {
@@ -86,6 +89,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 && !is_within(&zt, &self.cwd);
             if elsewhere
                 && !include_external
+                && self.opts.claude_version.has(Behaviour::LinkTargetsExternal)
                 && matches!(entry_kind, FileKind::Dir | FileKind::File)
             {
                 let msg = format!(
@@ -177,9 +181,13 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             visited.insert(key(&real));
         }
         if top && !include_external && kind != MemoryKind::User && !is_within(&real, &self.cwd) {
-            let dir_is_link = self.is_symlink(dir);
-            let dot_claude_is_link =
-                kind == MemoryKind::Project && dir.parent().is_some_and(|p| self.is_symlink(p));
+            // The rules folder itself linked out: skipped since 2.1.232; its `.claude` folder
+            // linked out: since 2.1.284.
+            let version = self.opts.claude_version;
+            let dir_is_link = version.has(Behaviour::LinkTargetsExternal) && self.is_symlink(dir);
+            let dot_claude_is_link = version.has(Behaviour::LinkedClaudeDirExternal)
+                && kind == MemoryKind::Project
+                && dir.parent().is_some_and(|p| self.is_symlink(p));
             if dir_is_link || dot_claude_is_link {
                 let msg = format!(
                     "{} links outside {} and external imports are not approved: its rules are skipped",

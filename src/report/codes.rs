@@ -117,6 +117,13 @@ codes! {
     ConfigUnreadable = "config-unreadable",
     /// A link that dangles even inside the container.
     DanglingLink = "dangling-link",
+    /// A memory file in a folder Claude Code refuses to load from (`connector-downloads`, a
+    /// session scratchpad).
+    FileProtected = "file-protected",
+    /// The working directory's path is not UTF-8: Claude Code does not start.
+    CwdNotUtf8 = "cwd-not-utf8",
+    /// `--claude-version` names a release outside the conformance corpus.
+    ClaudeVersionUnverified = "claude-version-unverified",
     /// One of the loader's budgets was reached: the view of the memory is incomplete there.
     BudgetExceeded = "budget-exceeded",
     /// Something composed for the agent does not reach it (compose's `delivered` verdict).

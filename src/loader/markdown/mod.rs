@@ -228,11 +228,13 @@ fn is_comment_block(raw: &str) -> bool {
 
 /// JS: `iht` — rebuild the text from top-level raws, dropping HTML comment blocks (what is
 /// left of such a block besides its comments is kept when it is not blank).
-pub(crate) fn strip_comments(tokens: &[Block]) -> String {
+pub(crate) fn strip_comments(tokens: &[Block]) -> (String, bool) {
     let mut out = String::new();
+    let mut removed_any = false;
     for t in tokens {
         let raw = block_raw(t);
         if matches!(t, Block::Html { .. }) && is_comment_block(raw) {
+            removed_any = true;
             let kept = remove_comments(raw);
             if !js_is_blank(&kept) {
                 out.push_str(&kept);
@@ -241,7 +243,7 @@ pub(crate) fn strip_comments(tokens: &[Block]) -> String {
         }
         out.push_str(raw);
     }
-    out
+    (out, removed_any)
 }
 
 fn block_raw(t: &Block) -> &str {
@@ -425,7 +427,10 @@ mod tests {
         let src = "<!-- block comment -->\nkeep1\ninline <!-- c --> text\n<!--\nmulti\nline\n-->\nkeep2\n```\n<!-- in code -->\n```\n";
         assert_eq!(
             strip_comments(&lex(src, 1.0).unwrap()),
-            "keep1\ninline <!-- c --> text\nkeep2\n```\n<!-- in code -->\n```\n"
+            (
+                "keep1\ninline <!-- c --> text\nkeep2\n```\n<!-- in code -->\n```\n".to_string(),
+                true
+            )
         );
     }
 }

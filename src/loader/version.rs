@@ -1,0 +1,294 @@
+//! Which Claude Code release the loader reproduces.
+//!
+//! Claude Code ships almost daily and deployments pin whatever their image was built with, so
+//! the loader models every behaviour that changed between releases as a [`Behaviour`] with the
+//! first release that shows it, in one table ([`FIRST_RELEASE`]). The wrapper text around the
+//! memory block is its own axis ([`Behaviour::SystemReminderWrapper`]). The releases the
+//! conformance corpus was recorded on are [`CORPUS`]; a release outside it renders with the
+//! nearest known rules and [`ClaudeVersion::is_verified`] is false.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A Claude Code release, `MAJOR.MINOR.PATCH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClaudeVersion {
+    /// Major.
+    pub major: u32,
+    /// Minor.
+    pub minor: u32,
+    /// Patch.
+    pub patch: u32,
+}
+
+impl ClaudeVersion {
+    /// `major.minor.patch`.
+    pub const fn new(major: u32, minor: u32, patch: u32) -> Self {
+        ClaudeVersion {
+            major,
+            minor,
+            patch,
+        }
+    }
+
+    /// The newest release the conformance corpus covers: the default.
+    pub const fn newest_verified() -> Self {
+        CORPUS[0]
+    }
+
+    /// Does this release show `behaviour`?
+    pub fn has(self, behaviour: Behaviour) -> bool {
+        let first = FIRST_RELEASE
+            .iter()
+            .find(|(b, _)| *b == behaviour)
+            .map(|(_, v)| *v)
+            .unwrap_or(ClaudeVersion::new(0, 0, 0));
+        if self < first {
+            return false;
+        }
+        // The one behaviour that went away for a while and came back.
+        if behaviour == Behaviour::RelativeWorktreeSkipsMainCheckout
+            && self >= ClaudeVersion::new(2, 1, 84)
+            && self < ClaudeVersion::new(2, 1, 198)
+        {
+            return false;
+        }
+        true
+    }
+
+    /// Was this exact release recorded in the conformance corpus?
+    pub fn is_verified(self) -> bool {
+        CORPUS.contains(&self)
+    }
+
+    /// The corpus release whose rules are closest (the newest one at or below this release,
+    /// else the oldest), for messages about unverified releases.
+    pub fn nearest_verified(self) -> ClaudeVersion {
+        CORPUS
+            .iter()
+            .copied()
+            .find(|v| *v <= self)
+            .unwrap_or(CORPUS[CORPUS.len() - 1])
+    }
+}
+
+impl Default for ClaudeVersion {
+    fn default() -> Self {
+        ClaudeVersion::newest_verified()
+    }
+}
+
+impl fmt::Display for ClaudeVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// A release string that is not `MAJOR.MINOR.PATCH`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a Claude Code release: {0:?} (expected MAJOR.MINOR.PATCH, e.g. 2.1.328)")]
+pub struct BadVersion(pub String);
+
+impl FromStr for ClaudeVersion {
+    type Err = BadVersion;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadVersion(s.to_string());
+        let mut parts = s.trim().split('.');
+        let mut next = || -> Result<u32, BadVersion> {
+            let p = parts.next().ok_or_else(bad)?;
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 9 {
+                return Err(bad());
+            }
+            p.parse().map_err(|_| bad())
+        };
+        let v = ClaudeVersion::new(next()?, next()?, next()?);
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(v)
+    }
+}
+
+impl serde::Serialize for ClaudeVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A loader behaviour that changed between Claude Code releases. Each is "the 2.1.330
+/// behaviour"; a release before its first release (see [`FIRST_RELEASE`]) does not show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Behaviour {
+    /// An import whose extension is not a text extension does not load.
+    NonTextImportsSkipped,
+    /// A `#…` suffix is cut from import paths.
+    ImportFragmentCut,
+    /// `claudeMdExcludes` is applied.
+    ClaudeMdExcludes,
+    /// Inside a linked git worktree nested in its main checkout, the main checkout's
+    /// `CLAUDE.md`, `.claude/CLAUDE.md` and rules are skipped (`CLAUDE.local.md` still loads).
+    WorktreeSkipsMainCheckout,
+    /// The same, for a worktree whose `.git` file holds a relative path (absent in
+    /// 2.1.84–2.1.197).
+    RelativeWorktreeSkipsMainCheckout,
+    /// Whole-line HTML comment blocks are stripped.
+    CommentBlocksStripped,
+    /// Bodies are trimmed.
+    BodiesTrimmed,
+    /// Files are deduplicated by real path (`.claude/CLAUDE.md -> ../CLAUDE.md` once).
+    RealPathDedupe,
+    /// Imports and rules whose symlink target leaves the cwd are external.
+    LinkTargetsExternal,
+    /// Frontmatter after a BOM is stripped.
+    FrontmatterAfterBom,
+    /// The `<system-reminder>\nCodebase and user instructions…` wrapper; before it the
+    /// `# claudeMd … # currentDate` one.
+    SystemReminderWrapper,
+    /// The old wrapper ends with a `# currentDate` section (2.0.x has none).
+    CurrentDateInContext,
+    /// The managed file is labelled `organization-managed policy instructions` (2.0.x: the
+    /// user's label).
+    ManagedLabel,
+    /// `AGENTS.md` is loaded when no CLAUDE.md-family file has content.
+    AgentsMdFallback,
+    /// A `.claude` folder linked outside the cwd: its rules need approval.
+    LinkedClaudeDirExternal,
+    /// Device and process files (`/proc/self/environ`, `/dev/stdin`…) are never read.
+    ProcessFilesRefused,
+    /// Files in (or linked into) a `connector-downloads` folder are refused.
+    ConnectorDownloadsProtected,
+    /// Files under `claude/<project>/<uuid>/scratchpad/` are refused.
+    ScratchpadProtected,
+    /// CR and CRLF become LF only when an HTML comment block is actually stripped (before:
+    /// whenever the text contains `<!--`).
+    CrNormalisedOnlyWhenStripped,
+}
+
+/// Behaviour → the first release that shows it, as bisected on the real npm releases
+/// (`scripts/conformance-drift --bisect`; docs/loader.md lists the cases behind each row).
+pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
+    (
+        Behaviour::NonTextImportsSkipped,
+        ClaudeVersion::new(2, 1, 2),
+    ),
+    (Behaviour::ImportFragmentCut, ClaudeVersion::new(2, 1, 41)),
+    (Behaviour::ClaudeMdExcludes, ClaudeVersion::new(2, 1, 48)),
+    (
+        Behaviour::WorktreeSkipsMainCheckout,
+        ClaudeVersion::new(2, 1, 69),
+    ),
+    (
+        Behaviour::RelativeWorktreeSkipsMainCheckout,
+        ClaudeVersion::new(2, 1, 69),
+    ),
+    (
+        Behaviour::CommentBlocksStripped,
+        ClaudeVersion::new(2, 1, 72),
+    ),
+    (Behaviour::BodiesTrimmed, ClaudeVersion::new(2, 1, 79)),
+    (Behaviour::RealPathDedupe, ClaudeVersion::new(2, 1, 142)),
+    (
+        Behaviour::LinkTargetsExternal,
+        ClaudeVersion::new(2, 1, 232),
+    ),
+    (
+        Behaviour::FrontmatterAfterBom,
+        ClaudeVersion::new(2, 1, 239),
+    ),
+    // Bracketed, not bisected: 2.0.77 does not show it, 2.1.200 does.
+    (Behaviour::ManagedLabel, ClaudeVersion::new(2, 1, 0)),
+    (
+        Behaviour::CurrentDateInContext,
+        ClaudeVersion::new(2, 1, 42),
+    ),
+    (
+        Behaviour::SystemReminderWrapper,
+        ClaudeVersion::new(2, 1, 268),
+    ),
+    (Behaviour::AgentsMdFallback, ClaudeVersion::new(2, 1, 281)),
+    (
+        Behaviour::LinkedClaudeDirExternal,
+        ClaudeVersion::new(2, 1, 284),
+    ),
+    (
+        Behaviour::ProcessFilesRefused,
+        ClaudeVersion::new(2, 1, 311),
+    ),
+    (
+        Behaviour::ConnectorDownloadsProtected,
+        ClaudeVersion::new(2, 1, 319),
+    ),
+    (
+        Behaviour::ScratchpadProtected,
+        ClaudeVersion::new(2, 1, 327),
+    ),
+    (
+        Behaviour::CrNormalisedOnlyWhenStripped,
+        ClaudeVersion::new(2, 1, 330),
+    ),
+];
+
+/// The releases the conformance corpus (`tests/fixtures/conformance`) is recorded on, newest
+/// first. Keep in step with `tests/fixtures/conformance/VERSIONS`.
+pub const CORPUS: &[ClaudeVersion] = &[
+    ClaudeVersion::new(2, 1, 330),
+    ClaudeVersion::new(2, 1, 328),
+    ClaudeVersion::new(2, 1, 300),
+    ClaudeVersion::new(2, 1, 280),
+    ClaudeVersion::new(2, 1, 250),
+    ClaudeVersion::new(2, 1, 238),
+    ClaudeVersion::new(2, 1, 200),
+    ClaudeVersion::new(2, 0, 77),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints() {
+        let v: ClaudeVersion = "2.1.328".parse().unwrap();
+        assert_eq!(v, ClaudeVersion::new(2, 1, 328));
+        assert_eq!(v.to_string(), "2.1.328");
+        for bad in ["", "2.1", "2.1.x", "2.1.3.4", "v2.1.3", "2..1", "-1.0.0"] {
+            assert!(bad.parse::<ClaudeVersion>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn table_gates() {
+        let v = |s: &str| s.parse::<ClaudeVersion>().unwrap();
+        assert!(v("2.1.330").has(Behaviour::CrNormalisedOnlyWhenStripped));
+        assert!(!v("2.1.329").has(Behaviour::CrNormalisedOnlyWhenStripped));
+        assert!(v("2.1.281").has(Behaviour::AgentsMdFallback));
+        assert!(!v("2.1.280").has(Behaviour::AgentsMdFallback));
+        assert!(!v("2.0.77").has(Behaviour::BodiesTrimmed));
+        assert!(v("2.1.100").has(Behaviour::WorktreeSkipsMainCheckout));
+        assert!(!v("2.1.100").has(Behaviour::RelativeWorktreeSkipsMainCheckout));
+        assert!(v("2.1.198").has(Behaviour::RelativeWorktreeSkipsMainCheckout));
+        assert!(v("2.1.83").has(Behaviour::RelativeWorktreeSkipsMainCheckout));
+    }
+
+    #[test]
+    fn every_behaviour_has_one_row() {
+        for (i, (b, _)) in FIRST_RELEASE.iter().enumerate() {
+            assert!(!FIRST_RELEASE[i + 1..].iter().any(|(o, _)| o == b), "{b:?}");
+        }
+    }
+
+    #[test]
+    fn verification() {
+        assert_eq!(ClaudeVersion::default(), ClaudeVersion::new(2, 1, 330));
+        assert!(ClaudeVersion::new(2, 1, 328).is_verified());
+        assert!(!ClaudeVersion::new(2, 1, 329).is_verified());
+        assert_eq!(
+            ClaudeVersion::new(2, 1, 329).nearest_verified(),
+            ClaudeVersion::new(2, 1, 328)
+        );
+        assert_eq!(
+            ClaudeVersion::new(1, 0, 0).nearest_verified(),
+            ClaudeVersion::new(2, 0, 77)
+        );
+    }
+}
