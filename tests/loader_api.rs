@@ -850,4 +850,63 @@ fn every_budget_is_an_option_and_reports_when_reached() {
     assert_eq!(m.files.len(), 31);
     assert_eq!(m.diagnostics.len(), 6, "{:#?}", m.diagnostics);
     assert!(m.diagnostics[5].message.contains("25 more diagnostic(s)"));
+    // Matching excludes is budgeted work (path bytes × patterns): long paths against many
+    // patterns stop being matched, with a diagnostic; before that, excludes apply.
+    let mut opts = t.options("p");
+    opts.excludes = vec!["**/f0.md".into(), "**/nothing/*.md".into()];
+    let m = load(&HostFs, &opts).unwrap();
+    assert_eq!(m.files.len(), 30, "f0.md excluded");
+    opts.budgets.exclude_work = 400;
+    let m = load(&HostFs, &opts).unwrap();
+    assert_eq!(
+        m.files.len(),
+        31,
+        "the budget is spent before f0.md is matched"
+    );
+    budget_diag(&m, "exclude matching");
+}
+
+/// Imports of very deep paths (found while attacking this work: 998 imports 2,000 folders
+/// deep in one 4 MiB file took 20 s of CPU through the container view): each path component
+/// costs one lookup, the view stops at its budget of lookups with a diagnostic, and a path of
+/// `PATH_MAX` bytes or more fails as it does in the kernel.
+#[test]
+fn imports_of_very_deep_paths_stop_at_the_path_steps_budget() {
+    let t = Tree::new();
+    let mut deep = t.path("groups/g");
+    for _ in 0..300 {
+        deep.push("a");
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    let dirs = "a/".repeat(300);
+    let imports: String = (0..200).map(|i| format!("@./{dirs}m{i}.md\n")).collect();
+    t.file(
+        "groups/g/CLAUDE.md",
+        format!("Deep.\n@./{dirs}found.md\n{imports}"),
+    );
+    t.file(&format!("groups/g/{dirs}found.md"), "FOUND\n");
+    let fs = MountedFs::new([Mount::new("/workspace/agent", t.path("groups/g"))])
+        .with_step_budget(20_000);
+    let mut opts = LoadOptions::new("/workspace/agent", None);
+    opts.managed_dir = None;
+    let m = load(&fs, &opts).unwrap();
+    assert_eq!(m.files.len(), 2, "{:#?}", m.diagnostics);
+    assert_eq!(m.files[1].body, "FOUND\n");
+    let d = budget_diag(&m, "path steps");
+    assert!(d.message.contains("20000 path components"), "{}", d.message);
+    // Linear: at most the budget and a few more lookups, never one per byte of path.
+    assert!(fs.steps() <= 20_000 + 1_000, "{} steps", fs.steps());
+    let missing = m
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == D::ImportMissing)
+        .count();
+    assert!(
+        missing > 0 && missing < 200,
+        "{missing} imports looked at before the budget"
+    );
+    // A path as long as PATH_MAX does not exist, as in the kernel.
+    let long = format!("/workspace/agent/{}x.md", "a/".repeat(2048));
+    let err = fs.metadata(Path::new(&long)).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(36), "ENAMETOOLONG: {err}");
 }

@@ -165,7 +165,7 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         opts,
         cwd,
         approved: false,
-        excludes: Excludes::new(&[]),
+        excludes: Excludes::new(&[], 0),
         diags: Vec::new(),
         spent: Spent::default(),
     };
@@ -182,7 +182,7 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
             engine.settings_excludes(&mut patterns);
         }
     }
-    engine.excludes = Excludes::new(&patterns);
+    engine.excludes = Excludes::new(&patterns, opts.budgets.exclude_work);
     let mut files = engine.run();
     engine.close_budgets();
     files.shrink_to_fit();
@@ -205,25 +205,48 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
 
 /// `claudeMdExcludes`, matched against paths with `/` separators (picomatch, `dot: true`):
 /// a file is excluded when any pattern matches it (JS `b$n`).
-pub(super) struct Excludes(Vec<super::picomatch::Pattern>);
+///
+/// Matching costs about (path length × patterns); that work is budgeted
+/// ([`Budgets::exclude_work`]): once it is spent, excludes stop applying (and the loader says
+/// so), so long paths against many patterns cannot keep clawmd busy.
+pub(super) struct Excludes {
+    patterns: Vec<super::picomatch::Pattern>,
+    work: std::cell::Cell<u64>,
+    budget: u64,
+    /// The first path not matched because the work budget was spent.
+    tripped: std::cell::RefCell<Option<PathBuf>>,
+}
 
 impl Excludes {
-    fn new(patterns: &[String]) -> Self {
-        Excludes(
-            patterns
+    fn new(patterns: &[String], budget: u64) -> Self {
+        Excludes {
+            patterns: patterns
                 .iter()
                 .filter(|p| !p.is_empty())
                 .map(|p| super::picomatch::Pattern::new(&p.replace('\\', "/")))
                 .collect(),
-        )
+            work: std::cell::Cell::new(0),
+            budget,
+            tripped: std::cell::RefCell::new(None),
+        }
     }
 
     pub(super) fn matches(&self, path: &Path, kind: MemoryKind) -> bool {
-        if kind == MemoryKind::Managed || self.0.is_empty() {
+        if kind == MemoryKind::Managed || self.patterns.is_empty() {
             return false;
         }
+        if self.tripped.borrow().is_some() {
+            return false;
+        }
+        let cost = (path.as_os_str().len() as u64 + 1).saturating_mul(self.patterns.len() as u64);
+        let work = self.work.get().saturating_add(cost);
+        if work > self.budget {
+            *self.tripped.borrow_mut() = Some(path.to_path_buf());
+            return false;
+        }
+        self.work.set(work);
         let path = path.to_string_lossy().replace('\\', "/");
-        self.0.iter().any(|p| p.is_match(&path))
+        self.patterns.iter().any(|p| p.is_match(&path))
     }
 }
 
@@ -419,6 +442,15 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
 
     /// The summary diagnostics of budgets hit more than once, and of dropped diagnostics.
     fn close_budgets(&mut self) {
+        let tripped = self.excludes.tripped.borrow_mut().take();
+        if let Some(path) = tripped {
+            let what = format!(
+                "claudeMdExcludes were matched against {} (path bytes × patterns) and are no longer applied from {} on, so files Claude Code would exclude may show",
+                self.opts.budgets.exclude_work,
+                path.display()
+            );
+            self.over_budget("exclude matching", &path, what);
+        }
         let cwd = self.cwd.clone();
         for (budget, more) in std::mem::take(&mut self.spent.hits) {
             if more > 0 {
@@ -942,6 +974,11 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 ),
             ),
             Ok(ReadOutcome::NotAFile { .. }) => return None,
+            Err(e) if e.kind() == io::ErrorKind::QuotaExceeded => {
+                let what = format!("{} cannot be looked up: {e}", f.path.display());
+                self.over_budget("path steps", &f.path, what);
+                return None;
+            }
             Err(e) if is_loop(&e) => (DiagnosticCode::SymlinkLoop, format!("cannot be read: {e}")),
             Err(e) if is_missing(&e) => {
                 if !report {

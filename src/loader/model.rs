@@ -273,6 +273,10 @@ pub struct Budgets {
     pub exclude_patterns: usize,
     /// Bytes of `claudeMdExcludes` patterns applied. Default 64 KiB.
     pub exclude_bytes: usize,
+    /// Work of matching paths against `claudeMdExcludes`, in path bytes × patterns; past it
+    /// the excludes stop applying. Default 50,000,000 (a thousand patterns against 50 KB of
+    /// paths; five patterns against 10 MB).
+    pub exclude_work: u64,
     /// Diagnostics recorded; the rest are counted in one last diagnostic. Default 10,000.
     pub diagnostics: usize,
 }
@@ -290,6 +294,7 @@ impl Default for Budgets {
             glob_bytes: 1024 * 1024,
             exclude_patterns: 1_000,
             exclude_bytes: 64 * 1024,
+            exclude_work: 50_000_000,
             diagnostics: 10_000,
         }
     }

@@ -15,6 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
@@ -113,7 +114,21 @@ pub fn nanoclaw_mounts(
 pub struct MountedFs {
     /// Longest mount point first.
     roots: Vec<Root>,
+    /// Components of the deepest mount point: below that depth no name can be a mount point.
+    max_mount_depth: usize,
+    /// Path components looked up so far, and how many this view may look up.
+    steps: Arc<AtomicU64>,
+    step_budget: u64,
 }
+
+/// Path components one view may look up in all (each is one `openat` and one `fstat`), so
+/// that imports of very deep paths cannot keep clawmd busy: about half a second of system calls.
+/// Past it, every lookup fails with [`io::ErrorKind::QuotaExceeded`], which the loader
+/// reports as a `budget-exceeded` diagnostic. A group's memory needs a few hundred.
+pub const DEFAULT_STEP_BUDGET: u64 = 100_000;
+
+/// Linux's `PATH_MAX`: a path this long or longer fails with `ENAMETOOLONG`, as in the kernel.
+const PATH_MAX: usize = 4096;
 
 /// A mount and the handle of its host source (or why it could not be opened).
 #[derive(Debug, Clone)]
@@ -131,14 +146,15 @@ enum Loc {
     Implied,
 }
 
-/// One resolved container path.
+/// One resolved container path (the path itself is kept by the caller, grown in place).
 #[derive(Debug, Clone)]
 struct Step {
-    path: PathBuf,
     loc: Loc,
     meta: Metadata,
     /// Exactly a mount point (or the root): `..` must not follow the host's parent.
     boundary: bool,
+    /// Components of the path.
+    depth: usize,
 }
 
 const PATH_NOFOLLOW: OFlags = OFlags::PATH.union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
@@ -173,7 +189,42 @@ impl MountedFs {
             })
             .collect();
         roots.sort_by_key(|r| std::cmp::Reverse(r.mount.container.components().count()));
-        MountedFs { roots }
+        let max_mount_depth = roots
+            .iter()
+            .map(|r| r.mount.container.components().count())
+            .max()
+            .unwrap_or(0);
+        MountedFs {
+            roots,
+            max_mount_depth,
+            steps: Arc::new(AtomicU64::new(0)),
+            step_budget: DEFAULT_STEP_BUDGET,
+        }
+    }
+
+    /// The same view with another budget of path components (see [`DEFAULT_STEP_BUDGET`]).
+    pub fn with_step_budget(mut self, steps: u64) -> Self {
+        self.step_budget = steps;
+        self
+    }
+
+    /// Path components looked up so far by this view (and its clones).
+    pub fn steps(&self) -> u64 {
+        self.steps.load(Ordering::Relaxed)
+    }
+
+    fn spend_step(&self) -> io::Result<()> {
+        let spent = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        if spent > self.step_budget {
+            return Err(io::Error::new(
+                io::ErrorKind::QuotaExceeded,
+                format!(
+                    "clawmd's budget of {} path components looked up for this container view is spent",
+                    self.step_budget
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The mounts, longest mount point first.
@@ -202,16 +253,20 @@ impl MountedFs {
         self.roots.iter().find(|r| r.mount.container == p)
     }
 
-    /// The step for a mount point or a directory implied by deeper mount points, if `p` is
-    /// one of those.
-    fn boundary(&self, p: &Path) -> Option<io::Result<Step>> {
+    /// The step for `p` (of `depth` components) if it is a mount point or a directory implied
+    /// by deeper mount points.
+    fn boundary(&self, p: &Path, depth: usize) -> Option<io::Result<Step>> {
+        // Mount points are shallow: a deeper path is never one (keeps each step O(1)).
+        if depth > self.max_mount_depth {
+            return None;
+        }
         if let Some(root) = self.mount_at(p) {
             return Some(match &root.handle {
                 Ok(fd) => handle_metadata(fd.as_fd()).map(|meta| Step {
-                    path: p.to_path_buf(),
                     loc: Loc::Host(fd.clone()),
                     meta,
                     boundary: true,
+                    depth,
                 }),
                 Err(errno) if *errno == Errno::NOENT => Err(not_found(p)),
                 Err(errno) => Err(io::Error::from(*errno)),
@@ -222,80 +277,78 @@ impl MountedFs {
                 .roots
                 .iter()
                 .any(|r| p.starts_with(&r.mount.container) && p != r.mount.container);
-        implied.then(|| {
-            Ok(Step {
-                path: p.to_path_buf(),
-                loc: Loc::Implied,
-                meta: IMPLIED_DIR,
-                boundary: true,
-            })
-        })
+        implied.then_some(Ok(Step {
+            loc: Loc::Implied,
+            meta: IMPLIED_DIR,
+            boundary: true,
+            depth,
+        }))
     }
 
     fn root_step(&self) -> io::Result<Step> {
-        let root = Path::new("/");
-        self.boundary(root).unwrap_or_else(|| {
-            Ok(Step {
-                path: root.to_path_buf(),
-                loc: Loc::Implied,
-                meta: IMPLIED_DIR,
-                boundary: true,
-            })
-        })
+        self.boundary(Path::new("/"), 0).unwrap_or(Ok(Step {
+            loc: Loc::Implied,
+            meta: IMPLIED_DIR,
+            boundary: true,
+            depth: 0,
+        }))
     }
 
-    /// The entry `name` of the resolved directory `dir`, not following it if it is a link.
-    fn child(&self, dir: &Step, name: &OsStr) -> io::Result<Step> {
-        let path = dir.path.join(name);
-        if let Some(step) = self.boundary(&path) {
+    /// The entry `name` of the resolved directory `dir`, whose path (with `name` already
+    /// pushed) is `path`; not following it if it is a link.
+    fn child(&self, dir: &Step, path: &Path, name: &OsStr) -> io::Result<Step> {
+        self.spend_step()?;
+        let depth = dir.depth + 1;
+        if let Some(step) = self.boundary(path, depth) {
             return step;
         }
         match &dir.loc {
             Loc::Host(fd) => {
                 let handle = rustix::fs::openat(fd.as_fd(), name, PATH_NOFOLLOW, Mode::empty())
-                    .map_err(|e| errno_at(e, &path))?;
+                    .map_err(|e| errno_at(e, path))?;
                 let meta = handle_metadata(handle.as_fd())?;
                 Ok(Step {
-                    path,
                     loc: Loc::Host(Arc::new(handle)),
                     meta,
                     boundary: false,
+                    depth,
                 })
             }
-            Loc::Implied => Err(not_found(&path)),
+            Loc::Implied => Err(not_found(path)),
         }
     }
 
     /// The parent of a resolved directory, as the kernel finds it: through the handle inside
-    /// a mount, through the mount table at a mount point.
-    fn parent(&self, step: &Step) -> io::Result<Step> {
-        let Some(parent) = step.path.parent() else {
+    /// a mount, through the mount table at a mount point. `path` is popped to the parent.
+    fn parent(&self, step: &Step, path: &mut PathBuf) -> io::Result<Step> {
+        if !path.pop() {
             return Ok(step.clone());
-        };
+        }
+        self.spend_step()?;
+        let depth = step.depth.saturating_sub(1);
         match (&step.loc, step.boundary) {
             (Loc::Host(fd), false) => {
                 let flags = PATH_NOFOLLOW | OFlags::DIRECTORY;
                 let handle = rustix::fs::openat(fd.as_fd(), "..", flags, Mode::empty())?;
-                let path = parent.to_path_buf();
-                Ok(match self.boundary(&path) {
+                Ok(match self.boundary(path, depth) {
                     // The parent is a mount point: the mount's own handle, not the host's.
                     Some(step) => step?,
                     None => Step {
                         meta: handle_metadata(handle.as_fd())?,
                         loc: Loc::Host(Arc::new(handle)),
-                        path,
                         boundary: false,
+                        depth,
                     },
                 })
             }
             // Leaving a mount point: walk down to its parent again from the root (a few
             // names: mount points are shallow), never through the host's `..`.
-            _ => self.resolve(parent, false),
+            _ => self.resolve(path, false).map(|(_, step)| step),
         }
     }
 
     /// The target of a resolved symlink, read from its own handle.
-    fn link_target(step: &Step) -> io::Result<PathBuf> {
+    fn link_target(step: &Step, path: &Path) -> io::Result<PathBuf> {
         match &step.loc {
             Loc::Host(fd) if step.meta.kind == FileKind::Symlink => {
                 let target = rustix::fs::readlinkat(fd.as_fd(), "", Vec::new())?;
@@ -303,21 +356,26 @@ impl MountedFs {
             }
             _ => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{} is not a symlink", step.path.display()),
+                format!("{} is not a symlink", path.display()),
             )),
         }
     }
 
-    /// Resolve `path` in container space, one name at a time; the last step (the link itself
-    /// when `follow_last` is false and it is one).
-    fn resolve(&self, path: &Path, follow_last: bool) -> io::Result<Step> {
+    /// Resolve `path` in container space, one name at a time: the real container path and
+    /// its last step (the link itself when `follow_last` is false and it is one). Each
+    /// component costs one lookup, whatever the depth.
+    fn resolve(&self, path: &Path, follow_last: bool) -> io::Result<(PathBuf, Step)> {
         if !path.is_absolute() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{} is not absolute", path.display()),
             ));
         }
+        if path.as_os_str().len() >= PATH_MAX {
+            return Err(io::Error::from(Errno::NAMETOOLONG));
+        }
         let mut work: VecDeque<OsString> = components(path);
+        let mut real = PathBuf::from("/");
         let mut cur = self.root_step()?;
         let mut links = 0;
         while let Some(name) = work.pop_front() {
@@ -325,20 +383,23 @@ impl MountedFs {
                 continue;
             }
             if cur.meta.kind != FileKind::Dir {
-                return Err(not_a_dir(&cur.path));
+                return Err(not_a_dir(&real));
             }
             if name == ".." {
-                cur = self.parent(&cur)?;
+                cur = self.parent(&cur, &mut real)?;
                 continue;
             }
-            let next = self.child(&cur, &name)?;
+            real.push(&name);
+            let next = self.child(&cur, &real, &name)?;
             if next.meta.kind == FileKind::Symlink && (!work.is_empty() || follow_last) {
                 links += 1;
                 if links > MAX_SYMLINKS {
                     return Err(io::Error::from(Errno::LOOP));
                 }
-                let target = Self::link_target(&next)?;
+                let target = Self::link_target(&next, &real)?;
+                real.pop();
                 if target.is_absolute() {
+                    real = PathBuf::from("/");
                     cur = self.root_step()?;
                 }
                 for c in components(&target).into_iter().rev() {
@@ -348,10 +409,10 @@ impl MountedFs {
             }
             cur = next;
         }
-        Ok(cur)
+        Ok((real, cur))
     }
 
-    fn entries_of(&self, dir: &Step) -> io::Result<Vec<DirEntry>> {
+    fn entries_of(&self, dir: &Step, dir_path: &Path) -> io::Result<Vec<DirEntry>> {
         let mut out = match &dir.loc {
             Loc::Host(fd) => list(fd.as_fd())?,
             Loc::Implied => Vec::new(),
@@ -359,14 +420,14 @@ impl MountedFs {
         // Mount points directly below `dir` shadow (or add) entries.
         for r in self.roots.iter().rev() {
             let m = &r.mount;
-            if m.container.parent() != Some(dir.path.as_path()) {
+            if m.container.parent() != Some(dir_path) {
                 continue;
             }
             let Some(name) = m.container.file_name() else {
                 continue;
             };
             let kind = self
-                .boundary(&m.container)
+                .boundary(&m.container, m.container.components().count() - 1)
                 .and_then(Result::ok)
                 .map_or(FileKind::Other, |s| s.meta.kind);
             out.retain(|e| e.name != name);
@@ -377,7 +438,7 @@ impl MountedFs {
         }
         for r in &self.roots {
             // Deeper mounts make implied directories appear.
-            if let Ok(rel) = r.mount.container.strip_prefix(&dir.path)
+            if let Ok(rel) = r.mount.container.strip_prefix(dir_path)
                 && let Some(Component::Normal(first)) = rel.components().next()
                 && rel.components().count() > 1
                 && !out.iter().any(|e| e.name == first)
@@ -456,31 +517,32 @@ fn not_a_dir(p: &Path) -> io::Error {
 
 impl MemoryFs for MountedFs {
     fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
-        self.resolve(path, false).map(|s| s.meta)
+        self.resolve(path, false).map(|(_, s)| s.meta)
     }
 
     fn metadata(&self, path: &Path) -> io::Result<Metadata> {
-        self.resolve(path, true).map(|s| s.meta)
+        self.resolve(path, true).map(|(_, s)| s.meta)
     }
 
     fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
-        Self::link_target(&self.resolve(path, false)?)
+        let (real, step) = self.resolve(path, false)?;
+        Self::link_target(&step, &real)
     }
 
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
-        self.resolve(path, true).map(|s| s.path)
+        self.resolve(path, true).map(|(p, _)| p)
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
-        let step = self.resolve(path, true)?;
+        let (real, step) = self.resolve(path, true)?;
         if step.meta.kind != FileKind::Dir {
             return Err(not_a_dir(path));
         }
-        self.entries_of(&step)
+        self.entries_of(&step, &real)
     }
 
     fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome> {
-        let step = self.resolve(path, true)?;
+        let (_, step) = self.resolve(path, true)?;
         match (&step.loc, step.meta.kind) {
             // Read through the handle the resolution ended on: never reopened by path.
             (Loc::Host(fd), FileKind::File) => read_through(fd.as_fd(), limit),
