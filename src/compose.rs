@@ -262,23 +262,35 @@ fn compose_batch(
     options: &ComposeOptions,
     verdicts: &Verdicts,
 ) -> Vec<Result<GroupReport, GroupError>> {
-    let mut works: Vec<Result<Work, GroupError>> = parallel_map(groups, |group| {
-        let group_path = checked_group_dir(layout, group)?;
-        let lock = fsops::lock(&layout.lock_file(group), options.lock_timeout)?;
-        let seen = observe(layout, sources, &group_path, &options.settings, true)?;
-        let device = seen.dir.device()?;
-        let fragments = seen
-            .fragments
-            .as_ref()
-            .expect("open_child with create returns a folder or an error");
-        let staged = stage(&seen.dir, fragments, &seen.steps, false)?;
-        Ok(Work {
-            _lock: lock,
-            seen,
-            staged,
-            device,
-        })
+    // A lock another run holds is not waited for while this batch holds others (two runs
+    // taking locks in different orders would wait for each other): that group is composed on
+    // its own once the batch is done and its locks released.
+    let looked: Vec<Option<Result<Work, GroupError>>> = parallel_map(groups, |group| {
+        let work = || {
+            let group_path = checked_group_dir(layout, group)?;
+            let lock = match fsops::lock(&layout.lock_file(group), Duration::ZERO) {
+                Ok(lock) => lock,
+                Err(FsError::LockTimeout { .. }) => return Ok(None),
+                Err(err) => return Err(err.into()),
+            };
+            let seen = observe(layout, sources, &group_path, &options.settings, true)?;
+            let device = seen.dir.device()?;
+            let fragments = seen
+                .fragments
+                .as_ref()
+                .expect("open_child with create returns a folder or an error");
+            let staged = stage(&seen.dir, fragments, &seen.steps, false)?;
+            Ok(Some(Work {
+                _lock: lock,
+                seen,
+                staged,
+                device,
+            }))
+        };
+        work().transpose()
     });
+    let busy: Vec<bool> = looked.iter().map(Option::is_none).collect();
+    let mut works: Vec<Result<Work, GroupError>> = looked.into_iter().flatten().collect();
     sync_batch(&mut works);
     phase(&mut works, Staged::place_imported);
     sync_batch(&mut works);
@@ -286,13 +298,27 @@ fn compose_batch(
     sync_batch(&mut works);
     phase(&mut works, Staged::remove_stale);
     sync_batch(&mut works);
-    groups
+    let mut done = groups
         .iter()
+        .zip(&busy)
+        .filter(|(_, busy)| !**busy)
         .zip(works)
-        .map(|(group, work)| {
+        .map(|((group, _), work)| {
             let w = work?;
             let report = GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan);
             Ok(verdicts.add(layout, sources, &w.seen.plan, options, report))
+        })
+        .collect::<Vec<_>>()
+        .into_iter();
+    // The batch's locks are released (its works dropped): the busy groups, one at a time.
+    groups
+        .iter()
+        .zip(busy)
+        .map(|(group, busy)| match busy {
+            true => compose_locked(layout, sources, group, options, verdicts),
+            false => done
+                .next()
+                .expect("one result per group composed in the batch"),
         })
         .collect()
 }
