@@ -5,17 +5,21 @@
 //! difference. Groups are independent: a failing group is reported and left as it was, the
 //! others are composed.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
+
 use crate::delivery::DeliverySettings;
-use crate::delivery::verify::verify;
-use crate::deployment::{Selection, checked_group_dir, observe, read_sources};
+use crate::delivery::verify::{Delivered, verify};
+use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
-use crate::fsops;
+use crate::fsops::{self, FsError, SafeDir};
 use crate::layout::Layout;
-use crate::plan::{GroupPlan, Sources};
+use crate::plan::{Content, GroupPlan, Sources};
 use crate::progress::Progress;
-use crate::reconcile::apply;
+use crate::reconcile::{Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport};
 
 /// How to compose.
@@ -59,17 +63,61 @@ pub fn compose_with_progress(
     let groups = selection.groups(layout)?;
     let (sources, warnings) = read_sources(layout).map_err(Error::Sources)?;
     progress.start(groups.len());
-    let reports = parallel_map(&groups, |group| {
-        let report = match compose_one(layout, &sources, group, options, progress) {
-            Ok(report) => report,
-            Err(err) => {
-                tracing::error!(group, "{err}");
-                GroupReport::failed(group, &err)
-            }
-        };
-        progress.done(group);
-        report
+    let verdicts = Verdicts::default();
+    // First a look at every group without its lock (in parallel): a group already right is
+    // reported as it is. The others are composed under their locks: one alone durably file by
+    // file, several in batches whose syncs are shared ([`compose_batch`]).
+    let looks = parallel_map(&groups, |group| {
+        let look = first_look(layout, &sources, group, options, &verdicts);
+        if look.is_some() {
+            progress.done(group);
+        }
+        look
     });
+    let mut results: Vec<Option<Result<GroupReport, GroupError>>> = Vec::new();
+    let mut pending = Vec::new();
+    for (index, look) in looks.into_iter().enumerate() {
+        match look {
+            Some(result) => results.push(Some(result)),
+            None => {
+                results.push(None);
+                pending.push(index);
+            }
+        }
+    }
+    if let [index] = pending[..] {
+        results[index] = Some(compose_locked(
+            layout,
+            &sources,
+            &groups[index],
+            options,
+            &verdicts,
+            progress,
+        ));
+        progress.done(&groups[index]);
+    } else {
+        for batch in pending.chunks(BATCH_GROUPS) {
+            let names: Vec<&str> = batch.iter().map(|&i| groups[i].as_str()).collect();
+            let composed = compose_batch(layout, &sources, &names, options, &verdicts, progress);
+            for (&index, result) in batch.iter().zip(composed) {
+                results[index] = Some(result);
+                progress.done(&groups[index]);
+            }
+        }
+    }
+    let reports = groups
+        .iter()
+        .zip(results)
+        .map(
+            |(group, result)| match result.expect("every group is looked at or composed") {
+                Ok(report) => report,
+                Err(err) => {
+                    tracing::error!(group, "{err}");
+                    GroupReport::failed(group, &err)
+                }
+            },
+        )
+        .collect();
     Ok(ComposeReport::new(
         options.dry_run,
         options.settings.delivery,
@@ -117,9 +165,62 @@ pub fn compose_group(
     group: &str,
     options: &ComposeOptions,
 ) -> Result<GroupReport, GroupError> {
-    compose_one(layout, sources, group, options, &())
+    compose_one(layout, sources, group, options, &Verdicts::default())
 }
 
+fn compose_one(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &ComposeOptions,
+    verdicts: &Verdicts,
+) -> Result<GroupReport, GroupError> {
+    match first_look(layout, sources, group, options, verdicts) {
+        Some(result) => result,
+        None => compose_locked(layout, sources, group, options, verdicts, &()),
+    }
+}
+
+/// The outcome of looking at a group without its lock: `Some` when there is nothing more to
+/// do (the group is right, this is a dry run, or it failed in a way another run cannot have
+/// caused); `None` when there are changes to make, or a failure that may come from another run
+/// changing the group right now: look again under the lock.
+type Look = Option<Result<GroupReport, GroupError>>;
+
+/// A first look without the lock: a group that is already right (the common case at every
+/// spawn) is reported unchanged without taking the lock or writing anything. Anything else is
+/// looked at again under the lock, since another run may be changing it.
+fn first_look(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &ComposeOptions,
+    verdicts: &Verdicts,
+) -> Look {
+    let group_path = match checked_group_dir(layout, group) {
+        Ok(path) => path,
+        Err(err) => return Some(Err(err)),
+    };
+    match observe(layout, sources, &group_path, &options.settings, false) {
+        // `.claude-fragments` must exist even when nothing is imported from it (inline): the
+        // runner bind-mounts it read-only.
+        Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
+            let report = GroupReport::from_steps(group, &first.steps, &first.plan);
+            Some(Ok(verdicts.add(
+                layout,
+                sources,
+                &first.plan,
+                options,
+                report,
+            )))
+        }
+        Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => Some(Err(err)),
+        Ok(_) | Err(_) => None,
+    }
+}
+
+/// Composes one group under its lock, every file fsynced before it is renamed and the folders
+/// after each phase ([`apply`]).
 /// How long a run waits for a group's lock before it says that it is waiting.
 const LOCK_NOTICE_AFTER: Duration = Duration::from_millis(500);
 
@@ -133,10 +234,10 @@ fn lock_group(
 ) -> Result<fsops::GroupLock, GroupError> {
     let path = layout.lock_file(group);
     match fsops::lock(&path, timeout.min(LOCK_NOTICE_AFTER)) {
-        Err(fsops::FsError::LockTimeout { .. }) if timeout > LOCK_NOTICE_AFTER => {
+        Err(FsError::LockTimeout { .. }) if timeout > LOCK_NOTICE_AFTER => {
             progress.waiting_for_lock(group, &path);
             fsops::lock(&path, timeout - LOCK_NOTICE_AFTER).map_err(|err| match err {
-                fsops::FsError::LockTimeout { path, waited } => fsops::FsError::LockTimeout {
+                FsError::LockTimeout { path, waited } => FsError::LockTimeout {
                     path,
                     waited: waited + LOCK_NOTICE_AFTER,
                 }
@@ -148,51 +249,264 @@ fn lock_group(
     }
 }
 
-fn compose_one(
+fn compose_locked(
     layout: &Layout,
     sources: &Sources,
     group: &str,
     options: &ComposeOptions,
+    verdicts: &Verdicts,
     progress: &dyn Progress,
 ) -> Result<GroupReport, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
-    // A first look without the lock: a group that is already right (the common case at every
-    // spawn) is reported unchanged without taking the lock or writing anything. Anything else
-    // is looked at again under the lock, since another run may be changing it.
-    let settings = &options.settings;
-    match observe(layout, sources, &group_path, settings, false) {
-        // `.claude-fragments` must exist even when nothing is imported from it (inline): the
-        // runner bind-mounts it read-only.
-        Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
-            let report = GroupReport::from_steps(group, &first.steps, &first.plan);
-            return Ok(delivered(layout, sources, &first.plan, options, report));
-        }
-        Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => {
-            return Err(err);
-        }
-        // Changes to make, or a failure that may come from another run changing the group
-        // right now: look again under the lock.
-        Ok(_) | Err(_) => {}
-    }
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
-    let seen = observe(layout, sources, &group_path, settings, true)?;
+    let seen = observe(layout, sources, &group_path, &options.settings, true)?;
     let fragments = seen
         .fragments
         .as_ref()
         .expect("open_child with create returns a folder or an error");
     apply(&seen.dir, fragments, &seen.steps)?;
     let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
-    Ok(delivered(layout, sources, &seen.plan, options, report))
+    Ok(verdicts.add(layout, sources, &seen.plan, options, report))
 }
 
-/// Adds to `report` what reaches the agent of the group composed as `plan`.
-fn delivered(
+/// How many groups a batch composes at once: each holds its lock and two folders open while
+/// the batch runs (3 descriptors), and a batch costs four `syncfs` calls, so 128 groups keep
+/// both small (0.03 syncs per group).
+const BATCH_GROUPS: usize = 128;
+
+/// A group of a batch, locked, observed and staged.
+struct Work {
+    _lock: fsops::GroupLock,
+    seen: Observation,
+    staged: Staged,
+    device: u64,
+}
+
+impl Work {
+    fn fragments(&self) -> &SafeDir {
+        self.seen
+            .fragments
+            .as_ref()
+            .expect("open_child with create returns a folder or an error")
+    }
+}
+
+/// Composes `groups` (several) durably with four `syncfs` calls per filesystem for the whole
+/// batch instead of an fsync per file and per folder:
+///
+/// 1. every group is locked, observed again, and every file and link it needs is written under
+///    a temp name (not fsynced); then one `syncfs`: all their data is durable;
+/// 2. rescues and everything an entry point imports are renamed (linked) in place; `syncfs`;
+/// 3. the entry points are renamed in place; `syncfs`;
+/// 4. what they no longer import is removed; `syncfs`; only then are the groups reported.
+///
+/// Each phase of every group happens after the previous phase of every group is durable, so
+/// the order a crash can reveal is the order of [`apply`] for each group. A group that fails
+/// stops there (its temps removed); the others go on.
+fn compose_batch(
     layout: &Layout,
     sources: &Sources,
-    plan: &GroupPlan,
+    groups: &[&str],
     options: &ComposeOptions,
-    mut report: GroupReport,
-) -> GroupReport {
-    report.set_delivered(verify(layout, plan, sources, &options.settings));
-    report
+    verdicts: &Verdicts,
+    progress: &dyn Progress,
+) -> Vec<Result<GroupReport, GroupError>> {
+    // A lock another run holds is not waited for while this batch holds others (two runs
+    // taking locks in different orders would wait for each other): that group is composed on
+    // its own once the batch is done and its locks released.
+    let looked: Vec<Option<Result<Work, GroupError>>> = parallel_map(groups, |group| {
+        let work = || {
+            let group_path = checked_group_dir(layout, group)?;
+            let lock = match fsops::lock(&layout.lock_file(group), Duration::ZERO) {
+                Ok(lock) => lock,
+                Err(FsError::LockTimeout { .. }) => return Ok(None),
+                Err(err) => return Err(err.into()),
+            };
+            let seen = observe(layout, sources, &group_path, &options.settings, true)?;
+            let device = seen.dir.device()?;
+            let fragments = seen
+                .fragments
+                .as_ref()
+                .expect("open_child with create returns a folder or an error");
+            let staged = stage(&seen.dir, fragments, &seen.steps, false)?;
+            Ok(Some(Work {
+                _lock: lock,
+                seen,
+                staged,
+                device,
+            }))
+        };
+        work().transpose()
+    });
+    let busy: Vec<bool> = looked.iter().map(Option::is_none).collect();
+    let mut works: Vec<Result<Work, GroupError>> = looked.into_iter().flatten().collect();
+    sync_batch(&mut works);
+    phase(&mut works, Staged::place_imported);
+    sync_batch(&mut works);
+    phase(&mut works, Staged::place_entry_points);
+    sync_batch(&mut works);
+    phase(&mut works, Staged::remove_stale);
+    sync_batch(&mut works);
+    let mut done = groups
+        .iter()
+        .zip(&busy)
+        .filter(|(_, busy)| !**busy)
+        .zip(works)
+        .map(|((group, _), work)| {
+            let w = work?;
+            let report = GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan);
+            Ok(verdicts.add(layout, sources, &w.seen.plan, options, report))
+        })
+        .collect::<Vec<_>>()
+        .into_iter();
+    // The batch's locks are released (its works dropped): the busy groups, one at a time.
+    groups
+        .iter()
+        .zip(busy)
+        .map(|(group, busy)| match busy {
+            true => compose_locked(layout, sources, group, options, verdicts, progress),
+            false => done
+                .next()
+                .expect("one result per group composed in the batch"),
+        })
+        .collect()
+}
+
+/// Runs one phase on every group of the batch still going; a group that fails stops.
+fn phase(
+    works: &mut [Result<Work, GroupError>],
+    step: impl Fn(&mut Staged, &SafeDir, &SafeDir, &[Step]) -> Result<(), FsError>,
+) {
+    for work in works.iter_mut() {
+        let Ok(w) = work else { continue };
+        let Work { seen, staged, .. } = w;
+        let fragments = seen
+            .fragments
+            .as_ref()
+            .expect("open_child with create returns a folder or an error");
+        if let Err(err) = step(staged, &seen.dir, fragments, &seen.steps) {
+            *work = Err(err.into());
+        }
+    }
+}
+
+/// One `syncfs` per filesystem the batch's groups are on; every folder of the batch is then
+/// durable. A group on a filesystem whose sync fails fails (its data may not be durable).
+fn sync_batch(works: &mut [Result<Work, GroupError>]) {
+    let mut synced: Vec<(u64, Result<(), String>)> = Vec::new();
+    for work in works.iter_mut() {
+        let Ok(w) = work else { continue };
+        let outcome = match synced.iter().find(|(device, _)| *device == w.device) {
+            Some((_, outcome)) => outcome.clone(),
+            None => {
+                let outcome = w.seen.dir.sync_filesystem().map_err(|err| err.to_string());
+                synced.push((w.device, outcome.clone()));
+                outcome
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                w.seen.dir.mark_synced();
+                w.fragments().mark_synced();
+            }
+            Err(message) => {
+                let path = w.seen.dir.path().to_owned();
+                *work = Err(GroupError::from(FsError::Io {
+                    op: "sync the filesystem of",
+                    path,
+                    source: std::io::Error::other(message),
+                }));
+            }
+        }
+    }
+}
+
+/// What reaches the agent of each group, worked out once per distinct plan in a run.
+///
+/// [`verify`] is a pure function of the plan, the sources, the settings and the layout, and
+/// only the plan differs between the groups of one run; groups whose plans are identical
+/// (the same config and the same `CLAUDE.local.md`: every freshly seeded group of a template,
+/// say) get the verdict computed for the first of them, which is exactly what computing it
+/// again would give. The key is a SHA-256 of everything in the plan that `verify` reads.
+#[derive(Default)]
+struct Verdicts {
+    seen: Mutex<HashMap<[u8; 32], Delivered>>,
+}
+
+/// The most verdicts kept in a run (each is a few hundred bytes).
+const MAX_VERDICTS: usize = 4096;
+
+impl Verdicts {
+    /// Adds to `report` what reaches the agent of the group composed as `plan`.
+    fn add(
+        &self,
+        layout: &Layout,
+        sources: &Sources,
+        plan: &GroupPlan,
+        options: &ComposeOptions,
+        mut report: GroupReport,
+    ) -> GroupReport {
+        let key = plan_key(plan);
+        let known = self.lock().get(&key).cloned();
+        let delivered = known.unwrap_or_else(|| {
+            let delivered = verify(layout, plan, sources, &options.settings);
+            let mut seen = self.lock();
+            if seen.len() < MAX_VERDICTS {
+                seen.insert(key, delivered.clone());
+            }
+            delivered
+        });
+        report.set_delivered(delivered);
+        report
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Delivered>> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A digest of everything in `plan` that [`verify`] reads: the target, every entry (path and
+/// content), the sections, what was dropped and the local memory, each length-prefixed.
+fn plan_key(plan: &GroupPlan) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    let mut put = |bytes: &[u8]| {
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    };
+    put(format!("{:?}", plan.target).as_bytes());
+    put(&(plan.entries.len() as u64).to_le_bytes());
+    for entry in &plan.entries {
+        put(entry.path.to_string().as_bytes());
+        match &entry.content {
+            Content::File(bytes) => {
+                put(b"file");
+                put(bytes);
+            }
+            Content::Symlink(target) => {
+                put(b"link");
+                put(target.as_os_str().as_encoded_bytes());
+            }
+            Content::Seed => put(b"seed"),
+        }
+    }
+    put(&(plan.sections.len() as u64).to_le_bytes());
+    for section in &plan.sections {
+        put(format!("{:?}", section.id).as_bytes());
+        put(&section.text);
+    }
+    put(&(plan.dropped.len() as u64).to_le_bytes());
+    for dropped in &plan.dropped {
+        put(dropped.section.as_bytes());
+        put(&dropped.bytes.to_le_bytes());
+    }
+    match &plan.local_memory {
+        None => put(b"no local memory"),
+        Some(bytes) => {
+            put(b"local memory");
+            put(bytes);
+        }
+    }
+    hash.finalize().into()
 }

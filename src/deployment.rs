@@ -13,10 +13,10 @@ use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
 use crate::delivery::expand::expand_source;
 use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, NodeKind, SafeDir};
+use crate::fsops::{self, FsError, Listing, NodeKind, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::plan::{Delivery, GroupPlan, Sources};
-use crate::reconcile::{Step, diff};
+use crate::reconcile::{Step, diff_listed};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
 
@@ -47,13 +47,17 @@ impl Selection {
 /// symlink, so that it is reported and refused), except hidden names and `global`.
 pub fn list_groups(layout: &Layout) -> Result<Vec<String>, FsError> {
     let dir = SafeDir::open(&layout.groups_dir)?;
+    let listing = dir.listing()?;
     let mut groups = Vec::new();
-    for name in dir.list()? {
+    for name in listing.names() {
         let name = name.to_string_lossy().into_owned();
         if name.starts_with('.') || name == GLOBAL_GROUP {
             continue;
         }
-        if matches!(dir.kind(&name)?, NodeKind::Dir | NodeKind::Symlink) {
+        if matches!(
+            listing.kind(&dir, &name)?,
+            NodeKind::Dir | NodeKind::Symlink
+        ) {
             groups.push(name);
         }
     }
@@ -195,17 +199,18 @@ pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), Fs
 }
 
 /// Plans a group: reads what its target needs from the group (`CLAUDE.local.md`, read once and
-/// never through a link) and calls [`plan_delivery`].
+/// never through a link) and calls [`plan_delivery`]. `listed` is a listing of the group folder.
 pub fn plan_for(
     layout: &Layout,
     dir: &SafeDir,
+    listed: &Listing,
     config: &GroupConfig,
     sources: &Sources,
     settings: &DeliverySettings,
 ) -> Result<GroupPlan, GroupError> {
     // A linked or special CLAUDE.local.md is refused by the diff; one larger than Claude Code
     // reads counts as missing.
-    let local = match dir.kind(names::CLAUDE_LOCAL_MD)? {
+    let local = match listed.kind(dir, names::CLAUDE_LOCAL_MD)? {
         NodeKind::File => {
             match dir.read_file(names::CLAUDE_LOCAL_MD, crate::loader::MAX_FILE_BYTES) {
                 Err(FsError::TooLarge { .. }) => None,
@@ -280,11 +285,17 @@ pub fn observe(
     create: bool,
 ) -> Result<Observation, GroupError> {
     let dir = open_group(group_path)?;
+    // One listing of the group folder gives the kind of every entry (no `stat` each) and the
+    // leftover temp files.
+    let listed = dir.listing()?;
     let config = read_config(&dir)?;
-    let plan = plan_for(layout, &dir, &config, sources, settings)?;
+    let plan = plan_for(layout, &dir, &listed, &config, sources, settings)?;
     let delivery = plan.target.delivery;
-    let fragments = dir.open_child(names::FRAGMENTS, create)?;
-    let steps = diff(&dir, fragments.as_ref(), &plan)?;
+    let fragments = match listed.kind(&dir, names::FRAGMENTS)? {
+        NodeKind::Missing if !create => None,
+        _ => dir.open_child(names::FRAGMENTS, create)?,
+    };
+    let steps = diff_listed(&dir, &listed, fragments.as_ref(), &plan)?;
     Ok(Observation {
         dir,
         fragments,

@@ -169,6 +169,34 @@ impl Node {
     }
 }
 
+/// What a directory held when it was listed: names and, where the filesystem says, kinds.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    entries: Vec<(OsString, Option<NodeKind>)>,
+}
+
+impl Listing {
+    /// The names listed, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &OsString> {
+        self.entries.iter().map(|(name, _)| name)
+    }
+
+    /// What `name` was when listed (`Missing` when it was not there), asking `dir` when the
+    /// listing did not say. Whatever is then read is still checked when it is opened.
+    pub fn kind(&self, dir: &SafeDir, name: &str) -> Result<NodeKind> {
+        match self
+            .entries
+            .binary_search_by(|(listed, _)| listed.as_os_str().cmp(std::ffi::OsStr::new(name)))
+        {
+            Ok(index) => match self.entries[index].1 {
+                Some(kind) => Ok(kind),
+                None => dir.kind(name),
+            },
+            Err(_) => Ok(NodeKind::Missing),
+        }
+    }
+}
+
 /// A directory opened without following symlinks; all access is relative to it.
 #[derive(Debug)]
 pub struct SafeDir {
@@ -176,6 +204,8 @@ pub struct SafeDir {
     fd: OwnedFd,
     /// Entries changed since the last fsync of the directory.
     unsynced: std::cell::Cell<bool>,
+    /// Whether the descriptor was listed (its position is then past the first entry).
+    listed: std::cell::Cell<bool>,
 }
 
 impl Drop for SafeDir {
@@ -197,6 +227,7 @@ impl SafeDir {
             path,
             fd,
             unsynced: std::cell::Cell::new(false),
+            listed: std::cell::Cell::new(false),
         }
     }
 
@@ -216,10 +247,11 @@ impl SafeDir {
             checkpoint("mkdir", &path);
             match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o755)) {
                 Ok(()) => {
+                    // Made durable with the next sync of this folder (every caller syncs it
+                    // before anything depends on the new folder surviving a crash).
                     self.unsynced.set(true);
                     let owner = self.owner_for_new()?;
                     self.give_name(name, &owner)?;
-                    self.sync()?;
                 }
                 Err(rustix::io::Errno::EXIST) => {}
                 Err(err) => return Err(FsError::io("create directory", path, err)),
@@ -364,32 +396,68 @@ impl SafeDir {
     /// The temp files and links left in this directory by an interrupted run (removing them
     /// is only safe while holding the lock that covers the directory).
     pub fn stale_temps(&self) -> Result<Vec<String>> {
+        let listing = self.listing()?;
         let mut temps = Vec::new();
-        for name in self.list()? {
+        for name in listing.names() {
             let Some(name) = name.to_str().filter(|n| is_temp_name(n)) else {
                 continue;
             };
-            if matches!(self.kind(name)?, NodeKind::File | NodeKind::Symlink) {
+            if matches!(
+                listing.kind(self, name)?,
+                NodeKind::File | NodeKind::Symlink
+            ) {
                 temps.push(name.to_owned());
             }
         }
         Ok(temps)
     }
 
+    /// One listing of this directory, to look names up in without a system call each.
+    pub fn listing(&self) -> Result<Listing> {
+        Ok(Listing {
+            entries: self.list_kinds()?,
+        })
+    }
+
     /// The names in this directory, sorted. Names that are not valid UTF-8 are returned lossily
     /// converted only for display; callers must treat them as foreign.
     pub fn list(&self) -> Result<Vec<OsString>> {
-        let dir = rustix::fs::Dir::read_from(&self.fd)
-            .map_err(|err| FsError::io("list", &self.path, err))?;
+        Ok(self
+            .list_kinds()?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect())
+    }
+
+    /// The names in this directory, sorted, each with its kind as the listing gives it
+    /// (`None` when the filesystem does not say: ask [`SafeDir::kind`]). A kind is what the
+    /// entry was when listed; anything read afterwards is still checked when it is opened.
+    pub fn list_kinds(&self) -> Result<Vec<(OsString, Option<NodeKind>)>> {
+        // The listing reads this very descriptor (no second open of the folder): rewind it
+        // when it was listed before.
+        if self.listed.replace(true) {
+            rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(0))
+                .map_err(|err| FsError::io("list", &self.path, err))?;
+        }
+        let mut buf = Vec::with_capacity(8192);
+        let mut dir = rustix::fs::RawDir::new(&self.fd, buf.spare_capacity_mut());
         let mut names = Vec::new();
-        for entry in dir {
+        while let Some(entry) = dir.next() {
             let entry = entry.map_err(|err| FsError::io("list", &self.path, err))?;
             let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                names.push(OsString::from_vec(name.to_vec()));
+            if name == b"." || name == b".." {
+                continue;
             }
+            let kind = match entry.file_type() {
+                FileType::Unknown => None,
+                FileType::RegularFile => Some(NodeKind::File),
+                FileType::Symlink => Some(NodeKind::Symlink),
+                FileType::Directory => Some(NodeKind::Dir),
+                _ => Some(NodeKind::Other),
+            };
+            names.push((OsString::from_vec(name.to_vec()), kind));
         }
-        names.sort();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(names)
     }
 
@@ -423,6 +491,89 @@ impl SafeDir {
         };
         self.unlink(&temp)?;
         Ok(created)
+    }
+
+    /// Writes `bytes` under a temp name, with the owner and mode a file replacing `name`
+    /// takes, to be put in place later ([`SafeDir::put_in_place`]). `durable`: fsynced before
+    /// this returns; else the caller makes it durable (with [`SafeDir::sync_filesystem`]) before it is
+    /// put in place.
+    pub fn stage_file(&self, name: &str, bytes: &[u8], durable: bool) -> Result<Temp> {
+        let owner = self.owner_for(name)?;
+        self.write_temp_with(bytes, &owner, durable)
+            .map(|name| Temp { name })
+    }
+
+    /// Writes `bytes` under a temp name with the owner and mode of a new file, to be linked
+    /// in place only if nothing has the name by then ([`SafeDir::link_new`]).
+    pub fn stage_new_file(&self, bytes: &[u8], durable: bool) -> Result<Temp> {
+        let owner = self.owner_for_new()?;
+        self.write_temp_with(bytes, &owner, durable)
+            .map(|name| Temp { name })
+    }
+
+    /// Makes a symlink to `target` under a temp name, owned as `name` would be.
+    pub fn stage_symlink(&self, name: &str, target: &Path) -> Result<Temp> {
+        let temp = self.fresh_temp_name();
+        checkpoint("symlink", &self.path.join(&temp));
+        rustix::fs::symlinkat(target, &self.fd, &temp)
+            .map_err(|err| FsError::io("create symlink", self.path.join(&temp), err))?;
+        self.unsynced.set(true);
+        let owner = self.owner_for(name)?;
+        if let Err(err) = self.give_name(&temp, &owner) {
+            let _ = self.unlink(&temp);
+            return Err(err);
+        }
+        Ok(Temp { name: temp })
+    }
+
+    /// Renames the staged `temp` over `name` (atomic: a reader sees the old or the new).
+    pub fn put_in_place(&self, temp: Temp, name: &str) -> Result<()> {
+        self.rename_into_place(&temp.name, name)
+    }
+
+    /// Links the staged `temp` at `name` only if nothing has that name, then removes the temp
+    /// name. Returns whether it was linked.
+    pub fn link_new(&self, temp: Temp, name: &str) -> Result<bool> {
+        checkpoint("link", &self.path.join(name));
+        let linked = rustix::fs::linkat(&self.fd, &temp.name, &self.fd, name, AtFlags::empty());
+        let created = match linked {
+            Ok(()) => {
+                self.unsynced.set(true);
+                true
+            }
+            Err(rustix::io::Errno::EXIST) => false,
+            Err(err) => {
+                let _ = self.unlink(&temp.name);
+                return Err(FsError::io("create", self.path.join(name), err));
+            }
+        };
+        self.unlink(&temp.name)?;
+        Ok(created)
+    }
+
+    /// Removes a staged temp that will not be used (best effort: a leftover temp is removed
+    /// by the next run that holds the lock).
+    pub fn discard(&self, temp: Temp) {
+        let _ = self.unlink(&temp.name);
+    }
+
+    /// Records that everything changed in this folder is durable (after [`SafeDir::sync_filesystem`]).
+    pub fn mark_synced(&self) {
+        self.unsynced.set(false);
+    }
+
+    /// The device of the filesystem this folder is on.
+    pub fn device(&self) -> Result<u64> {
+        rustix::fs::fstat(&self.fd)
+            .map(|stat| stat.st_dev)
+            .map_err(|err| FsError::io("inspect", &self.path, err))
+    }
+
+    /// Makes everything written on this folder's filesystem durable (`syncfs`): the data of
+    /// every staged temp, and every rename, link and unlink made so far, in one call.
+    pub fn sync_filesystem(&self) -> Result<()> {
+        rustix::fs::syncfs(&self.fd)
+            .map_err(|err| FsError::io("sync the filesystem of", &self.path, err))
     }
 
     /// Atomically replaces (or creates) `name` with a symlink to `target`.
@@ -537,6 +688,10 @@ impl SafeDir {
     }
 
     fn write_temp(&self, bytes: &[u8], owner: &Owner) -> Result<String> {
+        self.write_temp_with(bytes, owner, true)
+    }
+
+    fn write_temp_with(&self, bytes: &[u8], owner: &Owner, durable: bool) -> Result<String> {
         let name = self.fresh_temp_name();
         let path = self.path.join(&name);
         checkpoint("create temp file", &path);
@@ -545,8 +700,8 @@ impl SafeDir {
         let fd = rustix::fs::openat(&self.fd, &name, flags, Mode::from_raw_mode(0o600))
             .map_err(|err| FsError::io("create", &path, err))?;
         let mut file = std::fs::File::from(fd);
-        let result =
-            give(&file, owner, &path).and_then(|()| write_durably(&mut file, bytes, &path));
+        let result = give(&file, owner, &path)
+            .and_then(|()| write_contents(&mut file, bytes, &path, durable));
         if result.is_err() {
             let _ = self.unlink(&name);
         }
@@ -575,6 +730,13 @@ impl SafeDir {
     }
 }
 
+/// A file or link written under a temp name in a [`SafeDir`], waiting to be put in place.
+#[derive(Debug)]
+#[must_use = "a staged temp is put in place, linked or discarded"]
+pub struct Temp {
+    name: String,
+}
+
 /// The owner and permission bits a written file takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Owner {
@@ -601,13 +763,23 @@ fn give(file: &std::fs::File, owner: &Owner, path: &Path) -> Result<()> {
 /// Blocks of zeros are left as holes rather than written.
 const HOLE_BLOCK: usize = 4096;
 
-fn write_durably(file: &mut std::fs::File, bytes: &[u8], path: &Path) -> Result<()> {
+/// Writes `bytes` into the new `file`; `durable`: fsyncs it too (else the caller makes it
+/// durable, for many files at once, with [`SafeDir::sync_filesystem`]).
+fn write_contents(
+    file: &mut std::fs::File,
+    bytes: &[u8],
+    path: &Path,
+    durable: bool,
+) -> Result<()> {
     let half = bytes.len() / 2;
     write_sparse(file, bytes, 0, half).map_err(|err| FsError::io("write", path, err))?;
     checkpoint("write second half", path);
     write_sparse(file, bytes, half, bytes.len()).map_err(|err| FsError::io("write", path, err))?;
     file.set_len(bytes.len() as u64)
         .map_err(|err| FsError::io("write", path, err))?;
+    if !durable {
+        return Ok(());
+    }
     file.sync_all()
         .map_err(|err| FsError::io("sync", path, err))
 }
@@ -684,7 +856,8 @@ fn reopen(
     let proc = format!("/proc/self/fd/{}", handle.as_raw_fd());
     let flags = access | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = match rustix::fs::open(proc.as_str(), flags, Mode::empty()) {
-        Ok(fd) => fd,
+        // The magic link opens the very inode the handle holds: nothing to compare.
+        Ok(fd) => return Ok(std::fs::File::from(fd)),
         Err(rustix::io::Errno::NOENT) => by_name()?,
         Err(err) => return Err(err.into()),
     };
@@ -703,13 +876,19 @@ fn read_limited(file: std::fs::File, path: &Path, size: u64, limit: u64) -> Resu
     if size > limit {
         return Err(too_large(path, limit));
     }
-    let mut bytes = Vec::with_capacity(size as usize + 1);
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| FsError::io("read", path, err))?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large(path, limit));
+    // The `size` bytes `fstat` reported, and no more: no second read to find the end. A file
+    // appended to meanwhile is read as it was when looked at; one that shrank, to its end.
+    let mut bytes = vec![0; size as usize];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match (&file).read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(FsError::io("read", path, err)),
+        }
     }
+    bytes.truncate(filled);
     Ok(bytes)
 }
 

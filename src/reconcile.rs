@@ -8,7 +8,7 @@
 
 use crate::delivery::{ENTRY_POINTS, is_entry_point_name};
 use crate::error::GroupError;
-use crate::fsops::{FsError, Node, NodeKind, SafeDir, is_temp_name};
+use crate::fsops::{FsError, Listing, Node, NodeKind, SafeDir, Temp, is_temp_name};
 use crate::layout::names;
 use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_composed, is_pristine, short_hash};
 
@@ -73,40 +73,58 @@ pub fn diff(
     fragments: Option<&SafeDir>,
     plan: &GroupPlan,
 ) -> Result<Vec<Step>, GroupError> {
+    diff_listed(group, &group.listing()?, fragments, plan)
+}
+
+/// [`diff`], given a listing of the group folder made by the caller (each folder is listed
+/// once: the kinds of the entries come from the listings, not from a `stat` each).
+pub fn diff_listed(
+    group: &SafeDir,
+    listed: &Listing,
+    fragments: Option<&SafeDir>,
+    plan: &GroupPlan,
+) -> Result<Vec<Step>, GroupError> {
+    let fragments = match fragments {
+        Some(dir) => Some((dir, dir.listing()?)),
+        None => None,
+    };
     let mut steps = Vec::new();
     for desired in &plan.entries {
         let dir = if desired.path.in_fragments {
-            fragments
+            fragments.as_ref().map(|(dir, listing)| (*dir, listing))
         } else {
-            Some(group)
+            Some((group, listed))
         };
         diff_entry(dir, desired, &mut steps)?;
     }
-    for name in group.list()? {
+    for name in listed.names() {
         if let Some(name) = name.to_str().filter(|n| is_temp_name(n))
-            && matches!(group.kind(name)?, NodeKind::File | NodeKind::Symlink)
+            && matches!(
+                listed.kind(group, name)?,
+                NodeKind::File | NodeKind::Symlink
+            )
         {
             steps.push(Step::Clean {
                 path: ManagedPath::top(name),
             });
         }
     }
-    if let Some(fragments) = fragments {
-        stale_fragments(fragments, plan, &mut steps)?;
+    if let Some((fragments, listing)) = &fragments {
+        stale_fragments(fragments, listing, plan, &mut steps)?;
     }
     let shared_wanted = plan
         .entries
         .iter()
         .any(|d| !d.path.in_fragments && d.path.name == names::SHARED);
     if !shared_wanted
-        && let kind @ (NodeKind::File | NodeKind::Symlink) = group.kind(names::SHARED)?
+        && let kind @ (NodeKind::File | NodeKind::Symlink) = listed.kind(group, names::SHARED)?
     {
         steps.push(Step::Remove {
             path: ManagedPath::top(names::SHARED),
             before: kind,
         });
     }
-    stale_entry_points(group, plan, &mut steps)?;
+    stale_entry_points(group, listed, plan, &mut steps)?;
     for step in &steps {
         if let Step::Rescue { to, bytes, .. } = step {
             check_rescue_budget(group, to, bytes.len() as u64)?;
@@ -120,6 +138,7 @@ pub fn diff(
 /// compose is never touched.
 fn stale_entry_points(
     group: &SafeDir,
+    listed: &Listing,
     plan: &GroupPlan,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
@@ -128,7 +147,7 @@ fn stale_entry_points(
             .entries
             .iter()
             .any(|d| !d.path.in_fragments && d.path.name == name);
-        if wanted || group.kind(name)? != NodeKind::File {
+        if wanted || listed.kind(group, name)? != NodeKind::File {
             continue;
         }
         let Some(old) = group.read_file(name, MAX_RESCUE_BYTES)? else {
@@ -190,12 +209,12 @@ fn check_rescue_budget(group: &SafeDir, to: &str, new_bytes: u64) -> Result<(), 
 }
 
 fn diff_entry(
-    dir: Option<&SafeDir>,
+    dir: Option<(&SafeDir, &Listing)>,
     desired: &Desired,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
     let path = desired.path.clone();
-    let Some(dir) = dir else {
+    let Some((dir, listed)) = dir else {
         steps.push(Step::Write {
             path,
             content: desired.content.clone(),
@@ -210,7 +229,7 @@ fn diff_entry(
         Content::Symlink(_) | Content::Seed => 0,
     };
     let mut longer_than_desired = false;
-    let node = match dir.kind(name)? {
+    let node = match listed.kind(dir, name)? {
         NodeKind::Missing => Node::Missing,
         NodeKind::Dir => Node::Dir,
         NodeKind::Other => Node::Other,
@@ -296,11 +315,12 @@ fn refuse_unsafe(
 
 fn stale_fragments(
     fragments: &SafeDir,
+    listed: &Listing,
     plan: &GroupPlan,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
     let wanted: Vec<&str> = plan.fragment_names().collect();
-    for name in fragments.list()? {
+    for name in listed.names() {
         let Some(name) = name.to_str() else {
             tracing::warn!(dir = %fragments.path().display(), "leaving a non-UTF-8 name alone");
             continue;
@@ -308,7 +328,7 @@ fn stale_fragments(
         if wanted.contains(&name) {
             continue;
         }
-        match fragments.kind(name)? {
+        match listed.kind(fragments, name)? {
             NodeKind::File | NodeKind::Symlink if is_temp_name(name) => steps.push(Step::Clean {
                 path: ManagedPath::fragment(name),
             }),
@@ -326,59 +346,179 @@ fn stale_fragments(
     Ok(())
 }
 
-/// Performs `steps` in a reader-safe order: leftovers cleaned, rescues, writes (in plan
-/// order), then removals. The caller must hold the group's lock.
+/// Performs `steps` in a reader-safe order, durably: leftovers cleaned, every new file and
+/// link written under a temp name and fsynced ([`stage`]), then rescues and everything the
+/// entry point imports put in place, then the entry point, then removals, each phase made
+/// durable (the folders fsynced) before the next. The caller must hold the group's lock.
 pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(), FsError> {
+    let mut staged = stage(group, fragments, steps, true)?;
+    let sync = || fragments.sync().and_then(|()| group.sync());
+    staged.place_imported(group, fragments, steps)?;
+    sync()?;
+    staged.place_entry_points(group, fragments, steps)?;
+    sync()?;
+    staged.remove_stale(group, fragments, steps)?;
+    sync()
+}
+
+/// A group's steps with every file and link they write already made under a temp name (and,
+/// unless the caller makes them durable at once for many groups, fsynced), to be put in place
+/// in three phases. Between two phases the caller makes the first durable, so that after a
+/// crash at any point every file is old or new, a rescue is durable before the entry point
+/// it keeps is replaced, everything an entry point imports is durable before it, and a
+/// fragment is removed only once the entry point that stopped importing it is durable.
+#[derive(Debug)]
+#[must_use = "staged temps are put in place or discarded"]
+pub struct Staged {
+    /// The temp of each step that writes (by step index).
+    temps: Vec<Option<Temp>>,
+}
+
+/// Phase 0 of [`apply`]: removes leftovers of an interrupted run and writes every file and link
+/// `steps` need under temp names. `durable`: each temp is fsynced; else the caller makes them
+/// durable (`syncfs`) before [`Staged::place_imported`]. On failure nothing staged is left.
+pub fn stage(
+    group: &SafeDir,
+    fragments: &SafeDir,
+    steps: &[Step],
+    durable: bool,
+) -> Result<Staged, FsError> {
     let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
     for step in steps {
         if let Step::Clean { path } = step {
             dir_of(path).remove(&path.name)?;
         }
     }
+    let mut staged = Staged { temps: Vec::new() };
     for step in steps {
-        if let Step::Rescue { from, to, bytes } = step {
-            if !group.create_new_file(to, bytes)? {
-                check_rescued(group, to, bytes)?;
+        let temp = match step {
+            Step::Rescue { bytes, .. } => group.stage_new_file(bytes, durable).map(Some),
+            Step::Write { path, content, .. } => {
+                let dir = dir_of(path);
+                match content {
+                    Content::File(bytes) => dir.stage_file(&path.name, bytes, durable),
+                    Content::Symlink(target) => dir.stage_symlink(&path.name, target),
+                    Content::Seed => dir.stage_new_file(b"", durable),
+                }
+                .map(Some)
             }
-            tracing::warn!(rescued = %group.path().join(to).display(), "kept a hand-edited {from}");
-        }
-    }
-    // The rescued text is durable before the entry point is replaced, and everything the new
-    // entry point imports is durable before it is.
-    let (entry_point, imported): (Vec<&Step>, Vec<&Step>) = steps
-        .iter()
-        .filter(|step| matches!(step, Step::Write { .. }))
-        .partition(|step| matches!(step, Step::Write { path, .. } if is_entry_point(path)));
-    for step in imported.into_iter().chain(entry_point) {
-        if let Step::Write { path, content, .. } = step {
-            if is_entry_point(path) {
-                fragments.sync()?;
-                group.sync()?;
+            _ => Ok(None),
+        };
+        match temp {
+            Ok(temp) => staged.temps.push(temp),
+            Err(err) => {
+                staged.discard(group, fragments, steps);
+                return Err(err);
             }
-            write(dir_of(path), &path.name, content)?;
         }
     }
-    fragments.sync()?;
-    group.sync()?;
-    for step in steps {
-        if let Step::Remove { path, .. } = step {
-            dir_of(path).remove(&path.name)?;
+    Ok(staged)
+}
+
+impl Staged {
+    /// Removes every temp not put in place (after a failure).
+    pub fn discard(&mut self, group: &SafeDir, fragments: &SafeDir, steps: &[Step]) {
+        for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
+            let Some(temp) = temp.take() else { continue };
+            match step {
+                Step::Write { path, .. } if path.in_fragments => fragments.discard(temp),
+                _ => group.discard(temp),
+            }
         }
     }
-    fragments.sync()?;
-    group.sync()
+
+    /// Phase 1: rescues of hand-edited entry points, then every other written file (in plan
+    /// order: what the entry point imports). On failure the remaining temps are removed.
+    pub fn place_imported(
+        &mut self,
+        group: &SafeDir,
+        fragments: &SafeDir,
+        steps: &[Step],
+    ) -> Result<(), FsError> {
+        let result = self.place(group, fragments, steps, Phase::Imported);
+        if result.is_err() {
+            self.discard(group, fragments, steps);
+        }
+        result
+    }
+
+    /// Phase 2: the entry points, once what they import is durable.
+    pub fn place_entry_points(
+        &mut self,
+        group: &SafeDir,
+        fragments: &SafeDir,
+        steps: &[Step],
+    ) -> Result<(), FsError> {
+        let result = self.place(group, fragments, steps, Phase::EntryPoints);
+        if result.is_err() {
+            self.discard(group, fragments, steps);
+        }
+        result
+    }
+
+    /// Phase 3: removals of what the (durable) entry points no longer import.
+    pub fn remove_stale(
+        &mut self,
+        group: &SafeDir,
+        fragments: &SafeDir,
+        steps: &[Step],
+    ) -> Result<(), FsError> {
+        let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
+        for step in steps {
+            if let Step::Remove { path, .. } = step {
+                dir_of(path).remove(&path.name)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn place(
+        &mut self,
+        group: &SafeDir,
+        fragments: &SafeDir,
+        steps: &[Step],
+        phase: Phase,
+    ) -> Result<(), FsError> {
+        let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
+        if phase == Phase::Imported {
+            for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
+                if let (Step::Rescue { from, to, bytes }, Some(_)) = (step, &temp) {
+                    let temp = temp.take().expect("checked above");
+                    if !group.link_new(temp, to)? {
+                        check_rescued(group, to, bytes)?;
+                    }
+                    tracing::warn!(rescued = %group.path().join(to).display(), "kept a hand-edited {from}");
+                }
+            }
+        }
+        for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
+            let Step::Write { path, content, .. } = step else {
+                continue;
+            };
+            if is_entry_point(path) != (phase == Phase::EntryPoints) {
+                continue;
+            }
+            let Some(temp) = temp.take() else { continue };
+            let dir = dir_of(path);
+            match content {
+                Content::Seed => {
+                    dir.link_new(temp, &path.name)?;
+                }
+                Content::File(_) | Content::Symlink(_) => dir.put_in_place(temp, &path.name)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Imported,
+    EntryPoints,
 }
 
 fn is_entry_point(path: &ManagedPath) -> bool {
     !path.in_fragments && is_entry_point_name(&path.name)
-}
-
-fn write(dir: &SafeDir, name: &str, content: &Content) -> Result<(), FsError> {
-    match content {
-        Content::File(bytes) => dir.write_file(name, bytes),
-        Content::Symlink(target) => dir.symlink(name, target),
-        Content::Seed => dir.create_new_file(name, b"").map(|_| ()),
-    }
 }
 
 /// The rescue name is taken: an earlier, interrupted run kept the same text there (the name
