@@ -142,6 +142,9 @@ pub enum Behaviour {
     LinkTargetsExternal,
     /// Frontmatter after a BOM is stripped.
     FrontmatterAfterBom,
+    /// Frontmatter that fails to parse is retried with its leading tabs turned into spaces
+    /// (before: only with its glob values quoted, so `\t- a/**` leaves the rule unconditional).
+    FrontmatterTabRetry,
     /// The `<system-reminder>\nCodebase and user instructions…` wrapper; before it the
     /// `# claudeMd … # currentDate` one.
     SystemReminderWrapper,
@@ -187,6 +190,10 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
         ClaudeVersion::new(2, 1, 72),
     ),
     (Behaviour::BodiesTrimmed, ClaudeVersion::new(2, 1, 79)),
+    (
+        Behaviour::FrontmatterTabRetry,
+        ClaudeVersion::new(2, 1, 113),
+    ),
     (Behaviour::RealPathDedupe, ClaudeVersion::new(2, 1, 142)),
     (
         Behaviour::LinkTargetsExternal,
