@@ -474,23 +474,8 @@ impl SafeDir {
         if self.kind(name)? != NodeKind::Missing {
             return Ok(false);
         }
-        let owner = self.owner_for_new()?;
-        let temp = self.write_temp(bytes, &owner)?;
-        checkpoint("link", &self.path.join(name));
-        let linked = rustix::fs::linkat(&self.fd, &temp, &self.fd, name, AtFlags::empty());
-        let created = match linked {
-            Ok(()) => {
-                self.unsynced.set(true);
-                true
-            }
-            Err(rustix::io::Errno::EXIST) => false,
-            Err(err) => {
-                let _ = self.unlink(&temp);
-                return Err(FsError::io("create", self.path.join(name), err));
-            }
-        };
-        self.unlink(&temp)?;
-        Ok(created)
+        let temp = self.stage_new_file(bytes, true)?;
+        self.link_new(temp, name)
     }
 
     /// Writes `bytes` under a temp name, with the owner and mode a file replacing `name`

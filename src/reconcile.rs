@@ -435,11 +435,7 @@ impl Staged {
         fragments: &SafeDir,
         steps: &[Step],
     ) -> Result<(), FsError> {
-        let result = self.place(group, fragments, steps, Phase::Imported);
-        if result.is_err() {
-            self.discard(group, fragments, steps);
-        }
-        result
+        self.place(group, fragments, steps, Phase::Imported)
     }
 
     /// Phase 2: the entry points, once what they import is durable.
@@ -449,11 +445,7 @@ impl Staged {
         fragments: &SafeDir,
         steps: &[Step],
     ) -> Result<(), FsError> {
-        let result = self.place(group, fragments, steps, Phase::EntryPoints);
-        if result.is_err() {
-            self.discard(group, fragments, steps);
-        }
-        result
+        self.place(group, fragments, steps, Phase::EntryPoints)
     }
 
     /// Phase 3: removals of what the (durable) entry points no longer import.
@@ -472,7 +464,22 @@ impl Staged {
         Ok(())
     }
 
+    /// Puts the temps of `phase` in place; on failure the remaining temps are removed.
     fn place(
+        &mut self,
+        group: &SafeDir,
+        fragments: &SafeDir,
+        steps: &[Step],
+        phase: Phase,
+    ) -> Result<(), FsError> {
+        let result = self.place_phase(group, fragments, steps, phase);
+        if result.is_err() {
+            self.discard(group, fragments, steps);
+        }
+        result
+    }
+
+    fn place_phase(
         &mut self,
         group: &SafeDir,
         fragments: &SafeDir,
