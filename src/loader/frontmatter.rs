@@ -65,15 +65,20 @@ pub(crate) fn split<'t>(
     let ws = rest.len() - rest.trim_start_matches(markdown::is_js_space).len();
     end += ws;
     // `\n?` after a greedy `\s*` never adds anything: `\s` already took every newline.
-    (&t[end..], paths(yaml, budgets))
+    (&t[end..], paths(yaml, version, budgets))
 }
 
 /// JS `Bar`: the block as YAML, with Claude Code's one retry; `None` when both fail.
-fn parse_yaml(block: &str) -> Option<Yaml> {
+fn parse_yaml(block: &str, version: ClaudeVersion) -> Option<Yaml> {
     match load_first(block) {
         Ok(doc) => Some(doc),
         Err(first) => {
-            let retry = indent_tabs_as_spaces(&quote_glob_values(block));
+            let quoted = quote_glob_values(block);
+            let retry = if version.has(Behaviour::FrontmatterTabRetry) {
+                indent_tabs_as_spaces(&quoted)
+            } else {
+                quoted
+            };
             match load_first(&retry) {
                 Ok(doc) => Some(doc),
                 Err(second) => {
@@ -162,7 +167,7 @@ fn indent_tabs_as_spaces(text: &str) -> String {
 /// JS `HZr` on a parsed block: `paths` expanded (`Cxn`), a trailing `/**` dropped; none
 /// left, or only `**`, means unconditional (`None`). Within clawmd's glob budgets: past them
 /// only the globs within are kept (the file stays conditional exactly when it would be).
-fn paths(block: &str, budgets: &Budgets) -> Paths {
+fn paths(block: &str, version: ClaudeVersion, budgets: &Budgets) -> Paths {
     if alias_count(block) > MAX_ALIASES {
         tracing::debug!("frontmatter holds too many YAML aliases; not expanded");
         return Paths {
@@ -170,7 +175,7 @@ fn paths(block: &str, budgets: &Budgets) -> Paths {
             truncated: true,
         };
     }
-    let Some(Yaml::Hash(map)) = parse_yaml(block) else {
+    let Some(Yaml::Hash(map)) = parse_yaml(block, version) else {
         // JS `Ws`: only a mapping counts as frontmatter.
         return Paths::default();
     };
@@ -343,7 +348,7 @@ mod tests {
     use super::*;
 
     fn p(yaml: &str) -> Option<Vec<String>> {
-        paths(yaml, &Budgets::default()).paths
+        paths(yaml, ClaudeVersion::default(), &Budgets::default()).paths
     }
 
     #[test]
@@ -429,7 +434,7 @@ mod budget_tests {
             yaml += &format!("b{i}: &b{i} [*a, *a, *a, *a, *a, *a, *a, *a]\n");
         }
         yaml += "paths: *b69\n";
-        let p = paths(&yaml, &Budgets::default());
+        let p = paths(&yaml, ClaudeVersion::default(), &Budgets::default());
         assert!(p.truncated);
         assert_eq!(p.paths, None);
     }
@@ -440,7 +445,7 @@ mod budget_tests {
             glob_patterns: 2,
             ..Budgets::default()
         };
-        let p = paths("paths: [a, b, c]\n", &budgets);
+        let p = paths("paths: [a, b, c]\n", ClaudeVersion::default(), &budgets);
         assert!(p.truncated);
         assert_eq!(p.paths, Some(vec!["a".into(), "b".into()]));
     }

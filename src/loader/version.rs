@@ -134,6 +134,11 @@ pub enum Behaviour {
     RelativeWorktreeSkipsMainCheckout,
     /// Whole-line HTML comment blocks are stripped.
     CommentBlocksStripped,
+    /// The text after the comments of a comment block (`<!-- c --> @x.md`) is searched for
+    /// imports.
+    CommentBlockTextSearched,
+    /// Frontmatter that fails to parse is retried with leading tabs as spaces.
+    FrontmatterTabRetry,
     /// Bodies are trimmed.
     BodiesTrimmed,
     /// Files are deduplicated by real path (`.claude/CLAUDE.md -> ../CLAUDE.md` once).
@@ -186,7 +191,15 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
         Behaviour::CommentBlocksStripped,
         ClaudeVersion::new(2, 1, 72),
     ),
+    (
+        Behaviour::CommentBlockTextSearched,
+        ClaudeVersion::new(2, 1, 72),
+    ),
     (Behaviour::BodiesTrimmed, ClaudeVersion::new(2, 1, 79)),
+    (
+        Behaviour::FrontmatterTabRetry,
+        ClaudeVersion::new(2, 1, 113),
+    ),
     (Behaviour::RealPathDedupe, ClaudeVersion::new(2, 1, 142)),
     (
         Behaviour::LinkTargetsExternal,
