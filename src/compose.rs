@@ -109,7 +109,9 @@ pub fn compose_group(
     // is looked at again under the lock, since another run may be changing it.
     let settings = &options.settings;
     match observe(layout, sources, &group_path, settings, false) {
-        Ok(first) if options.dry_run || first.is_up_to_date() => {
+        // `.claude-fragments` must exist even when nothing is imported from it (inline): the
+        // runner bind-mounts it read-only.
+        Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
             let report = GroupReport::from_steps(group, &first.steps, &first.plan);
             return Ok(delivered(layout, sources, &first.plan, options, report));
         }

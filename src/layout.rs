@@ -18,10 +18,6 @@ pub mod names {
     pub const CONFIG: &str = "container.json";
     /// The composed, import-only entry point.
     pub const CLAUDE_MD: &str = "CLAUDE.md";
-    /// The flat document of Codex and opencode agents.
-    pub const AGENTS_MD: &str = "AGENTS.md";
-    /// The flat document of Gemini CLI agents.
-    pub const GEMINI_MD: &str = "GEMINI.md";
     /// The group's own memory, written by people and by the agent.
     pub const CLAUDE_LOCAL_MD: &str = "CLAUDE.local.md";
     /// The shared base, a link to (or copy of) `container/CLAUDE.md`.

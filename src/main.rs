@@ -234,12 +234,12 @@ fn parse_version(text: &str) -> Result<ClaudeVersion, String> {
 
 /// Library types stay free of clap: the binary lists their values and parses with `FromStr`.
 fn parse_delivery() -> impl clap::builder::TypedValueParser<Value = Delivery> {
-    clap::builder::PossibleValuesParser::new(["inline", "copy", "link"])
+    clap::builder::PossibleValuesParser::new(Delivery::ALL.map(Delivery::as_str))
         .try_map(|text| text.parse::<Delivery>())
 }
 
 fn parse_provider() -> impl clap::builder::TypedValueParser<Value = Provider> {
-    clap::builder::PossibleValuesParser::new(["claude", "codex", "opencode", "gemini"])
+    clap::builder::PossibleValuesParser::new(Provider::ALL.map(Provider::as_str))
         .try_map(|text| text.parse::<Provider>())
 }
 

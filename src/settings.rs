@@ -52,7 +52,6 @@ const KEYS: [&str; 11] = [
     "lockTimeout",
     "$schema",
 ];
-const BUDGET_KEYS: [&str; 4] = ["claude", "codex", "opencode", "gemini"];
 
 /// The parsed settings file (every key optional).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -62,8 +61,8 @@ pub struct Settings {
     pub delivery: Option<Delivery>,
     /// Backend of groups whose `container.json` has no `provider`.
     pub provider: Option<Provider>,
-    /// Byte budgets per backend.
-    pub budgets: Option<BudgetSettings>,
+    /// Byte budgets by provider name (unknown names warn and are ignored).
+    pub budgets: Option<std::collections::BTreeMap<String, u64>>,
     /// The Claude Code release the agents run.
     pub claude_code_version: Option<String>,
     /// Whether the agents' runtime approves external imports for the workspace.
@@ -80,19 +79,6 @@ pub struct Settings {
     pub lock_timeout: Option<u64>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
-}
-
-/// Budget overrides, in bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-pub struct BudgetSettings {
-    /// Claude Code.
-    pub claude: Option<u64>,
-    /// Codex.
-    pub codex: Option<u64>,
-    /// opencode.
-    pub opencode: Option<u64>,
-    /// Gemini CLI.
-    pub gemini: Option<u64>,
 }
 
 /// Something in the settings worth fixing that does not stop the run.
@@ -154,9 +140,10 @@ pub fn parse_settings(
             }
         }
         if let Some(serde_json::Value::Object(budgets)) = map.get("budgets") {
+            let providers = Provider::ALL.map(Provider::as_str);
             for key in budgets.keys() {
-                if !BUDGET_KEYS.contains(&key.as_str()) {
-                    warnings.push(unknown(path, &format!("budgets.{key}"), &BUDGET_KEYS));
+                if Provider::parse(key).is_none() {
+                    warnings.push(unknown(path, &format!("budgets.{key}"), &providers));
                 }
             }
         }
@@ -269,20 +256,19 @@ impl Settings {
         {
             layout.workspace_mount = mount;
         }
-        let defaults = Budgets::default();
-        let budgets = self.budgets.unwrap_or_default();
+        let mut budgets = Budgets::default();
+        for (name, bytes) in self.budgets.iter().flatten() {
+            if let Some(provider) = Provider::parse(name) {
+                budgets.set(provider, *bytes);
+            }
+        }
         let delivery = overrides.delivery.or(self.delivery);
         Resolved {
             layout,
             delivery: DeliverySettings {
                 delivery: delivery.unwrap_or_default(),
                 provider: overrides.provider.or(self.provider).unwrap_or_default(),
-                budgets: Budgets {
-                    claude: budgets.claude.unwrap_or(defaults.claude),
-                    codex: budgets.codex.unwrap_or(defaults.codex),
-                    opencode: budgets.opencode.unwrap_or(defaults.opencode),
-                    gemini: budgets.gemini.unwrap_or(defaults.gemini),
-                },
+                budgets,
                 approve_external: overrides.approve_external
                     || self.approve_external.unwrap_or(false),
             },

@@ -1011,3 +1011,13 @@ fn one_output_format_choice_for_every_command_with_json_as_an_alias() {
     assert_eq!(failure.json()["error"]["code"], "run-failed");
     assert_eq!(failure.json()["ok"], false);
 }
+
+#[test]
+fn inline_delivery_keeps_the_fragments_folder_the_runner_mounts() {
+    let d = Deployment::standard().group("g", Some(ALL_WITH_DB));
+    d.run(["compose", "g"]).success();
+    assert_eq!(kind(&d, "groups/g/.claude-fragments"), "dir");
+    std::fs::remove_dir(d.path("groups/g/.claude-fragments")).unwrap();
+    d.run(["compose", "g"]).success();
+    assert_eq!(kind(&d, "groups/g/.claude-fragments"), "dir");
+}

@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 
+use super::expand::neutralise;
 use crate::layout::names;
 use crate::plan::composed_document;
 
@@ -134,14 +135,18 @@ pub fn document(sections: &[Section], local: LocalMemory<'_>) -> Vec<u8> {
     if local == LocalMemory::Import {
         body.push_str(&format!("@./{}\n", names::CLAUDE_LOCAL_MD));
     }
+    let mut parts = String::new();
     for section in sections {
-        body.push_str(&format!(
+        parts.push_str(&format!(
             "\n<!-- clawmd section {}: from {} -->\n",
             section.id.name(),
             section.id.origin()
         ));
-        push_text(&mut body, &section.text);
+        push_text(&mut parts, &section.text);
     }
+    // Each source was neutralised on its own; side by side, a backtick one leaves open can
+    // pair with one in the next and expose a mention, so the whole is neutralised again.
+    body.push_str(&neutralise(&parts));
     if let LocalMemory::Inline(bytes) = local {
         body.push_str(&format!(
             "\n<!-- clawmd section local-memory: from {} (the group's own memory) -->\n",
@@ -209,6 +214,42 @@ mod tests {
         let text = String::from_utf8(doc).unwrap();
         assert!(scan_markdown(&text).unwrap().imports.is_empty(), "{text}");
         assert!(text.trim_end().ends_with("LOCAL NOTES"), "{text}");
+    }
+
+    proptest::proptest! {
+        /// Whatever the shared sources leave open (fences, comments, quotes, lists) and
+        /// whatever the MCP text says, the only import of an inline document is the local
+        /// memory: no `@path` in the instructions, and none in a source, is ever followed.
+        #[test]
+        fn the_only_import_of_an_inline_document_is_the_local_memory(
+            base in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::string::string_regex("@[./~a-z]{1,10}").unwrap(),
+                    proptest::string::string_regex("`{1,5}[a-z]{0,4}|~{3,4}|<!--|-->|> @q|- @l|    @i").unwrap(),
+                    proptest::string::string_regex("\\PC{0,16}").unwrap(),
+                ],
+                0..8,
+            ),
+            mcp in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::string::string_regex("@[./~a-z]{1,10}").unwrap(),
+                    proptest::string::string_regex("`{1,6}[a-z@ ]{0,6}|~{3,5}|<!--|-->").unwrap(),
+                ],
+                0..6,
+            ),
+        ) {
+            let base = crate::delivery::expand::neutralise(&base.join("\n"));
+            let sections = vec![
+                section(SectionId::SharedBase, &base),
+                section(
+                    SectionId::Mcp("db".into()),
+                    std::str::from_utf8(&mcp_fragment("db", &mcp.join("\n"))).unwrap(),
+                ),
+            ];
+            let doc = String::from_utf8(document(&sections, LocalMemory::Import)).unwrap();
+            let scan = scan_markdown(&doc).unwrap();
+            proptest::prop_assert_eq!(scan.imports, vec!["./CLAUDE.local.md".to_owned()], "{}", doc);
+        }
     }
 
     #[test]

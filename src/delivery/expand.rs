@@ -73,6 +73,8 @@ pub fn expand_source(app: &Path, container_dir: &Path, path: &Path, bytes: &[u8]
     let real = fs.canonicalize(path).unwrap_or_else(|_| path.to_owned());
     expander.seen.insert(real.clone());
     let out = expander.expand(text, &real, path, 0);
+    // The owner's files inlined next to each other are neutralised as a whole too.
+    let out = if out == text { out } else { neutralise(&out) };
     Expanded {
         text: out.into_bytes(),
         notes: expander.notes,
@@ -187,13 +189,15 @@ fn mentions(line: &str, written: &str) -> bool {
 }
 
 /// `text` with every import mention wrapped in a code span, so that Claude Code keeps it as
-/// literal text. Lines are only changed where a mention stands.
+/// literal text. Lines are only changed where a mention stands. When wrapping cannot do it (a
+/// new backtick pairs with one the text left open), a zero-width space after the `@` does:
+/// Claude Code never reads `@\u{200B}path` as an import.
 pub fn neutralise(text: &str) -> String {
+    let imports_of = |text: &str| scan_markdown(text).map(|scan| scan.imports);
     let mut current = text.to_owned();
-    // Another pass handles the rare mention that the first wrapping did not neutralise.
     for _ in 0..3 {
-        let remaining = match scan_markdown(&current) {
-            Ok(scan) => scan.imports,
+        let remaining = match imports_of(&current) {
+            Ok(remaining) => remaining,
             Err(_) => return current,
         };
         if remaining.is_empty() {
@@ -204,6 +208,15 @@ pub fn neutralise(text: &str) -> String {
             .map(|line| wrap_mentions(line, &remaining))
             .collect::<Vec<_>>()
             .join("\n");
+    }
+    let Ok(remaining) = imports_of(&current) else {
+        return current;
+    };
+    for path in &remaining {
+        current = current.replace(&format!("@{path}"), &format!("@\u{200B}{path}"));
+    }
+    if imports_of(&current).is_ok_and(|left| !left.is_empty()) {
+        current = current.replace('@', "@\u{200B}");
     }
     current
 }
@@ -310,6 +323,14 @@ mod tests {
         let (text, _) = expand(dir.path(), "/app/CLAUDE.md", "@./a.md\n");
         assert_eq!(text.matches("AAA").count(), 1, "{text}");
         assert_eq!(text.matches("BBB").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_mention_that_wrapping_cannot_neutralise_still_is() {
+        // Wrapping `@a` pairs the new backtick with the one left open on the line above.
+        let text = neutralise("`\n@a");
+        assert!(scan_markdown(&text).unwrap().imports.is_empty(), "{text:?}");
+        assert!(text.contains('a'));
     }
 
     #[test]

@@ -56,6 +56,15 @@ pub enum Delivery {
 impl Delivery {
     /// Every mode.
     pub const ALL: [Delivery; 3] = [Delivery::Inline, Delivery::Copy, Delivery::Link];
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Delivery::Inline => "inline",
+            Delivery::Copy => "copy",
+            Delivery::Link => "link",
+        }
+    }
 }
 
 impl std::str::FromStr for Delivery {
@@ -64,18 +73,14 @@ impl std::str::FromStr for Delivery {
     fn from_str(text: &str) -> Result<Self, String> {
         Delivery::ALL
             .into_iter()
-            .find(|delivery| delivery.to_string() == text)
+            .find(|delivery| delivery.as_str() == text)
             .ok_or_else(|| format!("unknown delivery mode {text:?}: use inline, copy or link"))
     }
 }
 
 impl fmt::Display for Delivery {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Delivery::Inline => "inline",
-            Delivery::Copy => "copy",
-            Delivery::Link => "link",
-        })
+        f.write_str(self.as_str())
     }
 }
 
@@ -122,8 +127,8 @@ impl Provider {
     pub fn entry_point(self) -> &'static str {
         match self {
             Provider::Claude => names::CLAUDE_MD,
-            Provider::Codex | Provider::Opencode => names::AGENTS_MD,
-            Provider::Gemini => names::GEMINI_MD,
+            Provider::Codex | Provider::Opencode => AGENTS_MD,
+            Provider::Gemini => GEMINI_MD,
         }
     }
 
@@ -153,7 +158,12 @@ impl fmt::Display for Provider {
 }
 
 /// The entry points clawmd may compose, for every backend.
-pub const ENTRY_POINTS: [&str; 3] = [names::CLAUDE_MD, names::AGENTS_MD, names::GEMINI_MD];
+pub const ENTRY_POINTS: [&str; 3] = [names::CLAUDE_MD, AGENTS_MD, GEMINI_MD];
+
+/// The flat document of Codex and opencode agents.
+pub const AGENTS_MD: &str = "AGENTS.md";
+/// The flat document of Gemini CLI agents.
+pub const GEMINI_MD: &str = "GEMINI.md";
 
 /// Whether `name` (directly in the group folder) is an entry point clawmd composes.
 pub fn is_entry_point_name(name: &str) -> bool {
@@ -200,6 +210,17 @@ impl Budgets {
             Provider::Opencode => self.opencode,
             Provider::Gemini => self.gemini,
         }
+    }
+
+    /// Sets the budget of `provider`.
+    pub fn set(&mut self, provider: Provider, bytes: u64) {
+        let slot = match provider {
+            Provider::Claude => &mut self.claude,
+            Provider::Codex => &mut self.codex,
+            Provider::Opencode => &mut self.opencode,
+            Provider::Gemini => &mut self.gemini,
+        };
+        *slot = bytes;
     }
 }
 
