@@ -197,6 +197,14 @@ fn scan_with_limit(
         let Some(path) = import_path_as(&capture, version) else {
             continue;
         };
+        // Text after a comment block's comments is searched since 2.1.72 (bisected).
+        let place = match place {
+            Place::CommentBlockText if version.has(Behaviour::CommentBlockTextSearched) => {
+                Place::Text
+            }
+            Place::CommentBlockText => Place::Comment,
+            other => other,
+        };
         match place {
             Place::Text => {
                 if seen.insert(path.clone()) {
@@ -207,7 +215,7 @@ fn scan_with_limit(
                 text: path,
                 reason: IgnoredReason::InCode,
             }),
-            Place::Comment => ignored.push(IgnoredMention {
+            Place::Comment | Place::CommentBlockText => ignored.push(IgnoredMention {
                 text: path,
                 reason: IgnoredReason::InComment,
             }),

@@ -134,6 +134,9 @@ pub enum Behaviour {
     RelativeWorktreeSkipsMainCheckout,
     /// Whole-line HTML comment blocks are stripped.
     CommentBlocksStripped,
+    /// The text after the comments of a comment block (`<!-- c --> @x.md`) is searched for
+    /// imports.
+    CommentBlockTextSearched,
     /// Bodies are trimmed.
     BodiesTrimmed,
     /// Files are deduplicated by real path (`.claude/CLAUDE.md -> ../CLAUDE.md` once).
@@ -187,6 +190,10 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
     ),
     (
         Behaviour::CommentBlocksStripped,
+        ClaudeVersion::new(2, 1, 72),
+    ),
+    (
+        Behaviour::CommentBlockTextSearched,
         ClaudeVersion::new(2, 1, 72),
     ),
     (Behaviour::BodiesTrimmed, ClaudeVersion::new(2, 1, 79)),

@@ -259,6 +259,9 @@ pub(crate) enum Place {
     Code,
     /// In an HTML comment: never an import.
     Comment,
+    /// Text after the comments of an HTML comment *block* (`<!-- c --> @x.md` on its own
+    /// line): an import in the releases that search it, text to ignore before.
+    CommentBlockText,
 }
 
 /// JS: `/(?:^|\s)@((?:[^\s\\]|\\ )+)/g` — the raw captures, in order.
@@ -318,7 +321,7 @@ fn push_all(text: &str, place: Place, out: &mut Vec<(Place, String)>) {
     );
 }
 
-fn html_mentions(raw: &str, out: &mut Vec<(Place, String)>) {
+fn html_mentions(raw: &str, block: bool, out: &mut Vec<(Place, String)>) {
     if !is_comment_block(raw) {
         return; // other raw HTML is skipped outright
     }
@@ -327,7 +330,12 @@ fn html_mentions(raw: &str, out: &mut Vec<(Place, String)>) {
         push_all(c, Place::Comment, out);
     }
     if !js_is_blank(&kept) {
-        push_all(&kept, Place::Text, out);
+        let place = if block {
+            Place::CommentBlockText
+        } else {
+            Place::Text
+        };
+        push_all(&kept, place, out);
     }
 }
 
@@ -348,7 +356,7 @@ fn walk_blocks(tokens: &[Block], out: &mut Vec<(Place, String)>) {
     for t in tokens {
         match t {
             Block::Code { raw } => push_all(raw, Place::Code, out),
-            Block::Html { raw } => html_mentions(raw, out),
+            Block::Html { raw } => html_mentions(raw, true, out),
             Block::Text { text, inline, .. } => {
                 push_all(text, Place::Text, out);
                 walk_inline(inline, out);
@@ -372,7 +380,7 @@ fn walk_inline(tokens: &[Inline], out: &mut Vec<(Place, String)>) {
         match t {
             Inline::Text { raw } => push_all(raw, Place::Text, out),
             Inline::Codespan { raw } => push_all(raw.trim_matches('`'), Place::Code, out),
-            Inline::Html { raw } => html_mentions(raw, out),
+            Inline::Html { raw } => html_mentions(raw, false, out),
             Inline::Link { tokens } | Inline::Em { tokens } | Inline::Strong { tokens } => {
                 walk_inline(tokens, out)
             }
@@ -388,7 +396,7 @@ mod tests {
     fn imports(src: &str) -> Vec<String> {
         let mut seen = Vec::new();
         for (place, m) in import_mentions(&lex(src, 1.0).unwrap()) {
-            if place == Place::Text && !seen.contains(&m) {
+            if matches!(place, Place::Text | Place::CommentBlockText) && !seen.contains(&m) {
                 seen.push(m);
             }
         }
