@@ -1,8 +1,6 @@
 //! `clawmd migrate`, run as the real binary on temp deployments.
 
-mod common;
-
-use common::Deployment;
+use crate::support::Deployment;
 
 fn legacy_deployment() -> Deployment {
     let d = Deployment::standard()

@@ -1,0 +1,9 @@
+//! End to end: the real Claude Code CLI and Agent SDK read what clawmd composed, in a
+//! bubblewrap sandbox laid out like the agent container (see `e2e/delivery.rs`).
+//!
+//! One test binary; the harness (sandbox, stand-in API) is `tests/support/`.
+
+mod support;
+
+#[path = "e2e/delivery.rs"]
+mod delivery;
