@@ -3,6 +3,8 @@
 //!
 //! One test binary; the harness (sandbox, stand-in API) is `tests/support/`.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod support;
 
 #[path = "e2e/delivery.rs"]

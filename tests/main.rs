@@ -4,6 +4,8 @@
 //! One test binary for all of them (each file below is a module; `cargo test --test main
 //! compose::` runs one); the harness is `tests/support/`.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod support;
 
 #[path = "main/check.rs"]

@@ -4,6 +4,8 @@
 //! One test binary (`cargo test --test reliability crash::` runs one file's tests); the
 //! harness is `tests/support/`. The heavy tests use tmpfs unless `CLAWMD_TEST_DIR` is set.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod support;
 
 #[path = "reliability/concurrency.rs"]
