@@ -14,6 +14,8 @@ mod check;
 mod compose;
 #[path = "main/conformance.rs"]
 mod conformance;
+#[path = "main/harness.rs"]
+mod harness;
 #[path = "main/loader_api.rs"]
 mod loader_api;
 #[path = "main/loader_markdown_oracle.rs"]

@@ -1,6 +1,6 @@
 //! `clawmd check`, run as the real binary on temp deployments.
 
-use crate::support::Deployment;
+use crate::support::{Deployment, snapshot};
 
 fn codes(run: &crate::support::Run, group: usize) -> Vec<String> {
     run.json()["groups"][group]["findings"]
@@ -96,6 +96,11 @@ fn a_hand_edit_a_disabled_skill_fragment_and_leftovers_are_found() {
     let mut sorted = errors_first.clone();
     sorted.sort();
     assert_eq!(errors_first, sorted, "errors before warnings");
+    // The same findings, as a person reads them.
+    let human = d.run(["check", "--delivery", "link"]).expect_code(1);
+    insta::with_settings!({filters => snapshot::filters(d.root())}, {
+        insta::assert_snapshot!("check_findings_human", snapshot::streams(&human));
+    });
 }
 
 /// check expects what compose makes with the same settings (it no longer guesses the mode
@@ -241,7 +246,7 @@ fn run_capped(d: &Deployment, kib: u64, args: &[&str]) -> crate::support::Run {
         .args(args)
         .env_clear()
         .env("CLAWMD_ROOT", d.root());
-    crate::support::run_within(&mut command, crate::support::HANG_LIMIT)
+    crate::support::run_within(&mut command, crate::support::RUN_LIMIT)
 }
 
 /// Issue 8: one group's rule with 3.5 MB of `{a,b}` in its `paths:` made the loader ask for

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::support::Deployment;
+use crate::support::{Deployment, snapshot};
 
 const ALL_WITH_DB: &str =
     r#"{"skills": "all", "mcpServers": {"db": {"command": "db", "instructions": "Read only."}}}"#;
@@ -294,6 +294,9 @@ fn malformed_config_names_file_line_and_column_and_leaves_the_group_alone() {
         d.read("groups/g/CLAUDE.md").contains("Read only."),
         "MCP instructions not dropped"
     );
+    insta::with_settings!({filters => snapshot::filters(d.root())}, {
+        insta::assert_snapshot!("compose_malformed_config_error", snapshot::streams(&run));
+    });
 }
 
 #[test]
@@ -432,6 +435,9 @@ fn a_hand_edited_claude_md_is_kept_and_reported() {
         })
         .count();
     assert_eq!(rescues, 1);
+    insta::with_settings!({filters => snapshot::filters(d.root())}, {
+        insta::assert_snapshot!("compose_hand_edit_kept_human", snapshot::streams(&run));
+    });
 }
 
 #[test]
@@ -653,6 +659,9 @@ fn a_held_lock_is_announced_on_stderr() {
     );
     let message = run.json()["groups"][0]["error"]["message"].to_string();
     assert!(message.contains("a.lock"), "{message}");
+    insta::with_settings!({filters => snapshot::filters(d.root())}, {
+        insta::assert_snapshot!("compose_held_lock_stderr", run.stderr());
+    });
     drop(lock);
 }
 
@@ -689,6 +698,7 @@ fn human_output_lists_only_news_with_v_for_all_and_q_for_failures() {
         "{}",
         verbose.stdout()
     );
+    insta::assert_snapshot!("compose_all_verbose_human", snapshot::streams(&verbose));
     let quiet = d.run(["compose", "--all", "-q"]).success();
     assert_eq!(
         (quiet.stdout(), quiet.stderr()),
@@ -703,6 +713,9 @@ fn human_output_lists_only_news_with_v_for_all_and_q_for_failures() {
         quiet.stderr()
     );
     assert_eq!(quiet.stderr().lines().count(), 1, "{}", quiet.stderr());
+    insta::with_settings!({filters => snapshot::filters(d.root())}, {
+        insta::assert_snapshot!("compose_all_quiet_failure", snapshot::streams(&quiet));
+    });
 }
 
 /// Global flags go before or after the subcommand; colour only when asked for (never on a

@@ -1,6 +1,6 @@
 //! `clawmd migrate`, run as the real binary on temp deployments.
 
-use crate::support::Deployment;
+use crate::support::{Deployment, snapshot};
 
 fn legacy_deployment() -> Deployment {
     let d = Deployment::standard()
@@ -131,6 +131,9 @@ fn dry_run_writes_nothing_and_says_what_it_would_do() {
     assert!(out.contains("solo: would migrate"), "{out}");
     assert!(out.contains("CLAUDE.md -> CLAUDE.local.md"), "{out}");
     assert!(out.contains("dry run"), "{out}");
+    insta::with_settings!({filters => snapshot::filters(d.root())}, {
+        insta::assert_snapshot!("migrate_dry_run_human", snapshot::streams(&run));
+    });
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `clawmd render` and the loader-based findings of `clawmd check`, run as the real binary.
 
-use crate::support::Deployment;
+use crate::support::{Deployment, snapshot};
 
 fn composed(delivery: &str) -> Deployment {
     let d = Deployment::example();
@@ -66,6 +66,9 @@ fn delivery_view_says_what_is_dropped_and_why() {
         out.contains("@./.claude-shared.md is a link to /app/CLAUDE.md"),
         "{out}"
     );
+    insta::with_settings!({filters => snapshot::filters(d.root())}, {
+        insta::assert_snapshot!("render_delivery_view_link", out);
+    });
 }
 
 #[test]

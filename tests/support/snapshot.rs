@@ -9,7 +9,8 @@
 use std::path::Path;
 
 /// Filters for output about the tree at `root`: the root (as given and canonical) becomes
-/// `[ROOT]`, any other temp dir `[TEMP]`, process ids `[PID]`, durations `[TIME]`.
+/// `[ROOT]`, any other temp dir `[TEMP]`, process ids `[PID]`, durations `[TIME]`, content
+/// hashes (`clawmd-sha256:`, rescue names) `[HASH]`.
 pub fn filters(root: &Path) -> Vec<(&'static str, &'static str)> {
     let mut filters = Vec::new();
     for root in [root.to_path_buf(), root.canonicalize().unwrap_or_default()] {
@@ -23,6 +24,8 @@ pub fn filters(root: &Path) -> Vec<(&'static str, &'static str)> {
         (r"/(tmp|dev/shm)/[A-Za-z0-9._-]+", "[TEMP]"),
         (r"\b(pid|process) \d+", "$1 [PID]"),
         (r"\b\d+(\.\d+)?(ns|µs|us|ms|s)\b", "[TIME]"),
+        (r"clawmd-sha256:[0-9a-f]+", "clawmd-sha256:[HASH]"),
+        (r"\.rescued-[0-9a-f]{16}\b", ".rescued-[HASH]"),
     ]);
     filters
 }
@@ -42,4 +45,14 @@ fn regex_escape(text: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// A run's exit code and both streams, as one text to snapshot.
+pub fn streams(run: &super::Run) -> String {
+    format!(
+        "exit {}\n--- stdout\n{}--- stderr\n{}",
+        run.code(),
+        run.stdout(),
+        run.stderr()
+    )
 }

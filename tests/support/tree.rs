@@ -120,12 +120,12 @@ fn dump_once(root: &Path) {
 }
 
 /// Longest file content [`dump`] prints.
-const DUMP_CONTENT: u64 = 200;
+const DUMP_CONTENT: u64 = 512;
 /// Most paths [`dump`] lists.
 const DUMP_PATHS: usize = 400;
 
 /// A listing of everything under `root`, for a failure message: one line per path with its
-/// kind, size, link target and, for regular files of at most 200 bytes, the content escaped.
+/// kind, size, link target and, for regular files of at most 512 bytes, the content escaped.
 /// Never follows a link, never opens anything but a small regular file, never panics.
 pub fn dump(root: &Path) -> String {
     let mut out = format!("--- tree at {} (the test failed)\n", root.display());
