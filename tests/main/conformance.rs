@@ -103,8 +103,8 @@ fn read_cwd(case: &Path) -> PathBuf {
 /// Load one case the way `claude-view` ran it with `version`; returns the rendered block
 /// with placeholders.
 fn run_case(case: &Path, version: ClaudeVersion) -> Vec<u8> {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let tmp = crate::support::TempTree::new();
+    let base = tmp.root().to_path_buf();
     let root = base.join("tree");
     copy_tree(&case.join("tree"), &root);
     make_git_repos(case, &root);

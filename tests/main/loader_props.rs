@@ -180,8 +180,8 @@ proptest! {
 
     #[test]
     fn random_trees_load_without_panics_or_loops(entries in tree(), approve in any::<bool>()) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let tree = crate::support::TempTree::new();
+        let root = tree.root().to_path_buf();
         build(&root, &entries);
         std::fs::create_dir_all(root.join("p")).unwrap();
         let mut opts = LoadOptions::new(root.join("p"), Some(root.join("home")));

@@ -122,9 +122,9 @@ fn the_sdk_consumer_gets_local_memory_only_through_the_import() {
 fn render_cwd_matches_a_conformance_case() {
     let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/conformance/03-imports-code");
-    let temp = tempfile::tempdir().unwrap();
-    crate::support::copy_tree(&case.join("tree"), temp.path());
-    let root = std::fs::canonicalize(temp.path()).unwrap();
+    let temp = crate::support::TempTree::new();
+    crate::support::copy_tree(&case.join("tree"), temp.root());
+    let root = temp.root();
     let home = tempfile::tempdir().unwrap();
     let run = crate::support::run_clawmd(
         [
