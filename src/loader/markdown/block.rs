@@ -4,7 +4,9 @@
 //! Only what decides Claude Code's output is kept: token kinds, `raw` text (the comment
 //! stripper rebuilds a file from top-level raws) and the text handed to the inline lexer.
 //! The JavaScript names are kept in comments (`// JS: Sl`) so each function can be compared
-//! with its original.
+//! with its original. Locals and parameters have readable names instead of the minified
+//! ones: the text being lexed (JS `e`) is `src`, and a comment gives the JS name where the
+//! comparison needs it.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -51,8 +53,8 @@ use Method as M;
 const DEFAULT: &[Method] = &[M::Lheading, M::Paragraph, M::Text];
 
 /// JS: `LS` — which tokenizers to try, by the first char after up to three spaces.
-fn dispatch(c: Option<u8>) -> &'static [Method] {
-    match c {
+fn dispatch(first: Option<u8>) -> &'static [Method] {
+    match first {
         None | Some(b'\n') => &[M::Space, M::Lheading, M::Paragraph, M::Text],
         Some(b' ' | b'\t') => &[M::Space, M::Code, M::Lheading, M::Paragraph, M::Text],
         Some(b'`' | b'~') => &[M::Fences, M::Lheading, M::Paragraph, M::Text],
@@ -131,51 +133,55 @@ impl Lexer {
         first: Option<u8>,
         prev_nl: bool,
     ) -> Option<(Method, Piece)> {
-        for &m in dispatch(first) {
-            if m == M::Paragraph && !self.top {
+        for &method in dispatch(first) {
+            if method == M::Paragraph && !self.top {
                 continue;
             }
-            if let Some(tok) = self.run(m, rest, prev_nl) {
-                return Some((m, tok));
+            if let Some(tok) = self.run(method, rest, prev_nl) {
+                return Some((method, tok));
             }
         }
         None
     }
 
-    fn run(&mut self, m: Method, e: &str, prev_nl: bool) -> Option<Piece> {
-        match m {
-            M::Space => {
-                match_len(space_end(e)).map(|n| Piece::Block(Block::Space { raw: e[..n].into() }))
-            }
-            M::Code => indented_code_end(e)
-                .filter(|&n| n > 0)
-                .map(|n| code_piece(&e[..n], true)),
-            M::Fences => fence_end(e)
-                .filter(|&n| n > 0)
-                .map(|n| code_piece(&e[..n], false)),
-            M::Heading => heading_end(e)
-                .filter(|&n| n > 0)
-                .map(|n| Piece::Block(heading(&e[..n]))),
-            M::Hr => hr_end(e).filter(|&n| n > 0).map(|n| {
-                Piece::Block(Block::Hr {
-                    raw: trim_trailing_newlines(&e[..n]).into(),
+    fn run(&mut self, method: Method, src: &str, prev_nl: bool) -> Option<Piece> {
+        match method {
+            M::Space => match_len(space_end(src)).map(|len| {
+                Piece::Block(Block::Space {
+                    raw: src[..len].into(),
                 })
             }),
-            M::Paragraph => paragraph_end(e).filter(|&n| n > 0).map(|n| {
-                let raw = e[..n].to_string();
+            M::Code => indented_code_end(src)
+                .filter(|&len| len > 0)
+                .map(|len| code_piece(&src[..len], true)),
+            M::Fences => fence_end(src)
+                .filter(|&len| len > 0)
+                .map(|len| code_piece(&src[..len], false)),
+            M::Heading => heading_end(src)
+                .filter(|&len| len > 0)
+                .map(|len| Piece::Block(heading(&src[..len]))),
+            M::Hr => hr_end(src).filter(|&len| len > 0).map(|len| {
+                Piece::Block(Block::Hr {
+                    raw: trim_trailing_newlines(&src[..len]).into(),
+                })
+            }),
+            M::Paragraph => paragraph_end(src).filter(|&len| len > 0).map(|len| {
+                let raw = src[..len].to_string();
                 Piece::Block(Block::Paragraph {
                     text: raw.clone(),
                     raw,
                     inline: Vec::new(),
                 })
             }),
-            M::Html => html_end(e)
-                .filter(|&n| n > 0)
-                .map(|n| Piece::Block(Block::Html { raw: e[..n].into() })),
+            M::Html => html_end(src).filter(|&len| len > 0).map(|len| {
+                Piece::Block(Block::Html {
+                    raw: src[..len].into(),
+                })
+            }),
             M::Text => {
-                let n = e.find('\n').unwrap_or(e.len());
-                (n > 0).then(|| {
-                    let raw = e[..n].to_string();
+                let len = src.find('\n').unwrap_or(src.len());
+                (len > 0).then(|| {
+                    let raw = src[..len].to_string();
                     Piece::Block(Block::Text {
                         text: raw.clone(),
                         raw,
@@ -183,41 +189,44 @@ impl Lexer {
                     })
                 })
             }
-            M::Def => def(e).map(|(label, len)| Piece::Def {
+            M::Def => def(src).map(|(label, len)| Piece::Def {
                 label,
-                raw: e[..len].into(),
+                raw: src[..len].into(),
             }),
-            M::Lheading => self.lheading(e, prev_nl).map(Piece::Block),
-            M::Blockquote => self.blockquote(e).map(Piece::Block),
-            M::List => self.list(e).map(Piece::Block),
+            M::Lheading => self.lheading(src, prev_nl).map(Piece::Block),
+            M::Blockquote => self.blockquote(src).map(Piece::Block),
+            M::List => self.list(src).map(Piece::Block),
         }
     }
 
     /// JS: `CFn.lheading` + `Hxe.lheading`.
-    fn lheading(&mut self, e: &str, prev_nl: bool) -> Option<Block> {
-        let in_reach = self.reach.last().is_some_and(|r| r.contains(&e.len()));
+    fn lheading(&mut self, src: &str, prev_nl: bool) -> Option<Block> {
+        let in_reach = self
+            .reach
+            .last()
+            .is_some_and(|reach| reach.contains(&src.len()));
         if !in_reach && prev_nl {
             return None;
         }
-        if e.len() > self.no_setext_until {
+        if src.len() > self.no_setext_until {
             return None;
         }
-        if let Some(end) = setext_end(e) {
-            return Some(setext_heading(&e[..end]));
+        if let Some(end) = setext_end(src) {
+            return Some(setext_heading(&src[..end]));
         }
         if !self.top {
-            let v = setext_search(e);
-            // JS: e.length - ~Vu(e); Vu is negative here (no underline found).
-            self.no_setext_until = e.len().saturating_sub(!v as usize);
+            let search = setext_search(src);
+            // JS: e.length - ~Vu(e) (e = src); Vu is negative here (no underline found).
+            self.no_setext_until = src.len().saturating_sub(!search as usize);
         }
         None
     }
 
     /// JS: `Hxe.list` + `fD` + `pD`.
-    fn list(&mut self, e: &str) -> Option<Block> {
-        list_test(e)?;
-        let (raw, items) = list_items(e)?;
-        if !self.spend(items.iter().map(|(_, t)| t.len()).sum()) {
+    fn list(&mut self, src: &str) -> Option<Block> {
+        list_test(src)?;
+        let (raw, items) = list_items(src)?;
+        if !self.spend(items.iter().map(|(_, text)| text.len()).sum()) {
             return None;
         }
         let mut out = Vec::with_capacity(items.len());
@@ -236,15 +245,15 @@ impl Lexer {
     }
 
     /// JS: `Hxe.blockquote` with `dD`, `cD` and `uD`.
-    fn blockquote(&mut self, e: &str) -> Option<Block> {
-        let end = blockquote_end(e)?;
+    fn blockquote(&mut self, src: &str) -> Option<Block> {
+        let end = blockquote_end(src)?;
         let mut quote = Quote {
             raw: String::new(),
             tokens: Vec::new(),
         };
-        let mut rest = Some(trim_trailing_newlines(&e[..end]).to_string());
-        while let Some(r) = rest.take() {
-            let (inner, next) = quote_chunk(&mut quote, &r);
+        let mut rest = Some(trim_trailing_newlines(&src[..end]).to_string());
+        while let Some(chunk) = rest.take() {
+            let (inner, next) = quote_chunk(&mut quote, &chunk);
             let saved = self.top;
             self.top = true;
             if !self.enter(super::QUOTE_LEVEL) || !self.spend(inner.len()) {
@@ -254,7 +263,7 @@ impl Lexer {
             self.nest -= super::QUOTE_LEVEL;
             self.top = saved;
             rest = match next {
-                Some(n) => self.quote_continue(&mut quote, n),
+                Some(next) => self.quote_continue(&mut quote, next),
                 None => None,
             };
         }
@@ -272,24 +281,31 @@ impl Lexer {
             Some(Block::Code { .. }) => return None,
             _ => return Some(rest),
         };
-        let y = format!("{last_raw}\n{rest}");
-        let k = if is_list {
-            self.list(&y)?
+        let joined = format!("{last_raw}\n{rest}");
+        let merged = if is_list {
+            self.list(&joined)?
         } else {
-            self.blockquote(&y)?
+            self.blockquote(&joined)?
         };
-        let k_raw = block_raw(&k).to_string();
-        *quote.tokens.last_mut().expect("checked above") = k;
+        let merged_raw = block_raw(&merged).to_string();
+        *quote.tokens.last_mut().expect("checked above") = merged;
         let keep = quote.raw.len().saturating_sub(last_raw.len());
         quote.raw = format!(
             "{}{}",
             js_slice(&quote.raw, 0, floor_char_boundary(&quote.raw, keep)),
-            k_raw
+            merged_raw
         );
         if !is_list {
             return None;
         }
-        Some(js_slice(&y, ceil_char_boundary(&y, k_raw.len()), y.len()).to_string())
+        Some(
+            js_slice(
+                &joined,
+                ceil_char_boundary(&joined, merged_raw.len()),
+                joined.len(),
+            )
+            .to_string(),
+        )
     }
 }
 
@@ -312,15 +328,15 @@ pub(crate) enum Piece {
     },
 }
 
-fn raw_len(p: &Piece) -> usize {
-    match p {
-        Piece::Block(b) => block_raw(b).len(),
+fn raw_len(piece: &Piece) -> usize {
+    match piece {
+        Piece::Block(block) => block_raw(block).len(),
         Piece::Code { raw, .. } | Piece::Def { raw, .. } => raw.len(),
     }
 }
 
-pub(crate) fn block_raw(b: &Block) -> &str {
-    match b {
+pub(crate) fn block_raw(block: &Block) -> &str {
+    match block {
         Block::Space { raw }
         | Block::Code { raw }
         | Block::Heading { raw, .. }
@@ -333,8 +349,8 @@ pub(crate) fn block_raw(b: &Block) -> &str {
     }
 }
 
-fn raw_mut(b: &mut Block) -> &mut String {
-    match b {
+fn raw_mut(block: &mut Block) -> &mut String {
+    match block {
         Block::Space { raw }
         | Block::Code { raw }
         | Block::Heading { raw, .. }
@@ -355,7 +371,7 @@ fn push_or_merge(
     para_open: bool,
     links: &mut HashSet<String>,
 ) {
-    let last_kind = tokens.last().map(|t| match t {
+    let last_kind = tokens.last().map(|last| match last {
         Block::Paragraph { .. } => Some(M::Paragraph),
         Block::Text { .. } => Some(M::Text),
         _ => None,
@@ -376,9 +392,9 @@ fn push_or_merge(
     };
     if merge {
         let (raw, text) = match piece {
-            Piece::Block(b) => {
-                let raw = block_raw(&b).to_string();
-                let text = match b {
+            Piece::Block(block) => {
+                let raw = block_raw(&block).to_string();
+                let text = match block {
                     Block::Paragraph { text, .. } | Block::Text { text, .. } => text,
                     _ => raw.clone(),
                 };
@@ -389,22 +405,26 @@ fn push_or_merge(
         };
         if let Some(
             Block::Paragraph {
-                raw: r, text: t, ..
+                raw: last_raw,
+                text: last_text,
+                ..
             }
             | Block::Text {
-                raw: r, text: t, ..
+                raw: last_raw,
+                text: last_text,
+                ..
             },
         ) = tokens.last_mut()
         {
-            r.push('\n');
-            r.push_str(&raw);
-            t.push('\n');
-            t.push_str(&text);
+            last_raw.push('\n');
+            last_raw.push_str(&raw);
+            last_text.push('\n');
+            last_text.push_str(&text);
         }
         return;
     }
     match piece {
-        Piece::Block(b) => tokens.push(b),
+        Piece::Block(block) => tokens.push(block),
         Piece::Code { raw, .. } => tokens.push(Block::Code { raw }),
         Piece::Def { label, .. } => {
             links.insert(label);
@@ -412,8 +432,8 @@ fn push_or_merge(
     }
 }
 
-fn match_len(n: Option<usize>) -> Option<usize> {
-    n.filter(|&n| n > 0)
+fn match_len(len: Option<usize>) -> Option<usize> {
+    len.filter(|&len| len > 0)
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
@@ -438,24 +458,24 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 /// JS: `OJr` on a single line.
 fn is_underline_line(line: &str) -> bool {
     let i = skip_3_spaces(line, 0);
-    let c = match byte(line, i) {
-        Some(c @ (b'=' | b'-')) => c,
+    let mark = match byte(line, i) {
+        Some(mark @ (b'=' | b'-')) => mark,
         _ => return false,
     };
-    let j = skip_byte(line, i, c);
+    let j = skip_byte(line, i, mark);
     line[j..].bytes().all(|b| b == b' ')
 }
 
 /// JS: `LJr` — a line that breaks the run between a line and an underline below it.
 /// `(?:[*+-]|\d{1,9}[.)])<space>` at the start: a bullet or ordered list marker.
-fn starts_with_list_marker(b: &[u8]) -> bool {
-    if matches!(b.first(), Some(b'*' | b'+' | b'-')) && b.get(1) == Some(&b' ') {
+fn starts_with_list_marker(line: &[u8]) -> bool {
+    if matches!(line.first(), Some(b'*' | b'+' | b'-')) && line.get(1) == Some(&b' ') {
         return true;
     }
-    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    let digits = line.iter().take_while(|c| c.is_ascii_digit()).count();
     (1..=9).contains(&digits)
-        && matches!(b.get(digits), Some(b'.' | b')'))
-        && b.get(digits + 1) == Some(&b' ')
+        && matches!(line.get(digits), Some(b'.' | b')'))
+        && line.get(digits + 1) == Some(&b' ')
 }
 
 fn breaks_setext_run(line: &str) -> bool {
@@ -494,21 +514,23 @@ fn setext_reach(text: &str) -> HashSet<usize> {
     if !any {
         return reach;
     }
-    let mut h = text.len() as isize;
-    let mut y = false;
-    while h >= 0 {
-        let hu = h as usize;
-        let k = if hu == 0 {
+    // Walk the lines bottom up; `in_run` (JS `y`): the lines below, up to an underline,
+    // form an unbroken run.
+    let mut scan_end = text.len() as isize;
+    let mut in_run = false;
+    while scan_end >= 0 {
+        let end = scan_end as usize;
+        let line_start = if end == 0 {
             0
         } else {
-            text[..hu].rfind('\n').map_or(0, |p| p + 1)
+            text[..end].rfind('\n').map_or(0, |offset| offset + 1)
         };
-        let line = &text[k..hu];
-        if y {
-            reach.insert(text.len() - k);
+        let line = &text[line_start..end];
+        if in_run {
+            reach.insert(text.len() - line_start);
         }
-        y = is_underline_line(line) || (y && !breaks_setext_run(line));
-        h = k as isize - 1;
+        in_run = is_underline_line(line) || (in_run && !breaks_setext_run(line));
+        scan_end = line_start as isize - 1;
     }
     reach
 }
@@ -517,79 +539,79 @@ fn setext_reach(text: &str) -> HashSet<usize> {
 // Simple block scanners
 
 /// JS: `yl` = `/^(?:[\t\n ]*$|[\t ]*\n(?:[\t\n ]*\n)?)/`.
-fn space_end(e: &str) -> Option<usize> {
-    let b = e.as_bytes();
-    let ws = b
+fn space_end(src: &str) -> Option<usize> {
+    let bytes = src.as_bytes();
+    let ws = bytes
         .iter()
         .take_while(|c| matches!(c, b'\t' | b'\n' | b' '))
         .count();
-    if ws == b.len() {
+    if ws == bytes.len() {
         return Some(ws);
     }
-    let blanks = skip_blanks(e, 0);
-    if byte(e, blanks) != Some(b'\n') {
+    let blanks = skip_blanks(src, 0);
+    if byte(src, blanks) != Some(b'\n') {
         return None;
     }
     let after = blanks + 1;
     // (?:[\t\n ]*\n)? — greedy, backtracks to the last \n of the whitespace run.
     let run = after
-        + b[after..]
+        + bytes[after..]
             .iter()
             .take_while(|c| matches!(c, b'\t' | b'\n' | b' '))
             .count();
-    match e[after..run].rfind('\n') {
-        Some(p) => Some(after + p + 1),
+    match src[after..run].rfind('\n') {
+        Some(offset) => Some(after + offset + 1),
         None => Some(after),
     }
 }
 
 /// JS: `I_` — a thematic break from `i` to the end of the line (`(?![^\n])`).
-fn hr_at(e: &str, i: usize) -> Option<usize> {
-    let c = match byte(e, i) {
-        Some(c @ (b'-' | b'_' | b'*')) => c,
+fn hr_at(src: &str, i: usize) -> Option<usize> {
+    let mark = match byte(src, i) {
+        Some(mark @ (b'-' | b'_' | b'*')) => mark,
         _ => return None,
     };
-    let end = line_end(e, i);
-    let line = &e.as_bytes()[i..end];
-    let marks = line.iter().filter(|&&b| b == c).count();
-    let only = line.iter().all(|&b| b == c || b == b' ' || b == b'\t');
+    let end = line_end(src, i);
+    let line = &src.as_bytes()[i..end];
+    let marks = line.iter().filter(|&&b| b == mark).count();
+    let only = line.iter().all(|&b| b == mark || b == b' ' || b == b'\t');
     (only && marks >= 3).then_some(end)
 }
 
 /// JS: `ju` = `^ {0,3}I_\n*`.
-fn hr_end(e: &str) -> Option<usize> {
-    let end = hr_at(e, skip_3_spaces(e, 0))?;
-    Some(skip_byte(e, end, b'\n'))
+fn hr_end(src: &str) -> Option<usize> {
+    let end = hr_at(src, skip_3_spaces(src, 0))?;
+    Some(skip_byte(src, end, b'\n'))
 }
 
 /// `#{1,6}(?!\S)` at `i`: end of the hashes.
-fn atx_marks(e: &str, i: usize) -> Option<usize> {
-    let j = skip_byte(e, i, b'#');
-    let n = j - i;
-    if n == 0 || n > 6 {
+fn atx_marks(src: &str, i: usize) -> Option<usize> {
+    let j = skip_byte(src, i, b'#');
+    let count = j - i;
+    if count == 0 || count > 6 {
         return None;
     }
-    match char_at(e, j) {
+    match char_at(src, j) {
         Some(c) if !is_js_space(c) => None,
         _ => Some(j),
     }
 }
 
 /// JS: `L_` = `^ {0,3}#{1,6}(?!\S).*(?![^\n])\n*`.
-fn heading_end(e: &str) -> Option<usize> {
-    let j = atx_marks(e, skip_3_spaces(e, 0))?;
-    let end = dot_star(e, j);
-    if !at_eol(e, end) {
+fn heading_end(src: &str) -> Option<usize> {
+    let marks_end = atx_marks(src, skip_3_spaces(src, 0))?;
+    let end = dot_star(src, marks_end);
+    if !at_eol(src, end) {
         return None;
     }
-    Some(skip_byte(e, end, b'\n'))
+    Some(skip_byte(src, end, b'\n'))
 }
 
 /// JS: `nD` — an ATX heading token.
 fn heading(raw: &str) -> Block {
-    let r = raw.find('#').unwrap_or(0);
-    let h = skip_byte(raw, r, b'#');
-    let mut text = js_trim(&raw[h..]);
+    let first_hash = raw.find('#').unwrap_or(0);
+    let marks_end = skip_byte(raw, first_hash, b'#');
+    let mut text = js_trim(&raw[marks_end..]);
     // GI = /(?:^| )#+$/
     let no_hashes = text.trim_end_matches('#');
     if no_hashes.len() < text.len() && (no_hashes.is_empty() || no_hashes.ends_with(' ')) {
@@ -605,9 +627,9 @@ fn heading(raw: &str) -> Block {
 
 /// JS: `mD` — a setext heading token.
 fn setext_heading(raw: &str) -> Block {
-    let r = trim_trailing_newlines(raw);
-    let h = r.rfind('\n').map_or(0, |p| p + 1);
-    let text = js_slice(r, 0, h.saturating_sub(1)).to_string();
+    let trimmed = trim_trailing_newlines(raw);
+    let underline_start = trimmed.rfind('\n').map_or(0, |offset| offset + 1);
+    let text = js_slice(trimmed, 0, underline_start.saturating_sub(1)).to_string();
     Block::Heading {
         raw: raw.into(),
         text,
@@ -616,45 +638,51 @@ fn setext_heading(raw: &str) -> Block {
 }
 
 /// JS: `B_` = `/ {0,3}\t| {4}/y`.
-fn code_indent(e: &str, i: usize) -> Option<usize> {
-    let j = skip_3_spaces(e, i);
-    if byte(e, j) == Some(b'\t') {
+fn code_indent(src: &str, i: usize) -> Option<usize> {
+    let j = skip_3_spaces(src, i);
+    if byte(src, j) == Some(b'\t') {
         return Some(j + 1);
     }
-    e[i..].starts_with("    ").then_some(i + 4)
+    src[i..].starts_with("    ").then_some(i + 4)
 }
 
 /// JS: `WP` = `/[\t\n ]*$|[\t\n ]*\n|/y`.
-fn blank_tail(e: &str, i: usize) -> usize {
-    let run = i + e.as_bytes()[i.min(e.len())..]
+fn blank_tail(src: &str, i: usize) -> usize {
+    let run = i + src.as_bytes()[i.min(src.len())..]
         .iter()
         .take_while(|c| matches!(c, b'\t' | b'\n' | b' '))
         .count();
-    if run >= e.len() {
-        return e.len();
+    if run >= src.len() {
+        return src.len();
     }
-    match e[i..run].rfind('\n') {
-        Some(p) => i + p + 1,
+    match src[i..run].rfind('\n') {
+        Some(offset) => i + offset + 1,
         None => i,
     }
 }
 
 /// JS: `Sl` — extent of an indented code block, or `None`.
-fn indented_code_end(e: &str) -> Option<usize> {
-    let mut o: Option<usize> = None;
-    let mut r = 0;
+fn indented_code_end(src: &str) -> Option<usize> {
+    let mut end: Option<usize> = None;
+    let mut pos = 0;
     loop {
-        let Some(h) = code_indent(e, r) else { return o };
-        if at_eol(e, h) {
-            return o;
+        let Some(content) = code_indent(src, pos) else {
+            return end;
+        };
+        if at_eol(src, content) {
+            return end;
         }
-        let g = line_end(e, h);
-        let next = if g < e.len() { blank_tail(e, g + 1) } else { g };
-        o = Some(next);
-        if next == r {
-            return o;
+        let eol = line_end(src, content);
+        let next = if eol < src.len() {
+            blank_tail(src, eol + 1)
+        } else {
+            eol
+        };
+        end = Some(next);
+        if next == pos {
+            return end;
         }
-        r = next;
+        pos = next;
     }
 }
 
@@ -672,65 +700,70 @@ fn code_piece(raw: &str, indented: bool) -> Piece {
 }
 
 /// JS: `rD` — the de-indented text of an indented code block.
-fn indented_code_text(e: &str) -> String {
+fn indented_code_text(src: &str) -> String {
     let mut out = String::new();
-    let mut r = 0;
-    while r < e.len() {
-        let t = next_terminator(e, r);
-        let h = (t + char_len_at(e, t)).min(e.len());
-        let g = skip_3_spaces(e, r);
-        let skip_one = if g - r == 3 {
-            byte(e, g) == Some(b' ')
+    let mut pos = 0;
+    while pos < src.len() {
+        let eol = next_terminator(src, pos);
+        let next_line = (eol + char_len_at(src, eol)).min(src.len());
+        let after_spaces = skip_3_spaces(src, pos);
+        let skip_one = if after_spaces - pos == 3 {
+            byte(src, after_spaces) == Some(b' ')
         } else {
-            g == r && byte(e, g) == Some(b'\t')
+            after_spaces == pos && byte(src, after_spaces) == Some(b'\t')
         };
-        let from = if skip_one { g + 1 } else { g };
-        out.push_str(js_slice(e, from, h));
-        r = h;
+        let from = if skip_one {
+            after_spaces + 1
+        } else {
+            after_spaces
+        };
+        out.push_str(js_slice(src, from, next_line));
+        pos = next_line;
     }
     trim_trailing_newlines(&out).to_string()
 }
 
 /// JS: `Gu` = `OP` at 0 — end of a fence opener's marks.
-fn fence_open(e: &str) -> Option<usize> {
-    let i = skip_3_spaces(e, 0);
-    match byte(e, i) {
+fn fence_open(src: &str) -> Option<usize> {
+    let i = skip_3_spaces(src, 0);
+    match byte(src, i) {
         Some(b'`') => {
-            let j = skip_byte(e, i, b'`');
+            let j = skip_byte(src, i, b'`');
             if j - i < 3 {
                 return None;
             }
-            let eol = line_end(e, j);
-            (!e[j..eol].contains('`')).then_some(j)
+            let eol = line_end(src, j);
+            (!src[j..eol].contains('`')).then_some(j)
         }
         Some(b'~') => {
-            let j = skip_byte(e, i, b'~');
+            let j = skip_byte(src, i, b'~');
             (j - i >= 3).then_some(j)
         }
         _ => None,
     }
 }
 
-/// JS: `zu` — start of the closing fence line, or `None`.
-fn fence_close(e: &str, o: usize) -> Option<usize> {
-    let marks = js_trim_start(&e[..o]);
-    let mut h = o;
-    while let Some(p) = e[h..].find('\n') {
-        let nl = h + p;
-        let j = skip_3_spaces(e, nl + 1);
-        h = nl + 1;
-        if !matches!(byte(e, j), Some(b'`' | b'~')) {
+/// JS: `zu` — start of the closing fence line, or `None` (`marks_end`: JS `o`).
+fn fence_close(src: &str, marks_end: usize) -> Option<usize> {
+    let marks = js_trim_start(&src[..marks_end]);
+    let mut pos = marks_end;
+    while let Some(offset) = src[pos..].find('\n') {
+        let nl = pos + offset;
+        let j = skip_3_spaces(src, nl + 1);
+        pos = nl + 1;
+        if !matches!(byte(src, j), Some(b'`' | b'~')) {
             continue;
         }
-        h = j;
-        if e[j..].starts_with(marks) {
-            let k = j + marks.len();
-            let k = k + e[k..]
-                .bytes()
-                .take_while(|&b| b == b'`' || b == b'~')
-                .count();
-            let k = skip_byte(e, k, b' ');
-            if at_eol(e, k) {
+        pos = j;
+        if src[j..].starts_with(marks) {
+            let end = j + marks.len();
+            let end = end
+                + src[end..]
+                    .bytes()
+                    .take_while(|&b| b == b'`' || b == b'~')
+                    .count();
+            let end = skip_byte(src, end, b' ');
+            if at_eol(src, end) {
                 return Some(nl + 1);
             }
         }
@@ -739,38 +772,38 @@ fn fence_close(e: &str, o: usize) -> Option<usize> {
 }
 
 /// JS: `wl` — extent of a fenced code block.
-fn fence_end(e: &str) -> Option<usize> {
-    let o = fence_open(e)?;
-    Some(match fence_close(e, o) {
-        Some(r) => line_end(e, r),
-        None => e.len(),
+fn fence_end(src: &str) -> Option<usize> {
+    let marks_end = fence_open(src)?;
+    Some(match fence_close(src, marks_end) {
+        Some(close_start) => line_end(src, close_start),
+        None => src.len(),
     })
 }
 
 /// JS: `LP` = `/ {0,3}(?:-+|=+) *(?![^\n])\n*/y` at `i`.
-fn underline_at(e: &str, i: usize) -> Option<usize> {
-    let j = skip_3_spaces(e, i);
-    let c = match byte(e, j) {
-        Some(c @ (b'-' | b'=')) => c,
+fn underline_at(src: &str, i: usize) -> Option<usize> {
+    let j = skip_3_spaces(src, i);
+    let mark = match byte(src, j) {
+        Some(mark @ (b'-' | b'=')) => mark,
         _ => return None,
     };
-    let k = skip_byte(e, skip_byte(e, j, c), b' ');
-    at_eol(e, k).then(|| skip_byte(e, k, b'\n'))
+    let end = skip_byte(src, skip_byte(src, j, mark), b' ');
+    at_eol(src, end).then(|| skip_byte(src, end, b'\n'))
 }
 
 /// JS: `$P` — a "plain" line (no block start) at `i`, ending with `\n`; returns the index
 /// after the `\n`.
-fn plain_line(e: &str, i: usize) -> Option<usize> {
-    let b = e.as_bytes();
-    let rest = &e[i.min(e.len())..];
-    let rb = rest.as_bytes();
-    if starts_with_list_marker(rb) {
+fn plain_line(src: &str, i: usize) -> Option<usize> {
+    let bytes = src.as_bytes();
+    let rest = &src[i.min(src.len())..];
+    let rest_bytes = rest.as_bytes();
+    if starts_with_list_marker(rest_bytes) {
         return None;
     }
     if rest.starts_with("    ") {
         return None;
     }
-    let j = skip_3_spaces(e, i) - i;
+    let j = skip_3_spaces(src, i) - i;
     let after = &rest[j..];
     if matches!(after.as_bytes().first(), Some(b'\t' | b'#' | b'>'))
         || after.starts_with("```")
@@ -786,13 +819,13 @@ fn plain_line(e: &str, i: usize) -> Option<usize> {
     {
         return None;
     }
-    let end = dot_star(e, i);
-    (b.get(end) == Some(&b'\n')).then_some(end + 1)
+    let end = dot_star(src, i);
+    (bytes.get(end) == Some(&b'\n')).then_some(end + 1)
 }
 
 /// JS: `NP` = `/[^\S\n]*\n/y` at `i`.
-fn blank_line_at(e: &str, mut i: usize) -> bool {
-    while let Some(c) = char_at(e, i) {
+fn blank_line_at(src: &str, mut i: usize) -> bool {
+    while let Some(c) = char_at(src, i) {
         if c == '\n' {
             return true;
         }
@@ -806,32 +839,32 @@ fn blank_line_at(e: &str, mut i: usize) -> bool {
 
 /// JS: `Vu` — position of a setext underline after a run of plain lines (`Ok`), or the end
 /// of the run (`Err`, the original's bitwise-not encoding).
-fn setext_search_raw(e: &str) -> Result<usize, usize> {
-    let mut o = 0;
-    while let Some(r) = plain_line(e, o) {
-        o = r;
-        if o > 1 && underline_at(e, o).is_some() {
-            return Ok(o);
+fn setext_search_raw(src: &str) -> Result<usize, usize> {
+    let mut pos = 0;
+    while let Some(next) = plain_line(src, pos) {
+        pos = next;
+        if pos > 1 && underline_at(src, pos).is_some() {
+            return Ok(pos);
         }
-        if blank_line_at(e, o) {
+        if blank_line_at(src, pos) {
             break;
         }
     }
-    Err(o)
+    Err(pos)
 }
 
 /// `~Vu(e)` as an `isize` (negative when no underline was found).
-fn setext_search(e: &str) -> isize {
-    match setext_search_raw(e) {
-        Ok(o) => o as isize,
-        Err(o) => !(o as isize),
+fn setext_search(src: &str) -> isize {
+    match setext_search_raw(src) {
+        Ok(pos) => pos as isize,
+        Err(pos) => !(pos as isize),
     }
 }
 
 /// JS: `Ku`.
-fn setext_end(e: &str) -> Option<usize> {
-    let o = setext_search_raw(e).ok()?;
-    underline_at(e, o)
+fn setext_end(src: &str) -> Option<usize> {
+    let underline = setext_search_raw(src).ok()?;
+    underline_at(src, underline)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -904,125 +937,133 @@ const BLOCK_TAGS: &[&str] = &[
 ];
 
 /// JS: `M_` at `i` (case-sensitive, no leading spaces).
-fn html_interrupt(e: &str, i: usize) -> bool {
-    let Some(r) = e.get(i..).and_then(|r| r.strip_prefix('<')) else {
+fn html_interrupt(src: &str, i: usize) -> bool {
+    let Some(tag) = src.get(i..).and_then(|rest| rest.strip_prefix('<')) else {
         return false;
     };
-    if r.starts_with("!--")
+    if tag.starts_with("!--")
         || ["script", "pre", "style", "textarea"]
             .iter()
-            .any(|t| r.starts_with(t))
+            .any(|name| tag.starts_with(name))
     {
         return true;
     }
-    let r = r.strip_prefix('/').unwrap_or(r);
-    let n = r
+    let tag = tag.strip_prefix('/').unwrap_or(tag);
+    let name_len = tag
         .bytes()
         .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         .count();
     // A listed tag that is a proper prefix of the run is followed by [a-z0-9], never by the
     // required delimiter, so checking the whole run is equivalent to the regex alternation.
-    if !BLOCK_TAGS.contains(&&r[..n]) {
+    if !BLOCK_TAGS.contains(&&tag[..name_len]) {
         return false;
     }
-    matches!(r.as_bytes().get(n), Some(b'\n' | b' ' | b'>')) || r[n..].starts_with("/>")
+    matches!(tag.as_bytes().get(name_len), Some(b'\n' | b' ' | b'>'))
+        || tag[name_len..].starts_with("/>")
 }
 
 /// JS: `F_` at `i` — a line that interrupts a paragraph.
-fn interrupts(e: &str, i: usize) -> bool {
-    let j = skip_3_spaces(e, i);
-    let b = e.as_bytes();
-    let rest = &e[j..];
-    let rb = rest.as_bytes();
-    let hit = match rb.first() {
+fn interrupts(src: &str, i: usize) -> bool {
+    let j = skip_3_spaces(src, i);
+    let bytes = src.as_bytes();
+    let rest = &src[j..];
+    let rest_bytes = rest.as_bytes();
+    let hit = match rest_bytes.first() {
         Some(b'>') => true,
-        Some(b'-' | b'+' | b'*') if rb.get(1) == Some(&b' ') => true,
-        Some(b'1') if matches!(rb.get(1), Some(b')' | b'.')) && rb.get(2) == Some(&b' ') => true,
-        Some(b'#') => atx_marks(e, j).is_some(),
-        Some(b'`') => {
-            let k = skip_byte(e, j, b'`');
-            let eol = line_end(e, k);
-            k - j >= 3 && !e[k..eol].contains('`') && b.get(eol) == Some(&b'\n')
+        Some(b'-' | b'+' | b'*') if rest_bytes.get(1) == Some(&b' ') => true,
+        Some(b'1')
+            if matches!(rest_bytes.get(1), Some(b')' | b'.'))
+                && rest_bytes.get(2) == Some(&b' ') =>
+        {
+            true
         }
-        Some(b'~') => rest.starts_with("~~~") && b.get(line_end(e, j)) == Some(&b'\n'),
+        Some(b'#') => atx_marks(src, j).is_some(),
+        Some(b'`') => {
+            let marks_end = skip_byte(src, j, b'`');
+            let eol = line_end(src, marks_end);
+            marks_end - j >= 3
+                && !src[marks_end..eol].contains('`')
+                && bytes.get(eol) == Some(&b'\n')
+        }
+        Some(b'~') => rest.starts_with("~~~") && bytes.get(line_end(src, j)) == Some(&b'\n'),
         _ => false,
     };
-    if hit || hr_at(e, j).is_some() {
+    if hit || hr_at(src, j).is_some() {
         return true;
     }
-    let k = skip_byte(e, i, b' ');
-    if byte(e, k) == Some(b'\n') {
+    let after_spaces = skip_byte(src, i, b' ');
+    if byte(src, after_spaces) == Some(b'\n') {
         return true;
     }
-    html_interrupt(e, i)
+    html_interrupt(src, i)
 }
 
-/// JS: `$_` (non-GFM): end of a paragraph-like run starting at `o`.
-fn para_run(e: &str, o: usize) -> usize {
-    let mut h = line_end(e, o);
-    if h == o {
-        return h;
+/// JS: `$_` (non-GFM): end of a paragraph-like run starting at `start`.
+fn para_run(src: &str, start: usize) -> usize {
+    let mut end = line_end(src, start);
+    if end == start {
+        return end;
     }
-    while h + 1 < e.len() {
-        let g = line_end(e, h + 1);
-        if interrupts(e, h + 1) {
+    while end + 1 < src.len() {
+        let next_end = line_end(src, end + 1);
+        if interrupts(src, end + 1) {
             break;
         }
-        h = g;
+        end = next_end;
     }
-    h
+    end
 }
 
 /// JS: `bl`.
-fn paragraph_end(e: &str) -> Option<usize> {
-    let n = para_run(e, 0);
-    (n > 0).then_some(n)
+fn paragraph_end(src: &str) -> Option<usize> {
+    let end = para_run(src, 0);
+    (end > 0).then_some(end)
 }
 
 /// JS: `U_` — extent of a block quote (lines starting with `>` plus lazy lines).
-fn blockquote_end(e: &str) -> Option<usize> {
-    let mut o: Option<usize> = None;
-    let mut r = 0;
-    while r < e.len() {
-        let j = skip_3_spaces(e, r);
-        if byte(e, j) != Some(b'>') {
+fn blockquote_end(src: &str) -> Option<usize> {
+    let mut end: Option<usize> = None;
+    let mut pos = 0;
+    while pos < src.len() {
+        let j = skip_3_spaces(src, pos);
+        if byte(src, j) != Some(b'>') {
             break;
         }
-        let h = if byte(e, j + 1) == Some(b' ') {
+        let content = if byte(src, j + 1) == Some(b' ') {
             j + 2
         } else {
             j + 1
         };
-        let next = (para_run(e, h) + 1).min(e.len());
-        o = Some(next);
-        r = next;
+        let next = (para_run(src, content) + 1).min(src.len());
+        end = Some(next);
+        pos = next;
     }
-    o
+    end
 }
 
 /// JS: `MS` — strip the `>` marker from each line.
-fn strip_quote_marks(e: &str) -> String {
+fn strip_quote_marks(src: &str) -> String {
     let mut out = String::new();
-    let mut r = 0;
-    while r < e.len() {
-        let j = skip_3_spaces(e, r);
-        let h = if byte(e, j) == Some(b'>') {
-            if matches!(byte(e, j + 1), Some(b'\t' | b' ')) {
+    let mut pos = 0;
+    while pos < src.len() {
+        let j = skip_3_spaces(src, pos);
+        let content = if byte(src, j) == Some(b'>') {
+            if matches!(byte(src, j + 1), Some(b'\t' | b' ')) {
                 j + 2
             } else {
                 j + 1
             }
         } else {
-            r
+            pos
         };
-        let t = next_terminator(e, h);
-        let next = if t >= e.len() {
-            e.len()
+        let eol = next_terminator(src, content);
+        let next = if eol >= src.len() {
+            src.len()
         } else {
-            t + char_len_at(e, t)
+            eol + char_len_at(src, eol)
         };
-        out.push_str(&e[h..next]);
-        r = next.max(r + 1);
+        out.push_str(&src[content..next]);
+        pos = next.max(pos + 1);
     }
     out
 }
@@ -1032,37 +1073,39 @@ fn starts_quote(line: &str) -> bool {
 }
 
 /// JS: `cD` — take the next chunk of a quote; returns the stripped text and the rest.
-fn quote_chunk(quote: &mut Quote, o: &str) -> (String, Option<String>) {
-    let mut h: isize = -1;
-    let mut g = String::new();
-    let mut y = false;
-    while h < o.len() as isize {
-        let start = (h + 1) as usize;
-        let line = &o[start..line_end(o, start)];
-        let p = starts_quote(line);
-        if y && !p {
+fn quote_chunk(quote: &mut Quote, src: &str) -> (String, Option<String>) {
+    // JS: h = the end of the lines taken so far (-1 before the first)
+    let mut taken_end: isize = -1;
+    let mut text = String::new();
+    let mut prev_quoted = false;
+    while taken_end < src.len() as isize {
+        let start = (taken_end + 1) as usize;
+        let line = &src[start..line_end(src, start)];
+        let quoted = starts_quote(line);
+        if prev_quoted && !quoted {
             break;
         }
-        y = p;
-        if h == -1 {
-            g = strip_quote_marks(line);
+        prev_quoted = quoted;
+        if taken_end == -1 {
+            text = strip_quote_marks(line);
         } else if underline_at(line, 0).is_none() {
-            g.push('\n');
-            g.push_str(&strip_quote_marks(line));
+            text.push('\n');
+            text.push_str(&strip_quote_marks(line));
         } else {
-            g.push_str("\n    ");
-            g.push_str(js_trim_start(line));
+            text.push_str("\n    ");
+            text.push_str(js_trim_start(line));
         }
-        h += line.len() as isize + 1;
+        taken_end += line.len() as isize + 1;
     }
-    let k = js_slice(o, 0, h.max(0) as usize);
+    let raw = js_slice(src, 0, taken_end.max(0) as usize);
     if quote.raw.is_empty() {
-        quote.raw = k.to_string();
+        quote.raw = raw.to_string();
     } else {
-        quote.raw = format!("{}\n{}", quote.raw, k);
+        quote.raw = format!("{}\n{}", quote.raw, raw);
     }
-    let rest = ((h as usize) < o.len()).then(|| o[h as usize + 1..].to_string());
-    (g, rest)
+    let rest =
+        ((taken_end as usize) < src.len()).then(|| src[taken_end as usize + 1..].to_string());
+    (text, rest)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1071,54 +1114,55 @@ fn quote_chunk(quote: &mut Quote, o: &str) -> (String, Option<String>) {
 const RAW_TAGS: &[&str] = &["script", "pre", "style", "textarea"];
 
 /// JS: `hl` — index after `needle` searched from `from`, or the length.
-fn after_needle(e: &str, needle: &str, from: usize) -> usize {
-    if from > e.len() {
-        return e.len();
+fn after_needle(src: &str, needle: &str, from: usize) -> usize {
+    if from > src.len() {
+        return src.len();
     }
-    e[from..]
+    src[from..]
         .find(needle)
-        .map_or(e.len(), |p| from + p + needle.len())
+        .map_or(src.len(), |offset| from + offset + needle.len())
 }
 
 /// JS: `TP`/`gl` — end of a tag name (`[A-Z][-\w]*`, case-insensitive) at `i`.
-fn tag_name_end(e: &str, i: usize) -> usize {
-    if !byte(e, i).is_some_and(|b| b.is_ascii_alphabetic()) {
+fn tag_name_end(src: &str, i: usize) -> usize {
+    if !byte(src, i).is_some_and(|b| b.is_ascii_alphabetic()) {
         return i;
     }
     let mut j = i + 1;
-    while byte(e, j).is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+    while byte(src, j).is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
         j += 1;
     }
     j
 }
 
 /// JS: `A_` — end of an HTML block that runs to the next blank line (`\n[\t\n ]*\n`).
-fn until_blank_line(e: &str, from: usize) -> usize {
-    let b = e.as_bytes();
+fn until_blank_line(src: &str, from: usize) -> usize {
+    let bytes = src.as_bytes();
     let mut i = from;
-    while let Some(p) = e.get(i..).and_then(|r| r.find('\n')) {
-        let nl = i + p;
-        let mut k = nl + 1;
-        while matches!(b.get(k), Some(b'\t' | b' ')) {
-            k += 1;
+    while let Some(offset) = src.get(i..).and_then(|tail| tail.find('\n')) {
+        let nl = i + offset;
+        let mut blanks_end = nl + 1;
+        while matches!(bytes.get(blanks_end), Some(b'\t' | b' ')) {
+            blanks_end += 1;
         }
         // [\t\n ]* is greedy and may span lines; it needs a final \n.
-        let run_end = k + b[k..]
-            .iter()
-            .take_while(|c| matches!(c, b'\t' | b'\n' | b' '))
-            .count();
-        if let Some(q) = e[nl + 1..run_end].rfind('\n') {
-            return nl + 1 + q + 1;
+        let run_end = blanks_end
+            + bytes[blanks_end..]
+                .iter()
+                .take_while(|c| matches!(c, b'\t' | b'\n' | b' '))
+                .count();
+        if let Some(last_nl) = src[nl + 1..run_end].rfind('\n') {
+            return nl + 1 + last_nl + 1;
         }
         i = nl + 1;
     }
-    e.len()
+    src.len()
 }
 
 /// JS: `bP` repeated (`Gn`) — attributes with spaces only.
-fn attrs_spaces(e: &str, mut i: usize) -> usize {
+fn attrs_spaces(src: &str, mut i: usize) -> usize {
     loop {
-        let Some(j) = attr_at(e, i, false) else {
+        let Some(j) = attr_at(src, i, false) else {
             return i;
         };
         if j <= i {
@@ -1129,59 +1173,61 @@ fn attrs_spaces(e: &str, mut i: usize) -> usize {
 }
 
 /// JS: `wP` (`loose`, any whitespace) or `bP` (spaces, no newlines in quoted values).
-pub(crate) fn attr_at(e: &str, i: usize, loose: bool) -> Option<usize> {
-    let b = e.as_bytes();
+pub(crate) fn attr_at(src: &str, i: usize, loose: bool) -> Option<usize> {
+    let bytes = src.as_bytes();
     let mut j = if loose {
-        skip_js_space(e, i)
+        skip_js_space(src, i)
     } else {
-        skip_byte(e, i, b' ')
+        skip_byte(src, i, b' ')
     };
     if j == i {
         return None;
     }
-    if !b
+    if !bytes
         .get(j)
         .is_some_and(|c| c.is_ascii_alphabetic() || matches!(c, b':' | b'_'))
     {
         return None;
     }
     j += 1;
-    while b
+    while bytes
         .get(j)
         .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b':' | b'_'))
     {
         j += 1;
     }
-    let k = if loose {
-        skip_js_space(e, j)
+    let eq = if loose {
+        skip_js_space(src, j)
     } else {
-        skip_byte(e, j, b' ')
+        skip_byte(src, j, b' ')
     };
-    if b.get(k) != Some(&b'=') {
+    if bytes.get(eq) != Some(&b'=') {
         return Some(j);
     }
-    let v = if loose {
-        skip_js_space(e, k + 1)
+    let value = if loose {
+        skip_js_space(src, eq + 1)
     } else {
-        skip_byte(e, k + 1, b' ')
+        skip_byte(src, eq + 1, b' ')
     };
-    let value_end = match b.get(v) {
-        Some(q @ (b'"' | b'\'')) => {
-            let close = e[v + 1..].find(*q as char).map(|p| v + 1 + p);
+    let value_end = match bytes.get(value) {
+        Some(quote @ (b'"' | b'\'')) => {
+            let close = src[value + 1..]
+                .find(*quote as char)
+                .map(|offset| value + 1 + offset);
             match close {
-                Some(c) if loose || !e[v + 1..c].contains('\n') => Some(c + 1),
+                Some(close) if loose || !src[value + 1..close].contains('\n') => Some(close + 1),
                 _ => None,
             }
         }
         Some(_) => {
-            let n = e[v..]
+            let len = src[value..]
                 .chars()
                 .take_while(|&c| {
                     !is_js_space(c) && !matches!(c, '"' | '\'' | '<' | '=' | '>' | '`')
                 })
                 .map(char::len_utf8)
                 .sum::<usize>();
-            (n > 0).then_some(v + n)
+            (len > 0).then_some(value + len)
         }
         None => None,
     };
@@ -1189,92 +1235,97 @@ pub(crate) fn attr_at(e: &str, i: usize, loose: bool) -> Option<usize> {
 }
 
 /// JS: `O_` — extent of an HTML block starting here, or `None`.
-fn html_end(e: &str) -> Option<usize> {
-    let o = skip_3_spaces(e, 0);
-    if byte(e, o) != Some(b'<') {
+fn html_end(src: &str) -> Option<usize> {
+    let open = skip_3_spaces(src, 0);
+    if byte(src, open) != Some(b'<') {
         return None;
     }
-    let r = o + 1;
-    let nl_run = |i: usize| skip_byte(e, i, b'\n');
-    match byte(e, r) {
-        Some(b'?') => return Some(nl_run(after_needle(e, "?>", r + 1))),
+    // JS: r = the position after the `<`
+    let after_lt = open + 1;
+    let nl_run = |i: usize| skip_byte(src, i, b'\n');
+    match byte(src, after_lt) {
+        Some(b'?') => return Some(nl_run(after_needle(src, "?>", after_lt + 1))),
         Some(b'!') => {
-            if e[r + 1..].starts_with("--") {
-                return Some(nl_run(line_end(e, after_needle(e, "-->", r + 1))));
+            if src[after_lt + 1..].starts_with("--") {
+                return Some(nl_run(line_end(
+                    src,
+                    after_needle(src, "-->", after_lt + 1),
+                )));
             }
-            if tag_name_end(e, r + 1) > r + 1 {
-                return Some(nl_run(after_needle(e, ">", r)));
+            if tag_name_end(src, after_lt + 1) > after_lt + 1 {
+                return Some(nl_run(after_needle(src, ">", after_lt)));
             }
-            let upper = js_slice(e, r + 1, r + 8).to_ascii_uppercase();
-            return (upper == "[CDATA[").then(|| nl_run(after_needle(e, "]]>", r + 8)));
+            let upper = js_slice(src, after_lt + 1, after_lt + 8).to_ascii_uppercase();
+            return (upper == "[CDATA[").then(|| nl_run(after_needle(src, "]]>", after_lt + 8)));
         }
         _ => {}
     }
-    let closing = byte(e, r) == Some(b'/');
-    let y = if closing { r + 1 } else { r };
-    let k = tag_name_end(e, y);
-    let name = e[y..k].to_ascii_lowercase();
-    let p = char_at(e, k);
-    if RAW_TAGS.iter().any(|t| name.starts_with(t)) {
+    let closing = byte(src, after_lt) == Some(b'/');
+    let name_start = if closing { after_lt + 1 } else { after_lt };
+    let name_end = tag_name_end(src, name_start);
+    let name = src[name_start..name_end].to_ascii_lowercase();
+    let after_name = char_at(src, name_end);
+    if RAW_TAGS.iter().any(|tag| name.starts_with(tag)) {
         let ok = !closing
             && RAW_TAGS.contains(&name.as_str())
-            && (p == Some('>') || p.is_some_and(is_js_space));
-        return ok.then(|| raw_tag_end(e, &name, k));
+            && (after_name == Some('>') || after_name.is_some_and(is_js_space));
+        return ok.then(|| raw_tag_end(src, &name, name_end));
     }
     if BLOCK_TAGS.contains(&name.as_str()) {
-        let delim = matches!(byte(e, k), Some(b'\n' | b' ' | b'>')) || e[k..].starts_with("/>");
+        let delim = matches!(byte(src, name_end), Some(b'\n' | b' ' | b'>'))
+            || src[name_end..].starts_with("/>");
         if delim {
-            return Some(until_blank_line(e, k + 1));
+            return Some(until_blank_line(src, name_end + 1));
         }
     }
     if name.is_empty() {
         return None;
     }
-    let d = if closing {
-        let j = skip_js_space(e, k);
-        (byte(e, j) == Some(b'>')).then_some(j + 1)
+    let tag_end = if closing {
+        let j = skip_js_space(src, name_end);
+        (byte(src, j) == Some(b'>')).then_some(j + 1)
     } else {
-        let j = skip_byte(e, attrs_spaces(e, k), b' ');
-        if byte(e, j) == Some(b'/') && byte(e, j + 1) == Some(b'>') {
+        let j = skip_byte(src, attrs_spaces(src, name_end), b' ');
+        if byte(src, j) == Some(b'/') && byte(src, j + 1) == Some(b'>') {
             Some(j + 2)
         } else {
-            (byte(e, j) == Some(b'>')).then_some(j + 1)
+            (byte(src, j) == Some(b'>')).then_some(j + 1)
         }
     }?;
-    at_eol(e, skip_blanks(e, d)).then(|| until_blank_line(e, d))
+    at_eol(src, skip_blanks(src, tag_end)).then(|| until_blank_line(src, tag_end))
 }
 
 /// JS: `MP` — a raw-text block (`<pre>`, `<script>`…) ends on the line of its closing tag.
-fn raw_tag_end(e: &str, name: &str, from: usize) -> usize {
+fn raw_tag_end(src: &str, name: &str, from: usize) -> usize {
     let close = format!("</{name}>");
-    let mut g = e[from..].find("</").map(|p| from + p);
-    while let Some(i) = g {
-        if js_slice(e, i, i + close.len()).to_ascii_lowercase() == close {
-            return skip_byte(e, line_end(e, i), b'\n');
+    let mut next_close = src[from..].find("</").map(|offset| from + offset);
+    while let Some(i) = next_close {
+        if js_slice(src, i, i + close.len()).to_ascii_lowercase() == close {
+            return skip_byte(src, line_end(src, i), b'\n');
         }
-        g = e[i + 2..].find("</").map(|p| i + 2 + p);
+        next_close = src[i + 2..].find("</").map(|offset| i + 2 + offset);
     }
-    e.len()
+    src.len()
 }
 
 // ---------------------------------------------------------------------------------------
 // Link reference definitions (JS: lS, dS, Qu, aS)
 
-/// JS: `Tl` — end of a link label `[...]` whose text starts at `o` (index of `]`).
-pub(crate) fn label_end(e: &str, o: usize) -> Option<usize> {
+/// JS: `Tl` — end of a link label `[...]` whose text starts at `start` (index of `]`).
+pub(crate) fn label_end(src: &str, start: usize) -> Option<usize> {
     // XP = /[^[\\\]]+|\\./y, repeated.
-    let b = e.as_bytes();
-    let mut r = o;
+    let bytes = src.as_bytes();
+    let mut pos = start;
     loop {
-        match b.get(r) {
-            Some(b'\\') if char_at(e, r + 1).is_some_and(|c| !is_js_line_terminator(c)) => {
-                r += 1 + char_len_at(e, r + 1)
+        match bytes.get(pos) {
+            Some(b'\\') if char_at(src, pos + 1).is_some_and(|c| !is_js_line_terminator(c)) => {
+                pos += 1 + char_len_at(src, pos + 1)
             }
             Some(b'[' | b']' | b'\\') | None => break,
-            Some(_) => r += char_len_at(e, r),
+            Some(_) => pos += char_len_at(src, pos),
         }
     }
-    (b.get(r) == Some(&b']') && skip_js_space(e, o) < r).then_some(r)
+    (bytes.get(pos) == Some(&b']') && skip_js_space(src, start) < pos).then_some(pos)
 }
 
 /// JS: `AS` — normalise a label (`split(/\s+/).join(" ").toLowerCase()`).
@@ -1296,111 +1347,124 @@ pub(crate) fn normalize_label(label: &str) -> String {
 }
 
 /// JS: `dS` — skip spaces, one newline and the next line's blanks.
-fn def_gap(e: &str, o: usize) -> usize {
-    let r = skip_byte(e, o, b' ');
-    if byte(e, r) == Some(b'\n') {
-        skip_blanks(e, r + 1)
+fn def_gap(src: &str, pos: usize) -> usize {
+    let after_spaces = skip_byte(src, pos, b' ');
+    if byte(src, after_spaces) == Some(b'\n') {
+        skip_blanks(src, after_spaces + 1)
     } else {
-        r
+        after_spaces
     }
 }
 
 /// JS: `Qu` — spaces then end of line; returns the index after the newlines.
-fn def_line_end(e: &str, o: usize) -> Option<usize> {
-    let r = skip_byte(e, o, b' ');
-    at_eol(e, r).then(|| skip_byte(e, r, b'\n'))
+fn def_line_end(src: &str, pos: usize) -> Option<usize> {
+    let after_spaces = skip_byte(src, pos, b' ');
+    at_eol(src, after_spaces).then(|| skip_byte(src, after_spaces, b'\n'))
 }
 
 /// JS: `Ju` — the closing quote of a title, with backslash escapes and a validity check.
 pub(super) fn title_close(
-    e: &str,
-    o: usize,
+    src: &str,
+    open: usize,
     close: u8,
     ok: impl Fn(&str, usize) -> bool,
 ) -> Option<usize> {
-    let b = e.as_bytes();
+    let bytes = src.as_bytes();
     let find = |from: usize| {
-        b.get(from..)
-            .and_then(|r| r.iter().position(|&c| c == close))
-            .map(|p| from + p)
+        bytes
+            .get(from..)
+            .and_then(|tail| tail.iter().position(|&c| c == close))
+            .map(|offset| from + offset)
     };
-    let mut g = find(o + 1);
-    let mut y: Option<usize> = None;
-    while let Some(i) = g {
-        y = Some(i);
-        if i == o + 1 || b[i - 1] != b'\\' {
+    let mut next_close = find(open + 1);
+    let mut found: Option<usize> = None;
+    while let Some(i) = next_close {
+        found = Some(i);
+        if i == open + 1 || bytes[i - 1] != b'\\' {
             break;
         }
-        g = find(i + 1);
+        next_close = find(i + 1);
     }
-    let mut y = y?;
-    while y > o && !ok(e, y + 1) {
-        match b[..y].iter().rposition(|&c| c == close) {
-            Some(p) => y = p,
+    let mut close_at = found?;
+    while close_at > open && !ok(src, close_at + 1) {
+        match bytes[..close_at].iter().rposition(|&c| c == close) {
+            Some(prev) => close_at = prev,
             None => return None,
         }
     }
-    (y > o).then_some(y)
+    (close_at > open).then_some(close_at)
 }
 
-/// JS: `aS` — destination done, parse the optional title; returns the definition length.
-fn def_tail(e: &str, h: usize) -> Option<usize> {
-    let g = def_gap(e, h);
-    let mut y: Option<usize> = None;
-    if g > h {
-        match byte(e, g) {
-            Some(b'"') => y = title_close(e, g, b'"', |s, i| def_line_end(s, i).is_some()),
+/// JS: `aS` — destination done (it ends at `dest_end`, JS `h`), parse the optional title;
+/// returns the definition length.
+fn def_tail(src: &str, dest_end: usize) -> Option<usize> {
+    let title_start = def_gap(src, dest_end);
+    let mut title_end: Option<usize> = None;
+    if title_start > dest_end {
+        match byte(src, title_start) {
+            Some(b'"') => {
+                title_end = title_close(src, title_start, b'"', |src, pos| {
+                    def_line_end(src, pos).is_some()
+                })
+            }
             Some(b'\'') => {
-                y = e[g + 1..].find('\'').map(|p| g + 1 + p);
-                if let Some(c) = y
-                    && e[g..c].contains("\n\n")
+                title_end = src[title_start + 1..]
+                    .find('\'')
+                    .map(|offset| title_start + 1 + offset);
+                if let Some(close) = title_end
+                    && src[title_start..close].contains("\n\n")
                 {
-                    y = None;
+                    title_end = None;
                 }
             }
             Some(b'(') => {
-                let c = e[g + 1..].find(['(', ')']).map(|p| g + 1 + p);
-                y = c.filter(|&c| byte(e, c) == Some(b')'));
+                let paren = src[title_start + 1..]
+                    .find(['(', ')'])
+                    .map(|offset| title_start + 1 + offset);
+                title_end = paren.filter(|&paren| byte(src, paren) == Some(b')'));
             }
             _ => {}
         }
     }
-    if let Some(k) = y.and_then(|y| def_line_end(e, y + 1)) {
-        return Some(k);
+    if let Some(end) = title_end.and_then(|title_end| def_line_end(src, title_end + 1)) {
+        return Some(end);
     }
-    def_line_end(e, h)
+    def_line_end(src, dest_end)
 }
 
 /// JS: `lS` — a link reference definition: its normalised label and length.
-fn def(e: &str) -> Option<(String, usize)> {
-    let o = skip_3_spaces(e, 0);
-    if byte(e, o) != Some(b'[') {
+fn def(src: &str) -> Option<(String, usize)> {
+    let open = skip_3_spaces(src, 0);
+    if byte(src, open) != Some(b'[') {
         return None;
     }
-    let r = label_end(e, o + 1)?;
-    if r <= o + 1 || byte(e, r + 1) != Some(b':') {
+    let label_close = label_end(src, open + 1)?;
+    if label_close <= open + 1 || byte(src, label_close + 1) != Some(b':') {
         return None;
     }
-    let label = normalize_label(&e[o + 1..r]);
-    let g = def_gap(e, r + 2);
-    if byte(e, g) != Some(b'<') {
-        let k = g + e[g..]
-            .chars()
-            .take_while(|&c| !is_js_space(c))
-            .map(char::len_utf8)
-            .sum::<usize>();
-        if k == g {
+    let label = normalize_label(&src[open + 1..label_close]);
+    let dest_start = def_gap(src, label_close + 2);
+    if byte(src, dest_start) != Some(b'<') {
+        let dest_end = dest_start
+            + src[dest_start..]
+                .chars()
+                .take_while(|&c| !is_js_space(c))
+                .map(char::len_utf8)
+                .sum::<usize>();
+        if dest_end == dest_start {
             return None;
         }
-        return def_tail(e, k).map(|len| (label, len));
+        return def_tail(src, dest_end).map(|len| (label, len));
     }
-    let y = next_terminator(e, g);
-    let mut k = e[g..].find('>').map(|p| g + p);
-    while let Some(i) = k.filter(|&i| i < y) {
-        if let Some(len) = def_tail(e, i + 1) {
+    let eol = next_terminator(src, dest_start);
+    let mut next_gt = src[dest_start..]
+        .find('>')
+        .map(|offset| dest_start + offset);
+    while let Some(gt) = next_gt.filter(|&gt| gt < eol) {
+        if let Some(len) = def_tail(src, gt + 1) {
             return Some((label, len));
         }
-        k = e[i + 1..].find('>').map(|p| i + 1 + p);
+        next_gt = src[gt + 1..].find('>').map(|offset| gt + 1 + offset);
     }
     None
 }
@@ -1409,87 +1473,89 @@ fn def(e: &str) -> Option<(String, usize)> {
 // Lists (JS: H_, xS, vS, NI, fD)
 
 /// JS: `H_` test.
-fn list_test(e: &str) -> Option<()> {
-    let j = marker_end(e, skip_3_spaces(e, 0))?;
-    let b = e.as_bytes();
+fn list_test(src: &str) -> Option<()> {
+    let j = marker_end(src, skip_3_spaces(src, 0))?;
+    let bytes = src.as_bytes();
     // (?:[\t ][^\n]+)?(?![^\n])
-    if at_eol(e, j) {
+    if at_eol(src, j) {
         return Some(());
     }
-    if matches!(b.get(j), Some(b'\t' | b' ')) && j + 1 < b.len() && b[j + 1] != b'\n' {
+    if matches!(bytes.get(j), Some(b'\t' | b' ')) && j + 1 < bytes.len() && bytes[j + 1] != b'\n' {
         return Some(());
     }
     None
 }
 
-/// JS: `CI` = `/ {0,3}(?:\d{1,9}[).]|[-+*])(?![^\t\n ])/y` at `o`: end of the marker.
-fn list_marker(e: &str, o: usize) -> Option<usize> {
-    let j = marker_end(e, skip_3_spaces(e, o))?;
-    matches!(e.as_bytes().get(j), None | Some(b'\t' | b'\n' | b' ')).then_some(j)
+/// JS: `CI` = `/ {0,3}(?:\d{1,9}[).]|[-+*])(?![^\t\n ])/y` at `pos`: end of the marker.
+fn list_marker(src: &str, pos: usize) -> Option<usize> {
+    let j = marker_end(src, skip_3_spaces(src, pos))?;
+    matches!(src.as_bytes().get(j), None | Some(b'\t' | b'\n' | b' ')).then_some(j)
 }
 
 /// `[-+*]` or `\d{1,9}[.)]` at `i`: the index after the list marker.
-fn marker_end(e: &str, i: usize) -> Option<usize> {
-    let b = e.as_bytes();
-    match b.get(i) {
+fn marker_end(src: &str, i: usize) -> Option<usize> {
+    let bytes = src.as_bytes();
+    match bytes.get(i) {
         Some(b'-' | b'+' | b'*') => Some(i + 1),
         Some(c) if c.is_ascii_digit() => {
-            let n = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-            (n <= 9 && matches!(b.get(i + n), Some(b')' | b'.'))).then_some(i + n + 1)
+            let digits = bytes[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+            (digits <= 9 && matches!(bytes.get(i + digits), Some(b')' | b'.')))
+                .then_some(i + digits + 1)
         }
         _ => None,
     }
 }
 
-/// JS: `TI` at `r` on a single line (`$` is the end of the line).
-fn ends_lazy_run(line: &str, r: usize) -> bool {
-    let rest = &line[r.min(line.len())..];
+/// JS: `TI` at `pos` on a single line (`$` is the end of the line).
+fn ends_lazy_run(line: &str, pos: usize) -> bool {
+    let rest = &line[pos.min(line.len())..];
     if rest.starts_with('#') || rest.starts_with("```") || rest.starts_with("~~~") {
         return true;
     }
-    let c = match rest.as_bytes().first() {
-        Some(c @ (b'-' | b'_' | b'*')) => *c,
+    let mark = match rest.as_bytes().first() {
+        Some(mark @ (b'-' | b'_' | b'*')) => *mark,
         _ => return false,
     };
     // c *c *c[c ]*$ (spaces only, not tabs)
-    let marks = rest.bytes().filter(|&b| b == c).count();
-    rest.bytes().all(|b| b == c || b == b' ') && marks >= 3
+    let marks = rest.bytes().filter(|&b| b == mark).count();
+    rest.bytes().all(|b| b == mark || b == b' ') && marks >= 3
 }
 
-/// JS: `AI` (case-insensitive) at `q` on a line: a block start that ends a list item.
-fn item_breaker(line: &str, q: usize) -> bool {
-    if ends_lazy_run(line, q) {
+/// JS: `AI` (case-insensitive) at `indent` on a line: a block start that ends a list item.
+fn item_breaker(line: &str, indent: usize) -> bool {
+    if ends_lazy_run(line, indent) {
         return true;
     }
-    let rest = &line[q.min(line.len())..];
+    let rest = &line[indent.min(line.len())..];
     if rest.starts_with("<!--") {
         return true;
     }
-    if let Some(t) = rest.strip_prefix('<') {
+    if let Some(tag) = rest.strip_prefix('<') {
         // <[A-Z].*>  — a letter, then `.*` greedy back to the last '>' before a terminator.
-        if t.as_bytes()
+        if tag
+            .as_bytes()
             .first()
             .is_some_and(|b| b.is_ascii_alphabetic())
         {
-            let end = dot_star(t, 0);
-            if t[1..end].contains('>') {
+            let end = dot_star(tag, 0);
+            if tag[1..end].contains('>') {
                 return true;
             }
         }
     }
-    let b = rest.as_bytes();
-    let j = match b.first() {
+    let bytes = rest.as_bytes();
+    let marker_len = match bytes.first() {
         Some(b'-' | b'+' | b'*') => 1,
         Some(c) if c.is_ascii_digit() => {
-            let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
-            if n > 9 || !matches!(b.get(n), Some(b')' | b'.')) {
+            let digits = bytes.iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 9 || !matches!(bytes.get(digits), Some(b')' | b'.')) {
                 return false;
             }
-            n + 1
+            digits + 1
         }
         _ => return false,
     };
-    matches!(b.get(j), None | Some(b'\t' | b' '))
+    matches!(bytes.get(marker_len), None | Some(b'\t' | b' '))
 }
 
 /// JS: `LI` = `/^(?: {0,3}\t| {4})[\t ]*[^\t ]/`.
@@ -1502,9 +1568,9 @@ fn looks_indented(line: &str) -> bool {
 }
 
 /// JS: `NI` — may a lazy line continue after `prev`?
-fn allows_lazy(prev: &str, w: usize) -> bool {
-    let r = first_non_space(prev);
-    !looks_indented(prev) && (r > w || !ends_lazy_run(prev, r))
+fn allows_lazy(prev: &str, max_indent: usize) -> bool {
+    let indent = first_non_space(prev);
+    !looks_indented(prev) && (indent > max_indent || !ends_lazy_run(prev, indent))
 }
 
 struct ItemScan {
@@ -1512,43 +1578,53 @@ struct ItemScan {
     content: String,
 }
 
-/// JS: `vS` — one list item starting at `o` whose marker ends at `r`.
-fn list_item(e: &str, o: usize, r: usize) -> ItemScan {
-    let mut h = line_end(e, r);
-    let g = r + e.as_bytes()[r..]
-        .iter()
-        .take_while(|&&b| b == b'\t')
-        .count();
-    let mut y: Cow<str> = Cow::Borrowed(js_slice(e, g, h));
-    if g > r {
-        y = Cow::Owned(format!("{}{}", " ".repeat(3 * (g - r)), y));
+/// JS: `vS` — one list item starting at `start` whose marker ends at `after_marker`.
+fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
+    let mut eol = line_end(src, after_marker);
+    let after_tabs = after_marker
+        + src.as_bytes()[after_marker..]
+            .iter()
+            .take_while(|&&b| b == b'\t')
+            .count();
+    // JS: y = the previous line's text (first the rest of the marker line)
+    let mut prev_line: Cow<str> = Cow::Borrowed(js_slice(src, after_tabs, eol));
+    if after_tabs > after_marker {
+        prev_line = Cow::Owned(format!(
+            "{}{}",
+            " ".repeat(3 * (after_tabs - after_marker)),
+            prev_line
+        ));
     }
-    let mut k = js_is_blank(&y);
-    let mut width = r - o;
+    let mut blank_seen = js_is_blank(&prev_line);
+    let mut width = after_marker - start;
     let mut content = String::new();
-    if k {
+    if blank_seen {
         width += 1;
     } else {
-        let spaces = skip_byte(e, r, b' ') - r;
-        let kk = if spaces > 4 { 1 } else { spaces };
-        content.push_str(skip_utf16_units(&y, kk));
-        width += kk;
+        let spaces = skip_byte(src, after_marker, b' ') - after_marker;
+        let indent = if spaces > 4 { 1 } else { spaces };
+        content.push_str(skip_utf16_units(&prev_line, indent));
+        width += indent;
     }
-    if k {
-        let from = (h + 1).min(e.len());
-        let j = skip_blanks(e, from);
-        if at_eol(e, j) {
-            let end = if byte(e, j) == Some(b'\n') { j + 1 } else { j };
+    if blank_seen {
+        let from = (eol + 1).min(src.len());
+        let j = skip_blanks(src, from);
+        if at_eol(src, j) {
+            let end = if byte(src, j) == Some(b'\n') {
+                j + 1
+            } else {
+                j
+            };
             return ItemScan { end, content };
         }
     }
-    let w = 3.min(width.saturating_sub(1));
-    while h + 1 < e.len() {
-        let start = h + 1;
-        let end = line_end(e, start);
-        let line = &e[start..end];
-        let q = first_non_space(line);
-        if q <= w && item_breaker(line, q) {
+    let max_indent = 3.min(width.saturating_sub(1));
+    while eol + 1 < src.len() {
+        let line_start = eol + 1;
+        let end = line_end(src, line_start);
+        let line = &src[line_start..end];
+        let indent = first_non_space(line);
+        if indent <= max_indent && item_breaker(line, indent) {
             break;
         }
         let expanded: Cow<str> = if line.contains('\t') {
@@ -1557,49 +1633,51 @@ fn list_item(e: &str, o: usize, r: usize) -> ItemScan {
             Cow::Borrowed(line)
         };
         let blank = js_is_blank(line);
-        let me: Cow<str> = match expanded {
-            Cow::Borrowed(l) => Cow::Borrowed(skip_utf16_units(l, width)),
-            Cow::Owned(ref l) => Cow::Owned(skip_utf16_units(l, width).to_string()),
+        let dedented: Cow<str> = match expanded {
+            Cow::Borrowed(borrowed) => Cow::Borrowed(skip_utf16_units(borrowed, width)),
+            Cow::Owned(ref owned) => Cow::Owned(skip_utf16_units(owned, width).to_string()),
         };
         if blank || first_non_space(&expanded) >= width {
             content.push('\n');
-            content.push_str(&me);
-        } else if k || !allows_lazy(&y, w) {
+            content.push_str(&dedented);
+        } else if blank_seen || !allows_lazy(&prev_line, max_indent) {
             break;
         } else {
             content.push('\n');
             content.push_str(line);
         }
-        k |= blank;
-        y = me;
-        h = end;
+        blank_seen |= blank;
+        prev_line = dedented;
+        eol = end;
     }
     // (JS also reports whether the item ends in a blank line; that only decides "loose"
     // lists, which change nothing Claude Code outputs, so it is not kept.)
     ItemScan {
-        end: (h + 1).min(e.len()),
+        end: (eol + 1).min(src.len()),
         content,
     }
 }
 
 /// JS: `fD` — the list's raw text and each item's (raw, text).
-fn list_items(e: &str) -> Option<(String, Vec<(String, String)>)> {
+fn list_items(src: &str) -> Option<(String, Vec<(String, String)>)> {
     let mut bullet: Option<u8> = None;
     let mut items: Vec<(String, String)> = Vec::new();
-    let mut k = 0;
-    while k < e.len() {
-        let Some(d) = list_marker(e, k) else { break };
-        let n = e.as_bytes()[d - 1];
-        let b = *bullet.get_or_insert(n);
-        if n != b || hr_end(&e[k..]).is_some() {
+    let mut pos = 0;
+    while pos < src.len() {
+        let Some(after_marker) = list_marker(src, pos) else {
+            break;
+        };
+        let mark = src.as_bytes()[after_marker - 1];
+        let first_mark = *bullet.get_or_insert(mark);
+        if mark != first_mark || hr_end(&src[pos..]).is_some() {
             break;
         }
-        let scan = list_item(e, k, d);
-        items.push((e[k..scan.end].to_string(), scan.content));
-        k = scan.end.max(k + 1);
+        let scan = list_item(src, pos, after_marker);
+        items.push((src[pos..scan.end].to_string(), scan.content));
+        pos = scan.end.max(pos + 1);
     }
     let last = items.last_mut()?;
     last.0 = js_trim_end(&last.0).to_string();
     last.1 = js_trim_end(&last.1).to_string();
-    Some((js_trim_end(&e[..k.min(e.len())]).to_string(), items))
+    Some((js_trim_end(&src[..pos.min(src.len())]).to_string(), items))
 }

@@ -4,7 +4,8 @@
 //! at the start of a text token or after whitespace), which spans are code, and which parts
 //! are links or emphasis (their text is searched too). The per-call memo tables (`Notes`,
 //! JS `vl`) are kept: they are what makes the original linear-time, and a few of them change
-//! results in corner cases.
+//! results in corner cases. As in [`super::block`], locals have readable names (the text
+//! being lexed, JS `e`, is `src`).
 
 use std::collections::HashMap;
 
@@ -44,19 +45,19 @@ struct Notes {
 }
 
 impl Notes {
-    fn is_absent(&self, e: &str, key: AbsentKey, pos: usize) -> bool {
+    fn is_absent(&self, src: &str, key: AbsentKey, pos: usize) -> bool {
         self.absent
             .get(&key)
-            .is_some_and(|&v| e.len().saturating_sub(pos) <= v)
+            .is_some_and(|&absent_from| src.len().saturating_sub(pos) <= absent_from)
     }
 
-    fn note_absent(&mut self, e: &str, key: AbsentKey, pos: usize) -> Option<usize> {
-        self.absent.insert(key, e.len().saturating_sub(pos));
+    fn note_absent(&mut self, src: &str, key: AbsentKey, pos: usize) -> Option<usize> {
+        self.absent.insert(key, src.len().saturating_sub(pos));
         None
     }
 
     /// Is there a `)`/`>` at or after `pos`? (JS `isAhead` with `YP`/`xl`.)
-    fn is_ahead(&mut self, e: &str, key: AheadKey, pos: usize) -> bool {
+    fn is_ahead(&mut self, src: &str, key: AheadKey, pos: usize) -> bool {
         let needle = match key {
             AheadKey::CloseParen => ')',
             AheadKey::Gt => '>',
@@ -64,27 +65,27 @@ impl Notes {
         let from_end = *self
             .ahead
             .entry(key)
-            .or_insert_with(|| e.rfind(needle).map(|i| e.len() - i));
-        from_end.is_some_and(|h| e.len().saturating_sub(pos) >= h)
+            .or_insert_with(|| src.rfind(needle).map(|i| src.len() - i));
+        from_end.is_some_and(|last_from_end| src.len().saturating_sub(pos) >= last_from_end)
     }
 
     /// JS `past`: end of `needle` searched from `pos`, with the absent memo.
-    fn past(&mut self, e: &str, key: AbsentKey, needle: &str, pos: usize) -> Option<usize> {
-        if self.is_absent(e, key, pos) {
+    fn past(&mut self, src: &str, key: AbsentKey, needle: &str, pos: usize) -> Option<usize> {
+        if self.is_absent(src, key, pos) {
             return None;
         }
-        match e.get(pos..).and_then(|r| r.find(needle)) {
-            Some(p) => Some(pos + p + needle.len()),
-            None => self.note_absent(e, key, pos),
+        match src.get(pos..).and_then(|tail| tail.find(needle)) {
+            Some(offset) => Some(pos + offset + needle.len()),
+            None => self.note_absent(src, key, pos),
         }
     }
 
-    /// JS `hS`: is position `o` before the trailing whitespace of the text?
-    fn before_end_space(&mut self, e: &str, o: usize) -> bool {
+    /// JS `hS`: is position `pos` (JS `o`) before the trailing whitespace of the text?
+    fn before_end_space(&mut self, src: &str, pos: usize) -> bool {
         let end_space = *self
             .end_space
-            .get_or_insert_with(|| e.len() - js_trim_end(e).len());
-        e.len() - o > end_space
+            .get_or_insert_with(|| src.len() - js_trim_end(src).len());
+        src.len() - pos > end_space
     }
 }
 
@@ -121,9 +122,9 @@ enum Method {
 }
 
 /// JS: `NS` (without the GFM-only `url` and `del`, which are no-ops here).
-fn dispatch(c: u8) -> &'static [Method] {
+fn dispatch(first: u8) -> &'static [Method] {
     use Method::*;
-    match c {
+    match first {
         b'\\' => &[Escape, Br, InlineText],
         b' ' => &[Br, InlineText],
         b'<' => &[Tag, Autolink, InlineText],
@@ -154,8 +155,8 @@ fn inline_tokens_at_depth(text: &str, links: &Ctx) -> Vec<Inline> {
     while pos < text.len() && !links.overflowed() {
         let rest = &text[pos..];
         let mut produced = None;
-        for &m in dispatch(rest.as_bytes()[0]) {
-            let tok = match m {
+        for &method in dispatch(rest.as_bytes()[0]) {
+            let tok = match method {
                 Method::EmStrong => {
                     let mask = mask.get_or_insert_with(|| {
                         links.spend(text.len());
@@ -163,17 +164,17 @@ fn inline_tokens_at_depth(text: &str, links: &Ctx) -> Vec<Inline> {
                     });
                     em_strong(rest, mask, before, &mut notes, links)
                 }
-                _ => run(m, rest, &mut notes, links),
+                _ => run(method, rest, &mut notes, links),
             };
-            if let Some(t) = tok {
-                produced = Some((m, t));
+            if let Some(found) = tok {
+                produced = Some((method, found));
                 break;
             }
         }
-        let Some((m, (tok, raw_len))) = produced else {
+        let Some((method, (tok, raw_len))) = produced else {
             break;
         };
-        let is_text = m == Method::InlineText;
+        let is_text = method == Method::InlineText;
         let tok_is_text = matches!(tok, Inline::Text { .. });
         let raw_owned = match &tok {
             Inline::Text { raw } => Some(raw.clone()),
@@ -181,7 +182,7 @@ fn inline_tokens_at_depth(text: &str, links: &Ctx) -> Vec<Inline> {
         };
         match (tokens.last_mut(), tok) {
             (Some(Inline::Text { raw: last }), Inline::Text { raw })
-                if is_text || (m == Method::Reflink && tok_is_text) =>
+                if is_text || (method == Method::Reflink && tok_is_text) =>
             {
                 last.push_str(&raw);
             }
@@ -208,192 +209,220 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-fn run(m: Method, e: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
-    match m {
-        Method::Escape => escape(e).map(|n| (Inline::Escape { raw: e[..n].into() }, n)),
-        Method::Br => br(e, notes).map(|n| (Inline::Br, n)),
-        Method::Tag => tag(e, notes).map(|n| (Inline::Html { raw: e[..n].into() }, n)),
-        Method::Autolink => autolink(e).map(|(n, t)| {
+fn run(method: Method, src: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
+    match method {
+        Method::Escape => escape(src).map(|len| {
             (
-                Inline::Link {
-                    tokens: vec![Inline::Text { raw: t }],
+                Inline::Escape {
+                    raw: src[..len].into(),
                 },
-                n,
+                len,
             )
         }),
-        Method::Link => link(e, notes, links),
-        Method::Reflink => reflink(e, notes, links),
-        Method::Codespan => {
-            codespan(e, notes).map(|n| (Inline::Codespan { raw: e[..n].into() }, n))
-        }
+        Method::Br => br(src, notes).map(|len| (Inline::Br, len)),
+        Method::Tag => tag(src, notes).map(|len| {
+            (
+                Inline::Html {
+                    raw: src[..len].into(),
+                },
+                len,
+            )
+        }),
+        Method::Autolink => autolink(src).map(|(len, text)| {
+            (
+                Inline::Link {
+                    tokens: vec![Inline::Text { raw: text }],
+                },
+                len,
+            )
+        }),
+        Method::Link => link(src, notes, links),
+        Method::Reflink => reflink(src, notes, links),
+        Method::Codespan => codespan(src, notes).map(|len| {
+            (
+                Inline::Codespan {
+                    raw: src[..len].into(),
+                },
+                len,
+            )
+        }),
         Method::InlineText => {
-            let n = inline_text_end(e, notes);
-            (n > 0).then(|| (Inline::Text { raw: e[..n].into() }, n))
+            let len = inline_text_end(src, notes);
+            (len > 0).then(|| {
+                (
+                    Inline::Text {
+                        raw: src[..len].into(),
+                    },
+                    len,
+                )
+            })
         }
         Method::EmStrong => None,
     }
 }
 
 /// JS: `jI` = `/^\\(?![\dA-Z])[!-~]/i`.
-fn escape(e: &str) -> Option<usize> {
-    let b = e.as_bytes();
-    (b.first() == Some(&b'\\')
-        && b.get(1)
+fn escape(src: &str) -> Option<usize> {
+    let bytes = src.as_bytes();
+    (bytes.first() == Some(&b'\\')
+        && bytes
+            .get(1)
             .is_some_and(|c| (b'!'..=b'~').contains(c) && !c.is_ascii_alphanumeric()))
     .then_some(2)
 }
 
 /// JS: `mS` with `kI` = `/(?:\\|  +)\n/y`.
-fn br(e: &str, notes: &mut Notes) -> Option<usize> {
-    let b = e.as_bytes();
-    let r = if b.first() == Some(&b'\\') {
-        (b.get(1) == Some(&b'\n')).then_some(2)?
+fn br(src: &str, notes: &mut Notes) -> Option<usize> {
+    let bytes = src.as_bytes();
+    let end = if bytes.first() == Some(&b'\\') {
+        (bytes.get(1) == Some(&b'\n')).then_some(2)?
     } else {
-        let n = b.iter().take_while(|&&c| c == b' ').count();
-        (n >= 2 && b.get(n) == Some(&b'\n')).then_some(n + 1)?
+        let spaces = bytes.iter().take_while(|&&c| c == b' ').count();
+        (spaces >= 2 && bytes.get(spaces) == Some(&b'\n')).then_some(spaces + 1)?
     };
-    notes.before_end_space(e, r).then_some(r)
+    notes.before_end_space(src, end).then_some(end)
 }
 
 /// JS: `SS` (non-GFM) — end of a run of plain text.
-fn inline_text_end(e: &str, notes: &mut Notes) -> usize {
-    let b = e.as_bytes();
+fn inline_text_end(src: &str, notes: &mut Notes) -> usize {
+    let bytes = src.as_bytes();
     // fI = /`+|[^]/y
-    let h = if b.first() == Some(&b'`') {
-        skip_byte(e, 0, b'`')
+    let first_len = if bytes.first() == Some(&b'`') {
+        skip_byte(src, 0, b'`')
     } else {
-        char_len_at(e, 0)
+        char_len_at(src, 0)
     };
-    let mut y = h;
-    while y < b.len() {
-        match b[y] {
-            b'!' | b'*' | b'<' | b'[' | b'\\' | b'_' | b'`' => return y,
-            b' ' if b.get(y + 1) == Some(&b' ') && b.get(y + 2) == Some(&b'\n') => {
-                let nl = y + 2;
-                if !notes.before_end_space(e, nl) {
-                    return e.len();
+    let mut pos = first_len;
+    while pos < bytes.len() {
+        match bytes[pos] {
+            b'!' | b'*' | b'<' | b'[' | b'\\' | b'_' | b'`' => return pos,
+            b' ' if bytes.get(pos + 1) == Some(&b' ') && bytes.get(pos + 2) == Some(&b'\n') => {
+                let nl = pos + 2;
+                if !notes.before_end_space(src, nl) {
+                    return src.len();
                 }
-                let mut k = nl;
-                while k > h && b[k - 1] == b' ' {
-                    k -= 1;
+                let mut end = nl;
+                while end > first_len && bytes[end - 1] == b' ' {
+                    end -= 1;
                 }
-                return k;
+                return end;
             }
-            _ => y += 1,
+            _ => pos += 1,
         }
     }
-    e.len()
+    src.len()
 }
 
 /// JS: `Zu`+`fS` — a code span closed by a backtick run of the same length.
-fn codespan(e: &str, notes: &mut Notes) -> Option<usize> {
-    let o = skip_byte(e, 0, b'`');
-    if o == 0 {
+fn codespan(src: &str, notes: &mut Notes) -> Option<usize> {
+    // JS: o = the opening run's length (and the position after it)
+    let open_len = skip_byte(src, 0, b'`');
+    if open_len == 0 {
         return None;
     }
-    let key = AbsentKey::Backticks(o);
-    if notes.is_absent(e, key, o) {
+    let key = AbsentKey::Backticks(open_len);
+    if notes.is_absent(src, key, open_len) {
         return None;
     }
-    let mut g = e[o..].find('`').map(|p| o + p);
-    while let Some(i) = g {
-        let y = skip_byte(e, i, b'`');
-        if y - i == o {
-            return Some(y);
+    let mut next_tick = src[open_len..].find('`').map(|offset| open_len + offset);
+    while let Some(run_start) = next_tick {
+        let run_end = skip_byte(src, run_start, b'`');
+        if run_end - run_start == open_len {
+            return Some(run_end);
         }
-        g = e[y..].find('`').map(|p| y + p);
+        next_tick = src[run_end..].find('`').map(|offset| run_end + offset);
     }
-    notes.note_absent(e, key, o)
+    notes.note_absent(src, key, open_len)
 }
 
 /// JS: `pS` — end of an inline HTML tag, comment, declaration or processing instruction.
-fn tag(e: &str, notes: &mut Notes) -> Option<usize> {
-    if byte(e, 0) != Some(b'<') {
+fn tag(src: &str, notes: &mut Notes) -> Option<usize> {
+    if byte(src, 0) != Some(b'<') {
         return None;
     }
-    match byte(e, 1) {
-        Some(b'?') => notes.past(e, AbsentKey::PiClose, "?>", 2),
+    match byte(src, 1) {
+        Some(b'?') => notes.past(src, AbsentKey::PiClose, "?>", 2),
         Some(b'!') => {
-            if e[2..].starts_with("--") {
-                return notes.past(e, AbsentKey::CommentClose, "-->", 2);
+            if src[2..].starts_with("--") {
+                return notes.past(src, AbsentKey::CommentClose, "-->", 2);
             }
-            if e[2..].starts_with("[CDATA[") {
-                return notes.past(e, AbsentKey::CdataClose, "]]>", 9);
+            if src[2..].starts_with("[CDATA[") {
+                return notes.past(src, AbsentKey::CdataClose, "]]>", 9);
             }
             // mI = /[A-Z]+\s/iy
-            let n = e[2..].bytes().take_while(u8::is_ascii_alphabetic).count();
-            let c = char_at(e, 2 + n)?;
-            if n == 0 || !is_js_space(c) {
+            let name_len = src[2..].bytes().take_while(u8::is_ascii_alphabetic).count();
+            let space = char_at(src, 2 + name_len)?;
+            if name_len == 0 || !is_js_space(space) {
                 return None;
             }
-            notes.past(e, AbsentKey::Gt, ">", 2 + n + c.len_utf8())
+            notes.past(src, AbsentKey::Gt, ">", 2 + name_len + space.len_utf8())
         }
         Some(b'/') => {
             // hI = /[A-Z][-:\w]*\s*>/iy at 2
-            if !byte(e, 2).is_some_and(|c| c.is_ascii_alphabetic()) {
+            if !byte(src, 2).is_some_and(|c| c.is_ascii_alphabetic()) {
                 return None;
             }
             let mut j = 3;
-            while byte(e, j)
+            while byte(src, j)
                 .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b':' | b'_'))
             {
                 j += 1;
             }
-            let j = skip_js_space(e, j);
-            (byte(e, j) == Some(b'>')).then_some(j + 1)
+            let j = skip_js_space(src, j);
+            (byte(src, j) == Some(b'>')).then_some(j + 1)
         }
         _ => {
-            let r = tag_name_end_at(e, 1);
-            if r == 1 || !notes.is_ahead(e, AheadKey::Gt, r) {
+            let name_end = tag_name_end_at(src, 1);
+            if name_end == 1 || !notes.is_ahead(src, AheadKey::Gt, name_end) {
                 return None;
             }
-            let mut i = r;
-            while let Some(j) = super::block::attr_at(e, i, true) {
-                if j <= i {
+            let mut pos = name_end;
+            while let Some(attr_end) = super::block::attr_at(src, pos, true) {
+                if attr_end <= pos {
                     break;
                 }
-                i = j;
+                pos = attr_end;
             }
-            let j = skip_js_space(e, i);
-            let j = if byte(e, j) == Some(b'/') { j + 1 } else { j };
-            (byte(e, j) == Some(b'>')).then_some(j + 1)
+            let j = skip_js_space(src, pos);
+            let j = if byte(src, j) == Some(b'/') { j + 1 } else { j };
+            (byte(src, j) == Some(b'>')).then_some(j + 1)
         }
     }
 }
 
-fn tag_name_end_at(e: &str, i: usize) -> usize {
-    if !byte(e, i).is_some_and(|b| b.is_ascii_alphabetic()) {
+fn tag_name_end_at(src: &str, i: usize) -> usize {
+    if !byte(src, i).is_some_and(|b| b.is_ascii_alphabetic()) {
         return i;
     }
     let mut j = i + 1;
-    while byte(e, j).is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+    while byte(src, j).is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
         j += 1;
     }
     j
 }
 
 /// JS: `Hxe.autolink` — `<scheme:…>` or `<address@domain>`; returns (raw length, text).
-fn autolink(e: &str) -> Option<(usize, String)> {
-    let b = e.as_bytes();
-    if b.first() != Some(&b'<') {
+fn autolink(src: &str) -> Option<(usize, String)> {
+    let bytes = src.as_bytes();
+    if bytes.first() != Some(&b'<') {
         return None;
     }
     // FI = /<[A-Z][-+.\dA-Z]{1,31}:[!-;=?-\uffff]*>/iy
-    if b.get(1).is_some_and(u8::is_ascii_alphabetic) {
-        let n = b[2..]
+    if bytes.get(1).is_some_and(u8::is_ascii_alphabetic) {
+        let scheme_rest = bytes[2..]
             .iter()
             .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.'))
             .count();
-        if (1..=31).contains(&n) && b.get(2 + n) == Some(&b':') {
-            let start = 3 + n;
-            let run: usize = e[start..]
+        if (1..=31).contains(&scheme_rest) && bytes.get(2 + scheme_rest) == Some(&b':') {
+            let start = 3 + scheme_rest;
+            let run: usize = src[start..]
                 .chars()
                 .take_while(|&c| (c as u32) >= 0x21 && c != '<' && c != '>')
                 .map(char::len_utf8)
                 .sum();
             let end = start + run;
-            if b.get(end) == Some(&b'>') {
-                let raw = &e[..end + 1];
+            if bytes.get(end) == Some(&b'>') {
+                let raw = &src[..end + 1];
                 if !raw.chars().any(is_js_space) {
                     return Some((end + 1, raw[1..raw.len() - 1].to_string()));
                 }
@@ -401,20 +430,23 @@ fn autolink(e: &str) -> Option<(usize, String)> {
         }
     }
     // BI = /<[-!#-'*+./=?\w`{-~]+@/y
-    let local = b[1..].iter().take_while(|&&c| is_email_local(c)).count();
-    if local == 0 || b.get(1 + local) != Some(&b'@') {
+    let local = bytes[1..]
+        .iter()
+        .take_while(|&&c| is_email_local(c))
+        .count();
+    if local == 0 || bytes.get(1 + local) != Some(&b'@') {
         return None;
     }
-    let r = 2 + local;
-    let mut h = r;
-    while let Some(j) = domain_label(e, h, b'.') {
-        h = j;
+    let domain_start = 2 + local;
+    let mut pos = domain_start;
+    while let Some(next) = domain_label(src, pos, b'.') {
+        pos = next;
     }
-    if h <= r {
+    if pos <= domain_start {
         return None;
     }
-    let g = domain_label(e, h, b'>')?;
-    Some((g, e[1..g - 1].to_string()))
+    let end = domain_label(src, pos, b'>')?;
+    Some((end, src[1..end - 1].to_string()))
 }
 
 fn is_email_local(c: u8) -> bool {
@@ -423,36 +455,37 @@ fn is_email_local(c: u8) -> bool {
 }
 
 /// JS: `UI`/`$I` — a domain label at `i` followed by `end`; returns the index after `end`.
-fn domain_label(e: &str, i: usize, end: u8) -> Option<usize> {
-    let b = e.as_bytes();
-    let n = b
+fn domain_label(src: &str, i: usize, end: u8) -> Option<usize> {
+    let bytes = src.as_bytes();
+    let len = bytes
         .get(i..)?
         .iter()
         .take_while(|c| c.is_ascii_alphanumeric() || **c == b'-')
         .count();
-    if n == 0 || b[i] == b'-' || n >= 64 {
+    if len == 0 || bytes[i] == b'-' || len >= 64 {
         return None;
     }
-    (b[i + n - 1].is_ascii_alphanumeric() && b.get(i + n) == Some(&end)).then_some(i + n + 1)
+    (bytes[i + len - 1].is_ascii_alphanumeric() && bytes.get(i + len) == Some(&end))
+        .then_some(i + len + 1)
 }
 
-/// JS: `Xu` — index of the `]` closing link text that starts at `o`.
-fn link_text_end(e: &str, o: usize) -> Option<usize> {
-    let b = e.as_bytes();
+/// JS: `Xu` — index of the `]` closing link text that starts at `start`.
+fn link_text_end(src: &str, start: usize) -> Option<usize> {
+    let bytes = src.as_bytes();
     let mut nested = false;
-    let mut h = o;
-    while h < b.len() {
-        match b[h] {
+    let mut pos = start;
+    while pos < bytes.len() {
+        match bytes[pos] {
             b'\\' => {
-                let c = char_at(e, h + 1)?;
-                if is_js_line_terminator(c) {
+                let escaped = char_at(src, pos + 1)?;
+                if is_js_line_terminator(escaped) {
                     return None;
                 }
-                h += 1 + c.len_utf8();
+                pos += 1 + escaped.len_utf8();
                 continue;
             }
             b'`' if !nested => {
-                h = h + 1 + e[h + 1..].find('`')?;
+                pos = pos + 1 + src[pos + 1..].find('`')?;
             }
             b'[' => {
                 if nested {
@@ -462,147 +495,154 @@ fn link_text_end(e: &str, o: usize) -> Option<usize> {
             }
             b']' => {
                 if !nested {
-                    return Some(h);
+                    return Some(pos);
                 }
                 nested = false;
             }
             _ => {}
         }
-        h += 1;
+        pos += 1;
     }
     None
 }
 
 /// JS: `Ju` specialised for link titles (valid when followed by `\s*)`).
-fn title_end(e: &str, o: usize, close: u8) -> Option<usize> {
-    super::block::title_close(e, o, close, |e, p| close_paren_after(e, p).is_some())
+fn title_end(src: &str, open: usize, close: u8) -> Option<usize> {
+    super::block::title_close(src, open, close, |src, pos| {
+        close_paren_after(src, pos).is_some()
+    })
 }
 
-/// JS: `Z_` — `\s*)` at `o`; returns the index after the `)`.
-fn close_paren_after(e: &str, o: usize) -> Option<usize> {
-    let r = skip_js_space(e, o);
-    (byte(e, r) == Some(b')')).then_some(r + 1)
+/// JS: `Z_` — `\s*)` at `pos`; returns the index after the `)`.
+fn close_paren_after(src: &str, pos: usize) -> Option<usize> {
+    let paren = skip_js_space(src, pos);
+    (byte(src, paren) == Some(b')')).then_some(paren + 1)
 }
 
-/// JS: `ZP` — after a destination `e[o..r]`, a `)` or a title then `)`; returns the end.
-fn dest_tail(e: &str, r: Option<usize>) -> Option<usize> {
-    let r = r?;
-    let h = skip_js_space(e, r);
-    match byte(e, h) {
-        Some(b')') => Some(h + 1),
-        Some(q @ (b'"' | b'\'' | b'(')) if h != r => {
-            let close = if q == b'(' { b')' } else { q };
-            let k = title_end(e, h, close)?;
-            close_paren_after(e, k + 1)
+/// JS: `ZP` — after a destination ending at `dest_end` (JS `r`), a `)` or a title then
+/// `)`; returns the end.
+fn dest_tail(src: &str, dest_end: Option<usize>) -> Option<usize> {
+    let dest_end = dest_end?;
+    let after_space = skip_js_space(src, dest_end);
+    match byte(src, after_space) {
+        Some(b')') => Some(after_space + 1),
+        Some(quote @ (b'"' | b'\'' | b'(')) if after_space != dest_end => {
+            let close = if quote == b'(' { b')' } else { quote };
+            let quote_end = title_end(src, after_space, close)?;
+            close_paren_after(src, quote_end + 1)
         }
         _ => None,
     }
 }
 
-/// JS: `JP` = `/\([!-'*-;=-[\]-~]+\)/y` at `o`.
-fn simple_dest(e: &str, o: usize) -> Option<usize> {
-    let b = e.as_bytes();
-    if b.get(o) != Some(&b'(') {
+/// JS: `JP` = `/\([!-'*-;=-[\]-~]+\)/y` at `open`.
+fn simple_dest(src: &str, open: usize) -> Option<usize> {
+    let bytes = src.as_bytes();
+    if bytes.get(open) != Some(&b'(') {
         return None;
     }
-    let n = b[o + 1..]
+    let len = bytes[open + 1..]
         .iter()
         .take_while(|&&c| (0x21..=0x7e).contains(&c) && !matches!(c, b'(' | b')' | b'<' | b'\\'))
         .count();
-    (n > 0 && b.get(o + 1 + n) == Some(&b')')).then_some(o + n + 2)
+    (len > 0 && bytes.get(open + 1 + len) == Some(&b')')).then_some(open + len + 2)
 }
 
 /// JS: `eI` — index of an unbalanced `)` in a bare destination.
-fn unbalanced_paren(p: &str) -> Option<usize> {
-    let b = p.as_bytes();
+fn unbalanced_paren(dest: &str) -> Option<usize> {
+    let bytes = dest.as_bytes();
     let mut depth: i64 = 0;
-    let mut r = 0;
-    while r < b.len() {
-        match b[r] {
-            b')' if depth == 0 => return Some(r),
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b')' if depth == 0 => return Some(i),
             b'\\' => {
-                r += 1 + char_len_at(p, r + 1);
+                i += 1 + char_len_at(dest, i + 1);
                 continue;
             }
             b'(' => depth += 1,
             b')' => depth -= 1,
             _ => {}
         }
-        r += 1;
+        i += 1;
     }
     None
 }
 
-/// JS: `eS` — parse `(destination "title")` starting at `o`; returns the end index.
-fn link_dest(e: &str, o: usize, notes: &mut Notes) -> Option<usize> {
-    if let Some(h) = simple_dest(e, o) {
-        return Some(h);
+/// JS: `eS` — parse `(destination "title")` starting at `open`; returns the end index.
+fn link_dest(src: &str, open: usize, notes: &mut Notes) -> Option<usize> {
+    if let Some(end) = simple_dest(src, open) {
+        return Some(end);
     }
-    if !notes.is_ahead(e, AheadKey::CloseParen, o) {
+    if !notes.is_ahead(src, AheadKey::CloseParen, open) {
         return None;
     }
-    let g = skip_js_space(e, o + 1);
-    let angle = byte(e, g) == Some(b'<');
-    if angle && !notes.is_ahead(e, AheadKey::Gt, g) {
+    let dest_start = skip_js_space(src, open + 1);
+    let angle = byte(src, dest_start) == Some(b'<');
+    if angle && !notes.is_ahead(src, AheadKey::Gt, dest_start) {
         return None;
     }
     // qP = /[^!-\uffff]|\s/g
-    let k = g + e[g..]
-        .chars()
-        .take_while(|&c| (c as u32) >= 0x21 && !is_js_space(c))
-        .map(char::len_utf8)
-        .sum::<usize>();
+    let bare_end = dest_start
+        + src[dest_start..]
+            .chars()
+            .take_while(|&c| (c as u32) >= 0x21 && !is_js_space(c))
+            .map(char::len_utf8)
+            .sum::<usize>();
     let mut found: Option<(usize, usize, usize)> = None; // (dest start, dest end, end)
-    for n in (if angle { 0 } else { 1 })..3 {
-        let (w, z) = match n {
+    for attempt in (if angle { 0 } else { 1 })..3 {
+        let (start, dest_end) = match attempt {
             0 => {
-                let mut z = g + 1;
+                let mut pos = dest_start + 1;
                 loop {
-                    match byte(e, z) {
+                    match byte(src, pos) {
                         Some(b'\\')
-                            if char_at(e, z + 1).is_some_and(|c| !is_js_line_terminator(c)) =>
+                            if char_at(src, pos + 1).is_some_and(|c| !is_js_line_terminator(c)) =>
                         {
-                            z += 1 + char_len_at(e, z + 1)
+                            pos += 1 + char_len_at(src, pos + 1)
                         }
                         Some(b'\n' | b'<' | b'>' | b'\\') | None => break,
-                        Some(_) => z += char_len_at(e, z),
+                        Some(_) => pos += char_len_at(src, pos),
                     }
                 }
-                (g, (z > g + 1 && byte(e, z) == Some(b'>')).then_some(z + 1))
+                (
+                    dest_start,
+                    (pos > dest_start + 1 && byte(src, pos) == Some(b'>')).then_some(pos + 1),
+                )
             }
-            1 => (g, Some(k)),
-            _ => match e[..k.min(e.len())].rfind(')') {
-                Some(z) if z >= g => (g, Some(z)),
-                _ => (o + 1, Some(o + 1)),
+            1 => (dest_start, Some(bare_end)),
+            _ => match src[..bare_end.min(src.len())].rfind(')') {
+                Some(paren) if paren >= dest_start => (dest_start, Some(paren)),
+                _ => (open + 1, Some(open + 1)),
             },
         };
-        if let Some(end) = dest_tail(e, z) {
-            found = Some((w, z.unwrap_or(w), end));
+        if let Some(end) = dest_tail(src, dest_end) {
+            found = Some((start, dest_end.unwrap_or(start), end));
             break;
         }
     }
-    let (w, z, end) = found?;
-    let dest = js_slice(e, w, z);
+    let (start, dest_end, end) = found?;
+    let dest = js_slice(src, start, dest_end);
     if !angle {
         return match unbalanced_paren(dest) {
             None => Some(end),
-            Some(n) => Some(js_trim_end(js_slice(e, 0, o + n + 2)).len()),
+            Some(paren) => Some(js_trim_end(js_slice(src, 0, open + paren + 2)).len()),
         };
     }
-    let b = dest.as_bytes();
-    let mut d = b.len() as isize - 1;
-    while d >= 1 && b[(d - 1) as usize] == b'\\' {
-        d -= 1;
+    let bytes = dest.as_bytes();
+    let mut escapes_from = bytes.len() as isize - 1;
+    while escapes_from >= 1 && bytes[(escapes_from - 1) as usize] == b'\\' {
+        escapes_from -= 1;
     }
-    if !dest.ends_with('>') || (b.len() as isize - 1 - d) % 2 == 1 {
+    if !dest.ends_with('>') || (bytes.len() as isize - 1 - escapes_from) % 2 == 1 {
         return None;
     }
     Some(end)
 }
 
 /// JS: `OS` — a link (its text lexed again) or an image (text not lexed).
-fn link_token(raw_len: usize, e: &str, text: &str, links: &Ctx) -> (Inline, usize) {
-    if e.starts_with('!') {
+fn link_token(raw_len: usize, src: &str, text: &str, links: &Ctx) -> (Inline, usize) {
+    if src.starts_with('!') {
         return (Inline::Image, raw_len);
     }
     let inner = text.replace("\\[", "[").replace("\\]", "]");
@@ -615,17 +655,17 @@ fn link_token(raw_len: usize, e: &str, text: &str, links: &Ctx) -> (Inline, usiz
 }
 
 /// JS: `Hxe.link`.
-fn link(e: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
-    let o = usize::from(e.starts_with('!'));
-    if byte(e, o) != Some(b'[') {
+fn link(src: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
+    let open = usize::from(src.starts_with('!'));
+    if byte(src, open) != Some(b'[') {
         return None;
     }
-    let r = link_text_end(e, o + 1)?;
-    if byte(e, r + 1) != Some(b'(') {
+    let text_end = link_text_end(src, open + 1)?;
+    if byte(src, text_end + 1) != Some(b'(') {
         return None;
     }
-    let end = link_dest(e, r + 1, notes)?;
-    Some(link_token(end, e, &e[o + 1..r], links))
+    let end = link_dest(src, text_end + 1, notes)?;
+    Some(link_token(end, src, &src[open + 1..text_end], links))
 }
 
 struct RefLabel {
@@ -636,48 +676,62 @@ struct RefLabel {
     is_short: bool,
 }
 
-/// JS: `Al` — `[text][label]`, `[label][]` or `[label]` starting at `o`.
-fn ref_label(e: &str, o: usize) -> Option<RefLabel> {
-    if let Some(r) = link_text_end(e, o + 1)
-        && byte(e, r + 1) == Some(b'[')
-        && let Some(rr) = label_end(e, r + 2)
+/// JS: `Al` — `[text][label]`, `[label][]` or `[label]` starting at `open`.
+fn ref_label(src: &str, open: usize) -> Option<RefLabel> {
+    if let Some(text_end) = link_text_end(src, open + 1)
+        && byte(src, text_end + 1) == Some(b'[')
+        && let Some(label_close) = label_end(src, text_end + 2)
     {
-        let text = &e[o + 1..r];
-        let label = if rr > r + 2 { &e[r + 2..rr] } else { text };
+        let text = &src[open + 1..text_end];
+        let label = if label_close > text_end + 2 {
+            &src[text_end + 2..label_close]
+        } else {
+            text
+        };
         return Some(RefLabel {
-            end: rr + 1,
-            text_start: o + 1,
-            text_end: r,
+            end: label_close + 1,
+            text_start: open + 1,
+            text_end,
             label: label.into(),
             is_short: false,
         });
     }
-    let h = label_end(e, o + 1)?;
-    let end = if e[h + 1..].starts_with("[]") {
-        h + 3
+    let label_close = label_end(src, open + 1)?;
+    let end = if src[label_close + 1..].starts_with("[]") {
+        label_close + 3
     } else {
-        h + 1
+        label_close + 1
     };
     Some(RefLabel {
         end,
-        text_start: o + 1,
-        text_end: h,
-        label: e[o + 1..h].into(),
+        text_start: open + 1,
+        text_end: label_close,
+        label: src[open + 1..label_close].into(),
         is_short: true,
     })
 }
 
 /// JS: `Hxe.reflink`.
-fn reflink(e: &str, _notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
-    let r = usize::from(e.starts_with('!'));
-    if byte(e, r) != Some(b'[') {
+fn reflink(src: &str, _notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
+    let open = usize::from(src.starts_with('!'));
+    if byte(src, open) != Some(b'[') {
         return None;
     }
-    let h = ref_label(e, r)?;
-    if !links.links.contains(&normalize_label(&h.label)) {
-        return Some((Inline::Text { raw: e[..1].into() }, 1));
+    let found = ref_label(src, open)?;
+    if !links.links.contains(&normalize_label(&found.label)) {
+        return Some((
+            Inline::Text {
+                raw: src[..1].into(),
+            },
+            1,
+        ));
     }
-    Some(link_token(h.end, e, &e[h.text_start..h.text_end], links))
+    Some(link_token(
+        found.end,
+        src,
+        &src[found.text_start..found.text_end],
+        links,
+    ))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -685,39 +739,39 @@ fn reflink(e: &str, _notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> 
 
 /// JS: `lD` — `*em*`/`**strong**` starting here; the inner text is lexed again.
 fn em_strong(
-    o: &str,
+    src: &str,
     mask: &str,
     before: Before,
     notes: &mut Notes,
     links: &Ctx,
 ) -> Option<(Inline, usize)> {
-    let y = *o.as_bytes().first()?;
-    if y != b'*' && y != b'_' {
+    let delim = *src.as_bytes().first()?;
+    if delim != b'*' && delim != b'_' {
         return None;
     }
     let after = match notes.after_marks {
-        Some(a) if o.len() > a => a,
+        Some(from_end) if src.len() > from_end => from_end,
         _ => {
-            let a = o.len() - skip_byte(o, 1, y);
-            notes.after_marks = Some(a);
-            a
+            let from_end = src.len() - skip_byte(src, 1, delim);
+            notes.after_marks = Some(from_end);
+            from_end
         }
     };
-    let run = o.len() - after;
-    if run >= o.len() || class_of(char_at(o, run)) == 0 {
+    let run = src.len() - after;
+    if run >= src.len() || class_of(char_at(src, run)) == 0 {
         return None;
     }
-    if !left_flank_ok(o, run, before) {
+    if !left_flank_ok(src, run, before) {
         return None;
     }
-    let start = (mask.len() + run).saturating_sub(o.len());
-    let d = find_closer(mask, start, y, run, notes)?;
-    let end = (run + d.start + d.size).min(o.len());
-    let raw = &o[..end];
-    let w = 2 - (run.min(d.size) & 1);
-    let inner = js_slice(raw, w, raw.len().saturating_sub(w));
+    let start = (mask.len() + run).saturating_sub(src.len());
+    let closer = find_closer(mask, start, delim, run, notes)?;
+    let end = (run + closer.start + closer.size).min(src.len());
+    let raw = &src[..end];
+    let marks = 2 - (run.min(closer.size) & 1);
+    let inner = js_slice(raw, marks, raw.len().saturating_sub(marks));
     let tokens = inline_tokens(inner, links);
-    let tok = if w == 1 {
+    let tok = if marks == 1 {
         Inline::Em { tokens }
     } else {
         Inline::Strong { tokens }
@@ -726,17 +780,17 @@ fn em_strong(
 }
 
 /// JS: `V_` with the non-GFM flag.
-fn left_flank_ok(e: &str, run: usize, before: Before) -> bool {
-    let g = match before {
+fn left_flank_ok(src: &str, run: usize, before: Before) -> bool {
+    let prev = match before {
         Before::None => return true,
         Before::Char(c) => Some(c),
         Before::LoneSurrogate => None,
     };
-    if class_of(char_at(e, run)) == 2 {
-        let letter = g.is_some_and(is_letter_or_number);
-        return e.starts_with('*') || !letter;
+    if class_of(char_at(src, run)) == 2 {
+        let letter = prev.is_some_and(is_letter_or_number);
+        return src.starts_with('*') || !letter;
     }
-    match g {
+    match prev {
         Some('*' | '_') => false,
         Some(c) => class_of(Some(c)) != 2,
         None => false, // a lone surrogate is class 2
@@ -749,18 +803,18 @@ struct Found {
 }
 
 /// JS: `KP` — skip ahead past `__*__` / `**_**` shapes.
-fn skip_shapes(e: &str, o: usize, delim: u8) -> usize {
-    let b = e.as_bytes();
+fn skip_shapes(src: &str, pos: usize, delim: u8) -> usize {
+    let bytes = src.as_bytes();
     let run = |i: usize| {
-        i + b[i.min(b.len())..]
+        i + bytes[i.min(bytes.len())..]
             .iter()
             .take_while(|&&c| c != b'*' && c != b'_')
             .count()
     };
-    let lit = |i: usize, s: &[u8]| b.get(i..i + s.len()) == Some(s);
+    let lit = |i: usize, s: &[u8]| bytes.get(i..i + s.len()) == Some(s);
     let end = if delim == b'*' {
         // [^*_]*__[^*_]*[*][^*_]*__
-        let i = run(o);
+        let i = run(pos);
         lit(i, b"__")
             .then(|| run(i + 2))
             .filter(|&j| lit(j, b"*"))
@@ -769,7 +823,7 @@ fn skip_shapes(e: &str, o: usize, delim: u8) -> usize {
             .map(|k| k + 2)
     } else {
         // [^*_]*[*]{2}[^*_]*_[^*_]*[*]{2}
-        let i = run(o);
+        let i = run(pos);
         lit(i, b"**")
             .then(|| run(i + 2))
             .filter(|&j| lit(j, b"_"))
@@ -778,154 +832,174 @@ fn skip_shapes(e: &str, o: usize, delim: u8) -> usize {
             .map(|k| k + 2)
     };
     match end {
-        Some(x) => o.max(x.saturating_sub(2)),
-        None => o,
+        Some(end) => pos.max(end.saturating_sub(2)),
+        None => pos,
     }
 }
 
-/// JS: `Y_` — find the delimiter run that closes an opener of `h` marks ending at `o`.
-fn find_closer(e: &str, o: usize, delim: u8, h: usize, notes: &mut Notes) -> Option<Found> {
+/// JS: `Y_` — find the delimiter run that closes an opener of `open_len` (JS `h`) marks
+/// ending at `open_end` (JS `o`).
+fn find_closer(
+    mask: &str,
+    open_end: usize,
+    delim: u8,
+    open_len: usize,
+    notes: &mut Notes,
+) -> Option<Found> {
     let star = delim == b'*';
     let slot = usize::from(!star);
-    let p = notes.closers[slot];
-    if let Some(p) = p
-        && e.len().saturating_sub(o) < p.last
-        && byte(e, o + 1) != Some(delim)
+    let memo = notes.closers[slot];
+    if let Some(memo) = memo
+        && mask.len().saturating_sub(open_end) < memo.last
+        && byte(mask, open_end + 1) != Some(delim)
     {
         return None;
     }
-    let b = e.as_bytes();
-    let mut n = h as i64;
-    let mut w: i64 = 0;
-    let z = skip_shapes(e, o, delim);
-    let mut last_closer = z as i64 - 1;
+    let bytes = mask.as_bytes();
+    let mut unmatched = open_len as i64;
+    let mut deferred: i64 = 0;
+    let scan_from = skip_shapes(mask, open_end, delim);
+    let mut last_closer = scan_from as i64 - 1;
     let mut marks = 1usize;
     let find = |from: usize| {
-        b.get(from..)
-            .and_then(|r| r.iter().position(|&c| c == delim))
-            .map(|x| from + x)
+        bytes
+            .get(from..)
+            .and_then(|tail| tail.iter().position(|&c| c == delim))
+            .map(|offset| from + offset)
     };
-    let mut zz = find(z);
-    while let Some(zi) = zz {
-        let q = skip_byte(e, zi + 1, delim);
-        if zi == o {
-            zz = find(q);
+    let mut next_run = find(scan_from);
+    while let Some(run_start) = next_run {
+        let run_end = skip_byte(mask, run_start + 1, delim);
+        if run_start == open_end {
+            next_run = find(run_end);
             continue;
         }
-        if let Some(p) = p
-            && zi > o + 1
-            && e.len() - zi < p.last
+        if let Some(memo) = memo
+            && run_start > open_end + 1
+            && mask.len() - run_start < memo.last
         {
             return None;
         }
-        let me = class_of(char_before(e, zi));
-        let be = class_of(char_at(e, q));
-        let both = if me == be {
-            me == 1 || (star && me == 2)
+        let class_before = class_of(char_before(mask, run_start));
+        let class_after = class_of(char_at(mask, run_end));
+        let both = if class_before == class_after {
+            class_before == 1 || (star && class_before == 2)
         } else {
             false
         };
-        let len = (q - zi) as i64;
-        if me < be && !both {
-            n += len;
-            if p.is_some_and(|p| n > p.marks as i64) {
+        let len = (run_end - run_start) as i64;
+        if class_before < class_after && !both {
+            unmatched += len;
+            if memo.is_some_and(|memo| unmatched > memo.marks as i64) {
                 return None;
             }
-        } else if me > be || both {
-            last_closer = zi as i64;
-            marks += q - zi;
-            if both && !h.is_multiple_of(3) && (h as i64 + len) % 3 == 0 {
-                w += len;
+        } else if class_before > class_after || both {
+            last_closer = run_start as i64;
+            marks += run_end - run_start;
+            if both && !open_len.is_multiple_of(3) && (open_len as i64 + len) % 3 == 0 {
+                deferred += len;
             } else {
-                n -= len;
-                if n <= 0 {
-                    let size = len + (n + w).min(0);
+                unmatched -= len;
+                if unmatched <= 0 {
+                    let size = len + (unmatched + deferred).min(0);
                     return Some(Found {
-                        start: zi - o,
+                        start: run_start - open_end,
                         size: size.max(0) as usize,
                     });
                 }
             }
         }
-        zz = find(q);
+        next_run = find(run_end);
     }
-    let last = (e.len() as i64 - last_closer).max(0) as usize;
+    let last = (mask.len() as i64 - last_closer).max(0) as usize;
     notes.closers[slot] = Some(Closer { last, marks });
     None
 }
 
-/// JS: `sS` — a mask of `n` bytes.
-fn mask_of(n: usize) -> String {
-    let mut s = String::from("[");
-    while s.len() < n.saturating_sub(1) {
-        s.push('a');
+/// JS: `sS` — a mask of `len` bytes.
+fn mask_of(len: usize) -> String {
+    let mut mask = String::from("[");
+    while mask.len() < len.saturating_sub(1) {
+        mask.push('a');
     }
-    s.push(']');
-    s
+    mask.push(']');
+    mask
 }
 
 /// JS: `rS` — the text with links, code spans and escapes masked, for emphasis matching.
 fn make_mask(text: &str, links: &Ctx) -> String {
-    let t = if links.links.is_empty() {
+    let masked = if links.links.is_empty() {
         text.to_string()
     } else {
         mask_reflinks(text, links)
     };
-    mask_escapes(&mask_inline_spans(&t))
+    mask_escapes(&mask_inline_spans(&masked))
 }
 
 /// JS: `tI`.
-fn mask_reflinks(e: &str, links: &Ctx) -> String {
+fn mask_reflinks(src: &str, links: &Ctx) -> String {
     let mut out = String::new();
-    let mut h = 0;
-    let mut g = e.find('[');
-    while let Some(gi) = g {
-        let y = ref_label(e, gi);
-        let mut k = y.as_ref().map(|y| y.end);
-        if let (Some(y), Some(kk)) = (&y, k)
-            && y.is_short
-            && byte(e, kk) == Some(b'(')
+    let mut copied = 0;
+    let mut next_bracket = src.find('[');
+    while let Some(bracket) = next_bracket {
+        let found = ref_label(src, bracket);
+        let mut end = found.as_ref().map(|found| found.end);
+        if let (Some(found), Some(ref_end)) = (&found, end)
+            && found.is_short
+            && byte(src, ref_end) == Some(b'(')
         {
-            k = (kk >= 2 && byte(e, kk - 2) == Some(b'[') && kk - gi == y.label.len() + 4)
-                .then(|| kk - 2);
+            end = (ref_end >= 2
+                && byte(src, ref_end - 2) == Some(b'[')
+                && ref_end - bracket == found.label.len() + 4)
+                .then(|| ref_end - 2);
         }
-        let Some(k) = k else {
-            g = e[gi + 1..].find('[').map(|p| gi + 1 + p);
+        let Some(end) = end else {
+            next_bracket = src[bracket + 1..]
+                .find('[')
+                .map(|offset| bracket + 1 + offset);
             continue;
         };
-        let open = e[..k.saturating_sub(1)].rfind('[').map_or(0, |p| p + 1);
-        if links.links.contains(js_slice(e, open, k.saturating_sub(1))) {
-            let r = if gi > h && byte(e, gi - 1) == Some(b'!') {
-                gi - 1
+        let open = src[..end.saturating_sub(1)]
+            .rfind('[')
+            .map_or(0, |offset| offset + 1);
+        if links
+            .links
+            .contains(js_slice(src, open, end.saturating_sub(1)))
+        {
+            let mask_start = if bracket > copied && byte(src, bracket - 1) == Some(b'!') {
+                bracket - 1
             } else {
-                gi
+                bracket
             };
-            out.push_str(&e[h..r]);
-            out.push_str(&mask_of(k - r));
-            h = k;
+            out.push_str(&src[copied..mask_start]);
+            out.push_str(&mask_of(end - mask_start));
+            copied = end;
         }
-        g = e.get(k..).and_then(|s| s.find('[')).map(|p| k + p);
+        next_bracket = src
+            .get(end..)
+            .and_then(|tail| tail.find('['))
+            .map(|offset| end + offset);
     }
-    if h == 0 {
-        return e.to_string();
+    if copied == 0 {
+        return src.to_string();
     }
-    out.push_str(&e[h..]);
+    out.push_str(&src[copied..]);
     out
 }
 
-/// JS: `nI` — end of `(...)` with at most one nested pair, from `o` (after `](`).
-fn paren_end(e: &str, o: usize) -> Option<usize> {
-    let b = e.as_bytes();
+/// JS: `nI` — end of `(...)` with at most one nested pair, from `start` (after `](`).
+fn paren_end(src: &str, start: usize) -> Option<usize> {
+    let bytes = src.as_bytes();
     let mut depth = 1;
-    let mut h = o;
-    while h < b.len() {
-        match b[h] {
+    let mut pos = start;
+    while pos < bytes.len() {
+        match bytes[pos] {
             b'\\' => {
-                let c = char_at(e, h + 1)?;
-                if is_js_line_terminator(c) {
+                let escaped = char_at(src, pos + 1)?;
+                if is_js_line_terminator(escaped) {
                     return None;
                 }
-                h += c.len_utf8();
+                pos += escaped.len_utf8();
             }
             b'(' => {
                 depth += 1;
@@ -936,44 +1010,44 @@ fn paren_end(e: &str, o: usize) -> Option<usize> {
             b')' => {
                 depth -= 1;
                 if depth == 0 {
-                    return Some(h + 1);
+                    return Some(pos + 1);
                 }
             }
             _ => {}
         }
-        h += 1;
+        pos += 1;
     }
     None
 }
 
 /// JS: `bi` = `/\[[^[\]]*]\(|<[^<>]*>|`[^`]*`/g` — next match at or after `from`.
-fn next_span(e: &str, from: usize) -> Option<(usize, usize)> {
-    let b = e.as_bytes();
+fn next_span(src: &str, from: usize) -> Option<(usize, usize)> {
+    let bytes = src.as_bytes();
     let mut i = from;
-    while i < b.len() {
-        match b[i] {
+    while i < bytes.len() {
+        match bytes[i] {
             b'[' => {
-                let n = b[i + 1..]
+                let len = bytes[i + 1..]
                     .iter()
                     .take_while(|&&c| c != b'[' && c != b']')
                     .count();
-                let j = i + 1 + n;
-                if b.get(j) == Some(&b']') && b.get(j + 1) == Some(&b'(') {
-                    return Some((i, j + 2));
+                let close = i + 1 + len;
+                if bytes.get(close) == Some(&b']') && bytes.get(close + 1) == Some(&b'(') {
+                    return Some((i, close + 2));
                 }
             }
             b'<' => {
-                let n = b[i + 1..]
+                let len = bytes[i + 1..]
                     .iter()
                     .take_while(|&&c| c != b'<' && c != b'>')
                     .count();
-                if b.get(i + 1 + n) == Some(&b'>') {
-                    return Some((i, i + n + 2));
+                if bytes.get(i + 1 + len) == Some(&b'>') {
+                    return Some((i, i + len + 2));
                 }
             }
             b'`' => {
-                if let Some(p) = e[i + 1..].find('`') {
-                    return Some((i, i + p + 2));
+                if let Some(offset) = src[i + 1..].find('`') {
+                    return Some((i, i + offset + 2));
                 }
             }
             _ => {}
@@ -984,47 +1058,47 @@ fn next_span(e: &str, from: usize) -> Option<(usize, usize)> {
 }
 
 /// JS: `nS`.
-fn mask_inline_spans(e: &str) -> String {
+fn mask_inline_spans(src: &str) -> String {
     let mut out = String::new();
-    let mut r = 0;
+    let mut copied = 0;
     let mut last = 0;
-    while let Some((g, end)) = next_span(e, last) {
-        let y = if e.as_bytes()[g] == b'[' {
-            paren_end(e, end)
+    while let Some((span_start, end)) = next_span(src, last) {
+        let span_end = if src.as_bytes()[span_start] == b'[' {
+            paren_end(src, end)
         } else {
             Some(end)
         };
-        if let Some(y) = y {
-            out.push_str(&e[r.min(g)..g]);
-            out.push_str(&mask_of(y - g));
-            r = y;
+        if let Some(span_end) = span_end {
+            out.push_str(&src[copied.min(span_start)..span_start]);
+            out.push_str(&mask_of(span_end - span_start));
+            copied = span_end;
         }
-        last = y.unwrap_or(0).max(g + 1);
+        last = span_end.unwrap_or(0).max(span_start + 1);
     }
-    out.push_str(&e[r.min(e.len())..]);
+    out.push_str(&src[copied.min(src.len())..]);
     out
 }
 
 /// JS: `oS` — `\` + punctuation becomes `++` (padded to keep byte offsets aligned).
-fn mask_escapes(e: &str) -> String {
+fn mask_escapes(src: &str) -> String {
     let mut out = String::new();
-    let mut r = 0;
-    let mut h = e.find('\\');
-    while let Some(hi) = h {
-        let c = char_at(e, hi + 1);
-        let mut next_from = hi + 1;
-        if class_of(c) == 1 {
-            let n = 1 + c.map_or(0, char::len_utf8);
-            out.push_str(&e[r..hi]);
-            out.push_str(&"+".repeat(n));
-            r = hi + n;
-            next_from = r;
+    let mut copied = 0;
+    let mut next_backslash = src.find('\\');
+    while let Some(backslash) = next_backslash {
+        let escaped = char_at(src, backslash + 1);
+        let mut next_from = backslash + 1;
+        if class_of(escaped) == 1 {
+            let len = 1 + escaped.map_or(0, char::len_utf8);
+            out.push_str(&src[copied..backslash]);
+            out.push_str(&"+".repeat(len));
+            copied = backslash + len;
+            next_from = copied;
         }
-        h = e
+        next_backslash = src
             .get(next_from..)
-            .and_then(|s| s.find('\\'))
-            .map(|p| next_from + p);
+            .and_then(|tail| tail.find('\\'))
+            .map(|offset| next_from + offset);
     }
-    out.push_str(&e[r.min(e.len())..]);
+    out.push_str(&src[copied.min(src.len())..]);
     out
 }

@@ -188,8 +188,8 @@ pub(crate) fn lex(src: &str, limit: f64) -> Result<Vec<Block>, TooDeep> {
 /// The inline pass runs after the block pass, when every link definition is known.
 fn fill_inline(tokens: &mut [Block], cx: &Ctx) {
     let mut stack: Vec<&mut Block> = tokens.iter_mut().collect();
-    while let Some(t) = stack.pop() {
-        match t {
+    while let Some(token) = stack.pop() {
+        match token {
             Block::Heading { text, inline, .. }
             | Block::Paragraph { text, inline, .. }
             | Block::Text { text, inline, .. } => *inline = inline::inline_tokens(text, cx),
@@ -204,10 +204,10 @@ fn fill_inline(tokens: &mut [Block], cx: &Ctx) {
     }
 }
 
-/// Remove every `<!-- … -->` (lazy, across lines) from `s`.
-pub(crate) fn remove_comments(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
+/// Remove every `<!-- … -->` (lazy, across lines) from `text`.
+pub(crate) fn remove_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
     while let Some(start) = rest.find("<!--") {
         match rest[start + 4..].find("-->") {
             Some(end) => {
@@ -222,8 +222,8 @@ pub(crate) fn remove_comments(s: &str) -> String {
 }
 
 fn is_comment_block(raw: &str) -> bool {
-    let t = scan::js_trim_start(raw);
-    t.starts_with("<!--") && t.contains("-->")
+    let trimmed = scan::js_trim_start(raw);
+    trimmed.starts_with("<!--") && trimmed.contains("-->")
 }
 
 /// JS: `iht` — rebuild the text from top-level raws, dropping HTML comment blocks (what is
@@ -231,9 +231,9 @@ fn is_comment_block(raw: &str) -> bool {
 pub(crate) fn strip_comments(tokens: &[Block]) -> (String, bool) {
     let mut out = String::new();
     let mut removed_any = false;
-    for t in tokens {
-        let raw = block_raw(t);
-        if matches!(t, Block::Html { .. }) && is_comment_block(raw) {
+    for token in tokens {
+        let raw = block_raw(token);
+        if matches!(token, Block::Html { .. }) && is_comment_block(raw) {
             removed_any = true;
             let kept = remove_comments(raw);
             if !js_is_blank(&kept) {
@@ -246,8 +246,8 @@ pub(crate) fn strip_comments(tokens: &[Block]) -> (String, bool) {
     (out, removed_any)
 }
 
-fn block_raw(t: &Block) -> &str {
-    block::block_raw(t)
+fn block_raw(token: &Block) -> &str {
+    block::block_raw(token)
 }
 
 /// Where an `@` mention was found, for diagnostics.
@@ -267,14 +267,14 @@ pub(crate) enum Place {
 /// JS: `/(?:^|\s)@((?:[^\s\\]|\\ )+)/g` — the raw captures, in order.
 pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
-    let b = text.as_bytes();
+    let bytes = text.as_bytes();
     let mut i = 0;
-    while i < b.len() {
-        let at = if i == 0 && b[0] == b'@' {
+    while i < bytes.len() {
+        let at = if i == 0 && bytes[0] == b'@' {
             Some(0)
         } else {
             let c = scan::char_at(text, i).unwrap_or(' ');
-            if is_js_space(c) && b.get(i + c.len_utf8()) == Some(&b'@') {
+            if is_js_space(c) && bytes.get(i + c.len_utf8()) == Some(&b'@') {
                 Some(i + c.len_utf8())
             } else {
                 None
@@ -288,7 +288,7 @@ pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
         let mut j = start;
         loop {
             match scan::char_at(text, j) {
-                Some('\\') if b.get(j + 1) == Some(&b' ') => j += 2,
+                Some('\\') if bytes.get(j + 1) == Some(&b' ') => j += 2,
                 Some(c) if c != '\\' && !is_js_space(c) => j += c.len_utf8(),
                 _ => break,
             }
@@ -317,7 +317,7 @@ fn push_all(text: &str, place: Place, out: &mut Vec<(Place, String)>) {
     out.extend(
         at_mentions(text)
             .into_iter()
-            .map(|m| (place, m.to_string())),
+            .map(|mention| (place, mention.to_string())),
     );
 }
 
@@ -326,8 +326,8 @@ fn html_mentions(raw: &str, block: bool, out: &mut Vec<(Place, String)>) {
         return; // other raw HTML is skipped outright
     }
     let kept = remove_comments(raw);
-    for c in comment_bodies(raw) {
-        push_all(c, Place::Comment, out);
+    for body in comment_bodies(raw) {
+        push_all(body, Place::Comment, out);
     }
     if !js_is_blank(&kept) {
         let place = if block {
@@ -339,9 +339,9 @@ fn html_mentions(raw: &str, block: bool, out: &mut Vec<(Place, String)>) {
     }
 }
 
-fn comment_bodies(s: &str) -> Vec<&str> {
+fn comment_bodies(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
-    let mut rest = s;
+    let mut rest = text;
     while let Some(start) = rest.find("<!--") {
         let Some(end) = rest[start + 4..].find("-->") else {
             break;
@@ -353,8 +353,8 @@ fn comment_bodies(s: &str) -> Vec<&str> {
 }
 
 fn walk_blocks(tokens: &[Block], out: &mut Vec<(Place, String)>) {
-    for t in tokens {
-        match t {
+    for token in tokens {
+        match token {
             Block::Code { raw } => push_all(raw, Place::Code, out),
             Block::Html { raw } => html_mentions(raw, true, out),
             Block::Text { text, inline, .. } => {
@@ -376,8 +376,8 @@ fn walk_blocks(tokens: &[Block], out: &mut Vec<(Place, String)>) {
 }
 
 fn walk_inline(tokens: &[Inline], out: &mut Vec<(Place, String)>) {
-    for t in tokens {
-        match t {
+    for token in tokens {
+        match token {
             Inline::Text { raw } => push_all(raw, Place::Text, out),
             Inline::Codespan { raw } => push_all(raw.trim_matches('`'), Place::Code, out),
             Inline::Html { raw } => html_mentions(raw, false, out),

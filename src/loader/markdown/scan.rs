@@ -94,12 +94,12 @@ pub(crate) fn byte(s: &str, i: usize) -> Option<u8> {
 
 /// The char starting at byte `i` (JS `codePointAt`).
 pub(crate) fn char_at(s: &str, i: usize) -> Option<char> {
-    s.get(i..).and_then(|r| r.chars().next())
+    s.get(i..).and_then(|tail| tail.chars().next())
 }
 
 /// The char ending at byte `i`.
 pub(crate) fn char_before(s: &str, i: usize) -> Option<char> {
-    s.get(..i).and_then(|r| r.chars().next_back())
+    s.get(..i).and_then(|head| head.chars().next_back())
 }
 
 /// Byte length of the char starting at `i` (1 past the end, so loops always advance).
@@ -107,9 +107,9 @@ pub(crate) fn char_len_at(s: &str, i: usize) -> usize {
     char_at(s, i).map_or(1, char::len_utf8)
 }
 
-/// `gn`: skip a run of `b` starting at `i`.
-pub(crate) fn skip_byte(s: &str, mut i: usize, b: u8) -> usize {
-    while byte(s, i) == Some(b) {
+/// `gn`: skip a run of `target` starting at `i`.
+pub(crate) fn skip_byte(s: &str, mut i: usize, target: u8) -> usize {
+    while byte(s, i) == Some(target) {
         i += 1;
     }
     i
@@ -120,7 +120,7 @@ pub(crate) fn line_end(s: &str, i: usize) -> usize {
     if i >= s.len() {
         return s.len();
     }
-    s[i..].find('\n').map_or(s.len(), |p| i + p)
+    s[i..].find('\n').map_or(s.len(), |offset| i + offset)
 }
 
 /// `nr`: at the end of the text or on a `\n`.
@@ -170,7 +170,7 @@ pub(crate) fn next_terminator(s: &str, i: usize) -> usize {
     s[i..]
         .char_indices()
         .find(|&(_, c)| is_js_line_terminator(c))
-        .map_or(s.len(), |(p, _)| i + p)
+        .map_or(s.len(), |(offset, _)| i + offset)
 }
 
 /// `.*` from `i`: end of the run of chars that are not line terminators.
@@ -178,12 +178,12 @@ pub(crate) fn dot_star(s: &str, i: usize) -> usize {
     next_terminator(s, i)
 }
 
-/// JS `s.slice(n)` where `n` counts UTF-16 units; used where the count comes from columns
-/// and the text may hold non-ASCII whitespace.
-pub(crate) fn skip_utf16_units(s: &str, n: usize) -> &str {
+/// JS `s.slice(count)` where `count` counts UTF-16 units; used where the count comes from
+/// columns and the text may hold non-ASCII whitespace.
+pub(crate) fn skip_utf16_units(s: &str, count: usize) -> &str {
     let mut units = 0;
     for (i, c) in s.char_indices() {
-        if units >= n {
+        if units >= count {
             return &s[i..];
         }
         units += c.len_utf16();
