@@ -1,6 +1,6 @@
 //! `compose`: bring one group, or all, to the state its `container.json` describes.
 //!
-//! For each group: take the group's lock, [`observe`] it (read its config, compute the
+//! For each group: take the group's lock, [`observe`](crate::deployment::observe) it (read its config, compute the
 //! [`plan`](crate::plan) and [`diff`](crate::reconcile::diff) it against the disk) and apply the
 //! difference. Groups are independent: a failing group is reported and left as it was, the
 //! others are composed.
@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 
 use crate::delivery::DeliverySettings;
 use crate::delivery::verify::{Delivered, verify};
-use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
+use crate::deployment::{
+    Observation, PlanId, Plans, Selection, checked_group_dir, observe_with, read_sources,
+};
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, SafeDir};
 use crate::layout::Layout;
@@ -201,18 +203,19 @@ fn first_look(
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
-    match observe(layout, sources, &group_path, &options.settings, false) {
+    match observe_with(
+        layout,
+        sources,
+        &group_path,
+        &options.settings,
+        false,
+        Some(&verdicts.plans),
+    ) {
         // `.claude-fragments` must exist even when nothing is imported from it (inline): the
         // runner bind-mounts it read-only.
         Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
             let report = GroupReport::from_steps(group, &first.steps, &first.plan);
-            Some(Ok(verdicts.add(
-                layout,
-                sources,
-                &first.plan,
-                options,
-                report,
-            )))
+            Some(Ok(verdicts.add(layout, sources, &first, options, report)))
         }
         Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => Some(Err(err)),
         Ok(_) | Err(_) => None,
@@ -259,14 +262,21 @@ fn compose_locked(
 ) -> Result<GroupReport, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
-    let seen = observe(layout, sources, &group_path, &options.settings, true)?;
+    let seen = observe_with(
+        layout,
+        sources,
+        &group_path,
+        &options.settings,
+        true,
+        Some(&verdicts.plans),
+    )?;
     let fragments = seen
         .fragments
         .as_ref()
         .expect("open_child with create returns a folder or an error");
     apply(&seen.dir, fragments, &seen.steps)?;
     let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
-    Ok(verdicts.add(layout, sources, &seen.plan, options, report))
+    Ok(verdicts.add(layout, sources, &seen, options, report))
 }
 
 /// How many groups a batch composes at once: each holds its lock and two folders open while
@@ -322,7 +332,14 @@ fn compose_batch(
                 Err(FsError::LockTimeout { .. }) => return Ok(None),
                 Err(err) => return Err(err.into()),
             };
-            let seen = observe(layout, sources, &group_path, &options.settings, true)?;
+            let seen = observe_with(
+                layout,
+                sources,
+                &group_path,
+                &options.settings,
+                true,
+                Some(&verdicts.plans),
+            )?;
             let device = seen.dir.device()?;
             let fragments = seen
                 .fragments
@@ -355,7 +372,7 @@ fn compose_batch(
         .map(|((group, _), work)| {
             let w = work?;
             let report = GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan);
-            Ok(verdicts.add(layout, sources, &w.seen.plan, options, report))
+            Ok(verdicts.add(layout, sources, &w.seen, options, report))
         })
         .collect::<Vec<_>>()
         .into_iter();
@@ -430,6 +447,8 @@ fn sync_batch(works: &mut [Result<Work, GroupError>]) {
 /// again would give. The key is a SHA-256 of everything in the plan that `verify` reads.
 #[derive(Default)]
 struct Verdicts {
+    /// The plans shared by groups with the same config ([`Plans`]).
+    plans: Plans,
     seen: Mutex<HashMap<[u8; 32], Delivered>>,
 }
 
@@ -437,16 +456,20 @@ struct Verdicts {
 const MAX_VERDICTS: usize = 4096;
 
 impl Verdicts {
-    /// Adds to `report` what reaches the agent of the group composed as `plan`.
+    /// Adds to `report` what reaches the agent of the group composed as `seen.plan`.
     fn add(
         &self,
         layout: &Layout,
         sources: &Sources,
-        plan: &GroupPlan,
+        seen: &Observation,
         options: &ComposeOptions,
         mut report: GroupReport,
     ) -> GroupReport {
-        let key = plan_key(plan);
+        let plan = &seen.plan;
+        let key = match seen.plan_id {
+            Some(id) => shared_plan_key(id, plan),
+            None => plan_key(plan),
+        };
         let known = self.lock().get(&key).cloned();
         let delivered = known.unwrap_or_else(|| {
             let delivered = verify(layout, plan, sources, &options.settings);
@@ -465,6 +488,23 @@ impl Verdicts {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The key of a plan shared through [`Plans`]: everything in it but the local memory is the
+/// shared plan `id`'s, so the id and the local memory are all that can differ.
+fn shared_plan_key(id: PlanId, plan: &GroupPlan) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    hash.update(b"shared plan");
+    hash.update(id.0.to_le_bytes());
+    match &plan.local_memory {
+        None => hash.update(b"no local memory"),
+        Some(bytes) => {
+            hash.update(b"local memory");
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(bytes);
+        }
+    }
+    hash.finalize().into()
 }
 
 /// A digest of everything in `plan` that [`verify`] reads: the target, every entry (path and
@@ -509,4 +549,111 @@ fn plan_key(plan: &GroupPlan) -> [u8; 32] {
         }
     }
     hash.finalize().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::Delivery;
+    use crate::deployment::observe;
+    use std::fs;
+    use std::path::Path;
+
+    fn write(path: &Path, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    /// A deployment of 40 groups (enough for the parallel first look): most share one config,
+    /// and among them the local memories differ (empty, text, an import that does not load, a
+    /// comment left open); some enable other skills; some are flat (Codex) with their own
+    /// local memory; one has no `container.json`.
+    fn deployment(root: &Path) -> Vec<String> {
+        write(&root.join("container/CLAUDE.md"), "# base\nShared rules.\n");
+        write(
+            &root.join("container/skills/web/instructions.md"),
+            "WEB GUIDE\n",
+        );
+        write(
+            &root.join("container/skills/db/instructions.md"),
+            "DB GUIDE\n",
+        );
+        let shared =
+            r#"{"skills": "all", "mcpServers": {"s": {"command": "x", "instructions": "use s"}}}"#;
+        let mut groups = Vec::new();
+        for n in 0..40 {
+            let group = format!("g{n:02}");
+            let dir = root.join("groups").join(&group);
+            fs::create_dir_all(&dir).unwrap();
+            let config = match n % 10 {
+                7 => r#"{"skills": ["web"]}"#,
+                8 => r#"{"skills": ["db"], "provider": "codex"}"#,
+                _ => shared,
+            };
+            if n != 39 {
+                write(&dir.join("container.json"), config);
+            }
+            let local = match n % 5 {
+                0 => None,
+                1 => Some(String::new()),
+                2 => Some(format!("notes of {group}\n")),
+                3 => Some("@./missing.md\n".to_owned()),
+                _ => Some("<!-- left open\n".to_owned()),
+            };
+            if let Some(local) = local {
+                write(&dir.join("CLAUDE.local.md"), &local);
+            }
+            groups.push(group);
+        }
+        groups
+    }
+
+    /// The verdicts and digests of a run that shares plans and verdicts between groups are the
+    /// ones each group gets alone: its own observation and [`verify`], nothing shared.
+    #[test]
+    fn shared_plans_and_verdicts_are_what_each_group_gets_alone() {
+        for delivery in Delivery::ALL {
+            let root = tempfile::tempdir().unwrap();
+            let groups = deployment(root.path());
+            let layout = Layout::under_root(root.path());
+            let options = ComposeOptions {
+                settings: DeliverySettings::with_delivery(delivery),
+                ..ComposeOptions::default()
+            };
+            // The first run composes (batches), the second is the no-op (first looks).
+            for _ in 0..2 {
+                let report = compose(&layout, &Selection::All, &options).unwrap();
+                let (sources, _) = read_sources(&layout).unwrap();
+                let mut digests = std::collections::BTreeSet::new();
+                for (group, got) in groups.iter().zip(&report.groups) {
+                    assert_eq!(&got.group, group);
+                    assert!(got.error.is_none(), "{delivery} {group}: {got:?}");
+                    let alone = observe(
+                        &layout,
+                        &sources,
+                        &layout.group_dir(group),
+                        &options.settings,
+                        false,
+                    )
+                    .unwrap();
+                    assert!(alone.plan_id.is_none());
+                    let mut expected = GroupReport::from_steps(group, &[], &alone.plan);
+                    expected.set_delivered(verify(
+                        &layout,
+                        &alone.plan,
+                        &sources,
+                        &options.settings,
+                    ));
+                    assert_eq!(got.delivered, expected.delivered, "{delivery} {group}");
+                    assert_eq!(
+                        got.memory_digest, expected.memory_digest,
+                        "{delivery} {group}"
+                    );
+                    digests.insert(got.memory_digest.clone());
+                }
+                // The groups do differ: shared verdicts are not all one.
+                assert!(digests.len() >= 8, "{delivery}: {digests:?}");
+            }
+        }
+    }
 }

@@ -7,11 +7,13 @@
 //! it: `compose` applies an observation, `check` reports on one, `render` and `migrate` use the
 //! same group list and the same group-name rule. Nothing here writes.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
 use crate::delivery::expand::expand_source;
-use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
+use crate::delivery::{DeliverySettings, GroupInputs, Target, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Listing, SafeDir};
@@ -213,35 +215,148 @@ pub fn plan_for(
     sources: &Sources,
     settings: &DeliverySettings,
 ) -> Result<GroupPlan, GroupError> {
-    // A linked or special CLAUDE.local.md is refused by the diff; one larger than Claude Code
-    // reads counts as missing.
-    let local = match listed.kind(dir, names::CLAUDE_LOCAL_MD)? {
+    let local = read_local_memory(dir, listed)?;
+    plan_with(layout, dir, config, sources, settings, local.as_deref())
+}
+
+fn plan_with(
+    layout: &Layout,
+    dir: &SafeDir,
+    config: &GroupConfig,
+    sources: &Sources,
+    settings: &DeliverySettings,
+    local_memory: Option<&[u8]>,
+) -> Result<GroupPlan, GroupError> {
+    plan_delivery(
+        layout,
+        config,
+        sources,
+        GroupInputs { local_memory },
+        settings,
+    )
+    .map_err(|source| GroupError::Collision {
+        path: dir.path().join(names::CONFIG),
+        source,
+    })
+}
+
+/// The group's `CLAUDE.local.md` (`None`: missing, not a regular file, or larger than Claude
+/// Code reads). A linked or special one is refused by the diff.
+fn read_local_memory(dir: &SafeDir, listed: &Listing) -> Result<Option<Vec<u8>>, GroupError> {
+    match listed.kind(dir, names::CLAUDE_LOCAL_MD)? {
         Some(FileKind::File) => {
             match dir.read_file(names::CLAUDE_LOCAL_MD, crate::loader::MAX_FILE_BYTES) {
-                Err(FsError::TooLarge { .. }) => None,
-                other => other?,
+                Err(FsError::TooLarge { .. }) => Ok(None),
+                other => Ok(other?),
             }
         }
-        _ => None,
-    };
-    let inputs = GroupInputs {
-        local_memory: local.as_deref(),
-    };
-    plan_delivery(layout, config, sources, inputs, settings).map_err(|source| {
-        GroupError::Collision {
-            path: dir.path().join(names::CONFIG),
-            source,
+        _ => Ok(None),
+    }
+}
+
+/// The plans made in one run, by the bytes of `container.json`: groups with the same config
+/// (every group of a template) share one plan instead of each building its document again.
+///
+/// Within a run the sources, the settings and the layout are the same for every group, so a
+/// Claude Code group's plan is a pure function of its config, except for the local memory it
+/// carries ([`GroupPlan::local_memory`], put in per group); a flat backend's document holds
+/// the local memory, so its plan is not shared. The config is a pure function of the bytes
+/// (the path is only named in errors, which are not kept). Use one `Plans` with one set of
+/// sources and settings only.
+#[derive(Default)]
+pub struct Plans {
+    seen: Mutex<HashMap<Option<Vec<u8>>, Arc<Planned>>>,
+}
+
+/// The most configs a run keeps plans for (a plan holds the group's document: tens of KiB).
+const MAX_PLANS: usize = 256;
+
+struct Planned {
+    /// Which plan, in this run.
+    id: PlanId,
+    config: GroupConfig,
+    /// The plan of a group with this config, without local memory; `None` for a flat backend
+    /// (or a config that cannot be planned: the error is made again per group).
+    plan: Option<GroupPlan>,
+}
+
+/// Names a shared plan of one [`Plans`]: two groups with the same id have the same plan except
+/// for their local memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PlanId(pub u64);
+
+impl Plans {
+    /// The config and plan of the group in `dir`, reading what [`read_config`] and
+    /// [`plan_for`] read, in the same order; with the id of the shared plan when there is one.
+    fn plan(
+        &self,
+        layout: &Layout,
+        dir: &SafeDir,
+        listed: &Listing,
+        sources: &Sources,
+        settings: &DeliverySettings,
+    ) -> Result<(GroupConfig, GroupPlan, Option<PlanId>), GroupError> {
+        let bytes = read_config_bytes(dir)?;
+        let known = self.lock().get(&bytes).cloned();
+        let planned = match known {
+            Some(planned) => planned,
+            None => {
+                let config = parse_config_bytes(dir, bytes.as_deref())?;
+                let plan = match Target::of(&config, settings).provider.is_flat() {
+                    true => None,
+                    false => plan_with(layout, dir, &config, sources, settings, None).ok(),
+                };
+                let mut seen = self.lock();
+                if seen.len() >= MAX_PLANS {
+                    drop(seen);
+                    let plan = plan_for(layout, dir, listed, &config, sources, settings)?;
+                    return Ok((config, plan, None));
+                }
+                let id = PlanId(seen.len() as u64);
+                seen.entry(bytes)
+                    .or_insert_with(|| Arc::new(Planned { id, config, plan }))
+                    .clone()
+            }
+        };
+        let local = read_local_memory(dir, listed)?;
+        match &planned.plan {
+            Some(plan) => {
+                let mut plan = plan.clone();
+                plan.local_memory = local;
+                Ok((planned.config.clone(), plan, Some(planned.id)))
+            }
+            None => {
+                let plan = plan_with(
+                    layout,
+                    dir,
+                    &planned.config,
+                    sources,
+                    settings,
+                    local.as_deref(),
+                )?;
+                Ok((planned.config.clone(), plan, None))
+            }
         }
-    })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Option<Vec<u8>>, Arc<Planned>>> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// Reads and parses the group's `container.json` (never through a symlink, never opening
 /// anything but a regular file); missing means defaults.
 pub fn read_config(dir: &SafeDir) -> Result<GroupConfig, GroupError> {
-    let path = dir.path().join(names::CONFIG);
+    let bytes = read_config_bytes(dir)?;
+    parse_config_bytes(dir, bytes.as_deref())
+}
+
+/// The bytes of the group's `container.json` (`None`: missing).
+fn read_config_bytes(dir: &SafeDir) -> Result<Option<Vec<u8>>, GroupError> {
     match dir.read_file(names::CONFIG, MAX_CONFIG_BYTES) {
-        Ok(Some(bytes)) => Ok(parse_config(&path, &bytes)?),
-        Ok(None) => Ok(GroupConfig::default()),
+        Ok(bytes) => Ok(bytes),
         Err(FsError::TooLarge { path, limit, .. }) => Err(FsError::TooLarge {
             path,
             limit,
@@ -250,6 +365,13 @@ pub fn read_config(dir: &SafeDir) -> Result<GroupConfig, GroupError> {
         }
         .into()),
         Err(err) => Err(err.into()),
+    }
+}
+
+fn parse_config_bytes(dir: &SafeDir, bytes: Option<&[u8]>) -> Result<GroupConfig, GroupError> {
+    match bytes {
+        Some(bytes) => Ok(parse_config(&dir.path().join(names::CONFIG), bytes)?),
+        None => Ok(GroupConfig::default()),
     }
 }
 
@@ -268,6 +390,9 @@ pub struct Observation {
     pub plan: GroupPlan,
     /// The difference between the disk and the plan.
     pub steps: Vec<Step>,
+    /// The shared plan this one is (with the group's local memory), when observed with
+    /// [`Plans`].
+    pub plan_id: Option<PlanId>,
 }
 
 impl Observation {
@@ -289,12 +414,30 @@ pub fn observe(
     settings: &DeliverySettings,
     create: bool,
 ) -> Result<Observation, GroupError> {
+    observe_with(layout, sources, group_path, settings, create, None)
+}
+
+/// [`observe`], sharing the plans of groups with the same config through `plans` (one run's).
+pub fn observe_with(
+    layout: &Layout,
+    sources: &Sources,
+    group_path: &Path,
+    settings: &DeliverySettings,
+    create: bool,
+    plans: Option<&Plans>,
+) -> Result<Observation, GroupError> {
     let dir = open_group(group_path)?;
     // One listing of the group folder gives the kind of every entry (no `stat` each) and the
     // leftover temp files.
     let listed = dir.listing()?;
-    let config = read_config(&dir)?;
-    let plan = plan_for(layout, &dir, &listed, &config, sources, settings)?;
+    let (config, plan, plan_id) = match plans {
+        Some(plans) => plans.plan(layout, &dir, &listed, sources, settings)?,
+        None => {
+            let config = read_config(&dir)?;
+            let plan = plan_for(layout, &dir, &listed, &config, sources, settings)?;
+            (config, plan, None)
+        }
+    };
     let delivery = plan.target.delivery;
     let fragments = match listed.kind(&dir, names::FRAGMENTS)? {
         None if !create => None,
@@ -307,6 +450,7 @@ pub fn observe(
         config,
         delivery,
         plan,
+        plan_id,
         steps,
     })
 }

@@ -815,6 +815,12 @@ impl Bar {
 
 fn init_logging(verbose: u8, ansi: bool) {
     use tracing_subscriber::EnvFilter;
+    // Logging is off by default: with no subscriber at all, which logs nothing too, a run
+    // does not build the filter and the formatter (part of a one-group compose's start-up
+    // memory).
+    if verbose == 0 && std::env::var_os("RUST_LOG").is_none() {
+        return;
+    }
     let default = match verbose {
         0 => "off",
         1 => "info",

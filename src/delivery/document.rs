@@ -85,7 +85,7 @@ pub struct Fitted {
 /// Drops whole optional sections, largest first (skills, then MCP instructions), until
 /// `size(kept) <= budget`. The shared base is never dropped: when it alone (with what `size`
 /// adds, such as the local memory) is over budget the result stays over budget, and the
-/// caller reports it.
+/// caller reports it. The last call of `size` is always on the sections returned as kept.
 pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) -> Fitted {
     let mut kept = sections.to_vec();
     let mut dropped = Vec::new();

@@ -373,9 +373,15 @@ pub fn plan_delivery(
         _ if target.provider.is_flat() => LocalMemory::Inline(b""),
         _ => LocalMemory::Import,
     };
+    // The inline document is built to be measured; the last one built is the one for the
+    // sections kept (`fit` measures them last), so it is not built again.
+    let last_document = std::cell::RefCell::new(Vec::new());
     let fitted = match target.delivery {
         Delivery::Inline => document::fit(&all, target.budget, |kept| {
-            document::document(kept, local).len() as u64
+            let built = document::document(kept, local);
+            let len = built.len() as u64;
+            *last_document.borrow_mut() = built;
+            len
         }),
         Delivery::Copy | Delivery::Link => document::fit(&all, target.budget, |kept| {
             kept.iter().map(|s| s.text.len() as u64).sum()
@@ -406,7 +412,7 @@ pub fn plan_delivery(
             });
             entries.push(Desired {
                 path: ManagedPath::top(target.file),
-                content: Content::File(document::document(&fitted.kept, local)),
+                content: Content::File(last_document.take()),
             });
         }
         Delivery::Copy | Delivery::Link => {
@@ -546,6 +552,11 @@ mod tests {
             w,
             Warning::SectionDropped { section, .. } if section == "skill:big"
         )));
+        // The document measured last is the one written: exactly the sections kept.
+        assert_eq!(
+            text.as_bytes(),
+            document::document(&plan.sections, LocalMemory::Inline(b"LOCAL\n"))
+        );
     }
 
     #[test]

@@ -150,9 +150,99 @@ pub fn scan_markdown_as(text: &str, version: ClaudeVersion) -> Result<MarkdownSc
             ignored: Vec::new(),
         });
     }
-    match scan_with_limit(text, SHALLOW_NESTING, version) {
-        Ok(scan) => Ok(scan),
-        Err(markdown::TooDeep) => scan_deep(text, version),
+    if let Some(scan) = recent::get(text, version) {
+        return Ok(scan);
+    }
+    let scan = match scan_with_limit(text, SHALLOW_NESTING, version) {
+        Ok(scan) => scan,
+        Err(markdown::TooDeep) => scan_deep(text, version)?,
+    };
+    recent::put(text, version, &scan);
+    Ok(scan)
+}
+
+/// The last few scans of texts of a few KiB or more, in this process. One text is often
+/// scanned many times in a run: compose verifies every group whose local memory differs by
+/// loading the group's generated document, the same for groups of one config; a file imported
+/// under several names is parsed for each. A scan is a pure function of the text and the
+/// release, so a text found here gets exactly what scanning it again would give (the text is
+/// compared whole, not by a hash). What is kept is bounded by [`recent::MAX_KEPT_BYTES`]:
+/// large texts (hostile ones) are scanned every time rather than held.
+mod recent {
+    use std::sync::Mutex;
+
+    use super::{ClaudeVersion, MarkdownScan};
+
+    /// Texts shorter than this are scanned every time (cheaper than keeping them).
+    const MIN_TEXT_BYTES: usize = 2048;
+    /// The most texts kept.
+    const MAX_ENTRIES: usize = 4;
+    /// The most bytes kept in all (texts, bodies and imports).
+    pub(super) const MAX_KEPT_BYTES: usize = 1 << 20;
+
+    struct Entry {
+        version: ClaudeVersion,
+        text: String,
+        scan: MarkdownScan,
+        bytes: usize,
+    }
+
+    static RECENT: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+    fn lock() -> std::sync::MutexGuard<'static, Vec<Entry>> {
+        RECENT
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn size(text: &str, scan: &MarkdownScan) -> usize {
+        text.len()
+            + scan.body.len()
+            + scan.imports.iter().map(|i| i.len() + 24).sum::<usize>()
+            + scan
+                .ignored
+                .iter()
+                .map(|m| m.text.len() + std::mem::size_of::<super::IgnoredMention>())
+                .sum::<usize>()
+    }
+
+    pub(super) fn get(text: &str, version: ClaudeVersion) -> Option<MarkdownScan> {
+        if text.len() < MIN_TEXT_BYTES || text.len() > MAX_KEPT_BYTES / 2 {
+            return None;
+        }
+        lock()
+            .iter()
+            .find(|e| e.version == version && e.text == text)
+            .map(|e| e.scan.clone())
+    }
+
+    pub(super) fn put(text: &str, version: ClaudeVersion, scan: &MarkdownScan) {
+        if text.len() < MIN_TEXT_BYTES {
+            return;
+        }
+        let bytes = size(text, scan);
+        if bytes > MAX_KEPT_BYTES / 2 {
+            return;
+        }
+        let mut recent = lock();
+        if recent
+            .iter()
+            .any(|e| e.version == version && e.text == text)
+        {
+            return;
+        }
+        // The oldest go first.
+        while recent.len() >= MAX_ENTRIES
+            || recent.iter().map(|e| e.bytes).sum::<usize>() + bytes > MAX_KEPT_BYTES
+        {
+            recent.remove(0);
+        }
+        recent.push(Entry {
+            version,
+            text: text.to_owned(),
+            scan: scan.clone(),
+            bytes,
+        });
     }
 }
 
@@ -257,6 +347,34 @@ pub(crate) fn import_path_as(capture: &str, version: ClaudeVersion) -> Option<St
 
 #[cfg(test)]
 mod tests {
+    /// A text scanned again (kept by `recent`) gets what scanning it the first time gave, and
+    /// a text that differs by one byte, or a different release, is scanned for itself.
+    #[test]
+    fn a_kept_scan_is_the_scan_of_that_very_text() {
+        let mut text = String::new();
+        for n in 0..200 {
+            text.push_str(&format!(
+                "line {n} @./f{n}.md <!-- c -->\n`@./code{n}.md`\n"
+            ));
+        }
+        let first = scan_markdown(&text).unwrap();
+        assert_eq!(scan_markdown(&text).unwrap(), first);
+        let other = text.replacen("@./f7.md", "@./g7.md", 1);
+        let scanned = scan_markdown(&other).unwrap();
+        assert!(scanned.imports.contains(&"./g7.md".to_owned()));
+        assert!(!scanned.imports.contains(&"./f7.md".to_owned()));
+        assert_eq!(scan_markdown(&text).unwrap(), first);
+        let old = ClaudeVersion::new(2, 0, 77);
+        assert_eq!(
+            scan_markdown_as(&text, old).unwrap(),
+            scan_with_limit(&text, 1.0, old).unwrap()
+        );
+        assert_eq!(
+            first,
+            scan_with_limit(&text, 1.0, ClaudeVersion::default()).unwrap()
+        );
+    }
+
     use super::*;
 
     #[test]
