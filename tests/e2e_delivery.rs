@@ -14,6 +14,8 @@
 //! inside it.
 
 mod common;
+#[path = "e2e/typescript.rs"]
+mod typescript;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
