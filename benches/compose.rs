@@ -6,6 +6,8 @@
 //! runs, start to exit (no-op, the runner's per-spawn case). Prints a Markdown table for
 //! docs/performance.md. Timings are medians of several runs; the machine is whatever runs it.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};

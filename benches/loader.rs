@@ -7,6 +7,8 @@
 //!
 //! Prints a Markdown table for docs/performance.md (medians over many runs).
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 

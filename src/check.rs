@@ -60,7 +60,9 @@ pub fn check_with_progress(
     let (sources, _) = read_sources(layout).map_err(Error::Sources)?;
     progress.start(groups.len());
     let groups: Vec<GroupCheck> = crate::compose::parallel_map(&groups, |group| {
-        let checked = check_group(layout, &sources, group, options);
+        let checked = guarded(layout, group, options, || {
+            check_group(layout, &sources, group, options)
+        });
         progress.done(group);
         checked
     });
@@ -426,6 +428,37 @@ fn dangling_links(layout: &Layout, fs: &MountedFs, findings: &mut Vec<Finding>) 
     }
 }
 
+/// Runs `check` (one group's check), turning a panic — a bug in clawmd, met in this group —
+/// into an `internal-error` finding for the group, so that the other groups are still checked
+/// and reported.
+fn guarded(
+    layout: &Layout,
+    group: &str,
+    options: &CheckOptions,
+    check: impl FnOnce() -> GroupCheck,
+) -> GroupCheck {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)).unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        tracing::error!(group, %why, "check panicked");
+        GroupCheck {
+            group: group.to_owned(),
+            delivery: options.settings.delivery,
+            findings: vec![Finding {
+                severity: Severity::Error,
+                code: Code::InternalError,
+                file: layout.group_dir(group),
+                message: format!("clawmd failed while checking this group (a bug): {why}"),
+                fix: "report it with the group folder's contents; the other groups were checked"
+                    .to_owned(),
+            }],
+        }
+    })
+}
+
 fn group_error_finding(layout: &Layout, group: &str, err: &GroupError) -> Finding {
     Finding {
         severity: Severity::Error,
@@ -591,5 +624,34 @@ fn instruction_imports(
             ),
             fix: "nothing to do if the text is meant literally; to give the agent a file's content, put it in CLAUDE.local.md or a skill".to_owned(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_in_one_group_becomes_that_groups_internal_error() {
+        let layout = Layout::under_root(std::path::Path::new("/srv"));
+        let options = CheckOptions::default();
+        let checked = guarded(&layout, "main", &options, || panic!("index out of bounds"));
+        assert_eq!(checked.group, "main");
+        assert_eq!(checked.findings.len(), 1);
+        let finding = &checked.findings[0];
+        assert_eq!(finding.code, Code::InternalError);
+        assert_eq!(finding.severity, Severity::Error);
+        assert_eq!(finding.file, std::path::Path::new("/srv/groups/main"));
+        assert!(
+            finding.message.contains("index out of bounds"),
+            "{finding:?}"
+        );
+
+        let fine = GroupCheck {
+            group: "main".to_owned(),
+            delivery: options.settings.delivery,
+            findings: Vec::new(),
+        };
+        assert_eq!(guarded(&layout, "main", &options, || fine.clone()), fine);
     }
 }

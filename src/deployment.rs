@@ -13,7 +13,8 @@ use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
 use crate::delivery::expand::expand_source;
 use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, Listing, NodeKind, SafeDir};
+use crate::file_kind::FileKind;
+use crate::fsops::{self, FsError, Listing, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::plan::{Delivery, GroupPlan, Sources};
 use crate::reconcile::{Step, diff_listed};
@@ -56,7 +57,7 @@ pub fn list_groups(layout: &Layout) -> Result<Vec<String>, FsError> {
         }
         if matches!(
             listing.kind(&dir, &name)?,
-            NodeKind::Dir | NodeKind::Symlink
+            Some(FileKind::Dir | FileKind::Symlink)
         ) {
             groups.push(name);
         }
@@ -143,6 +144,10 @@ pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), Fs
     };
     let mut skills = Vec::new();
     let skills_dir = layout.skills_dir();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a trusted host folder, and FsError names the path"
+    )]
     let entries = match std::fs::read_dir(&skills_dir) {
         Ok(entries) => entries,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -211,7 +216,7 @@ pub fn plan_for(
     // A linked or special CLAUDE.local.md is refused by the diff; one larger than Claude Code
     // reads counts as missing.
     let local = match listed.kind(dir, names::CLAUDE_LOCAL_MD)? {
-        NodeKind::File => {
+        Some(FileKind::File) => {
             match dir.read_file(names::CLAUDE_LOCAL_MD, crate::loader::MAX_FILE_BYTES) {
                 Err(FsError::TooLarge { .. }) => None,
                 other => other?,
@@ -292,7 +297,7 @@ pub fn observe(
     let plan = plan_for(layout, &dir, &listed, &config, sources, settings)?;
     let delivery = plan.target.delivery;
     let fragments = match listed.kind(&dir, names::FRAGMENTS)? {
-        NodeKind::Missing if !create => None,
+        None if !create => None,
         _ => dir.open_child(names::FRAGMENTS, create)?,
     };
     let steps = diff_listed(&dir, &listed, fragments.as_ref(), &plan)?;

@@ -25,6 +25,12 @@
 //! For crash tests, the environment variable `CLAWMD_CRASH_AT=N` aborts the process just before
 //! the N-th disk-changing step (see [`checkpoint`]). It is read once and costs nothing when unset.
 
+// The one place clippy.toml's write ban does not apply.
+#![expect(
+    clippy::disallowed_methods,
+    reason = "fsops is the module that writes (clippy.toml)"
+)]
+
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -35,7 +41,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, Mode, OFlags, Stat};
+
+use crate::file_kind::{self, FileKind};
 
 /// Names of temp files and links start with this; a run that holds the group lock removes them.
 pub const TEMP_PREFIX: &str = ".clawmd-tmp-";
@@ -111,36 +119,6 @@ impl FsError {
 
 type Result<T, E = FsError> = std::result::Result<T, E>;
 
-/// What a directory entry is, without following a symlink. Reports serialise it in lowercase
-/// (`"file"`, `"symlink"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum NodeKind {
-    /// Nothing by that name.
-    Missing,
-    /// A regular file.
-    File,
-    /// A symbolic link.
-    Symlink,
-    /// A directory.
-    Dir,
-    /// A device, socket or fifo.
-    Other,
-}
-
-impl NodeKind {
-    /// "a symlink", "a directory", ... for messages.
-    pub fn describe(self) -> &'static str {
-        match self {
-            NodeKind::Missing => "missing",
-            NodeKind::File => "a regular file",
-            NodeKind::Symlink => "a symlink",
-            NodeKind::Dir => "a directory",
-            NodeKind::Other => "a special file",
-        }
-    }
-}
-
 /// A directory entry's state, with a file's bytes or a link's target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
@@ -157,14 +135,14 @@ pub enum Node {
 }
 
 impl Node {
-    /// The kind of this node.
-    pub fn kind(&self) -> NodeKind {
+    /// The kind of this node (`None`: missing).
+    pub fn kind(&self) -> Option<FileKind> {
         match self {
-            Node::Missing => NodeKind::Missing,
-            Node::File(_) => NodeKind::File,
-            Node::Symlink(_) => NodeKind::Symlink,
-            Node::Dir => NodeKind::Dir,
-            Node::Other => NodeKind::Other,
+            Node::Missing => None,
+            Node::File(_) => Some(FileKind::File),
+            Node::Symlink(_) => Some(FileKind::Symlink),
+            Node::Dir => Some(FileKind::Dir),
+            Node::Other => Some(FileKind::Other),
         }
     }
 }
@@ -172,7 +150,8 @@ impl Node {
 /// What a directory held when it was listed: names and, where the filesystem says, kinds.
 #[derive(Debug, Clone, Default)]
 pub struct Listing {
-    entries: Vec<(OsString, Option<NodeKind>)>,
+    /// Each name with its kind when the listing gave one (`None`: ask the directory).
+    entries: Vec<(OsString, Option<FileKind>)>,
 }
 
 impl Listing {
@@ -181,18 +160,18 @@ impl Listing {
         self.entries.iter().map(|(name, _)| name)
     }
 
-    /// What `name` was when listed (`Missing` when it was not there), asking `dir` when the
+    /// What `name` was when listed (`None` when it was not there), asking `dir` when the
     /// listing did not say. Whatever is then read is still checked when it is opened.
-    pub fn kind(&self, dir: &SafeDir, name: &str) -> Result<NodeKind> {
+    pub fn kind(&self, dir: &SafeDir, name: &str) -> Result<Option<FileKind>> {
         match self
             .entries
             .binary_search_by(|(listed, _)| listed.as_os_str().cmp(std::ffi::OsStr::new(name)))
         {
             Ok(index) => match self.entries[index].1 {
-                Some(kind) => Ok(kind),
+                Some(kind) => Ok(Some(kind)),
                 None => dir.kind(name),
             },
-            Err(_) => Ok(NodeKind::Missing),
+            Err(_) => Ok(None),
         }
     }
 }
@@ -243,7 +222,7 @@ impl SafeDir {
     /// Returns `None` when it is missing and `create` is not set.
     pub fn open_child(&self, name: &str, create: bool) -> Result<Option<SafeDir>> {
         let path = self.path.join(name);
-        if create && self.kind(name)? == NodeKind::Missing {
+        if create && self.kind(name)?.is_none() {
             checkpoint("mkdir", &path);
             match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o755)) {
                 Ok(()) => {
@@ -268,14 +247,14 @@ impl SafeDir {
     fn explain_open_failure(
         path: &Path,
         err: rustix::io::Errno,
-        kind: impl FnOnce() -> Result<NodeKind>,
+        kind: impl FnOnce() -> Result<Option<FileKind>>,
     ) -> FsError {
         if matches!(err, rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR)
             && let Ok(found) = kind()
         {
             return FsError::Unsafe {
                 path: path.to_owned(),
-                found: found.describe().to_owned(),
+                found: file_kind::describe(found).to_owned(),
                 expected: "a real directory",
                 fix: format!(
                     "move it aside and recreate {} as a directory",
@@ -291,11 +270,11 @@ impl SafeDir {
         &self.path
     }
 
-    /// What `name` is, without following a symlink.
-    pub fn kind(&self, name: &str) -> Result<NodeKind> {
+    /// What `name` is, without following a symlink (`None`: nothing by that name).
+    pub fn kind(&self, name: &str) -> Result<Option<FileKind>> {
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) => Ok(kind_of_mode(stat.st_mode)),
-            Err(rustix::io::Errno::NOENT) => Ok(NodeKind::Missing),
+            Ok(stat) => Ok(Some(FileKind::from_mode(stat.st_mode))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
         }
     }
@@ -336,7 +315,7 @@ impl SafeDir {
             Err(err) => return Err(FsError::io("open", path, err)),
         };
         let stat = rustix::fs::fstat(&handle).map_err(|err| FsError::io("inspect", &path, err))?;
-        refuse_non_regular(&path, kind_of_mode(stat.st_mode))?;
+        refuse_non_regular(&path, FileKind::from_mode(stat.st_mode))?;
         let file = reopen(&handle, &stat, access, || {
             rustix::fs::openat(
                 &self.fd,
@@ -404,7 +383,7 @@ impl SafeDir {
             };
             if matches!(
                 listing.kind(self, name)?,
-                NodeKind::File | NodeKind::Symlink
+                Some(FileKind::File | FileKind::Symlink)
             ) {
                 temps.push(name.to_owned());
             }
@@ -432,7 +411,7 @@ impl SafeDir {
     /// The names in this directory, sorted, each with its kind as the listing gives it
     /// (`None` when the filesystem does not say: ask [`SafeDir::kind`]). A kind is what the
     /// entry was when listed; anything read afterwards is still checked when it is opened.
-    pub fn list_kinds(&self) -> Result<Vec<(OsString, Option<NodeKind>)>> {
+    pub fn list_kinds(&self) -> Result<Vec<(OsString, Option<FileKind>)>> {
         // The listing reads this very descriptor (no second open of the folder): rewind it
         // when it was listed before.
         if self.listed.replace(true) {
@@ -448,13 +427,7 @@ impl SafeDir {
             if name == b"." || name == b".." {
                 continue;
             }
-            let kind = match entry.file_type() {
-                FileType::Unknown => None,
-                FileType::RegularFile => Some(NodeKind::File),
-                FileType::Symlink => Some(NodeKind::Symlink),
-                FileType::Directory => Some(NodeKind::Dir),
-                _ => Some(NodeKind::Other),
-            };
+            let kind = FileKind::from_dirent(entry.file_type());
             names.push((OsString::from_vec(name.to_vec()), kind));
         }
         names.sort_by(|a, b| a.0.cmp(&b.0));
@@ -471,7 +444,7 @@ impl SafeDir {
     /// Creates the file `name` holding `bytes` only if nothing by that name exists; the file
     /// appears whole or not at all. Returns `false` (and writes nothing) when it exists.
     pub fn create_new_file(&self, name: &str, bytes: &[u8]) -> Result<bool> {
-        if self.kind(name)? != NodeKind::Missing {
+        if self.kind(name)?.is_some() {
             return Ok(false);
         }
         let temp = self.stage_new_file(bytes, true)?;
@@ -614,7 +587,7 @@ impl SafeDir {
     /// for a new name those of a new file ([`SafeDir::owner_for_new`]).
     fn owner_for(&self, name: &str) -> Result<Owner> {
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) if matches!(kind_of_mode(stat.st_mode), NodeKind::File) => Ok(Owner {
+            Ok(stat) if FileKind::from_mode(stat.st_mode) == FileKind::File => Ok(Owner {
                 uid: stat.st_uid,
                 gid: stat.st_gid,
                 mode: stat.st_mode & 0o777,
@@ -799,7 +772,7 @@ pub fn read_host_file(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
         Err(err) => return Err(FsError::io("open", path, err)),
     };
     let stat = rustix::fs::fstat(&handle).map_err(|err| FsError::io("inspect", path, err))?;
-    refuse_non_regular(path, kind_of_mode(stat.st_mode))?;
+    refuse_non_regular(path, FileKind::from_mode(stat.st_mode))?;
     let file = reopen(&handle, &stat, OFlags::RDONLY, || {
         rustix::fs::open(
             path,
@@ -812,8 +785,8 @@ pub fn read_host_file(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
 }
 
 /// Refuses anything but a regular file, before it is opened.
-fn refuse_non_regular(path: &Path, kind: NodeKind) -> Result<()> {
-    if kind == NodeKind::File {
+fn refuse_non_regular(path: &Path, kind: FileKind) -> Result<()> {
+    if kind == FileKind::File {
         return Ok(());
     }
     Err(FsError::Unsafe {
@@ -821,7 +794,7 @@ fn refuse_non_regular(path: &Path, kind: NodeKind) -> Result<()> {
         found: kind.describe().to_owned(),
         expected: "a regular file",
         fix: match kind {
-            NodeKind::Symlink => "replace the link with a regular file".to_owned(),
+            FileKind::Symlink => "replace the link with a regular file".to_owned(),
             _ => "replace it with a regular file".to_owned(),
         },
     })
@@ -886,27 +859,10 @@ fn too_large(path: &Path, limit: u64) -> FsError {
     }
 }
 
-fn kind_of_mode(mode: u32) -> NodeKind {
-    match FileType::from_raw_mode(mode) {
-        FileType::RegularFile => NodeKind::File,
-        FileType::Symlink => NodeKind::Symlink,
-        FileType::Directory => NodeKind::Dir,
-        _ => NodeKind::Other,
-    }
-}
-
-fn kind_of_path(path: &Path) -> Result<NodeKind> {
+fn kind_of_path(path: &Path) -> Result<Option<FileKind>> {
     match std::fs::symlink_metadata(path) {
-        Ok(meta) => Ok(if meta.file_type().is_symlink() {
-            NodeKind::Symlink
-        } else if meta.is_dir() {
-            NodeKind::Dir
-        } else if meta.is_file() {
-            NodeKind::File
-        } else {
-            NodeKind::Other
-        }),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(NodeKind::Missing),
+        Ok(meta) => Ok(Some(FileKind::from_std(meta.file_type()))),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(FsError::io("inspect", path, err)),
     }
 }
@@ -1027,7 +983,7 @@ mod tests {
         dir.write_file("x", b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         dir.symlink("x", Path::new("/app/CLAUDE.md")).unwrap();
-        assert_eq!(dir.kind("x").unwrap(), NodeKind::Symlink);
+        assert_eq!(dir.kind("x").unwrap(), Some(FileKind::Symlink));
         assert_eq!(dir.read_link("x").unwrap(), Path::new("/app/CLAUDE.md"));
     }
 
@@ -1090,7 +1046,7 @@ mod tests {
         rustix::fs::mknodat(
             rustix::fs::CWD,
             temp.path().join("fifo"),
-            FileType::Fifo,
+            rustix::fs::FileType::Fifo,
             Mode::from_raw_mode(0o644),
             0,
         )

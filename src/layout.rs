@@ -26,6 +26,8 @@ pub mod names {
     pub const FRAGMENTS: &str = ".claude-fragments";
     /// The legacy link to the old `groups/global/CLAUDE.md`.
     pub const LEGACY_GLOBAL_LINK: &str = ".claude-global.md";
+    /// The folder of skills inside `container/` (and inside the container's app mount).
+    pub const SKILLS: &str = "skills";
     /// A skill's always-in-context guidance, inside `container/skills/<skill>/`.
     pub const SKILL_INSTRUCTIONS: &str = "instructions.md";
     /// Prefix of the name under which a hand-edited `CLAUDE.md` is kept before it is replaced.
@@ -78,7 +80,7 @@ impl Layout {
 
     /// The host folder of all skills: `container/skills`.
     pub fn skills_dir(&self) -> PathBuf {
-        self.container_dir.join("skills")
+        self.container_dir.join(names::SKILLS)
     }
 
     /// A skill's instructions on the host.
@@ -91,9 +93,25 @@ impl Layout {
     /// A skill's instructions as the container sees them.
     pub fn skill_instructions_target(&self, skill: &str) -> PathBuf {
         self.app_mount
-            .join("skills")
+            .join(names::SKILLS)
             .join(skill)
             .join(names::SKILL_INSTRUCTIONS)
+    }
+
+    /// The container's mounts for the group whose host folder is `group_dir` (DESIGN.md, the
+    /// mount table), as `(container path, host path)` pairs: the group folder at the
+    /// workspace (read-write), its composed `CLAUDE.md`, `.claude-fragments` and
+    /// `container.json` over it (read-only), and the shared base and skills under the app
+    /// mount. The one place the table is written down.
+    pub fn mount_table(&self, group_dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+        let workspace = &self.workspace_mount;
+        let mut table = vec![(workspace.clone(), group_dir.to_owned())];
+        for name in [names::CLAUDE_MD, names::FRAGMENTS, names::CONFIG] {
+            table.push((workspace.join(name), group_dir.join(name)));
+        }
+        table.push((self.shared_base_target(), self.shared_base_source()));
+        table.push((self.app_mount.join(names::SKILLS), self.skills_dir()));
+        table
     }
 
     /// The lock file that serialises work on one group.

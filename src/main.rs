@@ -582,13 +582,9 @@ fn run_render(
                 .0
         }
         (None, Some(cwd)) => {
-            let cwd = std::fs::canonicalize(cwd)
-                .with_context(|| format!("cannot use --cwd {}", cwd.display()))?;
+            let cwd = fs_err::canonicalize(cwd).context("cannot use --cwd")?;
             let home = match &args.home {
-                Some(home) => Some(
-                    std::fs::canonicalize(home)
-                        .with_context(|| format!("cannot use --home {}", home.display()))?,
-                ),
+                Some(home) => Some(fs_err::canonicalize(home).context("cannot use --home")?),
                 None => None,
             };
             let options = load_options(&cwd, home, &view);

@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use crate::deployment::{MAX_SOURCE_BYTES, checked_group_dir, list_groups};
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, NodeKind, SafeDir};
+use crate::file_kind::FileKind;
+use crate::fsops::{self, FsError, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::plan::is_composed;
 use crate::report::{ActionReport, MigrateGroupReport, MigrateReport, Status};
@@ -88,8 +89,8 @@ pub enum Place {
 pub struct GroupState {
     /// Temp files left by an interrupted run.
     pub temps: Vec<String>,
-    /// What `.claude-global.md` is.
-    pub global_link: NodeKind,
+    /// What `.claude-global.md` is (`None`: missing).
+    pub global_link: Option<FileKind>,
     /// The text of a legacy (not composed) `CLAUDE.md`.
     pub legacy: Option<Vec<u8>>,
     /// The text of `CLAUDE.local.md`, read only when there is legacy text.
@@ -101,8 +102,8 @@ pub struct GroupState {
 pub struct GlobalState {
     /// Temp files in `groups/global`.
     pub temps: Vec<String>,
-    /// What `groups/global/CLAUDE.md` is, and its text when it is a regular file.
-    pub claude_md: NodeKind,
+    /// What `groups/global/CLAUDE.md` is (`None`: missing).
+    pub claude_md: Option<FileKind>,
     /// That text.
     pub text: Option<Vec<u8>>,
     /// Other entries of `groups/global` (never deleted).
@@ -129,7 +130,7 @@ pub fn migrate(
         })
         .collect();
     let global = layout.group_dir(GLOBAL_GROUP);
-    if std::fs::symlink_metadata(&global).is_ok() {
+    if fs_err::symlink_metadata(&global).is_ok() {
         reports.push(run_one(GLOBAL_GROUP, || {
             migrate_global(layout, dry_run, lock_timeout)
         }));
@@ -205,9 +206,9 @@ pub fn plan_group(state: &GroupState) -> (Vec<Action>, Vec<String>) {
     let mut actions: Vec<Action> = clean(Place::Source, &state.temps);
     let mut warnings = Vec::new();
     match state.global_link {
-        NodeKind::Symlink => actions.push(Action::RemoveGlobalLink),
-        NodeKind::Missing => {}
-        other => warnings.push(format!(
+        Some(FileKind::Symlink) => actions.push(Action::RemoveGlobalLink),
+        None => {}
+        Some(other) => warnings.push(format!(
             "{} is {}, not a legacy link; left in place (move any text you need into CLAUDE.local.md, then delete it)",
             names::LEGACY_GLOBAL_LINK,
             other.describe()
@@ -336,8 +337,8 @@ pub fn observe_global(global: &SafeDir, container_dir: &Path) -> Result<GlobalSt
     let temps = global.stale_temps()?;
     let claude_md = global.kind(names::CLAUDE_MD)?;
     let text = match claude_md {
-        NodeKind::File => read_regular(global, names::CLAUDE_MD, MAX_GLOBAL_BYTES)?,
-        NodeKind::Symlink => return Err(symlink_refused(global, names::CLAUDE_MD)),
+        Some(FileKind::File) => read_regular(global, names::CLAUDE_MD, MAX_GLOBAL_BYTES)?,
+        Some(FileKind::Symlink) => return Err(symlink_refused(global, names::CLAUDE_MD)),
         _ => None,
     };
     let others = global
@@ -401,7 +402,7 @@ pub fn plan_global(
             .into());
         }
         actions.push(action);
-    } else if !matches!(state.claude_md, NodeKind::Missing) {
+    } else if state.claude_md.is_some() {
         warnings.push(format!(
             "{} is not a regular file; left in place",
             global_dir.join(names::CLAUDE_MD).display()
@@ -590,10 +591,10 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// The bytes of the regular file `name`; `None` when missing; an error for anything else.
 fn read_regular(dir: &SafeDir, name: &str, limit: u64) -> Result<Option<Vec<u8>>, GroupError> {
     match dir.kind(name)? {
-        NodeKind::Missing => Ok(None),
-        NodeKind::File => Ok(dir.read_file(name, limit)?),
-        NodeKind::Symlink => Err(symlink_refused(dir, name)),
-        other => Err(FsError::Unsafe {
+        None => Ok(None),
+        Some(FileKind::File) => Ok(dir.read_file(name, limit)?),
+        Some(FileKind::Symlink) => Err(symlink_refused(dir, name)),
+        Some(other) => Err(FsError::Unsafe {
             path: dir.path().join(name),
             found: other.describe().to_owned(),
             expected: "a regular file",
@@ -667,7 +668,7 @@ mod tests {
     fn the_plan_is_pure_and_idempotent() {
         let state = GroupState {
             temps: vec![],
-            global_link: NodeKind::Symlink,
+            global_link: Some(FileKind::Symlink),
             legacy: Some(b"deploy on fridays\n".to_vec()),
             local: Some(b"never deploy on fridays\n".to_vec()),
         };
@@ -681,7 +682,7 @@ mod tests {
             state.legacy.as_deref().unwrap(),
         );
         let again = GroupState {
-            global_link: NodeKind::Missing,
+            global_link: None,
             local: Some(merged),
             ..state
         };

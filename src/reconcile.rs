@@ -8,7 +8,8 @@
 
 use crate::delivery::{ENTRY_POINTS, is_entry_point_name};
 use crate::error::GroupError;
-use crate::fsops::{FsError, Listing, Node, NodeKind, SafeDir, Temp, is_temp_name};
+use crate::file_kind::{self, FileKind};
+use crate::fsops::{FsError, Listing, Node, SafeDir, Temp, is_temp_name};
 use crate::layout::names;
 use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_composed, is_pristine, short_hash};
 
@@ -31,8 +32,8 @@ pub enum Step {
         path: ManagedPath,
         /// What.
         content: Content,
-        /// What was there before (`Missing` for a creation).
-        before: NodeKind,
+        /// What was there before (`None` for a creation).
+        before: Option<FileKind>,
     },
     /// Keep a hand-edited entry point (`CLAUDE.md`, `AGENTS.md`, `GEMINI.md`) under `to`
     /// before it is replaced or removed.
@@ -49,7 +50,7 @@ pub enum Step {
         /// Where.
         path: ManagedPath,
         /// What it was.
-        before: NodeKind,
+        before: FileKind,
     },
     /// Remove a temp file left by an interrupted run (only done while holding the group lock).
     Clean {
@@ -101,7 +102,7 @@ pub fn diff_listed(
         if let Some(name) = name.to_str().filter(|n| is_temp_name(n))
             && matches!(
                 listed.kind(group, name)?,
-                NodeKind::File | NodeKind::Symlink
+                Some(FileKind::File | FileKind::Symlink)
             )
         {
             steps.push(Step::Clean {
@@ -117,7 +118,8 @@ pub fn diff_listed(
         .iter()
         .any(|d| !d.path.in_fragments && d.path.name == names::SHARED);
     if !shared_wanted
-        && let kind @ (NodeKind::File | NodeKind::Symlink) = listed.kind(group, names::SHARED)?
+        && let Some(kind @ (FileKind::File | FileKind::Symlink)) =
+            listed.kind(group, names::SHARED)?
     {
         steps.push(Step::Remove {
             path: ManagedPath::top(names::SHARED),
@@ -147,7 +149,7 @@ fn stale_entry_points(
             .entries
             .iter()
             .any(|d| !d.path.in_fragments && d.path.name == name);
-        if wanted || listed.kind(group, name)? != NodeKind::File {
+        if wanted || listed.kind(group, name)? != Some(FileKind::File) {
             continue;
         }
         let Some(old) = group.read_file(name, MAX_RESCUE_BYTES)? else {
@@ -165,7 +167,7 @@ fn stale_entry_points(
         }
         steps.push(Step::Remove {
             path: ManagedPath::top(name),
-            before: NodeKind::File,
+            before: FileKind::File,
         });
     }
     Ok(())
@@ -185,7 +187,7 @@ pub fn rescue_name(name: &str, text: &[u8]) -> String {
 
 /// Refuses a new rescue file when the group already keeps as many as it may.
 fn check_rescue_budget(group: &SafeDir, to: &str, new_bytes: u64) -> Result<(), GroupError> {
-    if group.kind(to)? != NodeKind::Missing {
+    if group.kind(to)?.is_some() {
         return Ok(()); // the same text, kept before (or a planted name, refused in apply)
     }
     let mut files = Vec::new();
@@ -218,7 +220,7 @@ fn diff_entry(
         steps.push(Step::Write {
             path,
             content: desired.content.clone(),
-            before: NodeKind::Missing,
+            before: None,
         });
         return Ok(());
     };
@@ -230,12 +232,12 @@ fn diff_entry(
     };
     let mut longer_than_desired = false;
     let node = match listed.kind(dir, name)? {
-        NodeKind::Missing => Node::Missing,
-        NodeKind::Dir => Node::Dir,
-        NodeKind::Other => Node::Other,
-        NodeKind::Symlink => Node::Symlink(dir.read_link(name)?),
-        NodeKind::File if matches!(desired.content, Content::Seed) => Node::File(Vec::new()),
-        NodeKind::File => match dir.read_file(name, limit) {
+        None => Node::Missing,
+        Some(FileKind::Dir) => Node::Dir,
+        Some(FileKind::Other) => Node::Other,
+        Some(FileKind::Symlink) => Node::Symlink(dir.read_link(name)?),
+        Some(FileKind::File) if matches!(desired.content, Content::Seed) => Node::File(Vec::new()),
+        Some(FileKind::File) => match dir.read_file(name, limit) {
             Ok(Some(bytes)) => Node::File(bytes),
             Ok(None) => Node::Missing,
             // Longer than the desired content, so it differs: replaced without being read.
@@ -300,7 +302,7 @@ fn refuse_unsafe(
     }
     let full = dir.path().join(&path.name);
     Err(FsError::Unsafe {
-        found: node.kind().describe().to_owned(),
+        found: file_kind::describe(node.kind()).to_owned(),
         expected: "a regular file",
         fix: match node {
             Node::Symlink(_) => format!(
@@ -329,15 +331,17 @@ fn stale_fragments(
             continue;
         }
         match listed.kind(fragments, name)? {
-            NodeKind::File | NodeKind::Symlink if is_temp_name(name) => steps.push(Step::Clean {
-                path: ManagedPath::fragment(name),
-            }),
-            kind @ (NodeKind::File | NodeKind::Symlink) => steps.push(Step::Remove {
+            Some(FileKind::File | FileKind::Symlink) if is_temp_name(name) => {
+                steps.push(Step::Clean {
+                    path: ManagedPath::fragment(name),
+                })
+            }
+            Some(kind @ (FileKind::File | FileKind::Symlink)) => steps.push(Step::Remove {
                 path: ManagedPath::fragment(name),
                 before: kind,
             }),
-            NodeKind::Missing => {}
-            other => tracing::warn!(
+            None => {}
+            Some(other) => tracing::warn!(
                 path = %fragments.path().join(name).display(),
                 "leaving {} alone in .claude-fragments", other.describe()
             ),
@@ -576,7 +580,7 @@ mod tests {
             matches!(
                 steps[0],
                 Step::Write {
-                    before: NodeKind::File,
+                    before: Some(FileKind::File),
                     ..
                 }
             ),

@@ -12,7 +12,6 @@ use rustix::io::Errno;
 use crate::error::GroupError;
 use crate::fsops::FsError;
 use crate::layout::{Layout, names};
-use crate::loader::mounted::nanoclaw_mounts;
 use crate::loader::{
     ClaudeVersion, ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load,
 };
@@ -61,15 +60,28 @@ pub struct ViewOptions {
     pub claude_version: ClaudeVersion,
 }
 
-/// The mounts of the container of the group in `group_dir`: the nanoclaw table, plus the
-/// home when given.
+/// The container's mounts for the group in `group_dir`: [`Layout::mount_table`].
+///
+/// ```
+/// use clawmd::layout::Layout;
+/// use clawmd::loader::mounted::Mount;
+///
+/// let layout = Layout::under_root("/srv".as_ref());
+/// let mounts = clawmd::view::container_mounts(&layout, "/srv/groups/main".as_ref());
+/// assert!(mounts.contains(&Mount::new("/app/CLAUDE.md", "/srv/container/CLAUDE.md")));
+/// assert!(mounts.contains(&Mount::new("/workspace/agent", "/srv/groups/main")));
+/// ```
+pub fn container_mounts(layout: &Layout, group_dir: &Path) -> Vec<Mount> {
+    layout
+        .mount_table(group_dir)
+        .into_iter()
+        .map(|(container, host)| Mount::new(container, host))
+        .collect()
+}
+
+/// The mounts of the container of the group in `group_dir`, plus the home when given.
 pub fn group_mounts(layout: &Layout, group_dir: &Path, options: &ViewOptions) -> Vec<Mount> {
-    let mut mounts = nanoclaw_mounts(
-        group_dir,
-        &layout.container_dir,
-        &layout.workspace_mount,
-        &layout.app_mount,
-    );
+    let mut mounts = container_mounts(layout, group_dir);
     if let Some(home) = &options.home {
         mounts.push(Mount::new(container_home(options), home));
     }
@@ -130,7 +142,7 @@ fn open_group_view(
             return Err(crate::deployment::missing_group(group_dir));
         }
         Err(Errno::NOTDIR | Errno::LOOP) => {
-            let found = match std::fs::symlink_metadata(group_dir) {
+            let found = match fs_err::symlink_metadata(group_dir) {
                 Ok(m) if m.file_type().is_symlink() => "a symlink",
                 _ => "not a directory",
             };

@@ -1,5 +1,7 @@
 //! `clawmd compose`, run as the real binary on temp deployments.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod common;
 
 use std::path::Path;

@@ -13,6 +13,8 @@
 //! sandbox is built from explicit binds on a tmpfs root, so `/app` and `/workspace` exist only
 //! inside it.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod common;
 #[path = "e2e/typescript.rs"]
 mod typescript;

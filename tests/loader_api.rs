@@ -4,6 +4,8 @@
 //! Code drops and why, what each output format looks like, and that hostile inputs (huge,
 //! binary, looping, unreadable, endless) end quickly with a diagnostic instead of a panic.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -494,12 +496,8 @@ fn a_group_renders_as_its_container_sees_it() {
             "groups/main/.claude-fragments/web.md",
             "/app/skills/web/instructions.md",
         );
-    let mounts = clawmd::loader::mounted::nanoclaw_mounts(
-        &t.path("groups/main"),
-        &t.path("container"),
-        Path::new("/workspace/agent"),
-        Path::new("/app"),
-    );
+    let layout = clawmd::layout::Layout::under_root(&t.root());
+    let mounts = clawmd::view::container_mounts(&layout, &t.path("groups/main"));
     let fs = MountedFs::new(mounts);
     let mut opts = LoadOptions::new("/workspace/agent", None);
     opts.managed_dir = None;

@@ -1,5 +1,7 @@
 //! `clawmd migrate`, run as the real binary on temp deployments.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod common;
 
 use common::Deployment;

@@ -7,6 +7,8 @@
 //! fragment only one configuration has may come and go, so a reader that read `CLAUDE.md` a
 //! moment before a config switch can find one of its imports gone (docs/reliability.md).
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod common;
 mod reliability_common;
 

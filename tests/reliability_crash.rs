@@ -4,6 +4,8 @@
 //! whole files, with nothing a reader needs missing and no text lost; a clean run afterwards
 //! must end exactly where an uninterrupted run ends.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod common;
 mod reliability_common;
 

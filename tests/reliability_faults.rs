@@ -7,6 +7,8 @@
 //! uninterrupted run produces, with no temp file left. These tests need root for `mount` and
 //! `chattr`; they skip, loudly, only where that is impossible.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod common;
 mod reliability_common;
 

@@ -5,6 +5,8 @@
 //! outside the group: a sentinel file (bytes, inode, mtime and atime) and a sentinel folder
 //! (listing, inode, mtime and atime) outside must stay exactly as they were.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod common;
 mod reliability_common;
 

@@ -3,6 +3,8 @@
 //! must never panic or hang, must refuse with an error that names the file (and the field),
 //! must leave the group untouched when it refuses, and must keep bytes it does not understand.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod common;
 mod reliability_common;
 

@@ -1,5 +1,7 @@
 //! `clawmd render` and the loader-based findings of `clawmd check`, run as the real binary.
 
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
 mod common;
 
 use common::Deployment;

@@ -495,8 +495,9 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             Ok(ReadOutcome::Bytes(b)) => b,
             _ => return false,
         };
-        let value: serde_json::Value = match serde_json::from_slice(&bytes) {
-            Ok(v) => v,
+        let project = self.project_root();
+        match super::claude_json::external_includes_approved(&bytes, &project.to_string_lossy()) {
+            Ok(approved) => approved,
             Err(e) => {
                 self.note(
                     Severity::Warning,
@@ -508,13 +509,9 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                         "not valid JSON ({e}); Claude Code treats external imports as not approved"
                     ),
                 );
-                return false;
+                false
             }
-        };
-        let project = self.project_root();
-        let project = project.to_string_lossy();
-        value["projects"][project.as_ref()]["hasClaudeMdExternalIncludesApproved"]
-            == serde_json::Value::Bool(true)
+        }
     }
 
     #[allow(clippy::too_many_arguments)]

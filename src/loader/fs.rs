@@ -13,19 +13,10 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
 
-/// What a path is, without following a final symlink (for [`MemoryFs::symlink_metadata`]
-/// and directory entries) or after following it (for [`MemoryFs::metadata`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-    /// A symbolic link (only when not following links).
-    Symlink,
-    /// Anything else: FIFO, socket, device.
-    Other,
-}
+/// What a path is: without following a final symlink for [`MemoryFs::symlink_metadata`]
+/// and directory entries, after following it for [`MemoryFs::metadata`]. The crate's one
+/// kind vocabulary, shared with the write module.
+pub use crate::file_kind::FileKind;
 
 /// The metadata the loader looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,25 +89,17 @@ pub trait MemoryFs {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostFs;
 
-fn kind_of(ft: std::fs::FileType) -> FileKind {
-    if ft.is_symlink() {
-        FileKind::Symlink
-    } else if ft.is_dir() {
-        FileKind::Dir
-    } else if ft.is_file() {
-        FileKind::File
-    } else {
-        FileKind::Other
-    }
-}
-
 fn meta(m: std::fs::Metadata) -> Metadata {
     Metadata {
-        kind: kind_of(m.file_type()),
+        kind: FileKind::from_std(m.file_type()),
         len: m.len(),
     }
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "plain io::Errors, as MemoryFs asks: the loader names the path in its diagnostics"
+)]
 impl MemoryFs for HostFs {
     fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
         std::fs::symlink_metadata(path).map(meta)
@@ -140,7 +123,7 @@ impl MemoryFs for HostFs {
             let entry = entry?;
             out.push(DirEntry {
                 name: entry.file_name(),
-                kind: kind_of(entry.file_type()?),
+                kind: FileKind::from_std(entry.file_type()?),
             });
         }
         Ok(out)
@@ -153,21 +136,11 @@ impl MemoryFs for HostFs {
     }
 }
 
-/// The kind of a file from its `st_mode`.
-pub(crate) fn kind_of_mode(mode: u32) -> FileKind {
-    match rustix::fs::FileType::from_raw_mode(mode) {
-        rustix::fs::FileType::RegularFile => FileKind::File,
-        rustix::fs::FileType::Directory => FileKind::Dir,
-        rustix::fs::FileType::Symlink => FileKind::Symlink,
-        _ => FileKind::Other,
-    }
-}
-
 /// The metadata of an open handle (an `O_PATH` one is fine: `fstat` opens nothing).
 pub(crate) fn handle_metadata(handle: BorrowedFd<'_>) -> io::Result<Metadata> {
     let stat = rustix::fs::fstat(handle)?;
     Ok(Metadata {
-        kind: kind_of_mode(stat.st_mode),
+        kind: FileKind::from_mode(stat.st_mode),
         len: stat.st_size.max(0) as u64,
     })
 }
@@ -181,7 +154,7 @@ pub(crate) fn handle_metadata(handle: BorrowedFd<'_>) -> io::Result<Metadata> {
 /// the meantime changes nothing: the bytes read are those of the inode that was checked.
 pub(crate) fn read_through(handle: BorrowedFd<'_>, limit: u64) -> io::Result<ReadOutcome> {
     let stat = rustix::fs::fstat(handle)?;
-    let kind = kind_of_mode(stat.st_mode);
+    let kind = FileKind::from_mode(stat.st_mode);
     if kind != FileKind::File {
         return Ok(ReadOutcome::NotAFile { kind });
     }
@@ -202,7 +175,7 @@ pub(crate) fn read_through(handle: BorrowedFd<'_>, limit: u64) -> io::Result<Rea
     })?;
     let reopened = rustix::fs::fstat(&fd)?;
     if (reopened.st_dev, reopened.st_ino) != (stat.st_dev, stat.st_ino)
-        || kind_of_mode(reopened.st_mode) != FileKind::File
+        || FileKind::from_mode(reopened.st_mode) != FileKind::File
     {
         return Err(io::Error::other(
             "the file changed while it was being opened; nothing was read",

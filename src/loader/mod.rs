@@ -32,6 +32,7 @@
 //! The rules, and the conformance case that proves each, are in `docs/loader.md`.
 
 mod agents;
+mod claude_json;
 pub mod content;
 mod engine;
 mod frontmatter;

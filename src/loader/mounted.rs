@@ -21,8 +21,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::fs::{
-    DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, kind_of_mode,
-    read_through,
+    DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, read_through,
 };
 
 /// Linux gives up after 40 symlinks in one resolution (`ELOOP`); so do we.
@@ -45,37 +44,6 @@ impl Mount {
             host: host.into(),
         }
     }
-}
-
-/// The nanoclaw runner's mounts for one group (DESIGN §1), given the host's groups and
-/// container directories and the container-side mount points.
-///
-/// ```
-/// use clawmd::loader::mounted::{nanoclaw_mounts, Mount};
-///
-/// let m = nanoclaw_mounts("/srv/groups/main".as_ref(), "/srv/container".as_ref(), "/workspace/agent".as_ref(), "/app".as_ref());
-/// assert!(m.contains(&Mount::new("/app/CLAUDE.md", "/srv/container/CLAUDE.md")));
-/// ```
-pub fn nanoclaw_mounts(
-    group_dir: &Path,
-    container_dir: &Path,
-    agent: &Path,
-    app: &Path,
-) -> Vec<Mount> {
-    vec![
-        Mount::new(agent, group_dir),
-        Mount::new(agent.join("CLAUDE.md"), group_dir.join("CLAUDE.md")),
-        Mount::new(
-            agent.join(".claude-fragments"),
-            group_dir.join(".claude-fragments"),
-        ),
-        Mount::new(
-            agent.join("container.json"),
-            group_dir.join("container.json"),
-        ),
-        Mount::new(app.join("CLAUDE.md"), container_dir.join("CLAUDE.md")),
-        Mount::new(app.join("skills"), container_dir.join("skills")),
-    ]
 }
 
 /// A filesystem seen through a mount table; see the module docs.
@@ -464,16 +432,10 @@ fn list(dir: BorrowedFd<'_>) -> io::Result<Vec<DirEntry>> {
         if name == b"." || name == b".." {
             continue;
         }
-        let kind = match entry.file_type() {
-            rustix::fs::FileType::RegularFile => FileKind::File,
-            rustix::fs::FileType::Directory => FileKind::Dir,
-            rustix::fs::FileType::Symlink => FileKind::Symlink,
-            rustix::fs::FileType::Unknown => {
-                rustix::fs::statat(&fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
-                    .map_or(FileKind::Other, |st| kind_of_mode(st.st_mode))
-            }
-            _ => FileKind::Other,
-        };
+        let kind = FileKind::from_dirent(entry.file_type()).unwrap_or_else(|| {
+            rustix::fs::statat(&fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(FileKind::Other, |st| FileKind::from_mode(st.st_mode))
+        });
         out.push(DirEntry {
             name: OsString::from_vec(name.to_vec()),
             kind,
@@ -574,12 +536,11 @@ mod tests {
         symlink("loop-b", group.join("loop-a")).unwrap();
         symlink("loop-a", group.join("loop-b")).unwrap();
         symlink("../../../../etc/passwd", group.join("escape")).unwrap();
-        let fs = MountedFs::new(nanoclaw_mounts(
-            &group,
-            &r.join("container"),
-            "/workspace/agent".as_ref(),
-            "/app".as_ref(),
-        ));
+        let fs = MountedFs::new([
+            Mount::new("/workspace/agent", &group),
+            Mount::new("/app/CLAUDE.md", r.join("container/CLAUDE.md")),
+            Mount::new("/app/skills", r.join("container/skills")),
+        ]);
         (root, fs)
     }
 

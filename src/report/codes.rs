@@ -58,6 +58,9 @@ codes! {
     LockTimeout = "lock-timeout",
     /// A system call failed.
     Io = "io",
+    /// clawmd met a bug (a panic) while checking this group; the other groups were still
+    /// checked. Please report it.
+    InternalError = "internal-error",
     /// The memory loader could not start.
     Loader = "loader",
 

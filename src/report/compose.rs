@@ -12,7 +12,7 @@ use super::{
 use crate::delivery::verify::Delivered;
 use crate::delivery::{Dropped, Target};
 use crate::error::GroupError;
-use crate::fsops::NodeKind;
+use crate::file_kind::FileKind;
 use crate::plan::{Content, Delivery, GroupPlan};
 use crate::reconcile::Step;
 use crate::schema::SchemaKind;
@@ -23,7 +23,7 @@ pub struct EntryChange {
     /// The path relative to the group folder.
     pub path: String,
     /// File or symlink (for a removal: what was removed).
-    pub kind: NodeKind,
+    pub kind: FileKind,
     /// A symlink's target.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<PathBuf>,
@@ -142,15 +142,15 @@ impl GroupReport {
                     before,
                 } => {
                     let (kind, target) = match content {
-                        Content::Symlink(target) => (NodeKind::Symlink, Some(target.clone())),
-                        Content::File(_) | Content::Seed => (NodeKind::File, None),
+                        Content::Symlink(target) => (FileKind::Symlink, Some(target.clone())),
+                        Content::File(_) | Content::Seed => (FileKind::File, None),
                     };
                     let change = EntryChange {
                         path: path.to_string(),
                         kind,
                         target,
                     };
-                    if *before == NodeKind::Missing {
+                    if before.is_none() {
                         report.created.push(change);
                     } else {
                         report.replaced.push(change);
@@ -158,10 +158,10 @@ impl GroupReport {
                 }
                 Step::Remove { path, before } => report.removed.push(EntryChange {
                     path: path.to_string(),
-                    kind: if *before == NodeKind::Symlink {
-                        NodeKind::Symlink
+                    kind: if *before == FileKind::Symlink {
+                        FileKind::Symlink
                     } else {
-                        NodeKind::File
+                        FileKind::File
                     },
                     target: None,
                 }),
