@@ -24,6 +24,7 @@ export type Code =
   | "too-many-rescues"
   | "lock-timeout"
   | "io"
+  | "internal-error"
   | "loader"
   | "unknown-skill"
   | "unknown-key"

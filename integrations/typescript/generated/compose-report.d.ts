@@ -9,10 +9,9 @@ export type Delivery = "inline" | "copy" | "link";
  */
 export type Status = "changed" | "unchanged" | "failed";
 /**
- * What a directory entry is, without following a symlink. Reports serialise it in lowercase
- * (`"file"`, `"symlink"`).
+ * The kind of a filesystem entry. Reports serialise it in lowercase (`"file"`, `"symlink"`).
  */
-export type NodeKind = "missing" | "file" | "symlink" | "dir" | "other";
+export type FileKind = "file" | "dir" | "symlink" | "other";
 /**
  * A stable machine-readable code.
  */
@@ -28,6 +27,7 @@ export type Code =
   | "too-many-rescues"
   | "lock-timeout"
   | "io"
+  | "internal-error"
   | "loader"
   | "unknown-skill"
   | "unknown-key"
@@ -203,7 +203,7 @@ export interface EntryChange {
   /**
    * File or symlink (for a removal: what was removed).
    */
-  kind: NodeKind;
+  kind: FileKind;
   /**
    * A symlink's target.
    */

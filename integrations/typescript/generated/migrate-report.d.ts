@@ -88,6 +88,7 @@ export type Code =
   | "too-many-rescues"
   | "lock-timeout"
   | "io"
+  | "internal-error"
   | "loader"
   | "unknown-skill"
   | "unknown-key"
