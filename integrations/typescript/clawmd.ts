@@ -232,7 +232,8 @@ function run(args: string[], options: ClawmdOptions): Promise<Outcome> {
       (error, stdout, stderr) => {
         // A non-zero exit is not an error here: compose prints its report and exits 1 when a
         // group failed. What is: no process at all, or one killed for taking too long.
-        const spawnError = error !== null && typeof error.code === "string" ? (error as NodeJS.ErrnoException) : null;
+        const spawnError =
+          error !== null && typeof error.code === "string" ? (error as NodeJS.ErrnoException) : null;
         const timedOut = error !== null && error.killed === true && spawnError === null;
         resolve({ binary, stdout, stderr, spawnError, timedOut, timeoutMs });
       },
@@ -262,7 +263,11 @@ function runSync(args: string[], options: ClawmdOptions): Outcome {
 }
 
 /** The report of the kind `expected`, or a `ClawmdError` naming what went wrong. */
-function parse(outcome: Outcome, expected: string, args: string[]): ComposeReport | CheckReport | MigrateReport {
+function parse(
+  outcome: Outcome,
+  expected: string,
+  args: string[],
+): ComposeReport | CheckReport | MigrateReport {
   const what = `clawmd ${args.join(" ")}`;
   const stderr = outcome.stderr.trim();
   const fail = (message: string, code: Code | RunnerCode, report: RunFailure | null = null): never => {

@@ -16,14 +16,18 @@ const root = process.env["DEPLOYMENT"] ?? "";
 const slow = process.env["SLOW_BINARY"] ?? "";
 const unreadable = process.env["UNREADABLE_ROOT"] ?? "";
 
-type Outcome = { value: unknown } | { error: { name: string; code: string; file: string | null; group: string | null; message: string } };
+type Outcome =
+  | { value: unknown }
+  | { error: { name: string; code: string; file: string | null; group: string | null; message: string } };
 
 async function outcome(call: () => Promise<unknown> | unknown): Promise<Outcome> {
   try {
     return { value: await call() };
   } catch (err) {
     if (err instanceof ClawmdError) {
-      return { error: { name: err.name, code: err.code, file: err.file, group: err.group, message: err.message } };
+      return {
+        error: { name: err.name, code: err.code, file: err.file, group: err.group, message: err.message },
+      };
     }
     throw err;
   }
@@ -57,7 +61,9 @@ const results: Record<string, Outcome> = {
   codex: await outcome(async () => kept(await composeBeforeSpawn("flat", { root, provider: "codex" }))),
   runFailure: await outcome(() => composeBeforeSpawn("good", { root: unreadable })),
   missingBinary: await outcome(() => composeBeforeSpawn("good", { root, binary: "/nonexistent/clawmd" })),
-  missingBinarySync: await outcome(() => composeBeforeSpawnSync("good", { root, binary: "/nonexistent/clawmd" })),
+  missingBinarySync: await outcome(() =>
+    composeBeforeSpawnSync("good", { root, binary: "/nonexistent/clawmd" }),
+  ),
   timeout: await outcome(() => composeBeforeSpawn("good", { root, binary: slow, timeoutMs: 300 })),
   timeoutSync: await outcome(() => composeBeforeSpawnSync("good", { root, binary: slow, timeoutMs: 300 })),
   checkGood: await outcome(async () => {
