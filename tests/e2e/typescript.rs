@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::common::Deployment;
+use crate::support::Deployment;
 
 const CLAWMD: &str = env!("CARGO_BIN_EXE_clawmd");
 

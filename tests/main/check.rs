@@ -1,12 +1,8 @@
 //! `clawmd check`, run as the real binary on temp deployments.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+use crate::support::Deployment;
 
-mod common;
-
-use common::Deployment;
-
-fn codes(run: &common::Run, group: usize) -> Vec<String> {
+fn codes(run: &crate::support::Run, group: usize) -> Vec<String> {
     run.json()["groups"][group]["findings"]
         .as_array()
         .unwrap()
@@ -136,9 +132,9 @@ fn check_expects_the_configured_delivery_and_its_fix_works() {
         ("CLAWMD_ROOT", d.root().as_os_str()),
         ("CLAWMD_DELIVERY", "inline".as_ref()),
     ];
-    common::run_clawmd(["check", "g"], &env).expect_code(1);
-    common::run_clawmd(["compose", "g"], &env).success();
-    common::run_clawmd(["check", "g"], &env).success();
+    crate::support::run_clawmd(["check", "g"], &env).expect_code(1);
+    crate::support::run_clawmd(["compose", "g"], &env).success();
+    crate::support::run_clawmd(["check", "g"], &env).success();
 }
 
 /// Link delivery without approval: compose says what does not reach the agent, check agrees,
@@ -236,17 +232,16 @@ fn check_writes_nothing() {
 
 /// Runs clawmd with its address space capped (`ulimit -v`), as a host under memory pressure
 /// would: a run that asks for gigabytes aborts instead of swapping.
-fn run_capped(d: &Deployment, kib: u64, args: &[&str]) -> common::Run {
-    let output = std::process::Command::new("sh")
+fn run_capped(d: &Deployment, kib: u64, args: &[&str]) -> crate::support::Run {
+    let mut command = std::process::Command::new("sh");
+    command
         .arg("-c")
         .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_clawmd"))
         .args(args)
         .env_clear()
-        .env("CLAWMD_ROOT", d.root())
-        .output()
-        .expect("run clawmd");
-    common::Run { output }
+        .env("CLAWMD_ROOT", d.root());
+    crate::support::run_within(&mut command, crate::support::HANG_LIMIT)
 }
 
 /// Issue 8: one group's rule with 3.5 MB of `{a,b}` in its `paths:` made the loader ask for
@@ -323,7 +318,7 @@ fn repeated_findings_are_grouped_and_causes_said_once() {
         run.stdout()
     );
 
-    let run = common::run_clawmd(["check", "--root", "/nonexistent"], &[]).expect_code(1);
+    let run = crate::support::run_clawmd(["check", "--root", "/nonexistent"], &[]).expect_code(1);
     assert_eq!(
         run.stderr().matches("No such file").count(),
         1,
@@ -399,7 +394,9 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
 fn schemas_validate_the_example_configs_and_real_reports() {
     let env: [(&str, &std::ffi::OsStr); 0] = [];
     let document = |kind: &str| -> serde_json::Value {
-        let schema = common::run_clawmd(["schema", kind], &env).success().json();
+        let schema = crate::support::run_clawmd(["schema", kind], &env)
+            .success()
+            .json();
         assert_eq!(
             schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
             "{kind}"
@@ -469,7 +466,7 @@ fn schemas_validate_the_example_configs_and_real_reports() {
         ["migrate", "--dry-run"],
     ] {
         let command = args[0];
-        let failed = common::run_clawmd(
+        let failed = crate::support::run_clawmd(
             args.into_iter().chain(["--json"]),
             &[("CLAWMD_ROOT", empty.path().as_os_str())],
         )

@@ -4,8 +4,6 @@
 //! Code drops and why, what each output format looks like, and that hostile inputs (huge,
 //! binary, looping, unreadable, endless) end quickly with a diagnostic instead of a panic.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -15,42 +13,18 @@ use clawmd::loader::{
     MemoryKind, Mount, MountedFs, Origin, Severity, load, render,
 };
 
-/// A temporary tree to load memory from.
-struct Tree {
-    dir: tempfile::TempDir,
+/// A temporary tree to load memory from (printed when the test fails).
+use crate::support::TempTree as Tree;
+
+/// Loading memory from a [`Tree`].
+trait LoadFrom {
+    /// Options for a load from `cwd` (created) with `home/` as the home and no managed dir.
+    fn options(&self, cwd: &str) -> LoadOptions;
+    /// [`load`] with [`LoadFrom::options`].
+    fn load(&self, cwd: &str) -> Memory;
 }
 
-impl Tree {
-    fn new() -> Self {
-        Tree {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn root(&self) -> PathBuf {
-        std::fs::canonicalize(self.dir.path()).unwrap()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
-    #[track_caller]
-    fn file(&self, rel: &str, content: impl AsRef<[u8]>) -> &Self {
-        let p = self.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
-        self
-    }
-
-    #[track_caller]
-    fn link(&self, rel: &str, target: &str) -> &Self {
-        let p = self.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::os::unix::fs::symlink(target, p).unwrap();
-        self
-    }
-
+impl LoadFrom for Tree {
     fn options(&self, cwd: &str) -> LoadOptions {
         std::fs::create_dir_all(self.path(cwd)).unwrap();
         let mut opts = LoadOptions::new(self.path(cwd), Some(self.path("home")));
@@ -134,7 +108,7 @@ fn every_dropped_import_has_a_reason() {
     );
     assert!(m.has_warnings());
     // What loads: CLAUDE.md, chain1..chain4 (depth 1..4), a, b.
-    let loaded = shown(&m, &t.root());
+    let loaded = shown(&m, t.root());
     assert_eq!(
         loaded,
         [
@@ -178,7 +152,7 @@ fn empty_files_conditional_rules_and_agents_md_are_explained() {
         t.path("p/.claude/rules/ts.md")
     );
     assert_eq!(diag(&m, D::AgentsMdFallback).path, t.path("p/AGENTS.md"));
-    assert_eq!(shown(&m, &t.root()), ["p/AGENTS.md"]);
+    assert_eq!(shown(&m, t.root()), ["p/AGENTS.md"]);
     assert_eq!(m.files[0].origin, Origin::AgentsMd);
 }
 
@@ -196,7 +170,7 @@ fn size_limits() {
     assert_eq!(diag(&m, D::FileOversized).path, t.path("p/long.md"));
     assert!(!codes(&m).contains(&D::MemoryOversized));
     assert_eq!(
-        shown(&m, &t.root()),
+        shown(&m, t.root()),
         ["p/CLAUDE.md", "p/long.md", "p/fine.md"]
     );
 
@@ -228,7 +202,7 @@ fn binary_and_invalid_utf8_are_read_as_claude_code_reads_them() {
 fn special_files_and_loops_do_not_hang() {
     let t = Tree::new();
     t.file("p/CLAUDE.md", "@./pipe.md\n@./loop.md\nEND\n")
-        .link("p/loop.md", "loop.md");
+        .symlink("p/loop.md", "loop.md");
     rustix::fs::mknodat(
         rustix::fs::CWD,
         t.path("p/pipe.md"),
@@ -324,7 +298,7 @@ fn markdown_nested_beyond_claude_codes_stack_drops_the_file() {
         .file("p/x.md", "X\n");
     let m = t.load("p");
     assert_eq!(diag(&m, D::FileUnparsable).path, t.path("p/CLAUDE.md"));
-    assert_eq!(shown(&m, &t.root()), ["p/CLAUDE.local.md", "p/x.md"]);
+    assert_eq!(shown(&m, t.root()), ["p/CLAUDE.local.md", "p/x.md"]);
 }
 
 #[test]
@@ -491,12 +465,12 @@ fn a_group_renders_as_its_container_sees_it() {
         )
         .file("groups/main/.claude-fragments/mcp-db.md", "Read-only DB.\n")
         .file("groups/main/CLAUDE.local.md", "Group memory.\n")
-        .link("groups/main/.claude-shared.md", "/app/CLAUDE.md")
-        .link(
+        .symlink("groups/main/.claude-shared.md", "/app/CLAUDE.md")
+        .symlink(
             "groups/main/.claude-fragments/web.md",
             "/app/skills/web/instructions.md",
         );
-    let layout = clawmd::layout::Layout::under_root(&t.root());
+    let layout = clawmd::layout::Layout::under_root(t.root());
     let mounts = clawmd::view::container_mounts(&layout, &t.path("groups/main"));
     let fs = MountedFs::new(mounts);
     let mut opts = LoadOptions::new("/workspace/agent", None);
@@ -540,7 +514,7 @@ fn a_group_renders_as_its_container_sees_it() {
 fn container_home_and_approval_come_through_the_mounts() {
     let t = Tree::new();
     t.file("groups/g/CLAUDE.md", "@./link.md\n")
-        .link("groups/g/link.md", "/app/x.md")
+        .symlink("groups/g/link.md", "/app/x.md")
         .file("app/x.md", "X\n")
         .file("home/.claude/CLAUDE.md", "User memory.\n")
         .file(
@@ -730,7 +704,7 @@ fn a_huge_exclude_list_is_cut_at_the_exclude_budget() {
         .file("p/skipped.md", "S\n")
         .file("p/.claude/settings.json", settings.to_string());
     let m = t.load("p");
-    assert_eq!(shown(&m, &t.root()), ["p/CLAUDE.md"]);
+    assert_eq!(shown(&m, t.root()), ["p/CLAUDE.md"]);
     let d = budget_diag(&m, "exclude patterns");
     assert_eq!(d.path, t.path("p/.claude/settings.json"));
     assert!(d.message.contains("2001 more pattern(s)"), "{}", d.message);

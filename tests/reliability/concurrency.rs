@@ -7,11 +7,6 @@
 //! fragment only one configuration has may come and go, so a reader that read `CLAUDE.md` a
 //! moment before a config switch can find one of its imports gone (docs/reliability.md).
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
-mod common;
-mod reliability_common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -21,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Deployment;
-use reliability_common::*;
+use crate::support::Deployment;
+use crate::support::*;
 
 /// Reads `path` the way a careful reader would without following a final symlink: a file's
 /// bytes, a link's target, or `None` when nothing is there at that moment.
@@ -157,7 +152,8 @@ const LOCAL: &str = "# Group memory\nThe agent and people write here.\n";
 
 fn deployment() -> Deployment {
     // Large shared files make each write take long enough for readers to land inside it.
-    standard()
+    Deployment::on_work_dir()
+        .with_standard()
         .file(
             "container/CLAUDE.md",
             &"shared base line\n".repeat(16 * 1024),
@@ -302,7 +298,9 @@ fn legacy_text(i: usize) -> String {
 }
 
 fn legacy_deployment(composed: usize, legacy: usize) -> Deployment {
-    let d = standard().file("groups/global/CLAUDE.md", GLOBAL);
+    let d = Deployment::on_work_dir()
+        .with_standard()
+        .file("groups/global/CLAUDE.md", GLOBAL);
     for i in 0..composed {
         d.write(&format!("groups/c{i}/container.json"), CONFIG_A.as_bytes());
         d.write(&format!("groups/c{i}/CLAUDE.local.md"), LOCAL.as_bytes());
@@ -421,7 +419,7 @@ fn compose_all_races_migrate() {
     for worker in workers {
         for outcome in worker.join().unwrap() {
             runs += 1;
-            if outcome.code() != Some(0) {
+            if outcome.status.code() != Some(0) {
                 failures.push(outcome.show());
             }
         }
@@ -512,7 +510,8 @@ fn simultaneous_migrates_all_succeed() {
     let rounds = scale("CLAWMD_MIGRATE_ROUNDS", 10, 200) as usize;
     let at_once = 6;
     let make = || {
-        standard()
+        Deployment::on_work_dir()
+            .with_standard()
             .file("groups/global/CLAUDE.md", GLOBAL)
             .group("a", Some("{}"))
             .file("groups/a/CLAUDE.md", &legacy_text(0))

@@ -1,8 +1,6 @@
 //! Property tests: whatever bytes a memory file holds and however a small tree is linked,
 //! the loader neither panics nor loops, and its results keep their basic invariants.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
 use std::collections::HashSet;
 use std::path::Path;
 

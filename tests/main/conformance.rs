@@ -13,14 +13,13 @@
 //! each with its reason; the test fails on any other difference *and* on a listed pair that
 //! now matches, so the list can only shrink honestly.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
 use std::path::{Path, PathBuf};
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
+use crate::support::copy_tree;
 use clawmd::loader::{
     ClaudeVersion, ExternalImports, Format, HostFs, LoadOptions, Mount, MountedFs, load, render,
 };
@@ -35,25 +34,6 @@ fn cases_dir() -> PathBuf {
     match std::env::var_os("CLAWMD_CONFORMANCE_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/conformance"),
-    }
-}
-
-/// Copy a tree, keeping symlinks as symlinks (no recursion: an explicit stack).
-fn copy_tree(from: &Path, to: &Path) {
-    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
-    while let Some((src, dst)) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&src).unwrap();
-        if meta.file_type().is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if meta.is_dir() {
-            std::fs::create_dir_all(&dst).unwrap();
-            for entry in std::fs::read_dir(&src).unwrap() {
-                let entry = entry.unwrap();
-                stack.push((entry.path(), dst.join(entry.file_name())));
-            }
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
     }
 }
 

@@ -7,18 +7,13 @@
 //! uninterrupted run produces, with no temp file left. These tests need root for `mount` and
 //! `chattr`; they skip, loudly, only where that is impossible.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
-mod common;
-mod reliability_common;
-
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::Deployment;
-use reliability_common::*;
+use crate::support::Deployment;
+use crate::support::*;
 
 const CONFIG_A: &str = r#"{"skills": "all", "mcpServers": {
   "db": {"command": "db", "instructions": "Read only."}}}"#;
@@ -74,14 +69,14 @@ fn fault<G>(
     partial_ok: bool,
 ) {
     let before = tree(d.root());
-    let reference = clone(d);
+    let reference = d.copy_on_work_dir();
     clawmd(reference.root(), args, &[]).expect(0, &format!("{name}: reference"));
     let after = tree(reference.root());
 
     let guard = inject(d);
     let run = clawmd(d.root(), args, &[]);
     run.expect(1, name);
-    let shown = format!("{}{}", run.stdout, run.stderr);
+    let shown = run.output();
     assert!(
         shown.contains(cause),
         "{name}: the cause is not named:\n{shown}"
@@ -353,7 +348,7 @@ fn permission_denied_fails_cleanly_and_converges() {
         &without_locks(&tree(d.root())),
         "as nobody",
     );
-    let reference = clone(&d);
+    let reference = d.copy_on_work_dir();
     clawmd(reference.root(), compose_g, &[]).expect(0, "reference");
     clawmd(d.root(), compose_g, &[]).expect(0, "as root");
     assert_same_tree(
@@ -406,13 +401,13 @@ fn disk_full_fails_cleanly_and_converges() {
         ],
     );
     clawmd(d.root(), &["compose", "g", "--delivery", "link"], &[]).expect(0, "setup");
-    let reference = clone(&d);
+    let reference = d.copy_on_work_dir();
     let args = ["compose", "g", "--delivery", "copy"];
     clawmd(reference.root(), &args, &[]).expect(0, "reference");
     let before = tree(d.root());
     let run = clawmd(d.root(), &args, &[]);
     run.expect(1, "disk full");
-    let shown = format!("{}{}", run.stdout, run.stderr);
+    let shown = run.output();
     assert!(
         shown.contains(enospc) && shown.contains(&d.path("groups/g").display().to_string()),
         "{shown}"
@@ -439,12 +434,12 @@ fn disk_full_fails_cleanly_and_converges() {
             ("groups/old/CLAUDE.md", &legacy),
         ],
     );
-    let reference = clone(&d);
+    let reference = d.copy_on_work_dir();
     clawmd(reference.root(), &["migrate"], &[]).expect(0, "reference");
     let before = tree(d.root());
     let run = clawmd(d.root(), &["migrate"], &[]);
     run.expect(1, "disk full, migrate");
-    let shown = format!("{}{}", run.stdout, run.stderr);
+    let shown = run.output();
     assert!(
         shown.contains(enospc) && shown.contains(&d.path("groups/old").display().to_string()),
         "{shown}"
@@ -519,7 +514,11 @@ impl Drop for Holder {
 fn hold_lock(lock: &Path) -> Holder {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "lock_holder_helper",
+            // The test's name in this binary: `faults::lock_holder_helper`.
+            &format!(
+                "{}::lock_holder_helper",
+                module_path!().split_once("::").unwrap().1
+            ),
             "--exact",
             "--nocapture",
             "--test-threads=1",
@@ -546,7 +545,7 @@ fn a_lock_held_by_a_killed_process_is_released() {
     let mut checked = 0;
     for (args, group) in [(&["compose", "g"][..], "g"), (&["migrate"][..], "old")] {
         let d = deployment();
-        let reference = clone(&d);
+        let reference = d.copy_on_work_dir();
         clawmd(reference.root(), args, &[]).expect(0, "reference");
         let lock = d.path(&format!("groups/.clawmd-locks/{group}.lock"));
         let mut holder = hold_lock(&lock);
@@ -555,7 +554,7 @@ fn a_lock_held_by_a_killed_process_is_released() {
         // While the holder lives, a run waits, then says which lock and how to wait longer.
         let run = clawmd(d.root(), args, &[("CLAWMD_LOCK_TIMEOUT", "1")]);
         run.expect(1, "lock held");
-        let shown = format!("{}{}", run.stdout, run.stderr);
+        let shown = run.output();
         assert!(
             shown.contains(&lock.display().to_string()) && shown.contains("CLAWMD_LOCK_TIMEOUT"),
             "{shown}"

@@ -5,17 +5,12 @@
 //! outside the group: a sentinel file (bytes, inode, mtime and atime) and a sentinel folder
 //! (listing, inode, mtime and atime) outside must stay exactly as they were.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
-mod common;
-mod reliability_common;
-
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::time::Instant;
 
-use common::Deployment;
-use reliability_common::*;
+use crate::support::Deployment;
+use crate::support::*;
 
 const CONFIG: &str = r#"{"skills": "all", "mcpServers": {
   "db": {"command": "db", "instructions": "Read only."}}}"#;
@@ -335,7 +330,7 @@ fn hostile_links_fifos_and_hard_links_are_refused_or_repaired_without_touching_o
                 Expect::Refuse(rel) => {
                     run.expect(1, &context);
                     let named = d.path(rel).display().to_string();
-                    let output = format!("{}{}", run.stdout, run.stderr);
+                    let output = run.output();
                     assert!(
                         output.contains(&format!("{named}:"))
                             || output.contains(&format!("{named} ")),
@@ -464,12 +459,12 @@ fn an_agent_swapping_links_during_composes_never_reaches_outside() {
     for run in 0..composes {
         let args: &[&str] = if run % 2 == 0 { LINK } else { COPY };
         let outcome = clawmd(d.root(), args, &[]);
-        match outcome.code() {
+        match outcome.status.code() {
             Some(0) => ok += 1,
             Some(1) => refused += 1,
             _ => panic!("run {run}: {}", outcome.show()),
         }
-        assert!(!outcome.stderr.contains("panicked"), "{}", outcome.show());
+        assert!(!outcome.stderr().contains("panicked"), "{}", outcome.show());
     }
     done.store(true, Ordering::Relaxed);
     attacker.join().unwrap();
@@ -617,7 +612,7 @@ fn render_and_check_refuse_planted_links_and_never_reach_outside() {
             let context = format!("{name} / clawmd {}", args.join(" "));
             let run = clawmd(d.root(), args, &[]);
             runs += 1;
-            let output = format!("{}{}", run.stdout, run.stderr);
+            let output = run.output();
             assert!(
                 !output.contains(SECRET),
                 "{context}: printed the outside file\n{}",
@@ -635,14 +630,14 @@ fn render_and_check_refuse_planted_links_and_never_reach_outside() {
                         run.show()
                     );
                     if is_render {
-                        assert!(run.stdout.is_empty(), "{context}: {}", run.show());
+                        assert!(run.stdout().is_empty(), "{context}: {}", run.show());
                     }
                 }
                 None if is_render => {
                     run.expect(0, &context);
                 }
                 None => assert!(
-                    matches!(run.code(), Some(0 | 1)),
+                    matches!(run.status.code(), Some(0 | 1)),
                     "{context}\n{}",
                     run.show()
                 ),
@@ -714,7 +709,7 @@ fn an_agent_exchanging_memory_files_with_links_and_fifos_during_renders_never_re
             RENDERS[run as usize % RENDERS.len()]
         };
         let outcome = clawmd_in(d.root(), args, &[], limit);
-        let output = format!("{}{}", outcome.stdout, outcome.stderr);
+        let output = outcome.output();
         assert!(
             !output.contains(SECRET),
             "run {run}: printed the outside file\n{}",
@@ -725,7 +720,7 @@ fn an_agent_exchanging_memory_files_with_links_and_fifos_during_renders_never_re
             "run {run}\n{}",
             outcome.show()
         );
-        match outcome.code() {
+        match outcome.status.code() {
             Some(0) => ok += 1,
             Some(1) => failed += 1,
             _ => panic!("run {run}: {}", outcome.show()),
@@ -824,11 +819,11 @@ fn render_and_check_never_open_a_device_or_fifo() {
     let view = clawmd_in(d.root(), &["render", "g", "--delivery-view"], &[], limit);
     for name in ["dev.md", "fifo.md", "container.json"] {
         assert!(
-            view.stdout
+            view.stdout()
                 .lines()
                 .any(|l| l.contains(name) && l.contains("not a regular file")),
             "{name} not reported as not a regular file:\n{}",
-            view.stdout
+            view.stdout()
         );
     }
     for args in [&["check", "g"][..], &["check", "--all", "--json"]] {
@@ -837,14 +832,14 @@ fn render_and_check_never_open_a_device_or_fifo() {
         assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");
         let config = d.path("groups/g/container.json").display().to_string();
         // The human form prints a group with an error on stderr; the JSON report on stdout.
-        let out = format!("{}{}", run.stdout, run.stderr);
+        let out = run.output();
         assert!(
             out.contains(&config) && out.contains("special file"),
             "check does not refuse {config}:\n{}",
             run.show()
         );
         if args.contains(&"--all") {
-            assert!(run.stdout.contains("fresh"), "{}", run.show());
+            assert!(run.stdout().contains("fresh"), "{}", run.show());
         }
     }
 }

@@ -4,15 +4,10 @@
 //! whole files, with nothing a reader needs missing and no text lost; a clean run afterwards
 //! must end exactly where an uninterrupted run ends.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
-mod common;
-mod reliability_common;
-
 use std::time::{Duration, Instant};
 
-use common::Deployment;
-use reliability_common::*;
+use crate::support::Deployment;
+use crate::support::*;
 
 /// Text that must exist, byte for byte, in at least one of some expected files at every crash
 /// point and at the end.
@@ -77,7 +72,7 @@ fn sweep(scenario: Scenario, figures: &mut Figures) {
     let name = scenario.name;
     let before = tree(scenario.before.root());
 
-    let reference = clone(&scenario.before);
+    let reference = scenario.before.copy_on_work_dir();
     clawmd(reference.root(), &scenario.args, &[]).expect(0, &format!("{name}: uninterrupted"));
     let after = tree(reference.root());
     assert!(
@@ -98,7 +93,7 @@ fn sweep(scenario: Scenario, figures: &mut Figures) {
     let mut crash_at = 1;
     loop {
         let context = format!("{name}: CLAWMD_CRASH_AT={crash_at}");
-        let work = clone(&scenario.before);
+        let work = scenario.before.copy_on_work_dir();
         let crash_env = crash_at.to_string();
         let run = clawmd(
             work.root(),
@@ -112,7 +107,7 @@ fn sweep(scenario: Scenario, figures: &mut Figures) {
             break;
         }
         assert!(
-            run.stderr.contains("CLAWMD_CRASH_AT"),
+            run.stderr().contains("CLAWMD_CRASH_AT"),
             "{context}: aborted for another reason: {}",
             run.show()
         );
@@ -187,7 +182,8 @@ const LOCAL: &str = "# My group\nPeople's own notes: keep them.\n";
 const EDIT: &str = "\nHAND EDIT: remember the deploy freeze on Fridays.\n";
 
 fn composed(config: &str, delivery: &str) -> Deployment {
-    let deployment = standard()
+    let deployment = Deployment::on_work_dir()
+        .with_standard()
         .group("g", Some(config))
         .file("groups/g/CLAUDE.local.md", LOCAL);
     clawmd(
@@ -211,7 +207,8 @@ fn compose_scenarios() -> Vec<Scenario> {
     let mut scenarios = vec![
         Scenario {
             name: "compose fresh group, link",
-            before: standard()
+            before: Deployment::on_work_dir()
+                .with_standard()
                 .group("g", Some(CONFIG_A))
                 .file("groups/g/CLAUDE.local.md", LOCAL),
             args: vec!["compose", "g", "--delivery", "link"],
@@ -219,7 +216,8 @@ fn compose_scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "compose fresh group, inline (the default)",
-            before: standard()
+            before: Deployment::on_work_dir()
+                .with_standard()
                 .group("g", Some(CONFIG_A))
                 .file("groups/g/CLAUDE.local.md", LOCAL),
             args: vec!["compose", "g"],
@@ -233,7 +231,8 @@ fn compose_scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "compose fresh group, copy",
-            before: standard()
+            before: Deployment::on_work_dir()
+                .with_standard()
                 .group("g", Some(CONFIG_A))
                 .file("groups/g/CLAUDE.local.md", LOCAL),
             args: vec!["compose", "g", "--delivery", "copy"],
@@ -241,7 +240,9 @@ fn compose_scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "compose fresh group without CLAUDE.local.md",
-            before: standard().group("g", Some(CONFIG_B)),
+            before: Deployment::on_work_dir()
+                .with_standard()
+                .group("g", Some(CONFIG_B)),
             args: vec!["compose", "g", "--delivery", "copy"],
             keep: vec![],
         },
@@ -345,7 +346,8 @@ fn migrate_scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "migrate legacy CLAUDE.md alone",
-            before: standard()
+            before: Deployment::on_work_dir()
+                .with_standard()
                 .group("a", Some("{}"))
                 .file("groups/a/CLAUDE.md", LEGACY),
             args: vec!["migrate"],
@@ -353,7 +355,8 @@ fn migrate_scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "migrate legacy beside an existing CLAUDE.local.md",
-            before: standard()
+            before: Deployment::on_work_dir()
+                .with_standard()
                 .group("b", Some("{}"))
                 .file("groups/b/CLAUDE.md", LEGACY)
                 .file("groups/b/CLAUDE.local.md", LOCAL),
@@ -369,7 +372,9 @@ fn migrate_scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "migrate groups/global into container/CLAUDE.md",
-            before: standard().file("groups/global/CLAUDE.md", GLOBAL),
+            before: Deployment::on_work_dir()
+                .with_standard()
+                .file("groups/global/CLAUDE.md", GLOBAL),
             args: vec!["migrate"],
             keep: vec![
                 Keep::new("container/CLAUDE.md", b"BASE\n", &["container/CLAUDE.md"]),
@@ -379,7 +384,8 @@ fn migrate_scenarios() -> Vec<Scenario> {
         Scenario {
             name: "migrate .claude-global.md links",
             before: {
-                let d = standard()
+                let d = Deployment::on_work_dir()
+                    .with_standard()
                     .group("c", Some("{}"))
                     .group("d", Some("{}"))
                     .file("groups/d/CLAUDE.md", LEGACY);
@@ -398,7 +404,8 @@ fn migrate_scenarios() -> Vec<Scenario> {
         Scenario {
             name: "migrate a whole legacy deployment",
             before: {
-                let d = standard()
+                let d = Deployment::on_work_dir()
+                    .with_standard()
                     .group("a", Some("{}"))
                     .file("groups/a/CLAUDE.md", LEGACY)
                     .group("b", None)
@@ -527,7 +534,8 @@ fn set_generation(deployment: &Deployment, groups: usize, b: bool) {
 
 /// A deployment of `groups` groups, each with its own CLAUDE.local.md, in generation A.
 fn generated(groups: usize) -> Deployment {
-    let deployment = standard()
+    let deployment = Deployment::on_work_dir()
+        .with_standard()
         .file(
             "container/skills/tools/instructions.md",
             &"TOOLS line\n".repeat(200),
@@ -572,7 +580,7 @@ fn compose_all_survives_sigkill_at_random_moments() {
     .expect(0, "initial compose");
     // How long a full switch takes (the shorter of A -> B and back), to spread the kills
     // over it.
-    let probe = clone(&work);
+    let probe = work.copy_on_work_dir();
     let mut full = Duration::MAX;
     for (b, delivery) in [GENERATIONS[1], GENERATIONS[0]] {
         set_generation(&probe, groups, b);

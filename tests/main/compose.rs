@@ -1,12 +1,8 @@
 //! `clawmd compose`, run as the real binary on temp deployments.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
-mod common;
-
 use std::path::Path;
 
-use common::Deployment;
+use crate::support::Deployment;
 
 const ALL_WITH_DB: &str =
     r#"{"skills": "all", "mcpServers": {"db": {"command": "db", "instructions": "Read only."}}}"#;
@@ -236,7 +232,7 @@ fn copy_delivery_writes_regular_files_and_switching_converges_both_ways() {
 #[test]
 fn delivery_can_come_from_the_environment() {
     let d = Deployment::standard().group("g", None);
-    let run = common::run_clawmd(
+    let run = crate::support::run_clawmd(
         ["compose", "g"],
         &[
             ("CLAWMD_ROOT", d.root().as_os_str()),
@@ -716,23 +712,25 @@ fn global_flags_anywhere_and_colour_only_when_asked() {
     let d = Deployment::standard().group("g", None);
     let root = d.root().to_str().unwrap().to_owned();
     let env: [(&str, &std::ffi::OsStr); 0] = [];
-    common::run_clawmd(["--root", &root, "-q", "compose", "g"], &env).success();
+    crate::support::run_clawmd(["--root", &root, "-q", "compose", "g"], &env).success();
     assert!(d.exists("groups/g/CLAUDE.md"));
-    common::run_clawmd(["compose", "g", "--root", &root, "--color", "never"], &env).success();
-    let run = common::run_clawmd(
+    crate::support::run_clawmd(["compose", "g", "--root", &root, "--color", "never"], &env)
+        .success();
+    let run = crate::support::run_clawmd(
         ["--color", "always", "--root", &root, "compose", "mian"],
         &env,
     )
     .expect_code(1);
     assert!(run.stderr().contains("\u{1b}["), "{:?}", run.stderr());
-    let run = common::run_clawmd(["-v", "--root", &root, "compose", "mian"], &env).expect_code(1);
+    let run =
+        crate::support::run_clawmd(["-v", "--root", &root, "compose", "mian"], &env).expect_code(1);
     assert!(!run.stderr().contains('\u{1b}'), "{:?}", run.stderr());
     assert!(
         run.stderr().contains("ERROR") || run.stderr().contains("mian"),
         "{}",
         run.stderr()
     );
-    let run = common::run_clawmd(
+    let run = crate::support::run_clawmd(
         ["--root", &root, "compose", "mian", "--color", "always"],
         &[("NO_COLOR", "1".as_ref())],
     )
@@ -741,7 +739,7 @@ fn global_flags_anywhere_and_colour_only_when_asked() {
         run.stderr().contains('\u{1b}'),
         "--color always beats NO_COLOR"
     );
-    let run = common::run_clawmd(
+    let run = crate::support::run_clawmd(
         ["--root", &root, "compose", "mian"],
         &[("NO_COLOR", "1".as_ref())],
     )
@@ -754,14 +752,14 @@ fn global_flags_anywhere_and_colour_only_when_asked() {
 fn completions_man_page_and_examples_in_help() {
     let env: [(&str, &std::ffi::OsStr); 0] = [];
     for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
-        let run = common::run_clawmd(["completions", shell], &env).success();
+        let run = crate::support::run_clawmd(["completions", shell], &env).success();
         assert!(
             run.stdout().contains("compose") && run.stdout().contains("root"),
             "{shell}: {}",
             run.stdout()
         );
     }
-    let man = common::run_clawmd(["man"], &env).success();
+    let man = crate::support::run_clawmd(["man"], &env).success();
     assert!(man.stdout().contains(".TH clawmd 1"), "{}", man.stdout());
     assert!(man.stdout().contains("compose"));
     for command in [
@@ -772,7 +770,7 @@ fn completions_man_page_and_examples_in_help() {
         "completions",
         "man",
     ] {
-        let help = common::run_clawmd([command, "--help"], &env).success();
+        let help = crate::support::run_clawmd([command, "--help"], &env).success();
         assert!(
             help.stdout().contains("Examples:"),
             "{command}: {}",
@@ -783,7 +781,7 @@ fn completions_man_page_and_examples_in_help() {
             "{command}: global flags listed"
         );
     }
-    let render = common::run_clawmd(["render", "--help"], &env)
+    let render = crate::support::run_clawmd(["render", "--help"], &env)
         .success()
         .stdout();
     assert!(
@@ -792,13 +790,13 @@ fn completions_man_page_and_examples_in_help() {
     );
     assert!(!render.contains("--lock-timeout"), "{render}");
     assert!(
-        !common::run_clawmd(["check", "--help"], &env)
+        !crate::support::run_clawmd(["check", "--help"], &env)
             .success()
             .stdout()
             .contains("--lock-timeout")
     );
     assert!(
-        common::run_clawmd(["compose", "--help"], &env)
+        crate::support::run_clawmd(["compose", "--help"], &env)
             .success()
             .stdout()
             .contains("--lock-timeout")
@@ -951,7 +949,7 @@ fn a_settings_file_configures_compose_and_unknown_keys_warn() {
         d.link("groups/g/.claude-shared.md"),
         Path::new("/opt/app/CLAUDE.md")
     );
-    common::run_clawmd(
+    crate::support::run_clawmd(
         ["compose", "g"],
         &[
             ("CLAWMD_ROOT", d.root().as_os_str()),

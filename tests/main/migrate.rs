@@ -1,10 +1,6 @@
 //! `clawmd migrate`, run as the real binary on temp deployments.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
-mod common;
-
-use common::Deployment;
+use crate::support::Deployment;
 
 fn legacy_deployment() -> Deployment {
     let d = Deployment::standard()

@@ -6,8 +6,6 @@
 //! stripping and the import paths in order. The vectors were produced by running the
 //! functions extracted from the installed binary under Node; this test needs neither.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
 use clawmd::loader::ClaudeVersion;
 use clawmd::loader::content::scan_markdown_as;
 use serde::Deserialize;

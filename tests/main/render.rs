@@ -1,10 +1,6 @@
 //! `clawmd render` and the loader-based findings of `clawmd check`, run as the real binary.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
-mod common;
-
-use common::Deployment;
+use crate::support::Deployment;
 
 fn composed(delivery: &str) -> Deployment {
     let d = Deployment::example();
@@ -124,10 +120,10 @@ fn render_cwd_matches_a_conformance_case() {
     let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/conformance/03-imports-code");
     let temp = tempfile::tempdir().unwrap();
-    common::copy_tree(&case.join("tree"), temp.path());
+    crate::support::copy_tree(&case.join("tree"), temp.path());
     let root = std::fs::canonicalize(temp.path()).unwrap();
     let home = tempfile::tempdir().unwrap();
-    let run = common::run_clawmd(
+    let run = crate::support::run_clawmd(
         [
             "render",
             "--cwd",
@@ -274,7 +270,7 @@ fn claude_version_selects_the_release_rules_and_wrapper() {
         .success()
         .stdout();
     assert_eq!(default, newest);
-    let from_env = common::run_clawmd(
+    let from_env = crate::support::run_clawmd(
         ["render".as_ref(), "--cwd".as_ref(), cwd.as_os_str()],
         &[("CLAWMD_CLAUDE_VERSION", std::ffi::OsStr::new("2.1.250"))],
     )

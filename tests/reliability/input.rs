@@ -3,11 +3,6 @@
 //! must never panic or hang, must refuse with an error that names the file (and the field),
 //! must leave the group untouched when it refuses, and must keep bytes it does not understand.
 
-#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
-
-mod common;
-mod reliability_common;
-
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -15,10 +10,10 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
+use crate::support::Deployment;
+use crate::support::*;
 use clawmd::config::parse_config;
 use clawmd::safe_name::validate_name;
-use common::Deployment;
-use reliability_common::*;
 
 /// A runner: deterministic by default (the figures are reproducible), random under soak.
 fn runner(cases: u32) -> TestRunner {
@@ -207,7 +202,8 @@ fn container_json_bytes_never_panic_and_errors_name_the_file() {
 fn container_json_through_the_binary_refuses_cleanly_and_leaves_the_group_alone() {
     let started = Instant::now();
     let cases = scale("CLAWMD_BINARY_CASES", 120, 2000) as u32;
-    let d = standard()
+    let d = Deployment::on_work_dir()
+        .with_standard()
         .group("g", Some("{}"))
         .file("groups/g/CLAUDE.local.md", "mine\n");
     let config = d.path("groups/g/container.json");
@@ -222,11 +218,11 @@ fn container_json_through_the_binary_refuses_cleanly_and_leaves_the_group_alone(
                 &[],
                 Duration::from_secs(20),
             );
-            prop_assert!(!run.stderr.contains("panicked"), "{}", run.show());
-            let report = serde_json::from_str::<serde_json::Value>(&run.stdout);
+            prop_assert!(!run.stderr().contains("panicked"), "{}", run.show());
+            let report = serde_json::from_str::<serde_json::Value>(&run.stdout());
             prop_assert!(report.is_ok(), "not JSON: {}", run.show());
             let report = report.unwrap();
-            match run.code() {
+            match run.status.code() {
                 Some(0) => {
                     accepted.fetch_add(1, Ordering::Relaxed);
                     let md = std::fs::read(d.path("groups/g/CLAUDE.md")).unwrap();
@@ -338,7 +334,8 @@ fn hostile_names_are_refused_with_a_reason() {
 #[test]
 fn hostile_names_through_the_binary() {
     let started = Instant::now();
-    let d = standard()
+    let d = Deployment::on_work_dir()
+        .with_standard()
         .group("ok", Some("{}"))
         .file("container/skills/we\u{2215}b/instructions.md", "X\n")
         .file("container/skills/has space/instructions.md", "X\n")
@@ -363,7 +360,7 @@ fn hostile_names_through_the_binary() {
         let run = clawmd(d.root(), &["compose", name], &[]);
         run.expect(1, name);
         assert!(
-            run.stdout.contains("is not usable") || run.stderr.contains("is not usable"),
+            run.stdout().contains("is not usable") || run.stderr().contains("is not usable"),
             "{name}: {}",
             run.show()
         );
@@ -395,7 +392,7 @@ fn hostile_names_through_the_binary() {
             d.write("groups/ok/container.json", config.to_string().as_bytes());
             let run = clawmd(d.root(), &["compose", "ok"], &[]);
             run.expect(1, name);
-            let shown = format!("{}{}", run.stdout, run.stderr);
+            let shown = run.output();
             assert!(
                 shown.contains("container.json") && shown.contains("field"),
                 "{shown}"
@@ -429,7 +426,7 @@ fn hostile_names_through_the_binary() {
     let report = clawmd(d.root(), &["compose", "ok", "--json"], &[]);
     report.expect(0, "skills");
     let warnings = serde_json::to_string(
-        &serde_json::from_str::<serde_json::Value>(&report.stdout).unwrap()["warnings"],
+        &serde_json::from_str::<serde_json::Value>(&report.stdout()).unwrap()["warnings"],
     )
     .unwrap();
     assert_eq!(warnings.matches("bad-skill-name").count(), 3, "{warnings}");
@@ -461,7 +458,8 @@ const HUNDRED_MB: u64 = 100 * 1024 * 1024;
 fn oversized_files_fail_fast_with_a_size_error_and_change_nothing() {
     let started = Instant::now();
     let composed = || {
-        let d = standard()
+        let d = Deployment::on_work_dir()
+            .with_standard()
             .group("g", Some("{}"))
             .file("groups/g/CLAUDE.local.md", "mine\n");
         clawmd(d.root(), &["compose", "g"], &[]).expect(0, "setup");
@@ -492,7 +490,7 @@ fn oversized_files_fail_fast_with_a_size_error_and_change_nothing() {
         let before = d.snapshot();
         let run = clawmd(d.root(), args, &[]);
         run.expect(1, what);
-        let shown = format!("{}{}", run.stdout, run.stderr);
+        let shown = run.output();
         assert!(
             shown.contains(&d.path(rel).display().to_string()) && shown.contains("larger than"),
             "{what}: {shown}"
@@ -540,7 +538,9 @@ fn invalid_utf8_is_kept_byte_for_byte() {
 
     // CLAUDE.local.md, the shared base and a skill's instructions, under both deliveries.
     for delivery in ["link", "copy"] {
-        let d = standard().group("g", Some(r#"{"skills": ["web"]}"#));
+        let d = Deployment::on_work_dir()
+            .with_standard()
+            .group("g", Some(r#"{"skills": ["web"]}"#));
         d.write("groups/g/CLAUDE.local.md", bad);
         d.write("container/CLAUDE.md", bad);
         d.write("container/skills/web/instructions.md", bad);
@@ -574,7 +574,8 @@ fn invalid_utf8_is_kept_byte_for_byte() {
     }
 
     // migrate: a legacy CLAUDE.md (alone and beside a CLAUDE.local.md) and groups/global.
-    let d = standard()
+    let d = Deployment::on_work_dir()
+        .with_standard()
         .group("a", None)
         .group("b", None)
         .file("groups/b/CLAUDE.local.md", "mine\n");
@@ -598,12 +599,12 @@ fn invalid_utf8_is_kept_byte_for_byte() {
     checked += 4;
 
     // container.json that is not UTF-8: a clear error with a position.
-    let d = standard().group("g", None);
+    let d = Deployment::on_work_dir().with_standard().group("g", None);
     d.write("groups/g/container.json", b"{\"skills\": \"\xff\"}");
     let run = clawmd(d.root(), &["compose", "g"], &[]);
     run.expect(1, "invalid UTF-8 config");
     // A failed group is printed on stderr.
-    assert!(run.stderr.contains("container.json:1:"), "{}", run.show());
+    assert!(run.stderr().contains("container.json:1:"), "{}", run.show());
     checked += 1;
     figure(
         "invalid_utf8_is_kept_byte_for_byte",

@@ -1,0 +1,13 @@
+//! End to end: the real Claude Code CLI and Agent SDK read what clawmd composed, in a
+//! bubblewrap sandbox laid out like the agent container (see `e2e/delivery.rs`).
+//!
+//! One test binary; the harness (sandbox, stand-in API) is `tests/support/`.
+
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
+mod support;
+
+#[path = "e2e/delivery.rs"]
+mod delivery;
+#[path = "e2e/typescript.rs"]
+mod typescript;

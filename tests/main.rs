@@ -1,0 +1,26 @@
+//! The integration tests that run in seconds: the binary's commands (check, compose, migrate,
+//! render), the loader as a library, and its conformance to the real Claude Code releases.
+//!
+//! One test binary for all of them (each file below is a module; `cargo test --test main
+//! compose::` runs one); the harness is `tests/support/`.
+
+#![allow(clippy::disallowed_methods)] // tests build their trees with std::fs (clippy.toml)
+
+mod support;
+
+#[path = "main/check.rs"]
+mod check;
+#[path = "main/compose.rs"]
+mod compose;
+#[path = "main/conformance.rs"]
+mod conformance;
+#[path = "main/loader_api.rs"]
+mod loader_api;
+#[path = "main/loader_markdown_oracle.rs"]
+mod loader_markdown_oracle;
+#[path = "main/loader_props.rs"]
+mod loader_props;
+#[path = "main/migrate.rs"]
+mod migrate;
+#[path = "main/render.rs"]
+mod render;

@@ -1,0 +1,213 @@
+//! The stand-in Anthropic API the sandboxed agent talks to.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// An Anthropic-compatible API on 127.0.0.1 that answers every message with "ok" (JSON or SSE,
+/// as asked), answers count_tokens, and records the body of every `/v1/messages` request. It
+/// stops when [`ApiServer::stop`] is called or it is dropped.
+pub struct ApiServer {
+    pub addr: SocketAddr,
+    stopping: Arc<AtomicBool>,
+    requests: Arc<Mutex<Vec<Value>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    pub fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let addr = listener.local_addr().unwrap();
+        let stopping = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let thread = {
+            let stopping = stopping.clone();
+            let requests = requests.clone();
+            std::thread::spawn(move || {
+                let mut handlers = Vec::new();
+                for stream in listener.incoming() {
+                    if stopping.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let requests = requests.clone();
+                    handlers.push(std::thread::spawn(move || {
+                        let _ = serve(stream, &requests);
+                    }));
+                }
+                for handler in handlers {
+                    let _ = handler.join();
+                }
+            })
+        };
+        ApiServer {
+            addr,
+            stopping,
+            requests,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the server and returns the recorded request bodies, in arrival order.
+    pub fn stop(mut self) -> Vec<Value> {
+        self.shutdown();
+        std::mem::take(&mut *self.requests.lock().unwrap())
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.stopping.store(true, Ordering::SeqCst);
+            let _ = TcpStream::connect(self.addr);
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Answers one HTTP/1.1 request and closes the connection.
+fn serve(stream: TcpStream, requests: &Mutex<Vec<Value>>) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_owned();
+    let path = parts.next().unwrap_or("").to_owned();
+    let mut length = 0usize;
+    let mut chunked = false;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 || line.trim().is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').unwrap_or((&line, ""));
+        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+        if name == "content-length" {
+            length = value.parse().unwrap_or(0);
+        } else if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+            chunked = true;
+        }
+    }
+    let body = if chunked {
+        read_chunked(&mut reader)?
+    } else {
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        body
+    };
+    let mut stream = stream;
+    if method != "POST" || path.contains("count_tokens") {
+        return respond_json(&mut stream, &json!({"input_tokens": 1}));
+    }
+    if !path.contains("/messages") {
+        return respond_json(&mut stream, &json!({}));
+    }
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let streaming = request["stream"].as_bool().unwrap_or(false);
+    let model = request["model"].as_str().unwrap_or("m").to_owned();
+    requests.lock().unwrap().push(request);
+    let mut message = json!({
+        "id": "msg_e2e", "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    });
+    if !streaming {
+        message["content"] = json!([{"type": "text", "text": "ok"}]);
+        message["stop_reason"] = json!("end_turn");
+        return respond_json(&mut stream, &message);
+    }
+    let events = [
+        (
+            "message_start",
+            json!({"type": "message_start", "message": message}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 1}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ];
+    let mut out = String::from(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
+    );
+    for (name, data) in events {
+        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    stream.write_all(out.as_bytes())?;
+    stream.flush()
+}
+
+fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line)?;
+        let size =
+            usize::from_str_radix(line.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+        if size == 0 {
+            // Trailers, up to the empty line.
+            loop {
+                line.clear();
+                if reader.read_line(&mut line)? == 0 || line.trim().is_empty() {
+                    return Ok(body);
+                }
+            }
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        reader.read_exact(&mut body[start..])?;
+        line.clear();
+        reader.read_line(&mut line)?;
+    }
+}
+
+fn respond_json(stream: &mut TcpStream, value: &Value) -> std::io::Result<()> {
+    let body = value.to_string();
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()
+}
+
+/// Every text in a request's messages (string contents and text parts), in order.
+pub fn texts(request: &Value) -> Vec<&str> {
+    let mut out = Vec::new();
+    for message in request["messages"].as_array().into_iter().flatten() {
+        match &message["content"] {
+            Value::String(text) => out.push(text.as_str()),
+            Value::Array(parts) => out.extend(
+                parts
+                    .iter()
+                    .filter(|p| p["type"] == "text")
+                    .filter_map(|p| p["text"].as_str()),
+            ),
+            _ => {}
+        }
+    }
+    out
+}

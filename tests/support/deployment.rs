@@ -1,0 +1,134 @@
+//! A deployment (`container/` + `groups/`) built in a temp dir, and the binary run on it.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use super::run::{Run, run_clawmd};
+use super::tree::{TempTree, copy_tree};
+
+/// A deployment in a fresh [`TempTree`] (which it derefs to: `root`, `path`, `read`, `write`,
+/// `exists`, `tree`, ...). Printed to stderr when the test fails.
+pub struct Deployment {
+    tree: TempTree,
+}
+
+impl std::ops::Deref for Deployment {
+    type Target = TempTree;
+    fn deref(&self) -> &TempTree {
+        &self.tree
+    }
+}
+
+impl Deployment {
+    /// An empty deployment: `container/skills/` and `groups/` exist and are empty.
+    pub fn new() -> Self {
+        Deployment::in_tree(TempTree::new())
+    }
+
+    /// An empty deployment in [`super::work_dir`] (tmpfs by default, `CLAWMD_TEST_DIR`): for
+    /// the heavy tests that run the binary hundreds of times.
+    pub fn on_work_dir() -> Self {
+        Deployment::in_tree(TempTree::on_work_dir())
+    }
+
+    fn in_tree(tree: TempTree) -> Self {
+        std::fs::create_dir_all(tree.path("container/skills")).unwrap();
+        std::fs::create_dir_all(tree.path("groups")).unwrap();
+        Deployment { tree }
+    }
+
+    /// A small deployment: a shared base, skills `web` and `hello` with instructions, `quiet`
+    /// without, and no groups yet.
+    pub fn standard() -> Self {
+        Deployment::new().with_standard()
+    }
+
+    /// Adds the content of [`Deployment::standard`].
+    pub fn with_standard(self) -> Self {
+        self.file("container/CLAUDE.md", "BASE\n")
+            .file("container/skills/web/SKILL.md", "web skill\n")
+            .file("container/skills/web/instructions.md", "WEB\n")
+            .file("container/skills/hello/SKILL.md", "hello skill\n")
+            .file("container/skills/hello/instructions.md", "HELLO\n")
+            .file("container/skills/quiet/SKILL.md", "no instructions\n")
+    }
+
+    /// The example deployment checked into this repository, copied.
+    pub fn example() -> Self {
+        let deployment = Deployment::new();
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        copy_tree(&repo.join("container"), &deployment.path("container"));
+        for group in ["main", "research", "ops"] {
+            let from = repo.join("groups").join(group);
+            let to = deployment.path(&format!("groups/{group}"));
+            std::fs::create_dir_all(&to).unwrap();
+            for name in ["container.json", "CLAUDE.local.md"] {
+                std::fs::copy(from.join(name), to.join(name)).unwrap();
+            }
+        }
+        deployment
+    }
+
+    /// A copy of this deployment (symlinks kept as symlinks) in a fresh [`super::work_dir`].
+    pub fn copy_on_work_dir(&self) -> Deployment {
+        let to = Deployment {
+            tree: TempTree::on_work_dir(),
+        };
+        for top in ["groups", "container"] {
+            if self.path(top).exists() {
+                copy_tree(&self.path(top), &to.path(top));
+            }
+        }
+        to
+    }
+
+    /// Writes a file (creating folders).
+    #[track_caller]
+    pub fn file(self, rel: &str, content: &str) -> Self {
+        self.write(rel, content.as_bytes());
+        self
+    }
+
+    /// Creates a group folder with this `container.json` (`None`: no config file).
+    pub fn group(self, name: &str, config: Option<&str>) -> Self {
+        std::fs::create_dir_all(self.path(&format!("groups/{name}"))).unwrap();
+        match config {
+            Some(config) => self.file(&format!("groups/{name}/container.json"), config),
+            None => self,
+        }
+    }
+
+    /// The target of a symlink.
+    #[track_caller]
+    pub fn link(&self, rel: &str) -> PathBuf {
+        self.read_link(rel)
+    }
+
+    /// Runs `clawmd ARGS` on the deployment (the root is passed as `CLAWMD_ROOT`).
+    pub fn run<I, S>(&self, args: I) -> Run
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        run_clawmd(args, &[("CLAWMD_ROOT", self.root().as_os_str())])
+    }
+
+    /// A snapshot of every path under `groups/` and `container/` with its kind, content or
+    /// target, inode and mtime: equal snapshots mean nothing was written.
+    pub fn snapshot(&self) -> Vec<(String, String, u64, i64, i64)> {
+        super::tree::walk(self.root())
+            .into_iter()
+            .map(|(rel, path, meta)| {
+                let what = if meta.file_type().is_symlink() {
+                    format!("-> {}", std::fs::read_link(&path).unwrap().display())
+                } else if meta.is_file() {
+                    String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned()
+                } else {
+                    "dir".to_owned()
+                };
+                (rel, what, meta.ino(), meta.mtime(), meta.mtime_nsec())
+            })
+            .collect()
+    }
+}

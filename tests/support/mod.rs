@@ -1,0 +1,30 @@
+//! The test harness, shared by the three test binaries (`tests/main.rs`, `tests/e2e.rs`,
+//! `tests/reliability.rs`); each binary uses a subset.
+//!
+//! - [`Deployment`]: a deployment (`container/` + `groups/`) built in a temp dir, the real
+//!   binary run on it ([`Deployment::run`]), and identity snapshots ([`Deployment::snapshot`]);
+//! - [`TempTree`]: any temp tree (the deployment's, the loader's); printed to stderr when the
+//!   test that owns it fails;
+//! - [`run`]: the binary with a cleared environment and a hang guard ([`run_clawmd`],
+//!   [`clawmd`]), and [`Run`], its result;
+//! - [`tree`]: content snapshots ([`Tree`]) and their comparison, [`copy_tree`], [`work_dir`];
+//! - [`snapshot`]: insta settings that hide temp paths, pids and timings in human output;
+//! - [`soak`]: counts and seeds for the heavy tests; [`faults`]: mounts and sentinels;
+//! - [`sandbox`] and [`api`]: the bubblewrap container and the stand-in Anthropic API of the
+//!   end-to-end tests.
+#![allow(dead_code, unused_imports)]
+
+pub mod api;
+pub mod deployment;
+pub mod faults;
+pub mod run;
+pub mod sandbox;
+pub mod snapshot;
+pub mod soak;
+pub mod tree;
+
+pub use deployment::Deployment;
+pub use faults::*;
+pub use run::*;
+pub use soak::*;
+pub use tree::*;

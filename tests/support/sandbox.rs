@@ -1,0 +1,318 @@
+//! A bubblewrap sandbox laid out like the agent container (the mount table of DESIGN.md §1), in
+//! which the real Claude Code CLI or the Agent SDK probe (tests/e2e/sdk-probe.mjs) runs, and the
+//! tools it needs (from `scripts/e2e-setup`).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use super::api::ApiServer;
+
+/// The versions `scripts/e2e-setup` installs; the facts in docs/delivery.md are about these.
+pub const CLAUDE_CODE_VERSION: &str = "2.1.328";
+pub const AGENT_SDK_VERSION: &str = "0.3.328";
+
+/// The mount points of DESIGN.md §1 (clawmd's defaults).
+pub const WORKSPACE: &str = "/workspace/agent";
+pub const APP: &str = "/app";
+/// The agent's HOME inside the sandbox (a fresh temp dir on the host).
+pub const SANDBOX_HOME: &str = "/home/agent";
+/// Where tests/e2e (the SDK probe script) is mounted for SDK runs.
+pub const PROBE_MOUNT: &str = "/opt/clawmd-e2e";
+
+/// Who reads the memory inside the sandbox.
+#[derive(Debug, Clone, Copy)]
+pub enum Consumer {
+    /// `claude -p hello`.
+    Cli,
+    /// tests/e2e/sdk-probe.mjs with these `settingSources`.
+    Sdk(&'static [&'static str]),
+}
+
+impl Consumer {
+    /// nanoclaw's setting.
+    pub fn sdk() -> Self {
+        Consumer::Sdk(&["project", "user"])
+    }
+}
+
+impl std::fmt::Display for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Consumer::Cli => write!(f, "CLI {CLAUDE_CODE_VERSION}"),
+            Consumer::Sdk(sources) => write!(
+                f,
+                "SDK {AGENT_SDK_VERSION} settingSources=[{}]",
+                sources.join(",")
+            ),
+        }
+    }
+}
+
+/// A bubblewrap sandbox laid out like the agent container.
+pub struct Sandbox {
+    /// Host `groups/<g>`.
+    pub group: PathBuf,
+    /// Host `container/`.
+    pub container: PathBuf,
+    /// Host dir mounted read-write at [`SANDBOX_HOME`].
+    pub home: PathBuf,
+    /// Host file mounted over `/etc/hostname`.
+    pub hostname: PathBuf,
+}
+
+impl Sandbox {
+    pub fn command(&self, tools: &Tools, api: &ApiServer, consumer: Consumer) -> Command {
+        let mut args = ArgList::default();
+        args.push(["--die-with-parent", "--new-session"]);
+        args.push(["--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
+        system_binds(tools, &mut args);
+        args.bind("--ro-bind", &self.hostname, "/etc/hostname");
+        args.bind("--bind", &self.home, SANDBOX_HOME);
+
+        // DESIGN.md §1: the mount table, in this order (the read-only binds go over the RW one).
+        args.bind("--bind", &self.group, WORKSPACE);
+        for name in ["CLAUDE.md", ".claude-fragments", "container.json"] {
+            args.bind(
+                "--ro-bind",
+                &self.group.join(name),
+                &format!("{WORKSPACE}/{name}"),
+            );
+        }
+        args.bind(
+            "--ro-bind",
+            &self.container.join("CLAUDE.md"),
+            &format!("{APP}/CLAUDE.md"),
+        );
+        args.bind(
+            "--ro-bind",
+            &self.container.join("skills"),
+            &format!("{APP}/skills"),
+        );
+
+        args.push(["--chdir", WORKSPACE]);
+        let mut command = Command::new(&tools.bwrap);
+        command.env_clear();
+        match consumer {
+            Consumer::Cli => {
+                args.push(["--"]);
+                args.0.push(tools.claude.clone().into());
+                args.push(["-p", "hello"]);
+            }
+            Consumer::Sdk(sources) => {
+                let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e");
+                args.bind("--ro-bind", &probe, PROBE_MOUNT);
+                args.push(["--"]);
+                args.0.push(tools.node.clone().into());
+                args.0.push(format!("{PROBE_MOUNT}/sdk-probe.mjs").into());
+                args.push([WORKSPACE]);
+                command.env("CLAWMD_E2E_SDK_ENTRY", &tools.sdk_entry);
+                command.env("CLAWMD_E2E_SETTING_SOURCES", sources.join(","));
+            }
+        }
+        let node_dir = tools.node.parent().unwrap().display().to_string();
+        command
+            .args(args.0)
+            .env("PATH", format!("{node_dir}:/usr/local/bin:/usr/bin:/bin"))
+            .env("HOME", SANDBOX_HOME)
+            .env("TMPDIR", "/tmp")
+            .env("LANG", "C.UTF-8")
+            .env("ANTHROPIC_BASE_URL", format!("http://{}", api.addr))
+            .env("ANTHROPIC_API_KEY", "sk-e2e-local-only")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_ERROR_REPORTING", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .stdin(Stdio::null());
+        command
+    }
+}
+
+#[derive(Default)]
+struct ArgList(Vec<OsString>);
+
+impl ArgList {
+    fn push<const N: usize>(&mut self, args: [&str; N]) {
+        self.0.extend(args.iter().map(OsString::from));
+    }
+    fn bind(&mut self, how: &str, from: &Path, to: &str) {
+        self.0.push(how.into());
+        self.0.push(from.into());
+        self.0.push(to.into());
+    }
+}
+
+/// What node and claude need to start: the OS read-only, a private /proc, /dev and /tmp, the
+/// npm cache read-only at its own path. Explicit binds only: never the host root.
+fn system_binds(tools: &Tools, args: &mut ArgList) {
+    args.bind("--ro-bind", Path::new("/usr"), "/usr");
+    for top in ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"] {
+        let Ok(meta) = Path::new(top).symlink_metadata() else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(top).unwrap();
+            args.0.push("--symlink".into());
+            args.0.push(target.into());
+            args.0.push(top.into());
+        } else if meta.is_dir() {
+            args.bind("--ro-bind", Path::new(top), top);
+        }
+    }
+    args.push(["--dir", "/etc"]);
+    for name in [
+        "passwd",
+        "group",
+        "hosts",
+        "nsswitch.conf",
+        "resolv.conf",
+        "localtime",
+        "ld.so.cache",
+        "ld.so.conf",
+        "ld.so.conf.d",
+        "ssl",
+        "ca-certificates",
+        "alternatives",
+    ] {
+        let path = Path::new("/etc").join(name);
+        if path.exists() {
+            args.bind("--ro-bind", &path, &path.display().to_string());
+        }
+    }
+    args.push(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    args.bind(
+        "--ro-bind",
+        &tools.cache,
+        &tools.cache.display().to_string(),
+    );
+    // A node installed outside /usr (nvm, a tarball): mount its prefix too.
+    let prefix = tools.node.parent().and_then(Path::parent).unwrap();
+    if !tools.node.starts_with("/usr") && !tools.node.starts_with(&tools.cache) {
+        args.bind("--ro-bind", prefix, &prefix.display().to_string());
+    }
+}
+
+// The tools
+
+pub struct Tools {
+    pub bwrap: PathBuf,
+    /// The npm cache folder (`CLAWMD_E2E_CACHE`), canonical.
+    pub cache: PathBuf,
+    /// The real claude binary inside the cache.
+    pub claude: PathBuf,
+    pub node: PathBuf,
+    /// `@anthropic-ai/claude-agent-sdk/sdk.mjs` inside the cache.
+    pub sdk_entry: PathBuf,
+}
+
+/// The tools, found once; a missing one fails every test that needs it, naming the fix.
+pub fn tools() -> &'static Tools {
+    static TOOLS: OnceLock<Result<Tools, String>> = OnceLock::new();
+    match TOOLS.get_or_init(find_tools) {
+        Ok(tools) => tools,
+        Err(message) => panic!("{message}"),
+    }
+}
+
+fn find_tools() -> Result<Tools, String> {
+    let cache = match std::env::var_os("CLAWMD_E2E_CACHE") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/clawmd-e2e")
+        }
+    };
+    let mut missing = Vec::new();
+    let bwrap = which("bwrap");
+    if bwrap.is_none() {
+        missing.push("`bwrap` (bubblewrap) is not on PATH".to_owned());
+    }
+    let node = which("node");
+    if node.is_none() {
+        missing.push("`node` is not on PATH".to_owned());
+    }
+    let modules = cache.join("node_modules/@anthropic-ai");
+    for (package, version) in [
+        ("claude-code", CLAUDE_CODE_VERSION),
+        ("claude-agent-sdk", AGENT_SDK_VERSION),
+    ] {
+        let manifest = modules.join(package).join("package.json");
+        let found = std::fs::read_to_string(&manifest)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|v| v["version"].as_str().map(str::to_owned));
+        match found {
+            Some(found) if found == version => {}
+            Some(found) => missing.push(format!(
+                "@anthropic-ai/{package} in {} is {found}, the test needs {version}",
+                cache.display()
+            )),
+            None => missing.push(format!(
+                "@anthropic-ai/{package}@{version} is not installed in {}",
+                cache.display()
+            )),
+        }
+    }
+    let claude = cache.join("node_modules/.bin/claude");
+    if missing.is_empty() && !claude.exists() {
+        missing.push(format!("{} is missing", claude.display()));
+    }
+    if !missing.is_empty() {
+        return Err(missing_tools_message(&missing, &cache));
+    }
+    let cache = cache.canonicalize().unwrap();
+    let tools = Tools {
+        bwrap: bwrap.unwrap(),
+        claude: claude.canonicalize().unwrap(),
+        node: node.unwrap().canonicalize().unwrap(),
+        sdk_entry: cache.join("node_modules/@anthropic-ai/claude-agent-sdk/sdk.mjs"),
+        cache,
+    };
+    // bwrap can be installed and still unable to sandbox (no user namespaces): say so now.
+    let mut args = ArgList::default();
+    system_binds(&tools, &mut args);
+    args.push(["--"]);
+    args.0.push(tools.claude.clone().into());
+    args.push(["--version"]);
+    let output = Command::new(&tools.bwrap)
+        .args(&args.0)
+        .env_clear()
+        .env("HOME", "/tmp")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", tools.bwrap.display()))?;
+    let version = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() || !version.starts_with(CLAUDE_CODE_VERSION) {
+        return Err(format!(
+            "`claude --version` in a bubblewrap sandbox failed ({}): stdout {version:?}, stderr {:?}.\n\
+             The sandbox needs unprivileged user namespaces or root; see scripts/e2e-setup.",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(tools)
+}
+
+fn missing_tools_message(missing: &[String], cache: &Path) -> String {
+    let mut message = String::from("the end-to-end delivery test cannot run:\n");
+    for line in missing {
+        message.push_str(&format!("  - {line}\n"));
+    }
+    message.push_str(&format!(
+        "Fix: run `scripts/e2e-setup` (installs bubblewrap with apt and \
+         @anthropic-ai/claude-code@{CLAUDE_CODE_VERSION} + @anthropic-ai/claude-agent-sdk@{AGENT_SDK_VERSION} \
+         with npm into {}; set CLAWMD_E2E_CACHE for another folder, for both the script and the test).\n",
+        cache.display()
+    ));
+    if std::env::var_os("CI").is_some() {
+        message.push_str("CI is set: .ci/run must run `scripts/e2e-setup` before `cargo test`.\n");
+    }
+    message
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
