@@ -71,6 +71,7 @@ pub fn check_with_progress(
         .flat_map(|g| &g.findings)
         .all(|f| f.severity != Severity::Error);
     Ok(CheckReport {
+        schema: crate::schema::SchemaKind::CheckReport.id(),
         version: REPORT_VERSION,
         command: "check",
         ok,

@@ -9,3 +9,5 @@ mod support;
 
 #[path = "e2e/delivery.rs"]
 mod delivery;
+#[path = "e2e/typescript.rs"]
+mod typescript;

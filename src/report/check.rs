@@ -38,6 +38,10 @@ pub struct GroupCheck {
 /// The report of a `check` run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct CheckReport {
+    /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).
+    #[serde(rename = "$schema")]
+    #[schemars(schema_with = "crate::schema::check_report_id")]
+    pub schema: &'static str,
     /// The JSON shape version.
     pub version: u32,
     /// Always "check".

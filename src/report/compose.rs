@@ -15,6 +15,7 @@ use crate::error::GroupError;
 use crate::file_kind::FileKind;
 use crate::plan::{Content, Delivery, GroupPlan};
 use crate::reconcile::Step;
+use crate::schema::SchemaKind;
 
 /// A created, replaced or removed managed path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -197,7 +198,11 @@ pub struct Summary {
 /// The report of a `compose` run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ComposeReport {
-    /// [`REPORT_VERSION`].
+    /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).
+    #[serde(rename = "$schema")]
+    #[schemars(schema_with = "crate::schema::compose_report_id")]
+    pub schema: &'static str,
+    /// The JSON shape version.
     pub version: u32,
     /// Always "compose".
     pub command: &'static str,
@@ -235,6 +240,7 @@ impl ComposeReport {
             }
         }
         ComposeReport {
+            schema: SchemaKind::Report.id(),
             version: REPORT_VERSION,
             command: "compose",
             dry_run,

@@ -185,10 +185,15 @@ impl From<&GroupError> for ErrorReport {
 }
 
 /// The JSON document of a run that could not start (the groups folder or the shared content
-/// could not be read): `{"version", "command", "ok": false, "error": {"code", "message"}}`.
+/// could not be read): `{"$schema", "version", "command", "ok": false, "error": {"code",
+/// "message"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RunFailure {
-    /// [`REPORT_VERSION`].
+    /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).
+    #[serde(rename = "$schema")]
+    #[schemars(schema_with = "crate::schema::run_failure_id")]
+    pub schema: &'static str,
+    /// The JSON shape version.
     pub version: u32,
     /// The command that failed.
     pub command: String,
@@ -198,10 +203,10 @@ pub struct RunFailure {
     pub error: RunError,
 }
 
-/// The error of a [`RunFailure`].
+/// The error of a `RunFailure`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RunError {
-    /// Always [`Code::RunFailed`].
+    /// Always `run-failed`.
     pub code: Code,
     /// The full message, with the fix.
     pub message: String,
@@ -211,6 +216,7 @@ impl RunFailure {
     /// The envelope for `command` failing with `err`.
     pub fn new(command: &str, err: &crate::Error) -> Self {
         RunFailure {
+            schema: crate::schema::SchemaKind::RunFailure.id(),
             version: REPORT_VERSION,
             command: command.to_owned(),
             ok: false,

@@ -393,18 +393,27 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
 
 /// `clawmd schema …` prints JSON Schemas derived from the code; the example deployment's
 /// configs and real reports of every command validate against them, and a typo'd type does
-/// not.
+/// not. Every report names its schema first: its `$schema` is the `$id` of the schema
+/// `clawmd schema KIND` prints (the run-failure envelope included).
 #[test]
 fn schemas_validate_the_example_configs_and_real_reports() {
     let env: [(&str, &std::ffi::OsStr); 0] = [];
-    let schema = |kind: &str| -> jsonschema::Validator {
-        let run = crate::support::run_clawmd(["schema", kind], &env).success();
-        let schema = run.json();
+    let document = |kind: &str| -> serde_json::Value {
+        let schema = crate::support::run_clawmd(["schema", kind], &env)
+            .success()
+            .json();
         assert_eq!(
             schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
             "{kind}"
         );
-        jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{kind}: {e}"))
+        let id = schema["$id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{kind}: no $id"));
+        assert!(id.starts_with("urn:clawmd:schema:"), "{kind}: {id}");
+        schema
+    };
+    let schema = |kind: &str| -> jsonschema::Validator {
+        jsonschema::validator_for(&document(kind)).unwrap_or_else(|e| panic!("{kind}: {e}"))
     };
     let valid = |validator: &jsonschema::Validator, doc: &serde_json::Value, what: &str| {
         let errors: Vec<String> = validator
@@ -412,6 +421,13 @@ fn schemas_validate_the_example_configs_and_real_reports() {
             .map(|e| format!("{} at {}", e, e.instance_path()))
             .collect();
         assert!(errors.is_empty(), "{what}: {errors:?}\n{doc}");
+    };
+    // A report of `kind`: valid, and `$schema` (its first key) is the schema's `$id`.
+    let report = |kind: &str, doc: &serde_json::Value, what: &str| {
+        valid(&schema(kind), doc, what);
+        let first = doc.as_object().and_then(|o| o.keys().next().cloned());
+        assert_eq!(first.as_deref(), Some("$schema"), "{what}: {doc}");
+        assert_eq!(doc["$schema"], document(kind)["$id"], "{what}");
     };
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let config = schema("container-json");
@@ -433,15 +449,36 @@ fn schemas_validate_the_example_configs_and_real_reports() {
 
     let d = Deployment::example();
     let composed = d.run(["compose", "--all", "--json"]).success().json();
-    valid(&schema("report"), &composed, "compose report");
+    report("report", &composed, "compose report");
     let dry = d.run(["compose", "mian", "--dry-run", "--json"]).json();
-    valid(
-        &schema("report"),
-        &dry,
-        "compose report with a failed group",
-    );
+    report("report", &dry, "compose report with a failed group");
     let checked = d.run(["check", "--json"]).json();
-    valid(&schema("check-report"), &checked, "check report");
+    report("check-report", &checked, "check report");
     let migrated = d.run(["migrate", "--dry-run", "--json"]).success().json();
-    valid(&schema("migrate-report"), &migrated, "migrate report");
+    report("migrate-report", &migrated, "migrate report");
+    // Another kind's `$schema` does not validate: a reader can tell the documents apart.
+    assert!(!schema("check-report").is_valid(&{
+        let mut doc = checked.clone();
+        doc["$schema"] = composed["$schema"].clone();
+        doc
+    }));
+
+    // A run that cannot start (no groups folder): the envelope, for every command.
+    let empty = tempfile::tempdir().unwrap();
+    for args in [
+        ["compose", "--all"],
+        ["check", "--all"],
+        ["migrate", "--dry-run"],
+    ] {
+        let command = args[0];
+        let failed = crate::support::run_clawmd(
+            args.into_iter().chain(["--json"]),
+            &[("CLAWMD_ROOT", empty.path().as_os_str())],
+        )
+        .expect_code(1)
+        .json();
+        report("run-failure", &failed, command);
+        assert_eq!(failed["command"], command);
+        assert_eq!(failed["error"]["code"], "run-failed");
+    }
 }

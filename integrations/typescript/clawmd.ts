@@ -1,0 +1,309 @@
+/**
+ * clawmd for a TypeScript container host: compose a group's memory before each spawn
+ * (`composeBeforeSpawn`), check groups (`checkGroup`), migrate legacy groups once at start-up
+ * (`migrateOnce`).
+ *
+ * It runs the clawmd binary (node:child_process, no dependencies) with `--format json` and
+ * returns its report, typed by ./generated/ — generated from `clawmd schema …` by
+ * scripts/gen-typescript, so the types are the Rust types that print the reports. Every
+ * failure is a `ClawmdError` whose `code` is the report's own code (`bad-config`,
+ * `not-delivered`, `lock-timeout`, …) or one of the runner's (`spawn-failed`, `timeout`,
+ * `bad-output`), with the report's message and the file concerned. See README.md.
+ */
+import { execFile, spawnSync } from "node:child_process";
+
+import type { CheckReport, GroupCheck } from "./generated/check-report.js";
+import type {
+  Code,
+  ComposeReport,
+  DeliveredReport,
+  Delivery,
+  GroupReport,
+  Provider,
+  Target,
+} from "./generated/compose-report.js";
+import type { MigrateReport } from "./generated/migrate-report.js";
+import type { RunFailure } from "./generated/run-failure.js";
+
+export type {
+  CheckReport,
+  Code,
+  ComposeReport,
+  DeliveredReport,
+  Delivery,
+  GroupCheck,
+  GroupReport,
+  MigrateReport,
+  Provider,
+  RunFailure,
+  Target,
+};
+
+/** Each report's `$schema`: the `$id` of the schema `clawmd schema KIND` prints. */
+export const SCHEMA: {
+  readonly compose: ComposeReport["$schema"];
+  readonly check: CheckReport["$schema"];
+  readonly migrate: MigrateReport["$schema"];
+  readonly failure: RunFailure["$schema"];
+} = {
+  compose: "urn:clawmd:schema:compose-report:1",
+  check: "urn:clawmd:schema:check-report:1",
+  migrate: "urn:clawmd:schema:migrate-report:1",
+  failure: "urn:clawmd:schema:run-failure:1",
+};
+
+/** How to run clawmd. */
+export interface ClawmdOptions {
+  /** The clawmd binary (default: `$CLAWMD`, else `clawmd` on PATH). */
+  binary?: string;
+  /** The deployment root (`--root`; default: `$CLAWMD_ROOT`, else the current directory). */
+  root?: string;
+  /** Kill clawmd after this many milliseconds (default 30 000). */
+  timeoutMs?: number;
+  /** clawmd's environment (default: this process's). */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** compose's choices; left out, clawmd takes them from `clawmd.json` and `container.json`. */
+export interface ComposeOptions extends ClawmdOptions {
+  delivery?: Delivery;
+  provider?: Provider;
+  approveExternal?: boolean;
+  /** How long to wait for another run holding the group's lock (`--lock-timeout`). */
+  lockTimeoutSecs?: number;
+  /** Resolve even when not everything composed reaches the agent (default: reject, `not-delivered`). */
+  allowIncomplete?: boolean;
+}
+
+/** check's choices. */
+export interface CheckOptions extends ClawmdOptions {
+  delivery?: Delivery;
+  approveExternal?: boolean;
+}
+
+/** Failures of the runner itself, next to clawmd's own codes. */
+export type RunnerCode =
+  /** The binary could not be started (not found, not executable). */
+  | "spawn-failed"
+  /** clawmd did not finish within `timeoutMs` and was killed. */
+  | "timeout"
+  /** clawmd printed no report, or not the one asked for (a usage error, another version). */
+  | "bad-output";
+
+/** A group that did not compose (or not completely), a run that failed, or clawmd not running. */
+export class ClawmdError extends Error {
+  override readonly name = "ClawmdError";
+  constructor(
+    message: string,
+    /** The report's code (`bad-config`, `not-delivered`, `run-failed`, …) or the runner's. */
+    readonly code: Code | RunnerCode,
+    /** The file concerned, when there is one (`error.file` of the report; for `not-delivered`, the entry point relative to the group folder). */
+    readonly file: string | null,
+    /** The group, when the error is about one. */
+    readonly group: string | null,
+    /** The report clawmd printed, when it printed one. */
+    readonly report: ComposeReport | CheckReport | MigrateReport | RunFailure | null,
+    /** What clawmd wrote on stderr. */
+    readonly stderr: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A group composed: its entry in the report, and the whole report. */
+export interface Composed {
+  /** This group's entry: what changed, warnings, `target`, `delivered`. */
+  group: GroupReport;
+  /** `sha256:…` of the memory the agent receives: keep it with the container; another one later means restart it. */
+  memoryDigest: string;
+  /** What the group is composed as: backend, delivery mode, entry point (`CLAUDE.md`, `AGENTS.md`, `GEMINI.md`). */
+  target: Target;
+  /** Whether everything composed reaches the agent (always `complete` unless `allowIncomplete`). */
+  delivered: DeliveredReport;
+  /** Whether anything was written (false: a no-op). */
+  changed: boolean;
+  report: ComposeReport;
+}
+
+/** `clawmd compose GROUP --format json`, before spawning the group's container. */
+export async function composeBeforeSpawn(group: string, options: ComposeOptions = {}): Promise<Composed> {
+  const args = composeArgs(group, options);
+  return interpretCompose(group, options, await run(args, options));
+}
+
+/** `composeBeforeSpawn` for a synchronous spawn path (blocks the event loop while clawmd runs). */
+export function composeBeforeSpawnSync(group: string, options: ComposeOptions = {}): Composed {
+  const args = composeArgs(group, options);
+  return interpretCompose(group, options, runSync(args, options));
+}
+
+/** `clawmd check GROUP --format json`: the findings (the report's `ok` is false when one is an error). */
+export async function checkGroup(group: string, options: CheckOptions = {}): Promise<CheckReport> {
+  const args = ["check", group, "--format", "json"];
+  if (options.delivery !== undefined) args.push("--delivery", options.delivery);
+  if (options.approveExternal === true) args.push("--approve-external");
+  return parse(await run(args, options), SCHEMA.check, args) as CheckReport;
+}
+
+/** `clawmd migrate --format json`, once at host start-up (a second run does nothing). */
+export async function migrateOnce(options: ClawmdOptions = {}): Promise<MigrateReport> {
+  const args = ["migrate", "--format", "json"];
+  const outcome = await run(args, options);
+  const report = parse(outcome, SCHEMA.migrate, args) as MigrateReport;
+  const failed = report.groups.find((g) => g.error !== null);
+  if (failed?.error) {
+    throw new ClawmdError(
+      `clawmd migrate: ${failed.group}: ${failed.error.code}: ${failed.error.message}`,
+      failed.error.code,
+      failed.error.file ?? null,
+      failed.group,
+      report,
+      outcome.stderr,
+    );
+  }
+  return report;
+}
+
+function composeArgs(group: string, options: ComposeOptions): string[] {
+  const args = ["compose", group, "--format", "json"];
+  if (options.delivery !== undefined) args.push("--delivery", options.delivery);
+  if (options.provider !== undefined) args.push("--provider", options.provider);
+  if (options.approveExternal === true) args.push("--approve-external");
+  if (options.lockTimeoutSecs !== undefined) args.push("--lock-timeout", String(options.lockTimeoutSecs));
+  return args;
+}
+
+function interpretCompose(group: string, options: ComposeOptions, outcome: Outcome): Composed {
+  const args = composeArgs(group, options);
+  const report = parse(outcome, SCHEMA.compose, args) as ComposeReport;
+  const entry = report.groups.find((g) => g.group === group);
+  const fail = (message: string, code: Code | RunnerCode, file: string | null): never => {
+    throw new ClawmdError(`clawmd compose ${group}: ${message}`, code, file, group, report, outcome.stderr);
+  };
+  if (entry === undefined) {
+    return fail("the report has no entry for the group", "bad-output", null);
+  }
+  if (entry.error !== null) {
+    return fail(`${entry.error.code}: ${entry.error.message}`, entry.error.code, entry.error.file ?? null);
+  }
+  const { memory_digest: memoryDigest, target, delivered } = entry;
+  if (memoryDigest === null || target === null || delivered === null) {
+    return fail("the report has no memory_digest, target or delivered verdict", "bad-output", null);
+  }
+  if (!delivered.complete && options.allowIncomplete !== true) {
+    return fail(
+      `not-delivered: ${target.file} does not bring the agent ${delivered.missing.join(", ")}` +
+        (delivered.reasons.length > 0 ? ` (${delivered.reasons.join("; ")})` : ""),
+      "not-delivered",
+      target.file,
+    );
+  }
+  return { group: entry, memoryDigest, target, delivered, changed: entry.status === "changed", report };
+}
+
+/** What running clawmd gave. */
+interface Outcome {
+  binary: string;
+  stdout: string;
+  stderr: string;
+  /** Set when the binary could not be started. */
+  spawnError: NodeJS.ErrnoException | null;
+  timedOut: boolean;
+  timeoutMs: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+const MAX_OUTPUT = 256 * 1024 * 1024;
+
+function argv(args: string[], options: ClawmdOptions): { binary: string; argv: string[] } {
+  const env = options.env ?? process.env;
+  const binary = options.binary ?? env["CLAWMD"] ?? "clawmd";
+  return { binary, argv: options.root !== undefined ? ["--root", options.root, ...args] : args };
+}
+
+function run(args: string[], options: ClawmdOptions): Promise<Outcome> {
+  const { binary, argv: full } = argv(args, options);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  return new Promise((resolve) => {
+    execFile(
+      binary,
+      full,
+      { env: options.env ?? process.env, timeout: timeoutMs, maxBuffer: MAX_OUTPUT, encoding: "utf8" },
+      (error, stdout, stderr) => {
+        // A non-zero exit is not an error here: compose prints its report and exits 1 when a
+        // group failed. What is: no process at all, or one killed for taking too long.
+        const spawnError =
+          error !== null && typeof error.code === "string" ? (error as NodeJS.ErrnoException) : null;
+        const timedOut = error !== null && error.killed === true && spawnError === null;
+        resolve({ binary, stdout, stderr, spawnError, timedOut, timeoutMs });
+      },
+    );
+  });
+}
+
+function runSync(args: string[], options: ClawmdOptions): Outcome {
+  const { binary, argv: full } = argv(args, options);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const result = spawnSync(binary, full, {
+    env: options.env ?? process.env,
+    timeout: timeoutMs,
+    maxBuffer: MAX_OUTPUT,
+    encoding: "utf8",
+  });
+  const error = (result.error as NodeJS.ErrnoException | undefined) ?? null;
+  const timedOut = error?.code === "ETIMEDOUT";
+  return {
+    binary,
+    stdout: result.stdout ?? "",
+    stderr: result.stderr ?? "",
+    spawnError: timedOut ? null : error,
+    timedOut,
+    timeoutMs,
+  };
+}
+
+/** The report of the kind `expected`, or a `ClawmdError` naming what went wrong. */
+function parse(
+  outcome: Outcome,
+  expected: string,
+  args: string[],
+): ComposeReport | CheckReport | MigrateReport {
+  const what = `clawmd ${args.join(" ")}`;
+  const stderr = outcome.stderr.trim();
+  const fail = (message: string, code: Code | RunnerCode, report: RunFailure | null = null): never => {
+    throw new ClawmdError(message, code, null, null, report, outcome.stderr);
+  };
+  if (outcome.spawnError !== null) {
+    return fail(
+      `cannot run clawmd (${JSON.stringify(outcome.binary)}): ${outcome.spawnError.message}; ` +
+        "pass options.binary or set CLAWMD to the clawmd binary, or put clawmd on PATH",
+      "spawn-failed",
+    );
+  }
+  if (outcome.timedOut) {
+    return fail(
+      `${what} did not finish within ${outcome.timeoutMs} ms and was killed ` +
+        "(another run holding the group's lock? raise options.timeoutMs or lower lockTimeoutSecs)",
+      "timeout",
+    );
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(outcome.stdout);
+  } catch {
+    return fail(`${what} printed no JSON report${stderr ? `: ${stderr}` : ""}`, "bad-output");
+  }
+  const schema = typeof doc === "object" && doc !== null ? (doc as { $schema?: unknown }).$schema : undefined;
+  if (schema === SCHEMA.failure) {
+    const failure = doc as RunFailure;
+    return fail(`${what}: ${failure.error.code}: ${failure.error.message}`, failure.error.code, failure);
+  }
+  if (schema !== expected) {
+    return fail(
+      `${what} printed a report with $schema ${JSON.stringify(schema)}, expected ${JSON.stringify(expected)} ` +
+        "(a clawmd of another report version? these types are generated for this one)",
+      "bad-output",
+    );
+  }
+  return doc as ComposeReport | CheckReport | MigrateReport;
+}

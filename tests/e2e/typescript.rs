@@ -1,0 +1,384 @@
+//! The TypeScript integration (integrations/typescript/), with the real tools: the generated
+//! types are what `scripts/gen-typescript` makes from `clawmd schema …` today, byte for byte;
+//! the runner module and a stand-in host (tests/e2e/ts-host.ts) compile with the real `tsc
+//! --strict` against them; and the host, run by the real `node`, composes, checks and migrates
+//! a temp deployment with the real clawmd binary, getting typed reports and typed errors.
+//!
+//! The tools come from `scripts/e2e-setup` (`typescript`, `json-schema-to-typescript` and
+//! `@types/node`, exactly as integrations/typescript/package-lock.json locks them, in
+//! `<CLAWMD_E2E_CACHE>/typescript`). A missing tool fails the test with a message naming that
+//! script: never a silent pass.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::support::Deployment;
+
+const CLAWMD: &str = env!("CARGO_BIN_EXE_clawmd");
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+struct TsTools {
+    node: PathBuf,
+    /// `<cache>/typescript`, where scripts/e2e-setup ran `npm ci`.
+    dir: PathBuf,
+    cache: PathBuf,
+}
+
+impl TsTools {
+    fn tsc(&self) -> PathBuf {
+        self.dir.join("node_modules/.bin/tsc")
+    }
+}
+
+/// The tools, found once; a missing one fails every test that needs it, naming the fix.
+fn ts_tools() -> &'static TsTools {
+    static TOOLS: OnceLock<Result<TsTools, String>> = OnceLock::new();
+    match TOOLS.get_or_init(find_ts_tools) {
+        Ok(tools) => tools,
+        Err(message) => panic!("{message}"),
+    }
+}
+
+fn find_ts_tools() -> Result<TsTools, String> {
+    let cache = match std::env::var_os("CLAWMD_E2E_CACHE") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/clawmd-e2e")
+        }
+    };
+    let dir = cache.join("typescript");
+    let mut missing = Vec::new();
+    let node = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("node"))
+        .find(|p| p.is_file());
+    if node.is_none() {
+        missing.push("`node` is not on PATH".to_owned());
+    }
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("integrations/typescript/package.json")).unwrap(),
+    )
+    .unwrap();
+    for (package, version) in manifest["devDependencies"].as_object().unwrap() {
+        let installed =
+            std::fs::read_to_string(dir.join("node_modules").join(package).join("package.json"))
+                .ok()
+                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                .and_then(|v| v["version"].as_str().map(str::to_owned));
+        match installed {
+            Some(found) if Some(found.as_str()) == version.as_str() => {}
+            Some(found) => missing.push(format!(
+                "{package} in {} is {found}, integrations/typescript/package.json pins {version}",
+                dir.display()
+            )),
+            None => missing.push(format!(
+                "{package}@{version} is not installed in {}",
+                dir.display()
+            )),
+        }
+    }
+    for bin in ["tsc", "json2ts"] {
+        let path = dir.join("node_modules/.bin").join(bin);
+        if missing.is_empty() && !path.exists() {
+            missing.push(format!("{} is missing", path.display()));
+        }
+    }
+    if !missing.is_empty() {
+        let mut message = String::from("the TypeScript integration test cannot run:\n");
+        for line in &missing {
+            message.push_str(&format!("  - {line}\n"));
+        }
+        message.push_str(&format!(
+            "Fix: run `scripts/e2e-setup` (installs the tools locked in \
+             integrations/typescript/package-lock.json with `npm ci` into {}; set \
+             CLAWMD_E2E_CACHE for another cache folder, for both the script and the test).\n",
+            dir.display()
+        ));
+        return Err(message);
+    }
+    Ok(TsTools {
+        node: node.unwrap(),
+        dir,
+        cache,
+    })
+}
+
+#[track_caller]
+fn succeeded(what: &str, output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The committed types are exactly what scripts/gen-typescript makes from the binary's
+/// schemas now: a Rust report type that changes without `scripts/gen-typescript` fails here.
+#[test]
+fn generated_types_match_the_schemas() {
+    let tools = ts_tools();
+    let out = tempfile::tempdir().unwrap();
+    succeeded(
+        "scripts/gen-typescript",
+        Command::new(repo().join("scripts/gen-typescript"))
+            .arg(out.path())
+            .env("CLAWMD", CLAWMD)
+            .env("CLAWMD_E2E_CACHE", &tools.cache)
+            .output()
+            .unwrap(),
+    );
+    let committed = repo().join("integrations/typescript/generated");
+    let names = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(out.path()), names(&committed));
+    assert_eq!(
+        names(&committed),
+        [
+            "check-report.d.ts",
+            "compose-report.d.ts",
+            "migrate-report.d.ts",
+            "run-failure.d.ts"
+        ]
+    );
+    for name in names(&committed) {
+        let fresh = std::fs::read_to_string(out.path().join(&name)).unwrap();
+        let kept = std::fs::read_to_string(committed.join(&name)).unwrap();
+        assert!(
+            fresh == kept,
+            "integrations/typescript/generated/{name} is not what `clawmd schema` gives now: \
+             run scripts/gen-typescript and commit the result.\nfresh:\n{fresh}"
+        );
+    }
+}
+
+/// The runner, compiled with the real tsc --strict against the generated types and run by the
+/// real node against the real binary, as a host calls it before each spawn: a good group
+/// composes (then is a no-op with the same digest), a broken `container.json` is a typed error
+/// naming the file and the field, an incomplete delivery is refused unless allowed, and a
+/// missing or hanging binary is a clear error.
+#[test]
+fn runner_composes_before_spawn_with_the_real_node_and_binary() {
+    let tools = ts_tools();
+    let build = tempfile::tempdir().unwrap();
+    let src = repo().join("integrations/typescript");
+    std::fs::create_dir(build.path().join("generated")).unwrap();
+    for name in ["clawmd.ts", "tsconfig.json", "package.json"] {
+        std::fs::copy(src.join(name), build.path().join(name)).unwrap();
+    }
+    for entry in std::fs::read_dir(src.join("generated")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(
+            entry.path(),
+            build.path().join("generated").join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        repo().join("tests/e2e/ts-host.ts"),
+        build.path().join("ts-host.ts"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        tools.dir.join("node_modules"),
+        build.path().join("node_modules"),
+    )
+    .unwrap();
+    // The shipped tsconfig.json type-checks the runner as it is...
+    succeeded(
+        "tsc -p tsconfig.json",
+        Command::new(tools.tsc())
+            .args(["-p", "tsconfig.json", "--noEmit"])
+            .current_dir(build.path())
+            .output()
+            .unwrap(),
+    );
+    // ...and a host using it compiles with --strict.
+    succeeded(
+        "tsc --strict",
+        Command::new(tools.tsc())
+            .args([
+                "--strict",
+                "--noUncheckedIndexedAccess",
+                "--exactOptionalPropertyTypes",
+                "--target",
+                "ES2022",
+                "--module",
+                "NodeNext",
+                "--moduleResolution",
+                "NodeNext",
+                "--types",
+                "node",
+                "--outDir",
+                "out",
+                "ts-host.ts",
+                "clawmd.ts",
+            ])
+            .current_dir(build.path())
+            .output()
+            .unwrap(),
+    );
+
+    let d = Deployment::standard()
+        .group("good", Some(r#"{"skills": ["web"]}"#))
+        .group(
+            "broken",
+            Some(r#"{"skills": ["web"], "mcpServers": {"db": {"command": "db", "instructions": 5}}}"#),
+        )
+        .group("linked", Some("{}"))
+        .group("flat", Some("{}"));
+    // A deployment whose shared base is a folder: the run cannot start.
+    let unreadable = Deployment::new()
+        .group("good", Some("{}"))
+        .file("container/CLAUDE.md/x", "");
+    let slow = build.path().join("slow-clawmd");
+    std::fs::write(&slow, "#!/bin/sh\nexec sleep 30\n").unwrap();
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let started = std::time::Instant::now();
+    let stdout = succeeded(
+        "node out/ts-host.js",
+        Command::new(&tools.node)
+            .arg("out/ts-host.js")
+            .current_dir(build.path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("CLAWMD", CLAWMD)
+            .env("DEPLOYMENT", d.root())
+            .env("UNREADABLE_ROOT", unreadable.root())
+            .env("SLOW_BINARY", &slow)
+            .output()
+            .unwrap(),
+    );
+    // The two timeouts (300 ms each) killed the stand-in rather than waiting 30 s for it.
+    assert!(started.elapsed().as_secs() < 25, "{:?}", started.elapsed());
+    let results: Value = serde_json::from_str(&stdout).unwrap();
+    let value = |name: &str| -> &Value {
+        results[name]
+            .get("value")
+            .unwrap_or_else(|| panic!("{name}: expected a value, got {}", results[name]))
+    };
+    let error = |name: &str| -> &Value {
+        let error = results[name]
+            .get("error")
+            .unwrap_or_else(|| panic!("{name}: expected an error, got {}", results[name]));
+        assert_eq!(error["name"], "ClawmdError", "{name}");
+        error
+    };
+
+    assert_eq!(*value("migrate"), true);
+
+    let composed = value("composed");
+    assert_eq!(composed["changed"], true);
+    assert_eq!(composed["schema"], "urn:clawmd:schema:compose-report:1");
+    assert_eq!(composed["complete"], true);
+    assert_eq!(composed["file"], "CLAUDE.md");
+    assert!(
+        composed["created"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("CLAUDE.md")),
+        "{composed}"
+    );
+    let digest = composed["memoryDigest"].as_str().unwrap();
+    assert!(digest.starts_with("sha256:"), "{digest}");
+    assert!(d.read("groups/good/CLAUDE.md").contains("WEB"));
+    for noop in ["noop", "noopSync"] {
+        let noop = value(noop);
+        assert_eq!(noop["changed"], false, "{noop}");
+        assert_eq!(noop["memoryDigest"], digest, "{noop}");
+        assert_eq!(noop["created"], serde_json::json!([]), "{noop}");
+    }
+
+    let config = d.path("groups/broken/container.json");
+    for name in ["broken", "brokenSync"] {
+        let broken = error(name);
+        assert_eq!(broken["code"], "bad-config", "{broken}");
+        assert_eq!(broken["group"], "broken", "{broken}");
+        assert_eq!(broken["file"], config.to_str().unwrap(), "{broken}");
+        let message = broken["message"].as_str().unwrap();
+        assert!(message.contains("container.json"), "{message}");
+        assert!(message.contains("mcpServers.db.instructions"), "{message}");
+    }
+    assert!(
+        !d.exists("groups/broken/CLAUDE.md"),
+        "a failed group is left as it was"
+    );
+
+    let missing = error("missingGroup");
+    assert_eq!(missing["code"], "missing-group", "{missing}");
+
+    let incomplete = error("incomplete");
+    assert_eq!(incomplete["code"], "not-delivered", "{incomplete}");
+    assert_eq!(incomplete["file"], "CLAUDE.md", "{incomplete}");
+    assert!(
+        incomplete["message"]
+            .as_str()
+            .unwrap()
+            .contains("shared-base"),
+        "{incomplete}"
+    );
+    let allowed = value("incompleteAllowed");
+    assert_eq!(allowed["complete"], false, "{allowed}");
+    assert!(
+        allowed["missing"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("shared-base")),
+        "{allowed}"
+    );
+
+    let codex = value("codex");
+    assert_eq!(codex["file"], "AGENTS.md", "{codex}");
+    assert!(d.exists("groups/flat/AGENTS.md"));
+
+    let failure = error("runFailure");
+    assert_eq!(failure["code"], "run-failed", "{failure}");
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot read the shared container content"),
+        "{failure}"
+    );
+
+    for name in ["missingBinary", "missingBinarySync"] {
+        let spawn = error(name);
+        assert_eq!(spawn["code"], "spawn-failed", "{spawn}");
+        let message = spawn["message"].as_str().unwrap();
+        assert!(message.contains("/nonexistent/clawmd"), "{message}");
+        assert!(message.contains("ENOENT"), "{message}");
+    }
+    for name in ["timeout", "timeoutSync"] {
+        let timeout = error(name);
+        assert_eq!(timeout["code"], "timeout", "{timeout}");
+        assert!(
+            timeout["message"].as_str().unwrap().contains("300 ms"),
+            "{timeout}"
+        );
+    }
+
+    let check = value("checkGood");
+    assert_eq!(check["ok"], true, "{check}");
+    let check = value("checkBroken");
+    assert_eq!(check["ok"], false, "{check}");
+    assert!(
+        check["codes"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("bad-config")),
+        "{check}"
+    );
+}
