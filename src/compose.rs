@@ -6,6 +6,7 @@
 //! others are composed.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -203,14 +204,7 @@ fn first_look(
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
-    match observe_with(
-        layout,
-        sources,
-        &group_path,
-        &options.settings,
-        false,
-        Some(&verdicts.plans),
-    ) {
+    match verdicts.observe(layout, sources, &group_path, options, false) {
         // `.claude-fragments` must exist even when nothing is imported from it (inline): the
         // runner bind-mounts it read-only.
         Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
@@ -262,14 +256,7 @@ fn compose_locked(
 ) -> Result<GroupReport, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
-    let seen = observe_with(
-        layout,
-        sources,
-        &group_path,
-        &options.settings,
-        true,
-        Some(&verdicts.plans),
-    )?;
+    let seen = verdicts.observe(layout, sources, &group_path, options, true)?;
     let fragments = seen
         .fragments
         .as_ref()
@@ -332,14 +319,7 @@ fn compose_batch(
                 Err(FsError::LockTimeout { .. }) => return Ok(None),
                 Err(err) => return Err(err.into()),
             };
-            let seen = observe_with(
-                layout,
-                sources,
-                &group_path,
-                &options.settings,
-                true,
-                Some(&verdicts.plans),
-            )?;
+            let seen = verdicts.observe(layout, sources, &group_path, options, true)?;
             let device = seen.dir.device()?;
             let fragments = seen
                 .fragments
@@ -456,6 +436,25 @@ struct Verdicts {
 const MAX_VERDICTS: usize = 4096;
 
 impl Verdicts {
+    /// Observes the group at `group_path` with the plans shared in this run.
+    fn observe(
+        &self,
+        layout: &Layout,
+        sources: &Sources,
+        group_path: &Path,
+        options: &ComposeOptions,
+        create: bool,
+    ) -> Result<Observation, GroupError> {
+        observe_with(
+            layout,
+            sources,
+            group_path,
+            &options.settings,
+            create,
+            Some(&self.plans),
+        )
+    }
+
     /// Adds to `report` what reaches the agent of the group composed as `seen.plan`.
     fn add(
         &self,

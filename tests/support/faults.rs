@@ -127,36 +127,22 @@ impl Sentinel {
     }
 
     fn file_now(&self) -> (Vec<u8>, u64, i64, i64, i64, i64) {
-        let meta = std::fs::symlink_metadata(self.file()).unwrap();
-        let times = (
-            meta.ino(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-            meta.atime(),
-            meta.atime_nsec(),
-        );
+        let (t, atime) = stamp(&self.file());
         // Read the bytes only after the access time was taken.
         let bytes = std::fs::read(self.file()).unwrap();
-        restore_atime(&self.file(), meta.atime());
-        (bytes, times.0, times.1, times.2, times.3, times.4)
+        restore_atime(&self.file(), atime);
+        (bytes, t.0, t.1, t.2, t.3, t.4)
     }
 
     fn dir_now(&self) -> (Vec<String>, u64, i64, i64, i64, i64) {
-        let meta = std::fs::symlink_metadata(self.dir()).unwrap();
-        let times = (
-            meta.ino(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-            meta.atime(),
-            meta.atime_nsec(),
-        );
+        let (t, atime) = stamp(&self.dir());
         let mut names: Vec<String> = std::fs::read_dir(self.dir())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
-        restore_atime(&self.dir(), meta.atime());
-        (names, times.0, times.1, times.2, times.3, times.4)
+        restore_atime(&self.dir(), atime);
+        (names, t.0, t.1, t.2, t.3, t.4)
     }
 
     /// Asserts nothing about the sentinels changed: content, inode, mtime and atime of the
@@ -209,4 +195,17 @@ fn restore_atime(path: &Path, atime: i64) {
     // Setting only the access time leaves the modification time alone.
     file.set_times(std::fs::FileTimes::new().set_accessed(when))
         .unwrap();
+}
+
+/// The inode, mtime (s, ns) and atime (s, ns) of `path`, and its atime to restore.
+fn stamp(path: &Path) -> ((u64, i64, i64, i64, i64), i64) {
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    let times = (
+        meta.ino(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.atime(),
+        meta.atime_nsec(),
+    );
+    (times, meta.atime())
 }
