@@ -131,5 +131,15 @@ mod tests {
             assert_eq!(keys, ["$schema", "$id"], "{kind:?}");
             assert_eq!(schema["$id"], kind.id());
         }
+        // A report's id names its shape version, so a new version cannot keep an old id.
+        let version = format!(":{}", crate::report::REPORT_VERSION);
+        for kind in [
+            SchemaKind::Report,
+            SchemaKind::CheckReport,
+            SchemaKind::MigrateReport,
+            SchemaKind::RunFailure,
+        ] {
+            assert!(kind.id().ends_with(&version), "{kind:?}: {}", kind.id());
+        }
     }
 }
