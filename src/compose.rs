@@ -7,13 +7,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 use crate::delivery::DeliverySettings;
-use crate::delivery::verify::{Delivered, verify};
+use crate::delivery::verify::{Delivered, SharedVerdict, verify};
 use crate::deployment::{
     Observation, PlanId, Plans, Selection, checked_group_dir, observe_with, read_sources,
 };
@@ -421,19 +421,35 @@ fn sync_batch(works: &mut [Result<Work, GroupError>]) {
 /// What reaches the agent of each group, worked out once per distinct plan in a run.
 ///
 /// [`verify`] is a pure function of the plan, the sources, the settings and the layout, and
-/// only the plan differs between the groups of one run; groups whose plans are identical
-/// (the same config and the same `CLAUDE.local.md`: every freshly seeded group of a template,
-/// say) get the verdict computed for the first of them, which is exactly what computing it
-/// again would give. The key is a SHA-256 of everything in the plan that `verify` reads.
+/// only the plan differs between the groups of one run. Groups that share a plan through
+/// [`Plans`] (the same config) differ only in their `CLAUDE.local.md`: for them the loader
+/// runs once per shared plan ([`SharedVerdict`]), and each group's verdict is completed from
+/// its own local memory when that is provably the whole load's answer. Any other group
+/// (a local memory that imports, say) gets the verdict computed for the first group with an
+/// identical plan, which is exactly what computing it again would give; the key is a SHA-256
+/// of everything in the plan that `verify` reads.
 #[derive(Default)]
 struct Verdicts {
     /// The plans shared by groups with the same config ([`Plans`]).
     plans: Plans,
+    /// Per shared plan: its [`SharedVerdict`], `None` when it has none.
+    shared: Mutex<SharedVerdicts>,
     seen: Mutex<HashMap<[u8; 32], Delivered>>,
+}
+
+#[derive(Default)]
+struct SharedVerdicts {
+    by_plan: HashMap<PlanId, Option<Arc<SharedVerdict>>>,
+    /// What they keep, in all ([`SharedVerdict::kept_bytes`]).
+    bytes: usize,
 }
 
 /// The most verdicts kept in a run (each is a few hundred bytes).
 const MAX_VERDICTS: usize = 4096;
+
+/// The most bytes the shared verdicts of a run keep (each holds the memory block after the
+/// local memory, in link delivery also what is behind the links; at most one per shared plan).
+const MAX_SHARED_VERDICT_BYTES: usize = 64 << 20;
 
 impl Verdicts {
     /// Observes the group at `group_path` with the plans shared in this run.
@@ -465,25 +481,64 @@ impl Verdicts {
         mut report: GroupReport,
     ) -> GroupReport {
         let plan = &seen.plan;
-        let key = match seen.plan_id {
-            Some(id) => shared_plan_key(id, plan),
-            None => plan_key(plan),
-        };
-        let known = self.lock().get(&key).cloned();
-        let delivered = known.unwrap_or_else(|| {
-            let delivered = verify(layout, plan, sources, &options.settings);
-            let mut seen = self.lock();
-            if seen.len() < MAX_VERDICTS {
-                seen.insert(key, delivered.clone());
-            }
-            delivered
+        let shared = seen
+            .plan_id
+            .and_then(|id| self.shared(id, layout, plan, sources, &options.settings))
+            .and_then(|shared| shared.verdict(plan));
+        let delivered = shared.unwrap_or_else(|| {
+            let key = match seen.plan_id {
+                Some(id) => shared_plan_key(id, plan),
+                None => plan_key(plan),
+            };
+            let known = self.lock().get(&key).cloned();
+            known.unwrap_or_else(|| {
+                let delivered = verify(layout, plan, sources, &options.settings);
+                let mut seen = self.lock();
+                if seen.len() < MAX_VERDICTS {
+                    seen.insert(key, delivered.clone());
+                }
+                delivered
+            })
         });
         report.set_delivered(delivered);
         report
     }
 
+    /// The [`SharedVerdict`] of shared plan `id` (`plan` is one group's plan of it), made the
+    /// first time it is asked for.
+    fn shared(
+        &self,
+        id: PlanId,
+        layout: &Layout,
+        plan: &GroupPlan,
+        sources: &Sources,
+        settings: &DeliverySettings,
+    ) -> Option<Arc<SharedVerdict>> {
+        if let Some(known) = self.lock_shared().by_plan.get(&id) {
+            return known.clone();
+        }
+        let made = SharedVerdict::new(layout, plan, sources, settings).map(Arc::new);
+        let mut shared = self.lock_shared();
+        if let Some(known) = shared.by_plan.get(&id) {
+            return known.clone();
+        }
+        let bytes = made.as_ref().map_or(0, |made| made.kept_bytes());
+        let made = made.filter(|_| shared.bytes + bytes <= MAX_SHARED_VERDICT_BYTES);
+        if made.is_some() {
+            shared.bytes += bytes;
+        }
+        shared.by_plan.insert(id, made.clone());
+        made
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Delivered>> {
         self.seen
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn lock_shared(&self) -> std::sync::MutexGuard<'_, SharedVerdicts> {
+        self.shared
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }

@@ -9,14 +9,24 @@
 //! its backend as it is, so every section and the local memory must lie within its budget.
 //! Sections dropped over budget make a group incomplete too.
 
+use std::cell::Cell;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use memchr::memmem;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::snapshot::Snapshot;
 use super::{DeliverySettings, Section, SectionId, source_key};
 use crate::layout::{Layout, names};
-use crate::loader::content::scan_markdown;
-use crate::loader::{DiagnosticCode, Memory, claude_block, load};
+use crate::loader::content::{parse_as_within, scan_markdown};
+use crate::loader::fs::{DirEntry, MemoryFs, Metadata, ReadOutcome};
+use crate::loader::markdown::js_trim;
+use crate::loader::{
+    Behaviour, Budgets, ClaudeVersion, DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory,
+    claude_block, load,
+};
 use crate::plan::{Content, GroupPlan, Sources};
 use crate::view::{ViewOptions, load_options};
 
@@ -43,21 +53,11 @@ pub fn verify(
     sources: &Sources,
     settings: &DeliverySettings,
 ) -> Delivered {
-    let mut delivered = match plan.target.provider.is_flat() {
+    let delivered = match plan.target.provider.is_flat() {
         true => verify_flat(plan),
         false => {
             let fs = snapshot(layout, plan, sources);
-            let mut options = load_options(
-                &layout.workspace_mount,
-                None,
-                &ViewOptions {
-                    approve_external: settings.approve_external,
-                    claude_version: settings.claude_version,
-                    ..ViewOptions::default()
-                },
-            );
-            options.managed_dir = None;
-            match load(&fs, &options) {
+            match load(&fs, &claude_options(layout, settings)) {
                 Ok(memory) => {
                     let mut delivered = from_memory(layout, plan, &memory);
                     delivered.memory_digest = link_digest(plan, &fs, &memory);
@@ -72,6 +72,27 @@ pub fn verify(
             }
         }
     };
+    with_dropped(plan, delivered)
+}
+
+/// How the agent's Claude Code loads memory in the container: cwd the workspace mount, no
+/// home, no managed file, external imports as the deployment says.
+fn claude_options(layout: &Layout, settings: &DeliverySettings) -> LoadOptions {
+    let mut options = load_options(
+        &layout.workspace_mount,
+        None,
+        &ViewOptions {
+            approve_external: settings.approve_external,
+            claude_version: settings.claude_version,
+            ..ViewOptions::default()
+        },
+    );
+    options.managed_dir = None;
+    options
+}
+
+/// `delivered` with the sections `plan` dropped over budget added to what is missing.
+fn with_dropped(plan: &GroupPlan, mut delivered: Delivered) -> Delivered {
     for dropped in &plan.dropped {
         delivered.missing.push(dropped.section.clone());
         delivered.reasons.push(format!(
@@ -81,6 +102,250 @@ pub fn verify(
     }
     delivered.complete = delivered.missing.is_empty();
     delivered
+}
+
+/// Stands in for a group's `CLAUDE.local.md` while a shared plan is loaded once
+/// ([`SharedVerdict`]): plain text that loads as itself (no import, no comment, no space to
+/// trim) and that no shared source should hold; a plan whose load shows it anywhere but in the
+/// local memory's own file gets no shared verdict.
+const PLACEHOLDER: &str = "clawmdLocalMemoryPlaceholder7f3e9a1c";
+
+/// What reaches the agents of the groups that share one Claude Code plan (the same config),
+/// each with its own `CLAUDE.local.md`, worked out once for all of them.
+///
+/// The loader runs once on the plan with [`PLACEHOLDER`] as the local memory. A group's own
+/// load differs from that one only in the local memory's file when that memory, read as the
+/// loader reads it, parses, imports nothing, mentions no import (an `@path` in code or a
+/// comment is a diagnostic), has no `paths:` frontmatter, is not empty once frontmatter and
+/// comments are gone, and fits in what the other files leave of the loader's byte budget:
+/// then the loader reads the same files in the same order, follows the same imports, records
+/// the same diagnostics while loading (only the size warnings at the end may differ, and the
+/// verdict reads none of them), and the memory block is this load's with the placeholder
+/// replaced by the group's text as Claude Code shows it. [`SharedVerdict::verdict`] completes
+/// the verdict from that; for any other local memory it says `None`, and the group needs the
+/// whole load ([`verify`]). The tests below and `compose::tests` check both give the same
+/// answer on every kind of local memory.
+#[derive(Debug, Clone)]
+pub struct SharedVerdict {
+    version: ClaudeVersion,
+    budgets: Budgets,
+    /// Whether the block shows bodies trimmed (as this release does).
+    trimmed: bool,
+    /// The largest local memory whose read cannot reach the loader's byte budget.
+    local_bytes_left: u64,
+    /// Per section of the plan: `None` when a file other than the local memory holds its
+    /// text (or it has none to find), else the text to find in the local memory.
+    sections: Vec<Option<String>>,
+    /// [`dropped_imports`] of the load (the local memory imports nothing, so adds none).
+    dropped_imports: Vec<String>,
+    /// [`diagnostic_reasons`] of the load.
+    diagnostic_reasons: Vec<String>,
+    /// The digest's state after the block's text before the local memory's body.
+    prefix: Sha256,
+    /// The block after the local memory's body, then [`link_bytes`].
+    tail: Vec<u8>,
+}
+
+impl SharedVerdict {
+    /// Loads `plan` (a Claude Code plan) once with the placeholder as its local memory.
+    /// `None` when the split cannot be shown to hold for this plan (a flat backend, a plan
+    /// that does not seed `CLAUDE.local.md` once, a load where the placeholder does not load
+    /// as itself exactly once, a budget reached): its groups get the whole load.
+    pub fn new(
+        layout: &Layout,
+        plan: &GroupPlan,
+        sources: &Sources,
+        settings: &DeliverySettings,
+    ) -> Option<SharedVerdict> {
+        if plan.target.provider.is_flat() {
+            return None;
+        }
+        let mut seeds = plan
+            .entries
+            .iter()
+            .filter(|entry| matches!(entry.content, Content::Seed));
+        let seed = seeds.next()?;
+        if seeds.next().is_some()
+            || seed.path.in_fragments
+            || seed.path.name != names::CLAUDE_LOCAL_MD
+        {
+            return None;
+        }
+        let mut template = plan.clone();
+        template.local_memory = Some(PLACEHOLDER.as_bytes().to_vec());
+        let fs = snapshot(layout, &template, sources);
+        let options = claude_options(layout, settings);
+        let counted = Counted {
+            fs: &fs,
+            read: Cell::new(0),
+        };
+        let memory = load(&counted, &options).ok()?;
+        let read = counted.read.get();
+        // The placeholder loaded as itself, at the local memory's own path, and nowhere else.
+        let local = layout.workspace_mount.join(names::CLAUDE_LOCAL_MD);
+        let mut at = memory.files.iter().enumerate().filter(|(_, f)| {
+            f.path == local || f.real_path == local || f.body.contains(PLACEHOLDER)
+        });
+        let (index, file) = at.next()?;
+        if at.next().is_some()
+            || file.path != local
+            || file.real_path != local
+            || file.body != PLACEHOLDER
+            || memory
+                .diagnostics
+                .iter()
+                .any(|d| d.code == DiagnosticCode::BudgetExceeded)
+        {
+            return None;
+        }
+        let block = claude_block(&memory)?;
+        let links = link_bytes(&template, &fs);
+        if block.matches(PLACEHOLDER).count() != 1
+            || memmem::find(&links, PLACEHOLDER.as_bytes()).is_some()
+        {
+            return None;
+        }
+        let (prefix, suffix) = block.split_once(PLACEHOLDER)?;
+        // The block shows a body as [`shown`] says: checked here on one with spaces around it.
+        let trimmed = memory.claude_version.has(Behaviour::BodiesTrimmed);
+        let probe = " \n\tprobe \r\n";
+        let mut probed = memory.clone();
+        probed.files[index].body = probe.to_owned();
+        if claude_block(&probed)? != format!("{prefix}{}{suffix}", shown(probe, trimmed)) {
+            return None;
+        }
+        let sections =
+            plan.sections
+                .iter()
+                .map(|section| {
+                    let expected = expected_text(section);
+                    let finder = memmem::Finder::new(expected.as_bytes());
+                    let elsewhere =
+                        expected.is_empty()
+                            || memory.files.iter().enumerate().any(|(i, f)| {
+                                i != index && finder.find(f.body.as_bytes()).is_some()
+                            });
+                    (!elsewhere).then_some(expected)
+                })
+                .collect();
+        let others = read.checked_sub(PLACEHOLDER.len() as u64)?;
+        let mut hash = Sha256::new();
+        hash.update(prefix.as_bytes());
+        let mut tail = suffix.as_bytes().to_vec();
+        tail.extend_from_slice(&links);
+        Some(SharedVerdict {
+            version: options.claude_version,
+            budgets: options.budgets,
+            trimmed,
+            local_bytes_left: options
+                .budgets
+                .bytes
+                .saturating_sub(others)
+                .min(MAX_FILE_BYTES),
+            sections,
+            dropped_imports: dropped_imports(layout, &memory),
+            diagnostic_reasons: diagnostic_reasons(&memory),
+            prefix: hash,
+            tail,
+        })
+    }
+
+    /// The verdict of the group composed as `plan`: the plan this was made from with the
+    /// group's own local memory. `None` when that local memory needs the whole load
+    /// ([`verify`]); otherwise exactly what [`verify`] gives.
+    pub fn verdict(&self, plan: &GroupPlan) -> Option<Delivered> {
+        let local = plan.local_memory.as_deref()?;
+        if local.len() as u64 > self.local_bytes_left {
+            return None;
+        }
+        let text = String::from_utf8_lossy(local);
+        let parsed = parse_as_within(&text, self.version, &self.budgets).ok()?;
+        if !parsed.imports.is_empty()
+            || !parsed.ignored.is_empty()
+            || parsed.paths.is_some()
+            || parsed.paths_truncated
+            || js_trim(&parsed.body).is_empty()
+        {
+            return None;
+        }
+        let found: Vec<bool> = self
+            .sections
+            .iter()
+            .map(|expected| match expected {
+                None => true,
+                Some(expected) => {
+                    memmem::find(parsed.body.as_bytes(), expected.as_bytes()).is_some()
+                }
+            })
+            .collect();
+        let mut hash = self.prefix.clone();
+        hash.update(shown(&parsed.body, self.trimmed).as_bytes());
+        hash.update(&self.tail);
+        let delivered = assemble(
+            plan,
+            &found,
+            &self.dropped_imports,
+            false,
+            &self.diagnostic_reasons,
+            hex_digest(hash),
+        );
+        Some(with_dropped(plan, delivered))
+    }
+
+    /// About how many bytes this keeps (for a cache of these to count).
+    pub fn kept_bytes(&self) -> usize {
+        let texts = self.sections.iter().flatten();
+        self.tail.len()
+            + texts
+                .chain(&self.dropped_imports)
+                .chain(&self.diagnostic_reasons)
+                .map(|text| text.len() + std::mem::size_of::<String>())
+                .sum::<usize>()
+    }
+}
+
+/// A loaded body as the memory block shows it (trimmed since 2.1.79).
+fn shown(body: &str, trimmed: bool) -> &str {
+    match trimmed {
+        true => js_trim(body),
+        false => body,
+    }
+}
+
+/// A filesystem counting the bytes of the files read through it.
+struct Counted<'a> {
+    fs: &'a Snapshot,
+    read: Cell<u64>,
+}
+
+impl MemoryFs for Counted<'_> {
+    fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.fs.symlink_metadata(path)
+    }
+
+    fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.fs.metadata(path)
+    }
+
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        self.fs.read_link(path)
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        self.fs.canonicalize(path)
+    }
+
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        self.fs.read_dir(path)
+    }
+
+    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome> {
+        let outcome = self.fs.read_limited(path, limit);
+        if let Ok(ReadOutcome::Bytes(bytes)) = &outcome {
+            self.read.set(self.read.get() + bytes.len() as u64);
+        }
+        outcome
+    }
 }
 
 /// The container's view of the group after compose: the planned files and links in the
@@ -121,92 +386,149 @@ pub fn snapshot(layout: &Layout, plan: &GroupPlan, sources: &Sources) -> Snapsho
 /// The digest of the memory block, and in link delivery of what is behind every link clawmd
 /// composed too (approved or not): an upstream edit of a linked source always changes it.
 fn link_digest(plan: &GroupPlan, fs: &Snapshot, memory: &Memory) -> String {
-    use crate::loader::fs::{MemoryFs, ReadOutcome};
     let mut bytes = claude_block(memory).unwrap_or_default().into_bytes();
+    bytes.extend_from_slice(&link_bytes(plan, fs));
+    digest(&bytes)
+}
+
+/// What [`link_digest`] adds after the memory block: for every link clawmd composed, its
+/// target and what is behind it.
+fn link_bytes(plan: &GroupPlan, fs: &Snapshot) -> Vec<u8> {
+    let mut bytes = Vec::new();
     for entry in &plan.entries {
         if let Content::Symlink(target) = &entry.content {
             bytes.extend_from_slice(b"\0");
             bytes.extend_from_slice(target.as_os_str().as_encoded_bytes());
             bytes.extend_from_slice(b"\0");
-            if let Ok(ReadOutcome::Bytes(content)) =
-                fs.read_limited(target, crate::loader::MAX_FILE_BYTES)
-            {
+            if let Ok(ReadOutcome::Bytes(content)) = fs.read_limited(target, MAX_FILE_BYTES) {
                 bytes.extend_from_slice(&content);
             }
         }
     }
-    digest(&bytes)
+    bytes
 }
 
 /// The verdict for a Claude Code group whose memory the loader produced.
 pub fn from_memory(layout: &Layout, plan: &GroupPlan, memory: &Memory) -> Delivered {
-    let mut missing = Vec::new();
-    for section in &plan.sections {
-        let expected = expected_text(section);
-        if !expected.is_empty() && !memory.files.iter().any(|f| f.body.contains(&expected)) {
-            missing.push(section.id.name());
-        }
-    }
-    // An import inside a shared source that does not load (link delivery: the owner's file is
-    // not mounted, or not approved) means that source is not delivered whole.
-    for diagnostic in &memory.diagnostics {
-        let Some(from) = &diagnostic.from else {
-            continue;
-        };
-        // The importer as shown may be a link (`.claude-shared.md`): look at where it is.
-        let from = memory
-            .files
-            .iter()
-            .find(|f| &f.path == from)
-            .map_or(from, |f| &f.real_path);
-        let dropped = matches!(
-            diagnostic.code,
-            DiagnosticCode::ImportExternal
-                | DiagnosticCode::ImportMissing
-                | DiagnosticCode::ImportTooDeep
-        );
-        let section = if *from == layout.shared_base_target() {
-            Some(SectionId::SharedBase.name())
-        } else {
-            from.strip_prefix(layout.app_mount.join("skills"))
-                .ok()
-                .and_then(|rest| rest.components().next())
-                .map(|skill| format!("skill:{}", skill.as_os_str().to_string_lossy()))
-        };
-        if let (true, Some(section)) = (dropped, section)
-            && !missing.contains(&section)
-        {
-            missing.push(section);
-        }
-    }
+    let found: Vec<bool> = plan
+        .sections
+        .iter()
+        .map(|section| {
+            let expected = expected_text(section);
+            let finder = memmem::Finder::new(expected.as_bytes());
+            expected.is_empty()
+                || memory
+                    .files
+                    .iter()
+                    .any(|f| finder.find(f.body.as_bytes()).is_some())
+        })
+        .collect();
     // An empty CLAUDE.local.md has nothing to deliver (Claude Code skips empty files).
     let local = layout.workspace_mount.join(names::CLAUDE_LOCAL_MD);
     let local_empty = memory
         .diagnostics
         .iter()
         .any(|d| d.code == DiagnosticCode::FileEmpty && d.path == local);
-    if !local_empty && !memory.files.iter().any(|f| f.path == local) {
+    let local_missing = !local_empty && !memory.files.iter().any(|f| f.path == local);
+    assemble(
+        plan,
+        &found,
+        &dropped_imports(layout, memory),
+        local_missing,
+        &diagnostic_reasons(memory),
+        digest(claude_block(memory).unwrap_or_default().as_bytes()),
+    )
+}
+
+/// The sections whose shared source holds an import that does not load (link delivery: the
+/// owner's file is not mounted, or not approved), so that source is not delivered whole: one
+/// name per such diagnostic, in their order.
+fn dropped_imports(layout: &Layout, memory: &Memory) -> Vec<String> {
+    let shared_base = layout.shared_base_target();
+    let skills = layout.app_mount.join("skills");
+    let mut sections = Vec::new();
+    for diagnostic in &memory.diagnostics {
+        let Some(from) = &diagnostic.from else {
+            continue;
+        };
+        if !matches!(
+            diagnostic.code,
+            DiagnosticCode::ImportExternal
+                | DiagnosticCode::ImportMissing
+                | DiagnosticCode::ImportTooDeep
+        ) {
+            continue;
+        }
+        // The importer as shown may be a link (`.claude-shared.md`): look at where it is.
+        let from = memory
+            .files
+            .iter()
+            .find(|f| &f.path == from)
+            .map_or(from, |f| &f.real_path);
+        let section = if *from == shared_base {
+            Some(SectionId::SharedBase.name())
+        } else {
+            from.strip_prefix(&skills)
+                .ok()
+                .and_then(|rest| rest.components().next())
+                .map(|skill| format!("skill:{}", skill.as_os_str().to_string_lossy()))
+        };
+        sections.extend(section);
+    }
+    sections
+}
+
+/// The loader's reasons for what does not load, in order.
+fn diagnostic_reasons(memory: &Memory) -> Vec<String> {
+    memory
+        .diagnostics
+        .iter()
+        .filter(|d| {
+            matches!(
+                d.code,
+                DiagnosticCode::ImportExternal
+                    | DiagnosticCode::ImportMissing
+                    | DiagnosticCode::ImportTooDeep
+                    | DiagnosticCode::FileTooLarge
+                    | DiagnosticCode::FileUnreadable
+                    | DiagnosticCode::FileUnparsable
+            )
+        })
+        .map(|d| d.message.clone())
+        .collect()
+}
+
+/// A Claude Code group's verdict from its parts: which of `plan`'s sections are found in what
+/// loads (`found`, one per section), the sections whose imports do not load
+/// ([`dropped_imports`]), whether a non-empty local memory fails to load, the loader's
+/// reasons ([`diagnostic_reasons`]) and the digest.
+fn assemble(
+    plan: &GroupPlan,
+    found: &[bool],
+    dropped_imports: &[String],
+    local_missing: bool,
+    diagnostic_reasons: &[String],
+    memory_digest: String,
+) -> Delivered {
+    let mut missing: Vec<String> = plan
+        .sections
+        .iter()
+        .zip(found)
+        .filter(|(_, found)| !**found)
+        .map(|(section, _)| section.id.name())
+        .collect();
+    for section in dropped_imports {
+        if !missing.contains(section) {
+            missing.push(section.clone());
+        }
+    }
+    if local_missing {
         missing.push("local-memory".to_owned());
     }
     let mut reasons: Vec<String> = if missing.is_empty() {
         Vec::new()
     } else {
-        memory
-            .diagnostics
-            .iter()
-            .filter(|d| {
-                matches!(
-                    d.code,
-                    DiagnosticCode::ImportExternal
-                        | DiagnosticCode::ImportMissing
-                        | DiagnosticCode::ImportTooDeep
-                        | DiagnosticCode::FileTooLarge
-                        | DiagnosticCode::FileUnreadable
-                        | DiagnosticCode::FileUnparsable
-                )
-            })
-            .map(|d| d.message.clone())
-            .collect()
+        diagnostic_reasons.to_vec()
     };
     if reasons.is_empty() {
         for section in plan
@@ -225,7 +547,7 @@ pub fn from_memory(layout: &Layout, plan: &GroupPlan, memory: &Memory) -> Delive
         complete: missing.is_empty(),
         missing,
         reasons,
-        memory_digest: digest(claude_block(memory).unwrap_or_default().as_bytes()),
+        memory_digest,
     }
 }
 
@@ -285,9 +607,19 @@ fn expected_text(section: &Section) -> String {
 
 /// `sha256:<64 hex digits>`.
 pub fn digest(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    hex_digest(Sha256::new_with_prefix(bytes))
+}
+
+/// `sha256:<64 hex digits>` of what `hash` was given.
+fn hex_digest(hash: Sha256) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in hash.finalize() {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    out
 }
 
 #[cfg(test)]
