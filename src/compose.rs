@@ -618,10 +618,13 @@ mod tests {
         fs::write(path, text).unwrap();
     }
 
-    /// A deployment of 40 groups (enough for the parallel first look): most share one config,
-    /// and among them the local memories differ (empty, text, an import that does not load, a
-    /// comment left open); some enable other skills; some are flat (Codex) with their own
-    /// local memory; one has no `container.json`.
+    /// A deployment of 60 groups (enough for the parallel first look): most share one config,
+    /// and among them the local memories differ: missing, empty, blank, plain notes, CRLF,
+    /// frontmatter, control characters, a section's own text, huge (over Claude Code's size
+    /// warning), and ones that interact with the load (imports that do not load, that load
+    /// another composed file, in code, `paths:` frontmatter, a comment left open); some enable
+    /// other skills; some are flat (Codex) with their own local memory; one has no
+    /// `container.json`.
     fn deployment(root: &Path) -> Vec<String> {
         write(&root.join("container/CLAUDE.md"), "# base\nShared rules.\n");
         write(
@@ -635,7 +638,7 @@ mod tests {
         let shared =
             r#"{"skills": "all", "mcpServers": {"s": {"command": "x", "instructions": "use s"}}}"#;
         let mut groups = Vec::new();
-        for n in 0..40 {
+        for n in 0..60 {
             let group = format!("g{n:02}");
             let dir = root.join("groups").join(&group);
             fs::create_dir_all(&dir).unwrap();
@@ -644,15 +647,25 @@ mod tests {
                 8 => r#"{"skills": ["db"], "provider": "codex"}"#,
                 _ => shared,
             };
-            if n != 39 {
+            if n != 59 {
                 write(&dir.join("container.json"), config);
             }
-            let local = match n % 5 {
+            let local = match n % 15 {
                 0 => None,
                 1 => Some(String::new()),
                 2 => Some(format!("notes of {group}\n")),
                 3 => Some("@./missing.md\n".to_owned()),
-                _ => Some("<!-- left open\n".to_owned()),
+                4 => Some("<!-- left open\n".to_owned()),
+                5 => Some(format!("notes of {group}\r\nwith CRLF\r\n")),
+                6 => Some(format!("---\ntitle: t\n---\nnotes of {group}\n")),
+                7 => Some("WEB GUIDE\nShared rules.\n".to_owned()),
+                8 => Some(format!("control \u{1} and \u{0} in {group}\n")),
+                9 => Some(format!("{}{group}\n", "x".repeat(60_000))),
+                10 => Some("@./CLAUDE.md\nsee above\n".to_owned()),
+                11 => Some("```\n@./in-code.md\n```\n".to_owned()),
+                12 => Some("see @./.claude-shared.md\n".to_owned()),
+                13 => Some("---\npaths: src/**\n---\nconditional\n".to_owned()),
+                _ => Some(" \n\t\n".to_owned()),
             };
             if let Some(local) = local {
                 write(&dir.join("CLAUDE.local.md"), &local);
@@ -663,50 +676,78 @@ mod tests {
     }
 
     /// The verdicts and digests of a run that shares plans and verdicts between groups are the
-    /// ones each group gets alone: its own observation and [`verify`], nothing shared.
+    /// ones each group gets alone: its own observation and [`verify`], nothing shared. Both
+    /// ways a shared plan's verdict is had are covered: completed from the group's local
+    /// memory ([`SharedVerdict`]) and the whole load.
     #[test]
     fn shared_plans_and_verdicts_are_what_each_group_gets_alone() {
         for delivery in Delivery::ALL {
-            let root = tempfile::tempdir().unwrap();
-            let groups = deployment(root.path());
-            let layout = Layout::under_root(root.path());
-            let options = ComposeOptions {
-                settings: DeliverySettings::with_delivery(delivery),
-                ..ComposeOptions::default()
-            };
-            // The first run composes (batches), the second is the no-op (first looks).
-            for _ in 0..2 {
-                let report = compose(&layout, &Selection::All, &options).unwrap();
-                let (sources, _) = read_sources(&layout).unwrap();
-                let mut digests = std::collections::BTreeSet::new();
-                for (group, got) in groups.iter().zip(&report.groups) {
-                    assert_eq!(&got.group, group);
-                    assert!(got.error.is_none(), "{delivery} {group}: {got:?}");
-                    let alone = observe(
-                        &layout,
-                        &sources,
-                        &layout.group_dir(group),
-                        &options.settings,
-                        false,
-                    )
-                    .unwrap();
-                    assert!(alone.plan_id.is_none());
-                    let mut expected = GroupReport::from_steps(group, &[], &alone.plan);
-                    expected.set_delivered(verify(
-                        &layout,
-                        &alone.plan,
-                        &sources,
-                        &options.settings,
-                    ));
-                    assert_eq!(got.delivered, expected.delivered, "{delivery} {group}");
-                    assert_eq!(
-                        got.memory_digest, expected.memory_digest,
-                        "{delivery} {group}"
-                    );
-                    digests.insert(got.memory_digest.clone());
+            for approve_external in [false, true] {
+                let root = tempfile::tempdir().unwrap();
+                let groups = deployment(root.path());
+                let layout = Layout::under_root(root.path());
+                let options = ComposeOptions {
+                    settings: DeliverySettings {
+                        approve_external,
+                        ..DeliverySettings::with_delivery(delivery)
+                    },
+                    ..ComposeOptions::default()
+                };
+                // The first run composes (batches), the second is the no-op (first looks).
+                for _ in 0..2 {
+                    let report = compose(&layout, &Selection::All, &options).unwrap();
+                    let (sources, _) = read_sources(&layout).unwrap();
+                    let mut digests = std::collections::BTreeSet::new();
+                    let plans = Plans::default();
+                    let (mut completed, mut whole) = (0, 0);
+                    for (group, got) in groups.iter().zip(&report.groups) {
+                        assert_eq!(&got.group, group);
+                        assert!(got.error.is_none(), "{delivery} {group}: {got:?}");
+                        let alone = observe(
+                            &layout,
+                            &sources,
+                            &layout.group_dir(group),
+                            &options.settings,
+                            false,
+                        )
+                        .unwrap();
+                        assert!(alone.plan_id.is_none());
+                        let mut expected = GroupReport::from_steps(group, &[], &alone.plan);
+                        expected.set_delivered(verify(
+                            &layout,
+                            &alone.plan,
+                            &sources,
+                            &options.settings,
+                        ));
+                        assert_eq!(got.delivered, expected.delivered, "{delivery} {group}");
+                        assert_eq!(
+                            got.memory_digest, expected.memory_digest,
+                            "{delivery} {group}"
+                        );
+                        digests.insert(got.memory_digest.clone());
+                        // Which way the run had it.
+                        let shared = observe_with(
+                            &layout,
+                            &sources,
+                            &layout.group_dir(group),
+                            &options.settings,
+                            false,
+                            Some(&plans),
+                        )
+                        .unwrap();
+                        let fast = shared.plan_id.and_then(|_| {
+                            SharedVerdict::new(&layout, &shared.plan, &sources, &options.settings)
+                                .and_then(|verdict| verdict.verdict(&shared.plan))
+                        });
+                        match fast {
+                            Some(_) => completed += 1,
+                            None => whole += 1,
+                        }
+                    }
+                    // The groups do differ: shared verdicts are not all one.
+                    assert!(digests.len() >= 12, "{delivery}: {digests:?}");
+                    assert!(completed >= 20 && whole >= 20, "{completed} {whole}");
                 }
-                // The groups do differ: shared verdicts are not all one.
-                assert!(digests.len() >= 8, "{delivery}: {digests:?}");
             }
         }
     }

@@ -718,6 +718,241 @@ mod tests {
         );
     }
 
+    /// Local memories the shared verdict completes (they load as the placeholder did).
+    const PLAIN: &[&[u8]] = &[
+        b"LOCAL NOTES\n",
+        b"notes\r\nmore notes\r\n",
+        b"  padded on both sides \n\n\t",
+        b"---\ntitle: notes\n---\nbody after frontmatter\n",
+        b"control \x01 characters \x7f and a NUL \x00 inside\n",
+        b"not UTF-8: \xff\xfe\xc3 here\n",
+        b"WEB GUIDE\n",
+        b"BASE\n",
+        b"BASE\nHIDDEN\n",
+        b"<!-- a closed comment --> and text\n",
+        b"clawmdLocalMemoryPlaceholder7f3e9a1c\n",
+        b"# heading\n\n> quote\n\n- item\n",
+        b"<!-- left open\n",
+    ];
+
+    /// Local memories that need the whole load: nothing to load, imports, mentions the loader
+    /// reports, `paths:` frontmatter.
+    const INTERACTING: &[&[u8]] = &[
+        b"",
+        b" \n\t\r\n",
+        b"@./missing.md\n",
+        b"@./CLAUDE.md\n",
+        b"@./CLAUDE.local.md\n",
+        b"see @./.claude-shared.md\n",
+        b"@./.claude-fragments/mcp-s.md\n",
+        b"@/app/CLAUDE.md\n",
+        b"@/app/skills/web/instructions.md\n",
+        b"```\n@./in-code.md\n```\n",
+        b"<!-- @./in-comment.md -->\nvisible\n",
+        b"---\npaths: src/**\n---\nconditional\n",
+    ];
+
+    /// Whole-load verdict and shared verdict, side by side, for every local memory given, in
+    /// every delivery mode, approved or not, for two releases (bodies trimmed or not) and for
+    /// Codex. Returns how many the shared verdict completed.
+    fn compare(base: &str, locals: &[Option<Vec<u8>>]) -> (usize, usize) {
+        let layout = Layout::under_root(Path::new("/host"));
+        let sources = sources(base);
+        let mut completed = 0;
+        let mut whole = 0;
+        for delivery in Delivery::ALL {
+            for approve_external in [false, true] {
+                for claude_version in [
+                    crate::loader::ClaudeVersion::default(),
+                    crate::loader::ClaudeVersion::new(2, 0, 77),
+                ] {
+                    for provider in [None, Some(Provider::Codex)] {
+                        let settings = DeliverySettings {
+                            approve_external,
+                            claude_version,
+                            ..DeliverySettings::with_delivery(delivery)
+                        };
+                        let config = GroupConfig {
+                            provider,
+                            mcp_instructions: BTreeMap::from([(
+                                "s".to_owned(),
+                                "use s @./in-instructions.md".to_owned(),
+                            )]),
+                            ..GroupConfig::default()
+                        };
+                        let plan_of = |local: Option<&[u8]>| {
+                            let inputs = GroupInputs {
+                                local_memory: local,
+                            };
+                            plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap()
+                        };
+                        let shared =
+                            SharedVerdict::new(&layout, &plan_of(None), &sources, &settings);
+                        assert_eq!(shared.is_some(), provider.is_none(), "{delivery}");
+                        for local in locals {
+                            let mut plan = plan_of(None);
+                            plan.local_memory = local.clone();
+                            if provider.is_some() {
+                                plan = plan_of(local.as_deref());
+                            }
+                            let expected = verify(&layout, &plan, &sources, &settings);
+                            match shared.as_ref().and_then(|shared| shared.verdict(&plan)) {
+                                Some(got) => {
+                                    completed += 1;
+                                    assert_eq!(
+                                        got, expected,
+                                        "{delivery} {approve_external} {claude_version}: {local:?}"
+                                    );
+                                }
+                                None => whole += 1,
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (completed, whole)
+    }
+
+    fn owned(locals: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
+        locals.iter().map(|l| Some(l.to_vec())).collect()
+    }
+
+    #[test]
+    fn a_shared_verdict_completes_plain_local_memories_as_the_whole_load_does() {
+        let settings_claude = Delivery::ALL.len() * 2 * 2;
+        for base in [
+            "BASE\n",
+            "BASE\n<!-- never closed\nHIDDEN\n",
+            "# Base\n@./notes.md\n",
+        ] {
+            let (completed, whole) = compare(base, &owned(PLAIN));
+            assert_eq!(completed, PLAIN.len() * settings_claude, "{base:?}");
+            assert_eq!(whole, PLAIN.len() * settings_claude, "Codex: {base:?}");
+        }
+        // Huge: over Claude Code's per-file and total size warnings (which the verdict does
+        // not read), and up to the 4 MiB a local memory may be.
+        let huge = vec![
+            Some(vec![b'x'; 50_000]),
+            Some("notes ".repeat(25_000).into_bytes()),
+            Some(vec![b'y'; MAX_FILE_BYTES as usize]),
+        ];
+        let (completed, _) = compare("BASE\n", &huge);
+        assert_eq!(completed, huge.len() * settings_claude);
+    }
+
+    #[test]
+    fn a_local_memory_that_could_interact_gets_the_whole_load() {
+        let mut locals = owned(INTERACTING);
+        locals.push(None);
+        for base in ["BASE\n", "# Base\n@./notes.md\n"] {
+            let (completed, _) = compare(base, &locals);
+            assert_eq!(completed, 0, "{base:?}");
+        }
+        // Only a comment: empty to releases that strip comments (whole load), text to older
+        // ones (completed); either way the same verdict.
+        compare("BASE\n", &owned(&[b"<!-- only a comment -->\n"]));
+    }
+
+    #[test]
+    fn no_shared_verdict_where_the_placeholder_shows_elsewhere() {
+        let layout = Layout::under_root(Path::new("/host"));
+        let sources = sources(&format!("BASE {PLACEHOLDER}\n"));
+        let settings = DeliverySettings::default();
+        let plan = plan_delivery(
+            &layout,
+            &GroupConfig::default(),
+            &sources,
+            GroupInputs::default(),
+            &settings,
+        )
+        .unwrap();
+        assert!(SharedVerdict::new(&layout, &plan, &sources, &settings).is_none());
+    }
+
+    #[test]
+    fn the_local_memory_must_leave_the_byte_budget_untouched() {
+        let layout = Layout::under_root(Path::new("/host"));
+        // The shared base takes all but 100 bytes of the loader's 16 MiB (in four files of
+        // under 4 MiB: copy delivery).
+        let budget = crate::loader::Budgets::default().bytes as usize;
+        let sources = sources("BASE\n");
+        let settings = DeliverySettings::with_delivery(Delivery::Copy);
+        let plan = plan_delivery(
+            &layout,
+            &GroupConfig::default(),
+            &sources,
+            GroupInputs::default(),
+            &settings,
+        )
+        .unwrap();
+        let mut shared = SharedVerdict::new(&layout, &plan, &sources, &settings).unwrap();
+        let mut local = plan.clone();
+        local.local_memory = Some(b"small\n".to_vec());
+        assert!(shared.verdict(&local).is_some());
+        shared.local_bytes_left = 5;
+        assert!(shared.verdict(&local).is_none(), "{budget}");
+    }
+
+    #[test]
+    fn counted_counts_the_bytes_read_through_it() {
+        let mut fs = Snapshot::new();
+        fs.file(Path::new("/a.md"), b"12345".to_vec());
+        fs.link(Path::new("/b.md"), Path::new("/a.md"));
+        let counted = Counted {
+            fs: &fs,
+            read: Cell::new(0),
+        };
+        counted.read_limited(Path::new("/a.md"), 10).unwrap();
+        counted.read_limited(Path::new("/b.md"), 10).unwrap();
+        counted.read_limited(Path::new("/a.md"), 2).unwrap(); // too large: not read
+        assert!(counted.read_limited(Path::new("/missing"), 10).is_err());
+        assert_eq!(counted.read.get(), 10);
+        assert_eq!(
+            counted.canonicalize(Path::new("/b.md")).unwrap(),
+            Path::new("/a.md")
+        );
+    }
+
+    #[test]
+    fn shown_trims_as_the_release_does() {
+        assert_eq!(shown(" \n a \t\n", true), "a");
+        assert_eq!(shown(" \n a \t\n", false), " \n a \t\n");
+    }
+
+    #[test]
+    fn hex_digest_is_sha256_in_lowercase_hex() {
+        assert_eq!(
+            digest(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        let mut hash = Sha256::new();
+        hash.update(b"a");
+        hash.update(b"bc");
+        assert_eq!(hex_digest(hash), digest(b"abc"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Any local memory made of pieces the loader treats specially gets, from the shared
+        /// verdict when it completes one, exactly the whole load's verdict.
+        #[test]
+        fn a_shared_verdict_is_the_whole_load_on_any_local_memory(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "notes", " ", "\n", "\r\n", "\t", "@./x.md", "@", "a@b.c", "<!--", "-->",
+                    "```", "~~~", "`", "---\n", "paths: x\n", "WEB GUIDE", "BASE", "\u{1}",
+                    "\u{0}", "é", "# h\n", "> q\n", "- l\n", "    indented\n", PLACEHOLDER,
+                ]),
+                0..16,
+            )
+        ) {
+            let local = pieces.concat().into_bytes();
+            compare("BASE\n", &[Some(local)]);
+        }
+    }
+
     #[test]
     fn the_digest_is_stable_and_follows_the_content() {
         let a = verdict("BASE\n", DeliverySettings::default(), None);
