@@ -8,6 +8,7 @@
 //! outside the deployment is touched.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
@@ -24,25 +25,32 @@ enum Node {
 }
 
 /// An in-memory filesystem of absolute paths.
+///
+/// Nodes are kept by their path's bytes in normal form ([`key`]): a lookup compares bytes, not
+/// path components, and the children of a folder still come out sorted by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
-    nodes: BTreeMap<PathBuf, Node>,
+    nodes: BTreeMap<OsString, Node>,
+}
+
+/// `path` in normal form (components joined by single slashes, no trailing slash, no `.`),
+/// so that two paths equal as [`Path`]s have the same key.
+fn key(path: &Path) -> OsString {
+    path.components().collect::<PathBuf>().into_os_string()
 }
 
 impl Snapshot {
     /// An empty filesystem (just `/`).
     pub fn new() -> Self {
         let mut nodes = BTreeMap::new();
-        nodes.insert(PathBuf::from("/"), Node::Dir);
+        nodes.insert(OsString::from("/"), Node::Dir);
         Snapshot { nodes }
     }
 
     /// Adds a directory and its parents.
     pub fn dir(&mut self, path: &Path) {
         for ancestor in path.ancestors() {
-            self.nodes
-                .entry(ancestor.to_path_buf())
-                .or_insert(Node::Dir);
+            self.nodes.entry(key(ancestor)).or_insert(Node::Dir);
         }
     }
 
@@ -51,7 +59,7 @@ impl Snapshot {
         if let Some(parent) = path.parent() {
             self.dir(parent);
         }
-        self.nodes.insert(path.to_path_buf(), Node::File(bytes));
+        self.nodes.insert(key(path), Node::File(bytes));
     }
 
     /// Adds a symlink (and its parent directories).
@@ -60,7 +68,7 @@ impl Snapshot {
             self.dir(parent);
         }
         self.nodes
-            .insert(path.to_path_buf(), Node::Link(target.to_path_buf()));
+            .insert(key(path), Node::Link(target.to_path_buf()));
     }
 
     /// `path` with every symlink resolved (the last one too when `follow_last`), as the
@@ -78,7 +86,8 @@ impl Snapshot {
                 }
                 Part::Name(name) => {
                     let next = current.join(&name);
-                    match self.nodes.get(&next) {
+                    // `next` is in normal form: built from `/` by single names.
+                    match self.nodes.get(next.as_os_str()) {
                         Some(Node::Link(target)) if follow_last || !rest.is_empty() => {
                             links += 1;
                             if links > MAX_SYMLINKS {
@@ -99,7 +108,7 @@ impl Snapshot {
     fn node(&self, path: &Path, follow: bool) -> io::Result<(&Node, PathBuf)> {
         let resolved = self.resolve(path, follow)?;
         self.nodes
-            .get(&resolved)
+            .get(resolved.as_os_str())
             .map(|node| (node, resolved))
             .ok_or_else(not_found)
     }
@@ -171,7 +180,8 @@ impl MemoryFs for Snapshot {
         Ok(self
             .nodes
             .iter()
-            .filter(|(p, _)| p.parent() == Some(dir.as_path()) && **p != dir)
+            .map(|(p, node)| (Path::new(p), node))
+            .filter(|(p, _)| p.parent() == Some(dir.as_path()) && *p != dir)
             .map(|(p, node)| DirEntry {
                 name: p.file_name().unwrap_or_default().to_os_string(),
                 kind: metadata_of(node).kind,
@@ -197,6 +207,32 @@ impl MemoryFs for Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_paths_in_normal_form() {
+        assert_eq!(key(Path::new("/a//b/./c/")), "/a/b/c");
+        assert_eq!(key(Path::new("/")), "/");
+        assert_eq!(key(Path::new("/a/../b")), "/a/../b");
+        // A file added under a path spelled differently is the same node.
+        let mut fs = Snapshot::new();
+        fs.file(Path::new("/w//x.md"), b"X".to_vec());
+        assert_eq!(
+            fs.read_limited(Path::new("/w/x.md"), 10).unwrap(),
+            ReadOutcome::Bytes(b"X".to_vec())
+        );
+        // Children come out sorted by name (as in path order), a folder's own entries
+        // (`a/z`, between `a-b` and `x.md` by bytes) left out.
+        fs.file(Path::new("/w/a-b"), Vec::new());
+        fs.dir(Path::new("/w/a/"));
+        fs.file(Path::new("/w/a/z"), Vec::new());
+        let names: Vec<_> = fs
+            .read_dir(Path::new("/w"))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, ["a", "a-b", "x.md"]);
+    }
 
     #[test]
     fn links_resolve_in_container_space() {

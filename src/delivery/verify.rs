@@ -530,7 +530,7 @@ fn assemble(
     } else {
         diagnostic_reasons.to_vec()
     };
-    if reasons.is_empty() {
+    if reasons.is_empty() && !missing.is_empty() {
         for section in plan
             .sections
             .iter()
