@@ -255,7 +255,8 @@ impl SharedVerdict {
     /// ([`verify`]); otherwise exactly what [`verify`] gives.
     pub fn verdict(&self, plan: &GroupPlan) -> Option<Delivered> {
         let local = plan.local_memory.as_deref()?;
-        if local.len() as u64 > self.local_bytes_left {
+        if local.len() as u64 > self.local_bytes_left || plan.sections.len() != self.sections.len()
+        {
             return None;
         }
         let text = String::from_utf8_lossy(local);
