@@ -169,7 +169,8 @@ fn generated_types_match_the_schemas() {
 /// real node against the real binary, as a host calls it before each spawn: a good group
 /// composes (then is a no-op with the same digest), a broken `container.json` is a typed error
 /// naming the file and the field, an incomplete delivery is refused unless allowed, and a
-/// missing or hanging binary is a clear error.
+/// missing or hanging binary is a clear error, and a lock another run holds is a typed
+/// `lock-timeout`.
 #[test]
 fn runner_composes_before_spawn_with_the_real_node_and_binary() {
     let tools = ts_tools();
@@ -240,6 +241,12 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
         )
         .group("linked", Some("{}"))
         .group("flat", Some("{}"));
+    // A deployment where another run holds the lock of `locked` for the whole host run (its own
+    // deployment: migrate, which takes every group's lock, would wait for it too).
+    let locked = Deployment::standard().group("locked", Some("{}"));
+    std::fs::create_dir_all(locked.path("groups/.clawmd-locks")).unwrap();
+    let held = std::fs::File::create(locked.path("groups/.clawmd-locks/locked.lock")).unwrap();
+    held.lock().unwrap();
     // A deployment whose shared base is a folder: the run cannot start.
     let unreadable = Deployment::new()
         .group("good", Some("{}"))
@@ -258,13 +265,25 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
             .env("CLAWMD", CLAWMD)
             .env("DEPLOYMENT", d.root())
             .env("UNREADABLE_ROOT", unreadable.root())
+            .env("LOCKED_ROOT", locked.root())
             .env("SLOW_BINARY", &slow)
             .output()
             .unwrap(),
     );
     // The two timeouts (300 ms each) killed the stand-in rather than waiting 30 s for it.
-    assert!(started.elapsed().as_secs() < 25, "{:?}", started.elapsed());
     let results: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        started.elapsed().as_secs() < 25,
+        "the host took {:?}; each call's milliseconds: {}",
+        started.elapsed(),
+        results
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(name, outcome)| format!("{name} {}", outcome["ms"]))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let value = |name: &str| -> &Value {
         results[name]
             .get("value")
@@ -361,6 +380,19 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
         assert!(message.contains("/nonexistent/clawmd"), "{message}");
         assert!(message.contains("ENOENT"), "{message}");
     }
+    for name in ["lockTimeout", "lockTimeoutSync"] {
+        let waited = error(name);
+        assert_eq!(waited["code"], "lock-timeout", "{waited}");
+        assert_eq!(waited["group"], "locked", "{waited}");
+        let message = waited["message"].as_str().unwrap();
+        assert!(message.contains("locked.lock"), "{message}");
+        assert!(message.contains("held by another clawmd run"), "{message}");
+    }
+    assert!(
+        !locked.exists("groups/locked/CLAUDE.md"),
+        "a group whose lock is held is not composed"
+    );
+    drop(held);
     for name in ["timeout", "timeoutSync"] {
         let timeout = error(name);
         assert_eq!(timeout["code"], "timeout", "{timeout}");
