@@ -15,17 +15,23 @@ import {
 const root = process.env["DEPLOYMENT"] ?? "";
 const slow = process.env["SLOW_BINARY"] ?? "";
 const unreadable = process.env["UNREADABLE_ROOT"] ?? "";
+const locked = process.env["LOCKED_ROOT"] ?? "";
 
-type Outcome =
+type Outcome = { ms: number } & (
   | { value: unknown }
-  | { error: { name: string; code: string; file: string | null; group: string | null; message: string } };
+  | { error: { name: string; code: string; file: string | null; group: string | null; message: string } }
+);
 
 async function outcome(call: () => Promise<unknown> | unknown): Promise<Outcome> {
+  const started = performance.now();
+  const ms = () => Math.round(performance.now() - started);
   try {
-    return { value: await call() };
+    const value = await call();
+    return { ms: ms(), value };
   } catch (err) {
     if (err instanceof ClawmdError) {
       return {
+        ms: ms(),
         error: { name: err.name, code: err.code, file: err.file, group: err.group, message: err.message },
       };
     }
@@ -64,6 +70,8 @@ const results: Record<string, Outcome> = {
   missingBinarySync: await outcome(() =>
     composeBeforeSpawnSync("good", { root, binary: "/nonexistent/clawmd" }),
   ),
+  lockTimeout: await outcome(() => composeBeforeSpawn("locked", { root: locked, lockTimeoutSecs: 1 })),
+  lockTimeoutSync: await outcome(() => composeBeforeSpawnSync("locked", { root: locked, lockTimeoutSecs: 1 })),
   timeout: await outcome(() => composeBeforeSpawn("good", { root, binary: slow, timeoutMs: 300 })),
   timeoutSync: await outcome(() => composeBeforeSpawnSync("good", { root, binary: slow, timeoutMs: 300 })),
   checkGood: await outcome(async () => {

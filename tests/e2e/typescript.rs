@@ -1,7 +1,7 @@
 //! The TypeScript integration (integrations/typescript/), with the real tools: the generated
 //! types are what `scripts/gen-typescript` makes from `clawmd schema …` today, byte for byte;
 //! the runner module and a stand-in host (tests/e2e/ts-host.ts) compile with the real `tsc
-//! --strict` against them; and the host, run by the real `node`, composes, checks and migrates
+//! --strict` against them, as do the examples of integrations/typescript/README.md; and the host, run by the real `node`, composes, checks and migrates
 //! a temp deployment with the real clawmd binary, getting typed reports and typed errors.
 //!
 //! The tools come from `scripts/e2e-setup` (`typescript`, `json-schema-to-typescript` and
@@ -165,14 +165,9 @@ fn generated_types_match_the_schemas() {
     }
 }
 
-/// The runner, compiled with the real tsc --strict against the generated types and run by the
-/// real node against the real binary, as a host calls it before each spawn: a good group
-/// composes (then is a no-op with the same digest), a broken `container.json` is a typed error
-/// naming the file and the field, an incomplete delivery is refused unless allowed, and a
-/// missing or hanging binary is a clear error.
-#[test]
-fn runner_composes_before_spawn_with_the_real_node_and_binary() {
-    let tools = ts_tools();
+/// A temp folder holding the shipped runner (`clawmd.ts`, `tsconfig.json`, `package.json`,
+/// `generated/`) and the locked tools' `node_modules`, as a host that copied them would.
+fn build_dir(tools: &TsTools) -> tempfile::TempDir {
     let build = tempfile::tempdir().unwrap();
     let src = repo().join("integrations/typescript");
     std::fs::create_dir(build.path().join("generated")).unwrap();
@@ -187,14 +182,94 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
         )
         .unwrap();
     }
-    std::fs::copy(
-        repo().join("tests/e2e/ts-host.ts"),
-        build.path().join("ts-host.ts"),
-    )
-    .unwrap();
     std::os::unix::fs::symlink(
         tools.dir.join("node_modules"),
         build.path().join("node_modules"),
+    )
+    .unwrap();
+    build
+}
+
+/// The runner's exports, for a README example that does not import them itself.
+const README_IMPORTS: &str = r#"import {
+  ClawmdError, checkGroup, composeBeforeSpawn, composeBeforeSpawnSync, migrateOnce,
+} from "./clawmd.js";
+void [ClawmdError, checkGroup, composeBeforeSpawn, composeBeforeSpawnSync, migrateOnce];
+"#;
+
+/// What the README's examples take from the host around them (nanoclaw's names), declared so
+/// that everything else in them is type-checked against the runner as it is.
+const README_HOST: &str = r#"interface AgentGroup { folder: string }
+declare const group: AgentGroup;
+declare const root: string;
+declare const log: {
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+};
+void [group, root, log];
+"#;
+
+/// The ```ts examples of integrations/typescript/README.md compile with the shipped
+/// tsconfig.json (strict) against the runner and the generated types: a renamed option or
+/// report field fails here, not in a host that copied the example.
+#[test]
+fn readme_examples_type_check() {
+    let tools = ts_tools();
+    let build = build_dir(tools);
+    let readme = std::fs::read_to_string(repo().join("integrations/typescript/README.md")).unwrap();
+    let examples: Vec<&str> = readme
+        .split("```ts\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .collect();
+    assert_eq!(
+        examples.len(),
+        3,
+        "the README's ```ts examples: {examples:#?}"
+    );
+    let mut files = Vec::new();
+    for (n, example) in examples.iter().enumerate() {
+        let imports = match example.contains("from \"./clawmd.js\"") {
+            true => "",
+            false => README_IMPORTS,
+        };
+        let name = format!("readme-example-{n}.ts");
+        std::fs::write(
+            build.path().join(&name),
+            format!("{imports}{README_HOST}{example}"),
+        )
+        .unwrap();
+        files.push(name);
+    }
+    let tsconfig = build.path().join("tsconfig.json");
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&tsconfig).unwrap()).unwrap();
+    let include = config["include"].as_array_mut().unwrap();
+    include.extend(files.iter().map(|f| Value::from(f.as_str())));
+    std::fs::write(&tsconfig, config.to_string()).unwrap();
+    succeeded(
+        "tsc -p tsconfig.json (the README's examples)",
+        Command::new(tools.tsc())
+            .args(["-p", "tsconfig.json", "--noEmit"])
+            .current_dir(build.path())
+            .output()
+            .unwrap(),
+    );
+}
+
+/// The runner, compiled with the real tsc --strict against the generated types and run by the
+/// real node against the real binary, as a host calls it before each spawn: a good group
+/// composes (then is a no-op with the same digest), a broken `container.json` is a typed error
+/// naming the file and the field, an incomplete delivery is refused unless allowed, and a
+/// missing or hanging binary is a clear error, and a lock another run holds is a typed
+/// `lock-timeout`.
+#[test]
+fn runner_composes_before_spawn_with_the_real_node_and_binary() {
+    let tools = ts_tools();
+    let build = build_dir(tools);
+    std::fs::copy(
+        repo().join("tests/e2e/ts-host.ts"),
+        build.path().join("ts-host.ts"),
     )
     .unwrap();
     // The shipped tsconfig.json type-checks the runner as it is...
@@ -240,6 +315,12 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
         )
         .group("linked", Some("{}"))
         .group("flat", Some("{}"));
+    // A deployment where another run holds the lock of `locked` for the whole host run (its own
+    // deployment: migrate, which takes every group's lock, would wait for it too).
+    let locked = Deployment::standard().group("locked", Some("{}"));
+    std::fs::create_dir_all(locked.path("groups/.clawmd-locks")).unwrap();
+    let held = std::fs::File::create(locked.path("groups/.clawmd-locks/locked.lock")).unwrap();
+    held.lock().unwrap();
     // A deployment whose shared base is a folder: the run cannot start.
     let unreadable = Deployment::new()
         .group("good", Some("{}"))
@@ -258,13 +339,25 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
             .env("CLAWMD", CLAWMD)
             .env("DEPLOYMENT", d.root())
             .env("UNREADABLE_ROOT", unreadable.root())
+            .env("LOCKED_ROOT", locked.root())
             .env("SLOW_BINARY", &slow)
             .output()
             .unwrap(),
     );
     // The two timeouts (300 ms each) killed the stand-in rather than waiting 30 s for it.
-    assert!(started.elapsed().as_secs() < 25, "{:?}", started.elapsed());
     let results: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        started.elapsed().as_secs() < 25,
+        "the host took {:?}; each call's milliseconds: {}",
+        started.elapsed(),
+        results
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(name, outcome)| format!("{name} {}", outcome["ms"]))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let value = |name: &str| -> &Value {
         results[name]
             .get("value")
@@ -361,6 +454,19 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
         assert!(message.contains("/nonexistent/clawmd"), "{message}");
         assert!(message.contains("ENOENT"), "{message}");
     }
+    for name in ["lockTimeout", "lockTimeoutSync"] {
+        let waited = error(name);
+        assert_eq!(waited["code"], "lock-timeout", "{waited}");
+        assert_eq!(waited["group"], "locked", "{waited}");
+        let message = waited["message"].as_str().unwrap();
+        assert!(message.contains("locked.lock"), "{message}");
+        assert!(message.contains("held by another clawmd run"), "{message}");
+    }
+    assert!(
+        !locked.exists("groups/locked/CLAUDE.md"),
+        "a group whose lock is held is not composed"
+    );
+    drop(held);
     for name in ["timeout", "timeoutSync"] {
         let timeout = error(name);
         assert_eq!(timeout["code"], "timeout", "{timeout}");
