@@ -815,6 +815,18 @@ mod tests {
         (completed, whole)
     }
 
+    /// The plan of a group with the default config and nothing of its own.
+    fn default_plan(layout: &Layout, sources: &Sources, settings: &DeliverySettings) -> GroupPlan {
+        plan_delivery(
+            layout,
+            &GroupConfig::default(),
+            sources,
+            GroupInputs::default(),
+            settings,
+        )
+        .unwrap()
+    }
+
     fn owned(locals: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
         locals.iter().map(|l| Some(l.to_vec())).collect()
     }
@@ -860,14 +872,7 @@ mod tests {
         let layout = Layout::under_root(Path::new("/host"));
         let sources = sources(&format!("BASE {PLACEHOLDER}\n"));
         let settings = DeliverySettings::default();
-        let plan = plan_delivery(
-            &layout,
-            &GroupConfig::default(),
-            &sources,
-            GroupInputs::default(),
-            &settings,
-        )
-        .unwrap();
+        let plan = default_plan(&layout, &sources, &settings);
         assert!(SharedVerdict::new(&layout, &plan, &sources, &settings).is_none());
     }
 
@@ -879,14 +884,7 @@ mod tests {
         let budget = crate::loader::Budgets::default().bytes as usize;
         let sources = sources("BASE\n");
         let settings = DeliverySettings::with_delivery(Delivery::Copy);
-        let plan = plan_delivery(
-            &layout,
-            &GroupConfig::default(),
-            &sources,
-            GroupInputs::default(),
-            &settings,
-        )
-        .unwrap();
+        let plan = default_plan(&layout, &sources, &settings);
         let mut shared = SharedVerdict::new(&layout, &plan, &sources, &settings).unwrap();
         let mut local = plan.clone();
         local.local_memory = Some(b"small\n".to_vec());
