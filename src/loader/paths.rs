@@ -12,6 +12,28 @@ use super::markdown::js_trim;
 /// `path.normalize` for an absolute path: resolve `.` and `..`, collapse separators, drop a
 /// trailing slash. (`..` above `/` stays at `/`.)
 pub fn normalize(p: &Path) -> PathBuf {
+    // Most paths are normal already; checking costs one pass and no allocation, where
+    // rebuilding costs a push per component (hostile imports are thousands of folders deep).
+    if is_normal(p) {
+        return p.to_path_buf();
+    }
+    normalize_by_components(p)
+}
+
+/// Whether `p` is what [`normalize`] would make of it: absolute, and every component a name
+/// (no empty one, no `.` or `..`, no trailing `/`).
+fn is_normal(p: &Path) -> bool {
+    let bytes = p.as_os_str().as_encoded_bytes();
+    match bytes {
+        [b'/'] => true,
+        [b'/', rest @ ..] => rest
+            .split(|&b| b == b'/')
+            .all(|name| !name.is_empty() && name != b"." && name != b".."),
+        _ => false,
+    }
+}
+
+fn normalize_by_components(p: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for c in p.components() {
         match c {
@@ -225,6 +247,42 @@ pub fn is_below(a: &Path, b: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The shortcut for paths already normal gives what rebuilding them gives.
+        #[test]
+        fn normalize_equals_rebuilding_by_components(
+            parts in proptest::collection::vec(
+                prop_oneof![Just(""), Just("."), Just(".."), Just("a"), Just("b.md"), Just("..."), Just(".x")],
+                0..8,
+            ),
+            absolute in any::<bool>(),
+            trailing in any::<bool>(),
+        ) {
+            let mut text = parts.join("/");
+            if absolute {
+                text.insert(0, '/');
+            }
+            if trailing {
+                text.push('/');
+            }
+            let path = Path::new(&text);
+            prop_assert_eq!(normalize(path), normalize_by_components(path));
+        }
+    }
+
+    #[test]
+    fn already_normal_paths_are_recognised() {
+        for p in ["/", "/a", "/a/b.md", "/a/.x/...", "/a/b c"] {
+            assert!(is_normal(Path::new(p)), "{p}");
+        }
+        for p in [
+            "", "a", "/a/", "//a", "/a//b", "/./a", "/a/.", "/a/..", "/../a",
+        ] {
+            assert!(!is_normal(Path::new(p)), "{p}");
+        }
+    }
 
     #[test]
     fn extname_like_node() {
