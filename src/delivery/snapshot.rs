@@ -73,30 +73,42 @@ impl Snapshot {
 
     /// `path` with every symlink resolved (the last one too when `follow_last`), as the
     /// kernel resolves it: component by component, a link's target replacing the link.
+    /// Components are taken as they come (a path thousands of folders deep that is missing
+    /// early costs only the steps up to where it is missing).
     fn resolve(&self, path: &Path, follow_last: bool) -> io::Result<PathBuf> {
-        let mut rest = parts(path);
-        rest.reverse();
+        // What is left to walk: the path, and in front of it the targets of the links met.
+        let mut pending = vec![components(path)];
         let mut current = PathBuf::from("/");
         let mut links = 0;
-        while let Some(part) = rest.pop() {
-            match part {
-                Part::Root => current = PathBuf::from("/"),
-                Part::Parent => {
+        while let Some(walking) = pending.last_mut() {
+            let Some(component) = walking.next() else {
+                pending.pop();
+                continue;
+            };
+            match component {
+                Component::RootDir | Component::Prefix(_) => current = PathBuf::from("/"),
+                Component::ParentDir => {
                     current.pop();
                 }
-                Part::Name(name) => {
-                    let next = current.join(&name);
+                Component::CurDir => {}
+                Component::Normal(name) => {
+                    let next = current.join(name);
+                    let last = pending.iter_mut().all(|rest| rest.peek().is_none());
                     // `next` is in normal form: built from `/` by single names.
                     match self.nodes.get(next.as_os_str()) {
-                        Some(Node::Link(target)) if follow_last || !rest.is_empty() => {
+                        Some(Node::Link(target)) if follow_last || !last => {
                             links += 1;
                             if links > MAX_SYMLINKS {
                                 return Err(io::Error::other("too many levels of symbolic links"));
                             }
-                            rest.extend(parts(target).into_iter().rev());
+                            pending.push(components(target));
+                        }
+                        // A file cannot be walked through (`f.md/..`), as the kernel says.
+                        Some(Node::File(_)) if !last => {
+                            return Err(io::Error::from(io::ErrorKind::NotADirectory));
                         }
                         Some(_) => current = next,
-                        None if rest.is_empty() => current = next,
+                        None if last => current = next,
                         None => return Err(not_found()),
                     }
                 }
@@ -114,21 +126,11 @@ impl Snapshot {
     }
 }
 
-enum Part {
-    Root,
-    Parent,
-    Name(std::ffi::OsString),
-}
-
-fn parts(path: &Path) -> Vec<Part> {
-    path.components()
-        .filter_map(|c| match c {
-            Component::RootDir | Component::Prefix(_) => Some(Part::Root),
-            Component::ParentDir => Some(Part::Parent),
-            Component::CurDir => None,
-            Component::Normal(name) => Some(Part::Name(name.to_os_string())),
-        })
-        .collect()
+/// The components of `path` that move the walk (a leading `.` does not).
+fn components(path: &Path) -> std::iter::Peekable<std::path::Components<'_>> {
+    let mut components = path.components().peekable();
+    components.next_if_eq(&Component::CurDir);
+    components
 }
 
 fn not_found() -> io::Error {
@@ -232,6 +234,79 @@ mod tests {
             .map(|e| e.name)
             .collect();
         assert_eq!(names, ["a", "a-b", "x.md"]);
+    }
+
+    #[test]
+    /// Resolution agrees with the kernel's on the same tree (relative links, so that it can
+    /// be built on disk): links in the middle of a path, `..` after a link, `./` targets,
+    /// chains, loops and paths missing early or late.
+    fn resolution_agrees_with_the_kernel() {
+        let disk = tempfile::tempdir().unwrap();
+        let mut fs = Snapshot::new();
+        let files = ["w/a/b/f.md", "w/c/g.md", "w/d/e/h.md"];
+        let links = [
+            ("w/l1", "a/b"),
+            ("w/l2", "./c"),
+            ("w/a/up", "../d/e"),
+            ("w/chain", "l1"),
+            ("w/loop1", "loop2"),
+            ("w/loop2", "loop1"),
+            ("w/d/back", "../a/../c/g.md"),
+            ("w/dot", "."),
+        ];
+        for file in files {
+            let on_disk = disk.path().join(file);
+            std::fs::create_dir_all(on_disk.parent().unwrap()).unwrap();
+            std::fs::write(&on_disk, file).unwrap();
+            fs.file(&Path::new("/").join(file), file.as_bytes().to_vec());
+        }
+        for (link, target) in links {
+            std::os::unix::fs::symlink(target, disk.path().join(link)).unwrap();
+            fs.link(&Path::new("/").join(link), Path::new(target));
+        }
+        let deep = format!("w/{}x.md", "a/".repeat(300));
+        let queries = [
+            "w/l1/f.md",
+            "w/l2/g.md",
+            "w/a/up/h.md",
+            "w/a/up/../../c/g.md",
+            "w/chain/f.md",
+            "w/chain/../b/f.md",
+            "w/loop1",
+            "w/loop1/x",
+            "w/d/back",
+            "w/dot/dot/dot/l2/g.md",
+            "w/missing/f.md",
+            "w/l1/missing.md",
+            "w/c/g.md/x",
+            "w/l1",
+            "w/chain",
+            "w/a/up",
+            "w/l2/../l1",
+            "w/chain/../l2",
+            "w/missing/../c/g.md",
+            "w/c/g.md/../g.md",
+            &deep,
+        ];
+        for query in queries {
+            let kernel = std::fs::canonicalize(disk.path().join(query))
+                .map(|p| Path::new("/").join(p.strip_prefix(disk.path()).unwrap()));
+            let ours = fs.canonicalize(&Path::new("/").join(query));
+            match (&kernel, &ours) {
+                (Ok(k), Ok(o)) => assert_eq!(k, o, "{query}"),
+                (Err(_), Err(_)) => {}
+                _ => panic!("{query}: kernel {kernel:?}, snapshot {ours:?}"),
+            }
+            // Without following the last link (lstat): links before it are still followed.
+            let kernel = std::fs::symlink_metadata(disk.path().join(query))
+                .ok()
+                .map(|m| FileKind::from_mode(std::os::unix::fs::MetadataExt::mode(&m)));
+            let ours = fs
+                .symlink_metadata(&Path::new("/").join(query))
+                .ok()
+                .map(|m| m.kind);
+            assert_eq!(kernel, ours, "lstat {query}");
+        }
     }
 
     #[test]

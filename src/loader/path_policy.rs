@@ -226,18 +226,37 @@ pub(crate) fn is_protected(p: &Path, version: ClaudeVersion) -> bool {
 /// JS `ssn`: `^connector-downloads[. ]*(?::.*)?$` on the lower-cased name, `ſ` read as `s`
 /// and default-ignorable characters removed.
 fn is_connector_downloads(name: &str) -> bool {
-    const NAME: &str = "connector-downloads";
+    // An ASCII name folds to its ASCII lower case (the characters folded or removed below are
+    // all outside ASCII): compared in place, with no allocation for each folder of a path
+    // (hostile imports are thousands of folders deep).
+    if name.is_ascii() {
+        return name
+            .get(..CONNECTOR_DOWNLOADS.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(CONNECTOR_DOWNLOADS))
+            && is_stream_or_dots(&name[CONNECTOR_DOWNLOADS.len()..]);
+    }
+    folded_is_connector_downloads(name)
+}
+
+const CONNECTOR_DOWNLOADS: &str = "connector-downloads";
+
+/// What may follow the name: trailing dots or spaces, then nothing or an NTFS stream (`:…`).
+fn is_stream_or_dots(rest: &str) -> bool {
+    let rest = rest.trim_start_matches(['.', ' ']);
+    rest.is_empty() || rest.starts_with(':')
+}
+
+/// [`is_connector_downloads`] for any name: folded as JS does, then compared.
+fn folded_is_connector_downloads(name: &str) -> bool {
     let folded: String = name
         .to_lowercase()
         .chars()
         .map(|c| if c == '\u{17f}' { 's' } else { c })
         .filter(|c| !is_default_ignorable(*c))
         .collect();
-    let Some(rest) = folded.strip_prefix(NAME) else {
-        return false;
-    };
-    let rest = rest.trim_start_matches(['.', ' ']);
-    rest.is_empty() || rest.starts_with(':')
+    folded
+        .strip_prefix(CONNECTOR_DOWNLOADS)
+        .is_some_and(is_stream_or_dots)
 }
 
 /// The common default-ignorable code points (soft hyphen, zero-width and bidi controls,
@@ -254,15 +273,15 @@ fn is_default_ignorable(c: char) -> bool {
 /// JS `ei`: `/(^|\/)claude(-\d+)?\/[^/]+\/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\/scratchpad\//i`.
 fn in_scratchpad(s: &str) -> bool {
     let segs: Vec<&str> = s.split('/').collect();
-    let is_claude = |seg: &str| {
-        let l = seg.to_ascii_lowercase();
-        match l.strip_prefix("claude") {
-            Some("") => true,
-            Some(rest) => rest
+    // `claude` in any ASCII case, then nothing or `-` and digits (lower-casing changes neither).
+    let is_claude = |seg: &str| match seg.get(..6) {
+        Some(head) if head.eq_ignore_ascii_case("claude") => match &seg[6..] {
+            "" => true,
+            rest => rest
                 .strip_prefix('-')
                 .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())),
-            None => false,
-        }
+        },
+        _ => false,
     };
     let is_uuid = |seg: &str| {
         let b = seg.as_bytes();
@@ -287,6 +306,34 @@ fn in_scratchpad(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The in-place comparison for ASCII names gives what folding them gives.
+    #[test]
+    fn ascii_names_compare_as_folded() {
+        for name in [
+            "connector-downloads",
+            "Connector-Downloads",
+            "CONNECTOR-DOWNLOADS.. ",
+            "connector-downloads:stream",
+            "connector-downloads. :x",
+            "connector-downloadsx",
+            "connector-download",
+            "xconnector-downloads",
+            "connector_downloads",
+            "",
+            ".",
+            "a",
+        ] {
+            assert_eq!(
+                is_connector_downloads(name),
+                folded_is_connector_downloads(name),
+                "{name:?}"
+            );
+        }
+        // Non-ASCII names still fold: the long s, a zero-width space.
+        assert!(is_connector_downloads("connector-download\u{17f}"));
+        assert!(is_connector_downloads("connector-\u{200b}downloads"));
+    }
 
     #[test]
     fn process_files() {
