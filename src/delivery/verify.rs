@@ -59,9 +59,8 @@ pub fn verify(
             let fs = snapshot(layout, plan, sources);
             match load(&fs, &claude_options(layout, settings)) {
                 Ok(memory) => {
-                    let mut delivered = from_memory(layout, plan, &memory);
-                    delivered.memory_digest = link_digest(plan, &fs, &memory);
-                    delivered
+                    let memory_digest = link_digest(plan, &fs, &memory);
+                    from_memory(layout, plan, &memory, memory_digest)
                 }
                 Err(err) => Delivered {
                     complete: false,
@@ -409,8 +408,14 @@ fn link_bytes(plan: &GroupPlan, fs: &Snapshot) -> Vec<u8> {
     bytes
 }
 
-/// The verdict for a Claude Code group whose memory the loader produced.
-pub fn from_memory(layout: &Layout, plan: &GroupPlan, memory: &Memory) -> Delivered {
+/// The verdict for a Claude Code group whose memory the loader produced, with the digest
+/// of what it receives ([`link_digest`]).
+fn from_memory(
+    layout: &Layout,
+    plan: &GroupPlan,
+    memory: &Memory,
+    memory_digest: String,
+) -> Delivered {
     let found: Vec<bool> = plan
         .sections
         .iter()
@@ -437,7 +442,7 @@ pub fn from_memory(layout: &Layout, plan: &GroupPlan, memory: &Memory) -> Delive
         &dropped_imports(layout, memory),
         local_missing,
         &diagnostic_reasons(memory),
-        digest(claude_block(memory).unwrap_or_default().as_bytes()),
+        memory_digest,
     )
 }
 
