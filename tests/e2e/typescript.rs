@@ -190,6 +190,18 @@ fn build_dir(tools: &TsTools) -> tempfile::TempDir {
     build
 }
 
+/// Type-checks the project in `dir` with its `tsconfig.json` (strict), emitting nothing.
+fn type_check(tools: &TsTools, dir: &Path, what: &str) {
+    succeeded(
+        what,
+        Command::new(tools.tsc())
+            .args(["-p", "tsconfig.json", "--noEmit"])
+            .current_dir(dir)
+            .output()
+            .unwrap(),
+    );
+}
+
 /// The runner's exports, for a README example that does not import them itself.
 const README_IMPORTS: &str = r#"import {
   ClawmdError, checkGroup, composeBeforeSpawn, composeBeforeSpawnSync, migrateOnce,
@@ -247,13 +259,10 @@ fn readme_examples_type_check() {
     let include = config["include"].as_array_mut().unwrap();
     include.extend(files.iter().map(|f| Value::from(f.as_str())));
     std::fs::write(&tsconfig, config.to_string()).unwrap();
-    succeeded(
+    type_check(
+        tools,
+        build.path(),
         "tsc -p tsconfig.json (the README's examples)",
-        Command::new(tools.tsc())
-            .args(["-p", "tsconfig.json", "--noEmit"])
-            .current_dir(build.path())
-            .output()
-            .unwrap(),
     );
 }
 
@@ -273,14 +282,7 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
     )
     .unwrap();
     // The shipped tsconfig.json type-checks the runner as it is...
-    succeeded(
-        "tsc -p tsconfig.json",
-        Command::new(tools.tsc())
-            .args(["-p", "tsconfig.json", "--noEmit"])
-            .current_dir(build.path())
-            .output()
-            .unwrap(),
-    );
+    type_check(tools, build.path(), "tsc -p tsconfig.json");
     // ...and a host using it compiles with --strict.
     succeeded(
         "tsc --strict",
