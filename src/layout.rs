@@ -36,6 +36,13 @@ pub mod names {
     pub const RESCUE_INFIX: &str = ".rescued-";
     /// The folder, inside the groups directory, that holds per-group lock files.
     pub const LOCK_DIR: &str = ".clawmd-locks";
+    /// The default state folder, inside the groups directory (see [`super::Layout::state_dir`]).
+    pub const STATE_DIR: &str = ".clawmd";
+    /// Inside the state folder: one folder per group holding its rescued hand edits.
+    pub const RESCUES: &str = "rescues";
+    /// Inside the state folder: one folder per group holding the files the runner binds
+    /// read-only into that group's container (`clawmd mounts`).
+    pub const BINDS: &str = "binds";
 }
 
 /// The host and container paths of one deployment.
@@ -49,14 +56,19 @@ pub struct Layout {
     pub app_mount: PathBuf,
     /// The agent's working directory inside the container (default `/workspace/agent`).
     pub workspace_mount: PathBuf,
+    /// clawmd's own state on the host, outside every group folder, so no agent can plant,
+    /// read or remove anything in it (default `groups/.clawmd`; `stateDir` in clawmd.json).
+    pub state_dir: PathBuf,
 }
 
 impl Layout {
     /// The conventional layout under a project root: `<root>/groups`, `<root>/container`, and
     /// the default mount points.
     pub fn under_root(root: &Path) -> Self {
+        let groups_dir = root.join("groups");
         Layout {
-            groups_dir: root.join("groups"),
+            state_dir: groups_dir.join(names::STATE_DIR),
+            groups_dir,
             container_dir: root.join("container"),
             app_mount: PathBuf::from(DEFAULT_APP_MOUNT),
             workspace_mount: PathBuf::from(DEFAULT_WORKSPACE_MOUNT),
@@ -114,6 +126,16 @@ impl Layout {
         table
     }
 
+    /// The host folder that keeps one group's rescued hand edits (outside the group folder).
+    pub fn rescue_dir(&self, group: &str) -> PathBuf {
+        self.state_dir.join(names::RESCUES).join(group)
+    }
+
+    /// The host folder of the files the runner binds read-only into one group's container.
+    pub fn bind_dir(&self, group: &str) -> PathBuf {
+        self.state_dir.join(names::BINDS).join(group)
+    }
+
     /// The lock file that serialises work on one group.
     pub fn lock_file(&self, group: &str) -> PathBuf {
         self.groups_dir
@@ -138,6 +160,14 @@ mod tests {
         assert_eq!(
             layout.skill_instructions_source("web"),
             Path::new("/srv/host/container/skills/web/instructions.md")
+        );
+        assert_eq!(
+            layout.rescue_dir("main"),
+            Path::new("/srv/host/groups/.clawmd/rescues/main")
+        );
+        assert_eq!(
+            layout.bind_dir("main"),
+            Path::new("/srv/host/groups/.clawmd/binds/main")
         );
     }
 }

@@ -12,7 +12,8 @@
 //!   "containerDir": "container",
 //!   "appMount": "/app",
 //!   "workspaceMount": "/workspace/agent",
-//!   "lockTimeout": 60
+//!   "lockTimeout": 60,
+//!   "stateDir": "groups/.clawmd"
 //! }
 //! ```
 //!
@@ -38,7 +39,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "delivery",
     "provider",
     "budgets",
@@ -49,6 +50,7 @@ const KEYS: [&str; 11] = [
     "appMount",
     "workspaceMount",
     "lockTimeout",
+    "stateDir",
     "$schema",
 ];
 
@@ -76,6 +78,9 @@ pub struct Settings {
     pub workspace_mount: Option<PathBuf>,
     /// Seconds to wait for a group's lock.
     pub lock_timeout: Option<u64>,
+    /// clawmd's state folder (rescued edits, the files bound into containers), relative to
+    /// the root; default `<groupsDir>/.clawmd`. Keep it outside every group folder.
+    pub state_dir: Option<PathBuf>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
 }
@@ -244,7 +249,11 @@ impl Settings {
             .clone()
             .or(self.groups_dir.as_ref().map(under_root))
         {
+            layout.state_dir = dir.join(crate::layout::names::STATE_DIR);
             layout.groups_dir = dir;
+        }
+        if let Some(dir) = self.state_dir.as_ref().map(under_root) {
+            layout.state_dir = dir;
         }
         if let Some(dir) = overrides
             .container_dir
