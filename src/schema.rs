@@ -7,7 +7,7 @@
 //! by that `$id` in its first key, `$schema`, so a reader can tell a compose report from the
 //! envelope of a run that could not start ([`crate::report::RunFailure`]) by one field.
 
-use crate::report::{CheckReport, ComposeReport, MigrateReport, RunFailure};
+use crate::report::{CheckReport, ComposeReport, MigrateReport, RunFailure, WatchLine};
 
 /// A document clawmd has a schema for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,17 +24,20 @@ pub enum SchemaKind {
     MigrateReport,
     /// The JSON document of any command whose run could not start.
     RunFailure,
+    /// One line of `watch --format json`.
+    WatchEvent,
 }
 
 impl SchemaKind {
     /// Every kind, with its command-line name.
-    pub const ALL: [(SchemaKind, &'static str); 6] = [
+    pub const ALL: [(SchemaKind, &'static str); 7] = [
         (SchemaKind::ContainerJson, "container-json"),
         (SchemaKind::Settings, "settings"),
         (SchemaKind::Report, "report"),
         (SchemaKind::CheckReport, "check-report"),
         (SchemaKind::MigrateReport, "migrate-report"),
         (SchemaKind::RunFailure, "run-failure"),
+        (SchemaKind::WatchEvent, "watch-event"),
     ];
 
     /// The schema's `$id`, which a report of this kind carries as its `$schema`. Stable within
@@ -47,6 +50,7 @@ impl SchemaKind {
             SchemaKind::CheckReport => "urn:clawmd:schema:check-report:1",
             SchemaKind::MigrateReport => "urn:clawmd:schema:migrate-report:1",
             SchemaKind::RunFailure => "urn:clawmd:schema:run-failure:1",
+            SchemaKind::WatchEvent => "urn:clawmd:schema:watch-event:1",
         }
     }
 }
@@ -72,6 +76,7 @@ pub fn schema(kind: SchemaKind) -> serde_json::Value {
         SchemaKind::CheckReport => output::<CheckReport>(),
         SchemaKind::MigrateReport => output::<MigrateReport>(),
         SchemaKind::RunFailure => output::<RunFailure>(),
+        SchemaKind::WatchEvent => output::<WatchLine>(),
     };
     let serde_json::Value::Object(mut body) = schema.to_value() else {
         unreachable!("a root schema is an object")
@@ -119,6 +124,10 @@ pub(crate) fn run_failure_id(_: &mut schemars::SchemaGenerator) -> schemars::Sch
     id_field(SchemaKind::RunFailure)
 }
 
+pub(crate) fn watch_event_id(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    id_field(SchemaKind::WatchEvent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +147,7 @@ mod tests {
             SchemaKind::CheckReport,
             SchemaKind::MigrateReport,
             SchemaKind::RunFailure,
+            SchemaKind::WatchEvent,
         ] {
             assert!(kind.id().ends_with(&version), "{kind:?}: {}", kind.id());
         }

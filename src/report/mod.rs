@@ -19,11 +19,13 @@ pub mod check;
 pub mod codes;
 pub mod compose;
 pub mod migrate;
+pub mod watch;
 
 pub use check::{CheckReport, Finding, GroupCheck, Severity};
 pub use codes::Code;
 pub use compose::{ComposeReport, EntryChange, GroupReport, Rescued, Summary};
 pub use migrate::{ActionReport, MigrateGroupReport, MigrateReport};
+pub use watch::{WatchEvent, WatchLine};
 
 /// The version of the JSON report shape; bumped on any incompatible change.
 pub const REPORT_VERSION: u32 = 1;
