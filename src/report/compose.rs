@@ -15,7 +15,7 @@ use crate::error::GroupError;
 use crate::file_kind::FileKind;
 use crate::plan::{Content, Delivery, GroupPlan};
 use crate::reconcile::Step;
-use crate::schema::SchemaKind;
+use crate::report::SchemaKind;
 
 /// A created, replaced or removed managed path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -200,7 +200,7 @@ pub struct Summary {
 pub struct ComposeReport {
     /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).
     #[serde(rename = "$schema")]
-    #[schemars(schema_with = "crate::schema::compose_report_id")]
+    #[schemars(schema_with = "crate::report::kind::compose_report_id")]
     pub schema: &'static str,
     /// The JSON shape version.
     pub version: u32,

@@ -38,7 +38,7 @@ pub enum WatchEvent {
 pub struct WatchLine {
     /// The `$id` of this line's JSON Schema (`clawmd schema watch-event` prints it).
     #[serde(rename = "$schema")]
-    #[schemars(schema_with = "crate::schema::watch_event_id")]
+    #[schemars(schema_with = "crate::report::kind::watch_event_id")]
     pub schema: &'static str,
     /// The JSON shape version.
     pub version: u32,
@@ -51,7 +51,7 @@ impl WatchLine {
     /// The line for `event`.
     pub fn new(event: WatchEvent) -> Self {
         WatchLine {
-            schema: crate::schema::SchemaKind::WatchEvent.id(),
+            schema: crate::report::SchemaKind::WatchEvent.id(),
             version: REPORT_VERSION,
             event,
         }
