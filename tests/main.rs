@@ -28,3 +28,5 @@ mod migrate;
 mod render;
 #[path = "main/settings_oracle.rs"]
 mod settings_oracle;
+#[path = "main/watch.rs"]
+mod watch;
