@@ -30,11 +30,13 @@ pub mod loader;
 pub mod migrate;
 pub mod plan;
 pub mod progress;
+pub mod recipe;
 pub mod reconcile;
 pub mod report;
 pub mod safe_name;
 pub mod schema;
 pub mod settings;
+pub mod sources;
 pub mod suggest;
 pub mod view;
 

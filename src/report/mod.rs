@@ -152,6 +152,8 @@ impl From<&Warning> for WarningReport {
         let code = match warning {
             Warning::UnknownSkill { .. } => Code::UnknownSkill,
             Warning::UnknownKey { .. } => Code::UnknownKey,
+            Warning::IgnoredConfig { .. } => Code::IgnoredConfig,
+            Warning::GroupSourceUnread { .. } => Code::GroupSourceUnread,
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
             Warning::SectionDropped { .. } => Code::SectionDropped,
             Warning::OverBudget { .. } => Code::OverBudget,
