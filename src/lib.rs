@@ -39,6 +39,7 @@ pub mod settings;
 pub mod sources;
 pub mod suggest;
 pub mod view;
+pub mod watch;
 
 pub use error::{Error, GroupError};
 pub use layout::Layout;

@@ -30,3 +30,5 @@ mod nanoclaw;
 mod recipes;
 #[path = "main/render.rs"]
 mod render;
+#[path = "main/watch.rs"]
+mod watch;
