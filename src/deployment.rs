@@ -146,15 +146,7 @@ pub fn plan_for(
 ) -> Result<GroupPlan, GroupError> {
     let group = read_group(layout, dir)?;
     let local = read_local_memory(layout, dir, listed)?;
-    plan_with(
-        layout,
-        dir,
-        config,
-        sources,
-        settings,
-        local.as_deref(),
-        &group,
-    )
+    plan_with(layout, dir, config, sources, settings, local.inputs(&group))
 }
 
 fn plan_with(
@@ -163,43 +155,73 @@ fn plan_with(
     config: &GroupConfig,
     sources: &Sources,
     settings: &DeliverySettings,
-    local_memory: Option<&[u8]>,
-    group: &GroupParts,
+    inputs: GroupInputs<'_>,
 ) -> Result<GroupPlan, GroupError> {
-    plan_delivery(
-        layout,
-        config,
-        sources,
-        GroupInputs {
-            local_memory,
-            group: Some(group),
-        },
-        settings,
-    )
-    .map_err(|source| GroupError::Collision {
-        path: dir.path().join(names::CONFIG),
-        source,
+    if let Some((section, skill, unusable)) = crate::sources::unusable_for(layout, config, sources)
+    {
+        return Err(match skill {
+            Some(skill) => GroupError::Skill {
+                skill,
+                source: unusable.0.clone(),
+            },
+            None => GroupError::Source {
+                section,
+                source: unusable.0.clone(),
+            },
+        });
+    }
+    plan_delivery(layout, config, sources, inputs, settings).map_err(|source| {
+        GroupError::Collision {
+            path: dir.path().join(names::CONFIG),
+            source,
+        }
     })
 }
 
-/// The group's `CLAUDE.local.md` (`None`: missing, not a regular file, or larger than Claude
-/// Code reads). A linked or special one is refused by the diff.
+/// A group's `CLAUDE.local.md` as read for its plan.
+#[derive(Debug, Default)]
+struct LocalMemory {
+    /// Its bytes (`None`: missing, not a regular file, or larger than Claude Code reads).
+    bytes: Option<Vec<u8>>,
+    /// Its size when it is larger than Claude Code reads (it is not read).
+    too_large: Option<u64>,
+}
+
+impl LocalMemory {
+    fn inputs<'a>(&'a self, group: &'a GroupParts) -> GroupInputs<'a> {
+        GroupInputs {
+            local_memory: self.bytes.as_deref(),
+            local_memory_too_large: self.too_large,
+            group: Some(group),
+        }
+    }
+}
+
+/// The group's `CLAUDE.local.md`. A linked or special one is refused by the diff; one larger
+/// than Claude Code reads is not read, only its size is kept (the agent gets none of it). With
+/// the recipe's `"memory": "none"` it is not read at all.
 fn read_local_memory(
     layout: &Layout,
     dir: &SafeDir,
     listed: &Listing,
-) -> Result<Option<Vec<u8>>, GroupError> {
+) -> Result<LocalMemory, GroupError> {
     if layout.recipe.memory == MemoryFile::None {
-        return Ok(None);
+        return Ok(LocalMemory::default());
     }
     match listed.kind(dir, names::CLAUDE_LOCAL_MD)? {
         Some(FileKind::File) => {
             match dir.read_file(names::CLAUDE_LOCAL_MD, crate::loader::MAX_FILE_BYTES) {
-                Err(FsError::TooLarge { .. }) => Ok(None),
-                other => Ok(other?),
+                Err(FsError::TooLarge { .. }) => Ok(LocalMemory {
+                    bytes: None,
+                    too_large: Some(dir.size(names::CLAUDE_LOCAL_MD)?),
+                }),
+                other => Ok(LocalMemory {
+                    bytes: other?,
+                    too_large: None,
+                }),
             }
         }
-        _ => Ok(None),
+        _ => Ok(LocalMemory::default()),
     }
 }
 
@@ -259,7 +281,15 @@ impl Plans {
                 let config = parse_config_bytes(dir, key.0.as_deref())?;
                 let plan = match Target::of(&config, settings).provider.is_flat() {
                     true => None,
-                    false => plan_with(layout, dir, &config, sources, settings, None, &group).ok(),
+                    false => plan_with(
+                        layout,
+                        dir,
+                        &config,
+                        sources,
+                        settings,
+                        LocalMemory::default().inputs(&group),
+                    )
+                    .ok(),
                 };
                 let mut seen = self.lock();
                 if seen.len() >= MAX_PLANS {
@@ -271,8 +301,7 @@ impl Plans {
                         &config,
                         sources,
                         settings,
-                        local.as_deref(),
-                        &group,
+                        local.inputs(&group),
                     )?;
                     return Ok((config, plan, None));
                 }
@@ -286,7 +315,8 @@ impl Plans {
         match &planned.plan {
             Some(plan) => {
                 let mut plan = plan.clone();
-                plan.local_memory = local;
+                plan.local_memory = local.bytes;
+                plan.local_memory_too_large = local.too_large;
                 Ok((planned.config.clone(), plan, Some(planned.id)))
             }
             None => {
@@ -296,8 +326,7 @@ impl Plans {
                     &planned.config,
                     sources,
                     settings,
-                    local.as_deref(),
-                    &group,
+                    local.inputs(&group),
                 )?;
                 Ok((planned.config.clone(), plan, None))
             }

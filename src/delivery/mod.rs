@@ -296,6 +296,9 @@ pub struct GroupInputs<'a> {
     pub local_memory: Option<&'a [u8]>,
     /// The group side of the recipe (`None`: the recipe reads nothing in the group folder).
     pub group: Option<&'a GroupParts>,
+    /// The size of a `CLAUDE.local.md` larger than Claude Code reads (`local_memory` is then
+    /// `None`).
+    pub local_memory_too_large: Option<u64>,
 }
 
 /// The desired state of a group: pure, from its config, the shared sources and the settings.
@@ -396,6 +399,7 @@ pub fn plan_delivery(
         sections: fitted.kept,
         dropped: fitted.dropped,
         local_memory: inputs.local_memory.map(<[u8]>::to_vec),
+        local_memory_too_large: inputs.local_memory_too_large,
     })
 }
 
@@ -444,7 +448,7 @@ mod tests {
             &sources(),
             GroupInputs {
                 local_memory: Some(b"LOCAL\n"),
-                group: None,
+                ..GroupInputs::default()
             },
             &DeliverySettings::with_delivery(delivery),
         )

@@ -179,7 +179,28 @@ pub enum Part {
 pub struct Sources {
     /// Per recipe source.
     pub parts: Vec<Part>,
+    /// Items (skills, fragments) whose file cannot be used (a folder, a FIFO or device,
+    /// larger than clawmd reads, unreadable), by section name (`skill:web`): a group that
+    /// gets one fails with this error, the others compose. Such an item is in its part with
+    /// no text.
+    pub unusable: BTreeMap<String, Unusable>,
+    /// Items whose file is a symlink to nothing, by section name, with the link's host path
+    /// and its target: a group that gets one is warned, and its verdict says the section does
+    /// not reach the agent.
+    pub dangling: BTreeMap<String, (PathBuf, PathBuf)>,
 }
+
+/// Why an item's file cannot be used: the error reading it gave.
+#[derive(Debug, Clone)]
+pub struct Unusable(pub std::sync::Arc<FsError>);
+
+impl PartialEq for Unusable {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for Unusable {}
 
 impl Sources {
     /// The sources of clawmd's built-in recipe: this shared base and these skills (with
@@ -199,6 +220,7 @@ impl Sources {
                 ),
                 Part::Nothing,
             ],
+            ..Sources::default()
         }
     }
 
@@ -406,6 +428,25 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
         import_notes: Vec::new(),
     };
     let mut parts = Vec::new();
+    let mut unusable = BTreeMap::new();
+    let mut dangling = BTreeMap::new();
+    // An item's file: its bytes, or `None` (missing; a dangling link or an unusable file is
+    // kept aside for the groups that get it).
+    let mut item = |section: String, path: &Path| -> Option<Vec<u8>> {
+        match fsops::read_host_file(path, MAX_SOURCE_BYTES) {
+            Ok(None) => {
+                if let Some(target) = dangling_link(path) {
+                    dangling.insert(section, (path.to_owned(), target));
+                }
+                None
+            }
+            Ok(bytes) => bytes,
+            Err(err) => {
+                unusable.insert(section, Unusable(std::sync::Arc::new(err)));
+                None
+            }
+        }
+    };
     for source in &layout.recipe.sources {
         let part = match &source.kind {
             SourceKind::Shared { .. } => {
@@ -436,8 +477,8 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
                     let folder = dir.join(&name);
                     match form {
                         Form::Full => {
-                            let bytes =
-                                fsops::read_host_file(&folder.join(file), MAX_SOURCE_BYTES)?;
+                            let section = format!("{}:{name}", source.name);
+                            let bytes = item(section, &folder.join(file));
                             let target = container_path(layout, source, Some(&name));
                             items.insert(name, bytes.map(|b| reader.expand(&target, b)));
                         }
@@ -473,7 +514,11 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
                             let Some(name) = pattern.matches(&file_name) else {
                                 continue;
                             };
-                            if !is_file || file_name.starts_with('.') {
+                            // A folder is not a fragment; anything else is read (a FIFO or a
+                            // device is refused, failing the groups that get it).
+                            if file_name.starts_with('.')
+                                || (!is_file && dir.join(&file_name).is_dir())
+                            {
                                 continue;
                             }
                             if let Err(problem) = validate_name(name) {
@@ -487,8 +532,8 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
                                 continue;
                             }
                             let name = name.to_owned();
-                            let bytes =
-                                fsops::read_host_file(&dir.join(&file_name), MAX_SOURCE_BYTES)?;
+                            let section = format!("{}:{name}", source.name);
+                            let bytes = item(section, &dir.join(&file_name));
                             let target = container_path(layout, source, Some(&name));
                             items.insert(name, bytes.map(|b| reader.expand(&target, b)));
                         }
@@ -504,7 +549,26 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
     }
     let mut notes = reader.notes;
     notes.append(&mut reader.import_notes);
-    Ok((Sources { parts }, notes))
+    Ok((
+        Sources {
+            parts,
+            unusable,
+            dangling,
+        },
+        notes,
+    ))
+}
+
+/// Where `path` points when it is a symlink to nothing (`None`: missing, or not a link).
+fn dangling_link(path: &Path) -> Option<PathBuf> {
+    let is_link = fs_err::symlink_metadata(path)
+        .ok()?
+        .file_type()
+        .is_symlink();
+    match is_link {
+        true => fs_err::read_link(path).ok(),
+        false => None,
+    }
 }
 
 /// A skill's description file.
@@ -842,6 +906,7 @@ pub fn sections(
         field: ignored.field.clone(),
         message: ignored.message.clone(),
     }));
+    warnings.extend(dangling(layout, config, sources));
     warnings.extend(unknown_skills(layout, config, sources));
     warnings.extend(group.warnings.iter().cloned());
     let mut out = Vec::new();
@@ -897,10 +962,7 @@ pub fn sections(
                     Root::Container => container,
                     Root::Group => own,
                 };
-                let selected = |skill: &str| match (select, root) {
-                    (Select::All, _) | (Select::Config, Root::Group) => true,
-                    (Select::Config, Root::Container) => config.skills.enables(skill),
-                };
+                let selected = |skill: &str| skill_selected(*root, *select, config, skill);
                 match part {
                     Part::Items(items) => {
                         for (skill, found) in items {
@@ -989,33 +1051,8 @@ pub fn sections(
                 Part::Items(items),
                 _,
             ) => {
-                let mut dropped: BTreeSet<String> = BTreeSet::new();
-                if let Some(key) = drop_listed_in {
-                    match config.switches.get(key) {
-                        None | Some(serde_json::Value::Null) => {}
-                        Some(serde_json::Value::Array(list))
-                            if list.iter().all(serde_json::Value::is_string) =>
-                        {
-                            dropped.extend(list.iter().filter_map(|v| v.as_str().map(str::to_owned)));
-                        }
-                        Some(other) => warnings.push(Warning::IgnoredConfig {
-                            field: key.clone(),
-                            message: format!(
-                                "{other} is not a list of {} names, so no {} fragment is left out by it",
-                                source.name, source.name
-                            ),
-                        }),
-                    }
-                }
-                for rule in drop {
-                    if rule
-                        .when
-                        .iter()
-                        .all(|(key, value)| config.switch_text(key).as_deref() == Some(value))
-                    {
-                        dropped.extend(rule.names.iter().cloned());
-                    }
-                }
+                let (dropped, ignored) = fragment_drops(source, drop_listed_in, drop, config);
+                warnings.extend(ignored);
                 for (name, found) in items {
                     let Some(found) = found else { continue };
                     if dropped.contains(name) {
@@ -1065,6 +1102,134 @@ pub fn sections(
     Ok((out, warnings))
 }
 
+/// Whether a skill root with these settings gives a group `skill`.
+fn skill_selected(root: Root, select: Select, config: &GroupConfig, skill: &str) -> bool {
+    match (select, root) {
+        (Select::All, _) | (Select::Config, Root::Group) => true,
+        (Select::Config, Root::Container) => config.skills.enables(skill),
+    }
+}
+
+/// The fragments a group's switches leave out, and a warning when the key listing them does
+/// not hold a list of names.
+fn fragment_drops(
+    source: &Source,
+    drop_listed_in: &Option<String>,
+    drop: &[crate::recipe::DropRule],
+    config: &GroupConfig,
+) -> (BTreeSet<String>, Option<Warning>) {
+    let mut dropped: BTreeSet<String> = BTreeSet::new();
+    let mut ignored = None;
+    if let Some(key) = drop_listed_in {
+        match config.switches.get(key) {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Array(list))
+                if list.iter().all(serde_json::Value::is_string) =>
+            {
+                dropped.extend(list.iter().filter_map(|v| v.as_str().map(str::to_owned)));
+            }
+            Some(other) => {
+                ignored = Some(Warning::IgnoredConfig {
+                    field: key.clone(),
+                    message: format!(
+                        "{other} is not a list of {} names, so no {} fragment is left out by it",
+                        source.name, source.name
+                    ),
+                })
+            }
+        }
+    }
+    for rule in drop {
+        if rule
+            .when
+            .iter()
+            .all(|(key, value)| config.switch_text(key).as_deref() == Some(value))
+        {
+            dropped.extend(rule.names.iter().cloned());
+        }
+    }
+    (dropped, ignored)
+}
+
+/// The container items (skills, fragments) a group with this config gets, by source, as
+/// `(source, item name, section name)`.
+fn container_items<'a>(
+    layout: &'a Layout,
+    config: &'a GroupConfig,
+    sources: &'a Sources,
+) -> Vec<(&'a Source, &'a str, String)> {
+    let mut items = Vec::new();
+    for (source, part) in layout.recipe.sources.iter().zip(&sources.parts) {
+        let Part::Items(found) = part else { continue };
+        match &source.kind {
+            SourceKind::Skills {
+                root: Root::Container,
+                select,
+                ..
+            } => items.extend(
+                found
+                    .keys()
+                    .filter(|skill| skill_selected(Root::Container, *select, config, skill))
+                    .map(|skill| (source, skill.as_str(), format!("{}:{skill}", source.name))),
+            ),
+            SourceKind::Fragments {
+                drop_listed_in,
+                drop,
+                ..
+            } => {
+                let (dropped, _) = fragment_drops(source, drop_listed_in, drop, config);
+                items.extend(
+                    found
+                        .keys()
+                        .filter(|name| !dropped.contains(*name))
+                        .map(|name| (source, name.as_str(), format!("{}:{name}", source.name))),
+                );
+            }
+            _ => {}
+        }
+    }
+    items
+}
+
+/// The first container item a group with this config gets whose file cannot be used, as
+/// `(section, the skill's name when it is one of the built-in root's, why)`: the group fails
+/// (the groups that do not get it compose).
+pub fn unusable_for(
+    layout: &Layout,
+    config: &GroupConfig,
+    sources: &Sources,
+) -> Option<(String, Option<String>, Unusable)> {
+    if sources.unusable.is_empty() {
+        return None;
+    }
+    container_items(layout, config, sources)
+        .into_iter()
+        .find_map(|(source, item, section)| {
+            let unusable = sources.unusable.get(&section)?.clone();
+            let skill = source.is_builtin_skills().then(|| item.to_owned());
+            Some((section, skill, unusable))
+        })
+}
+
+/// A warning for each item a group gets whose file is a link to nothing.
+fn dangling(layout: &Layout, config: &GroupConfig, sources: &Sources) -> Vec<Warning> {
+    if sources.dangling.is_empty() {
+        return Vec::new();
+    }
+    container_items(layout, config, sources)
+        .into_iter()
+        .filter_map(|(_, item, section)| {
+            let (path, target) = sources.dangling.get(&section)?;
+            Some(Warning::DanglingInstructions {
+                skill: item.to_owned(),
+                section,
+                path: path.clone(),
+                target: target.clone(),
+            })
+        })
+        .collect()
+}
+
 /// `skills` entries that no container skill root selected by the config has, with the
 /// nearest one that exists.
 fn unknown_skills(layout: &Layout, config: &GroupConfig, sources: &Sources) -> Vec<Warning> {
@@ -1094,12 +1259,20 @@ fn unknown_skills(layout: &Layout, config: &GroupConfig, sources: &Sources) -> V
     if roots == 0 {
         return Vec::new();
     }
-    selected
+    let mut unknown = selected
         .iter()
-        .filter(|skill| !known.contains(skill.as_str()))
+        .filter(|skill| !known.contains(skill.as_str()));
+    let mut warnings: Vec<Warning> = unknown
+        .by_ref()
+        .take(crate::plan::MAX_UNKNOWN_SKILLS_NAMED)
         .map(|skill| Warning::UnknownSkill {
             skill: skill.clone(),
             suggestion: crate::suggest::nearest(skill, known.iter().copied()).map(str::to_owned),
         })
-        .collect()
+        .collect();
+    let more = unknown.count();
+    if more > 0 {
+        warnings.push(Warning::MoreUnknownSkills { count: more });
+    }
+    warnings
 }
