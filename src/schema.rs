@@ -24,17 +24,20 @@ pub enum SchemaKind {
     MigrateReport,
     /// The JSON document of any command whose run could not start.
     RunFailure,
+    /// `clawmd mounts GROUP --format json`: the binds of a group's container (an array).
+    Mounts,
 }
 
 impl SchemaKind {
     /// Every kind, with its command-line name.
-    pub const ALL: [(SchemaKind, &'static str); 6] = [
+    pub const ALL: [(SchemaKind, &'static str); 7] = [
         (SchemaKind::ContainerJson, "container-json"),
         (SchemaKind::Settings, "settings"),
         (SchemaKind::Report, "report"),
         (SchemaKind::CheckReport, "check-report"),
         (SchemaKind::MigrateReport, "migrate-report"),
         (SchemaKind::RunFailure, "run-failure"),
+        (SchemaKind::Mounts, "mounts"),
     ];
 
     /// The schema's `$id`, which a report of this kind carries as its `$schema`. Stable within
@@ -47,6 +50,7 @@ impl SchemaKind {
             SchemaKind::CheckReport => "urn:clawmd:schema:check-report:1",
             SchemaKind::MigrateReport => "urn:clawmd:schema:migrate-report:1",
             SchemaKind::RunFailure => "urn:clawmd:schema:run-failure:1",
+            SchemaKind::Mounts => "urn:clawmd:schema:mounts:1",
         }
     }
 }
@@ -72,6 +76,7 @@ pub fn schema(kind: SchemaKind) -> serde_json::Value {
         SchemaKind::CheckReport => output::<CheckReport>(),
         SchemaKind::MigrateReport => output::<MigrateReport>(),
         SchemaKind::RunFailure => output::<RunFailure>(),
+        SchemaKind::Mounts => output::<crate::mounts::MountsReport>(),
     };
     let serde_json::Value::Object(mut body) = schema.to_value() else {
         unreachable!("a root schema is an object")
@@ -138,6 +143,7 @@ mod tests {
             SchemaKind::CheckReport,
             SchemaKind::MigrateReport,
             SchemaKind::RunFailure,
+            SchemaKind::Mounts,
         ] {
             assert!(kind.id().ends_with(&version), "{kind:?}: {}", kind.id());
         }
