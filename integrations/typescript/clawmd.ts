@@ -25,6 +25,7 @@ import type {
 import type { MigrateReport } from "./generated/migrate-report.js";
 import type { Bind, MountsReport } from "./generated/mounts.js";
 import type { RunFailure } from "./generated/run-failure.js";
+import type { WatchLine } from "./generated/watch-event.js";
 
 export type {
   Bind,
@@ -40,6 +41,7 @@ export type {
   Provider,
   RunFailure,
   Target,
+  WatchLine,
 };
 
 /** Each report's `$schema`: the `$id` of the schema `clawmd schema KIND` prints. */

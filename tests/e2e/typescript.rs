@@ -160,7 +160,8 @@ fn generated_types_match_the_schemas() {
             "compose-report.d.ts",
             "migrate-report.d.ts",
             "mounts.d.ts",
-            "run-failure.d.ts"
+            "run-failure.d.ts",
+            "watch-event.d.ts"
         ]
     );
     for name in names(&committed) {

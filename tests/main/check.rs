@@ -461,7 +461,10 @@ fn schemas_validate_the_example_configs_and_real_reports() {
     let mounts = d.run(["mounts", "main", "--json"]).success().json();
     valid(&schema("mounts"), &mounts, "mounts");
     assert_eq!(document("mounts")["$id"], "urn:clawmd:schema:mounts:1");
-    assert!(mounts.as_array().is_some_and(|binds| binds.len() > 1), "{mounts}");
+    assert!(
+        mounts.as_array().is_some_and(|binds| binds.len() > 1),
+        "{mounts}"
+    );
     assert!(!schema("mounts").is_valid(&serde_json::json!([{"host": "/x", "container": "/y"}])));
     let failed = d.run(["mounts", "nope", "--json"]).expect_code(1).json();
     report("run-failure", &failed, "mounts of a missing group");
