@@ -417,6 +417,7 @@ fn parse_consumer() -> impl clap::builder::TypedValueParser<Value = Consumer> {
 }
 
 fn main() -> ExitCode {
+    raise_open_file_limit();
     let cli = Cli::parse();
     let printer = Printer::new(&cli.global);
     init_logging(cli.global.verbose, printer.log_ansi);
@@ -425,6 +426,25 @@ fn main() -> ExitCode {
         Err(err) => {
             printer.error(&error_once(&err));
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Raises the soft limit on open files to the hard one, as many tools do: a run over thousands
+/// of groups holds a few descriptors per group of a batch (the library sizes its batches and
+/// threads from the limit, so it works under any limit; a higher one only means fewer syncs).
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // No hard limit: the kernel still caps descriptors (fs.nr_open, 1,048,576 by default).
+    let wanted = limit.maximum.unwrap_or(1 << 20);
+    if limit.current.is_some_and(|current| current < wanted) {
+        let raised = Rlimit {
+            current: Some(wanted),
+            maximum: limit.maximum,
+        };
+        if let Err(err) = setrlimit(Resource::Nofile, raised) {
+            tracing::debug!("cannot raise the open-file limit to {wanted}: {err}");
         }
     }
 }
