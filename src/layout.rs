@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::recipe::Recipe;
 use serde::Serialize;
 
 /// The default mount point of `container/` content inside a container.
@@ -107,6 +108,9 @@ pub struct Layout {
     /// clawmd's own state on the host, outside every group folder, so no agent can plant,
     /// read or remove anything in it (default `groups/.clawmd`; `stateDir` in clawmd.json).
     pub state_dir: PathBuf,
+    /// The sources every group's memory is composed from (`sources` and `memory` in
+    /// clawmd.json; default: clawmd's built-in recipe).
+    pub recipe: Recipe,
 }
 
 impl Layout {
@@ -120,6 +124,7 @@ impl Layout {
             container_dir: root.join("container"),
             app_mount: PathBuf::from(DEFAULT_APP_MOUNT),
             workspace_mount: PathBuf::from(DEFAULT_WORKSPACE_MOUNT),
+            recipe: Recipe::default(),
         }
     }
 
@@ -162,8 +167,9 @@ impl Layout {
     /// folder before the binds inside it), from this layout and what the group's composition
     /// `needs` (its delivery target): the group folder at the workspace (read-write), then
     /// read-only over it the group's `container.json` (when it exists) and the entry point,
-    /// `.claude-fragments` (copy and link delivery), and `<app>/CLAUDE.md` and `<app>/skills`
-    /// (link delivery, whose links point there). The one place the table is written down:
+    /// `.claude-fragments` (copy and link delivery), and `<app>/CLAUDE.md`, `<app>/skills`
+    /// and the other container folders and files the recipe's sources read
+    /// ([`Recipe::mounts`]; link delivery, whose links point there). The one place the table is written down:
     /// `clawmd mounts`, the loader's container view and compose's verdict all read it.
     pub fn mount_table(&self, group: &str, needs: &MountNeeds) -> Vec<Bind> {
         let group_dir = self.group_dir(group);
@@ -194,6 +200,10 @@ impl Layout {
                 self.skills_dir(),
                 self.app_mount.join(names::SKILLS),
             ));
+            // The other container folders and files the recipe's sources read.
+            for (container, host) in self.recipe.mounts(&self.app_mount, &self.container_dir) {
+                table.push(Bind::read_only(host, container));
+            }
         }
         table
     }
