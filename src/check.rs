@@ -129,6 +129,8 @@ pub fn check_group(
         let view = ViewOptions {
             approve_external: options.settings.approve_external,
             claude_version: options.claude_version,
+            delivery: options.settings.delivery,
+            provider: options.settings.provider,
             ..ViewOptions::default()
         };
         match load_group(layout, group, &view) {
