@@ -18,11 +18,11 @@ use crate::deployment::{
     Observation, PlanId, Plans, Selection, checked_group_dir, observe_with, read_sources,
 };
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, SafeDir};
+use crate::fsops::{self, FsError};
 use crate::layout::Layout;
 use crate::plan::{Content, GroupPlan, Sources};
 use crate::progress::Progress;
-use crate::reconcile::{Staged, Step, apply, stage};
+use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport};
 
 /// How to compose.
@@ -211,9 +211,7 @@ fn first_look(
         Err(err) => return Some(Err(err)),
     };
     match verdicts.observe(layout, sources, &group_path, options, false) {
-        // `.claude-fragments` must exist even when nothing is imported from it (inline): the
-        // runner bind-mounts it read-only.
-        Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
+        Ok(first) if options.dry_run || first.is_up_to_date() => {
             let report = GroupReport::from_steps(group, &first.steps, &first.plan);
             Some(Ok(verdicts.add(layout, sources, &first, options, report)))
         }
@@ -263,23 +261,19 @@ fn compose_locked(
     let group_path = checked_group_dir(layout, group)?;
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
     let seen = verdicts.observe(layout, sources, &group_path, options, true)?;
-    let fragments = seen
-        .fragments
-        .as_ref()
-        .expect("open_child with create returns a folder or an error");
-    apply(&seen.dir, fragments, &seen.steps)?;
+    apply(&seen.dirs(), &seen.steps)?;
     let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
     Ok(verdicts.add(layout, sources, &seen, options, report))
 }
 
-/// How many groups a batch composes at most: each holds its lock and two folders open while
-/// the batch runs (3 descriptors), and a batch costs four `syncfs` calls, so 128 groups keep
+/// How many groups a batch composes at most: each holds its lock and up to four folders open
+/// while the batch runs (5 descriptors), and a batch costs four `syncfs` calls, so 128 groups keep
 /// both small (0.03 syncs per group).
 const BATCH_GROUPS: usize = 128;
 
-/// The descriptors a group of a batch holds while the batch runs: its lock, its folder and
-/// `.claude-fragments`.
-const DESCRIPTORS_PER_GROUP: u64 = 3;
+/// The descriptors a group of a batch holds while the batch runs: its lock, its folder,
+/// `.claude-fragments`, and its bind and managed folders in the state.
+const DESCRIPTORS_PER_GROUP: u64 = 5;
 
 /// The most descriptors one worker thread holds open for a moment (a group folder, its
 /// fragments, its lock, a file being read through its `O_PATH` handle, a folder listed), with
@@ -311,16 +305,8 @@ struct Work {
     _lock: fsops::GroupLock,
     seen: Observation,
     staged: Staged,
-    device: u64,
-}
-
-impl Work {
-    fn fragments(&self) -> &SafeDir {
-        self.seen
-            .fragments
-            .as_ref()
-            .expect("open_child with create returns a folder or an error")
-    }
+    /// The filesystems of its folders (the state folder may be on another one).
+    devices: Vec<u64>,
 }
 
 /// Composes `groups` (several) durably with four `syncfs` calls per filesystem for the whole
@@ -355,17 +341,19 @@ fn compose_batch(
                 Err(err) => return Err(err.into()),
             };
             let seen = verdicts.observe(layout, sources, &group_path, options, true)?;
-            let device = seen.dir.device()?;
-            let fragments = seen
-                .fragments
-                .as_ref()
-                .expect("open_child with create returns a folder or an error");
-            let staged = stage(&seen.dir, fragments, &seen.steps, false)?;
+            let mut devices = vec![seen.dir.device()?];
+            if let Some(bind) = &seen.bind {
+                let device = bind.device()?;
+                if !devices.contains(&device) {
+                    devices.push(device);
+                }
+            }
+            let staged = stage(&seen.dirs(), &seen.steps, false)?;
             Ok(Some(Work {
                 _lock: lock,
                 seen,
                 staged,
-                device,
+                devices,
             }))
         };
         work().transpose()
@@ -407,41 +395,45 @@ fn compose_batch(
 /// Runs one phase on every group of the batch still going; a group that fails stops.
 fn phase(
     works: &mut [Result<Work, GroupError>],
-    step: impl Fn(&mut Staged, &SafeDir, &SafeDir, &[Step]) -> Result<(), FsError>,
+    step: impl Fn(&mut Staged, &Dirs<'_>, &[Step]) -> Result<(), FsError>,
 ) {
     for work in works.iter_mut() {
         let Ok(w) = work else { continue };
         let Work { seen, staged, .. } = w;
-        let fragments = seen
-            .fragments
-            .as_ref()
-            .expect("open_child with create returns a folder or an error");
-        if let Err(err) = step(staged, &seen.dir, fragments, &seen.steps) {
+        if let Err(err) = step(staged, &seen.dirs(), &seen.steps) {
             *work = Err(err.into());
         }
     }
 }
 
-/// One `syncfs` per filesystem the batch's groups are on; every folder of the batch is then
-/// durable. A group on a filesystem whose sync fails fails (its data may not be durable).
+/// One `syncfs` per filesystem the batch's groups (and their bind folders) are on; every
+/// folder of the batch is then durable. A group on a filesystem whose sync fails fails (its
+/// data may not be durable).
 fn sync_batch(works: &mut [Result<Work, GroupError>]) {
     let mut synced: Vec<(u64, Result<(), String>)> = Vec::new();
     for work in works.iter_mut() {
         let Ok(w) = work else { continue };
-        let outcome = match synced.iter().find(|(device, _)| *device == w.device) {
-            Some((_, outcome)) => outcome.clone(),
-            None => {
-                let outcome = w.seen.dir.sync_filesystem().map_err(|err| err.to_string());
-                synced.push((w.device, outcome.clone()));
-                outcome
+        let mut failed = None;
+        for (index, device) in w.devices.iter().enumerate() {
+            let outcome = match synced.iter().find(|(known, _)| known == device) {
+                Some((_, outcome)) => outcome.clone(),
+                None => {
+                    let dir = match index {
+                        0 => &w.seen.dir,
+                        _ => w.seen.bind.as_ref().unwrap_or(&w.seen.dir),
+                    };
+                    let outcome = dir.sync_filesystem().map_err(|err| err.to_string());
+                    synced.push((*device, outcome.clone()));
+                    outcome
+                }
+            };
+            if let Err(message) = outcome {
+                failed = Some(message);
             }
-        };
-        match outcome {
-            Ok(()) => {
-                w.seen.dir.mark_synced();
-                w.fragments().mark_synced();
-            }
-            Err(message) => {
+        }
+        match failed {
+            None => w.seen.dirs().mark_synced(),
+            Some(message) => {
                 let path = w.seen.dir.path().to_owned();
                 *work = Err(GroupError::from(FsError::Io {
                     op: "sync the filesystem of",
@@ -623,6 +615,10 @@ fn plan_key(plan: &GroupPlan) -> [u8; 32] {
                 put(target.as_os_str().as_encoded_bytes());
             }
             Content::Seed => put(b"seed"),
+            Content::Placeholder(bytes) => {
+                put(b"placeholder");
+                put(bytes);
+            }
         }
     }
     put(&(plan.sections.len() as u64).to_le_bytes());

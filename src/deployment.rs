@@ -15,11 +15,11 @@ use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
 use crate::delivery::{DeliverySettings, GroupInputs, Target, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
-use crate::fsops::{FsError, Listing, SafeDir};
+use crate::fsops::{self, FsError, Listing, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
-use crate::plan::{Delivery, GroupPlan, Sources};
+use crate::plan::{Delivery, GroupPlan, Place, Sources};
 use crate::recipe::MemoryFile;
-use crate::reconcile::{Step, diff_listed};
+use crate::reconcile::{Dirs, Step, diff_listed};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
 use crate::sources::{GroupParts, NoteKind, read_group};
@@ -118,7 +118,8 @@ pub fn missing_group(path: &Path) -> GroupError {
 /// shared files, skill roots and fragment folders, with their own imports expanded where
 /// their owner put them. Names that cannot be file names are skipped with a warning.
 pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), FsError> {
-    let (sources, notes) = crate::sources::read_container(layout)?;
+    let (mut sources, notes) = crate::sources::read_container(layout)?;
+    sources.host_managed = crate::delivery::managed::read_host_managed(layout)?;
     let warnings = notes
         .into_iter()
         .map(|note| WarningReport {
@@ -376,6 +377,10 @@ pub struct Observation {
     pub dir: SafeDir,
     /// `.claude-fragments`, when it exists (or was created).
     pub fragments: Option<SafeDir>,
+    /// The group's bind folder in clawmd's state, when it exists (or was created).
+    pub bind: Option<SafeDir>,
+    /// The group's managed folder in its bind folder, when it exists (or was created).
+    pub managed: Option<SafeDir>,
     /// The parsed `container.json`.
     pub config: GroupConfig,
     /// The delivery mode planned for (the deployment's, or `inline` for flat backends).
@@ -390,6 +395,16 @@ pub struct Observation {
 }
 
 impl Observation {
+    /// The group's folders.
+    pub fn dirs(&self) -> Dirs<'_> {
+        Dirs {
+            group: &self.dir,
+            fragments: self.fragments.as_ref(),
+            bind: self.bind.as_ref(),
+            managed: self.managed.as_ref(),
+        }
+    }
+
     /// Whether the group is exactly as planned (every step is a [`Step::Keep`]).
     pub fn is_up_to_date(&self) -> bool {
         self.steps
@@ -433,14 +448,50 @@ pub fn observe_with(
         }
     };
     let delivery = plan.target.delivery;
+    let wants = |place: Place| plan.entries.iter().any(|d| d.path.place == place);
+    // A folder is created (under the lock) only when the plan writes in it; one that exists
+    // is opened even when it does not, for what is stale in it.
     let fragments = match listed.kind(&dir, names::FRAGMENTS)? {
-        None if !create => None,
+        None if !(create && wants(Place::Fragments)) => None,
         _ => dir.open_child(names::FRAGMENTS, create)?,
     };
-    let steps = diff_listed(&dir, &listed, fragments.as_ref(), &plan)?;
+    let group = group_path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let bind_path = layout.bind_dir(&group);
+    let bind = match SafeDir::open(&bind_path) {
+        Ok(bind) => Some(bind),
+        Err(FsError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound
+                && create
+                && (wants(Place::Bind) || wants(Place::Managed)) =>
+        {
+            fsops::create_dir_all(&bind_path)?;
+            Some(SafeDir::open(&bind_path)?)
+        }
+        Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => return Err(err.into()),
+    };
+    let managed = match &bind {
+        Some(bind) => match bind.kind(names::MANAGED)? {
+            None if !(create && wants(Place::Managed)) => None,
+            _ => bind.open_child(names::MANAGED, create)?,
+        },
+        None => None,
+    };
+    let dirs = Dirs {
+        group: &dir,
+        fragments: fragments.as_ref(),
+        bind: bind.as_ref(),
+        managed: managed.as_ref(),
+    };
+    let steps = diff_listed(&dirs, &listed, &plan)?;
     Ok(Observation {
         dir,
         fragments,
+        bind,
+        managed,
         config,
         delivery,
         plan,

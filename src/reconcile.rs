@@ -11,7 +11,10 @@ use crate::error::GroupError;
 use crate::file_kind::{self, FileKind};
 use crate::fsops::{FsError, Listing, Node, SafeDir, Temp, is_temp_name};
 use crate::layout::names;
-use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_composed, is_pristine, short_hash};
+use crate::plan::{
+    Content, Desired, GroupPlan, ManagedPath, Place, is_composed, is_pristine,
+    mount_point_placeholder, short_hash,
+};
 
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
 pub const MAX_RESCUE_BYTES: u64 = 64 * 1024 * 1024;
@@ -62,41 +65,101 @@ pub enum Step {
         /// Where.
         path: ManagedPath,
     },
+    /// A mount point in the group folder holding text of its own, which no container shows
+    /// (the runner binds the composed file over it): left as it is, since renaming over a
+    /// mount point detaches the bind in every running container.
+    Shadowed {
+        /// Where.
+        path: ManagedPath,
+    },
 }
 
-/// Computes the steps that bring the group folder to `plan`. `fragments` is `None` when the
-/// `.claude-fragments` folder does not exist yet. A hand edit to rescue when the group already
-/// keeps [`MAX_RESCUES`] rescues (or [`MAX_RESCUE_TOTAL_BYTES`]) is
-/// [`GroupError::TooManyRescues`]; the same text rescued before is not counted twice (its
-/// rescue name is the hash of the text).
-pub fn diff(
-    group: &SafeDir,
-    fragments: Option<&SafeDir>,
-    plan: &GroupPlan,
-) -> Result<Vec<Step>, GroupError> {
-    diff_listed(group, &group.listing()?, fragments, plan)
+/// The folders a group's managed paths live in ([`Place`]): the group folder, its
+/// `.claude-fragments`, and its bind folder and managed folder in clawmd's state. A folder
+/// that does not exist yet is `None` (every path planned in it is then to be written).
+#[derive(Debug, Clone, Copy)]
+pub struct Dirs<'a> {
+    /// The group folder.
+    pub group: &'a SafeDir,
+    /// `.claude-fragments`.
+    pub fragments: Option<&'a SafeDir>,
+    /// The group's bind folder (`<state>/binds/<group>/`).
+    pub bind: Option<&'a SafeDir>,
+    /// The group's managed folder (`<state>/binds/<group>/managed/`).
+    pub managed: Option<&'a SafeDir>,
+}
+
+impl<'a> Dirs<'a> {
+    /// The folder of `place`, when it exists.
+    pub fn get(&self, place: Place) -> Option<&'a SafeDir> {
+        match place {
+            Place::Group => Some(self.group),
+            Place::Fragments => self.fragments,
+            Place::Bind => self.bind,
+            Place::Managed => self.managed,
+        }
+    }
+
+    /// The folder of `path`, which must exist (the caller created every folder the steps
+    /// write in).
+    fn of(&self, path: &ManagedPath) -> Result<&'a SafeDir, FsError> {
+        self.get(path.place).ok_or_else(|| FsError::Io {
+            op: "find the folder of",
+            path: self.group.path().join(path.to_string()),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })
+    }
+
+    /// Every folder that exists.
+    fn all(&self) -> impl Iterator<Item = &'a SafeDir> {
+        [Some(self.group), self.fragments, self.bind, self.managed]
+            .into_iter()
+            .flatten()
+    }
+
+    /// Makes every change in these folders durable.
+    pub fn sync(&self) -> Result<(), FsError> {
+        self.all().try_for_each(SafeDir::sync)
+    }
+
+    /// Marks every folder synced (after a `syncfs` of their filesystems).
+    pub fn mark_synced(&self) {
+        self.all().for_each(SafeDir::mark_synced);
+    }
+}
+
+/// Computes the steps that bring the group's folders (`dirs`) to `plan`. A hand edit to
+/// rescue when the group already keeps [`MAX_RESCUES`] rescues (or
+/// [`MAX_RESCUE_TOTAL_BYTES`]) is [`GroupError::TooManyRescues`]; the same text rescued before
+/// is not counted twice (its rescue name is the hash of the text).
+pub fn diff(dirs: &Dirs<'_>, plan: &GroupPlan) -> Result<Vec<Step>, GroupError> {
+    diff_listed(dirs, &dirs.group.listing()?, plan)
 }
 
 /// [`diff`], given a listing of the group folder made by the caller (each folder is listed
 /// once: the kinds of the entries come from the listings, not from a `stat` each).
 pub fn diff_listed(
-    group: &SafeDir,
+    dirs: &Dirs<'_>,
     listed: &Listing,
-    fragments: Option<&SafeDir>,
     plan: &GroupPlan,
 ) -> Result<Vec<Step>, GroupError> {
-    let fragments = match fragments {
-        Some(dir) => Some((dir, dir.listing()?)),
-        None => None,
+    let group = dirs.group;
+    let mut listings = Vec::new();
+    for place in [Place::Fragments, Place::Bind, Place::Managed] {
+        if let Some(dir) = dirs.get(place) {
+            listings.push((place, dir, dir.listing()?));
+        }
+    }
+    let listing = |place: Place| match place {
+        Place::Group => Some((group, listed)),
+        _ => listings
+            .iter()
+            .find(|(p, _, _)| *p == place)
+            .map(|(_, dir, listing)| (*dir, listing)),
     };
     let mut steps = Vec::new();
     for desired in &plan.entries {
-        let dir = if desired.path.in_fragments {
-            fragments.as_ref().map(|(dir, listing)| (*dir, listing))
-        } else {
-            Some((group, listed))
-        };
-        diff_entry(dir, desired, &mut steps)?;
+        diff_entry(listing(desired.path.place), desired, &mut steps)?;
     }
     for name in listed.names() {
         if let Some(name) = name.to_str().filter(|n| is_temp_name(n))
@@ -110,16 +173,18 @@ pub fn diff_listed(
             });
         }
     }
-    if let Some((fragments, listing)) = &fragments {
+    if let Some((fragments, listing)) = listing(Place::Fragments) {
         stale_fragments(fragments, listing, plan, &mut steps)?;
     }
-    let shared_wanted = plan
-        .entries
-        .iter()
-        .any(|d| !d.path.in_fragments && d.path.name == names::SHARED);
-    if !shared_wanted
-        && let Some(kind @ (FileKind::File | FileKind::Symlink)) =
-            listed.kind(group, names::SHARED)?
+    for place in [Place::Bind, Place::Managed] {
+        if let Some((dir, listing)) = listing(place) {
+            stale_state_files(place, dir, listing, plan, &mut steps)?;
+        }
+    }
+    // The shared base was `.claude-shared.md` in the group folder before it moved into the
+    // read-only `.claude-fragments`.
+    if let Some(kind @ (FileKind::File | FileKind::Symlink)) =
+        listed.kind(group, names::SHARED)?
     {
         steps.push(Step::Remove {
             path: ManagedPath::top(names::SHARED),
@@ -135,6 +200,49 @@ pub fn diff_listed(
     Ok(steps)
 }
 
+/// What the group's bind folder or managed folder holds that the plan does not want: files
+/// and links are removed (these folders are clawmd's own: nothing else writes there), temp
+/// files of an interrupted run cleaned; anything else is left with a log line.
+fn stale_state_files(
+    place: Place,
+    dir: &SafeDir,
+    listed: &Listing,
+    plan: &GroupPlan,
+    steps: &mut Vec<Step>,
+) -> Result<(), FsError> {
+    for name in listed.names() {
+        let Some(name) = name.to_str() else {
+            tracing::warn!(dir = %dir.path().display(), "leaving a non-UTF-8 name alone");
+            continue;
+        };
+        let wanted = plan
+            .entries
+            .iter()
+            .any(|d| d.path.place == place && d.path.name == name);
+        if wanted {
+            continue;
+        }
+        let path = ManagedPath {
+            place,
+            name: name.to_owned(),
+        };
+        match listed.kind(dir, name)? {
+            Some(FileKind::File | FileKind::Symlink) if is_temp_name(name) => {
+                steps.push(Step::Clean { path })
+            }
+            Some(kind @ (FileKind::File | FileKind::Symlink)) => {
+                steps.push(Step::Remove { path, before: kind })
+            }
+            None => {}
+            Some(other) => tracing::debug!(
+                path = %dir.path().join(name).display(),
+                "leaving {} alone", other.describe()
+            ),
+        }
+    }
+    Ok(())
+}
+
 /// An entry point clawmd composed for another backend (`AGENTS.md` of a group that is now a
 /// Claude Code group, say) is removed, its hand edits rescued first. A file clawmd did not
 /// compose is never touched.
@@ -145,17 +253,14 @@ fn stale_entry_points(
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
     for name in ENTRY_POINTS {
-        let wanted = plan
-            .entries
-            .iter()
-            .any(|d| !d.path.in_fragments && d.path.name == name);
+        let wanted = plan.entries.iter().any(|d| d.path.is_top(name));
         if wanted || listed.kind(group, name)? != Some(FileKind::File) {
             continue;
         }
         let Some(old) = group.read_file(name, MAX_RESCUE_BYTES)? else {
             continue;
         };
-        if !is_composed(&old) {
+        if old != mount_point_placeholder(name) && !is_composed(&old) {
             continue;
         }
         if needs_rescue(&old) {
@@ -226,8 +331,10 @@ fn diff_entry(
     };
     let name = desired.path.name.as_str();
     let limit = match &desired.content {
-        Content::File(_) if is_entry_point(&desired.path) => MAX_RESCUE_BYTES,
-        Content::File(bytes) => bytes.len() as u64,
+        Content::File(_) | Content::Placeholder(_) if is_entry_point(&desired.path) => {
+            MAX_RESCUE_BYTES
+        }
+        Content::File(bytes) | Content::Placeholder(bytes) => bytes.len() as u64,
         Content::Symlink(_) | Content::Seed => 0,
     };
     let mut longer_than_desired = false;
@@ -249,8 +356,20 @@ fn diff_entry(
         },
     };
     refuse_unsafe(dir, &desired.path, &desired.content, &node)?;
+    if let (Content::Placeholder(want), Node::File(have)) = (&desired.content, &node)
+        && have != want
+        && !is_composed(have)
+    {
+        // Text of its own (a person's, a legacy file not migrated yet): never renamed over.
+        steps.push(match have.trim_ascii().is_empty() {
+            true => Step::Keep { path },
+            false => Step::Shadowed { path },
+        });
+        return Ok(());
+    }
     let up_to_date = match (&desired.content, &node) {
         (Content::Seed, Node::File(_)) => true,
+        (Content::Placeholder(want), Node::File(have)) => want == have,
         (Content::File(want), Node::File(have)) => !longer_than_desired && want == have,
         (Content::Symlink(want), Node::Symlink(have)) => want == have,
         _ => false,
@@ -289,8 +408,8 @@ fn refuse_unsafe(
     content: &Content,
     node: &Node,
 ) -> Result<(), FsError> {
-    let protected =
-        is_entry_point(path) || (!path.in_fragments && path.name == names::CLAUDE_LOCAL_MD);
+    let protected = (path.place == Place::Group && is_entry_point(path))
+        || path.is_top(names::CLAUDE_LOCAL_MD);
     let refuse = match node {
         Node::Dir | Node::Other if matches!(content, Content::Seed) => true,
         Node::Dir => true,
@@ -354,15 +473,14 @@ fn stale_fragments(
 /// link written under a temp name and fsynced ([`stage`]), then rescues and everything the
 /// entry point imports put in place, then the entry point, then removals, each phase made
 /// durable (the folders fsynced) before the next. The caller must hold the group's lock.
-pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(), FsError> {
-    let mut staged = stage(group, fragments, steps, true)?;
-    let sync = || fragments.sync().and_then(|()| group.sync());
-    staged.place_imported(group, fragments, steps)?;
-    sync()?;
-    staged.place_entry_points(group, fragments, steps)?;
-    sync()?;
-    staged.remove_stale(group, fragments, steps)?;
-    sync()
+pub fn apply(dirs: &Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+    let mut staged = stage(dirs, steps, true)?;
+    staged.place_imported(dirs, steps)?;
+    dirs.sync()?;
+    staged.place_entry_points(dirs, steps)?;
+    dirs.sync()?;
+    staged.remove_stale(dirs, steps)?;
+    dirs.sync()
 }
 
 /// A group's steps with every file and link they write already made under a temp name (and,
@@ -381,37 +499,38 @@ pub struct Staged {
 /// Phase 0 of [`apply`]: removes leftovers of an interrupted run and writes every file and link
 /// `steps` need under temp names. `durable`: each temp is fsynced; else the caller makes them
 /// durable (`syncfs`) before [`Staged::place_imported`]. On failure nothing staged is left.
-pub fn stage(
-    group: &SafeDir,
-    fragments: &SafeDir,
-    steps: &[Step],
-    durable: bool,
-) -> Result<Staged, FsError> {
-    let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
+pub fn stage(dirs: &Dirs<'_>, steps: &[Step], durable: bool) -> Result<Staged, FsError> {
     for step in steps {
         if let Step::Clean { path } = step {
-            dir_of(path).remove(&path.name)?;
+            dirs.of(path)?.remove(&path.name)?;
         }
     }
     let mut staged = Staged { temps: Vec::new() };
     for step in steps {
         let temp = match step {
-            Step::Rescue { bytes, .. } => group.stage_new_file(bytes, durable).map(Some),
-            Step::Write { path, content, .. } => {
-                let dir = dir_of(path);
+            Step::Rescue { bytes, .. } => dirs.group.stage_new_file(bytes, durable).map(Some),
+            Step::Write {
+                path,
+                content,
+                before,
+            } => dirs.of(path).and_then(|dir| {
                 match content {
                     Content::File(bytes) => dir.stage_file(&path.name, bytes, durable),
+                    Content::Placeholder(bytes) if before.is_some() => {
+                        dir.stage_file(&path.name, bytes, durable)
+                    }
+                    Content::Placeholder(bytes) => dir.stage_new_file(bytes, durable),
                     Content::Symlink(target) => dir.stage_symlink(&path.name, target),
                     Content::Seed => dir.stage_new_file(b"", durable),
                 }
                 .map(Some)
-            }
+            }),
             _ => Ok(None),
         };
         match temp {
             Ok(temp) => staged.temps.push(temp),
             Err(err) => {
-                staged.discard(group, fragments, steps);
+                staged.discard(dirs, steps);
                 return Err(err);
             }
         }
@@ -421,76 +540,53 @@ pub fn stage(
 
 impl Staged {
     /// Removes every temp not put in place (after a failure).
-    pub fn discard(&mut self, group: &SafeDir, fragments: &SafeDir, steps: &[Step]) {
+    pub fn discard(&mut self, dirs: &Dirs<'_>, steps: &[Step]) {
         for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
             let Some(temp) = temp.take() else { continue };
             match step {
-                Step::Write { path, .. } if path.in_fragments => fragments.discard(temp),
-                _ => group.discard(temp),
+                Step::Write { path, .. } => match dirs.get(path.place) {
+                    Some(dir) => dir.discard(temp),
+                    None => dirs.group.discard(temp),
+                },
+                _ => dirs.group.discard(temp),
             }
         }
     }
 
     /// Phase 1: rescues of hand-edited entry points, then every other written file (in plan
-    /// order: what the entry point imports). On failure the remaining temps are removed.
-    pub fn place_imported(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-    ) -> Result<(), FsError> {
-        self.place(group, fragments, steps, Phase::Imported)
+    /// order: what the entry points import, the managed folder). On failure the remaining
+    /// temps are removed.
+    pub fn place_imported(&mut self, dirs: &Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+        self.place(dirs, steps, Phase::Imported)
     }
 
-    /// Phase 2: the entry points, once what they import is durable.
-    pub fn place_entry_points(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-    ) -> Result<(), FsError> {
-        self.place(group, fragments, steps, Phase::EntryPoints)
+    /// Phase 2: the entry points (the composed one in the bind folder, then its mount point
+    /// in the group folder), once what they import is durable.
+    pub fn place_entry_points(&mut self, dirs: &Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+        self.place(dirs, steps, Phase::EntryPoints)
     }
 
     /// Phase 3: removals of what the (durable) entry points no longer import.
-    pub fn remove_stale(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-    ) -> Result<(), FsError> {
-        let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
+    pub fn remove_stale(&mut self, dirs: &Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
         for step in steps {
             if let Step::Remove { path, .. } = step {
-                dir_of(path).remove(&path.name)?;
+                dirs.of(path)?.remove(&path.name)?;
             }
         }
         Ok(())
     }
 
     /// Puts the temps of `phase` in place; on failure the remaining temps are removed.
-    fn place(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-        phase: Phase,
-    ) -> Result<(), FsError> {
-        let result = self.place_phase(group, fragments, steps, phase);
+    fn place(&mut self, dirs: &Dirs<'_>, steps: &[Step], phase: Phase) -> Result<(), FsError> {
+        let result = self.place_phase(dirs, steps, phase);
         if result.is_err() {
-            self.discard(group, fragments, steps);
+            self.discard(dirs, steps);
         }
         result
     }
 
-    fn place_phase(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-        phase: Phase,
-    ) -> Result<(), FsError> {
-        let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
+    fn place_phase(&mut self, dirs: &Dirs<'_>, steps: &[Step], phase: Phase) -> Result<(), FsError> {
+        let group = dirs.group;
         if phase == Phase::Imported {
             for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
                 if let (Step::Rescue { from, to, bytes }, Some(_)) = (step, &temp) {
@@ -503,19 +599,31 @@ impl Staged {
             }
         }
         for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
-            let Step::Write { path, content, .. } = step else {
+            let Step::Write {
+                path,
+                content,
+                before,
+            } = step
+            else {
                 continue;
             };
             if is_entry_point(path) != (phase == Phase::EntryPoints) {
                 continue;
             }
             let Some(temp) = temp.take() else { continue };
-            let dir = dir_of(path);
+            let dir = dirs.of(path)?;
             match content {
                 Content::Seed => {
                     dir.link_new(temp, &path.name)?;
                 }
-                Content::File(_) | Content::Symlink(_) => dir.put_in_place(temp, &path.name)?,
+                // A mount point is created only where there is none: never over a name
+                // someone created meanwhile.
+                Content::Placeholder(_) if before.is_none() => {
+                    dir.link_new(temp, &path.name)?;
+                }
+                Content::File(_) | Content::Symlink(_) | Content::Placeholder(_) => {
+                    dir.put_in_place(temp, &path.name)?
+                }
             }
         }
         Ok(())
@@ -528,8 +636,10 @@ enum Phase {
     EntryPoints,
 }
 
+/// An entry point: in the group folder (the mount point) or in the bind folder (the composed
+/// file bound over it).
 fn is_entry_point(path: &ManagedPath) -> bool {
-    !path.in_fragments && is_entry_point_name(&path.name)
+    matches!(path.place, Place::Group | Place::Bind) && is_entry_point_name(&path.name)
 }
 
 /// The rescue name is taken: an earlier, interrupted run kept the same text there (the name
@@ -556,6 +666,15 @@ mod tests {
     use super::*;
     use crate::plan::Warning;
 
+    fn only(dir: &SafeDir) -> Dirs<'_> {
+        Dirs {
+            group: dir,
+            fragments: None,
+            bind: None,
+            managed: None,
+        }
+    }
+
     fn plan_of(content: Content) -> GroupPlan {
         GroupPlan {
             entries: vec![Desired {
@@ -576,7 +695,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(temp.path()).unwrap();
         dir.write_file("x.md", b"extra").unwrap();
-        let steps = diff(&dir, None, &plan_of(Content::File(Vec::new()))).unwrap();
+        let steps = diff(&only(&dir), &plan_of(Content::File(Vec::new()))).unwrap();
         assert!(
             matches!(
                 steps[0],
@@ -588,7 +707,7 @@ mod tests {
             "{steps:?}"
         );
         dir.write_file("x.md", b"").unwrap();
-        let steps = diff(&dir, None, &plan_of(Content::File(Vec::new()))).unwrap();
+        let steps = diff(&only(&dir), &plan_of(Content::File(Vec::new()))).unwrap();
         assert!(matches!(steps[0], Step::Keep { .. }), "{steps:?}");
     }
 
@@ -597,7 +716,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         std::fs::create_dir(temp.path().join("x.md")).unwrap();
         let dir = SafeDir::open(temp.path()).unwrap();
-        let err = diff(&dir, None, &plan_of(Content::File(b"a".to_vec()))).unwrap_err();
+        let err = diff(&only(&dir), &plan_of(Content::File(b"a".to_vec()))).unwrap_err();
         assert!(
             matches!(err, GroupError::Fs(FsError::Unsafe { .. })),
             "{err}"

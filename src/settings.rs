@@ -3,7 +3,7 @@
 //!
 //! ```json
 //! {
-//!   "delivery": "inline",
+//!   "delivery": "managed",
 //!   "provider": "claude",
 //!   "budgets": { "claude": 4194304, "codex": 32768, "opencode": 4194304, "gemini": 4194304 },
 //!   "claudeCodeVersion": "2.1.328",
@@ -13,7 +13,9 @@
 //!   "appMount": "/app",
 //!   "workspaceMount": "/workspace/agent",
 //!   "lockTimeout": 60,
-//!   "stateDir": "groups/.clawmd"
+//!   "stateDir": "groups/.clawmd",
+//!   "managedMount": "/etc/claude-code",
+//!   "hostManagedDir": "policy"
 //! }
 //! ```
 //!
@@ -40,7 +42,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 16] = [
     "delivery",
     "provider",
     "budgets",
@@ -54,6 +56,8 @@ const KEYS: [&str; 14] = [
     "stateDir",
     "sources",
     "memory",
+    "managedMount",
+    "hostManagedDir",
     "$schema",
 ];
 
@@ -90,6 +94,13 @@ pub struct Settings {
     pub sources: Option<Vec<RawSource>>,
     /// The group's own memory file: "CLAUDE.local.md" (the default) or "none".
     pub memory: Option<RawMemory>,
+    /// Where the group's managed-policy folder is mounted in its container (managed
+    /// delivery; default `/etc/claude-code`).
+    pub managed_mount: Option<PathBuf>,
+    /// A host folder holding the image's or organisation's own managed policy
+    /// (`CLAUDE.md`, `managed-settings.json`, other files), relative to the root: merged into
+    /// every group's managed folder, which hides the image's `/etc/claude-code`.
+    pub host_managed_dir: Option<PathBuf>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
 }
@@ -170,6 +181,17 @@ pub fn parse_settings(
             field: Some(err.field),
             message: err.message,
             fix: format!("{} (docs/recipes.md)", err.fix),
+        });
+    }
+    if let Some(mount) = &settings.managed_mount
+        && !mount.is_absolute()
+    {
+        return Err(ConfigError {
+            path: path.to_owned(),
+            position: None,
+            field: Some("managedMount".to_owned()),
+            message: format!("{} is not an absolute path", mount.display()),
+            fix: "write the managed-policy mount point as an absolute container path, e.g. \"/etc/claude-code\" (where Claude Code reads its managed policy on Linux)".to_owned(),
         });
     }
     if let Some(text) = &settings.claude_code_version {
@@ -290,6 +312,10 @@ impl Settings {
         {
             layout.workspace_mount = mount;
         }
+        if let Some(mount) = &self.managed_mount {
+            layout.managed_mount = mount.clone();
+        }
+        layout.host_managed_dir = self.host_managed_dir.as_ref().map(under_root);
         // Checked when the file was parsed ([`parse_settings`]).
         layout.recipe = Recipe::from_raw(self.sources.as_deref(), self.memory).unwrap_or_default();
         let mut budgets = Budgets::default();
@@ -368,7 +394,7 @@ mod tests {
         let resolved = Settings::default().resolve(Path::new("/d"), &Overrides::default());
         assert_eq!(resolved.layout, Layout::under_root(Path::new("/d")));
         assert_eq!(resolved.delivery, DeliverySettings::default());
-        assert_eq!(resolved.delivery.delivery, Delivery::Inline);
+        assert_eq!(resolved.delivery.delivery, Delivery::Managed);
         assert!(!resolved.delivery_chosen);
     }
 
@@ -454,6 +480,7 @@ mod tests {
                     &crate::layout::MountNeeds {
                         entry_point: "CLAUDE.md",
                         fragments: true,
+                        managed: false,
                         app: true,
                         config: true,
                     }

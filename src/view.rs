@@ -86,7 +86,13 @@ impl ViewOptions {
 /// use clawmd::loader::mounted::Mount;
 ///
 /// let layout = Layout::under_root("/srv".as_ref());
-/// let needs = MountNeeds { entry_point: "CLAUDE.md", fragments: true, app: true, config: true };
+/// let needs = MountNeeds {
+///     entry_point: "CLAUDE.md",
+///     fragments: true,
+///     managed: false,
+///     app: true,
+///     config: true,
+/// };
 /// let mounts = clawmd::view::container_mounts(&layout, "main", &needs);
 /// assert!(mounts.contains(&Mount::new("/app/CLAUDE.md", "/srv/container/CLAUDE.md")));
 /// assert!(mounts.contains(&Mount::new("/workspace/agent", "/srv/groups/main")));
@@ -150,7 +156,9 @@ pub fn load_group(
     let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
     let home = options.home.as_ref().map(|_| container_home(options));
     let mut load_options = load_options(&layout.workspace_mount, home, options);
-    load_options.managed_dir = None;
+    // The managed-policy mount point: the group's managed folder in managed delivery;
+    // nothing else is mounted there in the container view.
+    load_options.managed_dir = Some(layout.managed_mount.clone());
     let memory = load(&fs, &load_options)?;
     Ok((memory, fs))
 }

@@ -93,12 +93,22 @@ codes! {
     /// A file or folder of the group that the recipe reads is a link, a device or too large:
     /// it is left out of the group's memory.
     GroupSourceUnread = "group-source-unread",
+    /// Something in the host's own managed policy (`hostManagedDir`) that the groups'
+    /// managed folders do not take as it is (a memory switch clawmd pins off, a file it does
+    /// not merge).
+    HostManaged = "host-managed",
+    /// The entry point in the group folder, a mount point, holds text of its own that never
+    /// reaches the agent; it is left as it is (compose and check).
+    MountPointEdited = "mount-point-edited",
 
     // `check` findings about the composition.
     /// The disk differs from what `container.json` asks for.
     OutOfDate = "out-of-date",
     /// `CLAUDE.md` was edited by hand.
     HandEdited = "hand-edited",
+    /// The group is laid out as before bind folders: the composed entry point (or the shared
+    /// base) is in the group folder, where a recompose detaches the runner's read-only bind.
+    OldLayout = "old-layout",
     /// A fragment of a skill that is not enabled.
     DisabledSkillFragment = "disabled-skill-fragment",
     /// A temp file left by an interrupted run.

@@ -474,6 +474,7 @@ fn a_group_renders_as_its_container_sees_it() {
     let needs = clawmd::layout::MountNeeds {
         entry_point: "CLAUDE.md",
         fragments: true,
+        managed: false,
         app: true,
         config: false,
     };
