@@ -234,10 +234,10 @@ fn not_delivered(
 }
 
 /// The fix for link delivery whose imports Claude Code drops: either approval (the runtime's
-/// setting, told to clawmd too) or the default inline delivery.
+/// setting, told to clawmd too) or the default managed delivery.
 fn link_fix(layout: &Layout, group: &str) -> String {
     format!(
-        "approve external imports for {} in the agent's ~/.claude.json and set \"approveExternal\": true in clawmd.json; or set \"delivery\": \"inline\" in clawmd.json (and stop passing --delivery link / CLAWMD_DELIVERY=link), then run `clawmd compose {group}`",
+        "approve external imports for {} in the agent's ~/.claude.json and set \"approveExternal\": true in clawmd.json; or set \"delivery\": \"managed\" in clawmd.json, the default (and stop passing --delivery link / CLAWMD_DELIVERY=link), then run `clawmd compose {group}`",
         layout.workspace_mount.display()
     )
 }
@@ -551,7 +551,7 @@ fn composition_findings(
             Step::Rescue { from, .. } => findings.push(Finding {
                 severity: Severity::Error,
                 code: Code::HandEdited,
-                file: group_path.join(from),
+                file: from.host_path(layout, group),
                 message: format!("{from} is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will move the edit aside"),
                 fix: format!("move the text you need into CLAUDE.local.md, then {compose_fix}"),
             }),

@@ -383,6 +383,13 @@ struct RenderArgs {
     /// the newest release the conformance corpus covers).
     #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
     claude_version: Option<ClaudeVersion>,
+    /// For a group: the delivery mode whose binds the container has (default: clawmd.json's,
+    /// as compose resolves it).
+    #[arg(long, env = "CLAWMD_DELIVERY", value_parser = parse_delivery())]
+    delivery: Option<Delivery>,
+    /// For a group: the backend of a group whose container.json names none.
+    #[arg(long, env = "CLAWMD_PROVIDER", value_parser = parse_provider())]
+    provider: Option<Provider>,
 }
 
 fn parse_format() -> impl clap::builder::TypedValueParser<Value = Format> {
@@ -722,7 +729,12 @@ fn run_render(
     }
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
-            let (resolved, _) = global.resolve(&DeliveryArgs::default(), None, printer)?;
+            let delivery = DeliveryArgs {
+                delivery: args.delivery,
+                provider: args.provider,
+                ..DeliveryArgs::default()
+            };
+            let (resolved, _) = global.resolve(&delivery, None, printer)?;
             view.delivery = resolved.delivery.delivery;
             view.provider = resolved.delivery.provider;
             load_group(&resolved.layout, group, &view)

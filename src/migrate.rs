@@ -26,7 +26,7 @@ use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
-use crate::plan::is_composed;
+use crate::plan::{PLACEHOLDER_START, is_composed};
 use crate::report::{ActionReport, MigrateGroupReport, MigrateReport, Status};
 
 /// The largest legacy group file migrate moves; a larger one is refused, never truncated.
@@ -188,7 +188,10 @@ fn migrate_group(
 /// opening anything but a regular file).
 pub fn observe_group(dir: &SafeDir) -> Result<GroupState, GroupError> {
     let legacy =
-        read_regular(dir, names::CLAUDE_MD, MAX_LEGACY_BYTES)?.filter(|text| !is_composed(text));
+        // A composed document, or the placeholder of the mount point (edited or not), is
+        // compose's business, not legacy text.
+        read_regular(dir, names::CLAUDE_MD, MAX_LEGACY_BYTES)?
+            .filter(|text| !is_composed(text) && !text.starts_with(PLACEHOLDER_START.as_bytes()));
     let local = match legacy {
         Some(_) => read_regular(dir, names::CLAUDE_LOCAL_MD, MAX_LEGACY_BYTES)?,
         None => None,

@@ -12,7 +12,7 @@ use crate::file_kind::{self, FileKind};
 use crate::fsops::{FsError, Listing, Node, SafeDir, Temp, is_temp_name};
 use crate::layout::names;
 use crate::plan::{
-    Content, Desired, GroupPlan, ManagedPath, Place, is_composed, is_pristine,
+    Content, Desired, GroupPlan, ManagedPath, PLACEHOLDER_START, Place, is_composed, is_pristine,
     mount_point_placeholder, short_hash,
 };
 
@@ -38,11 +38,12 @@ pub enum Step {
         /// What was there before (`None` for a creation).
         before: Option<FileKind>,
     },
-    /// Keep a hand-edited entry point (`CLAUDE.md`, `AGENTS.md`, `GEMINI.md`) under `to`
-    /// before it is replaced or removed.
+    /// Keep a hand-edited composed document (an entry point, `CLAUDE.md`, `AGENTS.md`,
+    /// `GEMINI.md`, in the group folder or its bind folder; the managed `CLAUDE.md`) under
+    /// `to` in the group folder before it is replaced or removed.
     Rescue {
-        /// The edited file's name in the group folder.
-        from: String,
+        /// The edited file.
+        from: ManagedPath,
         /// The rescue file name in the group folder.
         to: String,
         /// The edited text.
@@ -183,9 +184,7 @@ pub fn diff_listed(
     }
     // The shared base was `.claude-shared.md` in the group folder before it moved into the
     // read-only `.claude-fragments`.
-    if let Some(kind @ (FileKind::File | FileKind::Symlink)) =
-        listed.kind(group, names::SHARED)?
-    {
+    if let Some(kind @ (FileKind::File | FileKind::Symlink)) = listed.kind(group, names::SHARED)? {
         steps.push(Step::Remove {
             path: ManagedPath::top(names::SHARED),
             before: kind,
@@ -230,6 +229,21 @@ fn stale_state_files(
             Some(FileKind::File | FileKind::Symlink) if is_temp_name(name) => {
                 steps.push(Step::Clean { path })
             }
+            Some(FileKind::File) if is_document(&path) => {
+                if let Some(old) = dir.read_file(name, MAX_RESCUE_BYTES)?
+                    && needs_rescue(&old)
+                {
+                    steps.push(Step::Rescue {
+                        from: path.clone(),
+                        to: rescue_name(name, &old),
+                        bytes: old,
+                    });
+                }
+                steps.push(Step::Remove {
+                    path,
+                    before: FileKind::File,
+                })
+            }
             Some(kind @ (FileKind::File | FileKind::Symlink)) => {
                 steps.push(Step::Remove { path, before: kind })
             }
@@ -260,12 +274,15 @@ fn stale_entry_points(
         let Some(old) = group.read_file(name, MAX_RESCUE_BYTES)? else {
             continue;
         };
-        if old != mount_point_placeholder(name) && !is_composed(&old) {
+        // clawmd's own: the document it composed there before bind folders, or a mount point's
+        // placeholder (edited or not). A mount point no longer in the table may go.
+        let placeholder = mount_point_placeholder(name);
+        if !is_composed(&old) && !old.starts_with(PLACEHOLDER_START.as_bytes()) {
             continue;
         }
-        if needs_rescue(&old) {
+        if old != placeholder && needs_rescue(&old) {
             steps.push(Step::Rescue {
-                from: name.to_owned(),
+                from: ManagedPath::top(name),
                 to: rescue_name(name, &old),
                 bytes: old.clone(),
             });
@@ -331,7 +348,7 @@ fn diff_entry(
     };
     let name = desired.path.name.as_str();
     let limit = match &desired.content {
-        Content::File(_) | Content::Placeholder(_) if is_entry_point(&desired.path) => {
+        Content::File(_) | Content::Placeholder(_) if is_document(&desired.path) => {
             MAX_RESCUE_BYTES
         }
         Content::File(bytes) | Content::Placeholder(bytes) => bytes.len() as u64,
@@ -348,7 +365,7 @@ fn diff_entry(
             Ok(Some(bytes)) => Node::File(bytes),
             Ok(None) => Node::Missing,
             // Longer than the desired content, so it differs: replaced without being read.
-            Err(FsError::TooLarge { .. }) if limit != MAX_RESCUE_BYTES => {
+            Err(FsError::TooLarge { .. }) if !is_document(&desired.path) => {
                 longer_than_desired = true;
                 Node::File(Vec::new())
             }
@@ -379,11 +396,11 @@ fn diff_entry(
         return Ok(());
     }
     if let Node::File(old) = &node
-        && is_entry_point(&desired.path)
+        && is_document(&desired.path)
         && needs_rescue(old)
     {
         steps.push(Step::Rescue {
-            from: name.to_owned(),
+            from: desired.path.clone(),
             to: rescue_name(name, old),
             bytes: old.clone(),
         });
@@ -408,8 +425,8 @@ fn refuse_unsafe(
     content: &Content,
     node: &Node,
 ) -> Result<(), FsError> {
-    let protected = (path.place == Place::Group && is_entry_point(path))
-        || path.is_top(names::CLAUDE_LOCAL_MD);
+    let protected =
+        (path.place == Place::Group && is_entry_point(path)) || path.is_top(names::CLAUDE_LOCAL_MD);
     let refuse = match node {
         Node::Dir | Node::Other if matches!(content, Content::Seed) => true,
         Node::Dir => true,
@@ -585,7 +602,12 @@ impl Staged {
         result
     }
 
-    fn place_phase(&mut self, dirs: &Dirs<'_>, steps: &[Step], phase: Phase) -> Result<(), FsError> {
+    fn place_phase(
+        &mut self,
+        dirs: &Dirs<'_>,
+        steps: &[Step],
+        phase: Phase,
+    ) -> Result<(), FsError> {
         let group = dirs.group;
         if phase == Phase::Imported {
             for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
@@ -640,6 +662,12 @@ enum Phase {
 /// file bound over it).
 fn is_entry_point(path: &ManagedPath) -> bool {
     matches!(path.place, Place::Group | Place::Bind) && is_entry_point_name(&path.name)
+}
+
+/// A document clawmd composes whole, whose hand edits are kept before it is replaced: an
+/// entry point, or the managed `CLAUDE.md`.
+fn is_document(path: &ManagedPath) -> bool {
+    is_entry_point(path) || (path.place == Place::Managed && path.name == names::CLAUDE_MD)
 }
 
 /// The rescue name is taken: an earlier, interrupted run kept the same text there (the name

@@ -24,10 +24,10 @@ use serde_json::{Map, Value};
 
 use crate::fsops::{self, FsError};
 use crate::layout::{Layout, names};
+use crate::loader::Mount;
 use crate::plan::{Sources, Warning};
 use crate::sources::expand::expand_source_in;
 use crate::sources::{Section, SectionId};
-use crate::loader::Mount;
 
 /// The environment variables by which a settings file's `env` turns every memory file off
 /// (the managed one included), pinned off in the managed settings. Found by setting each of
@@ -80,7 +80,7 @@ pub fn read_host_managed(layout: &Layout) -> Result<Option<HostManaged>, FsError
     let entries = fs_err::read_dir(dir).map_err(|err| FsError::Io {
         op: "list the host's managed-policy folder (hostManagedDir in clawmd.json)",
         path: dir.clone(),
-        source: err.into(),
+        source: err,
     })?;
     let mut names = Vec::new();
     for entry in entries {
@@ -130,7 +130,10 @@ fn parse_settings(path: &Path, bytes: &[u8]) -> Result<Map<String, Value>, FsErr
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(not_settings(path, "it is JSON, but not an object".to_owned())),
+        Ok(_) => Err(not_settings(
+            path,
+            "it is JSON, but not an object".to_owned(),
+        )),
         Err(err) => Err(not_settings(path, err.to_string())),
     }
 }
@@ -236,8 +239,8 @@ mod tests {
         for switch in MEMORY_SWITCHES {
             assert_eq!(value["env"][switch], "", "{switch}");
         }
-        let mut sources = Sources::default();
-        sources.host_managed = Some(HostManaged {
+        let sources = Sources {
+            host_managed: Some(HostManaged {
             dir: PathBuf::from("/policy"),
             claude_md: None,
             settings: Some(
@@ -248,7 +251,9 @@ mod tests {
             ),
             files: Vec::new(),
             left_out: vec!["/policy/.claude".to_owned()],
-        });
+            }),
+            ..Sources::default()
+        };
         let (bytes, warnings) = settings_file(&sources);
         let value: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(value["permissions"]["deny"][0], "Bash(rm:*)");
@@ -271,7 +276,10 @@ mod tests {
         layout.host_managed_dir = Some(dir.clone());
         let host = read_host_managed(&layout).unwrap().unwrap();
         let text = String::from_utf8(host.claude_md.unwrap()).unwrap();
-        assert!(text.contains("ORG POLICY") && text.contains("MORE POLICY"), "{text}");
+        assert!(
+            text.contains("ORG POLICY") && text.contains("MORE POLICY"),
+            "{text}"
+        );
         assert!(
             crate::loader::content::scan_markdown(&text)
                 .unwrap()
@@ -280,14 +288,20 @@ mod tests {
             "{text}"
         );
         assert_eq!(host.settings.unwrap()["a"], 1);
-        assert_eq!(host.files, [("more.md".to_owned(), b"MORE POLICY\n".to_vec())]);
+        assert_eq!(
+            host.files,
+            [("more.md".to_owned(), b"MORE POLICY\n".to_vec())]
+        );
         assert_eq!(
             host.left_out,
             [dir.join("managed-settings.d").display().to_string()]
         );
         std::fs::write(dir.join("managed-settings.json"), "[1]").unwrap();
         let err = read_host_managed(&layout).unwrap_err().to_string();
-        assert!(err.contains("not an object") && err.contains("fix:"), "{err}");
+        assert!(
+            err.contains("not an object") && err.contains("fix:"),
+            "{err}"
+        );
         layout.host_managed_dir = Some(root.path().join("nowhere"));
         assert!(read_host_managed(&layout).is_err());
     }

@@ -94,7 +94,9 @@ impl std::str::FromStr for Delivery {
         Delivery::ALL
             .into_iter()
             .find(|delivery| delivery.as_str() == text)
-            .ok_or_else(|| format!("unknown delivery mode {text:?}: use managed, inline, copy or link"))
+            .ok_or_else(|| {
+                format!("unknown delivery mode {text:?}: use managed, inline, copy or link")
+            })
     }
 }
 
@@ -526,7 +528,12 @@ mod tests {
     }
 
     fn content<'a>(plan: &'a GroupPlan, path: &ManagedPath) -> &'a Content {
-        &plan.entries.iter().find(|d| &d.path == path).unwrap().content
+        &plan
+            .entries
+            .iter()
+            .find(|d| &d.path == path)
+            .unwrap()
+            .content
     }
 
     fn text(plan: &GroupPlan, path: &ManagedPath) -> String {
@@ -553,10 +560,16 @@ mod tests {
         );
         // The guardrails: flat, no import at all (the agent could approve external ones).
         let managed = text(&plan, &ManagedPath::managed("CLAUDE.md"));
-        assert!(scan_markdown(&managed).unwrap().imports.is_empty(), "{managed}");
+        assert!(
+            scan_markdown(&managed).unwrap().imports.is_empty(),
+            "{managed}"
+        );
         assert!(managed.contains("BASE") && managed.contains("SMALL") && managed.contains("RO"));
         assert!(!managed.contains("OFF"), "a disabled skill is absent");
-        assert!(!managed.contains("LOCAL"), "the local memory stays the agent's");
+        assert!(
+            !managed.contains("LOCAL"),
+            "the local memory stays the agent's"
+        );
         let settings: serde_json::Value =
             serde_json::from_str(&text(&plan, &ManagedPath::managed("managed-settings.json")))
                 .unwrap();
@@ -565,7 +578,10 @@ mod tests {
         }
         // The workspace's entry point only imports the local memory, whatever the sources.
         let entry = text(&plan, &ManagedPath::bind("CLAUDE.md"));
-        assert_eq!(scan_markdown(&entry).unwrap().imports, ["./CLAUDE.local.md"]);
+        assert_eq!(
+            scan_markdown(&entry).unwrap().imports,
+            ["./CLAUDE.local.md"]
+        );
         assert!(!entry.contains("BASE"));
         assert_eq!(
             content(&plan, &ManagedPath::top("CLAUDE.md")),

@@ -173,9 +173,7 @@ impl SharedVerdict {
             .iter()
             .filter(|entry| matches!(entry.content, Content::Seed));
         let seed = seeds.next()?;
-        if seeds.next().is_some()
-            || !seed.path.is_top(names::CLAUDE_LOCAL_MD)
-        {
+        if seeds.next().is_some() || !seed.path.is_top(names::CLAUDE_LOCAL_MD) {
             return None;
         }
         let mut template = plan.clone();

@@ -140,7 +140,7 @@ impl GroupReport {
                 }
                 Step::Clean { path } => report.cleaned.push(path.to_string()),
                 Step::Rescue { from, to, .. } => report.rescued.push(Rescued {
-                    from: from.clone(),
+                    from: from.to_string(),
                     to: to.clone(),
                 }),
                 Step::Write {
@@ -412,7 +412,7 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             if target.delivery == Delivery::Link && !target.provider.is_flat() {
                 out.out(
                     Tone::Note,
-                    "    fix: approve external imports in the agent's ~/.claude.json (and set \"approveExternal\": true in clawmd.json), or use the default inline delivery",
+                    "    fix: approve external imports in the agent's ~/.claude.json (and set \"approveExternal\": true in clawmd.json), or use the default managed delivery",
                 );
             }
         }

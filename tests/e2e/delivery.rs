@@ -818,7 +818,9 @@ fn deployment(delivery: &str) -> Deployment {
     }
     let report = compose(&dep, delivery);
     for group in GROUPS {
-        let shared = dep.path(&format!("groups/{group}/.claude-fragments/.claude-shared.md"));
+        let shared = dep.path(&format!(
+            "groups/{group}/.claude-fragments/.claude-shared.md"
+        ));
         let managed = dep.path(&format!("groups/.clawmd/binds/{group}/managed/CLAUDE.md"));
         let kind = shared.symlink_metadata().map(|m| m.file_type());
         let made = match kind {

@@ -71,8 +71,9 @@ fn a_hand_edit_a_disabled_skill_fragment_and_leftovers_are_found() {
     let d = Deployment::standard().group("g", None);
     d.run(["compose", "g", "--delivery", "link"]).success();
     d.write("groups/g/container.json", br#"{"skills": ["hello"]}"#);
-    let edited = d.read("groups/g/CLAUDE.md") + "my edit\n";
-    d.write("groups/g/CLAUDE.md", edited.as_bytes());
+    // A hand edit of the composed CLAUDE.md (in the group's bind folder in the state).
+    let edited = d.claude_md("g") + "my edit\n";
+    d.write(&Deployment::composed("g", "CLAUDE.md"), edited.as_bytes());
     d.write("groups/g/.claude-fragments/.clawmd-tmp-1-2-3", b"x");
     d.write("groups/g/CLAUDE.md.rescued-0011223344556677", b"old edit");
     let run = d
@@ -114,9 +115,9 @@ fn check_expects_the_configured_delivery_and_its_fix_works() {
         .success();
     assert_eq!(run.json()["groups"][0]["delivery"], "copy");
     assert_eq!(codes(&run, 0), Vec::<String>::new());
-    // With no flag the deployment's delivery (the default, inline) is expected.
+    // With no flag the deployment's delivery (the default, managed) is expected.
     let run = d.run(["check", "g", "--json"]).expect_code(1);
-    assert_eq!(run.json()["groups"][0]["delivery"], "inline");
+    assert_eq!(run.json()["groups"][0]["delivery"], "managed");
     assert!(codes(&run, 0).contains(&"out-of-date".to_owned()));
     for finding in run.json()["groups"][0]["findings"].as_array().unwrap() {
         if finding["severity"] == "error" {
@@ -169,7 +170,7 @@ fn link_delivery_compose_and_check_agree_and_the_fixes_work() {
         if finding["severity"] == "error" {
             let fix = finding["fix"].as_str().unwrap();
             assert!(
-                fix.contains("\"delivery\": \"inline\"") && fix.contains("approveExternal"),
+                fix.contains("\"delivery\": \"managed\"") && fix.contains("approveExternal"),
                 "{fix}"
             );
         }
@@ -182,8 +183,8 @@ fn link_delivery_compose_and_check_agree_and_the_fixes_work() {
     let run = d.run(["compose", "g", "--json"]).success();
     assert_eq!(run.json()["groups"][0]["delivered"]["complete"], true);
     d.run(["check", "g"]).success();
-    // Fix 2: inline delivery.
-    d.write("clawmd.json", br#"{"delivery": "inline"}"#);
+    // Fix 2: managed delivery (the fix's words, the default).
+    d.write("clawmd.json", br#"{"delivery": "managed"}"#);
     d.run(["check", "g"]).expect_code(1);
     let run = d.run(["compose", "g", "--json"]).success();
     assert_eq!(run.json()["groups"][0]["delivered"]["complete"], true);
@@ -357,8 +358,10 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
     d.run(["compose", "stale", "edited"]).success();
     d.write("groups/stale/.clawmd-tmp-1-2-3", b"x");
     d.write("groups/stale/container.json", br#"{"skills": ["web"]}"#);
-    let edited = d.read("groups/edited/CLAUDE.md") + "my note\n";
-    d.write("groups/edited/CLAUDE.md", edited.as_bytes());
+    // A person's edit of a composed document (compose would move it aside).
+    let composed = Deployment::composed("edited", "CLAUDE.md");
+    let edited = d.read(&composed) + "my note\n";
+    d.write(&composed, edited.as_bytes());
     d.write("groups/edited/container.json", br#"{"skills": ["web"]}"#);
 
     let run = d.run(["check", "--fix", "--json"]).expect_code(1);
@@ -375,11 +378,7 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
     );
     assert!(d.exists("groups/new/CLAUDE.md"));
     assert!(!d.exists("groups/stale/.clawmd-tmp-1-2-3"));
-    assert_eq!(
-        d.read("groups/edited/CLAUDE.md"),
-        edited,
-        "a hand edit is left alone"
-    );
+    assert_eq!(d.read(&composed), edited, "a hand edit is left alone");
     // The report is the check after the fixes: only the edited group remains.
     assert_eq!(codes(&run, 1), Vec::<String>::new());
     assert_eq!(codes(&run, 2), Vec::<String>::new());

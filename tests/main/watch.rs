@@ -154,7 +154,7 @@ fn watch_composes_then_reports_each_change_until_sigterm() {
     );
     assert!(
         deployment
-            .read("groups/main/CLAUDE.md")
+            .managed_md("main")
             .contains("# A new shared base"),
         "the new base is composed"
     );
@@ -179,11 +179,7 @@ fn watch_composes_then_reports_each_change_until_sigterm() {
         "{event}"
     );
     assert_eq!(event["delivered"]["complete"], true, "{event}");
-    assert!(
-        deployment
-            .read("groups/ops/CLAUDE.md")
-            .contains("Read only.")
-    );
+    assert!(deployment.managed_md("ops").contains("Read only."));
 
     watching.stop(rustix::process::Signal::TERM);
 }
@@ -196,7 +192,7 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
     let mut watching = Watching::start(&deployment, &[]);
     assert_eq!(watching.next_groups(2), changed(&["g", "h"]));
     assert_eq!(watching.next()["event"], "ready");
-    let composed = deployment.read("groups/g/CLAUDE.md");
+    let composed = deployment.managed_md("g");
 
     deployment.write("groups/g/container.json", b"{\"skills\": [\"web\",\n");
     let event = watching.next();
@@ -206,11 +202,7 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
         message.contains("container.json:2:"),
         "names the file and line: {message}"
     );
-    assert_eq!(
-        deployment.read("groups/g/CLAUDE.md"),
-        composed,
-        "left as it was"
-    );
+    assert_eq!(deployment.managed_md("g"), composed, "left as it was");
 
     // The agent keeps writing next to the broken config, and g is composed again each time:
     // the same failure is not said again. Each write is followed by a change to h, whose line
@@ -236,7 +228,7 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
         (Some("g"), Some("unchanged")),
         "{event}"
     );
-    assert_eq!(deployment.read("groups/g/CLAUDE.md"), composed);
+    assert_eq!(deployment.managed_md("g"), composed);
 
     watching.stop(rustix::process::Signal::INT);
 }
