@@ -448,36 +448,25 @@ pub fn observe_with(
         }
     };
     let delivery = plan.target.delivery;
-    let wants = |place: Place| plan.entries.iter().any(|d| d.path.place == place);
-    // A folder is created (under the lock) only when the plan writes in it; one that exists
-    // is opened even when it does not, for what is stale in it.
+    // The folders that exist are opened (for what is stale in them too); a missing one is
+    // created (under the lock) only once the diff found nothing to refuse, and only when the
+    // plan writes in it: a refused group is left exactly as it was.
     let fragments = match listed.kind(&dir, names::FRAGMENTS)? {
-        None if !(create && wants(Place::Fragments)) => None,
-        _ => dir.open_child(names::FRAGMENTS, create)?,
+        None => None,
+        Some(_) => dir.open_child(names::FRAGMENTS, false)?,
     };
     let group = group_path
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
     let bind_path = layout.bind_dir(&group);
-    let bind = match SafeDir::open(&bind_path) {
+    let mut bind = match SafeDir::open(&bind_path) {
         Ok(bind) => Some(bind),
-        Err(FsError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound
-                && create
-                && (wants(Place::Bind) || wants(Place::Managed)) =>
-        {
-            fsops::create_dir_all(&bind_path)?;
-            Some(SafeDir::open(&bind_path)?)
-        }
         Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
         Err(err) => return Err(err.into()),
     };
-    let managed = match &bind {
-        Some(bind) => match bind.kind(names::MANAGED)? {
-            None if !(create && wants(Place::Managed)) => None,
-            _ => bind.open_child(names::MANAGED, create)?,
-        },
+    let mut managed = match &bind {
+        Some(bind) => bind.open_child(names::MANAGED, false)?,
         None => None,
     };
     let dirs = Dirs {
@@ -487,6 +476,22 @@ pub fn observe_with(
         managed: managed.as_ref(),
     };
     let steps = diff_listed(&dirs, &listed, &plan)?;
+    let wants = |place: Place| plan.entries.iter().any(|d| d.path.place == place);
+    let fragments = match fragments {
+        None if create && wants(Place::Fragments) => dir.open_child(names::FRAGMENTS, true)?,
+        other => other,
+    };
+    if create && bind.is_none() && (wants(Place::Bind) || wants(Place::Managed)) {
+        fsops::create_dir_all(&bind_path)?;
+        bind = Some(SafeDir::open(&bind_path)?);
+    }
+    if create
+        && managed.is_none()
+        && wants(Place::Managed)
+        && let Some(bind) = &bind
+    {
+        managed = bind.open_child(names::MANAGED, true)?;
+    }
     Ok(Observation {
         dir,
         fragments,

@@ -11,6 +11,7 @@ use crate::delivery::{DeliverySettings, Target};
 use crate::deployment::{checked_group_dir, open_group, read_config};
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
+use crate::fsops::SafeDir;
 use crate::layout::{Bind, Layout, MountNeeds, names};
 use crate::report::{Detail, Line, Lines, Report, Tone, escape_path};
 
@@ -23,7 +24,12 @@ pub fn group_needs(
     settings: &DeliverySettings,
 ) -> Result<MountNeeds, GroupError> {
     let dir = open_group(&checked_group_dir(layout, group)?)?;
-    let config = read_config(&dir)?;
+    needs_in(&dir, settings)
+}
+
+/// [`group_needs`] of the group folder opened as `dir`.
+pub fn needs_in(dir: &SafeDir, settings: &DeliverySettings) -> Result<MountNeeds, GroupError> {
+    let config = read_config(dir)?;
     let exists = dir.kind(names::CONFIG)? == Some(FileKind::File);
     Ok(Target::of(&config, settings).mount_needs(exists))
 }

@@ -6,10 +6,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::delivery::{Delivery, DeliverySettings, Provider};
+use crate::delivery::{Delivery, DeliverySettings, Provider, Target};
 use crate::error::GroupError;
 use crate::fsops::FsError;
 use crate::layout::{Layout, MountNeeds, names};
@@ -152,7 +152,17 @@ pub fn load_group(
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
     let group_dir = crate::deployment::checked_group_dir(layout, group)?;
-    let needs = crate::mounts::group_needs(layout, group, &options.delivery_settings())?;
+    let settings = options.delivery_settings();
+    let dir = crate::deployment::open_group(&group_dir)?;
+    // A config that cannot be read (malformed, a device, a link: check reports it) gives the
+    // binds of a group with the default config; whatever is at `container.json` is bound (and
+    // a link there refused below, as the runner would bind through it).
+    let present = dir.kind(names::CONFIG)?.is_some();
+    let mut needs = crate::mounts::needs_in(&dir, &settings).unwrap_or_else(|_| {
+        Target::of(&crate::config::GroupConfig::default(), &settings).mount_needs(present)
+    });
+    needs.config = present;
+    drop(dir);
     let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
     let home = options.home.as_ref().map(|_| container_home(options));
     let mut load_options = load_options(&layout.workspace_mount, home, options);
@@ -220,9 +230,29 @@ fn open_group_view(
                 }
                 handle
             }
-            // Not in the group folder (container/, the home): trusted host paths, opened
-            // following links as a bind mount does.
-            Err(_) => rustix::fs::open(&mount.host, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()),
+            // Not in the group folder (the state, container/, the home): trusted host paths,
+            // opened following links as a bind mount does. Its mount point may be in the
+            // group folder (the entry point bound over `CLAUDE.md`): the runner would mount
+            // through a link planted there, so it is refused like one at a bind's source.
+            Err(_) => {
+                let point = mount
+                    .container
+                    .strip_prefix(&layout.workspace_mount)
+                    .ok()
+                    .filter(|rel| !rel.as_os_str().is_empty());
+                if let Some(rel) = point {
+                    let planted = rustix::fs::statat(&dir, rel, AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+                    if planted {
+                        return Err(unsafe_entry(
+                            &group_dir.join(rel),
+                            "a symlink",
+                            "a regular file",
+                        ));
+                    }
+                }
+                rustix::fs::open(&mount.host, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+            }
         };
         sources.push((mount, handle));
     }

@@ -262,10 +262,12 @@ fn cases() -> Vec<Case> {
         ),
     ];
 
-    // The name a hand edit would be rescued under, planted in advance as a link outside: the
-    // edit must neither be written through the link nor be lost.
-    let edited = |d: &Deployment| {
-        let mut text = std::fs::read(d.path("groups/g/CLAUDE.md")).unwrap();
+    // The name a hand edit (of the composed CLAUDE.md) would be rescued under, planted in
+    // advance as a link outside: the edit must neither be written through the link nor be
+    // lost.
+    let composed = Deployment::composed("g", "CLAUDE.md");
+    let edited = move |d: &Deployment| {
+        let mut text = std::fs::read(d.path(&Deployment::composed("g", "CLAUDE.md"))).unwrap();
         text.extend_from_slice(b"\nA hand edit someone cares about.\n");
         text
     };
@@ -281,7 +283,7 @@ fn cases() -> Vec<Case> {
     cases.push(case(
         "the rescue name of a hand edit is planted as a link outside",
         move |d, s| {
-            d.write("groups/g/CLAUDE.md", &edited(d));
+            d.write(&composed, &edited(d));
             replace_with_link(d, &planted, &s.file());
         },
         vec![(LINK, Refuse(&rescue_name))],
@@ -306,7 +308,9 @@ fn comparable(tree: Tree, with_fresh: bool) -> Tree {
     tree.into_iter()
         .filter(|(path, _)| {
             !path.starts_with("groups/.clawmd-locks")
-                && (with_fresh || !path.starts_with("groups/fresh"))
+                && (with_fresh
+                    || !(path.starts_with("groups/fresh")
+                        || path.starts_with("groups/.clawmd/binds/fresh")))
         })
         .collect()
 }
@@ -518,11 +522,21 @@ fn an_agent_swapping_links_during_composes_never_reaches_outside() {
 /// The sentinel file's text: it must never appear in anything render or check prints.
 const SECRET: &str = "outside: do not touch";
 
+/// The group is composed with link delivery ([`deployment`]): render and check are told so,
+/// so that the container's binds are those of link delivery.
 const RENDERS: &[&[&str]] = &[
-    &["render", "g"],
-    &["render", "g", "--format", "flat"],
-    &["render", "g", "--delivery-view"],
-    &["render", "g", "--approve-external", "--format", "messages"],
+    &["render", "g", "--delivery", "link"],
+    &["render", "g", "--delivery", "link", "--format", "flat"],
+    &["render", "g", "--delivery", "link", "--delivery-view"],
+    &[
+        "render",
+        "g",
+        "--delivery",
+        "link",
+        "--approve-external",
+        "--format",
+        "messages",
+    ],
 ];
 
 /// What render and check do with a group whose entries an agent replaced by links to the
@@ -604,9 +618,9 @@ fn render_and_check_refuse_planted_links_and_never_reach_outside() {
         let sentinel = Sentinel::new();
         plant(&d, &sentinel);
         let check_args: [&[&str]; 3] = [
-            &["check", "g"],
-            &["check", "g", "--json"],
-            &["check", "--all"],
+            &["check", "g", "--delivery", "link"],
+            &["check", "g", "--delivery", "link", "--json"],
+            &["check", "--all", "--delivery", "link"],
         ];
         for args in RENDERS.iter().chain(check_args.iter()) {
             let context = format!("{name} / clawmd {}", args.join(" "));
@@ -704,7 +718,7 @@ fn an_agent_exchanging_memory_files_with_links_and_fifos_during_renders_never_re
     let limit = std::time::Duration::from_secs(20);
     for run in 0..renders {
         let args: &[&str] = if run % 5 == 4 {
-            &["check", "g"]
+            &["check", "g", "--delivery", "link"]
         } else {
             RENDERS[run as usize % RENDERS.len()]
         };
@@ -816,7 +830,12 @@ fn render_and_check_never_open_a_device_or_fifo() {
         run.expect(0, &args.join(" "));
         assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");
     }
-    let view = clawmd_in(d.root(), &["render", "g", "--delivery-view"], &[], limit);
+    let view = clawmd_in(
+        d.root(),
+        &["render", "g", "--delivery", "link", "--delivery-view"],
+        &[],
+        limit,
+    );
     for name in ["dev.md", "fifo.md", "container.json"] {
         assert!(
             view.stdout()
@@ -826,7 +845,10 @@ fn render_and_check_never_open_a_device_or_fifo() {
             view.stdout()
         );
     }
-    for args in [&["check", "g"][..], &["check", "--all", "--json"]] {
+    for args in [
+        &["check", "g", "--delivery", "link"][..],
+        &["check", "--all", "--delivery", "link", "--json"],
+    ] {
         let run = clawmd_in(d.root(), args, &[], limit);
         run.expect(1, &args.join(" "));
         assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");
