@@ -42,8 +42,18 @@ pub fn mounts(
     settings: &DeliverySettings,
 ) -> Result<MountsReport, GroupError> {
     let needs = group_needs(layout, group, settings)?;
-    let binds = layout
-        .mount_table(group, &needs)
+    let table = layout.mount_table(group, &needs);
+    // What clawmd composes in the state must be there: a runner binding a missing source
+    // fails to start the container (or, with some runtimes, binds an empty folder).
+    if let Some(missing) = table.iter().find(|bind| {
+        bind.host.starts_with(&layout.state_dir) && fs_err::symlink_metadata(&bind.host).is_err()
+    }) {
+        return Err(GroupError::NotComposed {
+            group: group.to_owned(),
+            path: missing.host.clone(),
+        });
+    }
+    let binds = table
         .into_iter()
         .map(|bind| Bind {
             host: absolute(&bind.host),
@@ -108,6 +118,22 @@ mod tests {
         let layout = Layout::under_root(root.path());
         std::fs::create_dir_all(layout.group_dir("main")).unwrap();
         let settings = DeliverySettings::default();
+        // Not composed yet: the binds would name files that are not there.
+        assert!(matches!(
+            mounts(&layout, "main", &settings),
+            Err(GroupError::NotComposed { .. })
+        ));
+        let compose = |layout: &Layout| {
+            let options = crate::compose::ComposeOptions::default();
+            let report = crate::compose::compose(
+                layout,
+                &crate::deployment::Selection::Named(vec!["main".to_owned()]),
+                &options,
+            )
+            .unwrap();
+            assert!(report.ok, "{report:?}");
+        };
+        compose(&layout);
         let table = mounts(&layout, "main", &settings).unwrap().0;
         assert_eq!(
             table[0],
@@ -119,6 +145,7 @@ mod tests {
         let config = Path::new("/workspace/agent/container.json");
         assert!(!table.iter().any(|bind| bind.container == config));
         std::fs::write(layout.group_dir("main").join("container.json"), "{}").unwrap();
+        compose(&layout);
         let table = mounts(&layout, "main", &settings).unwrap().0;
         assert!(table.iter().any(|bind| bind.container == config));
         // A Codex group binds its AGENTS.md.
@@ -127,6 +154,7 @@ mod tests {
             r#"{"provider": "codex"}"#,
         )
         .unwrap();
+        compose(&layout);
         let table = mounts(&layout, "main", &settings).unwrap().0;
         assert!(
             table

@@ -63,6 +63,8 @@ codes! {
     InternalError = "internal-error",
     /// The memory loader could not start.
     Loader = "loader",
+    /// `clawmd mounts`: a file the group's binds need is not composed yet.
+    NotComposed = "not-composed",
 
     // Warnings (compose).
     /// `skills` names a skill that does not exist.
@@ -181,6 +183,7 @@ impl From<&GroupError> for Code {
             GroupError::Reserved { .. } => Code::ReservedGroup,
             GroupError::TooManyRescues { .. } => Code::TooManyRescues,
             GroupError::Missing { .. } => Code::MissingGroup,
+            GroupError::NotComposed { .. } => Code::NotComposed,
             GroupError::Config(_) => Code::BadConfig,
             GroupError::Collision { .. } => Code::FragmentCollision,
             GroupError::Fs(err) => Code::from(err),

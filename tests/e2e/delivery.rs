@@ -272,7 +272,18 @@ fn sdk_discovers_claude_local_md_only_with_the_local_source() {
     // A hand-written group that clawmd never composed: CLAUDE.md does not import the local file.
     std::fs::create_dir_all(dep.path("groups/plain/.claude-fragments")).unwrap();
     dep.write("groups/plain/container.json", b"{}\n");
-    dep.write("groups/plain/CLAUDE.md", b"PLAIN-PROJECT-MEMORY\n");
+    // Where the runner binds the group's CLAUDE.md from (`clawmd mounts`), over its mount
+    // point in the group folder; inline delivery's binds (no managed folder: nothing else
+    // is composed).
+    dep.write("clawmd.json", br#"{"delivery": "inline"}"#);
+    dep.write(
+        "groups/plain/CLAUDE.md",
+        &clawmd::plan::mount_point_placeholder("CLAUDE.md"),
+    );
+    dep.write(
+        &Deployment::composed("plain", "CLAUDE.md"),
+        b"PLAIN-PROJECT-MEMORY\n",
+    );
     dep.write("groups/plain/CLAUDE.local.md", b"PLAIN-LOCAL-MEMORY\n");
 
     let mut report = Report::new("CLAUDE.local.md discovery without an import");
@@ -463,7 +474,13 @@ fn codex_group_gets_a_flat_agents_md_within_its_budget() {
         "{group}"
     );
 
-    let agents = dep.read("groups/coder/AGENTS.md");
+    // The composed AGENTS.md is in the group's bind folder; the group folder's is its mount
+    // point.
+    let agents = dep.read(&Deployment::composed("coder", "AGENTS.md"));
+    assert!(
+        dep.read("groups/coder/AGENTS.md")
+            .starts_with("<!-- clawmd: the mount point of AGENTS.md")
+    );
     assert!(
         agents.len() <= 32 * 1024,
         "AGENTS.md is {} bytes",

@@ -399,7 +399,7 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
     );
     let digest = composed["memoryDigest"].as_str().unwrap();
     assert!(digest.starts_with("sha256:"), "{digest}");
-    assert!(d.read("groups/good/CLAUDE.md").contains("WEB"));
+    assert!(d.managed_md("good").contains("WEB"));
     for noop in ["noop", "noopSync"] {
         let noop = value(noop);
         assert_eq!(noop["changed"], false, "{noop}");

@@ -17,6 +17,7 @@ export type Code =
   | "io"
   | "internal-error"
   | "loader"
+  | "not-composed"
   | "unknown-skill"
   | "unknown-key"
   | "missing-shared-base"
@@ -28,8 +29,11 @@ export type Code =
   | "missing-source"
   | "ignored-config"
   | "group-source-unread"
+  | "host-managed"
+  | "mount-point-edited"
   | "out-of-date"
   | "hand-edited"
+  | "old-layout"
   | "disabled-skill-fragment"
   | "stale-temp"
   | "rescued-text"
@@ -52,7 +56,12 @@ export type Code =
   | "cwd-not-utf8"
   | "claude-version-unverified"
   | "budget-exceeded"
-  | "not-delivered";
+  | "not-delivered"
+  | "memory-disabled"
+  | "excluded"
+  | "settings-rejected"
+  | "settings-undecided"
+  | "planted-instructions";
 
 /**
  * The JSON document of a run that could not start (the groups folder or the shared content

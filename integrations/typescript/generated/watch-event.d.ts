@@ -59,6 +59,7 @@ export type Code =
   | "io"
   | "internal-error"
   | "loader"
+  | "not-composed"
   | "unknown-skill"
   | "unknown-key"
   | "missing-shared-base"
@@ -70,8 +71,11 @@ export type Code =
   | "missing-source"
   | "ignored-config"
   | "group-source-unread"
+  | "host-managed"
+  | "mount-point-edited"
   | "out-of-date"
   | "hand-edited"
+  | "old-layout"
   | "disabled-skill-fragment"
   | "stale-temp"
   | "rescued-text"
@@ -94,7 +98,12 @@ export type Code =
   | "cwd-not-utf8"
   | "claude-version-unverified"
   | "budget-exceeded"
-  | "not-delivered";
+  | "not-delivered"
+  | "memory-disabled"
+  | "excluded"
+  | "settings-rejected"
+  | "settings-undecided"
+  | "planted-instructions";
 /**
  * The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
  */
@@ -102,7 +111,7 @@ export type Provider = "claude" | "codex" | "opencode" | "gemini";
 /**
  * How the shared base and the skills' guidance reach a Claude Code agent.
  */
-export type Delivery = "inline" | "copy" | "link";
+export type Delivery = "managed" | "inline" | "copy" | "link";
 
 /**
  * The result of composing one group.
