@@ -797,6 +797,211 @@ mod tests {
         verify(&layout, &plan, &sources, &settings)
     }
 
+    /// What the settings files `files` (paths in the container, text) do, as
+    /// `crate::view::agent_settings` reads them, for both front ends.
+    fn agent(files: &[(&str, &str)]) -> AgentSettings {
+        let mut fs = Snapshot::new();
+        fs.dir(Path::new("/workspace/agent"));
+        fs.dir(Path::new("/home/node/.claude"));
+        for (path, text) in files {
+            fs.file(Path::new(path), text.as_bytes().to_vec());
+        }
+        let evaluate = |consumer| {
+            let view = ViewOptions {
+                consumer,
+                ..ViewOptions::default()
+            };
+            let mut options = load_options(
+                Path::new("/workspace/agent"),
+                Some("/home/node".into()),
+                &view,
+            );
+            options.managed_dir = None;
+            crate::loader::settings::evaluate(&fs, &options, Path::new("/workspace/agent"))
+        };
+        AgentSettings {
+            cli: evaluate(Consumer::Cli),
+            sdk: evaluate(Consumer::Sdk),
+        }
+    }
+
+    fn verdict_with(delivery: Delivery, files: &[(&str, &str)]) -> Delivered {
+        let layout = Layout::under_root(Path::new("/host"));
+        let settings = DeliverySettings::with_delivery(delivery);
+        let sources = sources("BASE\n");
+        let inputs = GroupInputs {
+            local_memory: Some(b"LOCAL NOTES\n"),
+            ..GroupInputs::default()
+        };
+        let plan = plan_delivery(
+            &layout,
+            &GroupConfig::default(),
+            &sources,
+            inputs,
+            &settings,
+        )
+        .unwrap();
+        verify_with(&layout, &plan, &sources, &settings, &agent(files))
+    }
+
+    const PROJECT: &str = "/workspace/agent/.claude/settings.json";
+    const LOCAL: &str = "/workspace/agent/.claude/settings.local.json";
+    const USER: &str = "/home/node/.claude/settings.json";
+
+    #[test]
+    fn settings_that_drop_the_guardrails_make_the_verdict_incomplete_in_every_delivery() {
+        for delivery in [Delivery::Inline, Delivery::Copy] {
+            for (file, text, missing) in [
+                (
+                    PROJECT,
+                    r#"{"claudeMdExcludes":["/workspace/agent/CLAUDE.md"]}"#,
+                    "shared-base",
+                ),
+                (
+                    USER,
+                    r#"{"claudeMdExcludes":["**/CLAUDE.md"]}"#,
+                    "shared-base",
+                ),
+                (
+                    LOCAL,
+                    r#"{"claudeMdExcludes":["/workspace/**"]}"#,
+                    "local-memory",
+                ),
+                (PROJECT, r#"{"claudeMdExcludes":["**"]}"#, "skill:web"),
+                (
+                    PROJECT,
+                    r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"yes"}}"#,
+                    "local-memory",
+                ),
+                (
+                    USER,
+                    r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":1}}"#,
+                    "shared-base",
+                ),
+                (
+                    PROJECT,
+                    r#"{"claudeMdExcludes":["/proc/self/cwd/CLAUDE.md"]}"#,
+                    "shared-base",
+                ),
+                (
+                    PROJECT,
+                    r#"{"claudeMdExcludes":["/workspace/nothere/../agent/CLAUDE.md"]}"#,
+                    "shared-base",
+                ),
+                (
+                    PROJECT,
+                    "\u{feff}{\"claudeMdExcludes\":[\"/workspace/agent/CLAUDE.md\"]}",
+                    "shared-base",
+                ),
+            ] {
+                let got = verdict_with(delivery, &[(file, text)]);
+                assert!(!got.complete, "{delivery} {file} {text}: {got:?}");
+                assert!(
+                    got.missing.contains(&missing.to_owned()),
+                    "{delivery} {text}: {got:?}"
+                );
+                assert!(!got.reasons.is_empty(), "{got:?}");
+            }
+        }
+        // Link delivery (approved): the same setting drops one fragment only.
+        let approved = DeliverySettings {
+            approve_external: true,
+            ..DeliverySettings::with_delivery(Delivery::Link)
+        };
+        let layout = Layout::under_root(Path::new("/host"));
+        let sources = sources("BASE\n");
+        let plan = plan_delivery(
+            &layout,
+            &GroupConfig::default(),
+            &sources,
+            GroupInputs::default(),
+            &approved,
+        )
+        .unwrap();
+        let clean = verify_with(&layout, &plan, &sources, &approved, &agent(&[]));
+        assert!(clean.complete, "{clean:?}");
+        let one = agent(&[(
+            PROJECT,
+            r#"{"claudeMdExcludes":["**/.claude-fragments/web.md"]}"#,
+        )]);
+        let got = verify_with(&layout, &plan, &sources, &approved, &one);
+        assert_eq!(got.missing, ["skill:web"], "{got:?}");
+    }
+
+    #[test]
+    fn settings_that_change_nothing_or_are_rejected_leave_the_verdict_complete() {
+        for (file, text) in [
+            (
+                PROJECT,
+                r#"{"claudeMdExcludes":["/workspace/agent/notes/**"]}"#,
+            ),
+            (
+                PROJECT,
+                r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0","OTHER":"1"}}"#,
+            ),
+            (
+                PROJECT,
+                r#"{"claudeMdExcludes":["/workspace/agent/CLAUDE.md"],"permissions":5}"#,
+            ),
+            (
+                PROJECT,
+                r#"{"claudeMdExcludes":["/workspace/agent/CLAUDE.md"],}"#,
+            ),
+            (PROJECT, r#"{"env":{"claude_code_disable_claude_mds":"1"}}"#),
+            (PROJECT, r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"y"}}"#),
+            (USER, r#"{"$schema":"x","claudeMdExcludes":[]}"#),
+        ] {
+            let got = verdict_with(Delivery::Inline, &[(file, text)]);
+            assert!(got.complete, "{text}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn what_clawmd_cannot_decide_is_never_complete() {
+        for text in [
+            r#"{"claudeMdExcludes":["/workspace/agent/[[:upper:]]LAUDE.md"]}"#,
+            r#"{"claudeMdExcludes":["**/CLAUDE.m{c..e}"]}"#,
+            r#"{"claudeMdExcludes":["/nothing/**"],"model":"x","hooks":{}}"#,
+            r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"},"permissions":{"allow":["Bash"]}}"#,
+            r#"{"claudeMdExcludes":["/proc/1/cwd/CLAUDE.md"]}"#,
+        ] {
+            let got = verdict_with(Delivery::Inline, &[(PROJECT, text)]);
+            assert!(!got.complete, "{text}: {got:?}");
+            assert!(!got.undecided.is_empty(), "{text}: {got:?}");
+            assert!(
+                got.undecided.iter().any(|u| u.contains(PROJECT)),
+                "names the file: {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_verdict_holds_for_the_cli_and_the_sdk() {
+        // Local settings: read by the CLI, not by the SDK (settingSources project, user).
+        let got = verdict_with(
+            Delivery::Inline,
+            &[(
+                LOCAL,
+                r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"true"}}"#,
+            )],
+        );
+        assert!(!got.complete);
+        // The project turns memory off and local turns it back on: the SDK does not read the
+        // local file, so memory is off for it.
+        let got = verdict_with(
+            Delivery::Inline,
+            &[
+                (PROJECT, r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#),
+                (LOCAL, r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#),
+            ],
+        );
+        assert!(!got.complete, "{got:?}");
+        assert!(
+            got.reasons.iter().any(|r| r.starts_with("(Agent SDK)")),
+            "{got:?}"
+        );
+    }
+
     #[test]
     fn inline_and_copy_reach_the_agent_link_only_when_approved() {
         for delivery in [Delivery::Inline, Delivery::Copy] {
