@@ -30,13 +30,16 @@ pub mod loader;
 pub mod migrate;
 pub mod plan;
 pub mod progress;
+pub mod recipe;
 pub mod reconcile;
 pub mod report;
 pub mod safe_name;
 pub mod schema;
 pub mod settings;
+pub mod sources;
 pub mod suggest;
 pub mod view;
+pub mod watch;
 
 pub use error::{Error, GroupError};
 pub use layout::Layout;
