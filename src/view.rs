@@ -9,12 +9,15 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::delivery::verify::AgentSettings;
 use crate::delivery::{Delivery, DeliverySettings, Provider, Target};
 use crate::error::GroupError;
 use crate::fsops::FsError;
 use crate::layout::{Layout, MountNeeds, names};
+use crate::loader::fs::MemoryFs;
 use crate::loader::{
-    ClaudeVersion, ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load,
+    ClaudeVersion, ExternalImports, LoadOptions, LoaderError, Memory, Mount, MountedFs,
+    SettingsEvaluation, Severity, load,
 };
 use crate::report::{escape, escape_path};
 
@@ -105,7 +108,8 @@ pub fn container_mounts(layout: &Layout, group: &str, needs: &MountNeeds) -> Vec
         .collect()
 }
 
-/// The mounts of the container of `group`, plus the home when given.
+/// The mounts of the container of `group`, plus the home when given, else the group's
+/// `~/.claude` where the deployment says it lives ([`Layout::claude_home`]).
 pub fn group_mounts(
     layout: &Layout,
     group: &str,
@@ -115,8 +119,67 @@ pub fn group_mounts(
     let mut mounts = container_mounts(layout, group, needs);
     if let Some(home) = &options.home {
         mounts.push(Mount::new(container_home(options), home));
+    } else if let Some(claude) = layout.claude_home_dir(group) {
+        mounts.push(Mount::new(layout.claude_home_mount(), claude));
     }
     mounts
+}
+
+/// The agent's `$HOME` in the view: the mounted home, or the deployment's `agentHome` when
+/// only its `~/.claude` is mounted.
+fn view_home(layout: &Layout, options: &ViewOptions) -> Option<PathBuf> {
+    match &options.home {
+        Some(_) => Some(container_home(options)),
+        None => layout
+            .claude_home
+            .as_ref()
+            .map(|_| layout.agent_home.clone()),
+    }
+}
+
+/// The options the loader runs with for `group`'s container seen through `fs`.
+fn group_load_options(layout: &Layout, fs: &MountedFs, options: &ViewOptions) -> LoadOptions {
+    let mut load_options =
+        load_options(&layout.workspace_mount, view_home(layout, options), options);
+    // The managed-policy mount point, where the table binds the group's managed folder
+    // (managed delivery); the image's own managed policy is not modelled.
+    let managed = &layout.managed_mount;
+    load_options.managed_dir = fs
+        .mounts()
+        .iter()
+        .any(|m| m.container.starts_with(managed))
+        .then(|| managed.to_owned());
+    load_options
+}
+
+/// What the settings files the agent can write do to its memory, for the CLI and for the
+/// Agent SDK (`settingSources: ['project','user']`), read in the view of `group`'s container
+/// (the group folder and the group's `~/.claude` where the deployment says where it is; every
+/// read bounded, never following a link on the host, never opening a FIFO or device).
+pub fn agent_settings(
+    layout: &Layout,
+    group: &str,
+    options: &ViewOptions,
+) -> Result<AgentSettings, GroupError> {
+    let fs = group_view(layout, group, options)?;
+    let evaluate = |consumer: Consumer| -> Result<SettingsEvaluation, GroupError> {
+        let options = ViewOptions {
+            consumer,
+            ..options.clone()
+        };
+        let load_options = group_load_options(layout, &fs, &options);
+        let cwd = fs
+            .canonicalize(&load_options.cwd)
+            .map_err(|source| LoaderError::Cwd {
+                path: load_options.cwd.clone(),
+                source,
+            })?;
+        Ok(crate::loader::settings::evaluate(&fs, &load_options, &cwd))
+    };
+    Ok(AgentSettings {
+        cli: evaluate(Consumer::Cli)?,
+        sdk: evaluate(Consumer::Sdk)?,
+    })
 }
 
 fn container_home(options: &ViewOptions) -> PathBuf {
@@ -151,6 +214,18 @@ pub fn load_group(
     group: &str,
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
+    let fs = group_view(layout, group, options)?;
+    let load_options = group_load_options(layout, &fs, options);
+    let memory = load(&fs, &load_options)?;
+    Ok((memory, fs))
+}
+
+/// The container view of `group`, through its mount table for `options`' delivery settings.
+fn group_view(
+    layout: &Layout,
+    group: &str,
+    options: &ViewOptions,
+) -> Result<MountedFs, GroupError> {
     let group_dir = crate::deployment::checked_group_dir(layout, group)?;
     let settings = options.delivery_settings();
     let dir = crate::deployment::open_group(&group_dir)?;
@@ -163,14 +238,7 @@ pub fn load_group(
     });
     needs.config = present;
     drop(dir);
-    let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
-    let home = options.home.as_ref().map(|_| container_home(options));
-    let mut load_options = load_options(&layout.workspace_mount, home, options);
-    // The managed-policy mount point: the group's managed folder in managed delivery;
-    // nothing else is mounted there in the container view.
-    load_options.managed_dir = Some(layout.managed_mount.clone());
-    let memory = load(&fs, &load_options)?;
-    Ok((memory, fs))
+    open_group_view(layout, group, &group_dir, &needs, options)
 }
 
 /// The container view of a group, its group-folder mounts opened without following links.

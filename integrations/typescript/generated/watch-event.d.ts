@@ -286,4 +286,10 @@ export interface DeliveredReport {
    * Why, as the loader explains it.
    */
   reasons: string[];
+  /**
+   * Settings the agent can write that may keep composed memory from it and that clawmd
+   * cannot evaluate exactly, each naming the file and the setting: the guardrails *may
+   * not* reach the agent (`complete` is then `false`).
+   */
+  undecided: string[];
 }
