@@ -219,9 +219,10 @@ struct LockArgs {
 /// default.
 #[derive(Args, Debug, Clone, Default)]
 struct DeliveryArgs {
-    /// inline (default): one generated CLAUDE.md importing only CLAUDE.local.md; copy:
-    /// regular-file copies; link: symlinks into /app, which Claude Code drops unless external
-    /// imports are approved.
+    /// managed (default): the guardrails as Claude Code's managed policy at /etc/claude-code,
+    /// which no settings file of the agent's can drop; inline: one generated CLAUDE.md importing
+    /// only CLAUDE.local.md; copy: regular-file copies; link: symlinks into /app, which Claude
+    /// Code drops unless external imports are approved.
     #[arg(long, env = "CLAWMD_DELIVERY", value_parser = parse_delivery())]
     delivery: Option<Delivery>,
     /// The agent backend of groups whose container.json has no `provider` [default: claude].
