@@ -241,19 +241,35 @@ fn the_same_attacks_drop_the_guardrails_of_inline_delivery() {
     let base = dep.read("container/CLAUDE.md");
     let base = base.trim_end();
     let mut failures = Vec::new();
-    for (attack, settings) in [
-        ("excludes **", json!({"claudeMdExcludes": ["**"]})),
+    // `CLAUDE_CODE_SIMPLE` and `CLAUDE_CODE_SAFE_MODE` take effect from the user's settings
+    // only (measured: from a project or local file they change nothing), which nanoclaw's
+    // agent can write all the same.
+    for (attack, settings, user) in [
+        ("excludes **", json!({"claudeMdExcludes": ["**"]}), false),
         (
             "memory off",
             json!({"env": {"CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1"}}),
+            false,
         ),
-        ("bare mode", json!({"env": {"CLAUDE_CODE_SIMPLE": "1"}})),
+        (
+            "bare mode",
+            json!({"env": {"CLAUDE_CODE_SIMPLE": "1"}}),
+            true,
+        ),
+        (
+            "safe mode",
+            json!({"env": {"CLAUDE_CODE_SAFE_MODE": "1"}}),
+            true,
+        ),
     ] {
         let home = tempfile::tempdir().unwrap();
-        dep.write(
-            "groups/main/.claude/settings.json",
-            settings.to_string().as_bytes(),
-        );
+        let _ = std::fs::remove_file(dep.path("groups/main/.claude/settings.json"));
+        let file = match user {
+            true => home.path().join(".claude/settings.json"),
+            false => dep.path("groups/main/.claude/settings.json"),
+        };
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, settings.to_string()).unwrap();
         match observe(&dep, home.path(), Consumer::Cli) {
             Ok((block, _)) if block.contains(base) => failures.push(format!(
                 "[{attack}] the shared base still loaded: the attack does nothing"
@@ -271,7 +287,9 @@ fn the_same_attacks_drop_the_guardrails_of_inline_delivery() {
             &[],
         );
         let group = &report.json()["groups"][0];
-        if attack != "bare mode" && group["delivered"]["complete"] != false {
+        // clawmd's verdict reads the user's settings only where clawmd.json says where the
+        // agent's ~/.claude lives (`claudeHome`, not set here).
+        if !user && group["delivered"]["complete"] != false {
             failures.push(format!("[{attack}] the verdict says complete: {group}"));
         }
     }
