@@ -18,12 +18,13 @@ use crate::deployment::{
     Observation, PlanId, Plans, Selection, checked_group_dir, observe_with, read_sources,
 };
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, SafeDir};
+use crate::fsops::{self, FsError, SafeDir, TempJournal};
 use crate::layout::Layout;
 use crate::plan::{Content, GroupPlan, Sources};
 use crate::progress::Progress;
-use crate::reconcile::{Staged, Step, apply, stage};
+use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport};
+use crate::state;
 
 /// How to compose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,11 +205,12 @@ fn first_look(
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
-    match verdicts.observe(layout, sources, &group_path, options, false) {
+    match verdicts.observe(layout, sources, &group_path, options, None) {
         // `.claude-fragments` must exist even when nothing is imported from it (inline): the
         // runner bind-mounts it read-only.
         Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
-            let report = GroupReport::from_steps(group, &first.steps, &first.plan);
+            let report = GroupReport::from_steps(group, &first.steps, &first.plan)
+                .with_cleaned(first.leftover_names());
             Some(Ok(verdicts.add(layout, sources, &first, options, report)))
         }
         Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => Some(Err(err)),
@@ -256,14 +258,32 @@ fn compose_locked(
 ) -> Result<GroupReport, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
-    let seen = verdicts.observe(layout, sources, &group_path, options, true)?;
-    let fragments = seen
-        .fragments
-        .as_ref()
-        .expect("open_child with create returns a folder or an error");
-    apply(&seen.dir, fragments, &seen.steps)?;
-    let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
+    let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
+    let seen = verdicts.observe(layout, sources, &group_path, options, Some(&journal))?;
+    apply(seen.dirs(), &seen.steps)?;
+    journal.settle()?;
+    let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
     Ok(verdicts.add(layout, sources, &seen, options, report))
+}
+
+/// Under the group's lock: the journal of the temps this run makes, after removing the temps
+/// an interrupted run recorded in it and left (and nothing else), named as the report names
+/// them.
+fn clean_leftovers(
+    layout: &Layout,
+    group: &str,
+    group_path: &Path,
+) -> Result<(std::sync::Arc<TempJournal>, Vec<String>), GroupError> {
+    let journal = state::journal(layout, group)?;
+    let mut cleaned = Vec::new();
+    if state::may_have_leftovers(layout, group) {
+        for leftover in state::leftovers(layout, group)? {
+            if leftover.remove()? {
+                cleaned.push(state::describe_leftover(&leftover, group_path));
+            }
+        }
+    }
+    Ok((journal, cleaned))
 }
 
 /// How many groups a batch composes at once: each holds its lock and two folders open while
@@ -274,6 +294,8 @@ const BATCH_GROUPS: usize = 128;
 /// A group of a batch, locked, observed and staged.
 struct Work {
     _lock: fsops::GroupLock,
+    journal: std::sync::Arc<TempJournal>,
+    cleaned: Vec<String>,
     seen: Observation,
     staged: Staged,
     device: u64,
@@ -281,10 +303,7 @@ struct Work {
 
 impl Work {
     fn fragments(&self) -> &SafeDir {
-        self.seen
-            .fragments
-            .as_ref()
-            .expect("open_child with create returns a folder or an error")
+        self.seen.dirs().fragments
     }
 }
 
@@ -319,15 +338,14 @@ fn compose_batch(
                 Err(FsError::LockTimeout { .. }) => return Ok(None),
                 Err(err) => return Err(err.into()),
             };
-            let seen = verdicts.observe(layout, sources, &group_path, options, true)?;
+            let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
+            let seen = verdicts.observe(layout, sources, &group_path, options, Some(&journal))?;
             let device = seen.dir.device()?;
-            let fragments = seen
-                .fragments
-                .as_ref()
-                .expect("open_child with create returns a folder or an error");
-            let staged = stage(&seen.dir, fragments, &seen.steps, false)?;
+            let staged = stage(seen.dirs(), &seen.steps, false)?;
             Ok(Some(Work {
                 _lock: lock,
+                journal,
+                cleaned,
                 seen,
                 staged,
                 device,
@@ -351,7 +369,9 @@ fn compose_batch(
         .zip(works)
         .map(|((group, _), work)| {
             let w = work?;
-            let report = GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan);
+            w.journal.settle()?;
+            let report =
+                GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
             Ok(verdicts.add(layout, sources, &w.seen, options, report))
         })
         .collect::<Vec<_>>()
@@ -372,16 +392,12 @@ fn compose_batch(
 /// Runs one phase on every group of the batch still going; a group that fails stops.
 fn phase(
     works: &mut [Result<Work, GroupError>],
-    step: impl Fn(&mut Staged, &SafeDir, &SafeDir, &[Step]) -> Result<(), FsError>,
+    step: impl Fn(&mut Staged, Dirs<'_>, &[Step]) -> Result<(), FsError>,
 ) {
     for work in works.iter_mut() {
         let Ok(w) = work else { continue };
         let Work { seen, staged, .. } = w;
-        let fragments = seen
-            .fragments
-            .as_ref()
-            .expect("open_child with create returns a folder or an error");
-        if let Err(err) = step(staged, &seen.dir, fragments, &seen.steps) {
+        if let Err(err) = step(staged, seen.dirs(), &seen.steps) {
             *work = Err(err.into());
         }
     }
@@ -459,14 +475,14 @@ impl Verdicts {
         sources: &Sources,
         group_path: &Path,
         options: &ComposeOptions,
-        create: bool,
+        writer: Option<&std::sync::Arc<TempJournal>>,
     ) -> Result<Observation, GroupError> {
         observe_with(
             layout,
             sources,
             group_path,
             &options.settings,
-            create,
+            writer,
             Some(&self.plans),
         )
     }
@@ -708,7 +724,7 @@ mod tests {
                             &sources,
                             &layout.group_dir(group),
                             &options.settings,
-                            false,
+                            None,
                         )
                         .unwrap();
                         assert!(alone.plan_id.is_none());
@@ -731,7 +747,7 @@ mod tests {
                             &sources,
                             &layout.group_dir(group),
                             &options.settings,
-                            false,
+                            None,
                             Some(&plans),
                         )
                         .unwrap();

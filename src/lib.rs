@@ -35,6 +35,7 @@ pub mod report;
 pub mod safe_name;
 pub mod schema;
 pub mod settings;
+pub mod state;
 pub mod suggest;
 pub mod view;
 
