@@ -260,8 +260,10 @@ fn compose_locked(
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
     let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
     let seen = verdicts.observe(layout, sources, &group_path, options, Some(&journal))?;
-    apply(seen.dirs(), &seen.steps)?;
-    journal.settle()?;
+    let applied = apply(seen.dirs(), &seen.steps);
+    let settled = journal.settle();
+    applied?;
+    settled?;
     let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
     Ok(verdicts.add(layout, sources, &seen, options, report))
 }
@@ -292,13 +294,15 @@ fn clean_leftovers(
 const BATCH_GROUPS: usize = 128;
 
 /// A group of a batch, locked, observed and staged.
+/// Fields are dropped in order: the observation (whose folders share the journal), then the
+/// journal (settled on drop, under the lock), then the lock.
 struct Work {
-    _lock: fsops::GroupLock,
-    journal: std::sync::Arc<TempJournal>,
-    cleaned: Vec<String>,
     seen: Observation,
     staged: Staged,
     device: u64,
+    cleaned: Vec<String>,
+    journal: std::sync::Arc<TempJournal>,
+    _lock: fsops::GroupLock,
 }
 
 impl Work {

@@ -889,7 +889,8 @@ impl Record {
 /// random bits, so no one can create one before clawmd does.
 ///
 /// The journal is created (with the state folder) the first time a temp is recorded, and
-/// emptied by [`TempJournal::settle`] once none of its temps is left.
+/// emptied by [`TempJournal::settle`] once none of its temps is left (when dropped, if the
+/// run did not settle it: drop it before the lock).
 #[derive(Debug)]
 pub struct TempJournal {
     /// clawmd's state folder.
@@ -900,6 +901,21 @@ pub struct TempJournal {
     name: String,
     /// The journal file, opened for appending on first use.
     file: std::sync::Mutex<Option<std::fs::File>>,
+    /// Whether [`TempJournal::settle`] ran (after the last temp was recorded).
+    settled: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for TempJournal {
+    /// A run that stops on an error still settles its journal (while it holds the lock: the
+    /// journal is dropped before the lock), so a failure that removed its temps leaves no
+    /// records behind.
+    fn drop(&mut self) {
+        if !self.settled.load(Ordering::Relaxed)
+            && let Err(err) = self.settle()
+        {
+            tracing::warn!("{err}");
+        }
+    }
 }
 
 /// The largest journal read: a run records two short lines per temp it makes.
@@ -913,6 +929,7 @@ impl TempJournal {
             folder,
             name: name.to_owned(),
             file: std::sync::Mutex::new(None),
+            settled: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -981,6 +998,7 @@ impl TempJournal {
         if file.is_none() {
             *file = Some(self.open()?);
         }
+        self.settled.store(false, Ordering::Relaxed);
         let file = file.as_mut().expect("opened above");
         // One write with O_APPEND: the line is whole in the journal or not there.
         file.write_all(&line)
@@ -991,6 +1009,7 @@ impl TempJournal {
     /// one) is left, empties the journal, so that runs that find nothing to clean never read
     /// it. When some are (a temp a failed step could not remove), keeps them for the next run.
     pub fn settle(&self) -> Result<()> {
+        self.settled.store(true, Ordering::Relaxed);
         let path = self.path();
         let mut file = self.lock();
         if file.is_none() {
