@@ -18,7 +18,7 @@ use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
-use crate::plan::{Delivery, GroupPlan, Sources};
+use crate::plan::{Delivery, GroupPlan, Sources, Unusable};
 use crate::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
@@ -186,8 +186,23 @@ pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), Fs
             }));
             continue;
         }
-        let instructions =
-            fsops::read_host_file(&layout.skill_instructions_source(&name), MAX_SOURCE_BYTES)?;
+        // A skill whose instructions cannot be used fails only the groups that enable it.
+        let path = layout.skill_instructions_source(&name);
+        let instructions = match fsops::read_host_file(&path, MAX_SOURCE_BYTES) {
+            Ok(None) => {
+                if let Some(target) = dangling_link(&path) {
+                    sources.dangling.insert(name.clone(), (path, target));
+                }
+                None
+            }
+            Ok(bytes) => bytes,
+            Err(err) => {
+                sources
+                    .unusable
+                    .insert(name.clone(), Unusable(Arc::new(err)));
+                None
+            }
+        };
         skills.push(Ok((name, instructions)));
     }
     for skill in skills {
@@ -206,6 +221,18 @@ pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), Fs
     Ok((sources, warnings))
 }
 
+/// Where `path` points when it is a symlink to nothing (`None`: missing, or not a link).
+fn dangling_link(path: &Path) -> Option<PathBuf> {
+    let is_link = fs_err::symlink_metadata(path)
+        .ok()?
+        .file_type()
+        .is_symlink();
+    match is_link {
+        true => fs_err::read_link(path).ok(),
+        false => None,
+    }
+}
+
 /// Plans a group: reads what its target needs from the group (`CLAUDE.local.md`, read once and
 /// never through a link) and calls [`plan_delivery`]. `listed` is a listing of the group folder.
 pub fn plan_for(
@@ -217,7 +244,7 @@ pub fn plan_for(
     settings: &DeliverySettings,
 ) -> Result<GroupPlan, GroupError> {
     let local = read_local_memory(dir, listed)?;
-    plan_with(layout, dir, config, sources, settings, local.as_deref())
+    plan_with(layout, dir, config, sources, settings, local.inputs())
 }
 
 fn plan_with(
@@ -226,32 +253,61 @@ fn plan_with(
     config: &GroupConfig,
     sources: &Sources,
     settings: &DeliverySettings,
-    local_memory: Option<&[u8]>,
+    inputs: GroupInputs<'_>,
 ) -> Result<GroupPlan, GroupError> {
-    plan_delivery(
-        layout,
-        config,
-        sources,
-        GroupInputs { local_memory },
-        settings,
-    )
-    .map_err(|source| GroupError::Collision {
-        path: dir.path().join(names::CONFIG),
-        source,
+    if let Some((skill, unusable)) = sources
+        .unusable
+        .iter()
+        .find(|(skill, _)| config.skills.enables(skill))
+    {
+        return Err(GroupError::Skill {
+            skill: skill.clone(),
+            source: unusable.0.clone(),
+        });
+    }
+    plan_delivery(layout, config, sources, inputs, settings).map_err(|source| {
+        GroupError::Collision {
+            path: dir.path().join(names::CONFIG),
+            source,
+        }
     })
 }
 
-/// The group's `CLAUDE.local.md` (`None`: missing, not a regular file, or larger than Claude
-/// Code reads). A linked or special one is refused by the diff.
-fn read_local_memory(dir: &SafeDir, listed: &Listing) -> Result<Option<Vec<u8>>, GroupError> {
+/// A group's `CLAUDE.local.md` as read for its plan.
+#[derive(Debug, Default)]
+struct LocalMemory {
+    /// Its bytes (`None`: missing, not a regular file, or larger than Claude Code reads).
+    bytes: Option<Vec<u8>>,
+    /// Its size when it is larger than Claude Code reads (it is not read).
+    too_large: Option<u64>,
+}
+
+impl LocalMemory {
+    fn inputs(&self) -> GroupInputs<'_> {
+        GroupInputs {
+            local_memory: self.bytes.as_deref(),
+            local_memory_too_large: self.too_large,
+        }
+    }
+}
+
+/// The group's `CLAUDE.local.md`. A linked or special one is refused by the diff; one larger
+/// than Claude Code reads is not read, only its size is kept (the agent gets none of it).
+fn read_local_memory(dir: &SafeDir, listed: &Listing) -> Result<LocalMemory, GroupError> {
     match listed.kind(dir, names::CLAUDE_LOCAL_MD)? {
         Some(FileKind::File) => {
             match dir.read_file(names::CLAUDE_LOCAL_MD, crate::loader::MAX_FILE_BYTES) {
-                Err(FsError::TooLarge { .. }) => Ok(None),
-                other => Ok(other?),
+                Err(FsError::TooLarge { .. }) => Ok(LocalMemory {
+                    bytes: None,
+                    too_large: Some(dir.size(names::CLAUDE_LOCAL_MD)?),
+                }),
+                other => Ok(LocalMemory {
+                    bytes: other?,
+                    too_large: None,
+                }),
             }
         }
-        _ => Ok(None),
+        _ => Ok(LocalMemory::default()),
     }
 }
 
@@ -305,7 +361,15 @@ impl Plans {
                 let config = parse_config_bytes(dir, bytes.as_deref())?;
                 let plan = match Target::of(&config, settings).provider.is_flat() {
                     true => None,
-                    false => plan_with(layout, dir, &config, sources, settings, None).ok(),
+                    false => plan_with(
+                        layout,
+                        dir,
+                        &config,
+                        sources,
+                        settings,
+                        GroupInputs::default(),
+                    )
+                    .ok(),
                 };
                 let mut seen = self.lock();
                 if seen.len() >= MAX_PLANS {
@@ -323,7 +387,8 @@ impl Plans {
         match &planned.plan {
             Some(plan) => {
                 let mut plan = plan.clone();
-                plan.local_memory = local;
+                plan.local_memory = local.bytes;
+                plan.local_memory_too_large = local.too_large;
                 Ok((planned.config.clone(), plan, Some(planned.id)))
             }
             None => {
@@ -333,7 +398,7 @@ impl Plans {
                     &planned.config,
                     sources,
                     settings,
-                    local.as_deref(),
+                    local.inputs(),
                 )?;
                 Ok((planned.config.clone(), plan, None))
             }

@@ -73,6 +73,15 @@ pub enum GroupError {
     /// A filesystem operation failed or was refused.
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// A skill the group enables has an `instructions.md` that cannot be used (the groups that
+    /// do not enable it are composed).
+    #[error("container.json enables skill {skill:?}, which cannot be used: {source}")]
+    Skill {
+        /// The skill.
+        skill: String,
+        /// Why its instructions cannot be read.
+        source: std::sync::Arc<FsError>,
+    },
     /// The memory loader could not start (an unusable working directory).
     #[error(transparent)]
     Loader(#[from] LoaderError),
@@ -89,6 +98,7 @@ impl GroupError {
             }
             GroupError::Config(err) => Some(err.path.clone()),
             GroupError::Fs(err) => Some(err.path().to_owned()),
+            GroupError::Skill { source, .. } => Some(source.path().to_owned()),
             GroupError::Loader(_) => None,
         }
     }

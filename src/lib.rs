@@ -38,6 +38,7 @@ pub mod settings;
 pub mod state;
 pub mod suggest;
 pub mod view;
+pub mod watch;
 
 pub use error::{Error, GroupError};
 pub use layout::Layout;

@@ -18,9 +18,11 @@ use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
 use clawmd::migrate::migrate;
 use clawmd::progress::Progress;
 use clawmd::report::{Detail, Line, Report, RunFailure, Stream, Tone, WarningReport};
+use clawmd::report::{WatchEvent, WatchLine};
 use clawmd::schema::{SchemaKind, schema};
 use clawmd::settings::{Overrides, Resolved, read_settings};
 use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
+use clawmd::watch::{WatchOptions, watch};
 
 /// Compose and check the CLAUDE.md memory of containerised agent groups.
 #[derive(Parser, Debug)]
@@ -74,6 +76,13 @@ Examples:
   clawmd render main --format flat        one markdown file with every import inlined
   clawmd render --cwd ~/project           what Claude Code loads in a folder on this machine")]
     Render(RenderArgs),
+    /// Keep groups composed as their inputs change (inotify), printing each group that changed.
+    #[command(after_help = "\
+Examples:
+  clawmd watch --all --format json     one JSON line per group that changed (docs/json-report.md)
+  clawmd watch main ops                 keep two groups composed
+  clawmd watch --all --debounce-ms 500  wait for half a second of quiet before recomposing")]
+    Watch(WatchArgs),
     /// Print a shell completion script (e.g. `clawmd completions bash > /etc/bash_completion.d/clawmd`).
     #[command(after_help = "\
 Examples:
@@ -171,7 +180,15 @@ impl GlobalArgs {
         for warning in &warnings {
             printer.warning(&warning.message);
         }
-        let overrides = Overrides {
+        Ok((
+            settings.resolve(&self.root, &self.overrides(delivery, lock_timeout)),
+            warnings,
+        ))
+    }
+
+    /// What these flags (and `CLAWMD_*`) say, over whatever `clawmd.json` says.
+    fn overrides(&self, delivery: &DeliveryArgs, lock_timeout: Option<u64>) -> Overrides {
+        Overrides {
             groups_dir: self.groups_dir.clone(),
             container_dir: self.container_dir.clone(),
             app_mount: self.app_mount.clone(),
@@ -181,8 +198,7 @@ impl GlobalArgs {
             provider: delivery.provider,
             approve_external: delivery.approve_external,
             claude_version: delivery.claude_version,
-        };
-        Ok((settings.resolve(&self.root, &overrides), warnings))
+        }
     }
 }
 
@@ -265,6 +281,26 @@ struct ComposeArgs {
     lock: LockArgs,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+#[derive(Args, Debug)]
+struct WatchArgs {
+    /// Groups to watch (default: every group, including groups added while watching).
+    #[arg(conflicts_with = "all")]
+    groups: Vec<String>,
+    /// Watch every group (the default when no group is named).
+    #[arg(long)]
+    all: bool,
+    #[command(flatten)]
+    delivery: DeliveryArgs,
+    /// Milliseconds the inputs must be quiet before the groups they concern are recomposed.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    debounce_ms: u64,
+    #[command(flatten)]
+    lock: LockArgs,
+    /// How to print each event: for people, or one JSON line per event (docs/json-report.md).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    format: OutputFormat,
 }
 
 #[derive(Args, Debug)]
@@ -363,6 +399,7 @@ fn parse_consumer() -> impl clap::builder::TypedValueParser<Value = Consumer> {
 }
 
 fn main() -> ExitCode {
+    raise_open_file_limit();
     let cli = Cli::parse();
     let printer = Printer::new(&cli.global);
     init_logging(cli.global.verbose, printer.log_ansi);
@@ -371,6 +408,25 @@ fn main() -> ExitCode {
         Err(err) => {
             printer.error(&error_once(&err));
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Raises the soft limit on open files to the hard one, as many tools do: a run over thousands
+/// of groups holds a few descriptors per group of a batch (the library sizes its batches and
+/// threads from the limit, so it works under any limit; a higher one only means fewer syncs).
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // No hard limit: the kernel still caps descriptors (fs.nr_open, 1,048,576 by default).
+    let wanted = limit.maximum.unwrap_or(1 << 20);
+    if limit.current.is_some_and(|current| current < wanted) {
+        let raised = Rlimit {
+            current: Some(wanted),
+            maximum: limit.maximum,
+        };
+        if let Err(err) = setrlimit(Resource::Nofile, raised) {
+            tracing::debug!("cannot raise the open-file limit to {wanted}: {err}");
         }
     }
 }
@@ -398,6 +454,7 @@ fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
         Command::Migrate(args) => run_migrate(global, args, printer),
         Command::Check(args) => run_check(global, args, printer),
         Command::Render(args) => run_render(global, args, printer),
+        Command::Watch(args) => run_watch(global, args, printer),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "clawmd", &mut script);
@@ -482,6 +539,60 @@ fn run_compose(
         }
     }
     Ok(code)
+}
+
+fn run_watch(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    use std::os::fd::AsFd as _;
+    let overrides = global.overrides(&args.delivery, args.lock.lock_timeout);
+    let options = WatchOptions {
+        debounce: std::time::Duration::from_millis(args.debounce_ms),
+    };
+    // SIGINT and SIGTERM make `stop` readable; the watch loop sleeps on it and stops cleanly
+    // between two recomposes.
+    let (stop, signalled) =
+        std::os::unix::net::UnixStream::pair().context("cannot set up signal handling")?;
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::low_level::pipe::register(signal, signalled.try_clone()?)
+            .context("cannot set up signal handling")?;
+    }
+    // A closed stdout (the runner reading the lines is gone) or any other write error ends
+    // the watch the same way a signal does.
+    let mut failed = None;
+    let mut sink = |event: WatchEvent| {
+        let printed = match args.format {
+            OutputFormat::Json => {
+                let mut out = std::io::stdout().lock();
+                serde_json::to_string(&WatchLine::new(event))
+                    .map_err(anyhow::Error::from)
+                    .and_then(|line| {
+                        writeln!(out, "{line}")
+                            .and_then(|()| out.flush())
+                            .context("cannot write to stdout")
+                    })
+            }
+            OutputFormat::Human => event
+                .human(printer.detail)
+                .iter()
+                .try_for_each(|line| printer.line(line)),
+        };
+        if let Err(err) = printed {
+            let _ = (&signalled).write_all(b"!");
+            failed.get_or_insert(err);
+        }
+    };
+    watch(
+        &global.root,
+        &overrides,
+        &selection(&args.groups, args.all),
+        &options,
+        stop.as_fd(),
+        &mut sink,
+    )
+    .context("watch failed")?;
+    match failed {
+        Some(err) if !is_broken_pipe(&err) => Err(err),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }
 
 fn run_migrate(
@@ -650,6 +761,14 @@ fn print_stdout(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     ignore_broken_pipe(out.write_all(text.as_bytes()).and_then(|()| out.flush()))
         .context("cannot write to stdout")
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn ignore_broken_pipe(result: std::io::Result<()>) -> std::io::Result<()> {

@@ -28,7 +28,27 @@ pub struct Sources {
     /// imports were expanded), by path under `container/` (`CLAUDE.md`,
     /// `skills/<skill>/instructions.md`): what a link delivers.
     pub originals: BTreeMap<String, Vec<u8>>,
+    /// Skills whose `instructions.md` cannot be used (a folder, a FIFO or device, larger than
+    /// clawmd reads, unreadable): a group that enables one fails with this error, the others
+    /// compose. Such a skill is in `skills` too, with no instructions.
+    pub unusable: BTreeMap<String, Unusable>,
+    /// Skills whose `instructions.md` is a symlink to nothing, with the link's host path and
+    /// its target: a group that enables one is warned, and its verdict says the skill does not
+    /// reach the agent.
+    pub dangling: BTreeMap<String, (PathBuf, PathBuf)>,
 }
+
+/// Why a skill's `instructions.md` cannot be used: the error reading it gave.
+#[derive(Debug, Clone)]
+pub struct Unusable(pub std::sync::Arc<crate::fsops::FsError>);
+
+impl PartialEq for Unusable {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for Unusable {}
 
 impl Sources {
     /// The bytes on the host of the source at `key` (a path under `container/`), given its
@@ -107,6 +127,20 @@ pub enum Warning {
         #[serde(skip_serializing_if = "Option::is_none")]
         suggestion: Option<String>,
     },
+    /// An enabled skill's `instructions.md` is a symlink to nothing.
+    DanglingInstructions {
+        /// The skill.
+        skill: String,
+        /// The link on the host.
+        path: PathBuf,
+        /// Where it points.
+        target: PathBuf,
+    },
+    /// More skills that `container/skills/` does not have than are named one by one.
+    MoreUnknownSkills {
+        /// How many more.
+        count: usize,
+    },
     /// A key in `container.json` that is a near miss of one clawmd reads: probably a typo.
     UnknownKey {
         /// The key and what was probably meant.
@@ -155,6 +189,20 @@ impl fmt::Display for Warning {
                     None => write!(f, " (fix: add the skill or remove it from `skills`)"),
                 }
             }
+            Warning::DanglingInstructions {
+                skill,
+                path,
+                target,
+            } => write!(
+                f,
+                "{} is a link to {}, which does not exist: skill {skill:?} reaches the agent without its instructions (fix: point the link at a file, or replace it with the file)",
+                path.display(),
+                target.display()
+            ),
+            Warning::MoreUnknownSkills { count } => write!(
+                f,
+                "container.json enables {count} more skills that container/skills/ does not have; they are ignored (fix: remove them from `skills`, or add their folders)"
+            ),
             Warning::UnknownKey { key } => write!(f, "{key}"),
             Warning::MissingSharedBase { path } => write!(
                 f,
@@ -210,8 +258,12 @@ pub struct GroupPlan {
     pub sections: Vec<Section>,
     /// The sections left out over budget.
     pub dropped: Vec<Dropped>,
-    /// The group's `CLAUDE.local.md` as it was read for the plan (`None`: missing).
+    /// The group's `CLAUDE.local.md` as it was read for the plan (`None`: missing, or too
+    /// large to read).
     pub local_memory: Option<Vec<u8>>,
+    /// The size of a `CLAUDE.local.md` larger than Claude Code reads (then `local_memory` is
+    /// `None`): the agent gets none of it.
+    pub local_memory_too_large: Option<u64>,
 }
 
 impl GroupPlan {
@@ -250,11 +302,25 @@ pub(crate) fn config_warnings(config: &GroupConfig, sources: &Sources) -> Vec<Wa
         .iter()
         .map(|key| Warning::UnknownKey { key: key.clone() })
         .collect();
+    warnings.extend(
+        sources
+            .dangling
+            .iter()
+            .filter(|(skill, _)| config.skills.enables(skill))
+            .map(|(skill, (path, target))| Warning::DanglingInstructions {
+                skill: skill.clone(),
+                path: path.clone(),
+                target: target.clone(),
+            }),
+    );
     if let SkillSelection::Only(selected) = &config.skills {
+        let mut unknown = selected
+            .iter()
+            .filter(|skill| !sources.skills.contains_key(*skill));
         warnings.extend(
-            selected
-                .iter()
-                .filter(|skill| !sources.skills.contains_key(*skill))
+            unknown
+                .by_ref()
+                .take(MAX_UNKNOWN_SKILLS_NAMED)
                 .map(|skill| Warning::UnknownSkill {
                     skill: skill.clone(),
                     suggestion: crate::suggest::nearest(
@@ -264,9 +330,19 @@ pub(crate) fn config_warnings(config: &GroupConfig, sources: &Sources) -> Vec<Wa
                     .map(str::to_owned),
                 }),
         );
+        let more = unknown.count();
+        if more > 0 {
+            warnings.push(Warning::MoreUnknownSkills { count: more });
+        }
     }
     warnings
 }
+
+/// The most unknown skills named one by one (each with the nearest skill that exists) in a
+/// group's warnings; the rest are counted in one warning. A config may list hundreds of
+/// thousands of names: naming (and looking for the nearest of) each would make the report,
+/// and the time to make it, grow with the config times the skills folder.
+pub const MAX_UNKNOWN_SKILLS_NAMED: usize = 20;
 
 /// The start of the header line of every composed `CLAUDE.md`.
 pub const HEADER_START: &str = "<!-- Generated by clawmd";
@@ -350,7 +426,7 @@ mod tests {
                 ("no-guidance".to_owned(), None),
                 ("welcome".to_owned(), Some(b"HELLO".to_vec())),
             ]),
-            originals: BTreeMap::new(),
+            ..Sources::default()
         }
     }
 

@@ -604,6 +604,7 @@ mod tests {
             sections: Vec::new(),
             dropped: Vec::new(),
             local_memory: None,
+            local_memory_too_large: None,
         }
     }
 

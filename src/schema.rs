@@ -7,61 +7,8 @@
 //! by that `$id` in its first key, `$schema`, so a reader can tell a compose report from the
 //! envelope of a run that could not start ([`crate::report::RunFailure`]) by one field.
 
-use crate::report::{CheckReport, ComposeReport, MigrateReport, RunFailure};
-
-/// A document clawmd has a schema for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SchemaKind {
-    /// A group's `container.json` (the part clawmd reads).
-    ContainerJson,
-    /// The deployment's `clawmd.json`.
-    Settings,
-    /// compose's JSON report.
-    Report,
-    /// check's JSON report.
-    CheckReport,
-    /// migrate's JSON report.
-    MigrateReport,
-    /// The JSON document of any command whose run could not start.
-    RunFailure,
-}
-
-impl SchemaKind {
-    /// Every kind, with its command-line name.
-    pub const ALL: [(SchemaKind, &'static str); 6] = [
-        (SchemaKind::ContainerJson, "container-json"),
-        (SchemaKind::Settings, "settings"),
-        (SchemaKind::Report, "report"),
-        (SchemaKind::CheckReport, "check-report"),
-        (SchemaKind::MigrateReport, "migrate-report"),
-        (SchemaKind::RunFailure, "run-failure"),
-    ];
-
-    /// The schema's `$id`, which a report of this kind carries as its `$schema`. Stable within
-    /// a report version (the trailing number is [`crate::report::REPORT_VERSION`]).
-    pub const fn id(self) -> &'static str {
-        match self {
-            SchemaKind::ContainerJson => "urn:clawmd:schema:container-json:1",
-            SchemaKind::Settings => "urn:clawmd:schema:settings:1",
-            SchemaKind::Report => "urn:clawmd:schema:compose-report:1",
-            SchemaKind::CheckReport => "urn:clawmd:schema:check-report:1",
-            SchemaKind::MigrateReport => "urn:clawmd:schema:migrate-report:1",
-            SchemaKind::RunFailure => "urn:clawmd:schema:run-failure:1",
-        }
-    }
-}
-
-impl std::str::FromStr for SchemaKind {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        SchemaKind::ALL
-            .iter()
-            .find(|(_, name)| *name == text)
-            .map(|(kind, _)| *kind)
-            .ok_or_else(|| format!("unknown schema {text:?}"))
-    }
-}
+pub use crate::report::SchemaKind;
+use crate::report::{CheckReport, ComposeReport, MigrateReport, RunFailure, WatchLine};
 
 /// The JSON Schema (draft 2020-12) of `kind`, with `$schema` and `$id` first.
 pub fn schema(kind: SchemaKind) -> serde_json::Value {
@@ -72,6 +19,7 @@ pub fn schema(kind: SchemaKind) -> serde_json::Value {
         SchemaKind::CheckReport => output::<CheckReport>(),
         SchemaKind::MigrateReport => output::<MigrateReport>(),
         SchemaKind::RunFailure => output::<RunFailure>(),
+        SchemaKind::WatchEvent => output::<WatchLine>(),
     };
     let serde_json::Value::Object(mut body) = schema.to_value() else {
         unreachable!("a root schema is an object")
@@ -94,31 +42,6 @@ fn output<T: schemars::JsonSchema>() -> schemars::Schema {
         .into_root_schema_for::<T>()
 }
 
-/// The schema of a report's `$schema` field: exactly the `$id` of its kind.
-fn id_field(kind: SchemaKind) -> schemars::Schema {
-    schemars::json_schema!({
-        "description": "The `$id` of this document's JSON Schema (`clawmd schema` prints it).",
-        "type": "string",
-        "const": kind.id(),
-    })
-}
-
-pub(crate) fn compose_report_id(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    id_field(SchemaKind::Report)
-}
-
-pub(crate) fn check_report_id(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    id_field(SchemaKind::CheckReport)
-}
-
-pub(crate) fn migrate_report_id(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    id_field(SchemaKind::MigrateReport)
-}
-
-pub(crate) fn run_failure_id(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    id_field(SchemaKind::RunFailure)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +61,7 @@ mod tests {
             SchemaKind::CheckReport,
             SchemaKind::MigrateReport,
             SchemaKind::RunFailure,
+            SchemaKind::WatchEvent,
         ] {
             assert!(kind.id().ends_with(&version), "{kind:?}: {}", kind.id());
         }

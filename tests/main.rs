@@ -26,3 +26,5 @@ mod loader_props;
 mod migrate;
 #[path = "main/render.rs"]
 mod render;
+#[path = "main/watch.rs"]
+mod watch;

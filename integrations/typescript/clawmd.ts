@@ -24,6 +24,7 @@ import type {
 } from "./generated/compose-report.js";
 import type { MigrateReport } from "./generated/migrate-report.js";
 import type { RunFailure } from "./generated/run-failure.js";
+import type { WatchLine } from "./generated/watch-event.js";
 
 export type {
   CheckReport,
@@ -37,6 +38,7 @@ export type {
   Provider,
   RunFailure,
   Target,
+  WatchLine,
 };
 
 /** Each report's `$schema`: the `$id` of the schema `clawmd schema KIND` prints. */

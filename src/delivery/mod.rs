@@ -290,6 +290,9 @@ impl Target {
 pub struct GroupInputs<'a> {
     /// `CLAUDE.local.md`'s bytes (for flat documents).
     pub local_memory: Option<&'a [u8]>,
+    /// The size of a `CLAUDE.local.md` larger than Claude Code reads (`local_memory` is then
+    /// `None`).
+    pub local_memory_too_large: Option<u64>,
 }
 
 /// Where a section's source lives under `container/`.
@@ -443,6 +446,7 @@ pub fn plan_delivery(
         sections: fitted.kept,
         dropped: fitted.dropped,
         local_memory: inputs.local_memory.map(<[u8]>::to_vec),
+        local_memory_too_large: inputs.local_memory_too_large,
     })
 }
 
@@ -486,7 +490,7 @@ mod tests {
                 ("small".to_owned(), Some(b"SMALL\n".to_vec())),
                 ("off".to_owned(), Some(b"OFF\n".to_vec())),
             ]),
-            originals: BTreeMap::new(),
+            ..Sources::default()
         }
     }
 
@@ -506,6 +510,7 @@ mod tests {
             &sources(),
             GroupInputs {
                 local_memory: Some(b"LOCAL\n"),
+                ..GroupInputs::default()
             },
             &DeliverySettings::with_delivery(delivery),
         )

@@ -18,16 +18,16 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::snapshot::Snapshot;
-use super::{DeliverySettings, Section, SectionId, source_key};
+use super::{Delivery, DeliverySettings, Section, SectionId, source_key};
 use crate::layout::{Layout, names};
-use crate::loader::content::{parse_as_within, scan_markdown};
+use crate::loader::content::{parse_as_within, scan_markdown_as};
 use crate::loader::fs::{DirEntry, MemoryFs, Metadata, ReadOutcome};
 use crate::loader::markdown::js_trim;
 use crate::loader::{
     Behaviour, Budgets, ClaudeVersion, DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory,
     claude_block, load,
 };
-use crate::plan::{Content, GroupPlan, Sources};
+use crate::plan::{Content, GroupPlan, Sources, Warning};
 use crate::view::{ViewOptions, load_options};
 
 /// What reaches a group's agent.
@@ -90,7 +90,8 @@ fn claude_options(layout: &Layout, settings: &DeliverySettings) -> LoadOptions {
     options
 }
 
-/// `delivered` with the sections `plan` dropped over budget added to what is missing.
+/// `delivered` with the sections `plan` dropped over budget, and the enabled skills whose
+/// instructions are a link to nothing, added to what is missing.
 fn with_dropped(plan: &GroupPlan, mut delivered: Delivered) -> Delivered {
     for dropped in &plan.dropped {
         delivered.missing.push(dropped.section.clone());
@@ -98,6 +99,14 @@ fn with_dropped(plan: &GroupPlan, mut delivered: Delivered) -> Delivered {
             "{} was dropped: {} is over its budget of {} bytes",
             dropped.section, plan.target.file, plan.target.budget
         ));
+    }
+    for warning in &plan.warnings {
+        if let Warning::DanglingInstructions { skill, .. } = warning {
+            delivered
+                .missing
+                .push(SectionId::Skill(skill.clone()).name());
+            delivered.reasons.push(warning.to_string());
+        }
     }
     delivered.complete = delivered.missing.is_empty();
     delivered
@@ -217,7 +226,7 @@ impl SharedVerdict {
             plan.sections
                 .iter()
                 .map(|section| {
-                    let expected = expected_text(section);
+                    let expected = expected_text(section, plan, memory.claude_version);
                     let finder = memmem::Finder::new(expected.as_bytes());
                     let elsewhere =
                         expected.is_empty()
@@ -360,7 +369,10 @@ pub fn snapshot(layout: &Layout, plan: &GroupPlan, sources: &Sources) -> Snapsho
         match &entry.content {
             Content::File(bytes) => fs.file(&path, bytes.clone()),
             Content::Symlink(target) => fs.link(&path, target),
-            Content::Seed => fs.file(&path, plan.local_memory.clone().unwrap_or_default()),
+            Content::Seed => match plan.local_memory_too_large {
+                Some(len) => fs.oversized(&path, len),
+                None => fs.file(&path, plan.local_memory.clone().unwrap_or_default()),
+            },
         }
     }
     // DESIGN §1: `<app>/CLAUDE.md` and `<app>/skills` are mounted, as they are on the host.
@@ -420,7 +432,7 @@ fn from_memory(
         .sections
         .iter()
         .map(|section| {
-            let expected = expected_text(section);
+            let expected = expected_text(section, plan, memory.claude_version);
             let finder = memmem::Finder::new(expected.as_bytes());
             expected.is_empty()
                 || memory
@@ -500,7 +512,13 @@ fn diagnostic_reasons(memory: &Memory) -> Vec<String> {
                     | DiagnosticCode::FileUnparsable
             )
         })
-        .map(|d| d.message.clone())
+        .map(|d| match d.code {
+            // These messages are about the file itself and do not name it.
+            DiagnosticCode::FileTooLarge
+            | DiagnosticCode::FileUnreadable
+            | DiagnosticCode::FileUnparsable => format!("{}: {}", d.path.display(), d.message),
+            _ => d.message.clone(),
+        })
         .collect()
 }
 
@@ -584,27 +602,49 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
             missing.push("local-memory".to_owned());
         }
     }
+    let mut reasons = match missing.is_empty() {
+        true => Vec::new(),
+        false => vec![format!(
+            "{} is {} bytes, over its budget of {} bytes: {} reads no further",
+            plan.target.file,
+            document.len(),
+            plan.target.budget,
+            plan.target.provider
+        )],
+    };
+    if let Some(len) = plan.local_memory_too_large {
+        missing.push("local-memory".to_owned());
+        reasons.push(format!(
+            "{} is {len} bytes, over the {MAX_FILE_BYTES} bytes clawmd copies into {}: none of it is in the document",
+            names::CLAUDE_LOCAL_MD,
+            plan.target.file
+        ));
+    }
     Delivered {
         complete: missing.is_empty(),
-        reasons: match missing.is_empty() {
-            true => Vec::new(),
-            false => vec![format!(
-                "{} is {} bytes, over its budget of {} bytes: {} reads no further",
-                plan.target.file,
-                document.len(),
-                plan.target.budget,
-                plan.target.provider
-            )],
-        },
+        reasons,
         missing,
         memory_digest: digest(document),
     }
 }
 
-/// The text of a section as Claude Code shows it once loaded (comments stripped, trimmed).
-fn expected_text(section: &Section) -> String {
+/// The text of a section of `plan` as Claude Code `version` shows it once loaded (comments
+/// stripped, trimmed).
+///
+/// Line endings follow the file the section is in. Inline, that is the generated document,
+/// whose header and section lines are HTML comment blocks that every release stripping
+/// comments strips; stripping rebuilds the text with `\n` line endings (docs/loader.md,
+/// "Line endings"), so a source written with CRLF reaches the agent with LF. A file of its own
+/// (copy, link) keeps its CRs unless a comment of its own is stripped, as scanning it alone
+/// does.
+fn expected_text(section: &Section, plan: &GroupPlan, version: ClaudeVersion) -> String {
     let text = String::from_utf8_lossy(&section.text);
-    let body = match scan_markdown(&text) {
+    let in_document = plan.target.delivery == Delivery::Inline;
+    let text = match in_document && version.has(Behaviour::CommentBlocksStripped) {
+        true if text.contains('\r') => text.replace("\r\n", "\n").replace('\r', "\n").into(),
+        _ => text,
+    };
+    let body = match scan_markdown_as(&text, version) {
         Ok(scan) => scan.body,
         Err(_) => text.into_owned(),
     };
@@ -640,7 +680,7 @@ mod tests {
         Sources {
             shared_base: Some(base.as_bytes().to_vec()),
             skills: BTreeMap::from([("web".to_owned(), Some(b"WEB GUIDE\n".to_vec()))]),
-            originals: BTreeMap::new(),
+            ..Sources::default()
         }
     }
 
@@ -653,6 +693,7 @@ mod tests {
         let sources = sources(base);
         let inputs = GroupInputs {
             local_memory: Some(b"LOCAL NOTES\n"),
+            ..GroupInputs::default()
         };
         let plan = plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap();
         verify(&layout, &plan, &sources, &settings)
@@ -789,6 +830,7 @@ mod tests {
                         let plan_of = |local: Option<&[u8]>| {
                             let inputs = GroupInputs {
                                 local_memory: local,
+                                ..GroupInputs::default()
                             };
                             plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap()
                         };

@@ -8,11 +8,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::engine::{Engine, Noise, walk_dirs};
+use super::engine::{Engine, Noise};
 use super::fs::MemoryFs;
 use super::markdown::js_trim;
 use super::model::*;
-use super::paths::{self, key};
+use super::paths::{self, key, walk_dirs};
 use super::version::Behaviour;
 
 const CLAUDE_NAMES: [&str; 3] = ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"];

@@ -16,7 +16,7 @@ use super::fs::{FileKind, MemoryFs, ReadOutcome};
 use super::markdown::js_trim;
 use super::model::*;
 use super::path_policy::{self, is_special_path};
-use super::paths::{self, is_within, key, normalize, resolve_import};
+use super::paths::{self, is_within, key, normalize, resolve_import, walk_dirs};
 use super::version::Behaviour;
 
 /// Imports are followed to this depth: a file found by name is depth 0, `l4.md` (depth 4)
@@ -97,17 +97,6 @@ fn walk_dir_of(candidate: &Path) -> PathBuf {
     } else {
         parent.to_path_buf()
     }
-}
-
-/// `cwd` and its ancestors, root-most first, without `/` itself.
-pub(super) fn walk_dirs(cwd: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = normalize(cwd)
-        .ancestors()
-        .filter(|d| d.parent().is_some())
-        .map(Path::to_path_buf)
-        .collect();
-    dirs.reverse();
-    dirs
 }
 
 /// Load the memory Claude Code would load; see [`crate::loader`] for an example.

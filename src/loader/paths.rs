@@ -47,6 +47,17 @@ fn normalize_by_components(p: &Path) -> PathBuf {
     out
 }
 
+/// `cwd` and its ancestors, root-most first, without `/` itself.
+pub fn walk_dirs(cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = normalize(cwd)
+        .ancestors()
+        .filter(|d| d.parent().is_some())
+        .map(Path::to_path_buf)
+        .collect();
+    dirs.reverse();
+    dirs
+}
+
 /// Resolve an import path as written (JS `Tt(path, dirname(importer))`): trimmed, `~` and
 /// `~/…` against `home`, absolute paths normalised, anything else relative to `base_dir`.
 /// Like Node's `path.resolve`, a trailing `/` is dropped (`@./a.md/` loads `a.md`: case 18).

@@ -8,9 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::engine::walk_dirs;
 use super::fs::{MemoryFs, ReadOutcome};
-use super::paths::{is_within, normalize};
+use super::paths::{is_within, normalize, walk_dirs};
 use super::version::{Behaviour, ClaudeVersion};
 
 /// A linked worktree nested in its main checkout.

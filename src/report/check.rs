@@ -40,7 +40,7 @@ pub struct GroupCheck {
 pub struct CheckReport {
     /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).
     #[serde(rename = "$schema")]
-    #[schemars(schema_with = "crate::schema::check_report_id")]
+    #[schemars(schema_with = "crate::report::kind::check_report_id")]
     pub schema: &'static str,
     /// The JSON shape version.
     pub version: u32,

@@ -154,11 +154,21 @@ impl From<&GroupError> for Code {
             GroupError::Missing { .. } => Code::MissingGroup,
             GroupError::Config(_) => Code::BadConfig,
             GroupError::Collision { .. } => Code::FragmentCollision,
-            GroupError::Fs(FsError::Unsafe { .. }) => Code::UnsafePath,
-            GroupError::Fs(FsError::TooLarge { .. }) => Code::TooLarge,
-            GroupError::Fs(FsError::LockTimeout { .. }) => Code::LockTimeout,
-            GroupError::Fs(FsError::Io { .. }) => Code::Io,
+            GroupError::Fs(err) => Code::from(err),
+            GroupError::Skill { source, .. } => Code::from(&**source),
             GroupError::Loader(_) => Code::Loader,
+        }
+    }
+}
+
+impl From<&FsError> for Code {
+    /// The code of a refused or failed filesystem operation.
+    fn from(err: &FsError) -> Self {
+        match err {
+            FsError::Unsafe { .. } => Code::UnsafePath,
+            FsError::TooLarge { .. } => Code::TooLarge,
+            FsError::LockTimeout { .. } => Code::LockTimeout,
+            FsError::Io { .. } => Code::Io,
         }
     }
 }

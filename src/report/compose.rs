@@ -15,7 +15,7 @@ use crate::error::GroupError;
 use crate::file_kind::FileKind;
 use crate::plan::{Content, Delivery, GroupPlan};
 use crate::reconcile::Step;
-use crate::schema::SchemaKind;
+use crate::report::SchemaKind;
 
 /// A created, replaced or removed managed path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -211,7 +211,7 @@ pub struct Summary {
 pub struct ComposeReport {
     /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).
     #[serde(rename = "$schema")]
-    #[schemars(schema_with = "crate::schema::compose_report_id")]
+    #[schemars(schema_with = "crate::report::kind::compose_report_id")]
     pub schema: &'static str,
     /// The JSON shape version.
     pub version: u32,
@@ -282,63 +282,7 @@ impl Report for ComposeReport {
             }
         }
         for group in &self.groups {
-            let name = escape(&group.group);
-            let incomplete = group.delivered.as_ref().is_some_and(|d| !d.complete);
-            match group.status {
-                Status::Failed => {
-                    let message = group
-                        .error
-                        .as_ref()
-                        .map(|e| e.message.as_str())
-                        .unwrap_or("");
-                    out.err(
-                        Tone::Error,
-                        format!("{name}: FAILED, left as it was: {}", escape(message)),
-                    );
-                    continue;
-                }
-                _ if detail == Detail::Quiet => continue,
-                Status::Unchanged => {
-                    // A group already right is news only when something about it needs a look.
-                    if detail < Detail::Verbose && group.warnings.is_empty() && !incomplete {
-                        continue;
-                    }
-                    out.out(Tone::Plain, format!("{name}: up to date"));
-                }
-                Status::Changed => {
-                    out.out(
-                        Tone::Changed,
-                        format!("{name}: {}", verb("updated", "would update")),
-                    );
-                    for rescued in &group.rescued {
-                        out.out(
-                            Tone::Warning,
-                            format!(
-                                "  ! {} was edited by hand: its text {} outside the group in {} (move what you need into CLAUDE.local.md)",
-                                escape(&rescued.from),
-                                verb("is kept", "would be kept"),
-                                escape(&rescued.to)
-                            ),
-                        );
-                    }
-                    write_changes(&mut out, "+", &group.created);
-                    write_changes(&mut out, "~", &group.replaced);
-                    write_changes(&mut out, "-", &group.removed);
-                    for name in &group.cleaned {
-                        out.out(
-                            Tone::Plain,
-                            format!("  - {} (left by an interrupted run)", escape(name)),
-                        );
-                    }
-                }
-            }
-            for warning in &group.warnings {
-                out.err(
-                    Tone::Warning,
-                    format!("  warning: {name}: {}", escape(&warning.message)),
-                );
-            }
-            write_delivery(&mut out, group);
+            write_group(&mut out, group, detail, self.dry_run);
         }
         if detail > Detail::Quiet {
             let s = &self.summary;
@@ -361,6 +305,68 @@ impl Report for ComposeReport {
         }
         out.0
     }
+}
+
+/// The lines of one group's result (compose's report, and each group event of `watch`).
+pub(crate) fn write_group(out: &mut Lines, group: &GroupReport, detail: Detail, dry_run: bool) {
+    let verb = |done: &'static str, would: &'static str| if dry_run { would } else { done };
+    let name = escape(&group.group);
+    let incomplete = group.delivered.as_ref().is_some_and(|d| !d.complete);
+    match group.status {
+        Status::Failed => {
+            let message = group
+                .error
+                .as_ref()
+                .map(|e| e.message.as_str())
+                .unwrap_or("");
+            out.err(
+                Tone::Error,
+                format!("{name}: FAILED, left as it was: {}", escape(message)),
+            );
+            return;
+        }
+        _ if detail == Detail::Quiet => return,
+        Status::Unchanged => {
+            // A group already right is news only when something about it needs a look.
+            if detail < Detail::Verbose && group.warnings.is_empty() && !incomplete {
+                return;
+            }
+            out.out(Tone::Plain, format!("{name}: up to date"));
+        }
+        Status::Changed => {
+            out.out(
+                Tone::Changed,
+                format!("{name}: {}", verb("updated", "would update")),
+            );
+            for rescued in &group.rescued {
+                out.out(
+                    Tone::Warning,
+                    format!(
+                        "  ! {} was edited by hand: its text {} outside the group in {} (move what you need into CLAUDE.local.md)",
+                        escape(&rescued.from),
+                        verb("is kept", "would be kept"),
+                        escape(&rescued.to)
+                    ),
+                );
+            }
+            write_changes(out, "+", &group.created);
+            write_changes(out, "~", &group.replaced);
+            write_changes(out, "-", &group.removed);
+            for name in &group.cleaned {
+                out.out(
+                    Tone::Plain,
+                    format!("  - {} (left by an interrupted run)", escape(name)),
+                );
+            }
+        }
+    }
+    for warning in &group.warnings {
+        out.err(
+            Tone::Warning,
+            format!("  warning: {name}: {}", escape(&warning.message)),
+        );
+    }
+    write_delivery(out, group);
 }
 
 fn write_delivery(out: &mut Lines, group: &GroupReport) {

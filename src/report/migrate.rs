@@ -77,7 +77,7 @@ pub struct MigrateGroupReport {
 pub struct MigrateReport {
     /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).
     #[serde(rename = "$schema")]
-    #[schemars(schema_with = "crate::schema::migrate_report_id")]
+    #[schemars(schema_with = "crate::report::kind::migrate_report_id")]
     pub schema: &'static str,
     /// The JSON shape version.
     pub version: u32,
@@ -186,7 +186,7 @@ impl MigrateReport {
     /// Builds the report, computing `ok`.
     pub fn new(dry_run: bool, groups: Vec<MigrateGroupReport>) -> Self {
         MigrateReport {
-            schema: crate::schema::SchemaKind::MigrateReport.id(),
+            schema: crate::report::SchemaKind::MigrateReport.id(),
             version: REPORT_VERSION,
             command: "migrate",
             dry_run,

@@ -18,12 +18,16 @@ use crate::plan::Warning;
 pub mod check;
 pub mod codes;
 pub mod compose;
+mod kind;
 pub mod migrate;
+pub mod watch;
 
 pub use check::{CheckReport, Finding, GroupCheck, Severity};
 pub use codes::Code;
 pub use compose::{ComposeReport, EntryChange, GroupReport, Rescued, Summary};
+pub use kind::SchemaKind;
 pub use migrate::{ActionReport, MigrateGroupReport, MigrateReport};
+pub use watch::{WatchEvent, WatchLine};
 
 /// The version of the JSON report shape; bumped on any incompatible change.
 pub const REPORT_VERSION: u32 = 1;
@@ -150,7 +154,8 @@ pub struct WarningReport {
 impl From<&Warning> for WarningReport {
     fn from(warning: &Warning) -> Self {
         let code = match warning {
-            Warning::UnknownSkill { .. } => Code::UnknownSkill,
+            Warning::UnknownSkill { .. } | Warning::MoreUnknownSkills { .. } => Code::UnknownSkill,
+            Warning::DanglingInstructions { .. } => Code::DanglingLink,
             Warning::UnknownKey { .. } => Code::UnknownKey,
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
             Warning::SectionDropped { .. } => Code::SectionDropped,
@@ -191,7 +196,7 @@ impl From<&GroupError> for ErrorReport {
 pub struct RunFailure {
     /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).
     #[serde(rename = "$schema")]
-    #[schemars(schema_with = "crate::schema::run_failure_id")]
+    #[schemars(schema_with = "crate::report::kind::run_failure_id")]
     pub schema: &'static str,
     /// The JSON shape version.
     pub version: u32,
@@ -216,7 +221,7 @@ impl RunFailure {
     /// The envelope for `command` failing with `err`.
     pub fn new(command: &str, err: &crate::Error) -> Self {
         RunFailure {
-            schema: crate::schema::SchemaKind::RunFailure.id(),
+            schema: crate::report::SchemaKind::RunFailure.id(),
             version: REPORT_VERSION,
             command: command.to_owned(),
             ok: false,

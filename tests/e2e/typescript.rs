@@ -151,7 +151,8 @@ fn generated_types_match_the_schemas() {
             "check-report.d.ts",
             "compose-report.d.ts",
             "migrate-report.d.ts",
-            "run-failure.d.ts"
+            "run-failure.d.ts",
+            "watch-event.d.ts"
         ]
     );
     for name in names(&committed) {

@@ -1,0 +1,700 @@
+//! `watch`: keep groups composed while their inputs change, and tell the runner which groups
+//! changed, so it can restart stale idle containers without polling.
+//!
+//! One inotify instance watches what a composition depends on: the deployment root (for
+//! `clawmd.json`), the groups folder (groups added or removed), each watched group's folder
+//! (its `container.json` and the memory it owns) and the `container/` tree (the shared base, the
+//! skills, the files they import). Events are debounced — a burst of writes (an editor's save, a
+//! `git pull`) becomes one recompose once the inputs have been quiet for
+//! [`WatchOptions::debounce`] — and then only the groups an event concerns are composed, with
+//! [`compose`](crate::compose::compose) itself: locks, atomic writes and the verdict are the
+//! same as for a runner's own compose, and a group whose inputs did not really change is a
+//! no-op that writes nothing. There is no polling: between events the process sleeps in
+//! `poll(2)` on the inotify descriptor and on the caller's stop descriptor.
+//!
+//! The caller sees [`WatchEvent`]s: a group that changed, a group whose compose failed (once
+//! per distinct failure, so an agent writing its memory in a loop next to a malformed
+//! `container.json` does not repeat it), a group that is back to its composed state after a
+//! failure, a group that was removed, and warnings. A malformed `container.json` or
+//! `clawmd.json` while watching leaves everything as it was, and watching goes on.
+//!
+//! What is not watched: folders below a group folder's top level (the agent writes there
+//! freely, and every folder it made would cost a watch), and under `container/`, hidden folders
+//! and `node_modules`. A directory that cannot be watched (the kernel's
+//! `fs.inotify.max_user_watches`) is a warning, not a failure.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::io::Errno;
+
+use crate::compose::{ComposeOptions, compose};
+use crate::deployment::{Selection, list_groups};
+use crate::fsops::TEMP_PREFIX;
+use crate::report::{Code, GroupReport, Status, WarningReport, WatchEvent};
+use crate::settings::{Overrides, Resolved, SETTINGS_FILE, read_settings};
+
+/// How to watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// How long the inputs must be quiet before the groups they concern are recomposed.
+    pub debounce: Duration,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            debounce: Duration::from_millis(200),
+        }
+    }
+}
+
+/// The most directories under `container/` that get a watch of their own.
+const MAX_CONTAINER_DIRS: usize = 4096;
+/// The deepest folder under `container/` that gets a watch.
+const MAX_CONTAINER_DEPTH: usize = 16;
+/// A burst of events that never goes quiet is still acted on after this many debounce periods.
+const MAX_WAIT_PERIODS: u32 = 10;
+
+/// Why watching could not start (or had to stop).
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The deployment's settings file cannot be used at start.
+    #[error(transparent)]
+    Settings(#[from] crate::config::ConfigError),
+    /// The groups or shared content cannot be read at start.
+    #[error(transparent)]
+    Run(#[from] crate::Error),
+    /// inotify or poll failed.
+    #[error("cannot watch {what}: {source}; fix: {fix}")]
+    Inotify {
+        /// What was being watched.
+        what: String,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+        /// What to do about it.
+        fix: &'static str,
+    },
+}
+
+/// What a watch descriptor stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Watched {
+    /// The deployment root: only `clawmd.json` matters there.
+    Root,
+    /// The groups folder: groups come and go.
+    GroupsDir,
+    /// One group's folder.
+    Group(String),
+    /// A folder of the shared `container/` tree.
+    Container,
+}
+
+/// What the events since the last recompose ask for.
+#[derive(Debug, Default)]
+struct Pending {
+    settings: bool,
+    listing: bool,
+    container: bool,
+    rewatch_container: bool,
+    groups: BTreeSet<String>,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Pending {
+    fn any(&self) -> bool {
+        self.first.is_some()
+    }
+
+    fn touch(&mut self, now: Instant) {
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+    }
+
+    /// How long to sleep before acting, or `None` to sleep until the next event.
+    fn wait(&self, debounce: Duration, now: Instant) -> Option<Duration> {
+        let (first, last) = (self.first?, self.last?);
+        let quiet = last + debounce;
+        let cap = first + debounce * MAX_WAIT_PERIODS;
+        Some(quiet.min(cap).saturating_duration_since(now))
+    }
+}
+
+/// Composes the selected groups, then keeps them composed as their inputs change, until `stop`
+/// becomes readable (the binary makes it readable on SIGINT and SIGTERM). `sink` receives
+/// every [`WatchEvent`] as it happens.
+pub fn watch(
+    root: &Path,
+    overrides: &Overrides,
+    selection: &Selection,
+    options: &WatchOptions,
+    stop: BorrowedFd<'_>,
+    sink: &mut dyn FnMut(WatchEvent),
+) -> Result<(), WatchError> {
+    let (resolved, warnings) = read_settings(root)?;
+    for warning in warnings {
+        sink(WatchEvent::Warning(WarningReport {
+            code: warning.code,
+            message: warning.to_string(),
+        }));
+    }
+    let mut state = State::start(
+        root,
+        overrides,
+        selection,
+        resolved.resolve(root, overrides),
+    )?;
+    let groups = state.current_groups()?;
+    state.rewatch(&groups, sink);
+    state.compose(&groups, sink);
+    sink(WatchEvent::Ready {
+        groups: state.groups.len(),
+    });
+    let mut pending = Pending::default();
+    let mut buffer = vec![MaybeUninit::<u8>::uninit(); 64 * 1024];
+    loop {
+        let now = Instant::now();
+        let timeout = pending.wait(options.debounce, now).map(|wait| {
+            Timespec::try_from(wait).unwrap_or(Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            })
+        });
+        let mut fds = [
+            PollFd::new(&state.inotify, PollFlags::IN),
+            PollFd::new(&stop, PollFlags::IN),
+        ];
+        match poll(&mut fds, timeout.as_ref()) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(err) => return Err(state.inotify_error("the deployment", err)),
+        }
+        if !fds[1].revents().is_empty() {
+            tracing::info!("watch: stopping");
+            return Ok(());
+        }
+        if !fds[0].revents().is_empty() {
+            state.drain(&mut buffer, &mut pending)?;
+        }
+        let now = Instant::now();
+        if pending.any() && pending.wait(options.debounce, now) == Some(Duration::ZERO) {
+            let work = std::mem::take(&mut pending);
+            state.act(work, sink);
+        }
+    }
+}
+
+/// The watcher's state between events.
+struct State<'a> {
+    root: &'a Path,
+    overrides: &'a Overrides,
+    selection: &'a Selection,
+    resolved: Resolved,
+    inotify: OwnedFd,
+    watches: HashMap<i32, Watched>,
+    /// The watched groups and their folder's watch descriptor.
+    groups: BTreeMap<String, Option<i32>>,
+    /// The last failure reported per group, so that it is reported once.
+    failures: HashMap<String, String>,
+}
+
+impl<'a> State<'a> {
+    fn start(
+        root: &'a Path,
+        overrides: &'a Overrides,
+        selection: &'a Selection,
+        resolved: Resolved,
+    ) -> Result<Self, WatchError> {
+        let inotify =
+            inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).map_err(|err| {
+                WatchError::Inotify {
+                    what: "anything (inotify_init)".to_owned(),
+                    source: err.into(),
+                    fix: "raise fs.inotify.max_user_instances",
+                }
+            })?;
+        Ok(State {
+            root,
+            overrides,
+            selection,
+            resolved,
+            inotify,
+            watches: HashMap::new(),
+            groups: BTreeMap::new(),
+            failures: HashMap::new(),
+        })
+    }
+
+    fn inotify_error(&self, what: &str, err: Errno) -> WatchError {
+        WatchError::Inotify {
+            what: what.to_owned(),
+            source: err.into(),
+            fix: "check that the folder exists and is readable",
+        }
+    }
+
+    /// The groups the selection names now (every group folder for `--all`).
+    fn current_groups(&self) -> Result<Vec<String>, crate::Error> {
+        match self.selection {
+            Selection::All => list_groups(&self.resolved.layout).map_err(crate::Error::Groups),
+            Selection::Named(names) => Ok(names.clone()),
+        }
+    }
+
+    /// Drops every watch and watches the root, the groups folder, `groups` and `container/`
+    /// again (at start, and when the settings moved a folder).
+    fn rewatch(&mut self, groups: &[String], sink: &mut dyn FnMut(WatchEvent)) {
+        for wd in self.watches.keys() {
+            let _ = inotify::remove_watch(&self.inotify, *wd);
+        }
+        self.watches.clear();
+        self.groups.clear();
+        let layout = self.resolved.layout.clone();
+        let top = WatchFlags::CLOSE_WRITE
+            | WatchFlags::MOVED_TO
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::CREATE
+            | WatchFlags::DELETE;
+        self.add(self.root, Watched::Root, top, sink);
+        self.add(
+            &layout.groups_dir,
+            Watched::GroupsDir,
+            top | WatchFlags::ATTRIB,
+            sink,
+        );
+        for group in groups {
+            self.watch_group(group, sink);
+        }
+        self.watch_container(sink);
+    }
+
+    fn add(
+        &mut self,
+        path: &Path,
+        what: Watched,
+        flags: WatchFlags,
+        sink: &mut dyn FnMut(WatchEvent),
+    ) -> Option<i32> {
+        let flags = flags | WatchFlags::ONLYDIR | WatchFlags::DONT_FOLLOW | WatchFlags::EXCL_UNLINK;
+        match inotify::add_watch(&self.inotify, path, flags) {
+            Ok(wd) => {
+                self.watches.insert(wd, what);
+                Some(wd)
+            }
+            Err(Errno::NOENT | Errno::NOTDIR) => None,
+            Err(err) => {
+                let fix = if err == Errno::NOSPC {
+                    "raise the kernel's fs.inotify.max_user_watches (sysctl)"
+                } else {
+                    "check the folder's permissions"
+                };
+                sink(WatchEvent::Warning(WarningReport {
+                    code: Code::Io,
+                    message: format!(
+                        "{}: cannot be watched ({}); changes there are not picked up until \
+                         another input changes; fix: {fix}",
+                        path.display(),
+                        std::io::Error::from(err),
+                    ),
+                }));
+                None
+            }
+        }
+    }
+
+    fn watch_group(&mut self, group: &str, sink: &mut dyn FnMut(WatchEvent)) {
+        let dir = self.resolved.layout.group_dir(group);
+        let flags = WatchFlags::CLOSE_WRITE
+            | WatchFlags::MOVED_TO
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::ATTRIB
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::MOVE_SELF;
+        let wd = self.add(&dir, Watched::Group(group.to_owned()), flags, sink);
+        self.groups.insert(group.to_owned(), wd);
+    }
+
+    fn unwatch_group(&mut self, group: &str) {
+        if let Some(Some(wd)) = self.groups.remove(group) {
+            let _ = inotify::remove_watch(&self.inotify, wd);
+            self.watches.remove(&wd);
+        }
+        self.failures.remove(group);
+    }
+
+    /// Watches every folder of the `container/` tree not watched yet (not following links,
+    /// skipping hidden folders and `node_modules`, bounded in number and depth).
+    fn watch_container(&mut self, sink: &mut dyn FnMut(WatchEvent)) {
+        let flags = WatchFlags::CLOSE_WRITE
+            | WatchFlags::MOVED_TO
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::ATTRIB
+            | WatchFlags::DELETE_SELF;
+        let mut stack = vec![(self.resolved.layout.container_dir.clone(), 0usize)];
+        let mut seen = 0usize;
+        while let Some((dir, depth)) = stack.pop() {
+            if seen == MAX_CONTAINER_DIRS {
+                sink(WatchEvent::Warning(WarningReport {
+                    code: Code::Io,
+                    message: format!(
+                        "{}: more than {MAX_CONTAINER_DIRS} folders; the rest are not watched",
+                        self.resolved.layout.container_dir.display()
+                    ),
+                }));
+                return;
+            }
+            seen += 1;
+            if self.add(&dir, Watched::Container, flags, sink).is_none()
+                || depth == MAX_CONTAINER_DEPTH
+            {
+                continue;
+            }
+            let Ok(entries) = fs_err::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if skipped_container_folder(&name) {
+                    continue;
+                }
+                if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                    stack.push((entry.path(), depth + 1));
+                }
+            }
+        }
+    }
+
+    /// Reads every queued event into `pending`.
+    fn drain(
+        &mut self,
+        buffer: &mut [MaybeUninit<u8>],
+        pending: &mut Pending,
+    ) -> Result<(), WatchError> {
+        let mut reader = inotify::Reader::new(&self.inotify, buffer);
+        let now = Instant::now();
+        loop {
+            let event = match reader.next() {
+                Ok(event) => event,
+                Err(Errno::AGAIN | Errno::INTR) => return Ok(()),
+                Err(err) => return Err(self.inotify_error("the deployment", err)),
+            };
+            let flags = event.events();
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                tracing::warn!(
+                    "watch: the kernel's event queue overflowed; recomposing everything"
+                );
+                pending.settings = true;
+                pending.listing = true;
+                pending.container = true;
+                pending.rewatch_container = true;
+                pending.touch(now);
+                continue;
+            }
+            let name = event.file_name().map(|name| name.to_bytes());
+            let Some(what) = self.watches.get(&event.wd()) else {
+                continue;
+            };
+            if classify(what, name, flags, pending) {
+                tracing::debug!(?what, name = ?name.map(String::from_utf8_lossy), ?flags, "watch: event");
+                pending.touch(now);
+            }
+        }
+    }
+
+    /// Acts on the events of one quiet period.
+    fn act(&mut self, work: Pending, sink: &mut dyn FnMut(WatchEvent)) {
+        let mut everything = work.container;
+        if work.settings {
+            match read_settings(self.root) {
+                Ok((settings, warnings)) => {
+                    for warning in warnings {
+                        sink(WatchEvent::Warning(WarningReport {
+                            code: warning.code,
+                            message: warning.to_string(),
+                        }));
+                    }
+                    let resolved = settings.resolve(self.root, self.overrides);
+                    let moved = resolved.layout != self.resolved.layout;
+                    self.resolved = resolved;
+                    if moved {
+                        match self.current_groups() {
+                            Ok(groups) => self.rewatch(&groups, sink),
+                            Err(err) => return warn_run(sink, &err),
+                        }
+                    }
+                    everything = true;
+                }
+                Err(err) => sink(WatchEvent::Warning(WarningReport {
+                    code: Code::Settings,
+                    message: format!("{err}; watching goes on with the settings it had"),
+                })),
+            }
+        }
+        let mut targets: BTreeSet<String> = work.groups;
+        if work.listing {
+            match self.current_groups() {
+                Ok(now) => targets.extend(self.relist(&now, sink)),
+                Err(err) => warn_run(sink, &err),
+            }
+        }
+        if work.rewatch_container {
+            self.watch_container(sink);
+        }
+        let groups: Vec<String> = if everything {
+            self.groups.keys().cloned().collect()
+        } else {
+            targets
+                .into_iter()
+                .filter(|group| self.groups.contains_key(group))
+                .collect()
+        };
+        self.compose(&groups, sink);
+    }
+
+    /// Brings the watched groups in line with `now`: reports removed groups, watches new ones
+    /// (and returns them, to be composed), and re-watches a group whose folder was replaced.
+    fn relist(&mut self, now: &[String], sink: &mut dyn FnMut(WatchEvent)) -> Vec<String> {
+        let now: BTreeSet<&String> = now.iter().collect();
+        let gone: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|group| !now.contains(group) || !self.resolved.layout.group_dir(group).is_dir())
+            .cloned()
+            .collect();
+        let mut fresh = Vec::new();
+        for group in gone {
+            self.unwatch_group(&group);
+            if self.resolved.layout.group_dir(&group).is_dir() {
+                fresh.push(group);
+            } else if matches!(self.selection, Selection::All) {
+                sink(WatchEvent::Removed { group });
+            } else {
+                // A named group keeps being watched for: it is reported when it comes back.
+                self.groups.insert(group.clone(), None);
+                sink(WatchEvent::Removed { group });
+            }
+        }
+        for group in now {
+            let unwatched = self.groups.get(group).is_none_or(Option::is_none);
+            if unwatched && self.resolved.layout.group_dir(group).is_dir() {
+                fresh.push(group.clone());
+            }
+        }
+        for group in &fresh {
+            self.watch_group(group, sink);
+        }
+        fresh
+    }
+
+    /// Composes `groups` and reports what changed or failed.
+    fn compose(&mut self, groups: &[String], sink: &mut dyn FnMut(WatchEvent)) {
+        if groups.is_empty() {
+            return;
+        }
+        let options = ComposeOptions {
+            settings: self.resolved.delivery,
+            dry_run: false,
+            lock_timeout: self.resolved.lock_timeout,
+        };
+        let report = match compose(
+            &self.resolved.layout,
+            &Selection::Named(groups.to_vec()),
+            &options,
+        ) {
+            Ok(report) => report,
+            Err(err) => return warn_run(sink, &err),
+        };
+        for warning in report.warnings {
+            sink(WatchEvent::Warning(warning));
+        }
+        for group in report.groups {
+            if let Some(event) = self.news(group) {
+                sink(event);
+            }
+        }
+    }
+
+    /// What a group's report means to the runner: a change, a new failure, a recovery, or
+    /// nothing.
+    fn news(&mut self, report: GroupReport) -> Option<WatchEvent> {
+        match report.status {
+            Status::Changed => {
+                self.failures.remove(&report.group);
+                Some(WatchEvent::Group(Box::new(report)))
+            }
+            Status::Failed => {
+                let message = report
+                    .error
+                    .as_ref()
+                    .map(|error| error.message.clone())
+                    .unwrap_or_default();
+                let repeated = self.failures.get(&report.group) == Some(&message);
+                self.failures.insert(report.group.clone(), message);
+                (!repeated).then(|| WatchEvent::Group(Box::new(report)))
+            }
+            Status::Unchanged => self
+                .failures
+                .remove(&report.group)
+                .map(|_| WatchEvent::Group(Box::new(report))),
+        }
+    }
+}
+
+/// Whether an event on a watched folder asks for work, and which: recorded in `pending`.
+fn classify(what: &Watched, name: Option<&[u8]>, flags: ReadFlags, pending: &mut Pending) -> bool {
+    match what {
+        Watched::Root => {
+            if name == Some(SETTINGS_FILE.as_bytes()) {
+                pending.settings = true;
+                return true;
+            }
+            false
+        }
+        Watched::GroupsDir => match name {
+            Some(name) if !name.starts_with(b".") => {
+                pending.listing = true;
+                true
+            }
+            _ => false,
+        },
+        Watched::Group(group) => {
+            if flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED)
+            {
+                pending.listing = true;
+                return true;
+            }
+            match name {
+                // clawmd's own temporary files come and go within a compose.
+                Some(name) if name.starts_with(TEMP_PREFIX.as_bytes()) => false,
+                _ => {
+                    pending.groups.insert(group.clone());
+                    true
+                }
+            }
+        }
+        Watched::Container => {
+            if flags.contains(ReadFlags::IGNORED) {
+                return false;
+            }
+            if flags.contains(ReadFlags::ISDIR)
+                && flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO)
+            {
+                pending.rewatch_container = true;
+            }
+            pending.container = true;
+            true
+        }
+    }
+}
+
+/// Folders under `container/` that are not watched: hidden ones and installed packages.
+fn skipped_container_folder(name: &OsStr) -> bool {
+    let name = name.as_encoded_bytes();
+    name.starts_with(b".") || name == b"node_modules"
+}
+
+fn warn_run(sink: &mut dyn FnMut(WatchEvent), err: &dyn std::fmt::Display) {
+    sink(WatchEvent::Warning(WarningReport {
+        code: Code::RunFailed,
+        message: format!("{err}; watching goes on"),
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_acted_on_once_quiet_or_at_the_cap() {
+        let debounce = Duration::from_millis(100);
+        let start = Instant::now();
+        let mut pending = Pending::default();
+        assert_eq!(pending.wait(debounce, start), None);
+        pending.touch(start);
+        assert_eq!(pending.wait(debounce, start), Some(debounce));
+        // Events every 50 ms keep pushing the quiet point, up to the cap.
+        for step in 1..40 {
+            pending.touch(start + Duration::from_millis(50 * step));
+        }
+        let late = start + Duration::from_millis(50 * 39);
+        assert_eq!(pending.wait(debounce, late), Some(Duration::ZERO));
+        assert_eq!(
+            pending.wait(debounce, start + Duration::from_millis(500)),
+            Some(Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn events_are_sorted_into_the_work_they_ask_for() {
+        let mut pending = Pending::default();
+        let file = ReadFlags::CLOSE_WRITE;
+        assert!(!classify(
+            &Watched::Root,
+            Some(b"notes.txt"),
+            file,
+            &mut pending
+        ));
+        assert!(classify(
+            &Watched::Root,
+            Some(b"clawmd.json"),
+            file,
+            &mut pending
+        ));
+        assert!(pending.settings);
+        assert!(!classify(
+            &Watched::GroupsDir,
+            Some(b".clawmd-locks"),
+            ReadFlags::CREATE,
+            &mut pending
+        ));
+        assert!(classify(
+            &Watched::GroupsDir,
+            Some(b"new"),
+            ReadFlags::CREATE | ReadFlags::ISDIR,
+            &mut pending
+        ));
+        assert!(pending.listing);
+        let group = Watched::Group("main".to_owned());
+        let temp = format!("{}1-2-3", TEMP_PREFIX);
+        assert!(!classify(
+            &group,
+            Some(temp.as_bytes()),
+            ReadFlags::MOVED_FROM,
+            &mut pending
+        ));
+        assert!(pending.groups.is_empty());
+        assert!(classify(
+            &group,
+            Some(b"container.json"),
+            ReadFlags::MOVED_TO,
+            &mut pending
+        ));
+        assert_eq!(pending.groups, BTreeSet::from(["main".to_owned()]));
+        assert!(!pending.container);
+        assert!(classify(
+            &Watched::Container,
+            Some(b"skills"),
+            ReadFlags::CREATE | ReadFlags::ISDIR,
+            &mut pending
+        ));
+        assert!(pending.container && pending.rewatch_container);
+    }
+
+    #[test]
+    fn hidden_folders_and_packages_under_container_are_not_watched() {
+        assert!(skipped_container_folder(OsStr::new(".git")));
+        assert!(skipped_container_folder(OsStr::new("node_modules")));
+        assert!(!skipped_container_folder(OsStr::new("skills")));
+    }
+}
