@@ -534,7 +534,7 @@ fn composition_findings(
                 ),
                 fix: format!("move the text you need into CLAUDE.local.md, then {compose_fix}"),
             }),
-            Step::Remove { path, .. } if is_disabled_skill(sources, &config.skills, &path.name) => {
+            Step::Remove { path, .. } if is_disabled_skill(layout, sources, &config.skills, &path.name) => {
                 findings.push(Finding {
                     severity: Severity::Error,
                     code: Code::DisabledSkillFragment,
@@ -625,13 +625,17 @@ fn config_findings(group_path: &Path, warnings: &[Warning], findings: &mut Vec<F
 }
 
 fn is_disabled_skill(
+    layout: &Layout,
     sources: &Sources,
     selection: &crate::config::SkillSelection,
     fragment: &str,
 ) -> bool {
+    let Some(skills) = sources.builtin_skills(layout) else {
+        return false;
+    };
     fragment
         .strip_suffix(".md")
-        .is_some_and(|skill| sources.skills.contains_key(skill) && !selection.enables(skill))
+        .is_some_and(|skill| skills.contains_key(skill) && !selection.enables(skill))
 }
 
 /// The hand edits compose kept in the group's rescue folder (outside the group, where no
