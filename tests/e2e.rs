@@ -11,5 +11,7 @@ mod support;
 mod delivery;
 #[path = "e2e/npm.rs"]
 mod npm;
+#[path = "e2e/settings.rs"]
+mod settings;
 #[path = "e2e/typescript.rs"]
 mod typescript;
