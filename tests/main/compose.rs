@@ -398,10 +398,21 @@ fn a_hand_edited_claude_md_is_kept_and_reported() {
         d.read("groups/g/CLAUDE.md")
     );
     d.write("groups/g/CLAUDE.md", edited.as_bytes());
+    // A dry run names the place outside the group and makes nothing there.
+    let before = d.snapshot();
+    let dry = d.run(["compose", "g", "--dry-run", "--json"]).success();
+    let planned = dry.json()["groups"][0]["rescued"][0]["to"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(Path::new(&planned).parent(), Some(d.rescue_dir("g").as_path()));
+    assert_eq!(d.snapshot(), before, "a dry run writes nothing");
+    assert!(!d.rescue_dir("g").exists());
     let run = d.run(["compose", "g", "--json"]).success();
     let json = run.json();
     let rescued = &json["groups"][0]["rescued"][0];
     assert_eq!(rescued["from"], "CLAUDE.md");
+    assert_eq!(rescued["to"], planned.as_str());
     // Kept outside the group, where the agent can neither read nor plant it.
     let to = rescued["to"].as_str().unwrap();
     assert_eq!(d.read_rescued("g", to), edited.as_bytes());
