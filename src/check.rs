@@ -536,7 +536,7 @@ fn composition_findings(
                 message: "a temp file left by an interrupted clawmd run".to_owned(),
                 fix: compose_fix.clone(),
             }),
-            Step::Remove { path, .. } if is_disabled_skill(sources, &config.skills, &path.name) => {
+            Step::Remove { path, .. } if is_disabled_skill(layout, sources, &config.skills, &path.name) => {
                 findings.push(Finding {
                     severity: Severity::Error,
                     code: Code::DisabledSkillFragment,
@@ -615,13 +615,17 @@ fn config_findings(group_path: &Path, warnings: &[Warning], findings: &mut Vec<F
 }
 
 fn is_disabled_skill(
+    layout: &Layout,
     sources: &Sources,
     selection: &crate::config::SkillSelection,
     fragment: &str,
 ) -> bool {
+    let Some(skills) = sources.builtin_skills(layout) else {
+        return false;
+    };
     fragment
         .strip_suffix(".md")
-        .is_some_and(|skill| sources.skills.contains_key(skill) && !selection.enables(skill))
+        .is_some_and(|skill| skills.contains_key(skill) && !selection.enables(skill))
 }
 
 fn rescued_files(dir: &SafeDir, findings: &mut Vec<Finding>) -> Result<(), GroupError> {

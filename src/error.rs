@@ -82,6 +82,15 @@ pub enum GroupError {
         /// Why its instructions cannot be read.
         source: std::sync::Arc<FsError>,
     },
+    /// A file of the recipe's sources that the group gets (a fragment, a skill of another
+    /// root) cannot be used (the groups that do not get it are composed).
+    #[error("the group gets {section}, which cannot be used: {source}")]
+    Source {
+        /// The section (`module:core`).
+        section: String,
+        /// Why its file cannot be read.
+        source: std::sync::Arc<FsError>,
+    },
     /// The memory loader could not start (an unusable working directory).
     #[error(transparent)]
     Loader(#[from] LoaderError),
@@ -98,7 +107,9 @@ impl GroupError {
             }
             GroupError::Config(err) => Some(err.path.clone()),
             GroupError::Fs(err) => Some(err.path().to_owned()),
-            GroupError::Skill { source, .. } => Some(source.path().to_owned()),
+            GroupError::Skill { source, .. } | GroupError::Source { source, .. } => {
+                Some(source.path().to_owned())
+            }
             GroupError::Loader(_) => None,
         }
     }

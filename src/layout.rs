@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::recipe::Recipe;
+
 /// The default mount point of `container/` content inside a container.
 pub const DEFAULT_APP_MOUNT: &str = "/app";
 /// The default working directory of the agent inside a container (the group is mounted here).
@@ -59,6 +61,9 @@ pub struct Layout {
     /// clawmd's own state on the host, outside every group folder, so no agent can plant,
     /// read or remove anything in it (default `groups/.clawmd`; `stateDir` in clawmd.json).
     pub state_dir: PathBuf,
+    /// The sources every group's memory is composed from (`sources` and `memory` in
+    /// clawmd.json; default: clawmd's built-in recipe).
+    pub recipe: Recipe,
 }
 
 impl Layout {
@@ -72,6 +77,7 @@ impl Layout {
             container_dir: root.join("container"),
             app_mount: PathBuf::from(DEFAULT_APP_MOUNT),
             workspace_mount: PathBuf::from(DEFAULT_WORKSPACE_MOUNT),
+            recipe: Recipe::default(),
         }
     }
 
@@ -113,8 +119,9 @@ impl Layout {
     /// The container's mounts for the group whose host folder is `group_dir` (DESIGN.md, the
     /// mount table), as `(container path, host path)` pairs: the group folder at the
     /// workspace (read-write), its composed `CLAUDE.md`, `.claude-fragments` and
-    /// `container.json` over it (read-only), and the shared base and skills under the app
-    /// mount. The one place the table is written down.
+    /// `container.json` over it (read-only), the shared base and skills under the app
+    /// mount, and the other container folders and files the recipe's sources read
+    /// ([`Recipe::mounts`]). The one place the table is written down.
     pub fn mount_table(&self, group_dir: &Path) -> Vec<(PathBuf, PathBuf)> {
         let workspace = &self.workspace_mount;
         let mut table = vec![(workspace.clone(), group_dir.to_owned())];
@@ -123,6 +130,7 @@ impl Layout {
         }
         table.push((self.shared_base_target(), self.shared_base_source()));
         table.push((self.app_mount.join(names::SKILLS), self.skills_dir()));
+        table.extend(self.recipe.mounts(&self.app_mount, &self.container_dir));
         table
     }
 

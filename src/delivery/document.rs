@@ -7,60 +7,11 @@
 
 use serde::Serialize;
 
-use super::expand::neutralise;
 use crate::layout::names;
 use crate::plan::composed_document;
-
-/// One part of a group's memory.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SectionId {
-    /// `container/CLAUDE.md`.
-    SharedBase,
-    /// A skill's `instructions.md`.
-    Skill(String),
-    /// An MCP server's inline instructions.
-    Mcp(String),
-}
-
-impl SectionId {
-    /// The stable name used in reports: `shared-base`, `skill:<name>`, `mcp:<server>`.
-    pub fn name(&self) -> String {
-        match self {
-            SectionId::SharedBase => "shared-base".to_owned(),
-            SectionId::Skill(skill) => format!("skill:{skill}"),
-            SectionId::Mcp(server) => format!("mcp:{server}"),
-        }
-    }
-
-    /// Where the text comes from, for the section's comment and for people.
-    pub fn origin(&self) -> String {
-        match self {
-            SectionId::SharedBase => "container/CLAUDE.md".to_owned(),
-            SectionId::Skill(skill) => format!("container/skills/{skill}/instructions.md"),
-            SectionId::Mcp(server) => format!("container.json mcpServers.{server}.instructions"),
-        }
-    }
-
-    /// The order in which sections are dropped over budget (skills first, then MCP
-    /// instructions); `None` for what is never dropped.
-    fn drop_rank(&self) -> Option<u8> {
-        match self {
-            SectionId::SharedBase => None,
-            SectionId::Skill(_) => Some(0),
-            SectionId::Mcp(_) => Some(1),
-        }
-    }
-}
-
-/// A section with the text that is delivered for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Section {
-    /// Which.
-    pub id: SectionId,
-    /// The delivered text (a shared source with its imports expanded; an MCP server's fenced
-    /// fragment).
-    pub text: Vec<u8>,
-}
+use crate::safe_name::display_name;
+use crate::sources::Section;
+use crate::sources::expand::neutralise;
 
 /// A section left out because the target's budget was exceeded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -90,13 +41,10 @@ pub struct Fitted {
 /// caller reports it. The last call of `size` is always on the sections returned as kept.
 pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) -> Fitted {
     let mut kept = sections.to_vec();
-    let mut order: Vec<&Section> = sections
-        .iter()
-        .filter(|s| s.id.drop_rank().is_some())
-        .collect();
+    let mut order: Vec<&Section> = sections.iter().filter(|s| s.rank.is_some()).collect();
     order.sort_by(|a, b| {
-        a.id.drop_rank()
-            .cmp(&b.id.drop_rank())
+        a.rank
+            .cmp(&b.rank)
             .then(b.text.len().cmp(&a.text.len()))
             .then(a.id.cmp(&b.id))
     });
@@ -116,7 +64,7 @@ pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) 
         for candidate in gone.iter().rev().skip(1) {
             let mut with = kept.clone();
             with.push((*candidate).clone());
-            with.sort_by_key(|s| position(sections, &s.id));
+            with.sort_by_key(|s| position(sections, s));
             let tried = size(&with);
             last_tried_fits = tried <= budget;
             if last_tried_fits {
@@ -143,11 +91,11 @@ pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) 
     }
 }
 
-/// Where the section `id` is in `sections` (the original order, which kept sections keep).
-fn position(sections: &[Section], id: &SectionId) -> usize {
+/// Where `section` is in `sections` (the original order, which kept sections keep).
+fn position(sections: &[Section], section: &Section) -> usize {
     sections
         .iter()
-        .position(|s| &s.id == id)
+        .position(|s| s.id == section.id)
         .unwrap_or(usize::MAX)
 }
 
@@ -158,6 +106,8 @@ pub enum LocalMemory<'a> {
     Import,
     /// Copied in, last (backends that do not follow imports).
     Inline(&'a [u8]),
+    /// The recipe gives the group no memory file (`"memory": "none"`).
+    None,
 }
 
 /// The generated document: clawmd's header, then the sections, each after a comment naming
@@ -172,8 +122,8 @@ pub fn document(sections: &[Section], local: LocalMemory<'_>) -> Vec<u8> {
     for section in sections {
         parts.push_str(&format!(
             "\n<!-- clawmd section {}: from {} -->\n",
-            section.id.name(),
-            section.id.origin()
+            display_name(section.id.as_str()),
+            display_name(&section.origin)
         ));
         push_text(&mut parts, &section.text);
     }
@@ -201,21 +151,19 @@ mod tests {
     use super::*;
     use crate::loader::content::scan_markdown;
     use crate::plan::{is_composed, is_pristine, mcp_fragment};
+    use crate::sources::SectionId;
 
     fn section(id: SectionId, text: &str) -> Section {
-        Section {
-            id,
-            text: text.as_bytes().to_vec(),
-        }
+        Section::builtin(id, text.as_bytes())
     }
 
     fn sections() -> Vec<Section> {
         vec![
-            section(SectionId::SharedBase, "BASE with `@./more.md`\n"),
-            section(SectionId::Skill("big".into()), &"B".repeat(300)),
-            section(SectionId::Skill("small".into()), "SMALL\n"),
+            section(SectionId::shared_base(), "BASE with `@./more.md`\n"),
+            section(SectionId::skill("big"), &"B".repeat(300)),
+            section(SectionId::skill("small"), "SMALL\n"),
             section(
-                SectionId::Mcp("db".into()),
+                SectionId::mcp("db"),
                 std::str::from_utf8(&mcp_fragment("db", "@/etc/hostname\nRead only.")).unwrap(),
             ),
         ]
@@ -271,11 +219,11 @@ mod tests {
                 0..6,
             ),
         ) {
-            let base = crate::delivery::expand::neutralise(&base.join("\n"));
+            let base = crate::sources::expand::neutralise(&base.join("\n"));
             let sections = vec![
-                section(SectionId::SharedBase, &base),
+                section(SectionId::shared_base(), &base),
                 section(
-                    SectionId::Mcp("db".into()),
+                    SectionId::mcp("db"),
                     std::str::from_utf8(&mcp_fragment("db", &mcp.join("\n"))).unwrap(),
                 ),
             ];
@@ -303,7 +251,7 @@ mod tests {
         let names: Vec<&str> = fitted.dropped.iter().map(|d| d.section.as_str()).collect();
         assert_eq!(names, ["skill:big", "skill:small", "mcp:db"]);
         assert_eq!(fitted.kept.len(), 1);
-        assert_eq!(fitted.kept[0].id, SectionId::SharedBase);
+        assert_eq!(fitted.kept[0].id, SectionId::shared_base());
         assert!(fitted.size > 0, "over budget, but the base stays");
     }
 
@@ -313,15 +261,15 @@ mod tests {
     fn fit_keeps_every_section_that_fits_after_the_drops() {
         let big = "m".repeat(3_000_000);
         let all = vec![
-            section(SectionId::SharedBase, "BASE\n"),
-            section(SectionId::Skill("tiny".into()), "8 bytes\n"),
-            section(SectionId::Skill("medium".into()), &"s".repeat(2_000)),
-            section(SectionId::Mcp("huge".into()), &big),
+            section(SectionId::shared_base(), "BASE\n"),
+            section(SectionId::skill("tiny"), "8 bytes\n"),
+            section(SectionId::skill("medium"), &"s".repeat(2_000)),
+            section(SectionId::mcp("huge"), &big),
         ];
         let size = |kept: &[Section]| document(kept, LocalMemory::Import).len() as u64;
         let without_huge: Vec<Section> = all
             .iter()
-            .filter(|s| s.id != SectionId::Mcp("huge".into()))
+            .filter(|s| s.id != SectionId::mcp("huge"))
             .cloned()
             .collect();
         let budget = size(&without_huge);
@@ -334,11 +282,8 @@ mod tests {
         let fitted = fit(&all, budget - 1, size);
         let names: Vec<&str> = fitted.dropped.iter().map(|d| d.section.as_str()).collect();
         assert_eq!(names, ["skill:medium", "mcp:huge"]);
-        let kept: Vec<&SectionId> = fitted.kept.iter().map(|s| &s.id).collect();
-        assert_eq!(
-            kept,
-            [&SectionId::SharedBase, &SectionId::Skill("tiny".into())]
-        );
+        let kept: Vec<SectionId> = fitted.kept.iter().map(|s| s.id.clone()).collect();
+        assert_eq!(kept, [SectionId::shared_base(), SectionId::skill("tiny")]);
         assert_eq!(fitted.size, size(&fitted.kept));
     }
 }

@@ -18,7 +18,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::snapshot::Snapshot;
-use super::{Delivery, DeliverySettings, Section, SectionId, source_key};
+use super::{Delivery, DeliverySettings, Section};
 use crate::layout::{Layout, names};
 use crate::loader::content::{parse_as_within, scan_markdown_as};
 use crate::loader::fs::{DirEntry, MemoryFs, Metadata, ReadOutcome};
@@ -101,10 +101,8 @@ fn with_dropped(plan: &GroupPlan, mut delivered: Delivered) -> Delivered {
         ));
     }
     for warning in &plan.warnings {
-        if let Warning::DanglingInstructions { skill, .. } = warning {
-            delivered
-                .missing
-                .push(SectionId::Skill(skill.clone()).name());
+        if let Warning::DanglingInstructions { section, .. } = warning {
+            delivered.missing.push(section.clone());
             delivered.reasons.push(warning.to_string());
         }
     }
@@ -251,7 +249,7 @@ impl SharedVerdict {
                 .saturating_sub(others)
                 .min(MAX_FILE_BYTES),
             sections,
-            dropped_imports: dropped_imports(layout, &memory),
+            dropped_imports: dropped_imports(plan, &memory),
             diagnostic_reasons: diagnostic_reasons(&memory),
             prefix: hash,
             tail,
@@ -375,22 +373,10 @@ pub fn snapshot(layout: &Layout, plan: &GroupPlan, sources: &Sources) -> Snapsho
             },
         }
     }
-    // DESIGN §1: `<app>/CLAUDE.md` and `<app>/skills` are mounted, as they are on the host.
-    if let Some(base) = &sources.shared_base {
-        let key = source_key(&SectionId::SharedBase).unwrap_or_default();
-        fs.file(
-            &layout.shared_base_target(),
-            sources.original(&key, base).to_vec(),
-        );
-    }
-    for (skill, instructions) in &sources.skills {
-        if let Some(text) = instructions {
-            let key = source_key(&SectionId::Skill(skill.clone())).unwrap_or_default();
-            fs.file(
-                &layout.skill_instructions_target(skill),
-                sources.original(&key, text).to_vec(),
-            );
-        }
+    // DESIGN §1: `<app>/CLAUDE.md`, `<app>/skills` and the recipe's other container folders
+    // are mounted, as they are on the host.
+    for (path, bytes) in sources.container_files(layout) {
+        fs.file(&path, bytes.to_vec());
     }
     fs
 }
@@ -447,11 +433,15 @@ fn from_memory(
         .diagnostics
         .iter()
         .any(|d| d.code == DiagnosticCode::FileEmpty && d.path == local);
-    let local_missing = !local_empty && !memory.files.iter().any(|f| f.path == local);
+    let seeded = plan
+        .entries
+        .iter()
+        .any(|entry| matches!(entry.content, Content::Seed));
+    let local_missing = seeded && !local_empty && !memory.files.iter().any(|f| f.path == local);
     assemble(
         plan,
         &found,
-        &dropped_imports(layout, memory),
+        &dropped_imports(plan, memory),
         local_missing,
         &diagnostic_reasons(memory),
         memory_digest,
@@ -460,10 +450,9 @@ fn from_memory(
 
 /// The sections whose shared source holds an import that does not load (link delivery: the
 /// owner's file is not mounted, or not approved), so that source is not delivered whole: one
-/// name per such diagnostic, in their order.
-fn dropped_imports(layout: &Layout, memory: &Memory) -> Vec<String> {
-    let shared_base = layout.shared_base_target();
-    let skills = layout.app_mount.join("skills");
+/// name per such diagnostic, in their order. A diagnostic belongs to the section whose
+/// owner's file imported it, or whose folder (a skill's) holds the importer.
+fn dropped_imports(plan: &GroupPlan, memory: &Memory) -> Vec<String> {
     let mut sections = Vec::new();
     for diagnostic in &memory.diagnostics {
         let Some(from) = &diagnostic.from else {
@@ -483,15 +472,14 @@ fn dropped_imports(layout: &Layout, memory: &Memory) -> Vec<String> {
             .iter()
             .find(|f| &f.path == from)
             .map_or(from, |f| &f.real_path);
-        let section = if *from == shared_base {
-            Some(SectionId::SharedBase.name())
-        } else {
-            from.strip_prefix(&skills)
-                .ok()
-                .and_then(|rest| rest.components().next())
-                .map(|skill| format!("skill:{}", skill.as_os_str().to_string_lossy()))
-        };
-        sections.extend(section);
+        let section = plan.sections.iter().find(|section| {
+            section.link.as_deref() == Some(from.as_path())
+                || section
+                    .scope
+                    .as_ref()
+                    .is_some_and(|scope| from.starts_with(scope))
+        });
+        sections.extend(section.map(|section| section.id.name()));
     }
     sections
 }
@@ -563,7 +551,7 @@ fn assemble(
             reasons.push(format!(
                 "the text of {} ({}) is not in what Claude Code loads as written: something it leaves open (an HTML comment, a code fence) changes what follows it (fix: close it in the source)",
                 section.id.name(),
-                section.id.origin()
+                section.origin
             ));
         }
     }
@@ -677,11 +665,10 @@ mod tests {
     use std::path::Path;
 
     fn sources(base: &str) -> Sources {
-        Sources {
-            shared_base: Some(base.as_bytes().to_vec()),
-            skills: BTreeMap::from([("web".to_owned(), Some(b"WEB GUIDE\n".to_vec()))]),
-            ..Sources::default()
-        }
+        Sources::builtin(
+            Some(base.as_bytes().to_vec()),
+            BTreeMap::from([("web".to_owned(), Some(b"WEB GUIDE\n".to_vec()))]),
+        )
     }
 
     fn verdict(base: &str, settings: DeliverySettings, provider: Option<Provider>) -> Delivered {

@@ -157,6 +157,8 @@ impl From<&Warning> for WarningReport {
             Warning::UnknownSkill { .. } | Warning::MoreUnknownSkills { .. } => Code::UnknownSkill,
             Warning::DanglingInstructions { .. } => Code::DanglingLink,
             Warning::UnknownKey { .. } => Code::UnknownKey,
+            Warning::IgnoredConfig { .. } => Code::IgnoredConfig,
+            Warning::GroupSourceUnread { .. } => Code::GroupSourceUnread,
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
             Warning::SectionDropped { .. } => Code::SectionDropped,
             Warning::OverBudget { .. } => Code::OverBudget,

@@ -438,7 +438,10 @@ fn schemas_validate_the_example_configs_and_real_reports() {
         valid(&config, &doc, &path.display().to_string());
     }
     assert!(!config.is_valid(&serde_json::json!({"skills": 3})));
-    assert!(!config.is_valid(&serde_json::json!({"provider": "cobol"})));
+    // Any provider name is read (a backend clawmd does not compose for is ignored with a
+    // warning, as nanoclaw's `mock`); not a string is an error.
+    assert!(config.is_valid(&serde_json::json!({"provider": "mock"})));
+    assert!(!config.is_valid(&serde_json::json!({"provider": 3})));
     let settings = schema("settings");
     valid(
         &settings,
