@@ -28,6 +28,7 @@ pub mod fsops;
 pub mod layout;
 pub mod loader;
 pub mod migrate;
+pub mod mounts;
 pub mod plan;
 pub mod progress;
 pub mod recipe;
