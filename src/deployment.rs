@@ -15,14 +15,15 @@ use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
 use crate::delivery::{DeliverySettings, GroupInputs, Target, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
-use crate::fsops::{self, FsError, Listing, SafeDir};
+use crate::fsops::{FsError, Leftover, Listing, SafeDir, TempJournal};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::plan::{Delivery, GroupPlan, Place, Sources};
 use crate::recipe::MemoryFile;
-use crate::reconcile::{Dirs, Step, diff_listed};
+use crate::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
 use crate::sources::{GroupParts, NoteKind, read_group};
+use crate::state;
 
 pub use crate::sources::MAX_SOURCE_BYTES;
 
@@ -381,6 +382,15 @@ pub struct Observation {
     pub bind: Option<SafeDir>,
     /// The group's managed folder in its bind folder, when it exists (or was created).
     pub managed: Option<SafeDir>,
+    /// The group's rescue folder (outside the group), when it exists (or was created for a
+    /// rescue).
+    pub rescues: Option<SafeDir>,
+    /// Temp files an interrupted run under the group's lock made and left (from its journal;
+    /// never merely something named like a temp file).
+    pub leftovers: Vec<Leftover>,
+    /// Whether the group's journal still has records (an interrupted run's, even when none
+    /// of its temps is left): a run under the lock empties it.
+    pub journal_pending: bool,
     /// The parsed `container.json`.
     pub config: GroupConfig,
     /// The delivery mode planned for (the deployment's, or `inline` for flat backends).
@@ -395,35 +405,49 @@ pub struct Observation {
 }
 
 impl Observation {
-    /// The group's folders.
+    /// Whether the group is exactly as planned (every step is a [`Step::Keep`]).
+    pub fn is_up_to_date(&self) -> bool {
+        self.leftovers.is_empty()
+            && !self.journal_pending
+            && self
+                .steps
+                .iter()
+                .all(|step| matches!(step, Step::Keep { .. } | Step::Shadowed { .. }))
+    }
+
+    /// The group's folders (under the lock, every folder the steps write in is made).
     pub fn dirs(&self) -> Dirs<'_> {
         Dirs {
             group: &self.dir,
             fragments: self.fragments.as_ref(),
             bind: self.bind.as_ref(),
             managed: self.managed.as_ref(),
+            rescues: self.rescues.as_ref(),
         }
     }
 
-    /// Whether the group is exactly as planned (every step is a [`Step::Keep`]).
-    pub fn is_up_to_date(&self) -> bool {
-        self.steps
+    /// How the report names each leftover temp.
+    pub fn leftover_names(&self) -> Vec<String> {
+        self.leftovers
             .iter()
-            .all(|step| matches!(step, Step::Keep { .. }))
+            .map(|leftover| state::describe_leftover(leftover, self.dir.path()))
+            .collect()
     }
 }
 
 /// Opens the group at `group_path`, reads its config, plans it with the deployment's delivery
-/// `settings` and diffs the plan against the disk. `create` makes `.claude-fragments` when
-/// missing (only under the group's lock).
+/// `settings` and diffs the plan against the disk. `writer`: the journal of the run that
+/// holds the group's lock, which makes `.claude-fragments` when missing (and the rescue
+/// folder when a hand edit is to be kept) and records every temp the run makes in the
+/// journal; `None` to only look.
 pub fn observe(
     layout: &Layout,
     sources: &Sources,
     group_path: &Path,
     settings: &DeliverySettings,
-    create: bool,
+    writer: Option<&Arc<TempJournal>>,
 ) -> Result<Observation, GroupError> {
-    observe_with(layout, sources, group_path, settings, create, None)
+    observe_with(layout, sources, group_path, settings, writer, None)
 }
 
 /// [`observe`], sharing the plans of groups with the same config through `plans` (one run's).
@@ -432,10 +456,17 @@ pub fn observe_with(
     sources: &Sources,
     group_path: &Path,
     settings: &DeliverySettings,
-    create: bool,
+    writer: Option<&Arc<TempJournal>>,
     plans: Option<&Plans>,
 ) -> Result<Observation, GroupError> {
-    let dir = open_group(group_path)?;
+    let mut dir = open_group(group_path)?;
+    if let Some(journal) = writer {
+        dir.record_temps_in(journal);
+    }
+    let group = group_path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or_default();
     // One listing of the group folder gives the kind of every entry (no `stat` each) and the
     // leftover temp files.
     let listed = dir.listing()?;
@@ -451,20 +482,11 @@ pub fn observe_with(
     // The folders that exist are opened (for what is stale in them too); a missing one is
     // created (under the lock) only once the diff found nothing to refuse, and only when the
     // plan writes in it: a refused group is left exactly as it was.
-    let fragments = match listed.kind(&dir, names::FRAGMENTS)? {
+    let mut fragments = match listed.kind(&dir, names::FRAGMENTS)? {
         None => None,
         Some(_) => dir.open_child(names::FRAGMENTS, false)?,
     };
-    let group = group_path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let bind_path = layout.bind_dir(&group);
-    let mut bind = match SafeDir::open(&bind_path) {
-        Ok(bind) => Some(bind),
-        Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
-        Err(err) => return Err(err.into()),
-    };
+    let mut bind = state::bind_dir(layout, group)?;
     let mut managed = match &bind {
         Some(bind) => bind.open_child(names::MANAGED, false)?,
         None => None,
@@ -474,29 +496,57 @@ pub fn observe_with(
         fragments: fragments.as_ref(),
         bind: bind.as_ref(),
         managed: managed.as_ref(),
+        rescues: None,
     };
-    let steps = diff_listed(&dirs, &listed, &plan)?;
-    let wants = |place: Place| plan.entries.iter().any(|d| d.path.place == place);
-    let fragments = match fragments {
-        None if create && wants(Place::Fragments) => dir.open_child(names::FRAGMENTS, true)?,
-        other => other,
+    let steps = diff_listed(&dirs, &listed, &layout.rescue_dir(group), &plan)?;
+    // The rescue folder is looked at only when a hand edit is to be kept; its budget is
+    // checked before anything is created, so a refused group is left exactly as it was.
+    let rescuing = steps.iter().any(|step| matches!(step, Step::Rescue { .. }));
+    let mut rescues = None;
+    if rescuing {
+        rescues = state::rescue_dir(layout, group)?;
+        check_rescue_budget(rescues.as_ref(), &steps)?;
+    }
+    if let Some(journal) = writer {
+        let wants = |place: Place| plan.entries.iter().any(|d| d.path.place == place);
+        if fragments.is_none() && wants(Place::Fragments) {
+            fragments = dir.open_child(names::FRAGMENTS, true)?;
+        }
+        if let Some(fragments) = &mut fragments {
+            fragments.record_temps_in(journal);
+        }
+        if bind.is_none() && (wants(Place::Bind) || wants(Place::Managed)) {
+            bind = Some(state::create_bind_dir(layout, group, journal)?);
+        }
+        if let Some(bind) = &mut bind {
+            bind.record_temps_in(journal);
+            if managed.is_none() && wants(Place::Managed) {
+                managed = bind.open_child(names::MANAGED, true)?;
+            }
+        }
+        if let Some(managed) = &mut managed {
+            managed.record_temps_in(journal);
+        }
+        if rescuing {
+            match &mut rescues {
+                Some(rescues) => rescues.record_temps_in(journal),
+                None => rescues = Some(state::create_rescue_dir(layout, group, &dir, journal)?),
+            }
+        }
+    }
+    let journal_pending = state::may_have_leftovers(layout, group);
+    let leftovers = match journal_pending {
+        true => state::leftovers(layout, group)?,
+        false => Vec::new(),
     };
-    if create && bind.is_none() && (wants(Place::Bind) || wants(Place::Managed)) {
-        fsops::create_dir_all(&bind_path)?;
-        bind = Some(SafeDir::open(&bind_path)?);
-    }
-    if create
-        && managed.is_none()
-        && wants(Place::Managed)
-        && let Some(bind) = &bind
-    {
-        managed = bind.open_child(names::MANAGED, true)?;
-    }
     Ok(Observation {
         dir,
         fragments,
         bind,
         managed,
+        rescues,
+        leftovers,
+        journal_pending,
         config,
         delivery,
         plan,

@@ -48,6 +48,9 @@ pub mod names {
     pub const STATE_DIR: &str = ".clawmd";
     /// Inside the state folder: one folder per group holding its rescued hand edits.
     pub const RESCUES: &str = "rescues";
+    /// Inside the state folder: one journal per lock of the temp files its runs made
+    /// (`fsops::TempJournal`).
+    pub const JOURNAL: &str = "journal";
     /// Inside the state folder: one folder per group holding the files the runner binds
     /// read-only into that group's container (`clawmd mounts`).
     pub const BINDS: &str = "binds";
@@ -245,6 +248,11 @@ impl Layout {
                 workspace.join(names::FRAGMENTS),
             ));
         }
+        // The agent's `~/.claude`, read-write, where the deployment says it lives: the folder
+        // whose settings compose's verdict reads.
+        if let Some(home) = self.claude_home_dir(group) {
+            table.push(Bind::read_write(home, self.claude_home_mount()));
+        }
         if needs.managed {
             table.push(Bind::read_only(
                 self.managed_dir(group),
@@ -282,6 +290,12 @@ impl Layout {
     /// The host folder of the files the runner binds read-only into one group's container.
     pub fn bind_dir(&self, group: &str) -> PathBuf {
         self.state_dir.join(names::BINDS).join(group)
+    }
+
+    /// The journal of the temp files made by the runs that hold one lock (a group's, or
+    /// `global` for migrate's): `<state>/journal/<lock>`.
+    pub fn temp_journal(&self, lock: &str) -> PathBuf {
+        self.state_dir.join(names::JOURNAL).join(lock)
     }
 
     /// The lock file that serialises work on one group.

@@ -165,6 +165,30 @@ mod tests {
     }
 
     #[test]
+    fn the_agents_claude_home_is_bound_read_write_where_the_deployment_says() {
+        let root = tempfile::tempdir().unwrap();
+        let mut layout = Layout::under_root(root.path());
+        let needs = crate::delivery::Target::of(
+            &crate::config::GroupConfig::default(),
+            &DeliverySettings::default(),
+        )
+        .mount_needs(false);
+        let home = Path::new("/home/node/.claude");
+        assert!(
+            !layout
+                .mount_table("main", &needs)
+                .iter()
+                .any(|bind| bind.container == home)
+        );
+        layout.claude_home = Some(root.path().join("data/sessions/{group}/.claude"));
+        let table = layout.mount_table("main", &needs);
+        assert!(table.contains(&Bind::read_write(
+            root.path().join("data/sessions/main/.claude"),
+            home
+        )));
+    }
+
+    #[test]
     fn a_missing_or_linked_group_is_refused() {
         let root = tempfile::tempdir().unwrap();
         let layout = Layout::under_root(root.path());

@@ -6,6 +6,8 @@
 //! removal of fragments it no longer imports. A group that is already right yields only
 //! [`Step::Keep`]s, and applying those writes nothing.
 
+use std::path::{Path, PathBuf};
+
 use crate::delivery::{ENTRY_POINTS, is_entry_point_name};
 use crate::error::GroupError;
 use crate::file_kind::{self, FileKind};
@@ -19,7 +21,7 @@ use crate::plan::{
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
 pub const MAX_RESCUE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// The most rescued hand edits a group keeps: with this many `CLAUDE.md.rescued-*` files, a
+/// The most rescued hand edits a group keeps: with this many rescues in its rescue folder, a
 /// new hand edit makes compose refuse the group (naming the files) instead of adding one.
 pub const MAX_RESCUES: usize = 16;
 
@@ -39,13 +41,13 @@ pub enum Step {
         before: Option<FileKind>,
     },
     /// Keep a hand-edited composed document (an entry point, `CLAUDE.md`, `AGENTS.md`,
-    /// `GEMINI.md`, in the group folder or its bind folder; the managed `CLAUDE.md`) under
-    /// `to` in the group folder before it is replaced or removed.
+    /// `GEMINI.md`, in the group folder or its bind folder; the managed `CLAUDE.md`) at `to`,
+    /// in the group's rescue folder outside the group, before it is replaced or removed.
     Rescue {
-        /// The edited file.
+        /// The edited file (reports name it `CLAUDE.md`, `state:CLAUDE.md`).
         from: ManagedPath,
-        /// The rescue file name in the group folder.
-        to: String,
+        /// The rescue file's host path: `<state>/rescues/<group>/<from>.rescued-<hash>`.
+        to: PathBuf,
         /// The edited text.
         bytes: Vec<u8>,
     },
@@ -55,11 +57,6 @@ pub enum Step {
         path: ManagedPath,
         /// What it was.
         before: FileKind,
-    },
-    /// Remove a temp file left by an interrupted run (only done while holding the group lock).
-    Clean {
-        /// Where.
-        path: ManagedPath,
     },
     /// Already right: nothing to do.
     Keep {
@@ -75,66 +72,11 @@ pub enum Step {
     },
 }
 
-/// The folders a group's managed paths live in ([`Place`]): the group folder, its
-/// `.claude-fragments`, and its bind folder and managed folder in clawmd's state. A folder
-/// that does not exist yet is `None` (every path planned in it is then to be written).
-#[derive(Debug, Clone, Copy)]
-pub struct Dirs<'a> {
-    /// The group folder.
-    pub group: &'a SafeDir,
-    /// `.claude-fragments`.
-    pub fragments: Option<&'a SafeDir>,
-    /// The group's bind folder (`<state>/binds/<group>/`).
-    pub bind: Option<&'a SafeDir>,
-    /// The group's managed folder (`<state>/binds/<group>/managed/`).
-    pub managed: Option<&'a SafeDir>,
-}
-
-impl<'a> Dirs<'a> {
-    /// The folder of `place`, when it exists.
-    pub fn get(&self, place: Place) -> Option<&'a SafeDir> {
-        match place {
-            Place::Group => Some(self.group),
-            Place::Fragments => self.fragments,
-            Place::Bind => self.bind,
-            Place::Managed => self.managed,
-        }
-    }
-
-    /// The folder of `path`, which must exist (the caller created every folder the steps
-    /// write in).
-    fn of(&self, path: &ManagedPath) -> Result<&'a SafeDir, FsError> {
-        self.get(path.place).ok_or_else(|| FsError::Io {
-            op: "find the folder of",
-            path: self.group.path().join(path.to_string()),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        })
-    }
-
-    /// Every folder that exists.
-    fn all(&self) -> impl Iterator<Item = &'a SafeDir> {
-        [Some(self.group), self.fragments, self.bind, self.managed]
-            .into_iter()
-            .flatten()
-    }
-
-    /// Makes every change in these folders durable.
-    pub fn sync(&self) -> Result<(), FsError> {
-        self.all().try_for_each(SafeDir::sync)
-    }
-
-    /// Marks every folder synced (after a `syncfs` of their filesystems).
-    pub fn mark_synced(&self) {
-        self.all().for_each(SafeDir::mark_synced);
-    }
-}
-
-/// Computes the steps that bring the group's folders (`dirs`) to `plan`. A hand edit to
-/// rescue when the group already keeps [`MAX_RESCUES`] rescues (or
-/// [`MAX_RESCUE_TOTAL_BYTES`]) is [`GroupError::TooManyRescues`]; the same text rescued before
-/// is not counted twice (its rescue name is the hash of the text).
-pub fn diff(dirs: &Dirs<'_>, plan: &GroupPlan) -> Result<Vec<Step>, GroupError> {
-    diff_listed(dirs, &dirs.group.listing()?, plan)
+/// Computes the steps that bring the group's folders (`dirs`; `dirs.rescues` is not used) to
+/// `plan`; a hand edit is to be kept in `rescue_dir` (the group's rescue folder, outside the
+/// group: see [`check_rescue_budget`]).
+pub fn diff(dirs: &Dirs<'_>, rescue_dir: &Path, plan: &GroupPlan) -> Result<Vec<Step>, GroupError> {
+    diff_listed(dirs, &dirs.group.listing()?, rescue_dir, plan)
 }
 
 /// [`diff`], given a listing of the group folder made by the caller (each folder is listed
@@ -142,6 +84,7 @@ pub fn diff(dirs: &Dirs<'_>, plan: &GroupPlan) -> Result<Vec<Step>, GroupError> 
 pub fn diff_listed(
     dirs: &Dirs<'_>,
     listed: &Listing,
+    rescue_dir: &Path,
     plan: &GroupPlan,
 ) -> Result<Vec<Step>, GroupError> {
     let group = dirs.group;
@@ -160,26 +103,14 @@ pub fn diff_listed(
     };
     let mut steps = Vec::new();
     for desired in &plan.entries {
-        diff_entry(listing(desired.path.place), desired, &mut steps)?;
-    }
-    for name in listed.names() {
-        if let Some(name) = name.to_str().filter(|n| is_temp_name(n))
-            && matches!(
-                listed.kind(group, name)?,
-                Some(FileKind::File | FileKind::Symlink)
-            )
-        {
-            steps.push(Step::Clean {
-                path: ManagedPath::top(name),
-            });
-        }
+        diff_entry(listing(desired.path.place), rescue_dir, desired, &mut steps)?;
     }
     if let Some((fragments, listing)) = listing(Place::Fragments) {
         stale_fragments(fragments, listing, plan, &mut steps)?;
     }
     for place in [Place::Bind, Place::Managed] {
         if let Some((dir, listing)) = listing(place) {
-            stale_state_files(place, dir, listing, plan, &mut steps)?;
+            stale_state_files(place, dir, listing, rescue_dir, plan, &mut steps)?;
         }
     }
     // The shared base was `.claude-shared.md` in the group folder before it moved into the
@@ -190,22 +121,19 @@ pub fn diff_listed(
             before: kind,
         });
     }
-    stale_entry_points(group, listed, plan, &mut steps)?;
-    for step in &steps {
-        if let Step::Rescue { to, bytes, .. } = step {
-            check_rescue_budget(group, to, bytes.len() as u64)?;
-        }
-    }
+    stale_entry_points(group, listed, rescue_dir, plan, &mut steps)?;
     Ok(steps)
 }
 
 /// What the group's bind folder or managed folder holds that the plan does not want: files
-/// and links are removed (these folders are clawmd's own: nothing else writes there), temp
-/// files of an interrupted run cleaned; anything else is left with a log line.
+/// and links are removed (these folders are clawmd's own: nothing else writes there; a
+/// hand-edited composed document is kept first), except temps (the journal's); anything else
+/// is left with a log line.
 fn stale_state_files(
     place: Place,
     dir: &SafeDir,
     listed: &Listing,
+    rescue_dir: &Path,
     plan: &GroupPlan,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
@@ -218,7 +146,9 @@ fn stale_state_files(
             .entries
             .iter()
             .any(|d| d.path.place == place && d.path.name == name);
-        if wanted {
+        // A temp an interrupted run left is the journal's to remove (the next run under the
+        // lock does), not a stale file of the plan.
+        if wanted || is_temp_name(name) {
             continue;
         }
         let path = ManagedPath {
@@ -226,16 +156,13 @@ fn stale_state_files(
             name: name.to_owned(),
         };
         match listed.kind(dir, name)? {
-            Some(FileKind::File | FileKind::Symlink) if is_temp_name(name) => {
-                steps.push(Step::Clean { path })
-            }
             Some(FileKind::File) if is_document(&path) => {
                 if let Some(old) = dir.read_file(name, MAX_RESCUE_BYTES)?
                     && needs_rescue(&old)
                 {
                     steps.push(Step::Rescue {
                         from: path.clone(),
-                        to: rescue_name(name, &old),
+                        to: rescue_dir.join(rescue_name(name, &old)),
                         bytes: old,
                     });
                 }
@@ -263,6 +190,7 @@ fn stale_state_files(
 fn stale_entry_points(
     group: &SafeDir,
     listed: &Listing,
+    rescue_dir: &Path,
     plan: &GroupPlan,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
@@ -276,14 +204,13 @@ fn stale_entry_points(
         };
         // clawmd's own: the document it composed there before bind folders, or a mount point's
         // placeholder (edited or not). A mount point no longer in the table may go.
-        let placeholder = mount_point_placeholder(name);
         if !is_composed(&old) && !old.starts_with(PLACEHOLDER_START.as_bytes()) {
             continue;
         }
-        if old != placeholder && needs_rescue(&old) {
+        if old != mount_point_placeholder(name) && needs_rescue(&old) {
             steps.push(Step::Rescue {
                 from: ManagedPath::top(name),
-                to: rescue_name(name, &old),
+                to: rescue_dir.join(rescue_name(name, &old)),
                 bytes: old.clone(),
             });
         }
@@ -295,11 +222,42 @@ fn stale_entry_points(
     Ok(())
 }
 
-/// Whether `name` is where clawmd kept a hand-edited entry point.
+/// Whether `name` is named like a rescued entry point (`CLAUDE.md.rescued-…`). In a group
+/// folder such a name says nothing about who wrote it: the agent can name files anything.
 pub fn is_rescue_name(name: &str) -> bool {
     ENTRY_POINTS
         .iter()
         .any(|entry| name.starts_with(&format!("{entry}{}", names::RESCUE_INFIX)))
+}
+
+/// Whether `name` is exactly a name [`rescue_name`] gives (`<entry point>.rescued-<16 hex>`).
+pub fn is_rescue_file_name(name: &str) -> bool {
+    ENTRY_POINTS.iter().any(|entry| {
+        name.strip_prefix(entry)
+            .and_then(|rest| rest.strip_prefix(names::RESCUE_INFIX))
+            .is_some_and(|hash| {
+                hash.len() == 16
+                    && hash
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            })
+    })
+}
+
+/// The rescues clawmd kept in a group's rescue folder `dir`: regular files named as
+/// [`rescue_name`] names them, sorted, each with its size.
+pub fn kept_rescues(dir: &SafeDir) -> Result<Vec<(String, u64)>, FsError> {
+    let listing = dir.listing()?;
+    let mut kept = Vec::new();
+    for name in listing.names() {
+        let Some(name) = name.to_str().filter(|n| is_rescue_file_name(n)) else {
+            continue;
+        };
+        if listing.kind(dir, name)? == Some(FileKind::File) {
+            kept.push((name.to_owned(), dir.size(name)?));
+        }
+    }
+    Ok(kept)
 }
 
 /// Where the hand-edited `name` is kept: `<name>.rescued-<hash of the text>`.
@@ -307,33 +265,52 @@ pub fn rescue_name(name: &str, text: &[u8]) -> String {
     format!("{name}{}{}", names::RESCUE_INFIX, short_hash(text))
 }
 
-/// Refuses a new rescue file when the group already keeps as many as it may.
-fn check_rescue_budget(group: &SafeDir, to: &str, new_bytes: u64) -> Result<(), GroupError> {
-    if group.kind(to)?.is_some() {
-        return Ok(()); // the same text, kept before (or a planted name, refused in apply)
-    }
-    let mut files = Vec::new();
-    let mut bytes = new_bytes;
-    for name in group.list()? {
-        let Some(name) = name.to_str() else { continue };
-        if is_rescue_name(name) && !is_temp_name(name) {
-            bytes += group.size(name)?;
-            files.push(group.path().join(name));
+/// Refuses the steps when a hand edit they keep would be one more than the group's rescue
+/// folder `rescues` (`None`: it does not exist yet) may hold: [`MAX_RESCUES`] rescues, or
+/// [`MAX_RESCUE_TOTAL_BYTES`] with the new one; that is [`GroupError::TooManyRescues`]. The
+/// same text rescued before is not counted twice (its rescue name is the hash of the text).
+/// Only what clawmd kept there counts: files named like rescues in the group folder are the
+/// agent's business.
+pub fn check_rescue_budget(rescues: Option<&SafeDir>, steps: &[Step]) -> Result<(), GroupError> {
+    let Some(dir) = rescues else {
+        return Ok(()); // no rescue yet
+    };
+    for step in steps {
+        if let Step::Rescue { to, bytes, .. } = step {
+            check_one_rescue(dir, to, bytes.len() as u64)?;
         }
     }
-    if files.len() < MAX_RESCUES && bytes <= MAX_RESCUE_TOTAL_BYTES {
+    Ok(())
+}
+
+fn check_one_rescue(dir: &SafeDir, to: &Path, new_bytes: u64) -> Result<(), GroupError> {
+    let name = file_name(to);
+    if dir.kind(name)?.is_some() {
+        return Ok(()); // the same text, kept before (anything else there is refused in apply)
+    }
+    let kept = kept_rescues(dir)?;
+    let bytes = new_bytes + kept.iter().map(|(_, size)| size).sum::<u64>();
+    if kept.len() < MAX_RESCUES && bytes <= MAX_RESCUE_TOTAL_BYTES {
         return Ok(());
     }
     Err(GroupError::TooManyRescues {
-        dir: group.path().to_owned(),
-        count: files.len(),
+        dir: dir.path().to_owned(),
+        count: kept.len(),
         bytes: bytes - new_bytes,
-        files,
+        files: kept.iter().map(|(name, _)| dir.path().join(name)).collect(),
     })
+}
+
+/// The file name of a rescue path (every rescue path is `<rescue folder>/<rescue name>`).
+fn file_name(to: &Path) -> &str {
+    to.file_name()
+        .and_then(|name| name.to_str())
+        .expect("a rescue path ends in a rescue name")
 }
 
 fn diff_entry(
     dir: Option<(&SafeDir, &Listing)>,
+    rescue_dir: &Path,
     desired: &Desired,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
@@ -401,7 +378,7 @@ fn diff_entry(
     {
         steps.push(Step::Rescue {
             from: desired.path.clone(),
-            to: rescue_name(name, old),
+            to: rescue_dir.join(rescue_name(name, old)),
             bytes: old.clone(),
         });
     }
@@ -467,11 +444,6 @@ fn stale_fragments(
             continue;
         }
         match listed.kind(fragments, name)? {
-            Some(FileKind::File | FileKind::Symlink) if is_temp_name(name) => {
-                steps.push(Step::Clean {
-                    path: ManagedPath::fragment(name),
-                })
-            }
             Some(kind @ (FileKind::File | FileKind::Symlink)) => steps.push(Step::Remove {
                 path: ManagedPath::fragment(name),
                 before: kind,
@@ -486,11 +458,88 @@ fn stale_fragments(
     Ok(())
 }
 
-/// Performs `steps` in a reader-safe order, durably: leftovers cleaned, every new file and
-/// link written under a temp name and fsynced ([`stage`]), then rescues and everything the
-/// entry point imports put in place, then the entry point, then removals, each phase made
-/// durable (the folders fsynced) before the next. The caller must hold the group's lock.
-pub fn apply(dirs: &Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+/// The folders a group's managed paths live in ([`Place`]): the group folder, its
+/// `.claude-fragments`, its bind folder and managed folder in clawmd's state, and its rescue
+/// folder (outside the group). A folder that does not exist (yet) is `None`: every path
+/// planned in it is then to be written, and the caller creates it before applying.
+#[derive(Debug, Clone, Copy)]
+pub struct Dirs<'a> {
+    /// The group folder.
+    pub group: &'a SafeDir,
+    /// `.claude-fragments`.
+    pub fragments: Option<&'a SafeDir>,
+    /// The group's bind folder (`<state>/binds/<group>/`).
+    pub bind: Option<&'a SafeDir>,
+    /// The group's managed folder (`<state>/binds/<group>/managed/`).
+    pub managed: Option<&'a SafeDir>,
+    /// The group's rescue folder (`None` when no step rescues anything).
+    pub rescues: Option<&'a SafeDir>,
+}
+
+impl<'a> Dirs<'a> {
+    /// The group folder alone (its other folders not there).
+    pub fn only(group: &'a SafeDir) -> Self {
+        Dirs {
+            group,
+            fragments: None,
+            bind: None,
+            managed: None,
+            rescues: None,
+        }
+    }
+
+    /// The folder of `place`, when it exists.
+    pub fn get(&self, place: Place) -> Option<&'a SafeDir> {
+        match place {
+            Place::Group => Some(self.group),
+            Place::Fragments => self.fragments,
+            Place::Bind => self.bind,
+            Place::Managed => self.managed,
+        }
+    }
+
+    /// The folder of `path`, which must exist (the caller created every folder the steps
+    /// write in).
+    fn of(&self, path: &ManagedPath) -> Result<&'a SafeDir, FsError> {
+        self.get(path.place).ok_or_else(|| FsError::Io {
+            op: "find the folder of",
+            path: self.group.path().join(path.to_string()),
+            source: std::io::Error::other("the folder was not opened (a bug)"),
+        })
+    }
+
+    fn rescues(&self) -> Result<&'a SafeDir, FsError> {
+        self.rescues.ok_or_else(|| FsError::Io {
+            op: "rescue a hand edit into",
+            path: self.group.path().to_owned(),
+            source: std::io::Error::other("no rescue folder was opened (a bug)"),
+        })
+    }
+
+    /// The folders the steps write in (not the rescue folder, synced on its own).
+    fn written(&self) -> impl Iterator<Item = &'a SafeDir> {
+        [Some(self.group), self.fragments, self.bind, self.managed]
+            .into_iter()
+            .flatten()
+    }
+
+    /// Makes every change in these folders durable.
+    pub fn sync(&self) -> Result<(), FsError> {
+        self.written().try_for_each(SafeDir::sync)
+    }
+
+    /// Marks every folder synced (after a `syncfs` of their filesystems).
+    pub fn mark_synced(&self) {
+        self.written().for_each(SafeDir::mark_synced);
+    }
+}
+
+/// Performs `steps` in a reader-safe order, durably: every new file and link written under a
+/// temp name and fsynced ([`stage`]), then rescues (each durable in the rescue folder at
+/// once) and everything the entry point imports put in place, then the entry point, then
+/// removals, each phase made durable (the folders fsynced) before the next. The caller must
+/// hold the group's lock.
+pub fn apply(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
     let mut staged = stage(dirs, steps, true)?;
     staged.place_imported(dirs, steps)?;
     dirs.sync()?;
@@ -513,19 +562,18 @@ pub struct Staged {
     temps: Vec<Option<Temp>>,
 }
 
-/// Phase 0 of [`apply`]: removes leftovers of an interrupted run and writes every file and link
-/// `steps` need under temp names. `durable`: each temp is fsynced; else the caller makes them
-/// durable (`syncfs`) before [`Staged::place_imported`]. On failure nothing staged is left.
-pub fn stage(dirs: &Dirs<'_>, steps: &[Step], durable: bool) -> Result<Staged, FsError> {
-    for step in steps {
-        if let Step::Clean { path } = step {
-            dirs.of(path)?.remove(&path.name)?;
-        }
-    }
+/// Phase 0 of [`apply`]: writes every file and link `steps` need under temp names. `durable`:
+/// each temp is fsynced; else the caller makes them durable (`syncfs`) before
+/// [`Staged::place_imported`]. A rescue is always fsynced (its folder may be on another
+/// filesystem than the group's; hand edits are rare). On failure nothing staged is left.
+pub fn stage(dirs: Dirs<'_>, steps: &[Step], durable: bool) -> Result<Staged, FsError> {
     let mut staged = Staged { temps: Vec::new() };
     for step in steps {
         let temp = match step {
-            Step::Rescue { bytes, .. } => dirs.group.stage_new_file(bytes, durable).map(Some),
+            Step::Rescue { bytes, .. } => dirs
+                .rescues()
+                .and_then(|rescues| rescues.stage_new_file(bytes, true))
+                .map(Some),
             Step::Write {
                 path,
                 content,
@@ -557,34 +605,39 @@ pub fn stage(dirs: &Dirs<'_>, steps: &[Step], durable: bool) -> Result<Staged, F
 
 impl Staged {
     /// Removes every temp not put in place (after a failure).
-    pub fn discard(&mut self, dirs: &Dirs<'_>, steps: &[Step]) {
+    pub fn discard(&mut self, dirs: Dirs<'_>, steps: &[Step]) {
         for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
             let Some(temp) = temp.take() else { continue };
             match step {
-                Step::Write { path, .. } => match dirs.get(path.place) {
-                    Some(dir) => dir.discard(temp),
-                    None => dirs.group.discard(temp),
+                Step::Write { path, .. } => match dirs.of(path) {
+                    Ok(dir) => dir.discard(temp),
+                    Err(_) => dirs.group.discard(temp),
                 },
-                _ => dirs.group.discard(temp),
+                Step::Rescue { .. } => {
+                    if let Ok(rescues) = dirs.rescues() {
+                        rescues.discard(temp);
+                    }
+                }
+                _ => {}
             }
         }
     }
 
-    /// Phase 1: rescues of hand-edited entry points, then every other written file (in plan
-    /// order: what the entry points import, the managed folder). On failure the remaining
-    /// temps are removed.
-    pub fn place_imported(&mut self, dirs: &Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+    /// Phase 1: rescues of hand-edited entry points (each durable before this goes on), then
+    /// every other written file (in plan order: what the entry point imports). On failure
+    /// the remaining temps are removed.
+    pub fn place_imported(&mut self, dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
         self.place(dirs, steps, Phase::Imported)
     }
 
     /// Phase 2: the entry points (the composed one in the bind folder, then its mount point
     /// in the group folder), once what they import is durable.
-    pub fn place_entry_points(&mut self, dirs: &Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+    pub fn place_entry_points(&mut self, dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
         self.place(dirs, steps, Phase::EntryPoints)
     }
 
     /// Phase 3: removals of what the (durable) entry points no longer import.
-    pub fn remove_stale(&mut self, dirs: &Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+    pub fn remove_stale(&mut self, dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
         for step in steps {
             if let Step::Remove { path, .. } = step {
                 dirs.of(path)?.remove(&path.name)?;
@@ -594,7 +647,7 @@ impl Staged {
     }
 
     /// Puts the temps of `phase` in place; on failure the remaining temps are removed.
-    fn place(&mut self, dirs: &Dirs<'_>, steps: &[Step], phase: Phase) -> Result<(), FsError> {
+    fn place(&mut self, dirs: Dirs<'_>, steps: &[Step], phase: Phase) -> Result<(), FsError> {
         let result = self.place_phase(dirs, steps, phase);
         if result.is_err() {
             self.discard(dirs, steps);
@@ -602,21 +655,20 @@ impl Staged {
         result
     }
 
-    fn place_phase(
-        &mut self,
-        dirs: &Dirs<'_>,
-        steps: &[Step],
-        phase: Phase,
-    ) -> Result<(), FsError> {
-        let group = dirs.group;
+    fn place_phase(&mut self, dirs: Dirs<'_>, steps: &[Step], phase: Phase) -> Result<(), FsError> {
         if phase == Phase::Imported {
             for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
                 if let (Step::Rescue { from, to, bytes }, Some(_)) = (step, &temp) {
                     let temp = temp.take().expect("checked above");
-                    if !group.link_new(temp, to)? {
-                        check_rescued(group, to, bytes)?;
+                    let rescues = dirs.rescues()?;
+                    let name = file_name(to);
+                    if !rescues.link_new(temp, name)? {
+                        check_rescued(rescues, name, bytes)?;
                     }
-                    tracing::warn!(rescued = %group.path().join(to).display(), "kept a hand-edited {from}");
+                    // Durable before the entry point it keeps can be replaced, whatever
+                    // filesystem the rescue folder is on.
+                    rescues.sync()?;
+                    tracing::warn!(rescued = %to.display(), "kept a hand-edited {from}");
                 }
             }
         }
@@ -671,18 +723,19 @@ fn is_document(path: &ManagedPath) -> bool {
 }
 
 /// The rescue name is taken: an earlier, interrupted run kept the same text there (the name
-/// carries its hash), or someone planted it. Only a regular file holding exactly the text will
-/// do; anything else (a link, other bytes) stops the compose before `CLAUDE.md` is replaced.
-fn check_rescued(group: &SafeDir, to: &str, bytes: &[u8]) -> Result<(), FsError> {
-    match group.read_file(to, bytes.len() as u64) {
+/// carries its hash), or someone put something else there. Only a regular file holding
+/// exactly the text will do; anything else (a link, other bytes) stops the compose before
+/// `CLAUDE.md` is replaced.
+fn check_rescued(rescues: &SafeDir, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+    match rescues.read_file(name, bytes.len() as u64) {
         Ok(Some(existing)) if existing == bytes => Ok(()),
         Ok(_) | Err(FsError::TooLarge { .. }) => Err(FsError::Unsafe {
-            path: group.path().join(to),
+            path: rescues.path().join(name),
             found: "a file with other content".to_owned(),
             expected: "the rescued copy of a hand-edited entry point",
             fix: format!(
                 "move {} aside; CLAUDE.md keeps the hand edit until then",
-                group.path().join(to).display()
+                rescues.path().join(name).display()
             ),
         }),
         Err(err) => Err(err),
@@ -694,13 +747,8 @@ mod tests {
     use super::*;
     use crate::plan::Warning;
 
-    fn only(dir: &SafeDir) -> Dirs<'_> {
-        Dirs {
-            group: dir,
-            fragments: None,
-            bind: None,
-            managed: None,
-        }
+    fn no_rescues() -> &'static Path {
+        Path::new("/nowhere/rescues/g")
     }
 
     fn plan_of(content: Content) -> GroupPlan {
@@ -723,7 +771,15 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(temp.path()).unwrap();
         dir.write_file("x.md", b"extra").unwrap();
-        let steps = diff(&only(&dir), &plan_of(Content::File(Vec::new()))).unwrap();
+        let diff_now = || {
+            diff(
+                &Dirs::only(&dir),
+                no_rescues(),
+                &plan_of(Content::File(Vec::new())),
+            )
+            .unwrap()
+        };
+        let steps = diff_now();
         assert!(
             matches!(
                 steps[0],
@@ -735,7 +791,7 @@ mod tests {
             "{steps:?}"
         );
         dir.write_file("x.md", b"").unwrap();
-        let steps = diff(&only(&dir), &plan_of(Content::File(Vec::new()))).unwrap();
+        let steps = diff_now();
         assert!(matches!(steps[0], Step::Keep { .. }), "{steps:?}");
     }
 
@@ -744,7 +800,12 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         std::fs::create_dir(temp.path().join("x.md")).unwrap();
         let dir = SafeDir::open(temp.path()).unwrap();
-        let err = diff(&only(&dir), &plan_of(Content::File(b"a".to_vec()))).unwrap_err();
+        let err = diff(
+            &Dirs::only(&dir),
+            no_rescues(),
+            &plan_of(Content::File(b"a".to_vec())),
+        )
+        .unwrap_err();
         assert!(
             matches!(err, GroupError::Fs(FsError::Unsafe { .. })),
             "{err}"

@@ -108,8 +108,8 @@ pub fn container_mounts(layout: &Layout, group: &str, needs: &MountNeeds) -> Vec
         .collect()
 }
 
-/// The mounts of the container of `group`, plus the home when given, else the group's
-/// `~/.claude` where the deployment says it lives ([`Layout::claude_home`]).
+/// The mounts of the container of `group` (the group's `~/.claude` among them where the
+/// deployment says it lives, [`Layout::claude_home`]), the home in its place when given.
 pub fn group_mounts(
     layout: &Layout,
     group: &str,
@@ -117,10 +117,11 @@ pub fn group_mounts(
     options: &ViewOptions,
 ) -> Vec<Mount> {
     let mut mounts = container_mounts(layout, group, needs);
+    // A home given for the view stands for the whole home, `~/.claude` included.
     if let Some(home) = &options.home {
+        let claude = layout.claude_home_mount();
+        mounts.retain(|mount| mount.container != claude);
         mounts.push(Mount::new(container_home(options), home));
-    } else if let Some(claude) = layout.claude_home_dir(group) {
-        mounts.push(Mount::new(layout.claude_home_mount(), claude));
     }
     mounts
 }

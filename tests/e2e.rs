@@ -11,5 +11,9 @@ mod support;
 mod delivery;
 #[path = "e2e/guardrails.rs"]
 mod guardrails;
+#[path = "e2e/npm.rs"]
+mod npm;
+#[path = "e2e/settings.rs"]
+mod settings;
 #[path = "e2e/typescript.rs"]
 mod typescript;
