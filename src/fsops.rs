@@ -867,6 +867,26 @@ fn kind_of_path(path: &Path) -> Result<Option<FileKind>> {
     }
 }
 
+/// Atomically replaces (or creates) the trusted host file `path` (such as the deployment's
+/// `clawmd.json`) with `bytes`, durably.
+pub fn write_host_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(FsError::io(
+            "write",
+            path,
+            io::Error::new(io::ErrorKind::InvalidInput, "not a file path"),
+        ));
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let dir = SafeDir::open(parent)?;
+    dir.write_file(&name.to_string_lossy(), bytes)?;
+    dir.sync()
+}
+
 /// Creates a host folder and its parents (for trusted host paths such as `container/`).
 pub fn create_dir_all(path: &Path) -> Result<()> {
     checkpoint("mkdir", path);

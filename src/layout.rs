@@ -42,6 +42,10 @@ pub mod names {
     pub const STATE_DIR: &str = ".clawmd";
     /// Inside the state folder: one folder per group holding its rescued hand edits.
     pub const RESCUES: &str = "rescues";
+    /// Inside the state folder: the configs runners handed clawmd, one `<group>.json` each.
+    pub const CONFIGS: &str = "configs";
+    /// Inside the state folder: legacy text `migrate` kept aside (`groups/global/CLAUDE.md`).
+    pub const LEGACY: &str = "legacy";
     /// Inside the state folder: one folder per group holding the files the runner binds
     /// read-only into that group's container (`clawmd mounts`).
     pub const BINDS: &str = "binds";
@@ -64,6 +68,25 @@ pub struct Layout {
     /// The sources every group's memory is composed from (`sources` and `memory` in
     /// clawmd.json; default: clawmd's built-in recipe).
     pub recipe: Recipe,
+    /// Where a group's config is read (`groupConfig` in clawmd.json).
+    pub group_config: GroupConfigSource,
+    /// Configs handed on this run's command line (`--config`), by group: read instead of
+    /// any other.
+    pub given_configs: std::collections::BTreeMap<String, std::sync::Arc<[u8]>>,
+}
+
+/// Where a group's config comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+pub enum GroupConfigSource {
+    /// `container.json` in the group folder (the default).
+    #[default]
+    #[serde(rename = "container.json")]
+    File,
+    /// What the runner last handed clawmd with `compose GROUP --config` (it keeps the
+    /// group's config elsewhere, as nanoclaw keeps `cli_scope` in its database), kept in
+    /// `<state>/configs/<group>.json`; a group with none handed yet: its `container.json`.
+    #[serde(rename = "handed")]
+    Handed,
 }
 
 impl Layout {
@@ -78,6 +101,8 @@ impl Layout {
             app_mount: PathBuf::from(DEFAULT_APP_MOUNT),
             workspace_mount: PathBuf::from(DEFAULT_WORKSPACE_MOUNT),
             recipe: Recipe::default(),
+            group_config: GroupConfigSource::File,
+            given_configs: std::collections::BTreeMap::new(),
         }
     }
 
@@ -137,6 +162,18 @@ impl Layout {
     /// The host folder that keeps one group's rescued hand edits (outside the group folder).
     pub fn rescue_dir(&self, group: &str) -> PathBuf {
         self.state_dir.join(names::RESCUES).join(group)
+    }
+
+    /// The config the runner last handed for `group` (`groupConfig: "handed"`).
+    pub fn handed_config(&self, group: &str) -> PathBuf {
+        self.state_dir
+            .join(names::CONFIGS)
+            .join(format!("{group}.json"))
+    }
+
+    /// The host folder of legacy text `migrate` kept aside.
+    pub fn legacy_dir(&self) -> PathBuf {
+        self.state_dir.join(names::LEGACY)
     }
 
     /// The host folder of the files the runner binds read-only into one group's container.

@@ -31,8 +31,10 @@ use crate::config::ConfigError;
 use crate::delivery::{Budgets, Delivery, DeliverySettings, Provider};
 use crate::layout::Layout;
 use crate::loader::ClaudeVersion;
+use crate::pin::PinSource;
 use crate::recipe::{RawMemory, RawSource, Recipe};
 use crate::report::Code;
+use crate::view::Consumer;
 
 /// The settings file's name, at the deployment root.
 pub const SETTINGS_FILE: &str = "clawmd.json";
@@ -40,7 +42,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 16] = [
     "delivery",
     "provider",
     "budgets",
@@ -54,6 +56,8 @@ const KEYS: [&str; 14] = [
     "stateDir",
     "sources",
     "memory",
+    "consumer",
+    "groupConfig",
     "$schema",
 ];
 
@@ -90,6 +94,14 @@ pub struct Settings {
     pub sources: Option<Vec<RawSource>>,
     /// The group's own memory file: "CLAUDE.local.md" (the default) or "none".
     pub memory: Option<RawMemory>,
+    /// The Claude Code front end the agents run: "cli", or "sdk" (the Agent SDK with
+    /// settingSources ['project','user'], nanoclaw's); default: what the deployment's runner
+    /// depends on (container/agent-runner/package.json), else "cli".
+    pub consumer: Option<Consumer>,
+    /// Where a group's config is read: "container.json" (the default), or "handed": the
+    /// config the runner hands with `clawmd compose GROUP --config -` (nanoclaw keeps
+    /// `cli_scope` in its database, not in container.json), kept for check and render.
+    pub group_config: Option<crate::layout::GroupConfigSource>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
 }
@@ -257,6 +269,35 @@ pub struct Resolved {
     pub lock_timeout: Duration,
 }
 
+impl Resolved {
+    /// These settings with what the deployment's own files pin ([`crate::pin::read_pins`])
+    /// where neither a flag nor `clawmd.json` chose: the Claude Code release its image
+    /// installs and the consumer its runner uses, so that the verdict judges what the agents
+    /// run.
+    pub fn with_deployment_pins(mut self) -> Self {
+        let settings = &mut self.delivery;
+        if settings.claude_version_from != PinSource::Default
+            && settings.consumer_from != PinSource::Default
+        {
+            return self;
+        }
+        let pins = crate::pin::read_pins(&self.layout.container_dir);
+        if settings.claude_version_from == PinSource::Default
+            && let Some((version, _)) = pins.claude_code
+        {
+            settings.claude_version = version;
+            settings.claude_version_from = PinSource::Deployment;
+        }
+        if settings.consumer_from == PinSource::Default
+            && let Some((consumer, _)) = pins.consumer
+        {
+            settings.consumer = consumer;
+            settings.consumer_from = PinSource::Deployment;
+        }
+        self
+    }
+}
+
 impl Settings {
     /// Merges `overrides` over these settings over the defaults, for the deployment at `root`.
     pub fn resolve(&self, root: &Path, overrides: &Overrides) -> Resolved {
@@ -290,6 +331,7 @@ impl Settings {
         {
             layout.workspace_mount = mount;
         }
+        layout.group_config = self.group_config.unwrap_or_default();
         // Checked when the file was parsed ([`parse_settings`]).
         layout.recipe = Recipe::from_raw(self.sources.as_deref(), self.memory).unwrap_or_default();
         let mut budgets = Budgets::default();
@@ -313,6 +355,16 @@ impl Settings {
                         .and_then(|text| text.parse().ok())
                         .unwrap_or_default()
                 }),
+                claude_version_from: match (overrides.claude_version, &self.claude_code_version) {
+                    (Some(_), _) => PinSource::Flag,
+                    (None, Some(_)) => PinSource::Settings,
+                    (None, None) => PinSource::Default,
+                },
+                consumer: self.consumer.unwrap_or_default(),
+                consumer_from: match self.consumer {
+                    Some(_) => PinSource::Settings,
+                    None => PinSource::Default,
+                },
             },
             delivery_chosen: delivery.is_some(),
             lock_timeout: Duration::from_secs(

@@ -21,7 +21,18 @@ use crate::report::{escape, escape_path};
 pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
 
 /// Which Claude Code front end reads the memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Consumer {
     /// The CLI (`claude -p`): loads `CLAUDE.local.md` by discovery too.
     #[default]

@@ -44,6 +44,9 @@ pub struct Delivered {
     /// `sha256:<hex>` of the memory the agent receives (Claude Code: the memory block as it
     /// sends it; flat backends: the document).
     pub memory_digest: String,
+    /// The Claude Code release and consumer the verdict judged (`None` for a flat backend,
+    /// which reads its document as it is).
+    pub judged: Option<crate::pin::Judged>,
 }
 
 /// Works out what reaches the agent of a group composed as `plan`. Pure: reads nothing.
@@ -67,9 +70,14 @@ pub fn verify(
                     missing: vec!["everything".to_owned()],
                     reasons: vec![err.to_string()],
                     memory_digest: digest(b""),
+                    judged: None,
                 },
             }
         }
+    };
+    let delivered = Delivered {
+        judged: (!plan.target.provider.is_flat()).then(|| settings.judged()),
+        ..delivered
     };
     with_dropped(plan, delivered)
 }
@@ -83,6 +91,7 @@ fn claude_options(layout: &Layout, settings: &DeliverySettings) -> LoadOptions {
         &ViewOptions {
             approve_external: settings.approve_external,
             claude_version: settings.claude_version,
+            consumer: settings.consumer,
             ..ViewOptions::default()
         },
     );
@@ -134,6 +143,8 @@ const PLACEHOLDER: &str = "clawmdLocalMemoryPlaceholder7f3e9a1c";
 #[derive(Debug, Clone)]
 pub struct SharedVerdict {
     version: ClaudeVersion,
+    /// What the verdicts judge.
+    judged: crate::pin::Judged,
     budgets: Budgets,
     /// Whether the block shows bodies trimmed (as this release does).
     trimmed: bool,
@@ -241,6 +252,7 @@ impl SharedVerdict {
         tail.extend_from_slice(&links);
         Some(SharedVerdict {
             version: options.claude_version,
+            judged: settings.judged(),
             budgets: options.budgets,
             trimmed,
             local_bytes_left: options
@@ -296,6 +308,10 @@ impl SharedVerdict {
             &self.diagnostic_reasons,
             hex_digest(hash),
         );
+        let delivered = Delivered {
+            judged: Some(self.judged),
+            ..delivered
+        };
         Some(with_dropped(plan, delivered))
     }
 
@@ -560,6 +576,7 @@ fn assemble(
         missing,
         reasons,
         memory_digest,
+        judged: None,
     }
 }
 
@@ -613,6 +630,7 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
         reasons,
         missing,
         memory_digest: digest(document),
+        judged: None,
     }
 }
 

@@ -82,6 +82,9 @@ pub struct DeliveredReport {
     pub missing: Vec<String>,
     /// Why, as the loader explains it.
     pub reasons: Vec<String>,
+    /// The Claude Code release and consumer this verdict judged, and where each came from
+    /// (`null` for a flat backend, which reads its document as it is).
+    pub judged: Option<crate::pin::Judged>,
 }
 
 impl GroupReport {
@@ -119,6 +122,7 @@ impl GroupReport {
             complete: delivered.complete,
             missing: delivered.missing,
             reasons: delivered.reasons,
+            judged: delivered.judged,
         });
     }
 
@@ -377,8 +381,11 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             out.out(
                 Tone::Note,
                 format!(
-                    "  {} ({} delivery, {}): everything composed reaches the agent",
-                    target.file, target.delivery, target.provider
+                    "  {} ({} delivery, {}): everything composed reaches the agent{}",
+                    target.file,
+                    target.delivery,
+                    target.provider,
+                    judged_note(delivered)
                 ),
             );
         }
@@ -386,10 +393,11 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             out.out(
                 Tone::Warning,
                 format!(
-                    "  ! {} ({} delivery, {}): NOT reaching the agent: {}",
+                    "  ! {} ({} delivery, {}): NOT reaching the agent{}: {}",
                     target.file,
                     target.delivery,
                     target.provider,
+                    judged_note(delivered),
                     escape(&delivered.missing.join(", "))
                 ),
             );
@@ -404,6 +412,15 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             }
         }
         None => {}
+    }
+}
+
+/// ` (as Claude Code 2.1.128 Agent SDK loads it, pinned by the deployment)`: what the verdict
+/// judged, for a Claude Code group.
+fn judged_note(delivered: &DeliveredReport) -> String {
+    match &delivered.judged {
+        Some(judged) => format!(" (judged for {judged})"),
+        None => String::new(),
     }
 }
 

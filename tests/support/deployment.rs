@@ -70,6 +70,18 @@ impl Deployment {
         deployment
     }
 
+    /// A nanoclaw v2.0.64 checkout as clawmd reads it (tests/fixtures/nanoclaw: the shared
+    /// base, the skills, the six module fragments, the Dockerfile and the runner's
+    /// package.json, `groups/global` and `groups/main` as a fresh clone has them).
+    pub fn nanoclaw() -> Self {
+        let deployment = Deployment::new();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nanoclaw");
+        for top in ["container", "groups", "src"] {
+            copy_tree(&fixture.join(top), &deployment.path(top));
+        }
+        deployment
+    }
+
     /// Copies the example recipe `docs/recipes/<name>/` into the root, as an operator would
     /// (every file but its README.md).
     pub fn with_recipe(self, name: &str) -> Self {

@@ -103,6 +103,14 @@ export type Provider = "claude" | "codex" | "opencode" | "gemini";
  * How the shared base and the skills' guidance reach a Claude Code agent.
  */
 export type Delivery = "inline" | "copy" | "link";
+/**
+ * Where a judged release or consumer comes from.
+ */
+export type PinSource = "default" | "settings" | "flag" | "deployment";
+/**
+ * Which Claude Code front end reads the memory.
+ */
+export type Consumer = "cli" | "sdk";
 
 /**
  * The result of composing one group.
@@ -277,4 +285,36 @@ export interface DeliveredReport {
    * Why, as the loader explains it.
    */
   reasons: string[];
+  /**
+   * The Claude Code release and consumer this verdict judged, and where each came from
+   * (`null` for a flat backend, which reads its document as it is).
+   */
+  judged: Judged | null;
+}
+/**
+ * What a Claude Code group's verdict judged: the release and consumer it modelled, and where
+ * each came from.
+ */
+export interface Judged {
+  /**
+   * The Claude Code release whose loader rules were used.
+   */
+  claude_code: string;
+  /**
+   * Whether that release is in the loader's conformance corpus (else the nearest known
+   * rules were used).
+   */
+  verified: boolean;
+  /**
+   * Where the release came from.
+   */
+  claude_code_from: PinSource;
+  /**
+   * `cli`, or `sdk` (the Agent SDK with `settingSources: ['project','user']`).
+   */
+  consumer: Consumer;
+  /**
+   * Where the consumer came from.
+   */
+  consumer_from: PinSource;
 }
