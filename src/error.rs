@@ -126,4 +126,13 @@ pub enum Error {
     /// The shared `container/` content cannot be read.
     #[error("cannot read the shared container content: {0}")]
     Sources(#[source] FsError),
+    /// The one group a command is about (`clawmd mounts GROUP`) cannot be used.
+    #[error("group {group}: {source}")]
+    Group {
+        /// The group.
+        group: String,
+        /// Why.
+        #[source]
+        source: Box<GroupError>,
+    },
 }

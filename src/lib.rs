@@ -29,6 +29,7 @@ pub mod init;
 pub mod layout;
 pub mod loader;
 pub mod migrate;
+pub mod mounts;
 pub mod pin;
 pub mod plan;
 pub mod progress;

@@ -77,6 +77,12 @@ Examples:
   clawmd render main --format flat        one markdown file with every import inlined
   clawmd render --cwd ~/project           what Claude Code loads in a folder on this machine")]
     Render(RenderArgs),
+    /// Print the binds a runner makes for a group's container, in the order to apply them.
+    #[command(after_help = "\
+Examples:
+  clawmd mounts main                 host path -> container path, read-only or read-write
+  clawmd mounts main --format json   [{\"host\": ..., \"container\": ..., \"readonly\": ...}, ...]")]
+    Mounts(MountsArgs),
     /// Keep groups composed as their inputs change (inotify), printing each group that changed.
     #[command(after_help = "\
 Examples:
@@ -416,6 +422,18 @@ struct CheckArgs {
 }
 
 #[derive(Args, Debug)]
+struct MountsArgs {
+    /// The group whose container the binds are for.
+    group: String,
+    /// The binds of these settings (the same resolution as compose: flags, CLAWMD_*,
+    /// clawmd.json, defaults).
+    #[command(flatten)]
+    delivery: DeliveryArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args, Debug)]
 struct RenderArgs {
     /// The group whose agent's memory to show, as loaded inside its container (cwd
     /// /workspace/agent, mounts as the runner sets them up).
@@ -538,6 +556,7 @@ fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
         Command::Init(args) => run_init(global, args, printer),
         Command::Check(args) => run_check(global, args, printer),
         Command::Render(args) => run_render(global, args, printer),
+        Command::Mounts(args) => run_mounts(global, args, printer),
         Command::Watch(args) => run_watch(global, args, printer),
         Command::Completions { shell } => {
             let mut script = Vec::new();
@@ -801,6 +820,21 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
     finish("check", result, args.output.format(), printer)
 }
 
+fn run_mounts(
+    global: &GlobalArgs,
+    args: MountsArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let (resolved, _) = global.resolve(&args.delivery, None, printer)?;
+    let result = clawmd::mounts::mounts(&resolved.layout, &args.group, &resolved.delivery).map_err(
+        |source| clawmd::Error::Group {
+            group: args.group.clone(),
+            source: Box::new(source),
+        },
+    );
+    finish("mounts", result, args.output.format(), printer)
+}
+
 fn run_render(
     global: &GlobalArgs,
     args: RenderArgs,
@@ -812,7 +846,7 @@ fn run_render(
         Some(_) => Some(global.resolve(&DeliveryArgs::default(), None, printer)?.0),
         None => None,
     };
-    let view = ViewOptions {
+    let mut view = ViewOptions {
         approve_external: args.approve_external,
         home: args.home.clone(),
         container_home: Some(args.container_home.clone()),
@@ -824,6 +858,7 @@ fn run_render(
             .claude_version
             .or(resolved.as_ref().map(|r| r.delivery.claude_version))
             .unwrap_or_default(),
+        ..ViewOptions::default()
     };
     if !view.claude_version.is_verified() {
         printer.warning(&format!(
@@ -834,8 +869,10 @@ fn run_render(
     }
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
-            let layout = &resolved.as_ref().expect("resolved for a group").layout;
-            load_group(layout, group, &view)
+            let resolved = resolved.as_ref().expect("resolved for a group");
+            view.delivery = resolved.delivery.delivery;
+            view.provider = resolved.delivery.provider;
+            load_group(&resolved.layout, group, &view)
                 .with_context(|| format!("cannot render group {group}"))?
                 .0
         }

@@ -501,8 +501,19 @@ mod tests {
         assert_eq!(layout.recipe.memory, crate::recipe::MemoryFile::None);
         assert!(
             layout
-                .mount_table(Path::new("/d/groups/g"))
-                .contains(&("/app/fragments".into(), "/d/container/fragments".into()))
+                .mount_table(
+                    "g",
+                    &crate::layout::MountNeeds {
+                        entry_point: "CLAUDE.md",
+                        fragments: true,
+                        app: true,
+                        config: true,
+                    }
+                )
+                .contains(&crate::layout::Bind::read_only(
+                    "/d/container/fragments",
+                    "/app/fragments"
+                ))
         );
         let err = parse(r#"{"sources": [{"kind": "fragments", "dir": "/etc"}]}"#).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("sources[0].dir"));

@@ -28,7 +28,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::config::GroupConfig;
-use crate::layout::{Layout, names};
+use crate::layout::{Layout, MountNeeds, names};
 use crate::plan::{
     Content, Desired, FragmentCollision, GroupPlan, ManagedPath, Sources, Warning,
     composed_claude_md,
@@ -304,6 +304,20 @@ impl Target {
             },
             file: provider.entry_point(),
             budget: settings.budgets.of(provider),
+        }
+    }
+}
+
+impl Target {
+    /// What the container of a group composed as this needs bound ([`Layout::mount_table`]);
+    /// `config`: the group has a `container.json`.
+    pub fn mount_needs(&self, config: bool) -> MountNeeds {
+        let claude = !self.provider.is_flat();
+        MountNeeds {
+            entry_point: self.file,
+            fragments: claude,
+            app: claude,
+            config,
         }
     }
 }
