@@ -42,7 +42,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 18] = [
     "delivery",
     "provider",
     "budgets",
@@ -58,6 +58,8 @@ const KEYS: [&str; 16] = [
     "memory",
     "consumer",
     "groupConfig",
+    "agentHome",
+    "claudeHome",
     "$schema",
 ];
 
@@ -102,6 +104,14 @@ pub struct Settings {
     /// config the runner hands with `clawmd compose GROUP --config -` (nanoclaw keeps
     /// `cli_scope` in its database, not in container.json), kept for check and render.
     pub group_config: Option<crate::layout::GroupConfigSource>,
+    /// The agent's `$HOME` in the container (default `/home/node`).
+    pub agent_home: Option<PathBuf>,
+    /// The host folder the runner mounts as each group's `~/.claude` (read-write: the agent
+    /// can write its user settings there), relative to the root, `{group}` standing for the
+    /// group's folder name: nanoclaw's is `data/v2-sessions/{group}/.claude-shared` when its
+    /// agent group ids are the folder names. clawmd then reads `~/.claude/settings.json` (and
+    /// the user memory) as the agent's Claude Code does.
+    pub claude_home: Option<String>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
 }
@@ -332,6 +342,10 @@ impl Settings {
             layout.workspace_mount = mount;
         }
         layout.group_config = self.group_config.unwrap_or_default();
+        if let Some(home) = &self.agent_home {
+            layout.agent_home = home.clone();
+        }
+        layout.claude_home = self.claude_home.as_ref().map(|t| root.join(t));
         // Checked when the file was parsed ([`parse_settings`]).
         layout.recipe = Recipe::from_raw(self.sources.as_deref(), self.memory).unwrap_or_default();
         let mut budgets = Budgets::default();

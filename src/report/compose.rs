@@ -85,6 +85,10 @@ pub struct DeliveredReport {
     /// The Claude Code release and consumer this verdict judged, and where each came from
     /// (`null` for a flat backend, which reads its document as it is).
     pub judged: Option<crate::pin::Judged>,
+    /// Settings the agent can write that may keep composed memory from it and that clawmd
+    /// cannot evaluate exactly, each naming the file and the setting: the guardrails *may
+    /// not* reach the agent (`complete` is then `false`).
+    pub undecided: Vec<String>,
 }
 
 impl GroupReport {
@@ -123,6 +127,7 @@ impl GroupReport {
             missing: delivered.missing,
             reasons: delivered.reasons,
             judged: delivered.judged,
+            undecided: delivered.undecided,
         });
     }
 
@@ -389,6 +394,18 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
                 ),
             );
         }
+        Some(delivered) if delivered.missing.is_empty() => {
+            out.out(
+                Tone::Warning,
+                format!(
+                    "  ! {} ({} delivery, {}): the guardrails MAY NOT reach the agent: clawmd cannot decide what settings the agent wrote do",
+                    target.file, target.delivery, target.provider
+                ),
+            );
+            for undecided in &delivered.undecided {
+                out.out(Tone::Note, format!("    undecided: {}", escape(undecided)));
+            }
+        }
         Some(delivered) => {
             out.out(
                 Tone::Warning,
@@ -404,7 +421,19 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             for reason in &delivered.reasons {
                 out.out(Tone::Note, format!("    because: {}", escape(reason)));
             }
-            if target.delivery == Delivery::Link && !target.provider.is_flat() {
+            for undecided in &delivered.undecided {
+                out.out(Tone::Note, format!("    undecided: {}", escape(undecided)));
+            }
+            let by_settings = delivered
+                .reasons
+                .iter()
+                .any(|r| r.contains("claudeMdExcludes") || r.contains("turns memory off"));
+            if by_settings {
+                out.out(
+                    Tone::Note,
+                    "    fix: remove that setting (the agent can write its settings files), or deliver through the managed files no file of the agent's reaches",
+                );
+            } else if target.delivery == Delivery::Link && !target.provider.is_flat() {
                 out.out(
                     Tone::Note,
                     "    fix: approve external imports in the agent's ~/.claude.json (and set \"approveExternal\": true in clawmd.json), or use the default inline delivery",

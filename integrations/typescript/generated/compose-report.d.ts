@@ -64,7 +64,12 @@ export type Code =
   | "cwd-not-utf8"
   | "claude-version-unverified"
   | "budget-exceeded"
-  | "not-delivered";
+  | "not-delivered"
+  | "memory-disabled"
+  | "excluded"
+  | "settings-rejected"
+  | "settings-undecided"
+  | "planted-instructions";
 /**
  * The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
  */
@@ -318,6 +323,12 @@ export interface DeliveredReport {
    * (`null` for a flat backend, which reads its document as it is).
    */
   judged: Judged | null;
+  /**
+   * Settings the agent can write that may keep composed memory from it and that clawmd
+   * cannot evaluate exactly, each naming the file and the setting: the guardrails *may
+   * not* reach the agent (`complete` is then `false`).
+   */
+  undecided: string[];
 }
 /**
  * What a Claude Code group's verdict judged: the release and consumer it modelled, and where
