@@ -239,19 +239,45 @@ pub struct Tools {
 /// The tools, found once; a missing one fails every test that needs it, naming the fix.
 pub fn tools() -> &'static Tools {
     static TOOLS: OnceLock<Result<Tools, String>> = OnceLock::new();
-    match TOOLS.get_or_init(find_tools) {
+    match TOOLS.get_or_init(|| find_tools(&cache_dir(), CLAUDE_CODE_VERSION, AGENT_SDK_VERSION)) {
         Ok(tools) => tools,
         Err(message) => panic!("{message}"),
     }
 }
 
-fn find_tools() -> Result<Tools, String> {
-    let cache = match std::env::var_os("CLAWMD_E2E_CACHE") {
+/// The Claude Code CLI and Agent SDK that nanoclaw v2.0.64 pins (`container/Dockerfile`,
+/// `container/agent-runner/package.json`), which `scripts/e2e-setup` installs in the cache's
+/// `nanoclaw` folder.
+pub const NANOCLAW_CLI_VERSION: &str = "2.1.128";
+pub const NANOCLAW_SDK_VERSION: &str = "0.2.128";
+
+/// The tools with nanoclaw's pinned CLI and SDK ([`NANOCLAW_CLI_VERSION`]), found once.
+pub fn nanoclaw_tools() -> &'static Tools {
+    static TOOLS: OnceLock<Result<Tools, String>> = OnceLock::new();
+    match TOOLS.get_or_init(|| {
+        find_tools(
+            &cache_dir().join("nanoclaw"),
+            NANOCLAW_CLI_VERSION,
+            NANOCLAW_SDK_VERSION,
+        )
+    }) {
+        Ok(tools) => tools,
+        Err(message) => panic!("{message}"),
+    }
+}
+
+/// The npm cache folder (`CLAWMD_E2E_CACHE`, default `~/.cache/clawmd-e2e`).
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("CLAWMD_E2E_CACHE") {
         Some(dir) => PathBuf::from(dir),
         None => {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/clawmd-e2e")
         }
-    };
+    }
+}
+
+fn find_tools(cache: &Path, cli_version: &str, sdk_version: &str) -> Result<Tools, String> {
+    let cache = cache.to_owned();
     let mut missing = Vec::new();
     let bwrap = which("bwrap");
     if bwrap.is_none() {
@@ -263,8 +289,8 @@ fn find_tools() -> Result<Tools, String> {
     }
     let modules = cache.join("node_modules/@anthropic-ai");
     for (package, version) in [
-        ("claude-code", CLAUDE_CODE_VERSION),
-        ("claude-agent-sdk", AGENT_SDK_VERSION),
+        ("claude-code", cli_version),
+        ("claude-agent-sdk", sdk_version),
     ] {
         let manifest = modules.join(package).join("package.json");
         let found = std::fs::read_to_string(&manifest)
@@ -288,7 +314,12 @@ fn find_tools() -> Result<Tools, String> {
         missing.push(format!("{} is missing", claude.display()));
     }
     if !missing.is_empty() {
-        return Err(missing_tools_message(&missing, &cache));
+        return Err(missing_tools_message(
+            &missing,
+            &cache,
+            cli_version,
+            sdk_version,
+        ));
     }
     let cache = cache.canonicalize().unwrap();
     let tools = Tools {
@@ -311,7 +342,7 @@ fn find_tools() -> Result<Tools, String> {
         .output()
         .map_err(|e| format!("cannot run {}: {e}", tools.bwrap.display()))?;
     let version = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() || !version.starts_with(CLAUDE_CODE_VERSION) {
+    if !output.status.success() || !version.starts_with(cli_version) {
         return Err(format!(
             "`claude --version` in a bubblewrap sandbox failed ({}): stdout {version:?}, stderr {:?}.\n\
              The sandbox needs unprivileged user namespaces or root; see scripts/e2e-setup.",
@@ -322,14 +353,19 @@ fn find_tools() -> Result<Tools, String> {
     Ok(tools)
 }
 
-fn missing_tools_message(missing: &[String], cache: &Path) -> String {
+fn missing_tools_message(
+    missing: &[String],
+    cache: &Path,
+    cli_version: &str,
+    sdk_version: &str,
+) -> String {
     let mut message = String::from("the end-to-end delivery test cannot run:\n");
     for line in missing {
         message.push_str(&format!("  - {line}\n"));
     }
     message.push_str(&format!(
         "Fix: run `scripts/e2e-setup` (installs bubblewrap with apt and \
-         @anthropic-ai/claude-code@{CLAUDE_CODE_VERSION} + @anthropic-ai/claude-agent-sdk@{AGENT_SDK_VERSION} \
+         @anthropic-ai/claude-code@{cli_version} + @anthropic-ai/claude-agent-sdk@{sdk_version} \
          with npm into {}; set CLAWMD_E2E_CACHE for another folder, for both the script and the test).\n",
         cache.display()
     ));
