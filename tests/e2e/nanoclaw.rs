@@ -316,7 +316,7 @@ fn clawmd_delivers_everything_nanoclaws_composer_delivers() {
             for (path, text) in sections(&theirs) {
                 let text: Vec<&str> = text
                     .lines()
-                    .filter(|line| !(line.starts_with("@./") && !line.contains(' ')))
+                    .filter(|line| !line.starts_with("@./") || line.contains(' '))
                     .collect();
                 let text = text.join("\n").trim().to_owned();
                 if !text.is_empty() && !ours.contains(&text) {
