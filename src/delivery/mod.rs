@@ -19,6 +19,7 @@
 
 pub mod document;
 pub mod expand;
+pub mod guard;
 pub mod snapshot;
 pub mod verify;
 
