@@ -39,7 +39,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 14] = [
     "delivery",
     "provider",
     "budgets",
@@ -51,6 +51,8 @@ const KEYS: [&str; 12] = [
     "workspaceMount",
     "lockTimeout",
     "stateDir",
+    "agentHome",
+    "geminiSystemSettings",
     "$schema",
 ];
 
@@ -81,6 +83,13 @@ pub struct Settings {
     /// clawmd's state folder (rescued edits, the files bound into containers), relative to
     /// the root; default `<groupsDir>/.clawmd`. Keep it outside every group folder.
     pub state_dir: Option<PathBuf>,
+    /// The agent's home inside the container (default `/home/node`): where the guards of
+    /// Codex, Gemini CLI and opencode groups bind over its configuration.
+    pub agent_home: Option<PathBuf>,
+    /// The runner's own Gemini CLI system settings (relative to the root): clawmd merges its
+    /// guard into them, and the merged file is what `clawmd mounts` binds at
+    /// `/etc/gemini-cli/settings.json`.
+    pub gemini_system_settings: Option<PathBuf>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
 }
@@ -237,6 +246,8 @@ pub struct Resolved {
     pub delivery_chosen: bool,
     /// Lock timeout.
     pub lock_timeout: Duration,
+    /// The agent's home and the runner's own settings the backends' guards merge.
+    pub guards: crate::delivery::guard::GuardSettings,
 }
 
 impl Settings {
@@ -298,6 +309,12 @@ impl Settings {
             lock_timeout: Duration::from_secs(
                 overrides.lock_timeout.or(self.lock_timeout).unwrap_or(60),
             ),
+            guards: crate::delivery::guard::GuardSettings {
+                agent_home: self.agent_home.clone().unwrap_or_else(|| {
+                    PathBuf::from(crate::delivery::guard::DEFAULT_AGENT_HOME)
+                }),
+                gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
+            },
         }
     }
 }

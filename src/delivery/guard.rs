@@ -56,6 +56,77 @@ pub const GEMINI_SYSTEM_SETTINGS: &str = "/etc/gemini-cli/settings.json";
 /// present opencode writes nothing there at start.
 pub const OPENCODE_GITIGNORE: &str = "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore";
 
+/// The deployment's settings for guards (`clawmd.json`: `agentHome`, `geminiSystemSettings`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardSettings {
+    /// The agent's home inside the container (default `/home/node`).
+    pub agent_home: PathBuf,
+    /// The runner's own Gemini system settings on the host, merged into the guard's.
+    pub gemini_system_settings: Option<PathBuf>,
+}
+
+impl Default for GuardSettings {
+    fn default() -> Self {
+        GuardSettings {
+            agent_home: PathBuf::from(DEFAULT_AGENT_HOME),
+            gemini_system_settings: None,
+        }
+    }
+}
+
+/// The most bytes of the runner's Gemini system settings clawmd reads.
+pub const GEMINI_BASE_LIMIT: u64 = 1024 * 1024;
+
+/// The guards of one run: each backend's, worked out once (the runner's files read once).
+#[derive(Debug, Clone, Default)]
+pub struct Guards {
+    codex: Option<Guard>,
+    gemini: Option<Guard>,
+    opencode: Option<Guard>,
+}
+
+impl Guards {
+    /// Every backend's guard for this deployment.
+    pub fn new(
+        budgets: &Budgets,
+        workspace: &Path,
+        settings: &GuardSettings,
+    ) -> Result<Self, GuardError> {
+        let paths = GuardPaths {
+            workspace,
+            home: &settings.agent_home,
+        };
+        let base = match &settings.gemini_system_settings {
+            None => None,
+            Some(path) => Some((
+                path.clone(),
+                crate::fsops::read_host_file(path, GEMINI_BASE_LIMIT)
+                    .map_err(GuardError::Read)?
+                    .ok_or_else(|| GuardError::GeminiBase {
+                        path: path.clone(),
+                        reason: "the file does not exist".to_owned(),
+                    })?,
+            )),
+        };
+        let base = base.as_ref().map(|(p, b)| (p.as_path(), b.as_slice()));
+        Ok(Guards {
+            codex: guard(Provider::Codex, budgets, paths, None)?,
+            gemini: guard(Provider::Gemini, budgets, paths, base)?,
+            opencode: guard(Provider::Opencode, budgets, paths, None)?,
+        })
+    }
+
+    /// The guard of `provider`'s groups.
+    pub fn of(&self, provider: Provider) -> Option<&Guard> {
+        match provider {
+            Provider::Claude => None,
+            Provider::Codex => self.codex.as_ref(),
+            Provider::Gemini => self.gemini.as_ref(),
+            Provider::Opencode => self.opencode.as_ref(),
+        }
+    }
+}
+
 /// What a guard promises about the composed document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -104,6 +175,24 @@ pub struct Guard {
     pub binds: Vec<GuardBind>,
 }
 
+impl Guard {
+    /// The guard's binds as `(host, container)` pairs, all read-only: `entry_point` is the
+    /// host file the mount table binds the composed document from, `guard_root` the group's
+    /// `<bind_dir>/guard`.
+    pub fn binds(&self, entry_point: &Path, guard_root: &Path) -> Vec<(PathBuf, PathBuf)> {
+        self.binds
+            .iter()
+            .map(|bind| {
+                let host = match bind.source {
+                    GuardSource::EntryPoint => entry_point.to_owned(),
+                    GuardSource::Guard(path) => guard_root.join(path),
+                };
+                (host, bind.container.clone())
+            })
+            .collect()
+    }
+}
+
 /// Where the container's paths are.
 #[derive(Debug, Clone, Copy)]
 pub struct GuardPaths<'a> {
@@ -116,6 +205,11 @@ pub struct GuardPaths<'a> {
 /// Errors a guard can have (a runner's settings file that cannot be merged).
 #[derive(Debug, thiserror::Error)]
 pub enum GuardError {
+    /// The runner's own Gemini system settings cannot be read.
+    #[error(
+        "cannot read the runner's Gemini system settings ({0}); fix the path of `geminiSystemSettings` in clawmd.json"
+    )]
+    Read(#[source] crate::fsops::FsError),
     /// The runner's own Gemini system settings are not a JSON object.
     #[error(
         "{path}: the runner's Gemini system settings must be a JSON object ({reason}); fix the file or remove `geminiSystemSettings` from clawmd.json"

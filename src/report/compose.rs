@@ -82,6 +82,12 @@ pub struct DeliveredReport {
     pub missing: Vec<String>,
     /// Why, as the loader explains it.
     pub reasons: Vec<String>,
+    /// For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
+    /// document with files of its own, in a container built from `clawmd mounts`
+    /// (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
+    /// Claude Code groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<crate::delivery::guard::Guarantee>,
 }
 
 impl GroupReport {
@@ -119,6 +125,7 @@ impl GroupReport {
             complete: delivered.complete,
             missing: delivered.missing,
             reasons: delivered.reasons,
+            guarantee: None,
         });
     }
 
