@@ -129,6 +129,8 @@ pub fn check_group(
         let view = ViewOptions {
             approve_external: options.settings.approve_external,
             claude_version: options.claude_version,
+            delivery: options.settings.delivery,
+            provider: options.settings.provider,
             ..ViewOptions::default()
         };
         match load_group(layout, group, &view) {
@@ -299,15 +301,46 @@ fn memory_findings(
         {
             continue; // a dangling link: reported below as such
         }
+        // A diagnostic about a file itself (too large, unreadable…) names that file, with
+        // the file that imports it; one about an import names the file that holds it.
+        let (file, message) = match (is_about_the_file(diagnostic.code), &diagnostic.from) {
+            (true, Some(from)) => (
+                host(&diagnostic.path),
+                format!(
+                    "{} (imported by {})",
+                    diagnostic.message,
+                    host(from).display()
+                ),
+            ),
+            (true, None) => (host(&diagnostic.path), diagnostic.message.clone()),
+            (false, from) => (
+                host(from.as_deref().unwrap_or(&diagnostic.path)),
+                diagnostic.message.clone(),
+            ),
+        };
         findings.push(Finding {
             severity,
             code,
-            file: host(diagnostic.from.as_deref().unwrap_or(&diagnostic.path)),
-            message: diagnostic.message.clone(),
+            file,
+            message,
             fix: fix.to_owned(),
         });
     }
     dangling_links(layout, fs, findings);
+}
+
+/// Whether a loader diagnostic is about the file at its path (to fix there) rather than about
+/// an import in the file that imports it.
+fn is_about_the_file(code: DiagnosticCode) -> bool {
+    use DiagnosticCode as D;
+    matches!(
+        code,
+        D::FileTooLarge
+            | D::FileUnreadable
+            | D::FileUnparsable
+            | D::FileOversized
+            | D::FileProtected
+    )
 }
 
 /// The check severity, code and fix for a loader diagnostic (`None`: not worth reporting,
@@ -338,7 +371,7 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
         D::FileTooLarge => (
             Severity::Error,
             Code::FileTooLarge,
-            "split the file: Claude Code skips memory files over 4 MiB",
+            "split the file or move what is not needed out of it: Claude Code skips a memory file over 4 MiB whole, so the agent gets none of its text",
         ),
         D::FileUnreadable => (
             Severity::Error,
@@ -505,7 +538,7 @@ fn composition_findings(
                 message: "a temp file left by an interrupted clawmd run".to_owned(),
                 fix: compose_fix.clone(),
             }),
-            Step::Remove { path, .. } if is_disabled_skill(sources, &config.skills, &path.name) => {
+            Step::Remove { path, .. } if is_disabled_skill(layout, sources, &config.skills, &path.name) => {
                 findings.push(Finding {
                     severity: Severity::Error,
                     code: Code::DisabledSkillFragment,
@@ -541,7 +574,8 @@ fn composition_findings(
 }
 
 /// Typos in `container.json`: keys that are near misses of clawmd's, and skills that do not
-/// exist (with the nearest that does), the same warnings compose gives.
+/// exist (with the nearest that does); enabled skills whose instructions are a link to
+/// nothing: the same warnings compose gives.
 fn config_findings(group_path: &Path, warnings: &[Warning], findings: &mut Vec<Finding>) {
     for warning in warnings {
         let fix = match warning {
@@ -559,12 +593,23 @@ fn config_findings(group_path: &Path, warnings: &[Warning], findings: &mut Vec<F
             Warning::UnknownSkill { skill, .. } => format!(
                 "add container/skills/{skill}/, or remove {skill:?} from `skills` in container.json"
             ),
+            Warning::DanglingInstructions { path, .. } => format!(
+                "point {} at a file that exists, replace it with the file, or disable the skill in container.json",
+                path.display()
+            ),
+            Warning::MoreUnknownSkills { .. } => {
+                "remove the skills that do not exist from `skills` in container.json".to_owned()
+            }
             _ => continue,
+        };
+        let file = match warning {
+            Warning::DanglingInstructions { path, .. } => path.clone(),
+            _ => group_path.join(names::CONFIG),
         };
         findings.push(Finding {
             severity: Severity::Warning,
             code: WarningReport::from(warning).code,
-            file: group_path.join(names::CONFIG),
+            file,
             message: warning.to_string(),
             fix,
         });
@@ -572,13 +617,17 @@ fn config_findings(group_path: &Path, warnings: &[Warning], findings: &mut Vec<F
 }
 
 fn is_disabled_skill(
+    layout: &Layout,
     sources: &Sources,
     selection: &crate::config::SkillSelection,
     fragment: &str,
 ) -> bool {
+    let Some(skills) = sources.builtin_skills(layout) else {
+        return false;
+    };
     fragment
         .strip_suffix(".md")
-        .is_some_and(|skill| sources.skills.contains_key(skill) && !selection.enables(skill))
+        .is_some_and(|skill| skills.contains_key(skill) && !selection.enables(skill))
 }
 
 fn rescued_files(dir: &SafeDir, findings: &mut Vec<Finding>) -> Result<(), GroupError> {

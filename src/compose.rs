@@ -108,7 +108,7 @@ pub fn compose_with_progress(
         ));
         progress.done(&groups[index]);
     } else {
-        for batch in pending.chunks(BATCH_GROUPS) {
+        for batch in pending.chunks(batch_groups(open_file_limit())) {
             let names: Vec<&str> = batch.iter().map(|&i| groups[i].as_str()).collect();
             let composed = compose_batch(layout, &sources, &names, options, &verdicts, progress);
             for (&index, result) in batch.iter().zip(composed) {
@@ -148,7 +148,13 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R
     if items.len() < 32 || fsops::crash_injection_enabled() {
         return items.iter().map(work).collect();
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get().min(8))
+        .min(
+            open_file_limit()
+                .div_ceil(DESCRIPTORS_PER_THREAD * 2)
+                .max(1) as usize,
+        );
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
@@ -323,10 +329,39 @@ fn compose_locked(
     Ok(verdicts.add(layout, sources, &seen, options, report))
 }
 
-/// How many groups a batch composes at once: each holds its lock and two folders open while
+/// How many groups a batch composes at most: each holds its lock and two folders open while
 /// the batch runs (3 descriptors), and a batch costs four `syncfs` calls, so 128 groups keep
 /// both small (0.03 syncs per group).
 const BATCH_GROUPS: usize = 128;
+
+/// The descriptors a group of a batch holds while the batch runs: its lock, its folder and
+/// `.claude-fragments`.
+const DESCRIPTORS_PER_GROUP: u64 = 3;
+
+/// The most descriptors one worker thread holds open for a moment (a group folder, its
+/// fragments, its lock, a file being read through its `O_PATH` handle, a folder listed), with
+/// room to spare.
+const DESCRIPTORS_PER_THREAD: u64 = 16;
+
+/// The descriptors kept for everything but a batch's groups: stdio, the workers' own opens.
+const DESCRIPTORS_KEPT: u64 = 16 + 8 * DESCRIPTORS_PER_THREAD;
+
+/// The process's soft limit on open files (`RLIMIT_NOFILE`; the binary raises it to the hard
+/// limit at start).
+fn open_file_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX)
+}
+
+/// How many groups a batch composes at once within `limit` open files: at most
+/// [`BATCH_GROUPS`], fewer when the descriptors they hold would not fit beside
+/// [`DESCRIPTORS_KEPT`], at least one (under a limit that low, a batch of one is a group
+/// composed alone).
+fn batch_groups(limit: u64) -> usize {
+    let spare = limit.saturating_sub(DESCRIPTORS_KEPT) / DESCRIPTORS_PER_GROUP;
+    spare.clamp(1, BATCH_GROUPS as u64) as usize
+}
 
 /// A group of a batch, locked, observed and staged.
 struct Work {
@@ -607,9 +642,13 @@ fn shared_plan_key(id: PlanId, plan: &GroupPlan) -> [u8; 32] {
     let mut hash = Sha256::new();
     hash.update(b"shared plan");
     hash.update(id.0.to_le_bytes());
-    match &plan.local_memory {
-        None => hash.update(b"no local memory"),
-        Some(bytes) => {
+    match (&plan.local_memory, plan.local_memory_too_large) {
+        (None, None) => hash.update(b"no local memory"),
+        (None, Some(len)) => {
+            hash.update(b"local memory too large");
+            hash.update(len.to_le_bytes());
+        }
+        (Some(bytes), _) => {
             hash.update(b"local memory");
             hash.update((bytes.len() as u64).to_le_bytes());
             hash.update(bytes);
@@ -619,7 +658,8 @@ fn shared_plan_key(id: PlanId, plan: &GroupPlan) -> [u8; 32] {
 }
 
 /// A digest of everything in `plan` that [`verify`] reads: the target, every entry (path and
-/// content), the sections, what was dropped and the local memory, each length-prefixed.
+/// content), the sections, what was dropped, the warnings and the local memory, each
+/// length-prefixed.
 fn plan_key(plan: &GroupPlan) -> [u8; 32] {
     let mut hash = Sha256::new();
     let mut put = |bytes: &[u8]| {
@@ -652,9 +692,14 @@ fn plan_key(plan: &GroupPlan) -> [u8; 32] {
         put(dropped.section.as_bytes());
         put(&dropped.bytes.to_le_bytes());
     }
-    match &plan.local_memory {
-        None => put(b"no local memory"),
-        Some(bytes) => {
+    put(format!("{:?}", plan.warnings).as_bytes());
+    match (&plan.local_memory, plan.local_memory_too_large) {
+        (None, None) => put(b"no local memory"),
+        (None, Some(len)) => {
+            put(b"local memory too large");
+            put(&len.to_le_bytes());
+        }
+        (Some(bytes), _) => {
             put(b"local memory");
             put(bytes);
         }

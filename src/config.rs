@@ -51,6 +51,38 @@ pub struct GroupConfig {
     /// Keys that look like misspellings of clawmd's keys (`skils`, `mcpServers.db.instruction`),
     /// in the file's order. Every other key belongs to the runner and is not reported.
     pub unknown_keys: Vec<UnknownKey>,
+    /// Values clawmd read and ignored, with why (a provider it does not compose for).
+    pub ignored: Vec<Ignored>,
+    /// Every other top-level key with its value: the runner's, read only by the recipe's
+    /// per-group switches (`cli_scope`, `disabled_modules`, …).
+    pub switches: BTreeMap<String, serde_json::Value>,
+}
+
+/// A value in the group config that clawmd read and does not use.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Ignored {
+    /// The JSON path of the value (`provider`).
+    pub field: String,
+    /// What is ignored and what clawmd does instead.
+    pub message: String,
+}
+
+impl fmt::Display for Ignored {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "container.json `{}`: {}", self.field, self.message)
+    }
+}
+
+impl GroupConfig {
+    /// The value of the runner's top-level key `key`, as text (a string as it is, any other
+    /// value as JSON); `None` when missing or null.
+    pub fn switch_text(&self, key: &str) -> Option<String> {
+        match self.switches.get(key)? {
+            serde_json::Value::Null => None,
+            serde_json::Value::String(text) => Some(text.clone()),
+            other => Some(other.to_string()),
+        }
+    }
 }
 
 /// A key in `container.json` that is almost one clawmd reads, and so is probably a typo that
@@ -172,32 +204,49 @@ pub fn parse_config(path: &Path, bytes: &[u8]) -> Result<GroupConfig, ConfigErro
             SkillSelection::Only(list.into_iter().collect())
         }
     };
+    // Any server name composes (the runner and the agent's own tools accept any): the name
+    // becomes part of a file name only escaped (`safe_name::file_stem`).
     let mut mcp_instructions = BTreeMap::new();
     for (name, server) in raw.mcp_servers.unwrap_or_default() {
-        check_name(path, &format!("mcpServers.{name}"), &name, "MCP server")?;
         if let Some(text) = server.instructions.filter(|t| !t.trim().is_empty()) {
             mcp_instructions.insert(name, text);
         }
     }
-    let provider = match raw.provider {
-        None => None,
-        Some(name) => Some(Provider::parse(&name).ok_or_else(|| ConfigError {
-            path: path.to_owned(),
-            position: None,
-            field: Some("provider".to_owned()),
-            message: format!("provider {name:?} is not an agent backend clawmd composes for"),
-            fix: format!(
-                "use one of {} (or remove the key: missing means the deployment's default provider)",
-                Provider::ALL.map(Provider::as_str).join(", ")
-            ),
-        })?),
-    };
+    let mut ignored = Vec::new();
+    // nanoclaw lowercases the provider, and has providers of its own (`mock`): a provider
+    // clawmd does not compose for is ignored with a warning, never a failed spawn.
+    let provider = raw.provider.and_then(|name| {
+        let parsed = Provider::parse(&name.to_ascii_lowercase());
+        if parsed.is_none() {
+            ignored.push(Ignored {
+                field: "provider".to_owned(),
+                message: format!(
+                    "{name:?} is not an agent backend clawmd composes for ({}); the group is composed for the deployment's default provider",
+                    Provider::ALL.map(Provider::as_str).join(", ")
+                ),
+            });
+        }
+        parsed
+    });
     Ok(GroupConfig {
         skills,
         mcp_instructions,
         provider,
         unknown_keys: unknown_keys(bytes),
+        ignored,
+        switches: switches(bytes),
     })
+}
+
+/// The runner's top-level keys (every key but clawmd's own) with their values.
+fn switches(bytes: &[u8]) -> BTreeMap<String, serde_json::Value> {
+    match serde_json::from_slice(bytes) {
+        Ok(serde_json::Value::Object(top)) => top
+            .into_iter()
+            .filter(|(key, _)| !KEYS.contains(&key.as_str()))
+            .collect(),
+        _ => BTreeMap::new(),
+    }
 }
 
 fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
@@ -273,9 +322,9 @@ struct RawConfig {
     /// MCP servers; clawmd reads only each one's `instructions`.
     #[serde(default, rename = "mcpServers")]
     mcp_servers: Option<BTreeMap<String, RawServer>>,
-    /// The agent backend (default: the deployment's provider, else claude).
+    /// The agent backend: claude, codex, opencode or gemini, in any case (default: the
+    /// deployment's provider, else claude). Any other value is ignored with a warning.
     #[serde(default)]
-    #[schemars(with = "Option<Provider>")]
     provider: Option<String>,
 }
 
@@ -416,10 +465,16 @@ mod tests {
     }
 
     #[test]
-    fn unsafe_names_are_refused() {
-        let err = parse(r#"{"mcpServers": {"../../etc/x": {"instructions": "hi"}}}"#).unwrap_err();
-        assert_eq!(err.field.as_deref(), Some("mcpServers.../../etc/x"));
-        assert!(err.message.contains("path separator"), "{}", err.message);
+    fn unsafe_skill_names_are_refused_and_any_server_name_is_read() {
+        // A server name becomes a file name only escaped (safe_name::file_stem), so none is
+        // refused: nanoclaw's runner and the agent's own tools accept any.
+        let config = parse(
+            r#"{"mcpServers": {"../../etc/x": {"instructions": "hi"}, "my server": {"instructions": "a"},
+                "db:ro": {"instructions": "b"}, "me@host": {"command": "x"}}}"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = config.mcp_instructions.keys().map(String::as_str).collect();
+        assert_eq!(names, ["../../etc/x", "db:ro", "my server"]);
 
         let err = parse(r#"{"skills": [""]}"#).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("skills[0]"));
@@ -427,19 +482,49 @@ mod tests {
     }
 
     #[test]
-    fn provider_is_read_and_an_unknown_one_is_refused() {
+    fn provider_is_read_in_any_case_and_an_unknown_one_is_ignored_with_a_note() {
         assert_eq!(parse("{}").unwrap().provider, None);
         let config = parse(r#"{"provider": "codex"}"#).unwrap();
         assert_eq!(config.provider, Some(Provider::Codex));
-        let err = parse(r#"{"provider": "cobol"}"#).unwrap_err();
-        assert_eq!(err.field.as_deref(), Some("provider"));
-        assert!(
-            err.fix.contains("claude, codex, opencode, gemini"),
-            "{}",
-            err.fix
-        );
+        assert!(config.ignored.is_empty());
+        // nanoclaw lowercases it.
+        let config = parse(r#"{"provider": "Claude"}"#).unwrap();
+        assert_eq!(config.provider, Some(Provider::Claude));
+        assert!(config.ignored.is_empty());
+        // nanoclaw's own `mock` provider, or anything else: not clawmd's, never a failure.
+        for name in ["mock", "cobol"] {
+            let config = parse(&format!(r#"{{"provider": "{name}"}}"#)).unwrap();
+            assert_eq!(config.provider, None, "{name}");
+            assert_eq!(config.ignored.len(), 1);
+            assert_eq!(config.ignored[0].field, "provider");
+            let shown = config.ignored[0].to_string();
+            assert!(
+                shown.contains(name) && shown.contains("claude, codex, opencode, gemini"),
+                "{shown}"
+            );
+        }
         let err = parse(r#"{"provider": 3}"#).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("provider"));
+    }
+
+    #[test]
+    fn the_runners_keys_are_kept_for_the_recipes_switches() {
+        let config = parse(
+            r#"{"skills": "all", "cli_scope": "disabled", "disabled_modules": ["agents"], "n": 3, "z": null}"#,
+        )
+        .unwrap();
+        assert_eq!(config.switch_text("cli_scope").as_deref(), Some("disabled"));
+        assert_eq!(config.switch_text("n").as_deref(), Some("3"));
+        assert_eq!(config.switch_text("z"), None);
+        assert_eq!(
+            config.switch_text("skills"),
+            None,
+            "clawmd's own keys are not switches"
+        );
+        assert_eq!(
+            config.switches["disabled_modules"],
+            serde_json::json!(["agents"])
+        );
     }
 
     #[test]
@@ -488,7 +573,7 @@ mod tests {
         }
 
         #[test]
-        fn accepted_configs_only_hold_safe_names(
+        fn accepted_configs_only_hold_safe_skill_names_and_every_server_name(
             names in proptest::collection::vec("\\PC{0,12}", 0..4)
         ) {
             let servers: serde_json::Map<String, serde_json::Value> = names
@@ -496,11 +581,16 @@ mod tests {
                 .map(|n| (n.clone(), serde_json::json!({"instructions": "x"})))
                 .collect();
             let text = serde_json::json!({"skills": names, "mcpServers": servers}).to_string();
-            if let Ok(config) = parse(&text) {
-                for name in config.mcp_instructions.keys() {
+            if let Ok(config) = parse(&text)
+                && let SkillSelection::Only(skills) = &config.skills
+            {
+                for name in skills {
                     prop_assert!(validate_name(name).is_ok());
                 }
             }
+            let text = serde_json::json!({"mcpServers": servers}).to_string();
+            let config = parse(&text).unwrap();
+            prop_assert_eq!(config.mcp_instructions.len(), servers.len());
         }
     }
 }

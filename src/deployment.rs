@@ -12,20 +12,19 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
-use crate::delivery::expand::expand_source;
 use crate::delivery::{DeliverySettings, GroupInputs, Target, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
-use crate::fsops::{self, FsError, Listing, SafeDir};
+use crate::fsops::{FsError, Listing, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::plan::{Delivery, GroupPlan, Sources};
+use crate::recipe::MemoryFile;
 use crate::reconcile::{Step, diff_listed};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
+use crate::sources::{GroupParts, NoteKind, read_group};
 
-/// The largest shared source (`container/CLAUDE.md`, a skill's `instructions.md`) clawmd
-/// reads, and so the largest shared base `migrate` may leave behind.
-pub const MAX_SOURCE_BYTES: u64 = 16 * 1024 * 1024;
+pub use crate::sources::MAX_SOURCE_BYTES;
 
 /// Which groups to process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,98 +114,28 @@ pub fn missing_group(path: &Path) -> GroupError {
     }
 }
 
-/// Reads what `container/` holds: the shared base and each skill's instructions, with their
-/// own imports expanded where their owner put them ([`expand_source`]). Skill folders whose
-/// names cannot be file names are skipped with a warning.
+/// Reads what `container/` holds for the recipe ([`crate::sources::read_container`]): the
+/// shared files, skill roots and fragment folders, with their own imports expanded where
+/// their owner put them. Names that cannot be file names are skipped with a warning.
 pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), FsError> {
-    let mut warnings = Vec::new();
-    let mut notes = Vec::new();
-    let mut originals = std::collections::BTreeMap::new();
-    let mut expand = |key: String, target: PathBuf, bytes: Option<Vec<u8>>| {
-        bytes.map(|bytes| {
-            let expanded = expand_source(&layout.app_mount, &layout.container_dir, &target, &bytes);
-            notes.extend(expanded.notes.iter().map(|note| WarningReport {
-                code: Code::SharedImportNotDelivered,
-                message: note.to_string(),
-            }));
-            if expanded.text != bytes {
-                originals.insert(key, bytes);
-            }
-            expanded.text
+    let (sources, notes) = crate::sources::read_container(layout)?;
+    let warnings = notes
+        .into_iter()
+        .map(|note| WarningReport {
+            code: match note.kind {
+                NoteKind::BadName => Code::BadSkillName,
+                NoteKind::ImportNotDelivered => Code::SharedImportNotDelivered,
+                NoteKind::MissingSource => Code::MissingSource,
+            },
+            message: note.message,
         })
-    };
-    let shared = fsops::read_host_file(&layout.shared_base_source(), MAX_SOURCE_BYTES)?;
-    let mut sources = Sources {
-        shared_base: expand(
-            names::CLAUDE_MD.to_owned(),
-            layout.shared_base_target(),
-            shared,
-        ),
-        ..Sources::default()
-    };
-    let mut skills = Vec::new();
-    let skills_dir = layout.skills_dir();
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "a trusted host folder, and FsError names the path"
-    )]
-    let entries = match std::fs::read_dir(&skills_dir) {
-        Ok(entries) => entries,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            warnings.extend(notes);
-            sources.originals = originals;
-            return Ok((sources, warnings));
-        }
-        Err(err) => {
-            return Err(FsError::Io {
-                op: "list",
-                path: skills_dir,
-                source: err,
-            });
-        }
-    };
-    for entry in entries {
-        let entry = entry.map_err(|err| FsError::Io {
-            op: "list",
-            path: skills_dir.clone(),
-            source: err,
-        })?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || !entry.path().is_dir() {
-            continue;
-        }
-        if let Err(problem) = validate_name(&name) {
-            skills.push(Err(WarningReport {
-                code: Code::BadSkillName,
-                message: format!(
-                    "skipping skill folder {}: {problem} (fix: rename the folder)",
-                    entry.path().display()
-                ),
-            }));
-            continue;
-        }
-        let instructions =
-            fsops::read_host_file(&layout.skill_instructions_source(&name), MAX_SOURCE_BYTES)?;
-        skills.push(Ok((name, instructions)));
-    }
-    for skill in skills {
-        match skill {
-            Ok((name, instructions)) => {
-                let key = format!("skills/{name}/{}", names::SKILL_INSTRUCTIONS);
-                let target = layout.skill_instructions_target(&name);
-                let instructions = expand(key, target, instructions);
-                sources.skills.insert(name, instructions);
-            }
-            Err(warning) => warnings.push(warning),
-        }
-    }
-    warnings.extend(notes);
-    sources.originals = originals;
+        .collect();
     Ok((sources, warnings))
 }
 
 /// Plans a group: reads what its target needs from the group (`CLAUDE.local.md`, read once and
-/// never through a link) and calls [`plan_delivery`]. `listed` is a listing of the group folder.
+/// never through a link, and what the recipe reads in the group folder) and calls
+/// [`plan_delivery`]. `listed` is a listing of the group folder.
 pub fn plan_for(
     layout: &Layout,
     dir: &SafeDir,
@@ -215,8 +144,9 @@ pub fn plan_for(
     sources: &Sources,
     settings: &DeliverySettings,
 ) -> Result<GroupPlan, GroupError> {
-    let local = read_local_memory(dir, listed)?;
-    plan_with(layout, dir, config, sources, settings, local.as_deref())
+    let group = read_group(layout, dir)?;
+    let local = read_local_memory(layout, dir, listed)?;
+    plan_with(layout, dir, config, sources, settings, local.inputs(&group))
 }
 
 fn plan_with(
@@ -225,32 +155,73 @@ fn plan_with(
     config: &GroupConfig,
     sources: &Sources,
     settings: &DeliverySettings,
-    local_memory: Option<&[u8]>,
+    inputs: GroupInputs<'_>,
 ) -> Result<GroupPlan, GroupError> {
-    plan_delivery(
-        layout,
-        config,
-        sources,
-        GroupInputs { local_memory },
-        settings,
-    )
-    .map_err(|source| GroupError::Collision {
-        path: dir.path().join(names::CONFIG),
-        source,
+    if let Some((section, skill, unusable)) = crate::sources::unusable_for(layout, config, sources)
+    {
+        return Err(match skill {
+            Some(skill) => GroupError::Skill {
+                skill,
+                source: unusable.0.clone(),
+            },
+            None => GroupError::Source {
+                section,
+                source: unusable.0.clone(),
+            },
+        });
+    }
+    plan_delivery(layout, config, sources, inputs, settings).map_err(|source| {
+        GroupError::Collision {
+            path: dir.path().join(names::CONFIG),
+            source,
+        }
     })
 }
 
-/// The group's `CLAUDE.local.md` (`None`: missing, not a regular file, or larger than Claude
-/// Code reads). A linked or special one is refused by the diff.
-fn read_local_memory(dir: &SafeDir, listed: &Listing) -> Result<Option<Vec<u8>>, GroupError> {
+/// A group's `CLAUDE.local.md` as read for its plan.
+#[derive(Debug, Default)]
+struct LocalMemory {
+    /// Its bytes (`None`: missing, not a regular file, or larger than Claude Code reads).
+    bytes: Option<Vec<u8>>,
+    /// Its size when it is larger than Claude Code reads (it is not read).
+    too_large: Option<u64>,
+}
+
+impl LocalMemory {
+    fn inputs<'a>(&'a self, group: &'a GroupParts) -> GroupInputs<'a> {
+        GroupInputs {
+            local_memory: self.bytes.as_deref(),
+            local_memory_too_large: self.too_large,
+            group: Some(group),
+        }
+    }
+}
+
+/// The group's `CLAUDE.local.md`. A linked or special one is refused by the diff; one larger
+/// than Claude Code reads is not read, only its size is kept (the agent gets none of it). With
+/// the recipe's `"memory": "none"` it is not read at all.
+fn read_local_memory(
+    layout: &Layout,
+    dir: &SafeDir,
+    listed: &Listing,
+) -> Result<LocalMemory, GroupError> {
+    if layout.recipe.memory == MemoryFile::None {
+        return Ok(LocalMemory::default());
+    }
     match listed.kind(dir, names::CLAUDE_LOCAL_MD)? {
         Some(FileKind::File) => {
             match dir.read_file(names::CLAUDE_LOCAL_MD, crate::loader::MAX_FILE_BYTES) {
-                Err(FsError::TooLarge { .. }) => Ok(None),
-                other => Ok(other?),
+                Err(FsError::TooLarge { .. }) => Ok(LocalMemory {
+                    bytes: None,
+                    too_large: Some(dir.size(names::CLAUDE_LOCAL_MD)?),
+                }),
+                other => Ok(LocalMemory {
+                    bytes: other?,
+                    too_large: None,
+                }),
             }
         }
-        _ => Ok(None),
+        _ => Ok(LocalMemory::default()),
     }
 }
 
@@ -265,8 +236,11 @@ fn read_local_memory(dir: &SafeDir, listed: &Listing) -> Result<Option<Vec<u8>>,
 /// sources and settings only.
 #[derive(Default)]
 pub struct Plans {
-    seen: Mutex<HashMap<Option<Vec<u8>>, Arc<Planned>>>,
+    seen: Mutex<HashMap<PlanKey, Arc<Planned>>>,
 }
+
+/// The bytes of `container.json` and [`GroupParts::key`].
+type PlanKey = (Option<Vec<u8>>, Vec<u8>);
 
 /// The most configs a run keeps plans for (a plan holds the group's document: tens of KiB).
 const MAX_PLANS: usize = 256;
@@ -297,32 +271,52 @@ impl Plans {
         settings: &DeliverySettings,
     ) -> Result<(GroupConfig, GroupPlan, Option<PlanId>), GroupError> {
         let bytes = read_config_bytes(dir)?;
-        let known = self.lock().get(&bytes).cloned();
+        // What the recipe reads in the group folder is part of the plan too.
+        let group = read_group(layout, dir)?;
+        let key = (bytes, group.key());
+        let known = self.lock().get(&key).cloned();
         let planned = match known {
             Some(planned) => planned,
             None => {
-                let config = parse_config_bytes(dir, bytes.as_deref())?;
+                let config = parse_config_bytes(dir, key.0.as_deref())?;
                 let plan = match Target::of(&config, settings).provider.is_flat() {
                     true => None,
-                    false => plan_with(layout, dir, &config, sources, settings, None).ok(),
+                    false => plan_with(
+                        layout,
+                        dir,
+                        &config,
+                        sources,
+                        settings,
+                        LocalMemory::default().inputs(&group),
+                    )
+                    .ok(),
                 };
                 let mut seen = self.lock();
                 if seen.len() >= MAX_PLANS {
                     drop(seen);
-                    let plan = plan_for(layout, dir, listed, &config, sources, settings)?;
+                    let local = read_local_memory(layout, dir, listed)?;
+                    let plan = plan_with(
+                        layout,
+                        dir,
+                        &config,
+                        sources,
+                        settings,
+                        local.inputs(&group),
+                    )?;
                     return Ok((config, plan, None));
                 }
                 let id = PlanId(seen.len() as u64);
-                seen.entry(bytes)
+                seen.entry(key)
                     .or_insert_with(|| Arc::new(Planned { id, config, plan }))
                     .clone()
             }
         };
-        let local = read_local_memory(dir, listed)?;
+        let local = read_local_memory(layout, dir, listed)?;
         match &planned.plan {
             Some(plan) => {
                 let mut plan = plan.clone();
-                plan.local_memory = local;
+                plan.local_memory = local.bytes;
+                plan.local_memory_too_large = local.too_large;
                 Ok((planned.config.clone(), plan, Some(planned.id)))
             }
             None => {
@@ -332,14 +326,14 @@ impl Plans {
                     &planned.config,
                     sources,
                     settings,
-                    local.as_deref(),
+                    local.inputs(&group),
                 )?;
                 Ok((planned.config.clone(), plan, None))
             }
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Option<Vec<u8>>, Arc<Planned>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PlanKey, Arc<Planned>>> {
         self.seen
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -73,6 +73,24 @@ pub enum GroupError {
     /// A filesystem operation failed or was refused.
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// A skill the group enables has an `instructions.md` that cannot be used (the groups that
+    /// do not enable it are composed).
+    #[error("container.json enables skill {skill:?}, which cannot be used: {source}")]
+    Skill {
+        /// The skill.
+        skill: String,
+        /// Why its instructions cannot be read.
+        source: std::sync::Arc<FsError>,
+    },
+    /// A file of the recipe's sources that the group gets (a fragment, a skill of another
+    /// root) cannot be used (the groups that do not get it are composed).
+    #[error("the group gets {section}, which cannot be used: {source}")]
+    Source {
+        /// The section (`module:core`).
+        section: String,
+        /// Why its file cannot be read.
+        source: std::sync::Arc<FsError>,
+    },
     /// The memory loader could not start (an unusable working directory).
     #[error(transparent)]
     Loader(#[from] LoaderError),
@@ -89,6 +107,9 @@ impl GroupError {
             }
             GroupError::Config(err) => Some(err.path.clone()),
             GroupError::Fs(err) => Some(err.path().to_owned()),
+            GroupError::Skill { source, .. } | GroupError::Source { source, .. } => {
+                Some(source.path().to_owned())
+            }
             GroupError::Loader(_) => None,
         }
     }
@@ -108,4 +129,13 @@ pub enum Error {
     /// A backend's guard cannot be composed (the runner's own settings file for it).
     #[error(transparent)]
     Guard(#[from] crate::delivery::guard::GuardError),
+    /// The one group a command is about (`clawmd mounts GROUP`) cannot be used.
+    #[error("group {group}: {source}")]
+    Group {
+        /// The group.
+        group: String,
+        /// Why.
+        #[source]
+        source: Box<GroupError>,
+    },
 }

@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::recipe::Recipe;
+use serde::Serialize;
+
 /// The default mount point of `container/` content inside a container.
 pub const DEFAULT_APP_MOUNT: &str = "/app";
 /// The default working directory of the agent inside a container (the group is mounted here).
@@ -45,6 +48,52 @@ pub mod names {
     pub const BINDS: &str = "binds";
 }
 
+/// One bind mount of a group's container: `host` shown at `container`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Bind {
+    /// The host path (a folder or a single file), absolute when printed by `clawmd mounts`.
+    pub host: PathBuf,
+    /// The mount point inside the container (absolute).
+    pub container: PathBuf,
+    /// Whether the container sees it read-only.
+    pub readonly: bool,
+}
+
+impl Bind {
+    /// A read-only bind of `host` at `container`.
+    pub fn read_only(host: impl Into<PathBuf>, container: impl Into<PathBuf>) -> Self {
+        Bind {
+            host: host.into(),
+            container: container.into(),
+            readonly: true,
+        }
+    }
+
+    /// A read-write bind of `host` at `container`.
+    pub fn read_write(host: impl Into<PathBuf>, container: impl Into<PathBuf>) -> Self {
+        Bind {
+            readonly: false,
+            ..Bind::read_only(host, container)
+        }
+    }
+}
+
+/// What a group's composition needs its container to see, from its delivery target (the
+/// `delivery` module says which, for each mode and backend).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MountNeeds {
+    /// The entry point the agent's backend reads in the workspace (`CLAUDE.md`, `AGENTS.md`,
+    /// `GEMINI.md`).
+    pub entry_point: &'static str,
+    /// The group's `.claude-fragments` folder (copy and link delivery).
+    pub fragments: bool,
+    /// `<app>/CLAUDE.md` and `<app>/skills`, where link delivery's links point.
+    pub app: bool,
+    /// The group's `container.json` exists (it is bound read-only, so the agent cannot change
+    /// its own configuration).
+    pub config: bool,
+}
+
 /// The host and container paths of one deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
@@ -59,6 +108,9 @@ pub struct Layout {
     /// clawmd's own state on the host, outside every group folder, so no agent can plant,
     /// read or remove anything in it (default `groups/.clawmd`; `stateDir` in clawmd.json).
     pub state_dir: PathBuf,
+    /// The sources every group's memory is composed from (`sources` and `memory` in
+    /// clawmd.json; default: clawmd's built-in recipe).
+    pub recipe: Recipe,
 }
 
 impl Layout {
@@ -72,6 +124,7 @@ impl Layout {
             container_dir: root.join("container"),
             app_mount: PathBuf::from(DEFAULT_APP_MOUNT),
             workspace_mount: PathBuf::from(DEFAULT_WORKSPACE_MOUNT),
+            recipe: Recipe::default(),
         }
     }
 
@@ -110,19 +163,48 @@ impl Layout {
             .join(names::SKILL_INSTRUCTIONS)
     }
 
-    /// The container's mounts for the group whose host folder is `group_dir` (DESIGN.md, the
-    /// mount table), as `(container path, host path)` pairs: the group folder at the
-    /// workspace (read-write), its composed `CLAUDE.md`, `.claude-fragments` and
-    /// `container.json` over it (read-only), and the shared base and skills under the app
-    /// mount. The one place the table is written down.
-    pub fn mount_table(&self, group_dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    /// The binds a runner makes for one group's container, in the order to apply them (a
+    /// folder before the binds inside it), from this layout and what the group's composition
+    /// `needs` (its delivery target): the group folder at the workspace (read-write), then
+    /// read-only over it the group's `container.json` (when it exists) and the entry point,
+    /// `.claude-fragments` (copy and link delivery), and `<app>/CLAUDE.md`, `<app>/skills`
+    /// and the other container folders and files the recipe's sources read
+    /// ([`Recipe::mounts`]; link delivery, whose links point there). The one place the table is written down:
+    /// `clawmd mounts`, the loader's container view and compose's verdict all read it.
+    pub fn mount_table(&self, group: &str, needs: &MountNeeds) -> Vec<Bind> {
+        let group_dir = self.group_dir(group);
         let workspace = &self.workspace_mount;
-        let mut table = vec![(workspace.clone(), group_dir.to_owned())];
-        for name in [names::CLAUDE_MD, names::FRAGMENTS, names::CONFIG] {
-            table.push((workspace.join(name), group_dir.join(name)));
+        let mut table = vec![Bind::read_write(&group_dir, workspace)];
+        if needs.config {
+            table.push(Bind::read_only(
+                group_dir.join(names::CONFIG),
+                workspace.join(names::CONFIG),
+            ));
         }
-        table.push((self.shared_base_target(), self.shared_base_source()));
-        table.push((self.app_mount.join(names::SKILLS), self.skills_dir()));
+        table.push(Bind::read_only(
+            group_dir.join(needs.entry_point),
+            workspace.join(needs.entry_point),
+        ));
+        if needs.fragments {
+            table.push(Bind::read_only(
+                group_dir.join(names::FRAGMENTS),
+                workspace.join(names::FRAGMENTS),
+            ));
+        }
+        if needs.app {
+            table.push(Bind::read_only(
+                self.shared_base_source(),
+                self.shared_base_target(),
+            ));
+            table.push(Bind::read_only(
+                self.skills_dir(),
+                self.app_mount.join(names::SKILLS),
+            ));
+            // The other container folders and files the recipe's sources read.
+            for (container, host) in self.recipe.mounts(&self.app_mount, &self.container_dir) {
+                table.push(Bind::read_only(host, container));
+            }
+        }
         table
     }
 

@@ -76,6 +76,12 @@ Examples:
   clawmd render main --format flat        one markdown file with every import inlined
   clawmd render --cwd ~/project           what Claude Code loads in a folder on this machine")]
     Render(RenderArgs),
+    /// Print the binds a runner makes for a group's container, in the order to apply them.
+    #[command(after_help = "\
+Examples:
+  clawmd mounts main                 host path -> container path, read-only or read-write
+  clawmd mounts main --format json   [{\"host\": ..., \"container\": ..., \"readonly\": ...}, ...]")]
+    Mounts(MountsArgs),
     /// Keep groups composed as their inputs change (inotify), printing each group that changed.
     #[command(after_help = "\
 Examples:
@@ -335,6 +341,18 @@ struct CheckArgs {
 }
 
 #[derive(Args, Debug)]
+struct MountsArgs {
+    /// The group whose container the binds are for.
+    group: String,
+    /// The binds of these settings (the same resolution as compose: flags, CLAWMD_*,
+    /// clawmd.json, defaults).
+    #[command(flatten)]
+    delivery: DeliveryArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args, Debug)]
 struct RenderArgs {
     /// The group whose agent's memory to show, as loaded inside its container (cwd
     /// /workspace/agent, mounts as the runner sets them up).
@@ -399,6 +417,7 @@ fn parse_consumer() -> impl clap::builder::TypedValueParser<Value = Consumer> {
 }
 
 fn main() -> ExitCode {
+    raise_open_file_limit();
     let cli = Cli::parse();
     let printer = Printer::new(&cli.global);
     init_logging(cli.global.verbose, printer.log_ansi);
@@ -407,6 +426,25 @@ fn main() -> ExitCode {
         Err(err) => {
             printer.error(&error_once(&err));
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Raises the soft limit on open files to the hard one, as many tools do: a run over thousands
+/// of groups holds a few descriptors per group of a batch (the library sizes its batches and
+/// threads from the limit, so it works under any limit; a higher one only means fewer syncs).
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // No hard limit: the kernel still caps descriptors (fs.nr_open, 1,048,576 by default).
+    let wanted = limit.maximum.unwrap_or(1 << 20);
+    if limit.current.is_some_and(|current| current < wanted) {
+        let raised = Rlimit {
+            current: Some(wanted),
+            maximum: limit.maximum,
+        };
+        if let Err(err) = setrlimit(Resource::Nofile, raised) {
+            tracing::debug!("cannot raise the open-file limit to {wanted}: {err}");
         }
     }
 }
@@ -434,6 +472,7 @@ fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
         Command::Migrate(args) => run_migrate(global, args, printer),
         Command::Check(args) => run_check(global, args, printer),
         Command::Render(args) => run_render(global, args, printer),
+        Command::Mounts(args) => run_mounts(global, args, printer),
         Command::Watch(args) => run_watch(global, args, printer),
         Command::Completions { shell } => {
             let mut script = Vec::new();
@@ -648,17 +687,38 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
     finish("check", result, args.output.format(), printer)
 }
 
+fn run_mounts(
+    global: &GlobalArgs,
+    args: MountsArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let (resolved, _) = global.resolve(&args.delivery, None, printer)?;
+    let result = clawmd::mounts::mounts(
+        &resolved.layout,
+        &args.group,
+        &resolved.delivery,
+        &resolved.guards,
+    ).map_err(
+        |source| clawmd::Error::Group {
+            group: args.group.clone(),
+            source: Box::new(source),
+        },
+    );
+    finish("mounts", result, args.output.format(), printer)
+}
+
 fn run_render(
     global: &GlobalArgs,
     args: RenderArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
-    let view = ViewOptions {
+    let mut view = ViewOptions {
         approve_external: args.approve_external,
         home: args.home.clone(),
         container_home: Some(args.container_home.clone()),
         consumer: args.consumer,
         claude_version: args.claude_version.unwrap_or_default(),
+        ..ViewOptions::default()
     };
     if !view.claude_version.is_verified() {
         printer.warning(&format!(
@@ -670,6 +730,8 @@ fn run_render(
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
             let (resolved, _) = global.resolve(&DeliveryArgs::default(), None, printer)?;
+            view.delivery = resolved.delivery.delivery;
+            view.provider = resolved.delivery.provider;
             load_group(&resolved.layout, group, &view)
                 .with_context(|| format!("cannot render group {group}"))?
                 .0

@@ -4,39 +4,18 @@
 //! mode, and returns the exact files and links a composed group must contain, in a fixed order.
 //! No I/O happens here, so the plan is easy to test, to print as a dry run and to diff.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::config::{GroupConfig, SkillSelection};
+use crate::config::GroupConfig;
 use crate::layout::{Layout, names};
 
 pub use crate::delivery::Delivery;
 use crate::delivery::{DeliverySettings, Dropped, GroupInputs, Section, Target, plan_delivery};
-
-/// What `container/` holds on the host, read once per run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Sources {
-    /// The bytes of `container/CLAUDE.md`, if it exists.
-    pub shared_base: Option<Vec<u8>>,
-    /// Every skill folder under `container/skills/` with the bytes of its `instructions.md`.
-    pub skills: BTreeMap<String, Option<Vec<u8>>>,
-    /// The bytes as they are on the host of the sources whose delivered text differs (their
-    /// imports were expanded), by path under `container/` (`CLAUDE.md`,
-    /// `skills/<skill>/instructions.md`): what a link delivers.
-    pub originals: BTreeMap<String, Vec<u8>>,
-}
-
-impl Sources {
-    /// The bytes on the host of the source at `key` (a path under `container/`), given its
-    /// delivered bytes.
-    pub fn original<'a>(&'a self, key: &str, delivered: &'a [u8]) -> &'a [u8] {
-        self.originals.get(key).map_or(delivered, Vec::as_slice)
-    }
-}
+pub use crate::sources::{Sources, Unusable};
 
 /// A path clawmd manages inside a group folder.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -107,6 +86,22 @@ pub enum Warning {
         #[serde(skip_serializing_if = "Option::is_none")]
         suggestion: Option<String>,
     },
+    /// An enabled skill's `instructions.md` is a symlink to nothing.
+    DanglingInstructions {
+        /// The skill (or fragment) name.
+        skill: String,
+        /// The section it would be (`skill:<name>`, `module:<name>`).
+        section: String,
+        /// The link on the host.
+        path: PathBuf,
+        /// Where it points.
+        target: PathBuf,
+    },
+    /// More skills that `container/skills/` does not have than are named one by one.
+    MoreUnknownSkills {
+        /// How many more.
+        count: usize,
+    },
     /// A key in `container.json` that is a near miss of one clawmd reads: probably a typo.
     UnknownKey {
         /// The key and what was probably meant.
@@ -127,6 +122,22 @@ pub enum Warning {
         target: String,
         /// The budget.
         budget: u64,
+    },
+    /// A value in the group's config that clawmd ignores (a provider it does not compose
+    /// for, a switch that is not what the recipe expects).
+    IgnoredConfig {
+        /// The JSON path of the value.
+        field: String,
+        /// What is ignored and what clawmd does instead.
+        message: String,
+    },
+    /// A file or folder of the group that the recipe reads could not be read (a link, a
+    /// device, too large): it is left out.
+    GroupSourceUnread {
+        /// The path in the group folder.
+        path: String,
+        /// Why.
+        reason: String,
     },
     /// Even without every optional section, what must be delivered exceeds the budget.
     OverBudget {
@@ -155,7 +166,29 @@ impl fmt::Display for Warning {
                     None => write!(f, " (fix: add the skill or remove it from `skills`)"),
                 }
             }
+            Warning::DanglingInstructions {
+                section,
+                path,
+                target,
+                ..
+            } => write!(
+                f,
+                "{} is a link to {}, which does not exist: {section} does not reach the agent (fix: point the link at a file, or replace it with the file)",
+                path.display(),
+                target.display()
+            ),
+            Warning::MoreUnknownSkills { count } => write!(
+                f,
+                "container.json enables {count} more skills that container/skills/ does not have; they are ignored (fix: remove them from `skills`, or add their folders)"
+            ),
             Warning::UnknownKey { key } => write!(f, "{key}"),
+            Warning::IgnoredConfig { field, message } => {
+                write!(f, "container.json `{field}`: {message}")
+            }
+            Warning::GroupSourceUnread { path, reason } => write!(
+                f,
+                "{path} in the group folder is left out of the group's memory: {reason}"
+            ),
             Warning::MissingSharedBase { path } => write!(
                 f,
                 "{} does not exist, so the group gets no shared base (fix: create it)",
@@ -182,16 +215,17 @@ impl fmt::Display for Warning {
     }
 }
 
-/// A config that cannot be composed even though it parsed.
+/// A config that cannot be composed even though it parsed: two sections would be written to
+/// one file of `.claude-fragments/` (copy and link delivery).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "skill {skill:?} and MCP server {server:?} would both be written to .claude-fragments/{file}; fix: rename the MCP server in container.json"
+    "{first} and {second} would both be written to .claude-fragments/{file}; fix: rename the MCP server in container.json (or a source's `name` in clawmd.json)"
 )]
 pub struct FragmentCollision {
-    /// The skill.
-    pub skill: String,
-    /// The MCP server.
-    pub server: String,
+    /// The section written first (`skill:mcp-db`).
+    pub first: String,
+    /// The other one (`mcp:db`).
+    pub second: String,
     /// The shared file name.
     pub file: String,
 }
@@ -210,8 +244,12 @@ pub struct GroupPlan {
     pub sections: Vec<Section>,
     /// The sections left out over budget.
     pub dropped: Vec<Dropped>,
-    /// The group's `CLAUDE.local.md` as it was read for the plan (`None`: missing).
+    /// The group's `CLAUDE.local.md` as it was read for the plan (`None`: missing, or too
+    /// large to read).
     pub local_memory: Option<Vec<u8>>,
+    /// The size of a `CLAUDE.local.md` larger than Claude Code reads (then `local_memory` is
+    /// `None`): the agent gets none of it.
+    pub local_memory_too_large: Option<u64>,
 }
 
 impl GroupPlan {
@@ -241,32 +279,11 @@ pub fn plan_group(
     )
 }
 
-/// What is wrong in a group's config without stopping the compose: keys that are near misses
-/// of clawmd's, then skills `container/skills/` does not have (with the nearest one that it
-/// has).
-pub(crate) fn config_warnings(config: &GroupConfig, sources: &Sources) -> Vec<Warning> {
-    let mut warnings: Vec<Warning> = config
-        .unknown_keys
-        .iter()
-        .map(|key| Warning::UnknownKey { key: key.clone() })
-        .collect();
-    if let SkillSelection::Only(selected) = &config.skills {
-        warnings.extend(
-            selected
-                .iter()
-                .filter(|skill| !sources.skills.contains_key(*skill))
-                .map(|skill| Warning::UnknownSkill {
-                    skill: skill.clone(),
-                    suggestion: crate::suggest::nearest(
-                        skill,
-                        sources.skills.keys().map(String::as_str),
-                    )
-                    .map(str::to_owned),
-                }),
-        );
-    }
-    warnings
-}
+/// The most unknown skills named one by one (each with the nearest skill that exists) in a
+/// group's warnings; the rest are counted in one warning. A config may list hundreds of
+/// thousands of names: naming (and looking for the nearest of) each would make the report,
+/// and the time to make it, grow with the config times the skills folder.
+pub const MAX_UNKNOWN_SKILLS_NAMED: usize = 20;
 
 /// The start of the header line of every composed `CLAUDE.md`.
 pub const HEADER_START: &str = "<!-- Generated by clawmd";
@@ -324,6 +341,7 @@ pub fn is_pristine(text: &[u8]) -> bool {
 /// Claude Code never treats an `@path` inside a code block as an import (verified with
 /// claude-view on 2.1.328, see tests/e2e), and HTML comments inside it are kept verbatim.
 pub fn mcp_fragment(server: &str, instructions: &str) -> Vec<u8> {
+    let server = crate::safe_name::display_name(server);
     let longest_run = instructions
         .split(|c| c != '`')
         .map(str::len)
@@ -340,18 +358,24 @@ pub fn mcp_fragment(server: &str, instructions: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SkillSelection;
+    use std::collections::BTreeMap;
     use std::path::Path;
 
     fn sources() -> Sources {
-        Sources {
-            shared_base: Some(b"BASE".to_vec()),
-            skills: BTreeMap::from([
-                ("browser".to_owned(), Some(b"BROWSE".to_vec())),
-                ("no-guidance".to_owned(), None),
-                ("welcome".to_owned(), Some(b"HELLO".to_vec())),
-            ]),
-            originals: BTreeMap::new(),
+        sources_with(Some(b"BASE".to_vec()), &[])
+    }
+
+    fn sources_with(base: Option<Vec<u8>>, more: &[(&str, &[u8])]) -> Sources {
+        let mut skills = BTreeMap::from([
+            ("browser".to_owned(), Some(b"BROWSE".to_vec())),
+            ("no-guidance".to_owned(), None),
+            ("welcome".to_owned(), Some(b"HELLO".to_vec())),
+        ]);
+        for (name, text) in more {
+            skills.insert((*name).to_owned(), Some(text.to_vec()));
         }
+        Sources::builtin(base, skills)
     }
 
     fn config(skills: Option<&[&str]>, servers: &[(&str, &str)]) -> GroupConfig {
@@ -458,8 +482,7 @@ mod tests {
 
     #[test]
     fn copy_without_a_shared_base_omits_it_and_warns() {
-        let mut sources = sources();
-        sources.shared_base = None;
+        let sources = sources_with(None, &[]);
         let plan =
             plan_group(&layout(), &config(Some(&[]), &[]), &sources, Delivery::Copy).unwrap();
         assert_eq!(paths(&plan), ["CLAUDE.local.md", "CLAUDE.md"]);
@@ -488,8 +511,7 @@ mod tests {
 
     #[test]
     fn skill_and_server_colliding_on_a_file_name_is_an_error() {
-        let mut sources = sources();
-        sources.skills.insert("mcp-db".into(), Some(b"S".to_vec()));
+        let sources = sources_with(Some(b"BASE".to_vec()), &[("mcp-db", b"S")]);
         let err = plan_group(
             &layout(),
             &config(None, &[("db", "x")]),
@@ -498,6 +520,10 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.file, "mcp-db.md");
+        assert_eq!(
+            (err.first.as_str(), err.second.as_str()),
+            ("skill:mcp-db", "mcp:db")
+        );
         assert!(err.to_string().contains("fix:"));
     }
 

@@ -567,6 +567,7 @@ mod tests {
             sections: Vec::new(),
             dropped: Vec::new(),
             local_memory: None,
+            local_memory_too_large: None,
         }
     }
 

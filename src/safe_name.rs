@@ -82,6 +82,66 @@ pub fn validate_name(name: &str) -> Result<(), NameProblem> {
     Ok(())
 }
 
+/// `name` as (part of) a single file name: itself when [`validate_name`] accepts it, else
+/// every byte outside `[A-Za-z0-9_-]` written as `%XX` (so it holds a `%`, which no accepted
+/// name does: two names never share a stem), and past [`MAX_NAME_LEN`] bytes cut with a hash
+/// of the whole name. Names that clawmd only needs to write down (an MCP server's, which
+/// nanoclaw and the agent's own tools accept with spaces, `:` or `@`) compose this way
+/// instead of failing.
+pub fn file_stem(name: &str) -> std::borrow::Cow<'_, str> {
+    if validate_name(name).is_ok() {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() * 3);
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    if out.is_empty() {
+        // The empty name: a lone `%`, which no other name becomes.
+        out.push('%');
+    }
+    if out.len() > MAX_NAME_LEN {
+        let hash = crate::plan::short_hash(name.as_bytes());
+        out.truncate(MAX_NAME_LEN - hash.len() - 1);
+        // Never cut inside a `%XX`.
+        if let Some(at) = out
+            .get(out.len().saturating_sub(2)..)
+            .and_then(|tail| tail.find('%'))
+        {
+            out.truncate(out.len() - 2 + at);
+        }
+        out.push('~');
+        out.push_str(&hash);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `name` for a line of generated markdown (an HTML comment, a code span): itself unless it
+/// holds `<`, `>`, a backtick or a control character, each then written as `%XX`, so that a
+/// name never ends a comment or a code span, nor starts a line.
+pub fn display_name(name: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| matches!(c, '<' | '>' | '`') || c.is_control();
+    if !name.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        if bad(c) {
+            let mut buf = [0; 4];
+            for byte in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{byte:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +190,39 @@ mod tests {
         assert!(msg.contains("U+2215"), "{msg}");
         let msg = validate_name("a\0").unwrap_err().to_string();
         assert!(msg.contains("NUL"), "{msg}");
+    }
+
+    #[test]
+    fn file_stems_keep_safe_names_and_escape_the_rest() {
+        assert_eq!(file_stem("notes-db"), "notes-db");
+        assert_eq!(file_stem("my server"), "my%20server");
+        assert_eq!(file_stem("db:ro"), "db%3Aro");
+        assert_eq!(file_stem("me@host"), "me%40host");
+        assert_eq!(file_stem("../../etc/x"), "%2E%2E%2F%2E%2E%2Fetc%2Fx");
+        assert_eq!(file_stem("a\0b"), "a%00b");
+        assert_eq!(file_stem(""), "%");
+        let long = file_stem(&"é".repeat(200)).into_owned();
+        assert!(long.len() <= MAX_NAME_LEN && long.contains('~'), "{long}");
+        assert_ne!(file_stem(&"é".repeat(200)), file_stem(&"é".repeat(201)));
+    }
+
+    #[test]
+    fn display_names_never_end_a_comment_or_a_span() {
+        assert_eq!(display_name("my server@x:y"), "my server@x:y");
+        assert_eq!(display_name("x-->y`z\n"), "x--%3Ey%60z%0A");
+    }
+
+    proptest! {
+        #[test]
+        fn every_name_has_a_single_safe_component_stem(name in "\\PC{0,160}") {
+            let stem = file_stem(&name);
+            let file = format!("mcp-{stem}.md");
+            prop_assert!(validate_name(&file).is_ok() || stem.contains('%'), "{file}");
+            let path = std::path::Path::new(&file);
+            prop_assert_eq!(path.components().count(), 1);
+            prop_assert!(!file.contains('/') && !file.contains('\0'));
+            prop_assert!(stem.len() <= MAX_NAME_LEN);
+        }
     }
 
     proptest! {

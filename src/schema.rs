@@ -19,6 +19,7 @@ pub fn schema(kind: SchemaKind) -> serde_json::Value {
         SchemaKind::CheckReport => output::<CheckReport>(),
         SchemaKind::MigrateReport => output::<MigrateReport>(),
         SchemaKind::RunFailure => output::<RunFailure>(),
+        SchemaKind::Mounts => output::<crate::mounts::MountsReport>(),
         SchemaKind::WatchEvent => output::<WatchLine>(),
     };
     let serde_json::Value::Object(mut body) = schema.to_value() else {
@@ -61,6 +62,7 @@ mod tests {
             SchemaKind::CheckReport,
             SchemaKind::MigrateReport,
             SchemaKind::RunFailure,
+            SchemaKind::Mounts,
             SchemaKind::WatchEvent,
         ] {
             assert!(kind.id().ends_with(&version), "{kind:?}: {}", kind.id());

@@ -31,6 +31,7 @@ use crate::config::ConfigError;
 use crate::delivery::{Budgets, Delivery, DeliverySettings, Provider};
 use crate::layout::Layout;
 use crate::loader::ClaudeVersion;
+use crate::recipe::{RawMemory, RawSource, Recipe};
 use crate::report::Code;
 
 /// The settings file's name, at the deployment root.
@@ -39,7 +40,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 16] = [
     "delivery",
     "provider",
     "budgets",
@@ -53,6 +54,8 @@ const KEYS: [&str; 14] = [
     "stateDir",
     "agentHome",
     "geminiSystemSettings",
+    "sources",
+    "memory",
     "$schema",
 ];
 
@@ -90,6 +93,12 @@ pub struct Settings {
     /// guard into them, and the merged file is what `clawmd mounts` binds at
     /// `/etc/gemini-cli/settings.json`.
     pub gemini_system_settings: Option<PathBuf>,
+    /// The sources of every group's memory, in order (default: the shared base
+    /// `container/CLAUDE.md`, the selected skills of `container/skills`, the MCP
+    /// instructions); docs/recipes.md.
+    pub sources: Option<Vec<RawSource>>,
+    /// The group's own memory file: "CLAUDE.local.md" (the default) or "none".
+    pub memory: Option<RawMemory>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
 }
@@ -144,7 +153,7 @@ pub fn parse_settings(
                 position: (inner.line() > 0).then(|| (inner.line(), inner.column())),
                 field,
                 message: strip_position(&inner.to_string()),
-                fix: "see the keys and values in docs/delivery.md (Deployment settings)".to_owned(),
+                fix: "see the keys and values in docs/delivery.md (Deployment settings) and docs/recipes.md (sources, memory)".to_owned(),
             }
         })?;
     let mut warnings = Vec::new();
@@ -162,6 +171,15 @@ pub fn parse_settings(
                 }
             }
         }
+    }
+    if let Err(err) = Recipe::from_raw(settings.sources.as_deref(), settings.memory) {
+        return Err(ConfigError {
+            path: path.to_owned(),
+            position: None,
+            field: Some(err.field),
+            message: err.message,
+            fix: format!("{} (docs/recipes.md)", err.fix),
+        });
     }
     if let Some(text) = &settings.claude_code_version {
         let version: ClaudeVersion = text.parse().map_err(|err| ConfigError {
@@ -283,6 +301,8 @@ impl Settings {
         {
             layout.workspace_mount = mount;
         }
+        // Checked when the file was parsed ([`parse_settings`]).
+        layout.recipe = Recipe::from_raw(self.sources.as_deref(), self.memory).unwrap_or_default();
         let mut budgets = Budgets::default();
         for (name, bytes) in self.budgets.iter().flatten() {
             if let Some(provider) = Provider::parse(name) {
@@ -422,6 +442,57 @@ mod tests {
             resolved.delivery.claude_version,
             ClaudeVersion::new(2, 1, 330)
         );
+    }
+
+    #[test]
+    fn a_recipe_is_read_checked_and_resolved_into_the_layout() {
+        let (settings, warnings) = parse(
+            r#"{"sources": [{"kind": "group-file", "file": "persona.md"}, {"kind": "shared"},
+                            {"kind": "fragments", "dir": "fragments"}],
+                "memory": "none"}"#,
+        )
+        .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let layout = settings
+            .resolve(Path::new("/d"), &Overrides::default())
+            .layout;
+        let names: Vec<&str> = layout
+            .recipe
+            .sources
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(names, ["group:persona.md", "shared-base", "fragment"]);
+        assert_eq!(layout.recipe.memory, crate::recipe::MemoryFile::None);
+        assert!(
+            layout
+                .mount_table(
+                    "g",
+                    &crate::layout::MountNeeds {
+                        entry_point: "CLAUDE.md",
+                        fragments: true,
+                        app: true,
+                        config: true,
+                    }
+                )
+                .contains(&crate::layout::Bind::read_only(
+                    "/d/container/fragments",
+                    "/app/fragments"
+                ))
+        );
+        let err = parse(r#"{"sources": [{"kind": "fragments", "dir": "/etc"}]}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("sources[0].dir"));
+        assert!(err.fix.contains("docs/recipes.md"), "{}", err.fix);
+        let err = parse(r#"{"sources": [{"kind": "persona"}]}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("sources[0].kind"));
+        let err = parse(r#"{"memory": "MEMORY.md"}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("memory"));
+        // No recipe: the built-in one.
+        let (settings, _) = parse("{}").unwrap();
+        let layout = settings
+            .resolve(Path::new("/d"), &Overrides::default())
+            .layout;
+        assert_eq!(layout.recipe, Recipe::default());
     }
 
     #[test]

@@ -18,17 +18,36 @@ fn distance(a: &str, b: &str) -> usize {
     strsim::damerau_levenshtein(&normalise(a), &normalise(b))
 }
 
+/// The most edits [`nearest`] accepts between words of these lengths: a third of the longer
+/// one's length, at least one.
+fn allowed(word: &str, candidate: &str) -> usize {
+    (word.len().max(candidate.len()) / 3).max(1)
+}
+
 /// The candidate closest to `word`, when one is close enough to be what was meant: within a
 /// third of the longer word's length (at least one edit). Ties go to the first candidate.
+///
+/// The edit distance is at least the difference in length (of the normalised words), so a
+/// candidate of a length too different is passed over without computing it: the cost is
+/// linear in the candidates plus a distance for each one of a similar length.
 pub fn nearest<'a, I>(word: &str, candidates: I) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {
+    let normal = normalise(word);
+    let length = normal.chars().count();
     candidates
         .into_iter()
         .filter(|candidate| *candidate != word)
-        .map(|candidate| (distance(word, candidate), candidate))
-        .filter(|(d, candidate)| *d <= (word.len().max(candidate.len()) / 3).max(1))
+        .filter_map(|candidate| {
+            let other = normalise(candidate);
+            let limit = allowed(word, candidate);
+            if length.abs_diff(other.chars().count()) > limit {
+                return None;
+            }
+            let d = strsim::damerau_levenshtein(&normal, &other);
+            (d <= limit).then_some((d, candidate))
+        })
         .min_by_key(|(d, _)| *d)
         .map(|(_, candidate)| candidate)
 }

@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::delivery::{Delivery, DeliverySettings, Provider};
 use crate::error::GroupError;
 use crate::fsops::FsError;
-use crate::layout::{Layout, names};
+use crate::layout::{Layout, MountNeeds, names};
 use crate::loader::{
     ClaudeVersion, ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load,
 };
@@ -58,30 +59,54 @@ pub struct ViewOptions {
     /// The Claude Code release whose loader to reproduce (default: the newest the conformance
     /// corpus covers). Deployments pin a release; set it from their settings.
     pub claude_version: ClaudeVersion,
+    /// The deployment's delivery mode: which binds the group's container has.
+    pub delivery: Delivery,
+    /// The backend of a group whose `container.json` names none.
+    pub provider: Provider,
 }
 
-/// The container's mounts for the group in `group_dir`: [`Layout::mount_table`].
+impl ViewOptions {
+    /// The delivery settings these options stand for (what decides the container's binds).
+    pub fn delivery_settings(&self) -> DeliverySettings {
+        DeliverySettings {
+            delivery: self.delivery,
+            provider: self.provider,
+            approve_external: self.approve_external,
+            claude_version: self.claude_version,
+            ..DeliverySettings::default()
+        }
+    }
+}
+
+/// The container's mounts for `group`, whose composition needs `needs`:
+/// [`Layout::mount_table`] as the loader's [`Mount`]s.
 ///
 /// ```
-/// use clawmd::layout::Layout;
+/// use clawmd::layout::{Layout, MountNeeds};
 /// use clawmd::loader::mounted::Mount;
 ///
 /// let layout = Layout::under_root("/srv".as_ref());
-/// let mounts = clawmd::view::container_mounts(&layout, "/srv/groups/main".as_ref());
+/// let needs = MountNeeds { entry_point: "CLAUDE.md", fragments: true, app: true, config: true };
+/// let mounts = clawmd::view::container_mounts(&layout, "main", &needs);
 /// assert!(mounts.contains(&Mount::new("/app/CLAUDE.md", "/srv/container/CLAUDE.md")));
 /// assert!(mounts.contains(&Mount::new("/workspace/agent", "/srv/groups/main")));
 /// ```
-pub fn container_mounts(layout: &Layout, group_dir: &Path) -> Vec<Mount> {
+pub fn container_mounts(layout: &Layout, group: &str, needs: &MountNeeds) -> Vec<Mount> {
     layout
-        .mount_table(group_dir)
+        .mount_table(group, needs)
         .into_iter()
-        .map(|(container, host)| Mount::new(container, host))
+        .map(|bind| Mount::new(bind.container, bind.host))
         .collect()
 }
 
-/// The mounts of the container of the group in `group_dir`, plus the home when given.
-pub fn group_mounts(layout: &Layout, group_dir: &Path, options: &ViewOptions) -> Vec<Mount> {
-    let mut mounts = container_mounts(layout, group_dir);
+/// The mounts of the container of `group`, plus the home when given.
+pub fn group_mounts(
+    layout: &Layout,
+    group: &str,
+    needs: &MountNeeds,
+    options: &ViewOptions,
+) -> Vec<Mount> {
+    let mut mounts = container_mounts(layout, group, needs);
     if let Some(home) = &options.home {
         mounts.push(Mount::new(container_home(options), home));
     }
@@ -121,7 +146,8 @@ pub fn load_group(
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
     let group_dir = crate::deployment::checked_group_dir(layout, group)?;
-    let fs = open_group_view(layout, &group_dir, options)?;
+    let needs = crate::mounts::group_needs(layout, group, &options.delivery_settings())?;
+    let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
     let home = options.home.as_ref().map(|_| container_home(options));
     let mut load_options = load_options(&layout.workspace_mount, home, options);
     load_options.managed_dir = None;
@@ -132,7 +158,9 @@ pub fn load_group(
 /// The container view of a group, its group-folder mounts opened without following links.
 fn open_group_view(
     layout: &Layout,
+    group: &str,
     group_dir: &Path,
+    needs: &MountNeeds,
     options: &ViewOptions,
 ) -> Result<MountedFs, GroupError> {
     let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -158,7 +186,7 @@ fn open_group_view(
         }
     };
     let mut sources = Vec::new();
-    for mount in group_mounts(layout, group_dir, options) {
+    for mount in group_mounts(layout, group, needs, options) {
         let handle = match mount.host.strip_prefix(group_dir) {
             Ok(rel) if rel.as_os_str().is_empty() => {
                 rustix::fs::openat(&dir, ".", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())

@@ -24,6 +24,10 @@ mod loader_markdown_oracle;
 mod loader_props;
 #[path = "main/migrate.rs"]
 mod migrate;
+#[path = "main/nanoclaw.rs"]
+mod nanoclaw;
+#[path = "main/recipes.rs"]
+mod recipes;
 #[path = "main/render.rs"]
 mod render;
 #[path = "main/watch.rs"]

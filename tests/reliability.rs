@@ -18,3 +18,5 @@ mod faults;
 mod hostile_fs;
 #[path = "reliability/input.rs"]
 mod input;
+#[path = "reliability/operator_input.rs"]
+mod operator_input;

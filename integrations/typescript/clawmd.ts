@@ -1,7 +1,7 @@
 /**
  * clawmd for a TypeScript container host: compose a group's memory before each spawn
- * (`composeBeforeSpawn`), check groups (`checkGroup`), migrate legacy groups once at start-up
- * (`migrateOnce`).
+ * (`composeBeforeSpawn`), get the binds its container needs (`mounts`), check groups
+ * (`checkGroup`), migrate legacy groups once at start-up (`migrateOnce`).
  *
  * It runs the clawmd binary (node:child_process, no dependencies) with `--format json` and
  * returns its report, typed by ./generated/ — generated from `clawmd schema …` by
@@ -23,10 +23,12 @@ import type {
   Target,
 } from "./generated/compose-report.js";
 import type { MigrateReport } from "./generated/migrate-report.js";
+import type { Bind, MountsReport } from "./generated/mounts.js";
 import type { RunFailure } from "./generated/run-failure.js";
 import type { WatchLine } from "./generated/watch-event.js";
 
 export type {
+  Bind,
   CheckReport,
   Code,
   ComposeReport,
@@ -35,6 +37,7 @@ export type {
   GroupCheck,
   GroupReport,
   MigrateReport,
+  MountsReport,
   Provider,
   RunFailure,
   Target,
@@ -75,6 +78,12 @@ export interface ComposeOptions extends ClawmdOptions {
   lockTimeoutSecs?: number;
   /** Resolve even when not everything composed reaches the agent (default: reject, `not-delivered`). */
   allowIncomplete?: boolean;
+}
+
+/** mounts' choices; left out, clawmd takes them from `clawmd.json` and `container.json`. */
+export interface MountsOptions extends ClawmdOptions {
+  delivery?: Delivery;
+  provider?: Provider;
 }
 
 /** check's choices. */
@@ -139,6 +148,22 @@ export function composeBeforeSpawnSync(group: string, options: ComposeOptions = 
   return interpretCompose(group, options, runSync(args, options));
 }
 
+/**
+ * `clawmd mounts GROUP --format json`: the binds to make for the group's container, in the
+ * order to apply them (`host` shown at `container`, read-only or not). Apply them as they are
+ * and add only the runner's own mounts, none of them over these.
+ */
+export async function mounts(group: string, options: MountsOptions = {}): Promise<Bind[]> {
+  const args = mountsArgs(group, options);
+  return parseMounts(await run(args, options), args);
+}
+
+/** `mounts` for a synchronous spawn path (blocks the event loop while clawmd runs). */
+export function mountsSync(group: string, options: MountsOptions = {}): Bind[] {
+  const args = mountsArgs(group, options);
+  return parseMounts(runSync(args, options), args);
+}
+
 /** `clawmd check GROUP --format json`: the findings (the report's `ok` is false when one is an error). */
 export async function checkGroup(group: string, options: CheckOptions = {}): Promise<CheckReport> {
   const args = ["check", group, "--format", "json"];
@@ -164,6 +189,36 @@ export async function migrateOnce(options: ClawmdOptions = {}): Promise<MigrateR
     );
   }
   return report;
+}
+
+function mountsArgs(group: string, options: MountsOptions): string[] {
+  const args = ["mounts", group, "--format", "json"];
+  if (options.delivery !== undefined) args.push("--delivery", options.delivery);
+  if (options.provider !== undefined) args.push("--provider", options.provider);
+  return args;
+}
+
+/** The binds `clawmd mounts` printed (a bare array, see `clawmd schema mounts`), or a `ClawmdError`. */
+function parseMounts(outcome: Outcome, args: string[]): MountsReport {
+  const doc = document(outcome, args);
+  const what = `clawmd ${args.join(" ")}`;
+  const isBind = (bind: unknown): bind is Bind =>
+    typeof bind === "object" &&
+    bind !== null &&
+    typeof (bind as Bind).host === "string" &&
+    typeof (bind as Bind).container === "string" &&
+    typeof (bind as Bind).readonly === "boolean";
+  if (!Array.isArray(doc) || !doc.every(isBind)) {
+    throw new ClawmdError(
+      `${what} printed no array of binds (a clawmd without \`mounts\`?)`,
+      "bad-output",
+      null,
+      null,
+      null,
+      outcome.stderr,
+    );
+  }
+  return doc;
 }
 
 function composeArgs(group: string, options: ComposeOptions): string[] {
@@ -270,6 +325,25 @@ function parse(
   expected: string,
   args: string[],
 ): ComposeReport | CheckReport | MigrateReport {
+  const doc = document(outcome, args);
+  const what = `clawmd ${args.join(" ")}`;
+  const schema = typeof doc === "object" && doc !== null ? (doc as { $schema?: unknown }).$schema : undefined;
+  if (schema !== expected) {
+    throw new ClawmdError(
+      `${what} printed a report with $schema ${JSON.stringify(schema)}, expected ${JSON.stringify(expected)} ` +
+        "(a clawmd of another report version? these types are generated for this one)",
+      "bad-output",
+      null,
+      null,
+      null,
+      outcome.stderr,
+    );
+  }
+  return doc as ComposeReport | CheckReport | MigrateReport;
+}
+
+/** The JSON document clawmd printed, or a `ClawmdError`: clawmd not run, killed, no JSON, or a run failure. */
+function document(outcome: Outcome, args: string[]): unknown {
   const what = `clawmd ${args.join(" ")}`;
   const stderr = outcome.stderr.trim();
   const fail = (message: string, code: Code | RunnerCode, report: RunFailure | null = null): never => {
@@ -300,12 +374,5 @@ function parse(
     const failure = doc as RunFailure;
     return fail(`${what}: ${failure.error.code}: ${failure.error.message}`, failure.error.code, failure);
   }
-  if (schema !== expected) {
-    return fail(
-      `${what} printed a report with $schema ${JSON.stringify(schema)}, expected ${JSON.stringify(expected)} ` +
-        "(a clawmd of another report version? these types are generated for this one)",
-      "bad-output",
-    );
-  }
-  return doc as ComposeReport | CheckReport | MigrateReport;
+  return doc;
 }

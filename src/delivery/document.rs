@@ -7,60 +7,11 @@
 
 use serde::Serialize;
 
-use super::expand::neutralise;
 use crate::layout::names;
 use crate::plan::composed_document;
-
-/// One part of a group's memory.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SectionId {
-    /// `container/CLAUDE.md`.
-    SharedBase,
-    /// A skill's `instructions.md`.
-    Skill(String),
-    /// An MCP server's inline instructions.
-    Mcp(String),
-}
-
-impl SectionId {
-    /// The stable name used in reports: `shared-base`, `skill:<name>`, `mcp:<server>`.
-    pub fn name(&self) -> String {
-        match self {
-            SectionId::SharedBase => "shared-base".to_owned(),
-            SectionId::Skill(skill) => format!("skill:{skill}"),
-            SectionId::Mcp(server) => format!("mcp:{server}"),
-        }
-    }
-
-    /// Where the text comes from, for the section's comment and for people.
-    pub fn origin(&self) -> String {
-        match self {
-            SectionId::SharedBase => "container/CLAUDE.md".to_owned(),
-            SectionId::Skill(skill) => format!("container/skills/{skill}/instructions.md"),
-            SectionId::Mcp(server) => format!("container.json mcpServers.{server}.instructions"),
-        }
-    }
-
-    /// The order in which sections are dropped over budget (skills first, then MCP
-    /// instructions); `None` for what is never dropped.
-    fn drop_rank(&self) -> Option<u8> {
-        match self {
-            SectionId::SharedBase => None,
-            SectionId::Skill(_) => Some(0),
-            SectionId::Mcp(_) => Some(1),
-        }
-    }
-}
-
-/// A section with the text that is delivered for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Section {
-    /// Which.
-    pub id: SectionId,
-    /// The delivered text (a shared source with its imports expanded; an MCP server's fenced
-    /// fragment).
-    pub text: Vec<u8>,
-}
+use crate::safe_name::display_name;
+use crate::sources::Section;
+use crate::sources::expand::neutralise;
 
 /// A section left out because the target's budget was exceeded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -89,13 +40,10 @@ pub struct Fitted {
 pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) -> Fitted {
     let mut kept = sections.to_vec();
     let mut dropped = Vec::new();
-    let mut order: Vec<&Section> = sections
-        .iter()
-        .filter(|s| s.id.drop_rank().is_some())
-        .collect();
+    let mut order: Vec<&Section> = sections.iter().filter(|s| s.rank.is_some()).collect();
     order.sort_by(|a, b| {
-        a.id.drop_rank()
-            .cmp(&b.id.drop_rank())
+        a.rank
+            .cmp(&b.rank)
             .then(b.text.len().cmp(&a.text.len()))
             .then(a.id.cmp(&b.id))
     });
@@ -125,6 +73,8 @@ pub enum LocalMemory<'a> {
     Import,
     /// Copied in, last (backends that do not follow imports).
     Inline(&'a [u8]),
+    /// The recipe gives the group no memory file (`"memory": "none"`).
+    None,
 }
 
 /// The generated document: clawmd's header, then the sections, each after a comment naming
@@ -139,8 +89,8 @@ pub fn document(sections: &[Section], local: LocalMemory<'_>) -> Vec<u8> {
     for section in sections {
         parts.push_str(&format!(
             "\n<!-- clawmd section {}: from {} -->\n",
-            section.id.name(),
-            section.id.origin()
+            display_name(section.id.as_str()),
+            display_name(&section.origin)
         ));
         push_text(&mut parts, &section.text);
     }
@@ -168,21 +118,19 @@ mod tests {
     use super::*;
     use crate::loader::content::scan_markdown;
     use crate::plan::{is_composed, is_pristine, mcp_fragment};
+    use crate::sources::SectionId;
 
     fn section(id: SectionId, text: &str) -> Section {
-        Section {
-            id,
-            text: text.as_bytes().to_vec(),
-        }
+        Section::builtin(id, text.as_bytes())
     }
 
     fn sections() -> Vec<Section> {
         vec![
-            section(SectionId::SharedBase, "BASE with `@./more.md`\n"),
-            section(SectionId::Skill("big".into()), &"B".repeat(300)),
-            section(SectionId::Skill("small".into()), "SMALL\n"),
+            section(SectionId::shared_base(), "BASE with `@./more.md`\n"),
+            section(SectionId::skill("big"), &"B".repeat(300)),
+            section(SectionId::skill("small"), "SMALL\n"),
             section(
-                SectionId::Mcp("db".into()),
+                SectionId::mcp("db"),
                 std::str::from_utf8(&mcp_fragment("db", "@/etc/hostname\nRead only.")).unwrap(),
             ),
         ]
@@ -238,11 +186,11 @@ mod tests {
                 0..6,
             ),
         ) {
-            let base = crate::delivery::expand::neutralise(&base.join("\n"));
+            let base = crate::sources::expand::neutralise(&base.join("\n"));
             let sections = vec![
-                section(SectionId::SharedBase, &base),
+                section(SectionId::shared_base(), &base),
                 section(
-                    SectionId::Mcp("db".into()),
+                    SectionId::mcp("db"),
                     std::str::from_utf8(&mcp_fragment("db", &mcp.join("\n"))).unwrap(),
                 ),
             ];
@@ -270,7 +218,7 @@ mod tests {
         let names: Vec<&str> = fitted.dropped.iter().map(|d| d.section.as_str()).collect();
         assert_eq!(names, ["skill:big", "skill:small", "mcp:db"]);
         assert_eq!(fitted.kept.len(), 1);
-        assert_eq!(fitted.kept[0].id, SectionId::SharedBase);
+        assert_eq!(fitted.kept[0].id, SectionId::shared_base());
         assert!(fitted.size > 0, "over budget, but the base stays");
     }
 }

@@ -12,30 +12,33 @@
 //!   flat `GEMINI.md`;
 //! * [`Budgets`] — a byte budget per backend; over budget, whole optional sections are
 //!   dropped, largest first (skills, then MCP instructions), and reported;
-//! * [`plan_delivery`] — the pure part: the managed files of a group;
-//! * [`expand`] — imports inside shared sources, resolved where their owner put them;
+//! * [`plan_delivery`] — the pure part: the managed files of a group, from the sections the
+//!   recipe's [`sources`](crate::sources) make;
 //! * [`verify`] — whether everything composed reaches the agent (the loader on the result),
 //!   and the digest of what it receives.
 
 pub mod document;
-pub mod expand;
 pub mod guard;
 pub mod snapshot;
 pub mod verify;
 
-use std::collections::BTreeMap;
+pub use crate::sources::expand;
+
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::GroupConfig;
-use crate::layout::{Layout, names};
+use crate::layout::{Layout, MountNeeds, names};
 use crate::plan::{
     Content, Desired, FragmentCollision, GroupPlan, ManagedPath, Sources, Warning,
-    composed_claude_md, config_warnings, mcp_fragment,
+    composed_claude_md,
 };
+use crate::recipe::MemoryFile;
+use crate::sources::GroupParts;
 
-pub use document::{Dropped, LocalMemory, Section, SectionId};
+pub use crate::sources::{Section, SectionId};
+pub use document::{Dropped, LocalMemory};
 
 /// How the shared base and the skills' guidance reach a Claude Code agent.
 #[derive(
@@ -286,71 +289,31 @@ impl Target {
     }
 }
 
-/// The group's inputs besides its config: its own memory, read only for flat backends.
+impl Target {
+    /// What the container of a group composed as this needs bound ([`Layout::mount_table`]);
+    /// `config`: the group has a `container.json`.
+    pub fn mount_needs(&self, config: bool) -> MountNeeds {
+        let claude = !self.provider.is_flat();
+        MountNeeds {
+            entry_point: self.file,
+            fragments: claude,
+            app: claude,
+            config,
+        }
+    }
+}
+
+/// The group's inputs besides its config: its own memory and what the recipe reads in its
+/// folder.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GroupInputs<'a> {
-    /// `CLAUDE.local.md`'s bytes (for flat documents).
+    /// `CLAUDE.local.md`'s bytes (for flat documents, and the verdict).
     pub local_memory: Option<&'a [u8]>,
-}
-
-/// Where a section's source lives under `container/`.
-pub fn source_key(id: &SectionId) -> Option<String> {
-    match id {
-        SectionId::SharedBase => Some(names::CLAUDE_MD.to_owned()),
-        SectionId::Skill(skill) => Some(format!("skills/{skill}/{}", names::SKILL_INSTRUCTIONS)),
-        SectionId::Mcp(_) => None,
-    }
-}
-
-/// The sections a group's config enables, with the text delivered for each: a shared source
-/// with its imports expanded, or as it is on the host when it is delivered as a link
-/// (`originals`).
-pub fn sections(
-    config: &GroupConfig,
-    sources: &Sources,
-    originals: bool,
-) -> Result<Vec<Section>, FragmentCollision> {
-    let text = |id: &SectionId, delivered: &[u8]| match (originals, source_key(id)) {
-        (true, Some(key)) => sources.original(&key, delivered).to_vec(),
-        _ => delivered.to_vec(),
-    };
-    let mut sections = Vec::new();
-    if let Some(base) = &sources.shared_base {
-        sections.push(Section {
-            id: SectionId::SharedBase,
-            text: text(&SectionId::SharedBase, base),
-        });
-    }
-    let mut skill_files = BTreeMap::new();
-    for (skill, instructions) in &sources.skills {
-        let Some(instructions) = instructions else {
-            continue;
-        };
-        if !config.skills.enables(skill) {
-            continue;
-        }
-        skill_files.insert(format!("{skill}.md"), skill.as_str());
-        let id = SectionId::Skill(skill.clone());
-        sections.push(Section {
-            text: text(&id, instructions),
-            id,
-        });
-    }
-    for (server, text) in &config.mcp_instructions {
-        let file = format!("mcp-{server}.md");
-        if let Some(skill) = skill_files.get(&file) {
-            return Err(FragmentCollision {
-                skill: (*skill).to_owned(),
-                server: server.clone(),
-                file,
-            });
-        }
-        sections.push(Section {
-            id: SectionId::Mcp(server.clone()),
-            text: mcp_fragment(server, text),
-        });
-    }
-    Ok(sections)
+    /// The group side of the recipe (`None`: the recipe reads nothing in the group folder).
+    pub group: Option<&'a GroupParts>,
+    /// The size of a `CLAUDE.local.md` larger than Claude Code reads (`local_memory` is then
+    /// `None`).
+    pub local_memory_too_large: Option<u64>,
 }
 
 /// The desired state of a group: pure, from its config, the shared sources and the settings.
@@ -362,14 +325,17 @@ pub fn plan_delivery(
     settings: &DeliverySettings,
 ) -> Result<GroupPlan, FragmentCollision> {
     let target = Target::of(config, settings);
-    let mut warnings = config_warnings(config, sources);
-    if sources.shared_base.is_none() {
-        warnings.push(Warning::MissingSharedBase {
-            path: layout.shared_base_source(),
-        });
-    }
-    let all = sections(config, sources, target.delivery == Delivery::Link)?;
+    let empty = GroupParts::default();
+    let (all, mut warnings) = crate::sources::sections(
+        layout,
+        config,
+        sources,
+        inputs.group.unwrap_or(&empty),
+        target.delivery == Delivery::Link,
+    )?;
+    let has_memory = layout.recipe.memory == MemoryFile::Local;
     let local = match inputs.local_memory {
+        _ if !has_memory => LocalMemory::None,
         Some(bytes) if target.provider.is_flat() => LocalMemory::Inline(bytes),
         _ if target.provider.is_flat() => LocalMemory::Inline(b""),
         _ => LocalMemory::Import,
@@ -405,12 +371,17 @@ pub fn plan_delivery(
     }
 
     let mut entries = Vec::new();
-    match target.delivery {
-        Delivery::Inline => {
+    let seed = |entries: &mut Vec<Desired>| {
+        if has_memory {
             entries.push(Desired {
                 path: ManagedPath::top(names::CLAUDE_LOCAL_MD),
                 content: Content::Seed,
             });
+        }
+    };
+    match target.delivery {
+        Delivery::Inline => {
+            seed(&mut entries);
             entries.push(Desired {
                 path: ManagedPath::top(target.file),
                 content: Content::File(last_document.take()),
@@ -419,18 +390,17 @@ pub fn plan_delivery(
         Delivery::Copy | Delivery::Link => {
             let mut imports = Vec::new();
             for section in &fitted.kept {
-                let (path, content) = fragment(layout, section, target.delivery);
+                let (path, content) = fragment(section, target.delivery);
                 imports.push(match path.in_fragments {
                     true => format!("@./{}/{}", names::FRAGMENTS, path.name),
                     false => format!("@./{}", path.name),
                 });
                 entries.push(Desired { path, content });
             }
-            imports.push(format!("@./{}", names::CLAUDE_LOCAL_MD));
-            entries.push(Desired {
-                path: ManagedPath::top(names::CLAUDE_LOCAL_MD),
-                content: Content::Seed,
-            });
+            if has_memory {
+                imports.push(format!("@./{}", names::CLAUDE_LOCAL_MD));
+            }
+            seed(&mut entries);
             entries.push(Desired {
                 path: ManagedPath::top(names::CLAUDE_MD),
                 content: Content::File(composed_claude_md(&imports)),
@@ -444,32 +414,18 @@ pub fn plan_delivery(
         sections: fitted.kept,
         dropped: fitted.dropped,
         local_memory: inputs.local_memory.map(<[u8]>::to_vec),
+        local_memory_too_large: inputs.local_memory_too_large,
     })
 }
 
-/// The managed path and content of one section in copy or link delivery.
-fn fragment(layout: &Layout, section: &Section, delivery: Delivery) -> (ManagedPath, Content) {
-    let link = delivery == Delivery::Link;
-    match &section.id {
-        SectionId::SharedBase => (
-            ManagedPath::top(names::SHARED),
-            match link {
-                true => Content::Symlink(layout.shared_base_target()),
-                false => Content::File(section.text.clone()),
-            },
-        ),
-        SectionId::Skill(skill) => (
-            ManagedPath::fragment(&format!("{skill}.md")),
-            match link {
-                true => Content::Symlink(layout.skill_instructions_target(skill)),
-                false => Content::File(section.text.clone()),
-            },
-        ),
-        SectionId::Mcp(server) => (
-            ManagedPath::fragment(&format!("mcp-{server}.md")),
-            Content::File(section.text.clone()),
-        ),
-    }
+/// The managed path and content of one section in copy or link delivery: a link to the
+/// owner's file when the section has one and links are delivered, else a copy of its text.
+fn fragment(section: &Section, delivery: Delivery) -> (ManagedPath, Content) {
+    let content = match (&section.link, delivery) {
+        (Some(target), Delivery::Link) => Content::Symlink(target.clone()),
+        _ => Content::File(section.text.clone()),
+    };
+    (section.file.clone(), content)
 }
 
 #[cfg(test)]
@@ -477,18 +433,18 @@ mod tests {
     use super::*;
     use crate::config::SkillSelection;
     use crate::loader::content::scan_markdown;
+    use std::collections::BTreeMap;
     use std::path::Path;
 
     fn sources() -> Sources {
-        Sources {
-            shared_base: Some(b"BASE\n".to_vec()),
-            skills: BTreeMap::from([
+        Sources::builtin(
+            Some(b"BASE\n".to_vec()),
+            BTreeMap::from([
                 ("big".to_owned(), Some(vec![b'B'; 40 * 1024])),
                 ("small".to_owned(), Some(b"SMALL\n".to_vec())),
                 ("off".to_owned(), Some(b"OFF\n".to_vec())),
             ]),
-            originals: BTreeMap::new(),
-        }
+        )
     }
 
     fn config(provider: Option<Provider>) -> GroupConfig {
@@ -507,6 +463,7 @@ mod tests {
             &sources(),
             GroupInputs {
                 local_memory: Some(b"LOCAL\n"),
+                ..GroupInputs::default()
             },
             &DeliverySettings::with_delivery(delivery),
         )

@@ -21,6 +21,9 @@ const MAX_SYMLINKS: usize = 40;
 enum Node {
     Dir,
     File(Vec<u8>),
+    /// A regular file of this many bytes, too large for anything that reads it here: reading
+    /// it says so with its size.
+    Oversized(u64),
     Link(PathBuf),
 }
 
@@ -60,6 +63,16 @@ impl Snapshot {
             self.dir(parent);
         }
         self.nodes.insert(key(path), Node::File(bytes));
+    }
+
+    /// Adds a regular file of `len` bytes whose content is not held (and its parent
+    /// directories): a read within a limit under `len` says it is too large; any other read
+    /// fails.
+    pub fn oversized(&mut self, path: &Path, len: u64) {
+        if let Some(parent) = path.parent() {
+            self.dir(parent);
+        }
+        self.nodes.insert(key(path), Node::Oversized(len));
     }
 
     /// Adds a symlink (and its parent directories).
@@ -104,7 +117,7 @@ impl Snapshot {
                             pending.push(components(target));
                         }
                         // A file cannot be walked through (`f.md/..`), as the kernel says.
-                        Some(Node::File(_)) if !last => {
+                        Some(Node::File(_) | Node::Oversized(_)) if !last => {
                             return Err(io::Error::from(io::ErrorKind::NotADirectory));
                         }
                         Some(_) => current = next,
@@ -146,6 +159,10 @@ fn metadata_of(node: &Node) -> Metadata {
         Node::File(bytes) => Metadata {
             kind: FileKind::File,
             len: bytes.len() as u64,
+        },
+        Node::Oversized(len) => Metadata {
+            kind: FileKind::File,
+            len: *len,
         },
         Node::Link(target) => Metadata {
             kind: FileKind::Symlink,
@@ -199,6 +216,10 @@ impl MemoryFs for Snapshot {
             (Node::File(bytes), _) => Ok(ReadOutcome::TooLarge {
                 len: bytes.len() as u64,
             }),
+            (Node::Oversized(len), _) if *len > limit => Ok(ReadOutcome::TooLarge { len: *len }),
+            (Node::Oversized(_), _) => Err(io::Error::other(
+                "the content of this file was not read (it is larger than Claude Code reads)",
+            )),
             (node, _) => Ok(ReadOutcome::NotAFile {
                 kind: metadata_of(node).kind,
             }),

@@ -18,16 +18,16 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::snapshot::Snapshot;
-use super::{DeliverySettings, Section, SectionId, source_key};
+use super::{Delivery, DeliverySettings, Section};
 use crate::layout::{Layout, names};
-use crate::loader::content::{parse_as_within, scan_markdown};
+use crate::loader::content::{parse_as_within, scan_markdown_as};
 use crate::loader::fs::{DirEntry, MemoryFs, Metadata, ReadOutcome};
 use crate::loader::markdown::js_trim;
 use crate::loader::{
     Behaviour, Budgets, ClaudeVersion, DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory,
     claude_block, load,
 };
-use crate::plan::{Content, GroupPlan, Sources};
+use crate::plan::{Content, GroupPlan, Sources, Warning};
 use crate::view::{ViewOptions, load_options};
 
 /// What reaches a group's agent.
@@ -90,7 +90,8 @@ fn claude_options(layout: &Layout, settings: &DeliverySettings) -> LoadOptions {
     options
 }
 
-/// `delivered` with the sections `plan` dropped over budget added to what is missing.
+/// `delivered` with the sections `plan` dropped over budget, and the enabled skills whose
+/// instructions are a link to nothing, added to what is missing.
 fn with_dropped(plan: &GroupPlan, mut delivered: Delivered) -> Delivered {
     for dropped in &plan.dropped {
         delivered.missing.push(dropped.section.clone());
@@ -98,6 +99,12 @@ fn with_dropped(plan: &GroupPlan, mut delivered: Delivered) -> Delivered {
             "{} was dropped: {} is over its budget of {} bytes",
             dropped.section, plan.target.file, plan.target.budget
         ));
+    }
+    for warning in &plan.warnings {
+        if let Warning::DanglingInstructions { section, .. } = warning {
+            delivered.missing.push(section.clone());
+            delivered.reasons.push(warning.to_string());
+        }
     }
     delivered.complete = delivered.missing.is_empty();
     delivered
@@ -217,7 +224,7 @@ impl SharedVerdict {
             plan.sections
                 .iter()
                 .map(|section| {
-                    let expected = expected_text(section);
+                    let expected = expected_text(section, plan, memory.claude_version);
                     let finder = memmem::Finder::new(expected.as_bytes());
                     let elsewhere =
                         expected.is_empty()
@@ -242,7 +249,7 @@ impl SharedVerdict {
                 .saturating_sub(others)
                 .min(MAX_FILE_BYTES),
             sections,
-            dropped_imports: dropped_imports(layout, &memory),
+            dropped_imports: dropped_imports(plan, &memory),
             diagnostic_reasons: diagnostic_reasons(&memory),
             prefix: hash,
             tail,
@@ -360,25 +367,16 @@ pub fn snapshot(layout: &Layout, plan: &GroupPlan, sources: &Sources) -> Snapsho
         match &entry.content {
             Content::File(bytes) => fs.file(&path, bytes.clone()),
             Content::Symlink(target) => fs.link(&path, target),
-            Content::Seed => fs.file(&path, plan.local_memory.clone().unwrap_or_default()),
+            Content::Seed => match plan.local_memory_too_large {
+                Some(len) => fs.oversized(&path, len),
+                None => fs.file(&path, plan.local_memory.clone().unwrap_or_default()),
+            },
         }
     }
-    // DESIGN §1: `<app>/CLAUDE.md` and `<app>/skills` are mounted, as they are on the host.
-    if let Some(base) = &sources.shared_base {
-        let key = source_key(&SectionId::SharedBase).unwrap_or_default();
-        fs.file(
-            &layout.shared_base_target(),
-            sources.original(&key, base).to_vec(),
-        );
-    }
-    for (skill, instructions) in &sources.skills {
-        if let Some(text) = instructions {
-            let key = source_key(&SectionId::Skill(skill.clone())).unwrap_or_default();
-            fs.file(
-                &layout.skill_instructions_target(skill),
-                sources.original(&key, text).to_vec(),
-            );
-        }
+    // DESIGN §1: `<app>/CLAUDE.md`, `<app>/skills` and the recipe's other container folders
+    // are mounted, as they are on the host.
+    for (path, bytes) in sources.container_files(layout) {
+        fs.file(&path, bytes.to_vec());
     }
     fs
 }
@@ -420,7 +418,7 @@ fn from_memory(
         .sections
         .iter()
         .map(|section| {
-            let expected = expected_text(section);
+            let expected = expected_text(section, plan, memory.claude_version);
             let finder = memmem::Finder::new(expected.as_bytes());
             expected.is_empty()
                 || memory
@@ -435,11 +433,15 @@ fn from_memory(
         .diagnostics
         .iter()
         .any(|d| d.code == DiagnosticCode::FileEmpty && d.path == local);
-    let local_missing = !local_empty && !memory.files.iter().any(|f| f.path == local);
+    let seeded = plan
+        .entries
+        .iter()
+        .any(|entry| matches!(entry.content, Content::Seed));
+    let local_missing = seeded && !local_empty && !memory.files.iter().any(|f| f.path == local);
     assemble(
         plan,
         &found,
-        &dropped_imports(layout, memory),
+        &dropped_imports(plan, memory),
         local_missing,
         &diagnostic_reasons(memory),
         memory_digest,
@@ -448,10 +450,9 @@ fn from_memory(
 
 /// The sections whose shared source holds an import that does not load (link delivery: the
 /// owner's file is not mounted, or not approved), so that source is not delivered whole: one
-/// name per such diagnostic, in their order.
-fn dropped_imports(layout: &Layout, memory: &Memory) -> Vec<String> {
-    let shared_base = layout.shared_base_target();
-    let skills = layout.app_mount.join("skills");
+/// name per such diagnostic, in their order. A diagnostic belongs to the section whose
+/// owner's file imported it, or whose folder (a skill's) holds the importer.
+fn dropped_imports(plan: &GroupPlan, memory: &Memory) -> Vec<String> {
     let mut sections = Vec::new();
     for diagnostic in &memory.diagnostics {
         let Some(from) = &diagnostic.from else {
@@ -471,15 +472,14 @@ fn dropped_imports(layout: &Layout, memory: &Memory) -> Vec<String> {
             .iter()
             .find(|f| &f.path == from)
             .map_or(from, |f| &f.real_path);
-        let section = if *from == shared_base {
-            Some(SectionId::SharedBase.name())
-        } else {
-            from.strip_prefix(&skills)
-                .ok()
-                .and_then(|rest| rest.components().next())
-                .map(|skill| format!("skill:{}", skill.as_os_str().to_string_lossy()))
-        };
-        sections.extend(section);
+        let section = plan.sections.iter().find(|section| {
+            section.link.as_deref() == Some(from.as_path())
+                || section
+                    .scope
+                    .as_ref()
+                    .is_some_and(|scope| from.starts_with(scope))
+        });
+        sections.extend(section.map(|section| section.id.name()));
     }
     sections
 }
@@ -500,7 +500,13 @@ fn diagnostic_reasons(memory: &Memory) -> Vec<String> {
                     | DiagnosticCode::FileUnparsable
             )
         })
-        .map(|d| d.message.clone())
+        .map(|d| match d.code {
+            // These messages are about the file itself and do not name it.
+            DiagnosticCode::FileTooLarge
+            | DiagnosticCode::FileUnreadable
+            | DiagnosticCode::FileUnparsable => format!("{}: {}", d.path.display(), d.message),
+            _ => d.message.clone(),
+        })
         .collect()
 }
 
@@ -545,7 +551,7 @@ fn assemble(
             reasons.push(format!(
                 "the text of {} ({}) is not in what Claude Code loads as written: something it leaves open (an HTML comment, a code fence) changes what follows it (fix: close it in the source)",
                 section.id.name(),
-                section.id.origin()
+                section.origin
             ));
         }
     }
@@ -584,27 +590,49 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
             missing.push("local-memory".to_owned());
         }
     }
+    let mut reasons = match missing.is_empty() {
+        true => Vec::new(),
+        false => vec![format!(
+            "{} is {} bytes, over its budget of {} bytes: {} reads no further",
+            plan.target.file,
+            document.len(),
+            plan.target.budget,
+            plan.target.provider
+        )],
+    };
+    if let Some(len) = plan.local_memory_too_large {
+        missing.push("local-memory".to_owned());
+        reasons.push(format!(
+            "{} is {len} bytes, over the {MAX_FILE_BYTES} bytes clawmd copies into {}: none of it is in the document",
+            names::CLAUDE_LOCAL_MD,
+            plan.target.file
+        ));
+    }
     Delivered {
         complete: missing.is_empty(),
-        reasons: match missing.is_empty() {
-            true => Vec::new(),
-            false => vec![format!(
-                "{} is {} bytes, over its budget of {} bytes: {} reads no further",
-                plan.target.file,
-                document.len(),
-                plan.target.budget,
-                plan.target.provider
-            )],
-        },
+        reasons,
         missing,
         memory_digest: digest(document),
     }
 }
 
-/// The text of a section as Claude Code shows it once loaded (comments stripped, trimmed).
-fn expected_text(section: &Section) -> String {
+/// The text of a section of `plan` as Claude Code `version` shows it once loaded (comments
+/// stripped, trimmed).
+///
+/// Line endings follow the file the section is in. Inline, that is the generated document,
+/// whose header and section lines are HTML comment blocks that every release stripping
+/// comments strips; stripping rebuilds the text with `\n` line endings (docs/loader.md,
+/// "Line endings"), so a source written with CRLF reaches the agent with LF. A file of its own
+/// (copy, link) keeps its CRs unless a comment of its own is stripped, as scanning it alone
+/// does.
+fn expected_text(section: &Section, plan: &GroupPlan, version: ClaudeVersion) -> String {
     let text = String::from_utf8_lossy(&section.text);
-    let body = match scan_markdown(&text) {
+    let in_document = plan.target.delivery == Delivery::Inline;
+    let text = match in_document && version.has(Behaviour::CommentBlocksStripped) {
+        true if text.contains('\r') => text.replace("\r\n", "\n").replace('\r', "\n").into(),
+        _ => text,
+    };
+    let body = match scan_markdown_as(&text, version) {
         Ok(scan) => scan.body,
         Err(_) => text.into_owned(),
     };
@@ -637,11 +665,10 @@ mod tests {
     use std::path::Path;
 
     fn sources(base: &str) -> Sources {
-        Sources {
-            shared_base: Some(base.as_bytes().to_vec()),
-            skills: BTreeMap::from([("web".to_owned(), Some(b"WEB GUIDE\n".to_vec()))]),
-            originals: BTreeMap::new(),
-        }
+        Sources::builtin(
+            Some(base.as_bytes().to_vec()),
+            BTreeMap::from([("web".to_owned(), Some(b"WEB GUIDE\n".to_vec()))]),
+        )
     }
 
     fn verdict(base: &str, settings: DeliverySettings, provider: Option<Provider>) -> Delivered {
@@ -653,6 +680,7 @@ mod tests {
         let sources = sources(base);
         let inputs = GroupInputs {
             local_memory: Some(b"LOCAL NOTES\n"),
+            ..GroupInputs::default()
         };
         let plan = plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap();
         verify(&layout, &plan, &sources, &settings)
@@ -789,6 +817,7 @@ mod tests {
                         let plan_of = |local: Option<&[u8]>| {
                             let inputs = GroupInputs {
                                 local_memory: local,
+                                ..GroupInputs::default()
                             };
                             plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap()
                         };

@@ -46,7 +46,7 @@ codes! {
     MissingGroup = "missing-group",
     /// `container.json` is malformed.
     BadConfig = "bad-config",
-    /// A skill and an MCP server would share a fragment file name.
+    /// Two sections (a skill and an MCP server, …) would share a fragment file name.
     FragmentCollision = "fragment-collision",
     /// A path that must be a real file or folder is a link, a device, a FIFO…
     UnsafePath = "unsafe-path",
@@ -84,6 +84,15 @@ codes! {
     /// Something about `clawmd.json` other than an unknown key (an unmodelled Claude Code
     /// version).
     Settings = "settings",
+    /// A shared file or fragment folder the recipe (`sources` in `clawmd.json`) names does
+    /// not exist.
+    MissingSource = "missing-source",
+    /// A value in the group's config that clawmd ignores (a provider it does not compose
+    /// for, a per-group switch that is not what the recipe expects).
+    IgnoredConfig = "ignored-config",
+    /// A file or folder of the group that the recipe reads is a link, a device or too large:
+    /// it is left out of the group's memory.
+    GroupSourceUnread = "group-source-unread",
 
     // `check` findings about the composition.
     /// The disk differs from what `container.json` asks for.
@@ -151,11 +160,23 @@ impl From<&GroupError> for Code {
             GroupError::Missing { .. } => Code::MissingGroup,
             GroupError::Config(_) => Code::BadConfig,
             GroupError::Collision { .. } => Code::FragmentCollision,
-            GroupError::Fs(FsError::Unsafe { .. }) => Code::UnsafePath,
-            GroupError::Fs(FsError::TooLarge { .. }) => Code::TooLarge,
-            GroupError::Fs(FsError::LockTimeout { .. }) => Code::LockTimeout,
-            GroupError::Fs(FsError::Io { .. }) => Code::Io,
+            GroupError::Fs(err) => Code::from(err),
+            GroupError::Skill { source, .. } | GroupError::Source { source, .. } => {
+                Code::from(&**source)
+            }
             GroupError::Loader(_) => Code::Loader,
+        }
+    }
+}
+
+impl From<&FsError> for Code {
+    /// The code of a refused or failed filesystem operation.
+    fn from(err: &FsError) -> Self {
+        match err {
+            FsError::Unsafe { .. } => Code::UnsafePath,
+            FsError::TooLarge { .. } => Code::TooLarge,
+            FsError::LockTimeout { .. } => Code::LockTimeout,
+            FsError::Io { .. } => Code::Io,
         }
     }
 }

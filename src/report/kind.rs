@@ -20,11 +20,13 @@ pub enum SchemaKind {
     RunFailure,
     /// One line of `watch --format json`.
     WatchEvent,
+    /// `clawmd mounts GROUP --format json`: the binds of a group's container (an array).
+    Mounts,
 }
 
 impl SchemaKind {
     /// Every kind, with its command-line name.
-    pub const ALL: [(SchemaKind, &'static str); 7] = [
+    pub const ALL: [(SchemaKind, &'static str); 8] = [
         (SchemaKind::ContainerJson, "container-json"),
         (SchemaKind::Settings, "settings"),
         (SchemaKind::Report, "report"),
@@ -32,6 +34,7 @@ impl SchemaKind {
         (SchemaKind::MigrateReport, "migrate-report"),
         (SchemaKind::RunFailure, "run-failure"),
         (SchemaKind::WatchEvent, "watch-event"),
+        (SchemaKind::Mounts, "mounts"),
     ];
 
     /// The schema's `$id`, which a report of this kind carries as its `$schema`. Stable within
@@ -45,6 +48,7 @@ impl SchemaKind {
             SchemaKind::MigrateReport => "urn:clawmd:schema:migrate-report:1",
             SchemaKind::RunFailure => "urn:clawmd:schema:run-failure:1",
             SchemaKind::WatchEvent => "urn:clawmd:schema:watch-event:1",
+            SchemaKind::Mounts => "urn:clawmd:schema:mounts:1",
         }
     }
 }

@@ -154,8 +154,11 @@ pub struct WarningReport {
 impl From<&Warning> for WarningReport {
     fn from(warning: &Warning) -> Self {
         let code = match warning {
-            Warning::UnknownSkill { .. } => Code::UnknownSkill,
+            Warning::UnknownSkill { .. } | Warning::MoreUnknownSkills { .. } => Code::UnknownSkill,
+            Warning::DanglingInstructions { .. } => Code::DanglingLink,
             Warning::UnknownKey { .. } => Code::UnknownKey,
+            Warning::IgnoredConfig { .. } => Code::IgnoredConfig,
+            Warning::GroupSourceUnread { .. } => Code::GroupSourceUnread,
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
             Warning::SectionDropped { .. } => Code::SectionDropped,
             Warning::OverBudget { .. } => Code::OverBudget,

@@ -10,8 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clawmd::delivery::guard::{GUARD_DIR, GuardSettings, Guards};
-use clawmd::delivery::{Budgets, Provider};
+use clawmd::delivery::guard::GUARD_DIR;
 use serde_json::Value;
 
 use crate::support::backends::{Backend, Bind, HOME, WORKSPACE, run_backend};
@@ -238,35 +237,57 @@ fn controls() -> Vec<Case> {
     ]
 }
 
-/// The container of one case: a fresh copy of the composed group folder at the workspace, a
-/// fresh home, the composed document bound read-only from the group folder, and, when
-/// `guarded`, the backend's guard (from the library, the files compose wrote).
-fn container(dep: &Deployment, backend: Backend, case: &str, guarded: bool) -> (Vec<Bind>, PathBuf, PathBuf) {
+/// The container of one case, built from `clawmd mounts GROUP --format json`: the runner's
+/// home (a fresh folder) mounted before the table's binds under it, and the workspace bind's
+/// host replaced by a fresh copy of the composed group folder (so each case plants its own
+/// files). Without the guard (`guarded: false`, the container of issue 26): the same table
+/// less the guard's binds (those from `<bind_dir>/guard`, and the document's second bind as
+/// `AGENTS.override.md`).
+fn container(
+    dep: &Deployment,
+    backend: Backend,
+    case: &str,
+    guarded: bool,
+) -> (Vec<Bind>, PathBuf, PathBuf) {
     let group = dep.path(&format!("groups/{}", backend.provider()));
     let scratch = dep.path(&format!("cases/{case}"));
     let workspace = scratch.join("workspace");
     let home = scratch.join("home");
     copy_tree(&group, &workspace);
     std::fs::create_dir_all(&home).unwrap();
-    let entry = group.join(backend.entry_point());
-    let mut binds = vec![
-        Bind::rw(&workspace, WORKSPACE),
-        Bind::rw(&home, HOME),
-        Bind::ro(&entry, Path::new(WORKSPACE).join(backend.entry_point())),
-    ];
-    if guarded {
-        let settings = GuardSettings {
-            agent_home: HOME.into(),
-            gemini_system_settings: Some(dep.path("runner/gemini-system.json")),
-        };
-        let guards = Guards::new(&Budgets::default(), Path::new(WORKSPACE), &settings).unwrap();
-        let provider: Provider = backend.provider().parse().unwrap();
-        let guard = guards.of(provider).unwrap();
-        let root = dep.path(&format!("groups/.clawmd/binds/{}/{GUARD_DIR}", backend.provider()));
-        for (host, container) in guard.binds(&entry, &root) {
-            assert!(host.exists(), "compose wrote {}", host.display());
-            binds.push(Bind::ro(host, container));
+    let run = dep.run(["mounts", backend.provider(), "--format", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.output());
+    let table: Vec<Bind> = serde_json::from_value(run.json()).unwrap();
+    assert!(
+        table.iter().all(|b| b.readonly || b.container == Path::new(WORKSPACE)),
+        "{table:?}"
+    );
+    let guard_root = dep.path(&format!(
+        "groups/.clawmd/binds/{}/{GUARD_DIR}",
+        backend.provider()
+    ));
+    let mut binds = Vec::new();
+    let mut home_mounted = false;
+    for mut bind in table {
+        let from_guard = bind.host.starts_with(&guard_root)
+            || bind.container == Path::new(WORKSPACE).join("AGENTS.override.md");
+        if from_guard {
+            assert!(bind.host.exists(), "compose wrote {}", bind.host.display());
+            if !guarded {
+                continue;
+            }
         }
+        if bind.container == Path::new(WORKSPACE) {
+            bind.host = workspace.clone();
+        }
+        if bind.container.starts_with(HOME) && !home_mounted {
+            binds.push(Bind::rw(&home, HOME));
+            home_mounted = true;
+        }
+        binds.push(bind);
+    }
+    if !home_mounted {
+        binds.push(Bind::rw(&home, HOME));
     }
     (binds, workspace, home)
 }

@@ -841,19 +841,24 @@ fn deployment(delivery: &str) -> Deployment {
 /// `compose` with no delivery flag and no settings file.
 const DEFAULT: &str = "default";
 
-/// Composes every group (`--delivery DELIVERY` unless [`DEFAULT`]) and returns the JSON report.
+/// Composes every group with this delivery mode (none: [`DEFAULT`]) and returns the JSON
+/// report. The mode is the deployment's `clawmd.json` setting, not a flag, so that `clawmd
+/// mounts` (which builds the sandbox), compose and check all see it, as a runner's calls do.
 fn compose(dep: &Deployment, delivery: &str) -> Value {
-    let mut args: Vec<&OsStr> = vec![
+    let settings = dep.path("clawmd.json");
+    match delivery {
+        DEFAULT => {
+            let _ = std::fs::remove_file(&settings);
+        }
+        mode => std::fs::write(&settings, json!({ "delivery": mode }).to_string()).unwrap(),
+    }
+    let args: Vec<&OsStr> = vec![
         "compose".as_ref(),
         "--all".as_ref(),
         "--json".as_ref(),
         "--root".as_ref(),
         dep.root().as_os_str(),
     ];
-    if delivery != DEFAULT {
-        args.push("--delivery".as_ref());
-        args.push(OsStr::new(delivery));
-    }
     run_clawmd(args, &[]).success().json()
 }
 
@@ -883,12 +888,7 @@ fn observe(
     let hostname = scratch.path().join("hostname");
     std::fs::write(&hostname, format!("{HOSTNAME_MARKER}\n")).unwrap();
 
-    let sandbox = Sandbox {
-        group: dep.path(&format!("groups/{group}")),
-        container: dep.path("container"),
-        home,
-        hostname,
-    };
+    let sandbox = Sandbox::for_group(dep.root(), group, home, hostname);
     let api = ApiServer::start();
     let mut command = sandbox.command(tools, &api, consumer);
     let started = Instant::now();

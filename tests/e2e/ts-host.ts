@@ -9,6 +9,9 @@ import {
   composeBeforeSpawn,
   composeBeforeSpawnSync,
   migrateOnce,
+  mounts,
+  mountsSync,
+  type Bind,
   type Composed,
 } from "./clawmd.js";
 
@@ -74,6 +77,11 @@ const results: Record<string, Outcome> = {
   lockTimeoutSync: await outcome(() => composeBeforeSpawnSync("locked", { root: locked, lockTimeoutSecs: 1 })),
   timeout: await outcome(() => composeBeforeSpawn("good", { root, binary: slow, timeoutMs: 300 })),
   timeoutSync: await outcome(() => composeBeforeSpawnSync("good", { root, binary: slow, timeoutMs: 300 })),
+  mounts: await outcome(async () => (await mounts("good", { root })).map((bind: Bind) => [bind.container, bind.readonly])),
+  mountsSync: await outcome(() => mountsSync("good", { root }).map((bind: Bind) => [bind.container, bind.readonly])),
+  mountsCodex: await outcome(async () => (await mounts("flat", { root, provider: "codex" })).map((bind) => bind.container)),
+  mountsMissing: await outcome(() => mounts("nope", { root })),
+  mountsMissingSync: await outcome(() => mountsSync("nope", { root })),
   checkGood: await outcome(async () => {
     const report = await checkGroup("good", { root });
     return { ok: report.ok, codes: report.groups.flatMap((g) => g.findings.map((f) => f.code)) };

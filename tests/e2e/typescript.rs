@@ -108,6 +108,14 @@ fn find_ts_tools() -> Result<TsTools, String> {
     })
 }
 
+/// What the real binary prints on stdout for `args` (which must succeed).
+fn clawmd_stdout(args: &[&str]) -> String {
+    succeeded(
+        &format!("clawmd {}", args.join(" ")),
+        Command::new(CLAWMD).args(args).output().unwrap(),
+    )
+}
+
 #[track_caller]
 fn succeeded(what: &str, output: Output) -> String {
     assert!(
@@ -151,6 +159,7 @@ fn generated_types_match_the_schemas() {
             "check-report.d.ts",
             "compose-report.d.ts",
             "migrate-report.d.ts",
+            "mounts.d.ts",
             "run-failure.d.ts",
             "watch-event.d.ts"
         ]
@@ -415,6 +424,42 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
 
     let missing = error("missingGroup");
     assert_eq!(missing["code"], "missing-group", "{missing}");
+
+    // mounts() and mountsSync() give what `clawmd mounts` prints: the binds, in order.
+    let table: Value = serde_json::from_str(&clawmd_stdout(&[
+        "--root",
+        d.root().to_str().unwrap(),
+        "mounts",
+        "good",
+        "--json",
+    ]))
+    .unwrap();
+    let expected: Vec<Value> = table
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|bind| serde_json::json!([bind["container"], bind["readonly"]]))
+        .collect();
+    assert_eq!(expected[0], serde_json::json!(["/workspace/agent", false]));
+    for name in ["mounts", "mountsSync"] {
+        assert_eq!(*value(name), Value::from(expected.clone()), "{name}");
+    }
+    let codex = value("mountsCodex");
+    assert!(
+        codex
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("/workspace/agent/AGENTS.md")),
+        "{codex}"
+    );
+    for name in ["mountsMissing", "mountsMissingSync"] {
+        let missing = error(name);
+        assert_eq!(missing["code"], "run-failed", "{missing}");
+        assert!(
+            missing["message"].as_str().unwrap().contains("nope"),
+            "{missing}"
+        );
+    }
 
     let incomplete = error("incomplete");
     assert_eq!(incomplete["code"], "not-delivered", "{incomplete}");

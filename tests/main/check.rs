@@ -438,7 +438,10 @@ fn schemas_validate_the_example_configs_and_real_reports() {
         valid(&config, &doc, &path.display().to_string());
     }
     assert!(!config.is_valid(&serde_json::json!({"skills": 3})));
-    assert!(!config.is_valid(&serde_json::json!({"provider": "cobol"})));
+    // Any provider name is read (a backend clawmd does not compose for is ignored with a
+    // warning, as nanoclaw's `mock`); not a string is an error.
+    assert!(config.is_valid(&serde_json::json!({"provider": "mock"})));
+    assert!(!config.is_valid(&serde_json::json!({"provider": 3})));
     let settings = schema("settings");
     valid(
         &settings,
@@ -456,6 +459,19 @@ fn schemas_validate_the_example_configs_and_real_reports() {
     report("check-report", &checked, "check report");
     let migrated = d.run(["migrate", "--dry-run", "--json"]).success().json();
     report("migrate-report", &migrated, "migrate report");
+    // `mounts` prints a bare array (a runner applies it as it is): valid against its schema,
+    // whose `$id` names it; no `$schema` key inside.
+    let mounts = d.run(["mounts", "main", "--json"]).success().json();
+    valid(&schema("mounts"), &mounts, "mounts");
+    assert_eq!(document("mounts")["$id"], "urn:clawmd:schema:mounts:1");
+    assert!(
+        mounts.as_array().is_some_and(|binds| binds.len() > 1),
+        "{mounts}"
+    );
+    assert!(!schema("mounts").is_valid(&serde_json::json!([{"host": "/x", "container": "/y"}])));
+    let failed = d.run(["mounts", "nope", "--json"]).expect_code(1).json();
+    report("run-failure", &failed, "mounts of a missing group");
+    assert_eq!(failed["command"], "mounts");
     // Another kind's `$schema` does not validate: a reader can tell the documents apart.
     assert!(!schema("check-report").is_valid(&{
         let mut doc = checked.clone();

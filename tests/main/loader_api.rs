@@ -471,7 +471,13 @@ fn a_group_renders_as_its_container_sees_it() {
             "/app/skills/web/instructions.md",
         );
     let layout = clawmd::layout::Layout::under_root(t.root());
-    let mounts = clawmd::view::container_mounts(&layout, &t.path("groups/main"));
+    let needs = clawmd::layout::MountNeeds {
+        entry_point: "CLAUDE.md",
+        fragments: true,
+        app: true,
+        config: false,
+    };
+    let mounts = clawmd::view::container_mounts(&layout, "main", &needs);
     let fs = MountedFs::new(mounts);
     let mut opts = LoadOptions::new("/workspace/agent", None);
     opts.managed_dir = None;

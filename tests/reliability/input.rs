@@ -173,8 +173,24 @@ fn container_json_bytes_never_panic_and_errors_name_the_file() {
                             prop_assert!(validate_name(skill).is_ok(), "accepted skill {skill:?}");
                         }
                     }
+                    // Any server name is accepted (nanoclaw accepts any); the file name it
+                    // becomes in copy and link delivery is one safe component.
                     for server in config.mcp_instructions.keys() {
-                        prop_assert!(validate_name(server).is_ok(), "accepted server {server:?}");
+                        let file = clawmd::sources::fragment_file(&format!("mcp:{server}"));
+                        prop_assert!(
+                            !file.contains('/') && !file.contains('\0') && file.len() <= 255,
+                            "server {server:?} becomes {file:?}"
+                        );
+                        let path = Path::new(&file);
+                        prop_assert!(
+                            file.starts_with("mcp-")
+                                && path.components().count() == 1
+                                && matches!(
+                                    path.components().next(),
+                                    Some(std::path::Component::Normal(_))
+                                ),
+                            "server {server:?} becomes {file:?}"
+                        );
                     }
                 }
                 Err(err) => {
@@ -190,7 +206,7 @@ fn container_json_bytes_never_panic_and_errors_name_the_file() {
     figure(
         "container_json_bytes_never_panic_and_errors_name_the_file",
         format_args!(
-            "{cases} generated container.json inputs through parse_config: {} accepted (all names valid), {} refused with path + fix, 0 panics; {:.1}s",
+            "{cases} generated container.json inputs through parse_config: {} accepted (all skill names valid, every server name a safe file stem), {} refused with path + fix, 0 panics; {:.1}s",
             accepted.load(Ordering::Relaxed),
             refused.load(Ordering::Relaxed),
             started.elapsed().as_secs_f64()
@@ -386,19 +402,37 @@ fn hostile_names_through_the_binary() {
         "\u{202e}x",
         &"n".repeat(10_000),
     ] {
-        let server = serde_json::json!({"mcpServers": {name: {"instructions": "hi"}}});
+        // A skill name is a folder name: refused, naming the field.
         let skill = serde_json::json!({"skills": [name]});
-        for config in [server, skill] {
-            d.write("groups/ok/container.json", config.to_string().as_bytes());
-            let run = clawmd(d.root(), &["compose", "ok"], &[]);
-            run.expect(1, name);
-            let shown = run.output();
-            assert!(
-                shown.contains("container.json") && shown.contains("field"),
-                "{shown}"
+        d.write("groups/ok/container.json", skill.to_string().as_bytes());
+        let run = clawmd(d.root(), &["compose", "ok"], &[]);
+        run.expect(1, name);
+        let shown = run.output();
+        assert!(
+            shown.contains("container.json") && shown.contains("field"),
+            "{shown}"
+        );
+        runs += 1;
+        // A server name is only written down (nanoclaw accepts any): it composes in every
+        // mode, escaped where it becomes a file name, and nothing lands outside the group.
+        let server = serde_json::json!({"mcpServers": {name: {"instructions": "hi"}}});
+        d.write("groups/ok/container.json", server.to_string().as_bytes());
+        for delivery in ["copy", "link", "inline"] {
+            let run = clawmd(d.root(), &["compose", "ok", "--delivery", delivery], &[]);
+            run.expect(0, name);
+            let fragments: Vec<String> = std::fs::read_dir(d.path("groups/ok/.claude-fragments"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            let expected = clawmd::sources::fragment_file(&format!("mcp:{name}"));
+            assert_eq!(
+                fragments.contains(&expected),
+                delivery != "inline",
+                "{delivery} {name:?}: {fragments:?}"
             );
             runs += 1;
         }
+        assert_eq!(std::fs::read(d.path("outside/keep")).unwrap(), b"keep\n");
     }
     d.write("groups/ok/container.json", b"{}");
     // Group folders with hostile names on disk: refused, the others composed.

@@ -70,6 +70,18 @@ impl Deployment {
         deployment
     }
 
+    /// Copies the example recipe `docs/recipes/<name>/` into the root, as an operator would
+    /// (every file but its README.md).
+    pub fn with_recipe(self, name: &str) -> Self {
+        let recipe = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs/recipes")
+            .join(name);
+        assert!(recipe.is_dir(), "no recipe {}", recipe.display());
+        copy_tree(&recipe, self.root());
+        std::fs::remove_file(self.path("README.md")).unwrap();
+        self
+    }
+
     /// A copy of this deployment (symlinks kept as symlinks) in a fresh [`super::work_dir`].
     pub fn copy_on_work_dir(&self) -> Deployment {
         let to = Deployment {

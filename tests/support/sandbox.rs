@@ -2,7 +2,7 @@
 //! which the real Claude Code CLI or the Agent SDK probe (tests/e2e/sdk-probe.mjs) runs, and the
 //! tools it needs (from `scripts/e2e-setup`).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -15,9 +15,8 @@ use super::api::ApiServer;
 pub const CLAUDE_CODE_VERSION: &str = "2.1.328";
 pub const AGENT_SDK_VERSION: &str = "0.3.328";
 
-/// The mount points of DESIGN.md §1 (clawmd's defaults).
+/// clawmd's default workspace mount point (the agent's cwd).
 pub const WORKSPACE: &str = "/workspace/agent";
-pub const APP: &str = "/app";
 /// The agent's HOME inside the sandbox (a fresh temp dir on the host).
 pub const SANDBOX_HOME: &str = "/home/agent";
 /// Where tests/e2e (the SDK probe script) is mounted for SDK runs.
@@ -52,12 +51,46 @@ impl std::fmt::Display for Consumer {
     }
 }
 
+/// One bind of the container, as `clawmd mounts GROUP --format json` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    pub host: PathBuf,
+    pub container: PathBuf,
+    pub readonly: bool,
+}
+
+/// The binds the runner makes for `group` of the deployment at `root`: the real binary's
+/// `clawmd mounts GROUP --format json`, with no flag (the deployment's `clawmd.json` decides),
+/// so the sandbox is built exactly as a runner following the docs builds its container.
+pub fn mounts(root: &Path, group: &str) -> Vec<Bind> {
+    let run = super::run_clawmd(
+        [
+            OsStr::new("mounts"),
+            OsStr::new(group),
+            OsStr::new("--format"),
+            OsStr::new("json"),
+            OsStr::new("--root"),
+            root.as_os_str(),
+        ],
+        &[],
+    );
+    let table = run.success().json();
+    table
+        .as_array()
+        .unwrap_or_else(|| panic!("clawmd mounts printed no array: {table}"))
+        .iter()
+        .map(|bind| Bind {
+            host: PathBuf::from(bind["host"].as_str().unwrap()),
+            container: PathBuf::from(bind["container"].as_str().unwrap()),
+            readonly: bind["readonly"].as_bool().unwrap(),
+        })
+        .collect()
+}
+
 /// A bubblewrap sandbox laid out like the agent container.
 pub struct Sandbox {
-    /// Host `groups/<g>`.
-    pub group: PathBuf,
-    /// Host `container/`.
-    pub container: PathBuf,
+    /// The container's binds, in order ([`mounts`]: the runner's table).
+    pub binds: Vec<Bind>,
     /// Host dir mounted read-write at [`SANDBOX_HOME`].
     pub home: PathBuf,
     /// Host file mounted over `/etc/hostname`.
@@ -65,6 +98,15 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
+    /// The sandbox of `group` of the deployment at `root`, built from `clawmd mounts`.
+    pub fn for_group(root: &Path, group: &str, home: PathBuf, hostname: PathBuf) -> Self {
+        Sandbox {
+            binds: mounts(root, group),
+            home,
+            hostname,
+        }
+    }
+
     pub fn command(&self, tools: &Tools, api: &ApiServer, consumer: Consumer) -> Command {
         let mut args = ArgList::default();
         args.push(["--die-with-parent", "--new-session"]);
@@ -73,25 +115,11 @@ impl Sandbox {
         args.bind("--ro-bind", &self.hostname, "/etc/hostname");
         args.bind("--bind", &self.home, SANDBOX_HOME);
 
-        // DESIGN.md §1: the mount table, in this order (the read-only binds go over the RW one).
-        args.bind("--bind", &self.group, WORKSPACE);
-        for name in ["CLAUDE.md", ".claude-fragments", "container.json"] {
-            args.bind(
-                "--ro-bind",
-                &self.group.join(name),
-                &format!("{WORKSPACE}/{name}"),
-            );
+        // The runner's table, in its order (the read-only binds go over the read-write one).
+        for bind in &self.binds {
+            let how = if bind.readonly { "--ro-bind" } else { "--bind" };
+            args.bind(how, &bind.host, &bind.container.display().to_string());
         }
-        args.bind(
-            "--ro-bind",
-            &self.container.join("CLAUDE.md"),
-            &format!("{APP}/CLAUDE.md"),
-        );
-        args.bind(
-            "--ro-bind",
-            &self.container.join("skills"),
-            &format!("{APP}/skills"),
-        );
 
         args.push(["--chdir", WORKSPACE]);
         let mut command = Command::new(&tools.bwrap);

@@ -58,13 +58,20 @@ pub struct Expanded {
 /// where it is mounted, `container_dir` the host folder. Text that holds no import is
 /// returned unchanged, byte for byte.
 pub fn expand_source(app: &Path, container_dir: &Path, path: &Path, bytes: &[u8]) -> Expanded {
+    expand_source_in(&[Mount::new(app, container_dir)], path, bytes)
+}
+
+/// [`expand_source`] with the container folders the recipe's sources are mounted at (`app`
+/// over `container/`, and each fragment folder where its recipe entry mounts it): only what
+/// they show is visible.
+pub fn expand_source_in(mounts: &[Mount], path: &Path, bytes: &[u8]) -> Expanded {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return Expanded {
             text: bytes.to_vec(),
             notes: Vec::new(),
         };
     };
-    let fs = MountedFs::new([Mount::new(app, container_dir)]);
+    let fs = MountedFs::new(mounts.iter().cloned());
     let mut expander = Expander {
         fs: &fs,
         seen: HashSet::new(),
