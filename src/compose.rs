@@ -13,11 +13,11 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::delivery::DeliverySettings;
+use crate::delivery::guard::{self, Guard, GuardSettings, Guards};
 use crate::delivery::verify::{Delivered, SharedVerdict, verify};
 use crate::deployment::{
     Observation, PlanId, Plans, Selection, checked_group_dir, observe_with, read_sources,
 };
-use crate::delivery::guard::{self, Guard, GuardSettings, Guards};
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, SafeDir};
 use crate::layout::Layout;
@@ -120,8 +120,8 @@ pub fn compose_with_progress(
     let reports = groups
         .iter()
         .zip(results)
-        .map(
-            |(group, result)| match result
+        .map(|(group, result)| {
+            match result
                 .expect("every group is looked at or composed")
                 .and_then(|report| with_guard(layout, &guards, options.dry_run, report))
             {
@@ -130,8 +130,8 @@ pub fn compose_with_progress(
                     tracing::error!(group, "{err}");
                     GroupReport::failed(group, &err)
                 }
-            },
-        )
+            }
+        })
         .collect();
     Ok(ComposeReport::new(
         options.dry_run,
@@ -821,6 +821,11 @@ mod tests {
                             &sources,
                             &options.settings,
                         ));
+                        // A Codex group's verdict also carries its guard's guarantee.
+                        let provider = expected.target.as_ref().map(|t| t.provider);
+                        if let Some(delivered) = expected.delivered.as_mut() {
+                            delivered.guarantee = provider.and_then(guard::guarantee);
+                        }
                         assert_eq!(got.delivered, expected.delivered, "{delivery} {group}");
                         assert_eq!(
                             got.memory_digest, expected.memory_digest,

@@ -698,12 +698,11 @@ fn run_mounts(
         &args.group,
         &resolved.delivery,
         &resolved.guards,
-    ).map_err(
-        |source| clawmd::Error::Group {
-            group: args.group.clone(),
-            source: Box::new(source),
-        },
-    );
+    )
+    .map_err(|source| clawmd::Error::Group {
+        group: args.group.clone(),
+        source: Box::new(source),
+    });
     finish("mounts", result, args.output.format(), printer)
 }
 

@@ -142,7 +142,9 @@ mod tests {
         let layout = Layout::under_root(root.path());
         std::fs::create_dir_all(layout.group_dir("main")).unwrap();
         let settings = DeliverySettings::default();
-        let table = mounts(&layout, "main", &settings, &GuardSettings::default()).unwrap().0;
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
         assert_eq!(
             table[0],
             Bind::read_write(layout.group_dir("main"), "/workspace/agent")
@@ -153,7 +155,9 @@ mod tests {
         let config = Path::new("/workspace/agent/container.json");
         assert!(!table.iter().any(|bind| bind.container == config));
         std::fs::write(layout.group_dir("main").join("container.json"), "{}").unwrap();
-        let table = mounts(&layout, "main", &settings, &GuardSettings::default()).unwrap().0;
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
         assert!(table.iter().any(|bind| bind.container == config));
         // A Codex group binds its AGENTS.md.
         std::fs::write(
@@ -161,7 +165,9 @@ mod tests {
             r#"{"provider": "codex"}"#,
         )
         .unwrap();
-        let table = mounts(&layout, "main", &settings, &GuardSettings::default()).unwrap().0;
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
         assert!(
             table
                 .iter()
@@ -183,7 +189,9 @@ mod tests {
             .unwrap();
         assert_eq!(
             managed.host,
-            layout.bind_dir("main").join("guard/codex/managed_config.toml")
+            layout
+                .bind_dir("main")
+                .join("guard/codex/managed_config.toml")
         );
         // opencode: the binds under the agent's home come last, at the configured home.
         std::fs::write(
@@ -200,8 +208,16 @@ mod tests {
             .iter()
             .position(|b| b.container.starts_with("/home/agent"))
             .unwrap();
-        assert!(table[first_home..].iter().all(|b| b.container.starts_with("/home/agent")));
-        assert!(table.iter().any(|b| b.container == Path::new("/home/agent/.config")));
+        assert!(
+            table[first_home..]
+                .iter()
+                .all(|b| b.container.starts_with("/home/agent"))
+        );
+        assert!(
+            table
+                .iter()
+                .any(|b| b.container == Path::new("/home/agent/.config"))
+        );
         assert!(table.iter().all(|b| !b.container.starts_with("/home/node")));
         assert!(!table.iter().any(|bind| bind.container.starts_with("/app")));
     }

@@ -330,9 +330,10 @@ impl Settings {
                 overrides.lock_timeout.or(self.lock_timeout).unwrap_or(60),
             ),
             guards: crate::delivery::guard::GuardSettings {
-                agent_home: self.agent_home.clone().unwrap_or_else(|| {
-                    PathBuf::from(crate::delivery::guard::DEFAULT_AGENT_HOME)
-                }),
+                agent_home: self
+                    .agent_home
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(crate::delivery::guard::DEFAULT_AGENT_HOME)),
                 gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
             },
         }

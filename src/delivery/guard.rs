@@ -54,7 +54,8 @@ pub const GEMINI_SYSTEM_SETTINGS: &str = "/etc/gemini-cli/settings.json";
 
 /// The `.gitignore` opencode writes in each of its config folders (opencode 1.18.33); with it
 /// present opencode writes nothing there at start.
-pub const OPENCODE_GITIGNORE: &str = "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore";
+pub const OPENCODE_GITIGNORE: &str =
+    "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore";
 
 /// The deployment's settings for guards (`clawmd.json`: `agentHome`, `geminiSystemSettings`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,9 +135,6 @@ pub enum Guarantee {
     /// No file the agent can write drops, shrinks, replaces or rewrites the document, in a
     /// container built from `clawmd mounts` (measured on the pinned release).
     CannotBeDropped,
-    /// The agent can take the document away with a file of its own; the verdict reports it
-    /// when it sees the file.
-    ReportedWhenDropped,
 }
 
 /// One file of a guard, under `<bind_dir>/guard/`.
@@ -363,9 +361,7 @@ fn json_kind(value: &Value) -> &'static str {
 pub fn guarantee(provider: Provider) -> Option<Guarantee> {
     match provider {
         Provider::Claude => None,
-        Provider::Codex | Provider::Gemini | Provider::Opencode => {
-            Some(Guarantee::CannotBeDropped)
-        }
+        Provider::Codex | Provider::Gemini | Provider::Opencode => Some(Guarantee::CannotBeDropped),
     }
 }
 
@@ -421,10 +417,7 @@ mod tests {
         .unwrap()
         .unwrap();
         let merged: Value = serde_json::from_slice(&guard.files[0].bytes).unwrap();
-        assert_eq!(
-            merged["security"]["auth"]["selectedType"],
-            "gemini-api-key"
-        );
+        assert_eq!(merged["security"]["auth"]["selectedType"], "gemini-api-key");
         assert_eq!(merged["hooksConfig"]["enabled"], false);
         assert_eq!(merged["hooksConfig"]["notifications"], false);
         assert_eq!(guard.binds[0].container, Path::new(GEMINI_SYSTEM_SETTINGS));
@@ -433,7 +426,10 @@ mod tests {
             .unwrap()
             .unwrap();
         let alone: Value = serde_json::from_slice(&alone.files[0].bytes).unwrap();
-        assert_eq!(alone, serde_json::json!({"hooksConfig": {"enabled": false}}));
+        assert_eq!(
+            alone,
+            serde_json::json!({"hooksConfig": {"enabled": false}})
+        );
     }
 
     #[test]

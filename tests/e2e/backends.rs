@@ -31,7 +31,10 @@ const GEMINI_AUTH: &str = r#"{"security":{"auth":{"selectedType":"gemini-api-key
 /// A deployment with one group per backend, composed; the runner's Gemini system settings
 /// (its auth type) are merged by clawmd into the guard's.
 fn deployment() -> Deployment {
-    let base = format!("# Shared base\n{BASE}\n{}\n", "Be careful and kind. ".repeat(20));
+    let base = format!(
+        "# Shared base\n{BASE}\n{}\n",
+        "Be careful and kind. ".repeat(20)
+    );
     let dep = Deployment::new()
         .file("container/CLAUDE.md", &base)
         .file("container/skills/web/SKILL.md", "web skill\n")
@@ -104,13 +107,21 @@ fn attacks() -> Vec<Case> {
         Case {
             name: "codex: ~/.codex/config.toml project_doc_max_bytes = 0",
             backend: Backend::Codex,
-            plant: |_, home| write(home.join(".codex/config.toml"), "project_doc_max_bytes = 0\n"),
+            plant: |_, home| {
+                write(
+                    home.join(".codex/config.toml"),
+                    "project_doc_max_bytes = 0\n",
+                )
+            },
         },
         Case {
             name: "codex: ~/.codex/config.toml project_doc_max_bytes = 300",
             backend: Backend::Codex,
             plant: |_, home| {
-                write(home.join(".codex/config.toml"), "project_doc_max_bytes = 300\n")
+                write(
+                    home.join(".codex/config.toml"),
+                    "project_doc_max_bytes = 300\n",
+                )
             },
         },
         Case {
@@ -217,6 +228,16 @@ fn controls() -> Vec<Case> {
             },
         },
         Case {
+            name: "gemini: context.discoveryMaxDirs 0",
+            backend: Backend::Gemini,
+            plant: |ws, _| {
+                write(
+                    ws.join(".gemini/settings.json"),
+                    r#"{"context":{"discoveryMaxDirs":0}}"#,
+                )
+            },
+        },
+        Case {
             name: "gemini: .geminiignore",
             backend: Backend::Gemini,
             plant: |ws, _| write(ws.join(".geminiignore"), "GEMINI.md\n"),
@@ -228,6 +249,11 @@ fn controls() -> Vec<Case> {
                 write(ws.join("opencode.json"), r#"{"instructions":["OTHER.md"]}"#);
                 write(ws.join("OTHER.md"), &format!("{AGENT}\n"));
             },
+        },
+        Case {
+            name: "opencode: a .env with OPENCODE_DISABLE_PROJECT_CONFIG=1",
+            backend: Backend::Opencode,
+            plant: |ws, _| write(ws.join(".env"), "OPENCODE_DISABLE_PROJECT_CONFIG=1\n"),
         },
         Case {
             name: "opencode: a CLAUDE.md beside AGENTS.md",
@@ -259,7 +285,9 @@ fn container(
     assert_eq!(run.code(), 0, "{}", run.output());
     let table: Vec<Bind> = serde_json::from_value(run.json()).unwrap();
     assert!(
-        table.iter().all(|b| b.readonly || b.container == Path::new(WORKSPACE)),
+        table
+            .iter()
+            .all(|b| b.readonly || b.container == Path::new(WORKSPACE)),
         "{table:?}"
     );
     let guard_root = dep.path(&format!(
@@ -292,7 +320,13 @@ fn container(
     (binds, workspace, home)
 }
 
-fn run_case(dep: &Deployment, case: Option<&Case>, backend: Backend, guarded: bool, n: usize) -> crate::support::backends::BackendRun {
+fn run_case(
+    dep: &Deployment,
+    case: Option<&Case>,
+    backend: Backend,
+    guarded: bool,
+    n: usize,
+) -> crate::support::backends::BackendRun {
     let name = format!(
         "{}-{}-{n}",
         backend.provider(),
@@ -384,7 +418,11 @@ fn the_not_ways_through_leave_the_document_whole() {
         let missing = reached_all(&run);
         eprintln!("{}: missing {missing:?}", case.name);
         if !run.output.status.success() || !missing.is_empty() {
-            failures.push(format!("{}: missing {missing:?}\n{}", case.name, run.describe()));
+            failures.push(format!(
+                "{}: missing {missing:?}\n{}",
+                case.name,
+                run.describe()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -400,13 +438,24 @@ fn compose_writes_each_guard_once() {
     )
     .unwrap();
     assert_eq!(settings["hooksConfig"]["enabled"], false);
-    assert_eq!(settings["security"]["auth"]["selectedType"], "gemini-api-key");
-    let codex = std::fs::read_to_string(root.join("codex/guard/codex/managed_config.toml")).unwrap();
-    assert!(codex.lines().any(|l| l == "project_doc_max_bytes = 32768"), "{codex}");
+    assert_eq!(
+        settings["security"]["auth"]["selectedType"],
+        "gemini-api-key"
+    );
+    let codex =
+        std::fs::read_to_string(root.join("codex/guard/codex/managed_config.toml")).unwrap();
+    assert!(
+        codex.lines().any(|l| l == "project_doc_max_bytes = 32768"),
+        "{codex}"
+    );
     let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
     let file = root.join("codex/guard/codex/managed_config.toml");
     let before = inode(&file);
     let run = dep.run(["compose", "--all"]);
     assert_eq!(run.code(), 0, "{}", run.output());
-    assert_eq!(inode(&file), before, "an unchanged guard file is not rewritten");
+    assert_eq!(
+        inode(&file),
+        before,
+        "an unchanged guard file is not rewritten"
+    );
 }

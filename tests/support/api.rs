@@ -196,7 +196,10 @@ fn openai_responses(
     let usage = json!({"input_tokens": 1, "input_tokens_details": null, "output_tokens": 1,
         "output_tokens_details": null, "total_tokens": 2});
     let events = [
-        ("response.created", json!({"type": "response.created", "response": {"id": "resp_e2e"}})),
+        (
+            "response.created",
+            json!({"type": "response.created", "response": {"id": "resp_e2e"}}),
+        ),
         (
             "response.output_item.done",
             json!({"type": "response.output_item.done", "item": {"type": "message",

@@ -103,6 +103,10 @@ export type Provider = "claude" | "codex" | "opencode" | "gemini";
  * How the shared base and the skills' guidance reach a Claude Code agent.
  */
 export type Delivery = "inline" | "copy" | "link";
+/**
+ * What a guard promises about the composed document.
+ */
+export type Guarantee = "cannot-be-dropped";
 
 /**
  * The result of composing one group.
@@ -277,4 +281,11 @@ export interface DeliveredReport {
    * Why, as the loader explains it.
    */
   reasons: string[];
+  /**
+   * For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
+   * document with files of its own, in a container built from `clawmd mounts`
+   * (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
+   * Claude Code groups.
+   */
+  guarantee?: Guarantee | null;
 }
