@@ -423,13 +423,37 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
             Code::BudgetExceeded,
             "this much memory cannot be what the agent should get: shrink or remove the file (an agent may have written it)",
         ),
+        D::MemoryDisabled => (
+            Severity::Error,
+            Code::MemoryDisabled,
+            "remove the setting (an agent can write this file): with it Claude Code loads no memory at all",
+        ),
+        D::Excluded => (
+            Severity::Warning,
+            Code::Excluded,
+            "remove the pattern from the settings file if this file should load (an agent can write the file)",
+        ),
+        D::SettingsUndecided => (
+            Severity::Error,
+            Code::SettingsUndecided,
+            "the guardrails may not reach the agent: remove the setting, or make the file one clawmd can evaluate (only claudeMdExcludes, env and $schema)",
+        ),
+        D::SettingsRejected => (
+            Severity::Info,
+            Code::SettingsRejected,
+            "fix the file or remove it: Claude Code ignores all of it",
+        ),
+        D::AgentsMdFallback => (
+            Severity::Error,
+            Code::PlantedInstructions,
+            "the composed CLAUDE.md does not load (see the other findings) and the agent's own AGENTS.md loads in its place: remove what drops CLAUDE.md, and the planted file",
+        ),
         D::ImportExternal
         | D::ImportRepeated
         | D::ImportInCode
         | D::ImportInComment
         | D::FileEmpty
-        | D::ConditionalRule
-        | D::AgentsMdFallback => return None,
+        | D::ConditionalRule => return None,
     })
 }
 

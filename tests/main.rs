@@ -30,5 +30,7 @@ mod nanoclaw;
 mod recipes;
 #[path = "main/render.rs"]
 mod render;
+#[path = "main/settings_oracle.rs"]
+mod settings_oracle;
 #[path = "main/watch.rs"]
 mod watch;

@@ -17,6 +17,7 @@ use super::markdown::js_trim;
 use super::model::*;
 use super::path_policy::{self, is_special_path};
 use super::paths::{self, is_within, key, normalize, resolve_import, walk_dirs};
+use super::settings::{FileState, SettingsEvaluation};
 use super::version::Behaviour;
 
 /// Imports are followed to this depth: a file found by name is depth 0, `l4.md` (depth 4)
@@ -147,6 +148,7 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
             diagnostics: vec![diagnostic],
             claude_version: opts.claude_version,
             current_date: opts.current_date.clone().unwrap_or_else(today_utc),
+            settings: SettingsEvaluation::default(),
         });
     }
     let mut engine = Engine {
@@ -163,12 +165,45 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         ExternalImports::Denied => false,
         ExternalImports::FromConfig => engine.approval_from_config(),
     };
+    let settings = match (opts.read_settings, &opts.settings) {
+        (false, _) => SettingsEvaluation::default(),
+        (true, Some(given)) => given.clone(),
+        (true, None) => super::settings::evaluate(fs, opts, &engine.cwd),
+    };
+    engine.settings_diagnostics(&settings);
+    if let Some(off) = &settings.memory_off {
+        engine.push_diag(Diagnostic {
+            severity: Severity::Warning,
+            code: DiagnosticCode::MemoryDisabled,
+            path: off.path.clone(),
+            import: None,
+            from: None,
+            message: format!(
+                "{} = {:?} in {} turns memory off: Claude Code loads no memory file at all, the managed one included",
+                off.setting,
+                off.value,
+                off.path.display()
+            ),
+        });
+        return Ok(Memory {
+            cwd: engine.cwd,
+            external_imports_approved: engine.approved,
+            files: Vec::new(),
+            diagnostics: engine.diags,
+            claude_version: opts.claude_version,
+            current_date: opts.current_date.clone().unwrap_or_else(today_utc),
+            settings,
+        });
+    }
     let mut patterns = Vec::new();
     // `claudeMdExcludes` is applied since 2.1.48.
     if opts.claude_version.has(Behaviour::ClaudeMdExcludes) {
-        engine.take_excludes(&mut patterns, &opts.excludes, &engine.cwd.clone());
-        if opts.read_settings {
-            engine.settings_excludes(&mut patterns);
+        let cwd = engine.cwd.clone();
+        engine.take_excludes(&mut patterns, &opts.excludes, &cwd);
+        // Each settings file's patterns together, so a budget names the file and what it cut.
+        for run in settings.excludes.chunk_by(|a, b| a.source == b.source) {
+            let list: Vec<String> = run.iter().map(|e| e.pattern.clone()).collect();
+            engine.take_excludes(&mut patterns, &list, &run[0].source);
         }
     }
     engine.excludes = Excludes::new(&patterns, opts.budgets.exclude_work);
@@ -189,6 +224,7 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         diagnostics: engine.diags,
         claude_version: opts.claude_version,
         current_date: opts.current_date.clone().unwrap_or_else(today_utc),
+        settings,
     })
 }
 
@@ -200,6 +236,10 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
 /// so), so long paths against many patterns cannot keep clawmd busy.
 pub(super) struct Excludes {
     patterns: Vec<super::picomatch::Pattern>,
+    /// Each pattern as written, and the settings file it comes from.
+    written: Vec<(String, PathBuf)>,
+    /// The paths excluded so far, each with the first pattern that matched it.
+    matched: std::cell::RefCell<Vec<(PathBuf, usize)>>,
     work: std::cell::Cell<u64>,
     budget: u64,
     /// The first path not matched because the work budget was spent.
@@ -207,13 +247,19 @@ pub(super) struct Excludes {
 }
 
 impl Excludes {
-    fn new(patterns: &[String], budget: u64) -> Self {
+    fn new(patterns: &[(String, PathBuf)], budget: u64) -> Self {
+        let written: Vec<(String, PathBuf)> = patterns
+            .iter()
+            .filter(|p| !p.0.is_empty())
+            .cloned()
+            .collect();
         Excludes {
-            patterns: patterns
+            patterns: written
                 .iter()
-                .filter(|p| !p.is_empty())
-                .map(|p| super::picomatch::Pattern::new(&p.replace('\\', "/")))
+                .map(|p| super::picomatch::Pattern::new(&p.0.replace('\\', "/")))
                 .collect(),
+            written,
+            matched: std::cell::RefCell::new(Vec::new()),
             work: std::cell::Cell::new(0),
             budget,
             tripped: std::cell::RefCell::new(None),
@@ -234,8 +280,15 @@ impl Excludes {
             return false;
         }
         self.work.set(work);
-        let path = path.to_string_lossy().replace('\\', "/");
-        self.patterns.iter().any(|p| p.is_match(&path))
+        let text = path.to_string_lossy().replace('\\', "/");
+        let Some(index) = self.patterns.iter().position(|p| p.is_match(&text)) else {
+            return false;
+        };
+        let mut matched = self.matched.borrow_mut();
+        if !matched.iter().any(|(p, _)| p == path) && matched.len() < 10_000 {
+            matched.push((path.to_path_buf(), index));
+        }
+        true
     }
 }
 
@@ -356,37 +409,50 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             .unwrap_or_else(|| self.cwd.clone())
     }
 
-    /// `claudeMdExcludes` from every settings file Claude Code reads (concatenated): managed,
-    /// user, project (`<cwd>/.claude/settings.json`) and local (`settings.local.json`).
-    fn settings_excludes(&mut self, patterns: &mut Vec<String>) {
-        let mut files = Vec::new();
-        if let Some(m) = &self.opts.managed_dir {
-            files.push(m.join("managed-settings.json"));
-        }
-        if let Some(u) = self.opts.user_dir() {
-            files.push(u.join("settings.json"));
-        }
-        files.push(self.cwd.join(".claude/settings.json"));
-        files.push(self.cwd.join(".claude/settings.local.json"));
-        for path in files {
-            let Ok(ReadOutcome::Bytes(bytes)) = self.fs.read_limited(&path, MAX_FILE_BYTES) else {
-                continue;
-            };
-            let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-                continue;
-            };
-            if let Some(list) = value["claudeMdExcludes"].as_array() {
-                let list: Vec<String> = list
-                    .iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect();
-                self.take_excludes(patterns, &list, &path);
+    /// The diagnostics of the settings files: files rejected as a whole that say something
+    /// about memory, and what clawmd cannot decide.
+    fn settings_diagnostics(&mut self, settings: &SettingsEvaluation) {
+        for file in &settings.files {
+            if let FileState::Rejected { why } = &file.state
+                && file.about_memory
+            {
+                self.push_diag(Diagnostic {
+                    severity: Severity::Info,
+                    code: DiagnosticCode::SettingsRejected,
+                    path: file.path.clone(),
+                    import: None,
+                    from: None,
+                    message: format!(
+                        "Claude Code rejects {} as a whole ({why}): none of its settings apply, its claudeMdExcludes and env included",
+                        file.path.display()
+                    ),
+                });
             }
+        }
+        for undecided in &settings.undecided {
+            self.push_diag(Diagnostic {
+                severity: Severity::Warning,
+                code: DiagnosticCode::SettingsUndecided,
+                path: undecided.path.clone(),
+                import: None,
+                from: None,
+                message: format!(
+                    "{} in {}: {}; the memory shown is clawmd's best reading, and what composed memory reaches the agent is undecided",
+                    undecided.setting,
+                    undecided.path.display(),
+                    undecided.why
+                ),
+            });
         }
     }
 
     /// Add `list` (from `source`) to the exclude patterns, within the exclude budgets.
-    fn take_excludes(&mut self, patterns: &mut Vec<String>, list: &[String], source: &Path) {
+    fn take_excludes(
+        &mut self,
+        patterns: &mut Vec<(String, PathBuf)>,
+        list: &[String],
+        source: &Path,
+    ) {
         let b = self.opts.budgets;
         for (i, p) in list.iter().enumerate() {
             if self.spent.exclude_patterns >= b.exclude_patterns
@@ -399,12 +465,30 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                     b.exclude_bytes
                 );
                 self.over_budget("exclude patterns", source, what);
+                self.excludes_undecided(
+                    source,
+                    "claudeMdExcludes holds more patterns than clawmd applies",
+                );
                 return;
             }
             self.spent.exclude_patterns += 1;
             self.spent.exclude_bytes += p.len();
-            patterns.push(p.clone());
+            patterns.push((p.clone(), source.to_path_buf()));
         }
+    }
+
+    /// Excludes clawmd did not apply in full: what loads is undecided.
+    fn excludes_undecided(&mut self, path: &Path, why: &str) {
+        self.push_diag(Diagnostic {
+            severity: Severity::Warning,
+            code: DiagnosticCode::SettingsUndecided,
+            path: path.to_path_buf(),
+            import: None,
+            from: None,
+            message: format!(
+                "claudeMdExcludes: {why}, so files Claude Code excludes may show; what composed memory reaches the agent is undecided"
+            ),
+        });
     }
 
     /// Report that `budget` was reached at `path` (the first time in full; later hits are
@@ -431,6 +515,22 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
 
     /// The summary diagnostics of budgets hit more than once, and of dropped diagnostics.
     fn close_budgets(&mut self) {
+        let matched = std::mem::take(&mut *self.excludes.matched.borrow_mut());
+        for (path, index) in matched {
+            let (pattern, source) = self.excludes.written[index].clone();
+            self.push_diag(Diagnostic {
+                severity: Severity::Info,
+                code: DiagnosticCode::Excluded,
+                message: format!(
+                    "{} is not loaded: claudeMdExcludes pattern {pattern:?} in {} matches it",
+                    path.display(),
+                    source.display()
+                ),
+                path,
+                import: None,
+                from: None,
+            });
+        }
         let tripped = self.excludes.tripped.borrow_mut().take();
         if let Some(path) = tripped {
             let what = format!(
@@ -439,6 +539,10 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 path.display()
             );
             self.over_budget("exclude matching", &path, what);
+            self.excludes_undecided(
+                &path,
+                "clawmd stopped matching claudeMdExcludes (its budget is spent)",
+            );
         }
         let cwd = self.cwd.clone();
         for (budget, more) in std::mem::take(&mut self.spent.hits) {
@@ -1057,7 +1161,7 @@ fn decode(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn is_loop(e: &io::Error) -> bool {
+pub(super) fn is_loop(e: &io::Error) -> bool {
     e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
 }
 

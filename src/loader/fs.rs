@@ -74,6 +74,13 @@ pub trait MemoryFs {
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>>;
     /// Read a regular file (following symlinks) if it is at most `limit` bytes.
     fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome>;
+    /// Whether this view knows what is at `path` (a path, links not followed): a container's
+    /// view knows its mounts only, so a path elsewhere may exist in the container though it
+    /// does not here. Every path, by default.
+    fn within_view(&self, path: &Path) -> bool {
+        let _ = path;
+        true
+    }
 }
 
 /// The host's own filesystem.

@@ -37,6 +37,7 @@ pub mod content;
 mod engine;
 mod frontmatter;
 pub mod fs;
+pub(crate) mod js_json;
 pub(crate) mod markdown;
 mod model;
 pub mod mounted;
@@ -45,6 +46,7 @@ pub mod paths;
 mod picomatch;
 mod render;
 mod rules;
+pub mod settings;
 pub mod version;
 mod worktree;
 
@@ -58,4 +60,5 @@ pub use model::{
 };
 pub use mounted::{Mount, MountedFs};
 pub use render::{Format, PREAMBLE, claude_block, render};
+pub use settings::{SettingsEvaluation, Undecided};
 pub use version::{Behaviour, ClaudeVersion};

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::settings::SettingsEvaluation;
+
 pub use super::version::ClaudeVersion;
 
 /// The four kinds of memory Claude Code 2.1.328 loads (its auto-memory is not modelled).
@@ -155,6 +157,16 @@ pub enum DiagnosticCode {
     /// One of clawmd's [`Budgets`] was reached: what lies beyond it was not loaded (or not
     /// applied), so the rendered memory may be incomplete where Claude Code would load more.
     BudgetExceeded,
+    /// A settings file turns memory off (`env.CLAUDE_CODE_DISABLE_CLAUDE_MDS`): Claude Code
+    /// loads no memory file at all, the managed one included.
+    MemoryDisabled,
+    /// A file (or import) not loaded because a `claudeMdExcludes` pattern matches it.
+    Excluded,
+    /// A settings file Claude Code rejects as a whole: none of its settings apply.
+    SettingsRejected,
+    /// Something in a settings file that may change what loads and that clawmd cannot
+    /// decide (the memory shown is clawmd's best reading).
+    SettingsUndecided,
 }
 
 /// A finding about the memory: something dropped, skipped or worth a warning.
@@ -229,9 +241,14 @@ pub struct LoadOptions {
     /// `claudeMdExcludes` globs: user, project and local files (imports included) whose
     /// path matches are not loaded.
     pub excludes: Vec<String>,
-    /// Also read `claudeMdExcludes` from the settings files Claude Code reads (managed,
-    /// `~/.claude/settings.json`, `<cwd>/.claude/settings.json`, `settings.local.json`).
+    /// Also read the settings files Claude Code reads (managed, `~/.claude/settings.json`,
+    /// `<cwd>/.claude/settings.json`, `settings.local.json`: those of the sources loaded) for
+    /// what they do to memory ([`super::settings`]).
     pub read_settings: bool,
+    /// The settings already evaluated elsewhere (for example on the group folder, while the
+    /// memory is loaded from a snapshot of what compose writes): used instead of reading them
+    /// when `read_settings` is set.
+    pub settings: Option<SettingsEvaluation>,
     /// The Claude Code release to reproduce (default: the newest the conformance corpus
     /// covers). Every behaviour that changed between releases follows it.
     pub claude_version: ClaudeVersion,
@@ -315,6 +332,7 @@ impl LoadOptions {
             load_user: true,
             excludes: Vec::new(),
             read_settings: true,
+            settings: None,
             claude_version: ClaudeVersion::default(),
             current_date: None,
             budgets: Budgets::default(),
@@ -354,6 +372,10 @@ pub struct Memory {
     /// The date printed by releases before 2.1.268 (`YYYY-MM-DD`).
     #[serde(skip)]
     pub current_date: String,
+    /// What the settings files do to memory (empty when there are none, or when they were
+    /// not read).
+    #[serde(skip_serializing_if = "SettingsEvaluation::is_empty")]
+    pub settings: SettingsEvaluation,
 }
 
 impl Memory {

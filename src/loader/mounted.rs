@@ -511,6 +511,12 @@ impl MemoryFs for MountedFs {
             (_, kind) => Ok(ReadOutcome::NotAFile { kind }),
         }
     }
+
+    fn within_view(&self, path: &Path) -> bool {
+        self.roots
+            .iter()
+            .any(|r| path.starts_with(&r.mount.container))
+    }
 }
 
 #[cfg(test)]

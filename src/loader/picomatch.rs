@@ -28,17 +28,24 @@ pub(crate) struct Pattern {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Tok {
-    Lit(char),
+    /// One UTF-16 code unit (JavaScript strings, and picomatch's regular expressions without
+    /// the `u` flag, are code units).
+    Lit(u16),
     /// `?`: one character other than `/`.
     One,
     /// `*`: any run of characters other than `/`.
     Star,
     /// `**` as a whole segment, with its following `/`: any number of whole segments.
     GlobStar,
+    /// `**` right after a leading `/` and before another `/` (`/**/x`): picomatch writes
+    /// `\/` + globstar + `\/`, so at least one segment.
+    GlobStarSome,
+    /// `/**` ending a pattern after something (`/a/**`): the folder itself, or anything below.
+    GlobStarTail,
     /// `[…]`.
     Class {
         negated: bool,
-        items: Vec<(char, char)>,
+        items: Vec<(u16, u16)>,
     },
     /// `{a,b}` and the extglobs.
     Group {
@@ -78,7 +85,7 @@ impl Pattern {
 
     /// Does `path` match?
     pub(crate) fn is_match(&self, path: &str) -> bool {
-        let s: Vec<char> = path.chars().collect();
+        let s: Vec<u16> = path.encode_utf16().collect();
         STEPS.with(|c| c.set(0));
         let matched = matches_at(&self.tokens, &s, 0);
         if STEPS.with(Cell::get) > MAX_STEPS {
@@ -89,6 +96,73 @@ impl Pattern {
             return false;
         }
         matched != self.negated
+    }
+}
+
+impl Pattern {
+    /// Whether clawmd matches `pattern` exactly as Claude Code's picomatch does: patterns made
+    /// of the characters `A-Z a-z 0-9 / . _ - ~` and space, `*`, `?`, `**` as a whole segment,
+    /// `{a,b}` alternatives of such characters, and one leading `!` (checked against the real
+    /// picomatch of the release on a corpus of patterns and paths, tests/fixtures/picomatch).
+    /// Anything else (classes, ranges, extglobs, escapes, quotes, …) is matched on a best
+    /// reading, and `Err` says which construct it is.
+    pub(crate) fn exact(pattern: &str) -> Result<(), &'static str> {
+        let body = pattern.strip_prefix('!').unwrap_or(pattern);
+        if body.starts_with('!') {
+            return Err("more than one leading `!`");
+        }
+        if body.is_empty() || body.len() > 1024 {
+            return Err("an empty or very long pattern");
+        }
+        let plain =
+            |c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '~' | ' ');
+        let chars: Vec<char> = body.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            match chars[i] {
+                '*' => {
+                    let run = chars[i..].iter().take_while(|c| **c == '*').count();
+                    if run == 2 && body[..i].contains("**") {
+                        return Err("more than one `**`");
+                    }
+                    let starts = i == 0 || chars[i - 1] == '/';
+                    let ends = chars.get(i + run).is_none_or(|c| *c == '/');
+                    match run {
+                        1 => {}
+                        2 if starts && ends => {}
+                        _ => return Err("a `**` that is not a whole path segment"),
+                    }
+                    i += run;
+                }
+                '?' => i += 1,
+                '{' => {
+                    let close = chars[i..]
+                        .iter()
+                        .position(|c| *c == '}')
+                        .ok_or("an unclosed `{`")?;
+                    let inner = &chars[i + 1..i + close];
+                    if !inner.contains(&',')
+                        || !inner.iter().all(|c| *c == ',' || (plain(*c) && *c != '/'))
+                    {
+                        return Err("a brace expression other than `{a,b}` alternatives");
+                    }
+                    i += close + 1;
+                }
+                c if plain(c) => i += 1,
+                '[' | ']' => return Err("a character class"),
+                '(' | ')' | '@' | '+' | '!' | '|' => return Err("an extglob or a parenthesis"),
+                '\\' => return Err("an escape"),
+                '"' => return Err("a quote"),
+                _ => return Err("a character outside A-Z a-z 0-9 / . _ - ~ and space"),
+            }
+        }
+        if body.starts_with("./") {
+            return Err("a leading `./`, which picomatch strips");
+        }
+        if body.ends_with('/') && body.len() > 1 {
+            return Err("a trailing `/`");
+        }
+        Ok(())
     }
 }
 
@@ -104,7 +178,7 @@ fn parse_seq(c: &[char], i: &mut usize, stops: &[char]) -> Vec<Tok> {
         let at_segment_start = *i == 0 || c[*i - 1] == '/';
         match ch {
             '\\' if next.is_some() => {
-                out.push(Tok::Lit(c[*i + 1]));
+                push_lit(&mut out, c[*i + 1]);
                 *i += 2;
             }
             '@' | '?' | '+' | '*' | '!' if next == Some('(') && has_close(c, *i + 2, ')') => {
@@ -123,11 +197,26 @@ fn parse_seq(c: &[char], i: &mut usize, stops: &[char]) -> Vec<Tok> {
                 && at_segment_start
                 && matches!(c.get(*i + 2), None | Some('/')) =>
             {
+                let at_end = c.get(*i + 2).is_none();
+                let after_root = *i == 1 && c[0] == '/';
                 *i += 2;
                 if c.get(*i) == Some(&'/') {
                     *i += 1;
                 }
-                out.push(Tok::GlobStar);
+                // Not after a `*` segment: picomatch then keeps the `/` (`/*/**`).
+                let after_star = out.len() >= 2
+                    && matches!(
+                        out[out.len() - 2],
+                        Tok::Star | Tok::GlobStar | Tok::GlobStarSome
+                    );
+                if at_end && *i > 3 && out.last() == Some(&Tok::Lit(SLASH)) && !after_star {
+                    out.pop();
+                    out.push(Tok::GlobStarTail);
+                } else if after_root && c.get(*i - 1) == Some(&'/') {
+                    out.push(Tok::GlobStarSome);
+                } else {
+                    out.push(Tok::GlobStar);
+                }
             }
             '*' => {
                 while c.get(*i) == Some(&'*') {
@@ -143,6 +232,10 @@ fn parse_seq(c: &[char], i: &mut usize, stops: &[char]) -> Vec<Tok> {
                 *i += 1;
                 out.push(parse_class(c, i));
             }
+            '{' if let Some((class, len)) = brace_range(c, *i) => {
+                out.push(class);
+                *i += len;
+            }
             '{' if has_close(c, *i + 1, '}') && brace_has_comma(c, *i + 1) => {
                 *i += 1;
                 let alts = parse_alts(c, i, ',', '}');
@@ -152,12 +245,72 @@ fn parse_seq(c: &[char], i: &mut usize, stops: &[char]) -> Vec<Tok> {
                 });
             }
             _ => {
-                out.push(Tok::Lit(ch));
+                push_lit(&mut out, ch);
                 *i += 1;
             }
         }
     }
     out
+}
+
+/// `ch` as one literal per UTF-16 code unit.
+fn push_lit(out: &mut Vec<Tok>, ch: char) {
+    let mut units = [0u16; 2];
+    out.extend(ch.encode_utf16(&mut units).iter().map(|u| Tok::Lit(*u)));
+}
+
+/// picomatch's range `{a..c}` of single characters: a class of the two ends sorted
+/// (`CLAUDE.m{c..e}` is `CLAUDE.m[c-e]`). Other ranges are left to the general rules.
+fn brace_range(c: &[char], i: usize) -> Option<(Tok, usize)> {
+    match c.get(i..i + 6)? {
+        ['{', a, '.', '.', b, '}'] if a.is_ascii_alphanumeric() && b.is_ascii_alphanumeric() => {
+            let (lo, hi) = if a <= b { (*a, *b) } else { (*b, *a) };
+            let class = Tok::Class {
+                negated: false,
+                items: vec![(lo as u16, hi as u16)],
+            };
+            Some((class, 6))
+        }
+        _ => None,
+    }
+}
+
+/// picomatch's POSIX classes (`[[:upper:]]`), as the character ranges it puts in their place.
+fn posix_class(name: &str) -> Option<&'static [(u16, u16)]> {
+    const fn r(lo: u8, hi: u8) -> (u16, u16) {
+        (lo as u16, hi as u16)
+    }
+    const ALNUM: &[(u16, u16)] = &[r(b'a', b'z'), r(b'A', b'Z'), r(b'0', b'9')];
+    const ALPHA: &[(u16, u16)] = &[r(b'a', b'z'), r(b'A', b'Z')];
+    const ASCII: &[(u16, u16)] = &[r(0, 0x7f)];
+    const BLANK: &[(u16, u16)] = &[r(b' ', b' '), r(b'\t', b'\t')];
+    const CNTRL: &[(u16, u16)] = &[r(0, 0x1f), r(0x7f, 0x7f)];
+    const DIGIT: &[(u16, u16)] = &[r(b'0', b'9')];
+    const GRAPH: &[(u16, u16)] = &[r(0x21, 0x7e)];
+    const LOWER: &[(u16, u16)] = &[r(b'a', b'z')];
+    const PRINT: &[(u16, u16)] = &[r(0x20, 0x7e)];
+    const PUNCT: &[(u16, u16)] = &[r(b'!', b'/'), r(b':', b'@'), r(b'[', b'`'), r(b'{', b'~')];
+    const SPACE: &[(u16, u16)] = &[r(b' ', b' '), r(b'\t', b'\r')];
+    const UPPER: &[(u16, u16)] = &[r(b'A', b'Z')];
+    const WORD: &[(u16, u16)] = &[r(b'A', b'Z'), r(b'a', b'z'), r(b'0', b'9'), r(b'_', b'_')];
+    const XDIGIT: &[(u16, u16)] = &[r(b'A', b'F'), r(b'a', b'f'), r(b'0', b'9')];
+    Some(match name {
+        "alnum" => ALNUM,
+        "alpha" => ALPHA,
+        "ascii" => ASCII,
+        "blank" => BLANK,
+        "cntrl" => CNTRL,
+        "digit" => DIGIT,
+        "graph" => GRAPH,
+        "lower" => LOWER,
+        "print" => PRINT,
+        "punct" => PUNCT,
+        "space" => SPACE,
+        "upper" => UPPER,
+        "word" => WORD,
+        "xdigit" => XDIGIT,
+        _ => return None,
+    })
 }
 
 /// Alternatives separated by `sep` up to `close` (consumed).
@@ -186,6 +339,18 @@ fn parse_class(c: &[char], i: &mut usize) -> Tok {
     let mut first = true;
     while *i < c.len() && (c[*i] != ']' || first) {
         first = false;
+        if c[*i] == '['
+            && c.get(*i + 1) == Some(&':')
+            && let Some(end) =
+                (*i + 2..c.len().saturating_sub(1)).find(|&j| c[j] == ':' && c[j + 1] == ']')
+        {
+            let name: String = c[*i + 2..end].iter().collect();
+            if let Some(ranges) = posix_class(&name) {
+                items.extend_from_slice(ranges);
+                *i = end + 2;
+                continue;
+            }
+        }
         let mut lo = c[*i];
         if lo == '\\' && *i + 1 < c.len() {
             *i += 1;
@@ -195,8 +360,10 @@ fn parse_class(c: &[char], i: &mut usize) -> Tok {
         if c.get(*i) == Some(&'-') && c.get(*i + 1).is_some_and(|h| *h != ']') {
             let hi = c[*i + 1];
             *i += 2;
-            items.push((lo, hi));
-        } else {
+            if let (Ok(lo), Ok(hi)) = (u16::try_from(lo as u32), u16::try_from(hi as u32)) {
+                items.push((lo, hi));
+            }
+        } else if let Ok(lo) = u16::try_from(lo as u32) {
             items.push((lo, lo));
         }
     }
@@ -240,8 +407,10 @@ fn brace_has_comma(c: &[char], from: usize) -> bool {
     false
 }
 
+const SLASH: u16 = b'/' as u16;
+
 /// Do `toks` match `s[p..]` entirely?
-fn matches_at(toks: &[Tok], s: &[char], p: usize) -> bool {
+fn matches_at(toks: &[Tok], s: &[u16], p: usize) -> bool {
     let steps = STEPS.with(|c| {
         c.set(c.get().saturating_add(1));
         c.get()
@@ -254,18 +423,28 @@ fn matches_at(toks: &[Tok], s: &[char], p: usize) -> bool {
     };
     let segment_end = s[p..]
         .iter()
-        .position(|c| *c == '/')
+        .position(|c| *c == SLASH)
         .map_or(s.len(), |n| p + n);
     match tok {
         Tok::Lit(ch) => s.get(p) == Some(ch) && matches_at(rest, s, p + 1),
-        Tok::One => s.get(p).is_some_and(|c| *c != '/') && matches_at(rest, s, p + 1),
+        Tok::One => s.get(p).is_some_and(|c| *c != SLASH) && matches_at(rest, s, p + 1),
         Tok::Star => (p..=segment_end).any(|e| matches_at(rest, s, e)),
         Tok::GlobStar => (p..=s.len())
-            .filter(|&e| e == p || s[e - 1] == '/' || e == s.len())
+            .filter(|&e| e == p || s[e - 1] == SLASH || e == s.len())
             .any(|e| matches_at(rest, s, e)),
+        Tok::GlobStarSome => (p + 1..=s.len())
+            .filter(|&e| s[e - 1] == SLASH)
+            .any(|e| matches_at(rest, s, e)),
+        Tok::GlobStarTail => (p == s.len() || s[p] == SLASH) && matches_at(rest, s, s.len()),
         Tok::Class { negated, items } => {
+            // picomatch adds `/` to a negated class; a plain one matches `/` only if it
+            // lists it (`[[:punct:]]` does).
             s.get(p).is_some_and(|c| {
-                *c != '/' && items.iter().any(|(lo, hi)| lo <= c && c <= hi) != *negated
+                let listed = items.iter().any(|(lo, hi)| lo <= c && c <= hi);
+                match negated {
+                    true => !listed && *c != SLASH,
+                    false => listed,
+                }
             }) && matches_at(rest, s, p + 1)
         }
         Tok::Group { kind, alts } => {
@@ -286,7 +465,7 @@ fn matches_at(toks: &[Tok], s: &[char], p: usize) -> bool {
 }
 
 /// One or more (`+(…)`) or zero or more (`*(…)`) alternatives, then `rest`.
-fn repeat(alts: &[Vec<Tok>], s: &[char], p: usize, rest: &[Tok], zero_ok: bool) -> bool {
+fn repeat(alts: &[Vec<Tok>], s: &[u16], p: usize, rest: &[Tok], zero_ok: bool) -> bool {
     if zero_ok && matches_at(rest, s, p) {
         return true;
     }
@@ -346,6 +525,98 @@ mod tests {
         assert!(
             m("/r/{a}.md", "/r/{a}.md"),
             "a brace without a comma is literal"
+        );
+    }
+
+    /// The exact subset against the real picomatch of the release (tests/fixtures: every
+    /// pattern of the corpus against every path, as `picomatch(pattern, {dot: true})` of
+    /// Claude Code 2.1.328 answered under node).
+    #[test]
+    fn the_exact_subset_agrees_with_the_real_picomatch() {
+        let fixture: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/picomatch-oracle.json"))
+                .unwrap();
+        let paths: Vec<&str> = fixture["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        let (mut exact, mut wrong) = (0, Vec::new());
+        for entry in fixture["patterns"].as_array().unwrap() {
+            let pattern = entry[0].as_str().unwrap();
+            if Pattern::exact(pattern).is_err() {
+                continue;
+            }
+            exact += 1;
+            let compiled = Pattern::new(pattern);
+            let hits: Vec<u64> = entry[1]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i.as_u64().unwrap())
+                .collect();
+            for (i, path) in paths.iter().enumerate() {
+                let real = hits.contains(&(i as u64));
+                if compiled.is_match(path) != real {
+                    wrong.push(format!("{pattern:?} on {path:?}: picomatch says {real}"));
+                }
+            }
+        }
+        assert!(exact > 1000, "{exact} exact patterns");
+        assert!(
+            wrong.is_empty(),
+            "{} disagreements:\n{}",
+            wrong.len(),
+            wrong.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_exact_subset_is_small() {
+        for ok in [
+            "/workspace/agent/CLAUDE.md",
+            "**/CLAUDE.md",
+            "!/w/*.md",
+            "/w/{a,b}.md",
+            "/w/?.md",
+            "/w/./x",
+            "/w/**",
+        ] {
+            assert!(Pattern::exact(ok).is_ok(), "{ok}");
+        }
+        for not in [
+            "/w/[[:upper:]]LAUDE.md",
+            "/w/CLAUDE.m{c..e}",
+            "/w/@(a|b)",
+            "/w/a**",
+            "/w/\\*",
+            "!!/w",
+            "/w/\"x\"",
+            "./w",
+            "/w/é",
+            "/w/{a,{b,c}}",
+            "/w/{a}",
+            "",
+        ] {
+            assert!(Pattern::exact(not).is_err(), "{not}");
+        }
+    }
+
+    #[test]
+    fn posix_classes_and_ranges_read_as_picomatch_writes_them() {
+        assert!(m("/w/[[:upper:]]LAUDE.md", "/w/CLAUDE.md"));
+        assert!(!m("/w/[[:upper:]]LAUDE.md", "/w/cLAUDE.md"));
+        assert!(m("/w/CLAUDE.m{c..e}", "/w/CLAUDE.md"));
+        assert!(m("/w/CLAUDE.m{e..c}", "/w/CLAUDE.md"));
+        assert!(!m("/w/CLAUDE.m{a..c}", "/w/CLAUDE.md"));
+        assert!(
+            m("/w[[:punct:]]x", "/w/x"),
+            "a plain class lists `/` when it says so"
+        );
+        assert!(
+            !m("/w[![:alpha:]]x", "/w/x"),
+            "a negated class never matches `/`"
         );
     }
 

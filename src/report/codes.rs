@@ -148,6 +148,19 @@ codes! {
     BudgetExceeded = "budget-exceeded",
     /// Something composed for the agent does not reach it (compose's `delivered` verdict).
     NotDelivered = "not-delivered",
+    /// A settings file the agent can write turns all memory off
+    /// (`env.CLAUDE_CODE_DISABLE_CLAUDE_MDS`).
+    MemoryDisabled = "memory-disabled",
+    /// A `claudeMdExcludes` pattern keeps a memory file from loading.
+    Excluded = "excluded",
+    /// A settings file Claude Code rejects as a whole (its memory settings do not apply).
+    SettingsRejected = "settings-rejected",
+    /// A setting that may change what loads and that clawmd cannot decide: the guardrails may
+    /// not reach the agent.
+    SettingsUndecided = "settings-undecided",
+    /// An instruction file the agent planted (`AGENTS.md`) loads in place of the composed
+    /// memory.
+    PlantedInstructions = "planted-instructions",
 }
 
 impl From<&GroupError> for Code {

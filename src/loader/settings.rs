@@ -1,0 +1,954 @@
+//! Claude Code's settings files, read as a release reads them, for what they do to memory.
+//!
+//! An agent can write `.claude/settings.json`, `.claude/settings.local.json` and, where the
+//! runner mounts one, `~/.claude/settings.json`. Two settings there change what Claude Code
+//! loads as memory: `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS` (any value the release reads as true
+//! turns every memory file off, the managed one too) and `claudeMdExcludes` (globs that drop
+//! user, project and local files). [`evaluate`] reads the files the way the measured releases
+//! do (see [`MEASURED`] and docs/loader.md, "Settings"), says which apply, and says where it
+//! cannot decide — never guessing in the verdict's favour:
+//!
+//! * the text: at most 2 MiB of a regular file, UTF-16LE after an `FF FE` mark, else UTF-8;
+//!   CRLF made LF; blank means `{}`; one leading BOM dropped; then `JSON.parse`
+//!   ([`super::js_json`]);
+//! * the file as a whole: Claude Code validates every key it knows and rejects the *whole
+//!   file* when one is wrong (`"permissions": 5` makes its `claudeMdExcludes` void). clawmd
+//!   knows the shapes of `claudeMdExcludes`, `env`, `$schema` and the outer shape of
+//!   `permissions`; a file holding any other key (or a `permissions` object, whose rules are
+//!   validated further) may or may not be accepted, so what it says about memory is
+//!   *undecided*;
+//! * `env`: the last of user, project, local wins, managed settings over all (measured), and a
+//!   value is read as JavaScript's `String(value)`, trimmed and lower-cased, true for `1`,
+//!   `true`, `yes`, `on` (the release's own function);
+//! * `claudeMdExcludes`: every source's patterns apply; for an absolute pattern Claude Code
+//!   also adds a copy whose folder (the part before the first `*?{[`, up to its last `/`) is
+//!   replaced by that folder's real path in the container (`/workspace/agent/./CLAUDE.md`,
+//!   `/workspace/nothere/../agent/CLAUDE.md`, `/proc/self/cwd/CLAUDE.md`, a link `lnk -> .`
+//!   all exclude `/workspace/agent/CLAUDE.md`); a pattern clawmd cannot match exactly as
+//!   picomatch does is undecided.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::fs::{FileKind, MemoryFs, ReadOutcome};
+use super::js_json::{self, Js, ParseError};
+use super::markdown::js_trim;
+use super::model::LoadOptions;
+use super::paths::normalize;
+use super::picomatch;
+use super::version::ClaudeVersion;
+
+/// The largest settings file Claude Code reads (JS `Sm`); a larger one is not applied.
+pub const MAX_SETTINGS_BYTES: u64 = 2 * 1024 * 1024;
+
+/// The environment variable that turns memory off.
+pub const DISABLE_MEMORY: &str = "CLAUDE_CODE_DISABLE_CLAUDE_MDS";
+
+/// The releases on which this reading of settings was measured against the real binary (CLI
+/// and Agent SDK 0.3.328). On any other release a setting that could change memory is
+/// undecided.
+pub const MEASURED: [ClaudeVersion; 3] = [
+    ClaudeVersion::new(2, 1, 328),
+    ClaudeVersion::new(2, 1, 330),
+    ClaudeVersion::new(2, 1, 332),
+];
+
+/// Which settings file, in the order of `env` precedence (a later one wins; managed over all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SettingsSource {
+    /// `~/.claude/settings.json` (`$CLAUDE_CONFIG_DIR/settings.json`).
+    User,
+    /// `<cwd>/.claude/settings.json`.
+    Project,
+    /// `<cwd>/.claude/settings.local.json`.
+    Local,
+    /// `/etc/claude-code/managed-settings.json`.
+    Managed,
+}
+
+/// What Claude Code does with one settings file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum FileState {
+    /// Read and applied.
+    Applied,
+    /// Read and rejected as a whole (none of its settings apply).
+    Rejected {
+        /// Why.
+        why: String,
+    },
+    /// clawmd cannot tell whether Claude Code applies it.
+    Unknown {
+        /// Why.
+        why: String,
+    },
+}
+
+/// A settings file that exists in the agent's view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SettingsFile {
+    /// Which one.
+    pub source: SettingsSource,
+    /// Its path, as the agent sees it.
+    pub path: PathBuf,
+    /// Whether it applies.
+    #[serde(flatten)]
+    pub state: FileState,
+    /// Whether it holds a setting that changes memory (`claudeMdExcludes`, the memory switch).
+    pub about_memory: bool,
+}
+
+/// Memory turned off by a setting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryOff {
+    /// The settings file.
+    pub path: PathBuf,
+    /// `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS`.
+    pub setting: String,
+    /// The value as written.
+    pub value: String,
+}
+
+/// A `claudeMdExcludes` pattern Claude Code applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exclude {
+    /// The pattern matched (backslashes made `/`).
+    pub pattern: String,
+    /// The settings file it comes from.
+    pub source: PathBuf,
+    /// For a copy Claude Code adds with its folder's real path: the pattern as written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written: Option<String>,
+}
+
+/// Something in the settings that may change memory and that clawmd cannot decide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Undecided {
+    /// The settings file.
+    pub path: PathBuf,
+    /// The setting (`claudeMdExcludes`, `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS`, or the file).
+    pub setting: String,
+    /// Why clawmd cannot decide.
+    pub why: String,
+}
+
+/// What the settings files of one agent do to its memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SettingsEvaluation {
+    /// The settings files that exist, in [`SettingsSource`] order.
+    pub files: Vec<SettingsFile>,
+    /// Set when a setting turns memory off (clawmd's best reading when it is undecided).
+    pub memory_off: Option<MemoryOff>,
+    /// The exclude patterns that apply (best reading when undecided).
+    pub excludes: Vec<Exclude>,
+    /// What clawmd cannot decide. Empty when the evaluation is exact.
+    pub undecided: Vec<Undecided>,
+}
+
+impl SettingsEvaluation {
+    /// True when no settings file exists (or none was read).
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.undecided.is_empty() && self.memory_off.is_none()
+    }
+
+    /// True when nothing is undecided.
+    pub fn is_exact(&self) -> bool {
+        self.undecided.is_empty()
+    }
+}
+
+/// Reads the settings files of the agent started with `opts` in `cwd` (its real path) through
+/// `fs`. Reads only those files (at most [`MAX_SETTINGS_BYTES`] each, through
+/// [`MemoryFs::read_limited`], so never a FIFO or device), and resolves the folders of
+/// absolute exclude patterns through `fs`.
+pub fn evaluate<F: MemoryFs + ?Sized>(
+    fs: &F,
+    opts: &LoadOptions,
+    cwd: &Path,
+) -> SettingsEvaluation {
+    let mut places = Vec::new();
+    if opts.load_user
+        && let Some(user) = opts.user_dir()
+    {
+        places.push((SettingsSource::User, user.join("settings.json")));
+    }
+    if opts.load_project {
+        places.push((SettingsSource::Project, cwd.join(".claude/settings.json")));
+    }
+    if opts.load_local {
+        places.push((
+            SettingsSource::Local,
+            cwd.join(".claude/settings.local.json"),
+        ));
+    }
+    if let Some(managed) = &opts.managed_dir {
+        places.push((
+            SettingsSource::Managed,
+            managed.join("managed-settings.json"),
+        ));
+    }
+    let measured = MEASURED.contains(&opts.claude_version);
+    let mut out = SettingsEvaluation::default();
+    let mut read = Vec::new();
+    for (source, path) in places {
+        let Some(file) = read_file(fs, &path) else {
+            continue;
+        };
+        // The managed folder belongs to the image or to the runner's binds, never to the agent:
+        // one outside the view is taken as absent.
+        if source == SettingsSource::Managed && file.opaque && !fs.within_view(&path) {
+            continue;
+        }
+        if let FileState::Unknown { why } = &file.state
+            && file.about_memory()
+        {
+            for setting in file.settings_named() {
+                out.undecided.push(Undecided {
+                    path: path.clone(),
+                    setting,
+                    why: format!(
+                        "clawmd cannot tell whether Claude Code accepts this file as a whole: {why}"
+                    ),
+                });
+            }
+        }
+        if !measured && file.about_memory() && !matches!(file.state, FileState::Rejected { .. }) {
+            out.undecided.push(Undecided {
+                path: path.clone(),
+                setting: file.settings_named().join(", "),
+                why: format!(
+                    "Claude Code {}'s handling of settings files was not measured (clawmd reads them as {} do)",
+                    opts.claude_version,
+                    MEASURED.map(|v| v.to_string()).join(", ")
+                ),
+            });
+        }
+        out.files.push(SettingsFile {
+            source,
+            path: path.clone(),
+            state: file.state.clone(),
+            about_memory: file.about_memory(),
+        });
+        read.push((source, path, file));
+    }
+    if let Some(managed) = &opts.managed_dir {
+        drop_ins(fs, managed, &mut out);
+    }
+    memory_switch(&read, &mut out);
+    excludes(fs, &read, cwd, &mut out);
+    out
+}
+
+/// One settings file as read.
+struct Read {
+    state: FileState,
+    /// `claudeMdExcludes` when it is a list of strings (whatever the file's state).
+    excludes: Option<Vec<Vec<u16>>>,
+    /// `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS` when `env` is an object holding it.
+    switch: Option<Js>,
+    /// clawmd could not see what the file holds.
+    opaque: bool,
+}
+
+impl Read {
+    fn about_memory(&self) -> bool {
+        self.opaque
+            || self
+                .excludes
+                .as_ref()
+                .is_some_and(|list| list.iter().any(|p| !p.is_empty()))
+            || self.switch.is_some()
+    }
+
+    fn settings_named(&self) -> Vec<String> {
+        let mut named = Vec::new();
+        if self.opaque {
+            named.push("the whole file".to_owned());
+        }
+        if self
+            .excludes
+            .as_ref()
+            .is_some_and(|list| list.iter().any(|p| !p.is_empty()))
+        {
+            named.push("claudeMdExcludes".to_owned());
+        }
+        if self.switch.is_some() {
+            named.push(format!("env.{DISABLE_MEMORY}"));
+        }
+        named
+    }
+}
+
+fn rejected(why: impl Into<String>) -> Read {
+    Read {
+        state: FileState::Rejected { why: why.into() },
+        excludes: None,
+        switch: None,
+        opaque: false,
+    }
+}
+
+/// A file clawmd cannot see into: it may say anything.
+fn opaque(why: impl Into<String>) -> Read {
+    Read {
+        state: FileState::Unknown { why: why.into() },
+        excludes: None,
+        switch: None,
+        opaque: true,
+    }
+}
+
+/// `None` when there is no file there.
+fn read_file<F: MemoryFs + ?Sized>(fs: &F, path: &Path) -> Option<Read> {
+    let bytes = match fs.read_limited(path, MAX_SETTINGS_BYTES) {
+        Ok(ReadOutcome::Bytes(bytes)) => bytes,
+        Ok(ReadOutcome::TooLarge { len }) => {
+            return Some(rejected(format!(
+                "it is {len} bytes, over Claude Code's limit of {MAX_SETTINGS_BYTES}"
+            )));
+        }
+        Ok(ReadOutcome::NotAFile { kind }) => {
+            return Some(rejected(format!(
+                "it is {}, not a regular file",
+                kind_name(kind)
+            )));
+        }
+        Err(err) => return missing_or_unreadable(fs, path, &err),
+    };
+    Some(parse_file(&bytes))
+}
+
+fn kind_name(kind: FileKind) -> &'static str {
+    match kind {
+        FileKind::Dir => "a directory",
+        FileKind::Symlink => "a symlink",
+        FileKind::File => "a file",
+        FileKind::Other => "a special file",
+    }
+}
+
+/// A read that failed: no file (`None`), a file Claude Code fails on too, or one clawmd
+/// cannot see (a link leaving the part of the container it models, a permission the
+/// container may not share).
+fn missing_or_unreadable<F: MemoryFs + ?Sized>(
+    fs: &F,
+    path: &Path,
+    err: &io::Error,
+) -> Option<Read> {
+    match err.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => match covered(fs, path) {
+            true => None,
+            false => Some(opaque(
+                "it leads out of the part of the container clawmd sees (a link to another mount)",
+            )),
+        },
+        _ if super::engine::is_loop(err) => Some(rejected("a symlink loop")),
+        _ => Some(opaque(format!("clawmd cannot read it: {err}"))),
+    }
+}
+
+/// The file's bytes as Claude Code decodes and parses them.
+fn parse_file(bytes: &[u8]) -> Read {
+    let text = decode(bytes);
+    let as_string = String::from_utf16_lossy(&text);
+    if js_trim(&as_string).is_empty() && !text.iter().any(|u| (0xd800..0xe000).contains(u)) {
+        // Blank: `{}`.
+        return Read {
+            state: FileState::Applied,
+            excludes: None,
+            switch: None,
+            opaque: false,
+        };
+    }
+    let body = match text.first() {
+        Some(0xfeff) => &text[1..],
+        _ => &text[..],
+    };
+    let value = match js_json::parse(body) {
+        Ok(value) => value,
+        Err(ParseError::Invalid) => return rejected("it is not valid JSON"),
+        Err(ParseError::TooDeep) => return opaque("it nests too deep for clawmd to read"),
+    };
+    let state = validate(&value);
+    let excludes = match value.get("claudeMdExcludes") {
+        Some(Js::Arr(items)) => items
+            .iter()
+            .map(|item| match item {
+                Js::Str(units) => Some(units.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    };
+    let switch = match value.get("env") {
+        Some(env @ Js::Obj(_)) => env.get(DISABLE_MEMORY).cloned(),
+        _ => None,
+    };
+    Read {
+        state,
+        excludes,
+        switch,
+        opaque: false,
+    }
+}
+
+/// Node's `Buffer.toString` with the encoding Claude Code picks (UTF-16LE after `FF FE`, else
+/// UTF-8 with replacement characters), then CRLF made LF.
+fn decode(bytes: &[u8]) -> Vec<u16> {
+    let units: Vec<u16> = match bytes {
+        [0xff, 0xfe, ..] => bytes
+            .chunks_exact(2)
+            .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
+            .collect(),
+        _ => String::from_utf8_lossy(bytes).encode_utf16().collect(),
+    };
+    let mut out = Vec::with_capacity(units.len());
+    let mut i = 0;
+    while i < units.len() {
+        if units[i] == 0x0d && units.get(i + 1) == Some(&0x0a) {
+            i += 1;
+        }
+        out.push(units[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Whether Claude Code accepts a parsed file as a whole, as far as clawmd can tell.
+fn validate(value: &Js) -> FileState {
+    let Js::Obj(entries) = value else {
+        return FileState::Rejected {
+            why: format!("it is {}, not a JSON object", value.kind()),
+        };
+    };
+    let mut unknown_keys = Vec::new();
+    for (key, value) in entries {
+        let key = String::from_utf16_lossy(key);
+        let wrong = |what: &str| FileState::Rejected {
+            why: format!("\"{key}\" is {}, not {what}", value.kind()),
+        };
+        match (key.as_str(), value) {
+            ("claudeMdExcludes", Js::Arr(items)) => {
+                if let Some(item) = items.iter().find(|i| !matches!(i, Js::Str(_))) {
+                    return FileState::Rejected {
+                        why: format!(
+                            "\"claudeMdExcludes\" holds {}, not only strings",
+                            item.kind()
+                        ),
+                    };
+                }
+            }
+            ("claudeMdExcludes", _) => return wrong("a list of strings"),
+            ("env", Js::Obj(_)) => {}
+            ("env", _) => return wrong("an object"),
+            ("$schema" | "model", Js::Str(_)) => {}
+            ("$schema" | "model", _) => return wrong("a string"),
+            ("permissions", Js::Obj(_)) => unknown_keys.push(key),
+            ("permissions", _) => return wrong("an object"),
+            _ => unknown_keys.push(key),
+        }
+    }
+    match unknown_keys.is_empty() {
+        true => FileState::Applied,
+        false => FileState::Unknown {
+            why: format!(
+                "it holds {} whose validation clawmd does not model",
+                unknown_keys
+                    .iter()
+                    .map(|k| format!("\"{}\"", k.escape_debug()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+    }
+}
+
+/// Managed drop-ins (`managed-settings.d/*.json`): not modelled, so any that holds a memory
+/// setting is undecided.
+fn drop_ins<F: MemoryFs + ?Sized>(fs: &F, managed: &Path, out: &mut SettingsEvaluation) {
+    let dir = managed.join("managed-settings.d");
+    let Ok(entries) = fs.read_dir(&dir) else {
+        return;
+    };
+    for entry in entries.iter().take(256) {
+        let path = dir.join(&entry.name);
+        if let Some(file) = read_file(fs, &path)
+            && file.about_memory()
+            && !matches!(file.state, FileState::Rejected { .. })
+        {
+            out.undecided.push(Undecided {
+                path,
+                setting: file.settings_named().join(", "),
+                why: "managed settings drop-ins are not modelled by clawmd".to_owned(),
+            });
+        }
+    }
+}
+
+/// `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS`: managed over local over project over user.
+fn memory_switch(read: &[(SettingsSource, PathBuf, Read)], out: &mut SettingsEvaluation) {
+    let setting = format!("env.{DISABLE_MEMORY}");
+    let mut setters = read
+        .iter()
+        .rev()
+        .filter(|(_, _, file)| !matches!(file.state, FileState::Rejected { .. }))
+        .filter_map(|(_, path, file)| Some((path, file.switch.as_ref()?)));
+    let Some((path, value)) = setters.next() else {
+        return;
+    };
+    let (shown, on) = match coerce(value, 0) {
+        Ok(read) => read,
+        Err(why) => {
+            out.undecided.push(Undecided {
+                path: path.clone(),
+                setting,
+                why,
+            });
+            return;
+        }
+    };
+    if matches!(value, Js::Null)
+        && setters.any(|(_, lower)| coerce(lower, 0).is_ok_and(|(_, on)| on))
+    {
+        out.undecided.push(Undecided {
+            path: path.clone(),
+            setting: setting.clone(),
+            why:
+                "a null value here may or may not override the true one of a settings file below it"
+                    .to_owned(),
+        });
+    }
+    if on {
+        out.memory_off = Some(MemoryOff {
+            path: path.clone(),
+            setting,
+            value: shown,
+        });
+    }
+}
+
+/// JavaScript's `String(value)` read by the release's truth test (`1`, `true`, `yes`, `on`,
+/// after `trim()` and `toLowerCase()`): the text shown and whether it is true.
+fn coerce(value: &Js, depth: usize) -> Result<(String, bool), String> {
+    if depth > 8 {
+        return Err("the value nests too deep for clawmd to read".to_owned());
+    }
+    Ok(match value {
+        Js::Null => ("null".to_owned(), false),
+        Js::Bool(b) => (b.to_string(), *b),
+        Js::Num(n, text) => (text.clone(), *n == 1.0),
+        Js::Str(units) => {
+            let text = String::from_utf16_lossy(units);
+            let on = truthy(&text);
+            (text, on)
+        }
+        Js::Arr(items) => match items.as_slice() {
+            [] => (String::new(), false),
+            [Js::Null] => (String::new(), false),
+            [one] => coerce(one, depth + 1)?,
+            _ => ("(a list of several values)".to_owned(), false),
+        },
+        Js::Obj(_) => ("[object Object]".to_owned(), false),
+    })
+}
+
+/// The release's truth test on a string.
+fn truthy(text: &str) -> bool {
+    let trimmed = js_trim(text);
+    // No character outside ASCII lower-cases into one of these words.
+    trimmed.is_ascii()
+        && matches!(
+            trimmed.to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+}
+
+/// The exclude patterns of every applied (or undecided) file, with the copies Claude Code
+/// adds for absolute patterns.
+fn excludes<F: MemoryFs + ?Sized>(
+    fs: &F,
+    read: &[(SettingsSource, PathBuf, Read)],
+    cwd: &Path,
+    out: &mut SettingsEvaluation,
+) {
+    for (_, path, file) in read {
+        if matches!(file.state, FileState::Rejected { .. }) {
+            continue;
+        }
+        for units in file.excludes.iter().flatten() {
+            if units.iter().any(|u| (0xd800..0xe000).contains(u))
+                && String::from_utf16(units).is_err()
+            {
+                out.undecided.push(Undecided {
+                    path: path.clone(),
+                    setting: "claudeMdExcludes".to_owned(),
+                    why: "a pattern holds a lone UTF-16 surrogate".to_owned(),
+                });
+                continue;
+            }
+            let pattern = String::from_utf16_lossy(units).replace('\\', "/");
+            out.excludes.push(Exclude {
+                pattern,
+                source: path.clone(),
+                written: None,
+            });
+        }
+    }
+    // JS `zZr`: the list grows while it is walked, so added copies are looked at too.
+    let mut i = 0;
+    while i < out.excludes.len() && i < 4 * MAX_WALKED {
+        let exclude = out.excludes[i].clone();
+        i += 1;
+        let Some((folder, real)) = real_folder(fs, &exclude.pattern, cwd, &exclude.source, out)
+        else {
+            continue;
+        };
+        if real != folder {
+            let pattern = format!("{real}{}", &exclude.pattern[folder.len()..]);
+            out.excludes.push(Exclude {
+                pattern,
+                source: exclude.source.clone(),
+                written: Some(exclude.written.clone().unwrap_or(exclude.pattern.clone())),
+            });
+        }
+    }
+    out.excludes.retain(|e| !e.pattern.is_empty());
+    let mut undecided = Vec::new();
+    for exclude in &out.excludes {
+        if let Err(why) = picomatch::Pattern::exact(&exclude.pattern) {
+            undecided.push(Undecided {
+                path: exclude.source.clone(),
+                setting: "claudeMdExcludes".to_owned(),
+                why: format!(
+                    "clawmd cannot match the pattern {:?} exactly as Claude Code's picomatch does ({why})",
+                    exclude.written.as_deref().unwrap_or(&exclude.pattern)
+                ),
+            });
+        }
+    }
+    undecided.dedup();
+    out.undecided.extend(undecided);
+}
+
+/// Patterns looked at for copies (four times this many steps at most).
+const MAX_WALKED: usize = 4096;
+
+/// For an absolute pattern: its folder as Claude Code computes it (`dirname` of the part
+/// before the first `*?{[`) and that folder's real path in the container. `None` when Claude
+/// Code adds no copy (not absolute, `//…`, a folder that does not resolve, or one whose real
+/// path stays under `/proc`, where no memory file is).
+fn real_folder<F: MemoryFs + ?Sized>(
+    fs: &F,
+    pattern: &str,
+    cwd: &Path,
+    source: &Path,
+    out: &mut SettingsEvaluation,
+) -> Option<(String, String)> {
+    if !pattern.starts_with('/') {
+        return None;
+    }
+    let fixed = &pattern[..pattern.find(['*', '?', '{', '[']).unwrap_or(pattern.len())];
+    let folder = node_dirname(fixed).to_owned();
+    if folder.starts_with("//") {
+        return None;
+    }
+    let mut undecided = |why: String| {
+        out.undecided.push(Undecided {
+            path: source.to_path_buf(),
+            setting: "claudeMdExcludes".to_owned(),
+            why,
+        });
+        None
+    };
+    // `realpath` first resolves `.`, `..` and `//` by the letter (Node's `path.resolve`).
+    let lexical = normalize(Path::new(&folder));
+    let lexical_str = lexical.to_str()?;
+    let looked_up = match proc_alias(lexical_str, cwd) {
+        Proc::Elsewhere => lexical.clone(),
+        Proc::Alias(path) => path,
+        Proc::Stays => return None,
+        Proc::Unknown => {
+            return undecided(format!(
+                "the pattern {pattern:?} starts in {folder}, which clawmd cannot resolve as the agent's process would"
+            ));
+        }
+    };
+    let real = match fs.canonicalize(&looked_up) {
+        Ok(real) => real,
+        Err(err) => match err.kind() {
+            _ if super::engine::is_loop(&err) => return None,
+            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory if covered(fs, &looked_up) => {
+                return None;
+            }
+            _ => {
+                return undecided(format!(
+                    "the folder {folder} of the pattern {pattern:?} cannot be resolved in clawmd's view of the container ({err})"
+                ));
+            }
+        },
+    };
+    let real = real.to_str()?.to_owned();
+    if skipped_real_path(&real) {
+        return None;
+    }
+    Some((folder, real))
+}
+
+/// Where a folder under `/proc` leads.
+enum Proc {
+    /// Not under `/proc`.
+    Elsewhere,
+    /// The agent's own cwd or root: this path.
+    Alias(PathBuf),
+    /// A folder under `/proc` (where no memory file is).
+    Stays,
+    /// Another process's links: clawmd cannot say.
+    Unknown,
+}
+
+/// `/proc/self/cwd/…` and `/proc/self/root/…` (and `thread-self`) are the agent's own cwd and
+/// root; `/proc`, `/proc/self` and `/proc/<pid>` resolve to folders under `/proc`; any other
+/// `/proc` path is undecided.
+fn proc_alias(path: &str, cwd: &Path) -> Proc {
+    let Some(rest) = path.strip_prefix("/proc") else {
+        return Proc::Elsewhere;
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return Proc::Elsewhere;
+    }
+    let rest = rest.trim_start_matches('/');
+    let mut parts = rest.splitn(3, '/');
+    let (who, link, tail) = (parts.next(), parts.next(), parts.next().unwrap_or(""));
+    let own = matches!(who, Some("self" | "thread-self"));
+    let pid = who.is_some_and(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()));
+    match (who, link) {
+        (None | Some(""), _) => Proc::Stays,
+        (Some(_), None) if own || pid => Proc::Stays,
+        (Some(_), Some("cwd")) if own => Proc::Alias(normalize(&cwd.join(tail))),
+        (Some(_), Some("root")) if own => Proc::Alias(normalize(&Path::new("/").join(tail))),
+        _ => Proc::Unknown,
+    }
+}
+
+/// JS `O1` on the real path, for Linux: `/net` and `/net/<host>` (automount) and the macOS
+/// `/.vol`, `/.file`, `/.nofollow`, `/.resolve` folders get no copy.
+fn skipped_real_path(real: &str) -> bool {
+    let parts: Vec<&str> = real.split('/').filter(|p| !p.is_empty()).collect();
+    let first = parts.first().map(|p| p.to_ascii_lowercase());
+    match first.as_deref() {
+        Some("net") => parts.len() <= 2,
+        Some(".vol" | ".file" | ".nofollow" | ".resolve") => true,
+        _ => false,
+    }
+}
+
+/// Whether a path that does not resolve is missing in the container too: its resolution, link
+/// by link, stops inside the part of the container `fs` models ([`MemoryFs::within_view`]).
+fn covered<F: MemoryFs + ?Sized>(fs: &F, path: &Path) -> bool {
+    let mut current = normalize(path);
+    'hops: for _ in 0..=super::mounted::MAX_SYMLINKS {
+        let names: Vec<_> = current.components().skip(1).collect();
+        let mut prefix = PathBuf::from("/");
+        for (i, name) in names.iter().enumerate() {
+            prefix.push(name);
+            match fs.symlink_metadata(&prefix) {
+                Ok(meta) if meta.kind == FileKind::Symlink => {
+                    let Ok(target) = fs.read_link(&prefix) else {
+                        return fs.within_view(&prefix);
+                    };
+                    let mut next = prefix.parent().unwrap_or(Path::new("/")).join(target);
+                    next.extend(&names[i + 1..]);
+                    current = normalize(&next);
+                    continue 'hops;
+                }
+                Ok(_) => {}
+                Err(_) => return fs.within_view(&prefix),
+            }
+        }
+        return true;
+    }
+    true
+}
+
+/// Node's `path.posix.dirname` (always a prefix of its argument).
+pub(crate) fn node_dirname(path: &str) -> &str {
+    let bytes = path.as_bytes();
+    if bytes.is_empty() {
+        return ".";
+    }
+    let has_root = bytes[0] == b'/';
+    let mut end = None;
+    let mut matched_slash = true;
+    for i in (1..bytes.len()).rev() {
+        if bytes[i] == b'/' {
+            if !matched_slash {
+                end = Some(i);
+                break;
+            }
+        } else {
+            matched_slash = false;
+        }
+    }
+    match end {
+        None if has_root => "/",
+        None => ".",
+        Some(1) if has_root => "//",
+        Some(end) => &path[..end],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirname_is_nodes() {
+        for (path, dir) in [
+            ("/workspace/agent/CLAUDE.md", "/workspace/agent"),
+            ("/workspace/agent//CLAUDE.md", "/workspace/agent/"),
+            ("/workspace/agent/./CLAUDE.md", "/workspace/agent/."),
+            ("/workspace/agent/", "/workspace"),
+            ("/workspace//agent/", "/workspace/"),
+            ("/x", "/"),
+            ("/", "/"),
+            ("//x", "//"),
+            ("x", "."),
+            ("", "."),
+        ] {
+            assert_eq!(node_dirname(path), dir, "{path}");
+            assert!(path.starts_with(node_dirname(path)) || node_dirname(path) == ".");
+        }
+    }
+
+    #[test]
+    fn truthiness_is_the_releases() {
+        for on in [
+            "1",
+            "true",
+            "TRUE",
+            "Yes",
+            " on ",
+            "\u{a0}1",
+            "\ttrue\n",
+            "\u{feff}yes",
+        ] {
+            assert!(truthy(on), "{on:?}");
+        }
+        for off in [
+            "0", "false", "", "2", "y", "no", "off", "1.0", "t", "ｏｎ", "\u{212a}",
+        ] {
+            assert!(!truthy(off), "{off:?}");
+        }
+    }
+
+    fn js(text: &str) -> Js {
+        js_json::parse(&text.encode_utf16().collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn values_are_read_as_javascript_strings() {
+        for (text, on) in [
+            ("1", true),
+            ("1.0", true),
+            ("10e-1", true),
+            ("true", true),
+            ("[\"1\"]", true),
+            ("[[1]]", true),
+            ("[1, 1]", false),
+            ("[null]", false),
+            ("null", false),
+            ("0", false),
+            ("{\"a\": 1}", false),
+            ("\"yes\"", true),
+        ] {
+            assert_eq!(coerce(&js(text), 0).unwrap().1, on, "{text}");
+        }
+        let deep = format!("{}1{}", "[".repeat(20), "]".repeat(20));
+        assert!(coerce(&js(&deep), 0).is_err());
+    }
+
+    fn state(text: &str) -> FileState {
+        parse_file(text.as_bytes()).state
+    }
+
+    #[test]
+    fn whole_files_are_accepted_or_rejected_as_measured() {
+        let e = r#""claudeMdExcludes":["/w/CLAUDE.md"]"#;
+        assert_eq!(state(&format!("{{{e}}}")), FileState::Applied);
+        assert_eq!(
+            state(&format!("{{{e},\"env\":{{\"X\":{{}}}},\"$schema\":\"s\"}}")),
+            FileState::Applied
+        );
+        assert_eq!(state("  \n"), FileState::Applied);
+        for bad in [
+            format!("{{{e},\"permissions\":5}}"),
+            format!("{{{e},\"permissions\":null}}"),
+            format!("{{{e},\"permissions\":[]}}"),
+            format!("{{{e},}}"),
+            format!("// c\n{{{e}}}"),
+            format!("[{{{e}}}]"),
+            format!("{{{e},\"env\":\"x\"}}"),
+            format!("{{{e},\"$schema\":5}}"),
+            format!("{{{e},\"model\":5}}"),
+            "{\"claudeMdExcludes\":\"/w/CLAUDE.md\"}".to_owned(),
+            "{\"claudeMdExcludes\":[\"/w\",5]}".to_owned(),
+            "{\"claudeMdExcludes\":null}".to_owned(),
+            format!("{{{e}}}\u{0}"),
+        ] {
+            assert!(matches!(state(&bad), FileState::Rejected { .. }), "{bad}");
+        }
+        for undecided in [
+            format!("{{{e},\"permissions\":{{}}}}"),
+            format!("{{{e},\"hooks\":5}}"),
+        ] {
+            assert!(
+                matches!(state(&undecided), FileState::Unknown { .. }),
+                "{undecided}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_text_is_decoded_as_claude_code_decodes_it() {
+        let e = "{\"claudeMdExcludes\":[\"/w/CLAUDE.md\"]}";
+        let mut bom = b"\xef\xbb\xbf".to_vec();
+        bom.extend_from_slice(e.as_bytes());
+        assert_eq!(parse_file(&bom).state, FileState::Applied);
+        let mut le = vec![0xff, 0xfe];
+        le.extend(e.encode_utf16().flat_map(u16::to_le_bytes));
+        let read = parse_file(&le);
+        assert_eq!(read.state, FileState::Applied);
+        assert_eq!(read.excludes.unwrap().len(), 1);
+        let mut be = vec![0xfe, 0xff];
+        be.extend(e.encode_utf16().flat_map(u16::to_be_bytes));
+        assert!(matches!(parse_file(&be).state, FileState::Rejected { .. }));
+        assert_eq!(
+            parse_file(b"{\r\n\"env\": {}\r\n}\r\n").state,
+            FileState::Applied
+        );
+        // A lone surrogate is a string to JavaScript: the file is valid.
+        assert_eq!(
+            state("{\"claudeMdExcludes\":[\"\\ud800\"]}"),
+            FileState::Applied
+        );
+    }
+
+    #[test]
+    fn proc_paths() {
+        let cwd = Path::new("/workspace/agent");
+        assert!(matches!(proc_alias("/proc/self/cwd", cwd), Proc::Alias(p) if p == cwd));
+        assert!(
+            matches!(proc_alias("/proc/self/root/workspace", cwd), Proc::Alias(p) if p == Path::new("/workspace"))
+        );
+        assert!(matches!(proc_alias("/proc/self", cwd), Proc::Stays));
+        assert!(matches!(proc_alias("/proc", cwd), Proc::Stays));
+        assert!(matches!(proc_alias("/proc/17", cwd), Proc::Stays));
+        assert!(matches!(proc_alias("/proc/1/cwd", cwd), Proc::Unknown));
+        assert!(matches!(proc_alias("/proc/self/fd", cwd), Proc::Unknown));
+        assert!(matches!(proc_alias("/procx/a", cwd), Proc::Elsewhere));
+        assert!(matches!(proc_alias("/workspace", cwd), Proc::Elsewhere));
+    }
+}
