@@ -125,6 +125,8 @@ pub fn check_group(
         .map_or(options.settings.delivery, |p| p.target.delivery);
     let flat = plan.as_ref().is_some_and(|p| p.target.provider.is_flat());
     let fix = compose_fix(group, options);
+    let mut agent = verify::AgentSettings::default();
+    let mut agent_unreadable = None;
     if !findings.iter().any(|f| is_group_error(f.code)) && !flat {
         let view = ViewOptions {
             approve_external: options.settings.approve_external,
@@ -139,10 +141,23 @@ pub fn check_group(
             }
             Err(err) => findings.push(group_error_finding(layout, group, &err)),
         }
+        match crate::view::agent_settings(layout, group, &view) {
+            Ok(read) => agent = read,
+            Err(err) => {
+                agent_unreadable = Some(err.to_string());
+            }
+        }
     }
-    // The same verdict as compose's report: what reaches the agent once composed.
+    // The same verdict as compose's report: what reaches the agent once composed, with what
+    // the agent's own settings files do.
     if let Some(plan) = &plan {
-        let delivered = verify::verify(layout, plan, sources, &options.settings);
+        let mut delivered = verify::verify_with(layout, plan, sources, &options.settings, &agent);
+        if let Some(why) = agent_unreadable {
+            delivered.complete = false;
+            delivered.undecided.push(format!(
+                "the agent's settings files could not be read ({why}): what they do to its memory is undecided"
+            ));
+        }
         not_delivered(layout, group, plan, &delivered, &mut findings);
     }
     let version = options.claude_version;
@@ -205,7 +220,26 @@ fn not_delivered(
     if delivered.complete {
         return;
     }
-    let fix = if plan.target.delivery == Delivery::Link && !plan.target.provider.is_flat() {
+    if delivered.missing.is_empty() {
+        findings.push(Finding {
+            severity: Severity::Error,
+            code: Code::SettingsUndecided,
+            file: layout.group_dir(group).join(plan.target.file),
+            message: format!(
+                "the guardrails MAY NOT reach the agent: clawmd cannot decide what these settings do: {}",
+                delivered.undecided.join("; ")
+            ),
+            fix: "remove the settings named (the agent can write those files), or keep its settings files to claudeMdExcludes, env and $schema so clawmd can evaluate them".to_owned(),
+        });
+        return;
+    }
+    let by_settings = delivered
+        .reasons
+        .iter()
+        .any(|r| r.contains("claudeMdExcludes") || r.contains("turns memory off"));
+    let fix = if by_settings {
+        "remove the setting named (the agent can write its settings files, so an agent may have written it), or deliver through the managed files no file of the agent's reaches".to_owned()
+    } else if plan.target.delivery == Delivery::Link && !plan.target.provider.is_flat() {
         link_fix(layout, group)
     } else if !plan.dropped.is_empty() {
         format!(
@@ -222,11 +256,15 @@ fn not_delivered(
         code: Code::NotDelivered,
         file: layout.group_dir(group).join(plan.target.file),
         message: format!(
-            "composed for the agent but not reaching it: {}{}",
+            "composed for the agent but not reaching it: {}{}{}",
             delivered.missing.join(", "),
             match delivered.reasons.is_empty() {
                 true => String::new(),
                 false => format!(" ({})", delivered.reasons.join("; ")),
+            },
+            match delivered.undecided.is_empty() {
+                true => String::new(),
+                false => format!("; undecided: {}", delivered.undecided.join("; ")),
             }
         ),
         fix,

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::delivery::DeliverySettings;
 use crate::delivery::guard::{self, Guard, GuardSettings, Guards};
-use crate::delivery::verify::{Delivered, SharedVerdict, verify};
+use crate::delivery::verify::{AgentSettings, Delivered, SharedVerdict, verify, verify_with};
 use crate::deployment::{
     Observation, PlanId, Plans, Selection, checked_group_dir, observe_with, read_sources,
 };
@@ -25,6 +25,7 @@ use crate::plan::{Content, GroupPlan, Sources};
 use crate::progress::Progress;
 use crate::reconcile::{Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport};
+use crate::view::ViewOptions;
 
 /// How to compose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -573,6 +574,19 @@ impl Verdicts {
         mut report: GroupReport,
     ) -> GroupReport {
         let plan = &seen.plan;
+        // The agent's own settings files: with any, the group's verdict is its own.
+        let agent = match agent_settings(layout, seen, &report.group, &options.settings) {
+            Ok(agent) => agent,
+            Err(err) => {
+                report.set_delivered(settings_unreadable(layout, plan, sources, options, &err));
+                return report;
+            }
+        };
+        if !agent.is_empty() {
+            let settings = &options.settings;
+            report.set_delivered(verify_with(layout, plan, sources, settings, &agent));
+            return report;
+        }
         let shared = seen
             .plan_id
             .and_then(|id| self.shared(id, layout, plan, sources, &options.settings))
@@ -634,6 +648,45 @@ impl Verdicts {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// What the settings files of the agent of the group seen in `seen` do to its memory: none
+/// when the group has no `.claude` entry and the deployment mounts no `~/.claude` for it (one
+/// `fstatat`, the common case), else read in its container's view.
+fn agent_settings(
+    layout: &Layout,
+    seen: &Observation,
+    group: &str,
+    settings: &DeliverySettings,
+) -> Result<AgentSettings, GroupError> {
+    if layout.claude_home.is_none() && seen.dir.kind(".claude")?.is_none() {
+        return Ok(AgentSettings::default());
+    }
+    let view = ViewOptions {
+        approve_external: settings.approve_external,
+        claude_version: settings.claude_version,
+        delivery: settings.delivery,
+        provider: settings.provider,
+        ..ViewOptions::default()
+    };
+    crate::view::agent_settings(layout, group, &view)
+}
+
+/// The verdict when the agent's settings files cannot be read: the plan's own, never
+/// complete, saying why.
+fn settings_unreadable(
+    layout: &Layout,
+    plan: &GroupPlan,
+    sources: &Sources,
+    options: &ComposeOptions,
+    err: &GroupError,
+) -> Delivered {
+    let mut delivered = verify(layout, plan, sources, &options.settings);
+    delivered.undecided.push(format!(
+        "the agent's settings files could not be read ({err}): what they do to its memory is undecided"
+    ));
+    delivered.complete = false;
+    delivered
 }
 
 /// The key of a plan shared through [`Plans`]: everything in it but the local memory is the

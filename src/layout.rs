@@ -9,6 +9,8 @@ use serde::Serialize;
 
 /// The default mount point of `container/` content inside a container.
 pub const DEFAULT_APP_MOUNT: &str = "/app";
+/// The default `$HOME` of the agent inside a container (nanoclaw's image runs as `node`).
+pub const DEFAULT_AGENT_HOME: &str = "/home/node";
 /// The default working directory of the agent inside a container (the group is mounted here).
 pub const DEFAULT_WORKSPACE_MOUNT: &str = "/workspace/agent";
 
@@ -111,6 +113,13 @@ pub struct Layout {
     /// The sources every group's memory is composed from (`sources` and `memory` in
     /// clawmd.json; default: clawmd's built-in recipe).
     pub recipe: Recipe,
+    /// The agent's `$HOME` inside the container (default `/home/node`; `agentHome`).
+    pub agent_home: PathBuf,
+    /// Where each group's `~/.claude` (the agent's user settings and memory, which the agent
+    /// can write) lives on the host, as a path with `{group}` standing for the group's folder
+    /// name (`claudeHome` in clawmd.json, e.g. `data/sessions/{group}/.claude`). `None`: the
+    /// runner mounts none, and the agent's `~/.claude` starts empty at every spawn.
+    pub claude_home: Option<PathBuf>,
 }
 
 impl Layout {
@@ -125,7 +134,22 @@ impl Layout {
             app_mount: PathBuf::from(DEFAULT_APP_MOUNT),
             workspace_mount: PathBuf::from(DEFAULT_WORKSPACE_MOUNT),
             recipe: Recipe::default(),
+            agent_home: PathBuf::from(DEFAULT_AGENT_HOME),
+            claude_home: None,
         }
+    }
+
+    /// The host folder mounted as `group`'s `~/.claude` ([`Layout::claude_home`] with the
+    /// group's name in place of `{group}`), when the deployment says where it is.
+    pub fn claude_home_dir(&self, group: &str) -> Option<PathBuf> {
+        let template = self.claude_home.as_ref()?;
+        let text = template.to_string_lossy();
+        Some(PathBuf::from(text.replace("{group}", group)))
+    }
+
+    /// `~/.claude` inside the container.
+    pub fn claude_home_mount(&self) -> PathBuf {
+        self.agent_home.join(".claude")
     }
 
     /// The host folder of a group.

@@ -40,7 +40,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 17] = [
     "delivery",
     "provider",
     "budgets",
@@ -52,10 +52,11 @@ const KEYS: [&str; 16] = [
     "workspaceMount",
     "lockTimeout",
     "stateDir",
-    "agentHome",
     "geminiSystemSettings",
     "sources",
     "memory",
+    "agentHome",
+    "claudeHome",
     "$schema",
 ];
 
@@ -86,9 +87,6 @@ pub struct Settings {
     /// clawmd's state folder (rescued edits, the files bound into containers), relative to
     /// the root; default `<groupsDir>/.clawmd`. Keep it outside every group folder.
     pub state_dir: Option<PathBuf>,
-    /// The agent's home inside the container (default `/home/node`): where the guards of
-    /// Codex, Gemini CLI and opencode groups bind over its configuration.
-    pub agent_home: Option<PathBuf>,
     /// The runner's own Gemini CLI system settings (relative to the root): clawmd merges its
     /// guard into them, and the merged file is what `clawmd mounts` binds at
     /// `/etc/gemini-cli/settings.json`.
@@ -99,6 +97,15 @@ pub struct Settings {
     pub sources: Option<Vec<RawSource>>,
     /// The group's own memory file: "CLAUDE.local.md" (the default) or "none".
     pub memory: Option<RawMemory>,
+    /// The agent's `$HOME` in the container (default `/home/node`); the guards of Codex,
+    /// Gemini CLI and opencode groups bind over its configuration there.
+    pub agent_home: Option<PathBuf>,
+    /// The host folder the runner mounts as each group's `~/.claude` (read-write: the agent
+    /// can write its user settings there), relative to the root, `{group}` standing for the
+    /// group's folder name: nanoclaw's is `data/v2-sessions/{group}/.claude-shared` when its
+    /// agent group ids are the folder names. clawmd then reads `~/.claude/settings.json` (and
+    /// the user memory) as the agent's Claude Code does.
+    pub claude_home: Option<String>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
 }
@@ -301,6 +308,10 @@ impl Settings {
         {
             layout.workspace_mount = mount;
         }
+        if let Some(home) = &self.agent_home {
+            layout.agent_home = home.clone();
+        }
+        layout.claude_home = self.claude_home.as_ref().map(|t| root.join(t));
         // Checked when the file was parsed ([`parse_settings`]).
         layout.recipe = Recipe::from_raw(self.sources.as_deref(), self.memory).unwrap_or_default();
         let mut budgets = Budgets::default();
@@ -310,6 +321,10 @@ impl Settings {
             }
         }
         let delivery = overrides.delivery.or(self.delivery);
+        let guards = crate::delivery::guard::GuardSettings {
+            agent_home: layout.agent_home.clone(),
+            gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
+        };
         Resolved {
             layout,
             delivery: DeliverySettings {
@@ -329,13 +344,7 @@ impl Settings {
             lock_timeout: Duration::from_secs(
                 overrides.lock_timeout.or(self.lock_timeout).unwrap_or(60),
             ),
-            guards: crate::delivery::guard::GuardSettings {
-                agent_home: self
-                    .agent_home
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from(crate::delivery::guard::DEFAULT_AGENT_HOME)),
-                gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
-            },
+            guards,
         }
     }
 }

@@ -9,12 +9,15 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::delivery::verify::AgentSettings;
 use crate::delivery::{Delivery, DeliverySettings, Provider};
 use crate::error::GroupError;
 use crate::fsops::FsError;
 use crate::layout::{Layout, MountNeeds, names};
+use crate::loader::fs::MemoryFs;
 use crate::loader::{
-    ClaudeVersion, ExternalImports, LoadOptions, Memory, Mount, MountedFs, Severity, load,
+    ClaudeVersion, ExternalImports, LoadOptions, LoaderError, Memory, Mount, MountedFs,
+    SettingsEvaluation, Severity, load,
 };
 use crate::report::{escape, escape_path};
 
@@ -99,7 +102,8 @@ pub fn container_mounts(layout: &Layout, group: &str, needs: &MountNeeds) -> Vec
         .collect()
 }
 
-/// The mounts of the container of `group`, plus the home when given.
+/// The mounts of the container of `group`, plus the home when given, else the group's
+/// `~/.claude` where the deployment says it lives ([`Layout::claude_home`]).
 pub fn group_mounts(
     layout: &Layout,
     group: &str,
@@ -109,8 +113,70 @@ pub fn group_mounts(
     let mut mounts = container_mounts(layout, group, needs);
     if let Some(home) = &options.home {
         mounts.push(Mount::new(container_home(options), home));
+    } else if let Some(claude) = layout.claude_home_dir(group) {
+        mounts.push(Mount::new(layout.claude_home_mount(), claude));
     }
     mounts
+}
+
+/// The agent's `$HOME` in the view: the mounted home, or the deployment's `agentHome` when
+/// only its `~/.claude` is mounted.
+fn view_home(layout: &Layout, options: &ViewOptions) -> Option<PathBuf> {
+    match &options.home {
+        Some(_) => Some(container_home(options)),
+        None => layout
+            .claude_home
+            .as_ref()
+            .map(|_| layout.agent_home.clone()),
+    }
+}
+
+/// The managed folder of Claude Code, read when the container's mount table binds it.
+const MANAGED_DIR: &str = "/etc/claude-code";
+
+/// The options the loader runs with for `group`'s container seen through `fs`.
+fn group_load_options(layout: &Layout, fs: &MountedFs, options: &ViewOptions) -> LoadOptions {
+    let mut load_options =
+        load_options(&layout.workspace_mount, view_home(layout, options), options);
+    let managed = Path::new(MANAGED_DIR);
+    load_options.managed_dir = fs
+        .mounts()
+        .iter()
+        .any(|m| m.container.starts_with(managed))
+        .then(|| managed.to_owned());
+    load_options
+}
+
+/// What the settings files the agent can write do to its memory, for the CLI and for the
+/// Agent SDK (`settingSources: ['project','user']`), read in the view of `group`'s container
+/// (the group folder and the group's `~/.claude` where the deployment says where it is; every
+/// read bounded, never following a link on the host, never opening a FIFO or device).
+pub fn agent_settings(
+    layout: &Layout,
+    group: &str,
+    options: &ViewOptions,
+) -> Result<AgentSettings, GroupError> {
+    let group_dir = crate::deployment::checked_group_dir(layout, group)?;
+    let needs = crate::mounts::group_needs(layout, group, &options.delivery_settings())?;
+    let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
+    let evaluate = |consumer: Consumer| -> Result<SettingsEvaluation, GroupError> {
+        let options = ViewOptions {
+            consumer,
+            ..options.clone()
+        };
+        let load_options = group_load_options(layout, &fs, &options);
+        let cwd = fs
+            .canonicalize(&load_options.cwd)
+            .map_err(|source| LoaderError::Cwd {
+                path: load_options.cwd.clone(),
+                source,
+            })?;
+        Ok(crate::loader::settings::evaluate(&fs, &load_options, &cwd))
+    };
+    Ok(AgentSettings {
+        cli: evaluate(Consumer::Cli)?,
+        sdk: evaluate(Consumer::Sdk)?,
+    })
 }
 
 fn container_home(options: &ViewOptions) -> PathBuf {
@@ -148,9 +214,7 @@ pub fn load_group(
     let group_dir = crate::deployment::checked_group_dir(layout, group)?;
     let needs = crate::mounts::group_needs(layout, group, &options.delivery_settings())?;
     let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
-    let home = options.home.as_ref().map(|_| container_home(options));
-    let mut load_options = load_options(&layout.workspace_mount, home, options);
-    load_options.managed_dir = None;
+    let load_options = group_load_options(layout, &fs, options);
     let memory = load(&fs, &load_options)?;
     Ok((memory, fs))
 }

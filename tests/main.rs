@@ -8,6 +8,8 @@
 
 mod support;
 
+#[path = "main/agent_settings.rs"]
+mod agent_settings;
 #[path = "main/check.rs"]
 mod check;
 #[path = "main/compose.rs"]

@@ -44,9 +44,6 @@ use super::{Budgets, Provider};
 /// The folder, inside a group's bind folder, that holds its guard files.
 pub const GUARD_DIR: &str = "guard";
 
-/// The default container path of the agent's home (nanoclaw's `/home/node`).
-pub const DEFAULT_AGENT_HOME: &str = "/home/node";
-
 /// Codex's managed configuration file, which wins over the user's and a project's.
 pub const CODEX_MANAGED_CONFIG: &str = "/etc/codex/managed_config.toml";
 /// Gemini CLI's system settings file, merged last (wins over user and workspace settings).
@@ -69,7 +66,7 @@ pub struct GuardSettings {
 impl Default for GuardSettings {
     fn default() -> Self {
         GuardSettings {
-            agent_home: PathBuf::from(DEFAULT_AGENT_HOME),
+            agent_home: PathBuf::from(crate::layout::DEFAULT_AGENT_HOME),
             gemini_system_settings: None,
         }
     }

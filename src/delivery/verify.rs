@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use super::snapshot::Snapshot;
 use super::{Delivery, DeliverySettings, Section};
 use crate::layout::{Layout, names};
+use crate::loader::SettingsEvaluation;
 use crate::loader::content::{parse_as_within, scan_markdown_as};
 use crate::loader::fs::{DirEntry, MemoryFs, Metadata, ReadOutcome};
 use crate::loader::markdown::js_trim;
@@ -28,7 +29,7 @@ use crate::loader::{
     claude_block, load,
 };
 use crate::plan::{Content, GroupPlan, Sources, Warning};
-use crate::view::{ViewOptions, load_options};
+use crate::view::{Consumer, ViewOptions, load_options};
 
 /// What reaches a group's agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -41,48 +42,145 @@ pub struct Delivered {
     pub missing: Vec<String>,
     /// Why, when known (the loader's diagnostics, the budget).
     pub reasons: Vec<String>,
+    /// Settings the agent can write that may keep composed memory from it and that clawmd
+    /// cannot decide, each naming the file and the setting: the guardrails *may not* reach
+    /// the agent, so the verdict is never complete while any is left.
+    pub undecided: Vec<String>,
     /// `sha256:<hex>` of the memory the agent receives (Claude Code: the memory block as it
     /// sends it; flat backends: the document).
     pub memory_digest: String,
 }
 
-/// Works out what reaches the agent of a group composed as `plan`. Pure: reads nothing.
+/// What the settings files the agent can write (`.claude/settings.json`,
+/// `.claude/settings.local.json`, and `~/.claude/settings.json` where the deployment says
+/// where that lives) do to its memory, read in its container's view
+/// ([`crate::view::agent_settings`]), for each Claude Code front end: the CLI reads all three,
+/// the Agent SDK with nanoclaw's `settingSources: ['project','user']` not the local one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentSettings {
+    /// As the CLI reads them.
+    pub cli: SettingsEvaluation,
+    /// As the Agent SDK (`settingSources: ['project','user']`) reads them.
+    pub sdk: SettingsEvaluation,
+}
+
+impl AgentSettings {
+    /// True when the agent has no settings file at all (the verdict is then the plan's alone).
+    pub fn is_empty(&self) -> bool {
+        self.cli.is_empty() && self.sdk.is_empty()
+    }
+}
+
+/// Works out what reaches the agent of a group composed as `plan`, with no settings file of
+/// the agent's. Pure: reads nothing.
 pub fn verify(
     layout: &Layout,
     plan: &GroupPlan,
     sources: &Sources,
     settings: &DeliverySettings,
 ) -> Delivered {
-    let delivered = match plan.target.provider.is_flat() {
-        true => verify_flat(plan),
-        false => {
-            let fs = snapshot(layout, plan, sources);
-            match load(&fs, &claude_options(layout, settings)) {
-                Ok(memory) => {
-                    let memory_digest = link_digest(plan, &fs, &memory);
-                    from_memory(layout, plan, &memory, memory_digest)
-                }
-                Err(err) => Delivered {
-                    complete: false,
-                    missing: vec!["everything".to_owned()],
-                    reasons: vec![err.to_string()],
-                    memory_digest: digest(b""),
-                },
-            }
+    verify_with(layout, plan, sources, settings, &AgentSettings::default())
+}
+
+/// [`verify`] with what the agent's own settings files do (`agent`): memory turned off,
+/// composed files excluded, or settings clawmd cannot decide make the verdict incomplete. With
+/// settings files, the verdict holds for both the CLI and the Agent SDK: complete only when
+/// everything reaches the agent through either. Pure: reads nothing.
+pub fn verify_with(
+    layout: &Layout,
+    plan: &GroupPlan,
+    sources: &Sources,
+    settings: &DeliverySettings,
+    agent: &AgentSettings,
+) -> Delivered {
+    let delivered = match (plan.target.provider.is_flat(), agent.is_empty()) {
+        (true, _) => verify_flat(plan),
+        (false, true) => verify_claude(layout, plan, sources, settings, Consumer::Cli, None),
+        (false, false) => {
+            let cli = verify_claude(
+                layout,
+                plan,
+                sources,
+                settings,
+                Consumer::Cli,
+                Some(&agent.cli),
+            );
+            let sdk = verify_claude(
+                layout,
+                plan,
+                sources,
+                settings,
+                Consumer::Sdk,
+                Some(&agent.sdk),
+            );
+            both(cli, sdk)
         }
     };
     with_dropped(plan, delivered)
 }
 
+/// The loader on the snapshot of what compose leaves, as `consumer` reads it, with the agent's
+/// settings as evaluated in its view.
+fn verify_claude(
+    layout: &Layout,
+    plan: &GroupPlan,
+    sources: &Sources,
+    settings: &DeliverySettings,
+    consumer: Consumer,
+    agent: Option<&SettingsEvaluation>,
+) -> Delivered {
+    let fs = snapshot(layout, plan, sources);
+    let mut options = claude_options(layout, settings, consumer);
+    options.settings = agent.cloned();
+    match load(&fs, &options) {
+        Ok(memory) => {
+            let memory_digest = link_digest(plan, &fs, &memory);
+            from_memory(layout, plan, &memory, memory_digest)
+        }
+        Err(err) => Delivered {
+            complete: false,
+            missing: vec!["everything".to_owned()],
+            reasons: vec![err.to_string()],
+            undecided: Vec::new(),
+            memory_digest: digest(b""),
+        },
+    }
+}
+
+/// The verdict that holds for both front ends: what either misses, every reason and every
+/// undecided setting once (the Agent SDK's own marked so); the CLI's digest.
+fn both(cli: Delivered, sdk: Delivered) -> Delivered {
+    let mut out = cli;
+    let sdk_only = |text: &String| format!("(Agent SDK) {text}");
+    for missing in sdk.missing {
+        if !out.missing.contains(&missing) {
+            out.missing.push(missing);
+        }
+    }
+    for reason in sdk.reasons {
+        if !out.reasons.contains(&reason) {
+            out.reasons.push(sdk_only(&reason));
+        }
+    }
+    for undecided in sdk.undecided {
+        if !out.undecided.contains(&undecided) {
+            out.undecided.push(sdk_only(&undecided));
+        }
+    }
+    out.complete = out.missing.is_empty() && out.undecided.is_empty();
+    out
+}
+
 /// How the agent's Claude Code loads memory in the container: cwd the workspace mount, no
 /// home, no managed file, external imports as the deployment says.
-fn claude_options(layout: &Layout, settings: &DeliverySettings) -> LoadOptions {
+fn claude_options(layout: &Layout, settings: &DeliverySettings, consumer: Consumer) -> LoadOptions {
     let mut options = load_options(
         &layout.workspace_mount,
         None,
         &ViewOptions {
             approve_external: settings.approve_external,
             claude_version: settings.claude_version,
+            consumer,
             ..ViewOptions::default()
         },
     );
@@ -106,7 +204,7 @@ fn with_dropped(plan: &GroupPlan, mut delivered: Delivered) -> Delivered {
             delivered.reasons.push(warning.to_string());
         }
     }
-    delivered.complete = delivered.missing.is_empty();
+    delivered.complete = delivered.missing.is_empty() && delivered.undecided.is_empty();
     delivered
 }
 
@@ -180,7 +278,7 @@ impl SharedVerdict {
         let mut template = plan.clone();
         template.local_memory = Some(PLACEHOLDER.as_bytes().to_vec());
         let fs = snapshot(layout, &template, sources);
-        let options = claude_options(layout, settings);
+        let options = claude_options(layout, settings, Consumer::Cli);
         let counted = Counted {
             fs: &fs,
             read: Cell::new(0),
@@ -438,14 +536,23 @@ fn from_memory(
         .iter()
         .any(|entry| matches!(entry.content, Content::Seed));
     let local_missing = seeded && !local_empty && !memory.files.iter().any(|f| f.path == local);
-    assemble(
+    let mut delivered = assemble(
         plan,
         &found,
         &dropped_imports(plan, memory),
         local_missing,
         &diagnostic_reasons(memory),
         memory_digest,
-    )
+    );
+    delivered.undecided = memory
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == DiagnosticCode::SettingsUndecided)
+        .map(|d| d.message.clone())
+        .collect();
+    delivered.undecided.dedup();
+    delivered.complete &= delivered.undecided.is_empty();
+    delivered
 }
 
 /// The sections whose shared source holds an import that does not load (link delivery: the
@@ -498,6 +605,8 @@ fn diagnostic_reasons(memory: &Memory) -> Vec<String> {
                     | DiagnosticCode::FileTooLarge
                     | DiagnosticCode::FileUnreadable
                     | DiagnosticCode::FileUnparsable
+                    | DiagnosticCode::MemoryDisabled
+                    | DiagnosticCode::Excluded
             )
         })
         .map(|d| match d.code {
@@ -559,6 +668,7 @@ fn assemble(
         complete: missing.is_empty(),
         missing,
         reasons,
+        undecided: Vec::new(),
         memory_digest,
     }
 }
@@ -612,6 +722,7 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
         complete: missing.is_empty(),
         reasons,
         missing,
+        undecided: Vec::new(),
         memory_digest: digest(document),
     }
 }
@@ -684,6 +795,211 @@ mod tests {
         };
         let plan = plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap();
         verify(&layout, &plan, &sources, &settings)
+    }
+
+    /// What the settings files `files` (paths in the container, text) do, as
+    /// `crate::view::agent_settings` reads them, for both front ends.
+    fn agent(files: &[(&str, &str)]) -> AgentSettings {
+        let mut fs = Snapshot::new();
+        fs.dir(Path::new("/workspace/agent"));
+        fs.dir(Path::new("/home/node/.claude"));
+        for (path, text) in files {
+            fs.file(Path::new(path), text.as_bytes().to_vec());
+        }
+        let evaluate = |consumer| {
+            let view = ViewOptions {
+                consumer,
+                ..ViewOptions::default()
+            };
+            let mut options = load_options(
+                Path::new("/workspace/agent"),
+                Some("/home/node".into()),
+                &view,
+            );
+            options.managed_dir = None;
+            crate::loader::settings::evaluate(&fs, &options, Path::new("/workspace/agent"))
+        };
+        AgentSettings {
+            cli: evaluate(Consumer::Cli),
+            sdk: evaluate(Consumer::Sdk),
+        }
+    }
+
+    fn verdict_with(delivery: Delivery, files: &[(&str, &str)]) -> Delivered {
+        let layout = Layout::under_root(Path::new("/host"));
+        let settings = DeliverySettings::with_delivery(delivery);
+        let sources = sources("BASE\n");
+        let inputs = GroupInputs {
+            local_memory: Some(b"LOCAL NOTES\n"),
+            ..GroupInputs::default()
+        };
+        let plan = plan_delivery(
+            &layout,
+            &GroupConfig::default(),
+            &sources,
+            inputs,
+            &settings,
+        )
+        .unwrap();
+        verify_with(&layout, &plan, &sources, &settings, &agent(files))
+    }
+
+    const PROJECT: &str = "/workspace/agent/.claude/settings.json";
+    const LOCAL: &str = "/workspace/agent/.claude/settings.local.json";
+    const USER: &str = "/home/node/.claude/settings.json";
+
+    #[test]
+    fn settings_that_drop_the_guardrails_make_the_verdict_incomplete_in_every_delivery() {
+        for delivery in [Delivery::Inline, Delivery::Copy] {
+            for (file, text, missing) in [
+                (
+                    PROJECT,
+                    r#"{"claudeMdExcludes":["/workspace/agent/CLAUDE.md"]}"#,
+                    "shared-base",
+                ),
+                (
+                    USER,
+                    r#"{"claudeMdExcludes":["**/CLAUDE.md"]}"#,
+                    "shared-base",
+                ),
+                (
+                    LOCAL,
+                    r#"{"claudeMdExcludes":["/workspace/**"]}"#,
+                    "local-memory",
+                ),
+                (PROJECT, r#"{"claudeMdExcludes":["**"]}"#, "skill:web"),
+                (
+                    PROJECT,
+                    r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"yes"}}"#,
+                    "local-memory",
+                ),
+                (
+                    USER,
+                    r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":1}}"#,
+                    "shared-base",
+                ),
+                (
+                    PROJECT,
+                    r#"{"claudeMdExcludes":["/proc/self/cwd/CLAUDE.md"]}"#,
+                    "shared-base",
+                ),
+                (
+                    PROJECT,
+                    r#"{"claudeMdExcludes":["/workspace/nothere/../agent/CLAUDE.md"]}"#,
+                    "shared-base",
+                ),
+                (
+                    PROJECT,
+                    "\u{feff}{\"claudeMdExcludes\":[\"/workspace/agent/CLAUDE.md\"]}",
+                    "shared-base",
+                ),
+            ] {
+                let got = verdict_with(delivery, &[(file, text)]);
+                assert!(!got.complete, "{delivery} {file} {text}: {got:?}");
+                assert!(
+                    got.missing.contains(&missing.to_owned()),
+                    "{delivery} {text}: {got:?}"
+                );
+                assert!(!got.reasons.is_empty(), "{got:?}");
+            }
+        }
+        // Link delivery (approved): the same setting drops one fragment only.
+        let approved = DeliverySettings {
+            approve_external: true,
+            ..DeliverySettings::with_delivery(Delivery::Link)
+        };
+        let layout = Layout::under_root(Path::new("/host"));
+        let sources = sources("BASE\n");
+        let plan = plan_delivery(
+            &layout,
+            &GroupConfig::default(),
+            &sources,
+            GroupInputs::default(),
+            &approved,
+        )
+        .unwrap();
+        let clean = verify_with(&layout, &plan, &sources, &approved, &agent(&[]));
+        assert!(clean.complete, "{clean:?}");
+        let one = agent(&[(
+            PROJECT,
+            r#"{"claudeMdExcludes":["**/.claude-fragments/web.md"]}"#,
+        )]);
+        let got = verify_with(&layout, &plan, &sources, &approved, &one);
+        assert_eq!(got.missing, ["skill:web"], "{got:?}");
+    }
+
+    #[test]
+    fn settings_that_change_nothing_or_are_rejected_leave_the_verdict_complete() {
+        for (file, text) in [
+            (
+                PROJECT,
+                r#"{"claudeMdExcludes":["/workspace/agent/notes/**"]}"#,
+            ),
+            (
+                PROJECT,
+                r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0","OTHER":"1"}}"#,
+            ),
+            (
+                PROJECT,
+                r#"{"claudeMdExcludes":["/workspace/agent/CLAUDE.md"],"permissions":5}"#,
+            ),
+            (
+                PROJECT,
+                r#"{"claudeMdExcludes":["/workspace/agent/CLAUDE.md"],}"#,
+            ),
+            (PROJECT, r#"{"env":{"claude_code_disable_claude_mds":"1"}}"#),
+            (PROJECT, r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"y"}}"#),
+            (USER, r#"{"$schema":"x","claudeMdExcludes":[]}"#),
+        ] {
+            let got = verdict_with(Delivery::Inline, &[(file, text)]);
+            assert!(got.complete, "{text}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn what_clawmd_cannot_decide_is_never_complete() {
+        for text in [
+            r#"{"claudeMdExcludes":["/workspace/agent/[[:upper:]]LAUDE.md"]}"#,
+            r#"{"claudeMdExcludes":["**/CLAUDE.m{c..e}"]}"#,
+            r#"{"claudeMdExcludes":["/nothing/**"],"model":"x","hooks":{}}"#,
+            r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"},"permissions":{"allow":["Bash"]}}"#,
+            r#"{"claudeMdExcludes":["/proc/1/cwd/CLAUDE.md"]}"#,
+        ] {
+            let got = verdict_with(Delivery::Inline, &[(PROJECT, text)]);
+            assert!(!got.complete, "{text}: {got:?}");
+            assert!(!got.undecided.is_empty(), "{text}: {got:?}");
+            assert!(
+                got.undecided.iter().any(|u| u.contains(PROJECT)),
+                "names the file: {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_verdict_holds_for_the_cli_and_the_sdk() {
+        // Local settings: read by the CLI, not by the SDK (settingSources project, user).
+        let got = verdict_with(
+            Delivery::Inline,
+            &[(
+                LOCAL,
+                r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"true"}}"#,
+            )],
+        );
+        assert!(!got.complete);
+        // The project turns memory off and local turns it back on: the SDK does not read the
+        // local file, so memory is off for it.
+        let got = verdict_with(
+            Delivery::Inline,
+            &[
+                (PROJECT, r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#),
+                (LOCAL, r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#),
+            ],
+        );
+        assert!(!got.complete, "{got:?}");
+        assert!(
+            got.reasons.iter().any(|r| r.starts_with("(Agent SDK)")),
+            "{got:?}"
+        );
     }
 
     #[test]

@@ -207,6 +207,11 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         }
     }
     engine.excludes = Excludes::new(&patterns, opts.budgets.exclude_work);
+    engine.excludes.derived = settings
+        .excludes
+        .iter()
+        .filter_map(|e| Some((e.pattern.clone(), e.written.clone()?)))
+        .collect();
     let mut files = engine.run();
     engine.close_budgets();
     files.shrink_to_fit();
@@ -238,6 +243,9 @@ pub(super) struct Excludes {
     patterns: Vec<super::picomatch::Pattern>,
     /// Each pattern as written, and the settings file it comes from.
     written: Vec<(String, PathBuf)>,
+    /// Patterns Claude Code adds for an absolute pattern (its folder's real path in place of
+    /// the folder as written), with the pattern as written, for messages.
+    derived: Vec<(String, String)>,
     /// The paths excluded so far, each with the first pattern that matched it.
     matched: std::cell::RefCell<Vec<(PathBuf, usize)>>,
     work: std::cell::Cell<u64>,
@@ -259,6 +267,7 @@ impl Excludes {
                 .map(|p| super::picomatch::Pattern::new(&p.0.replace('\\', "/")))
                 .collect(),
             written,
+            derived: Vec::new(),
             matched: std::cell::RefCell::new(Vec::new()),
             work: std::cell::Cell::new(0),
             budget,
@@ -518,11 +527,17 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         let matched = std::mem::take(&mut *self.excludes.matched.borrow_mut());
         for (path, index) in matched {
             let (pattern, source) = self.excludes.written[index].clone();
+            let pattern = match self.excludes.derived.iter().find(|(p, _)| *p == pattern) {
+                Some((_, written)) => format!(
+                    "{written:?} (which Claude Code also applies as {pattern:?}, its folder's real path)"
+                ),
+                None => format!("{pattern:?}"),
+            };
             self.push_diag(Diagnostic {
                 severity: Severity::Info,
                 code: DiagnosticCode::Excluded,
                 message: format!(
-                    "{} is not loaded: claudeMdExcludes pattern {pattern:?} in {} matches it",
+                    "{} is not loaded: claudeMdExcludes pattern {pattern} in {} matches it",
                     path.display(),
                     source.display()
                 ),

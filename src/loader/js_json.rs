@@ -327,4 +327,55 @@ mod tests {
         let ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
         assert!(p(&ok).is_ok());
     }
+
+    /// The same value as serde_json's, where serde_json can hold it.
+    fn same(mine: &Js, theirs: &serde_json::Value) -> bool {
+        match (mine, theirs) {
+            (Js::Null, serde_json::Value::Null) => true,
+            (Js::Bool(a), serde_json::Value::Bool(b)) => a == b,
+            (Js::Num(a, _), serde_json::Value::Number(b)) => Some(*a) == b.as_f64(),
+            (Js::Str(a), serde_json::Value::String(b)) => {
+                *a == b.encode_utf16().collect::<Vec<_>>()
+            }
+            (Js::Arr(a), serde_json::Value::Array(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
+            }
+            (Js::Obj(a), serde_json::Value::Object(b)) => {
+                a.len() == b.len()
+                    && a.iter().all(|(k, v)| {
+                        b.get(&String::from_utf16_lossy(k))
+                            .is_some_and(|w| same(v, w))
+                    })
+            }
+            _ => false,
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// On text made of JSON's own pieces, this parser and serde_json accept the same texts
+        /// and read the same values (serde_json cannot hold lone surrogates, and keeps a
+        /// repeated key's last value as JavaScript does).
+        #[test]
+        fn agrees_with_serde_json(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "{", "}", "[", "]", ":", ",", " ", "\n", "\t", "\r", "\"a\"", "\"claudeMdExcludes\"",
+                    "\"env\"", "\"x\\ny\"", "\"\\u00e9\"", "\"\\\"\"", "1", "-0", "2.5e3", "01", "1.",
+                    "true", "false", "null", "nul", "\"", "\\", "\u{feff}", "\u{a0}", "é",
+                ]),
+                0..24,
+            )
+        ) {
+            let text = pieces.concat();
+            let mine = parse(&text.encode_utf16().collect::<Vec<_>>());
+            let theirs = serde_json::from_str::<serde_json::Value>(&text);
+            match (&mine, &theirs) {
+                (Ok(a), Ok(b)) => proptest::prop_assert!(same(a, b), "{text:?}: {a:?} vs {b}"),
+                (Err(ParseError::Invalid), Err(_)) => {}
+                _ => proptest::prop_assert!(false, "{text:?}: {mine:?} vs {theirs:?}"),
+            }
+        }
+    }
 }

@@ -82,6 +82,10 @@ pub struct DeliveredReport {
     pub missing: Vec<String>,
     /// Why, as the loader explains it.
     pub reasons: Vec<String>,
+    /// Settings the agent can write that may keep composed memory from it and that clawmd
+    /// cannot evaluate exactly, each naming the file and the setting: the guardrails *may
+    /// not* reach the agent (`complete` is then `false`).
+    pub undecided: Vec<String>,
     /// For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
     /// document with files of its own, in a container built from `clawmd mounts`
     /// (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
@@ -125,6 +129,7 @@ impl GroupReport {
             complete: delivered.complete,
             missing: delivered.missing,
             reasons: delivered.reasons,
+            undecided: delivered.undecided,
             guarantee: None,
         });
     }
@@ -389,6 +394,18 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
                 ),
             );
         }
+        Some(delivered) if delivered.missing.is_empty() => {
+            out.out(
+                Tone::Warning,
+                format!(
+                    "  ! {} ({} delivery, {}): the guardrails MAY NOT reach the agent: clawmd cannot decide what settings the agent wrote do",
+                    target.file, target.delivery, target.provider
+                ),
+            );
+            for undecided in &delivered.undecided {
+                out.out(Tone::Note, format!("    undecided: {}", escape(undecided)));
+            }
+        }
         Some(delivered) => {
             out.out(
                 Tone::Warning,
@@ -403,7 +420,19 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             for reason in &delivered.reasons {
                 out.out(Tone::Note, format!("    because: {}", escape(reason)));
             }
-            if target.delivery == Delivery::Link && !target.provider.is_flat() {
+            for undecided in &delivered.undecided {
+                out.out(Tone::Note, format!("    undecided: {}", escape(undecided)));
+            }
+            let by_settings = delivered
+                .reasons
+                .iter()
+                .any(|r| r.contains("claudeMdExcludes") || r.contains("turns memory off"));
+            if by_settings {
+                out.out(
+                    Tone::Note,
+                    "    fix: remove that setting (the agent can write its settings files), or deliver through the managed files no file of the agent's reaches",
+                );
+            } else if target.delivery == Delivery::Link && !target.provider.is_flat() {
                 out.out(
                     Tone::Note,
                     "    fix: approve external imports in the agent's ~/.claude.json (and set \"approveExternal\": true in clawmd.json), or use the default inline delivery",

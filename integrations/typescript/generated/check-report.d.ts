@@ -61,7 +61,12 @@ export type Code =
   | "cwd-not-utf8"
   | "claude-version-unverified"
   | "budget-exceeded"
-  | "not-delivered";
+  | "not-delivered"
+  | "memory-disabled"
+  | "excluded"
+  | "settings-rejected"
+  | "settings-undecided"
+  | "planted-instructions";
 
 /**
  * The report of a `check` run.

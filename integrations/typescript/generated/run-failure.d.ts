@@ -52,7 +52,12 @@ export type Code =
   | "cwd-not-utf8"
   | "claude-version-unverified"
   | "budget-exceeded"
-  | "not-delivered";
+  | "not-delivered"
+  | "memory-disabled"
+  | "excluded"
+  | "settings-rejected"
+  | "settings-undecided"
+  | "planted-instructions";
 
 /**
  * The JSON document of a run that could not start (the groups folder or the shared content

@@ -94,7 +94,12 @@ export type Code =
   | "cwd-not-utf8"
   | "claude-version-unverified"
   | "budget-exceeded"
-  | "not-delivered";
+  | "not-delivered"
+  | "memory-disabled"
+  | "excluded"
+  | "settings-rejected"
+  | "settings-undecided"
+  | "planted-instructions";
 /**
  * The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
  */
@@ -281,6 +286,12 @@ export interface DeliveredReport {
    * Why, as the loader explains it.
    */
   reasons: string[];
+  /**
+   * Settings the agent can write that may keep composed memory from it and that clawmd
+   * cannot evaluate exactly, each naming the file and the setting: the guardrails *may
+   * not* reach the agent (`complete` is then `false`).
+   */
+  undecided: string[];
   /**
    * For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
    * document with files of its own, in a container built from `clawmd mounts`
