@@ -11,5 +11,7 @@ mod support;
 mod backends;
 #[path = "e2e/delivery.rs"]
 mod delivery;
+#[path = "e2e/settings.rs"]
+mod settings;
 #[path = "e2e/typescript.rs"]
 mod typescript;
