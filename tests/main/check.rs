@@ -94,15 +94,7 @@ fn a_hand_edit_a_disabled_skill_fragment_and_leftovers_are_found() {
     ] {
         assert!(found.contains(&code.to_owned()), "{code} in {found:?}");
     }
-    let files = |code: &str| -> Vec<String> {
-        run.json()["groups"][0]["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["code"] == code)
-            .map(|f| f["file"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let files = |code: &str| run.finding_files(0, code);
     let mut stale = files("stale-temp");
     stale.sort();
     let mut expected: Vec<String> = left

@@ -398,10 +398,24 @@ fn a_hand_edited_claude_md_is_kept_and_reported() {
         d.read("groups/g/CLAUDE.md")
     );
     d.write("groups/g/CLAUDE.md", edited.as_bytes());
+    // A dry run names the place outside the group and makes nothing there.
+    let before = d.snapshot();
+    let dry = d.run(["compose", "g", "--dry-run", "--json"]).success();
+    let planned = dry.json()["groups"][0]["rescued"][0]["to"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        Path::new(&planned).parent(),
+        Some(d.rescue_dir("g").as_path())
+    );
+    assert_eq!(d.snapshot(), before, "a dry run writes nothing");
+    assert!(!d.rescue_dir("g").exists());
     let run = d.run(["compose", "g", "--json"]).success();
     let json = run.json();
     let rescued = &json["groups"][0]["rescued"][0];
     assert_eq!(rescued["from"], "CLAUDE.md");
+    assert_eq!(rescued["to"], planned.as_str());
     // Kept outside the group, where the agent can neither read nor plant it.
     let to = rescued["to"].as_str().unwrap();
     assert_eq!(d.read_rescued("g", to), edited.as_bytes());
@@ -1296,18 +1310,11 @@ fn planted_rescue_names_in_the_group_never_block_a_rescue_nor_are_touched() {
     // `check` lists the rescue waiting for a person from the new place, and says once that
     // the group folder holds names it cannot vouch for.
     let check = d.run(["check", "g", "--json"]).success();
-    let findings = check.json()["groups"][0]["findings"].clone();
-    let of = |code: &str| -> Vec<String> {
-        findings
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["code"] == code)
-            .map(|f| f["file"].as_str().unwrap().to_owned())
-            .collect()
-    };
-    assert_eq!(of("rescued-text"), [to]);
-    assert_eq!(of("legacy-rescues").len(), 1, "{findings}");
+    assert_eq!(check.finding_files(0, "rescued-text"), [to]);
+    assert_eq!(
+        check.finding_files(0, "legacy-rescues"),
+        [d.path("groups/g").display().to_string()]
+    );
     // Distinct edits after it are rescued up to the cap, counting only clawmd's own.
     for n in 1..=3 {
         d.write(

@@ -318,66 +318,19 @@ fn compose_scenarios() -> Vec<Scenario> {
         },
     ];
 
-    // A hand-edited CLAUDE.md, with a config change so CLAUDE.md must be rewritten.
-    let edited = composed(CONFIG_A, "link");
-    let mut text = std::fs::read(edited.path("groups/g/CLAUDE.md")).unwrap();
-    text.extend_from_slice(EDIT.as_bytes());
-    edited.write("groups/g/CLAUDE.md", &text);
-    edited.write("groups/g/container.json", CONFIG_B.as_bytes());
-    scenarios.push(Scenario {
-        name: "compose over a hand-edited CLAUDE.md",
-        before: edited,
-        args: vec!["compose", "g"],
-        keep: vec![
-            local_kept(),
-            Keep::new(
-                "the hand-edited CLAUDE.md",
-                &text,
-                &[
-                    "groups/g/CLAUDE.md",
-                    "groups/.clawmd/rescues/g/CLAUDE.md.rescued-*",
-                ],
-            ),
-        ],
-    });
-
-    // The same, with files the agent named like rescues and like temps in its folder: the
-    // edit is kept outside the group at every crash point, and the agent's files are never
-    // counted, removed or changed (they are in `before` and `after` alike, so old-or-new
-    // holds them to their bytes).
-    let planted = composed(CONFIG_A, "link");
-    let mut text = std::fs::read(planted.path("groups/g/CLAUDE.md")).unwrap();
-    text.extend_from_slice(EDIT.as_bytes());
-    planted.write("groups/g/CLAUDE.md", &text);
-    planted.write("groups/g/container.json", CONFIG_B.as_bytes());
-    for n in 0..20u64 {
-        planted.write(
-            &format!("groups/g/CLAUDE.md.rescued-{n:016x}"),
-            format!("agent text {n}\n").as_bytes(),
-        );
-    }
-    planted.write("groups/g/.clawmd-tmp-notes", b"the agent's notes\n");
-    scenarios.push(Scenario {
-        name: "compose over a hand-edited CLAUDE.md beside planted rescue and temp names",
-        before: planted,
-        args: vec!["compose", "g"],
-        keep: vec![
-            local_kept(),
-            Keep::new(
-                "the hand-edited CLAUDE.md",
-                &text,
-                &[
-                    "groups/g/CLAUDE.md",
-                    "groups/.clawmd/rescues/g/CLAUDE.md.rescued-*",
-                ],
-            ),
-            Keep::new(
-                "the agent's file named like a rescue",
-                b"agent text 7\n",
-                &["groups/g/CLAUDE.md.rescued-0000000000000007"],
-            ),
-        ],
-    });
+    // A hand-edited CLAUDE.md, with a config change so CLAUDE.md must be rewritten; alone,
+    // and beside files the agent named like rescues and like temps in its folder: the edit is
+    // kept outside the group at every crash point, and the agent's files are never counted,
+    // removed or changed (they are in `before` and `after` alike, so old-or-new holds them to
+    // their bytes).
+    scenarios.push(hand_edit_scenario(
+        "compose over a hand-edited CLAUDE.md",
+        false,
+    ));
+    scenarios.push(hand_edit_scenario(
+        "compose over a hand-edited CLAUDE.md beside planted rescue and temp names",
+        true,
+    ));
 
     // --all over groups in different states at once.
     let mixed = composed(CONFIG_A, "link")
@@ -402,6 +355,47 @@ fn compose_scenarios() -> Vec<Scenario> {
         ],
     });
     scenarios
+}
+
+/// A group composed with config A and then edited by hand, its config now B; with `planted`,
+/// 20 files named like rescues and one named like a temp beside it.
+fn hand_edit_scenario(name: &'static str, planted: bool) -> Scenario {
+    let edited = composed(CONFIG_A, "link");
+    let mut text = std::fs::read(edited.path("groups/g/CLAUDE.md")).unwrap();
+    text.extend_from_slice(EDIT.as_bytes());
+    edited.write("groups/g/CLAUDE.md", &text);
+    edited.write("groups/g/container.json", CONFIG_B.as_bytes());
+    let mut keep = vec![
+        local_kept(),
+        Keep::new(
+            "the hand-edited CLAUDE.md",
+            &text,
+            &[
+                "groups/g/CLAUDE.md",
+                "groups/.clawmd/rescues/g/CLAUDE.md.rescued-*",
+            ],
+        ),
+    ];
+    if planted {
+        for n in 0..20u64 {
+            edited.write(
+                &format!("groups/g/CLAUDE.md.rescued-{n:016x}"),
+                format!("agent text {n}\n").as_bytes(),
+            );
+        }
+        edited.write("groups/g/.clawmd-tmp-notes", b"the agent's notes\n");
+        keep.push(Keep::new(
+            "the agent's file named like a rescue",
+            b"agent text 7\n",
+            &["groups/g/CLAUDE.md.rescued-0000000000000007"],
+        ));
+    }
+    Scenario {
+        name,
+        before: edited,
+        args: vec!["compose", "g"],
+        keep,
+    }
 }
 
 const LEGACY: &str = "# Team memory\nWritten by hand before clawmd.\n";
