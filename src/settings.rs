@@ -42,7 +42,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 18] = [
+const KEYS: [&str; 19] = [
     "delivery",
     "provider",
     "budgets",
@@ -54,6 +54,7 @@ const KEYS: [&str; 18] = [
     "workspaceMount",
     "lockTimeout",
     "stateDir",
+    "geminiSystemSettings",
     "sources",
     "memory",
     "consumer",
@@ -90,6 +91,10 @@ pub struct Settings {
     /// clawmd's state folder (rescued edits, the files bound into containers), relative to
     /// the root; default `<groupsDir>/.clawmd`. Keep it outside every group folder.
     pub state_dir: Option<PathBuf>,
+    /// The runner's own Gemini CLI system settings (relative to the root): clawmd merges its
+    /// guard into them, and the merged file is what `clawmd mounts` binds at
+    /// `/etc/gemini-cli/settings.json`.
+    pub gemini_system_settings: Option<PathBuf>,
     /// The sources of every group's memory, in order (default: the shared base
     /// `container/CLAUDE.md`, the selected skills of `container/skills`, the MCP
     /// instructions); docs/recipes.md.
@@ -104,7 +109,8 @@ pub struct Settings {
     /// config the runner hands with `clawmd compose GROUP --config -` (nanoclaw keeps
     /// `cli_scope` in its database, not in container.json), kept for check and render.
     pub group_config: Option<crate::layout::GroupConfigSource>,
-    /// The agent's `$HOME` in the container (default `/home/node`).
+    /// The agent's `$HOME` in the container (default `/home/node`); the guards of Codex,
+    /// Gemini CLI and opencode groups bind over its configuration there.
     pub agent_home: Option<PathBuf>,
     /// The host folder the runner mounts as each group's `~/.claude` (read-write: the agent
     /// can write its user settings there), relative to the root, `{group}` standing for the
@@ -277,6 +283,8 @@ pub struct Resolved {
     pub delivery_chosen: bool,
     /// Lock timeout.
     pub lock_timeout: Duration,
+    /// The agent's home and the runner's own settings the backends' guards merge.
+    pub guards: crate::delivery::guard::GuardSettings,
 }
 
 impl Resolved {
@@ -355,6 +363,10 @@ impl Settings {
             }
         }
         let delivery = overrides.delivery.or(self.delivery);
+        let guards = crate::delivery::guard::GuardSettings {
+            agent_home: layout.agent_home.clone(),
+            gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
+        };
         Resolved {
             layout,
             delivery: DeliverySettings {
@@ -384,6 +396,7 @@ impl Settings {
             lock_timeout: Duration::from_secs(
                 overrides.lock_timeout.or(self.lock_timeout).unwrap_or(60),
             ),
+            guards,
         }
     }
 }

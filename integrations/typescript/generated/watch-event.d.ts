@@ -117,6 +117,10 @@ export type PinSource = "default" | "settings" | "flag" | "deployment";
  * Which Claude Code front end reads the memory.
  */
 export type Consumer = "cli" | "sdk";
+/**
+ * What a guard promises about the composed document.
+ */
+export type Guarantee = "cannot-be-dropped";
 
 /**
  * The result of composing one group.
@@ -305,6 +309,13 @@ export interface DeliveredReport {
    * not* reach the agent (`complete` is then `false`).
    */
   undecided: string[];
+  /**
+   * For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
+   * document with files of its own, in a container built from `clawmd mounts`
+   * (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
+   * Claude Code groups.
+   */
+  guarantee?: Guarantee | null;
 }
 /**
  * What a Claude Code group's verdict judged: the release and consumer it modelled, and where
