@@ -796,13 +796,6 @@ impl SafeDir {
     /// A new temp name, unpredictable, recorded in the journal (when there is one) before
     /// anything is made under it.
     fn fresh_temp_name(&self) -> Result<String> {
-        // Every run that writes holds a lock and records its temps (else a crash would leave
-        // temps no run may remove): a folder opened for writing gets `record_temps_in`.
-        debug_assert!(
-            self.journal.is_some() || cfg!(test),
-            "a temp file made in {} without a journal: call record_temps_in on the folder",
-            self.path.display()
-        );
         let name = fresh_temp_name();
         if let Some(journal) = &self.journal {
             journal.record(Record::Intent, self.absolute_path(), &name, None)?;
