@@ -15,6 +15,8 @@ mod delivery;
 mod nanoclaw;
 #[path = "e2e/npm.rs"]
 mod npm;
+#[path = "e2e/recipes.rs"]
+mod recipes;
 #[path = "e2e/settings.rs"]
 mod settings;
 #[path = "e2e/typescript.rs"]
