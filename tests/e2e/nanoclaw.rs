@@ -15,23 +15,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::api::{ApiServer, texts};
+use crate::support::Deployment;
+use crate::support::deployment::NANOCLAW_MODULES;
 use crate::support::sandbox::{
     Bind, Consumer, NANOCLAW_CLI_VERSION, NANOCLAW_SDK_VERSION, Sandbox, WORKSPACE, cache_dir,
-    nanoclaw_tools,
+    memory_block, nanoclaw_tools, printed, rendered,
 };
-use crate::support::{Deployment, output_within, run_clawmd};
 
-const MARK: &str = "Codebase and user instructions";
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
-const MODULES: [&str; 6] = [
-    "agents",
-    "cli",
-    "core",
-    "interactive",
-    "scheduling",
-    "self-mod",
-];
 
 /// The groups, each with its materialised `container.json` and the `cli_scope` of its
 /// database row (which nanoclaw keeps out of `container.json`).
@@ -205,7 +196,6 @@ fn nanoclaw_binds(root: &Path, session: &Path, group: &str) -> Vec<Bind> {
 
 /// The memory block `consumer` sends for `group` of the deployment at `root`.
 fn observe(root: &Path, group: &str, consumer: Consumer) -> String {
-    let tools = nanoclaw_tools();
     let scratch = tempfile::tempdir().unwrap();
     let (home, session, hostname) = (
         scratch.path().join("home"),
@@ -220,27 +210,8 @@ fn observe(root: &Path, group: &str, consumer: Consumer) -> String {
         home,
         hostname,
     };
-    let api = ApiServer::start();
-    let mut command = sandbox.command(tools, &api, consumer);
-    let output = output_within(&mut command, RUN_TIMEOUT);
-    let requests = api.stop();
-    let output = output.unwrap_or_else(|e| panic!("{group} {consumer}: {e}"));
-    let first = requests.first().unwrap_or_else(|| {
-        panic!(
-            "{group} {consumer}: no request to the stand-in API ({}):\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    let block = texts(first)
-        .into_iter()
-        .find(|t| t.contains(MARK))
-        .unwrap_or_else(|| panic!("{group} {consumer}: no memory block in {first}"))
-        .to_owned();
-    if std::env::var_os("CLAWMD_E2E_DUMP").is_some() {
-        eprintln!("--- {group} {consumer} {}\n{block}\n---", root.display());
-    }
-    block
+    memory_block(&sandbox, nanoclaw_tools(), consumer, RUN_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{group} in {}: {e}", root.display()))
 }
 
 /// The body of every `Contents of PATH (LABEL):` section of a memory block, with its path.
@@ -266,18 +237,6 @@ fn sections(block: &str) -> Vec<(String, String)> {
         out.push((path.to_owned(), text.trim().to_owned()));
     }
     out
-}
-
-/// The first line of text of module `name`'s guidance.
-fn module_line(d: &Deployment, name: &str) -> String {
-    d.read(&format!(
-        "container/agent-runner/src/mcp-tools/{name}.instructions.md"
-    ))
-    .lines()
-    .find(|line| !line.trim().is_empty())
-    .unwrap()
-    .trim()
-    .to_owned()
 }
 
 #[test]
@@ -326,8 +285,8 @@ fn clawmd_delivers_everything_nanoclaws_composer_delivers() {
                 }
             }
             // The module fragments: all six, or five where cli_scope is disabled, for both.
-            for module in MODULES {
-                let line = module_line(&clawmd, module);
+            for module in NANOCLAW_MODULES {
+                let line = clawmd.module_line(module);
                 let expected = !(module == "cli" && cli_scope == "disabled");
                 for (who, block) in [("nanoclaw", &theirs), ("clawmd", &ours)] {
                     if block.contains(&line) != expected {
@@ -359,27 +318,8 @@ fn clawmd_delivers_everything_nanoclaws_composer_delivers() {
                 Consumer::Cli => "cli",
                 Consumer::Sdk(_) => "sdk",
             };
-            let root = clawmd.root().to_str().unwrap().to_owned();
-            let render = run_clawmd(
-                [
-                    "render",
-                    group,
-                    "--root",
-                    root.as_str(),
-                    "--format",
-                    "claude",
-                    "--consumer",
-                    consumer_flag,
-                ],
-                &[],
-            )
-            .success()
-            .stdout();
-            let printed = if ours.ends_with('\n') {
-                ours.clone()
-            } else {
-                format!("{ours}\n")
-            };
+            let render = rendered(clawmd.root(), group, &["--consumer", consumer_flag]);
+            let printed = printed(&ours);
             if render != printed {
                 failures.push(format!(
                     "{group} {consumer_name}: clawmd render differs from the real block\n--- render\n{render}\n--- real\n{printed}"
@@ -422,9 +362,9 @@ fn link_delivery_is_judged_for_the_pinned_release() {
     );
     for consumer in [Consumer::Cli, Consumer::sdk()] {
         let block = observe(d.root(), "main", consumer);
-        for module in MODULES {
+        for module in NANOCLAW_MODULES {
             assert!(
-                block.contains(&module_line(&d, module)),
+                block.contains(&d.module_line(module)),
                 "{module} does not reach the agent with link delivery"
             );
         }

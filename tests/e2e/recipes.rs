@@ -6,11 +6,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::api::{ApiServer, texts};
-use crate::support::sandbox::{CLAUDE_CODE_VERSION, Consumer, Sandbox, tools};
-use crate::support::{Deployment, output_within, run_clawmd};
-
-const MARK: &str = "Codebase and user instructions";
+use crate::support::sandbox::{
+    CLAUDE_CODE_VERSION, Consumer, Sandbox, memory_block, printed, rendered, tools,
+};
+use crate::support::{Deployment, in_order};
 
 /// The memory block `consumer` sends for `group`.
 fn observe(d: &Deployment, group: &str, consumer: Consumer) -> String {
@@ -20,60 +19,15 @@ fn observe(d: &Deployment, group: &str, consumer: Consumer) -> String {
     let hostname = scratch.path().join("hostname");
     std::fs::write(&hostname, "recipes\n").unwrap();
     let sandbox = Sandbox::for_group(d.root(), group, home, hostname);
-    let api = ApiServer::start();
-    let mut command = sandbox.command(tools(), &api, consumer);
-    let output = output_within(&mut command, Duration::from_secs(180));
-    let requests = api.stop();
-    let output = output.unwrap_or_else(|e| panic!("{group} {consumer}: {e}"));
-    let first = requests.first().unwrap_or_else(|| {
-        panic!(
-            "{group} {consumer}: no request ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    texts(first)
-        .into_iter()
-        .find(|t| t.contains(MARK))
-        .unwrap_or_else(|| panic!("{group} {consumer}: no memory block"))
-        .to_owned()
-}
-
-#[track_caller]
-fn in_order(text: &str, parts: &[&str]) {
-    let mut at = 0;
-    for part in parts {
-        match text[at..].find(part) {
-            Some(found) => at += found + part.len(),
-            None => panic!("{part:?} missing (or out of order) in:\n{text}"),
-        }
-    }
+    memory_block(&sandbox, tools(), consumer, Duration::from_secs(180))
+        .unwrap_or_else(|e| panic!("{group}: {e}"))
 }
 
 /// `clawmd render` equals the block the CLI sent.
 #[track_caller]
 fn render_matches(d: &Deployment, group: &str, real: &str) {
-    let root = d.root().to_str().unwrap().to_owned();
-    let render = run_clawmd(
-        [
-            "render",
-            group,
-            "--root",
-            root.as_str(),
-            "--format",
-            "claude",
-            "--claude-version",
-            CLAUDE_CODE_VERSION,
-        ],
-        &[],
-    )
-    .success()
-    .stdout();
-    let printed = match real.ends_with('\n') {
-        true => real.to_owned(),
-        false => format!("{real}\n"),
-    };
-    assert_eq!(render, printed, "render differs from the real block");
+    let render = rendered(d.root(), group, &["--claude-version", CLAUDE_CODE_VERSION]);
+    assert_eq!(render, printed(real), "render differs from the real block");
 }
 
 #[test]

@@ -3,6 +3,17 @@
 //! guidance is a source like any other, and its generated files are recognised as generated.
 
 use crate::support::Deployment;
+use crate::support::deployment::NANOCLAW_MODULES;
+
+/// The instructions of the servers of `any_server_name_composes_in_every_mode`.
+const MARKERS: [&str; 6] = [
+    "SPACE NAME",
+    "COLON NAME",
+    "AT NAME",
+    "DOTS NAME",
+    "NUL NAME",
+    "COMMENT NAME",
+];
 
 /// MCP servers as nanoclaw's runner and the agent's own `add_mcp_server` tool name them:
 /// any string. Each composes in every delivery mode, a name that must become a file name is
@@ -74,14 +85,7 @@ fn any_server_name_composes_in_every_mode() {
                     .join("\n")
             }
         };
-        for marker in [
-            "SPACE NAME",
-            "COLON NAME",
-            "AT NAME",
-            "DOTS NAME",
-            "NUL NAME",
-            "COMMENT NAME",
-        ] {
+        for marker in MARKERS {
             assert!(
                 text.contains(marker),
                 "{delivery}: {marker} missing from {text}"
@@ -93,14 +97,7 @@ fn any_server_name_composes_in_every_mode() {
         );
         // What the agent gets holds every instruction.
         let rendered = d.run(["render", "g"]).success().stdout();
-        for marker in [
-            "SPACE NAME",
-            "COLON NAME",
-            "AT NAME",
-            "DOTS NAME",
-            "NUL NAME",
-            "COMMENT NAME",
-        ] {
+        for marker in MARKERS {
             assert!(
                 delivery == "link" || rendered.contains(marker),
                 "{delivery}: {marker} not rendered"
@@ -145,27 +142,6 @@ fn nanoclaws_providers_never_fail_a_spawn() {
     // Human output says what is ignored.
     let run = d.run(["compose", "mocked", "-v"]).success();
     assert!(run.output().contains("mock"), "{}", run.output());
-}
-
-const MODULES: [&str; 6] = [
-    "agents",
-    "cli",
-    "core",
-    "interactive",
-    "scheduling",
-    "self-mod",
-];
-
-/// The first line of text of module `name`'s guidance in the fixture.
-fn module_line(d: &Deployment, name: &str) -> String {
-    let text = d.read(&format!(
-        "container/agent-runner/src/mcp-tools/{name}.instructions.md"
-    ));
-    text.lines()
-        .find(|line| !line.trim().is_empty())
-        .unwrap()
-        .trim()
-        .to_owned()
 }
 
 fn group_report(report: &serde_json::Value, name: &str) -> serde_json::Value {
@@ -225,9 +201,9 @@ fn module_guidance_reaches_every_group_and_cli_scope_is_honoured() {
         assert_eq!(judged["consumer"], "sdk", "{judged}");
         assert_eq!(judged["claude_code_from"], "settings", "{judged}");
         let text = d.run(["render", group]).success().stdout();
-        for module in MODULES {
+        for module in NANOCLAW_MODULES {
             assert!(
-                text.contains(&module_line(&d, module)),
+                text.contains(&d.module_line(module)),
                 "{group}: {module} missing"
             );
         }
@@ -246,9 +222,9 @@ fn module_guidance_reaches_every_group_and_cli_scope_is_honoured() {
         .success();
     assert_eq!(run.json()["groups"][0]["delivered"]["complete"], true);
     let text = d.run(["render", "research"]).success().stdout();
-    assert!(!text.contains(&module_line(&d, "cli")), "cli dropped");
+    assert!(!text.contains(&d.module_line("cli")), "cli dropped");
     for module in ["agents", "core", "interactive", "scheduling", "self-mod"] {
-        assert!(text.contains(&module_line(&d, module)), "{module} kept");
+        assert!(text.contains(&d.module_line(module)), "{module} kept");
     }
     // Kept for check (groupConfig: handed): check agrees with what the runner handed, and a
     // later compose without --config keeps it.
@@ -258,7 +234,7 @@ fn module_guidance_reaches_every_group_and_cli_scope_is_honoured() {
         !d.run(["render", "research"])
             .success()
             .stdout()
-            .contains(&module_line(&d, "cli"))
+            .contains(&d.module_line("cli"))
     );
     assert!(d.exists("groups/.clawmd/configs/research.json"));
     // Standard input works too.
@@ -282,7 +258,7 @@ fn module_guidance_reaches_every_group_and_cli_scope_is_honoured() {
         d.run(["render", "research"])
             .success()
             .stdout()
-            .contains(&module_line(&d, "cli"))
+            .contains(&d.module_line("cli"))
     );
 }
 
@@ -396,7 +372,7 @@ fn an_upgraded_group_keeps_its_memory_and_nothing_is_rescued() {
     );
     let mut imports = vec!["@./.claude-shared.md".to_owned()];
     let mut fragments = vec!["mcp-db.md".to_owned()];
-    fragments.extend(MODULES.iter().map(|m| format!("module-{m}.md")));
+    fragments.extend(NANOCLAW_MODULES.iter().map(|m| format!("module-{m}.md")));
     fragments.push("skill-onecli-gateway.md".to_owned());
     std::fs::create_dir_all(d.path("groups/main/.claude-fragments")).unwrap();
     for fragment in &fragments {
@@ -444,8 +420,8 @@ fn an_upgraded_group_keeps_its_memory_and_nothing_is_rescued() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     let text = d.run(["render", "main"]).success().stdout();
-    for module in MODULES {
-        assert!(text.contains(&module_line(&d, module)), "{module}");
+    for module in NANOCLAW_MODULES {
+        assert!(text.contains(&d.module_line(module)), "{module}");
     }
     assert!(text.contains("The user prefers short answers."));
     assert!(text.contains("DB NOTES"));

@@ -20,6 +20,16 @@ impl std::ops::Deref for Deployment {
     }
 }
 
+/// nanoclaw's six built-in modules that ship guidance (v2.0.64).
+pub const NANOCLAW_MODULES: [&str; 6] = [
+    "agents",
+    "cli",
+    "core",
+    "interactive",
+    "scheduling",
+    "self-mod",
+];
+
 impl Deployment {
     /// An empty deployment: `container/skills/` and `groups/` exist and are empty.
     pub fn new() -> Self {
@@ -80,6 +90,19 @@ impl Deployment {
             copy_tree(&fixture.join(top), &deployment.path(top));
         }
         deployment
+    }
+
+    /// The first line of text of nanoclaw's built-in module `name`'s guidance
+    /// (`container/agent-runner/src/mcp-tools/<name>.instructions.md`).
+    pub fn module_line(&self, name: &str) -> String {
+        self.read(&format!(
+            "container/agent-runner/src/mcp-tools/{name}.instructions.md"
+        ))
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .unwrap()
+        .trim()
+        .to_owned()
     }
 
     /// Copies the example recipe `docs/recipes/<name>/` into the root, as an operator would

@@ -159,6 +159,57 @@ impl Sandbox {
     }
 }
 
+/// The text part that holds the memory (`Codebase and user instructions…`).
+pub const MEMORY_MARK: &str = "Codebase and user instructions";
+
+/// Runs `consumer` in `sandbox` against a fresh stand-in API and returns the memory block of
+/// the first request it sent, or what went wrong.
+pub fn memory_block(
+    sandbox: &Sandbox,
+    tools: &Tools,
+    consumer: Consumer,
+    timeout: std::time::Duration,
+) -> Result<String, String> {
+    let api = ApiServer::start();
+    let mut command = sandbox.command(tools, &api, consumer);
+    let output = super::output_within(&mut command, timeout);
+    let requests = api.stop();
+    let output = output?;
+    let Some(first) = requests.first() else {
+        return Err(format!(
+            "{consumer} sent no request to the stand-in API ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    };
+    let block = super::api::texts(first)
+        .into_iter()
+        .find(|t| t.contains(MEMORY_MARK))
+        .ok_or_else(|| format!("{consumer}: the first request has no memory block: {first}"))?
+        .to_owned();
+    if std::env::var_os("CLAWMD_E2E_DUMP").is_some() {
+        eprintln!("--- memory block, {consumer}\n{block}\n---");
+    }
+    Ok(block)
+}
+
+/// `clawmd render GROUP --format claude ARGS…` on the deployment at `root`, which must equal
+/// a real block as claude-view prints it ([`printed`]).
+pub fn rendered(root: &Path, group: &str, args: &[&str]) -> String {
+    let root = root.to_str().unwrap();
+    let mut all = vec!["render", group, "--root", root, "--format", "claude"];
+    all.extend_from_slice(args);
+    super::run_clawmd(all, &[]).success().stdout()
+}
+
+/// A memory block as tools/claude-view prints it: with a final newline.
+pub fn printed(block: &str) -> String {
+    match block.ends_with('\n') {
+        true => block.to_owned(),
+        false => format!("{block}\n"),
+    }
+}
+
 #[derive(Default)]
 pub struct ArgList(pub Vec<OsString>);
 
