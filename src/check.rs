@@ -12,16 +12,17 @@ use crate::delivery::DeliverySettings;
 use crate::delivery::verify::{self, Delivered};
 use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
-use crate::fsops::{SafeDir, is_temp_name};
+use crate::fsops::SafeDir;
 use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
 use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs};
 use crate::plan::{Delivery, GroupPlan, Sources, Warning};
 use crate::progress::Progress;
-use crate::reconcile::{Step, is_rescue_name};
+use crate::reconcile::{Step, is_rescue_name, kept_rescues};
 use crate::report::{
     CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity, WarningReport,
 };
+use crate::state;
 use crate::view::{ViewOptions, load_group};
 
 /// How to check.
@@ -578,27 +579,24 @@ fn composition_findings(
         delivery,
         plan,
         steps,
+        leftovers,
         ..
-    } = observe(layout, sources, &group_path, &options.settings, false)?;
+    } = observe(layout, sources, &group_path, &options.settings, None)?;
     let group_path = dir.path().to_owned();
     let compose_fix = compose_fix(group, options);
     let mut pending = Vec::new();
     for step in &steps {
         match step {
             Step::Keep { .. } => {}
-            Step::Rescue { from, .. } => findings.push(Finding {
+            Step::Rescue { from, to, .. } => findings.push(Finding {
                 severity: Severity::Error,
                 code: Code::HandEdited,
                 file: group_path.join(from),
-                message: format!("{from} is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will move the edit aside"),
+                message: format!(
+                    "{from} is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will keep the edit in {} (outside the group) and replace it",
+                    to.display()
+                ),
                 fix: format!("move the text you need into CLAUDE.local.md, then {compose_fix}"),
-            }),
-            Step::Clean { path } => findings.push(Finding {
-                severity: Severity::Warning,
-                code: Code::StaleTemp,
-                file: group_path.join(path.to_string()),
-                message: "a temp file left by an interrupted clawmd run".to_owned(),
-                fix: compose_fix.clone(),
             }),
             Step::Remove { path, .. } if is_disabled_skill(layout, sources, &config.skills, &path.name) => {
                 findings.push(Finding {
@@ -630,7 +628,19 @@ fn composition_findings(
             fix: compose_fix.clone(),
         });
     }
-    rescued_files(&dir, findings)?;
+    for leftover in &leftovers {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: Code::StaleTemp,
+            file: leftover.path(),
+            message:
+                "a temp file an interrupted clawmd run made and left (recorded in its journal)"
+                    .to_owned(),
+            fix: compose_fix.clone(),
+        });
+    }
+    rescued_files(layout, group, findings)?;
+    legacy_rescues(&dir, layout, group, findings)?;
     instruction_imports(&dir, &config.mcp_instructions, findings);
     Ok(plan)
 }
@@ -692,19 +702,64 @@ fn is_disabled_skill(
         .is_some_and(|skill| skills.contains_key(skill) && !selection.enables(skill))
 }
 
-fn rescued_files(dir: &SafeDir, findings: &mut Vec<Finding>) -> Result<(), GroupError> {
-    for name in dir.list()? {
-        let name = name.to_string_lossy();
-        if is_rescue_name(&name) && !is_temp_name(&name) {
-            findings.push(Finding {
-                severity: Severity::Warning,
-                code: Code::RescuedText,
-                file: dir.path().join(name.as_ref()),
-                message: "text from a hand-edited entry point, kept aside by compose; the agent does not see it".to_owned(),
-                fix: "move what is still needed into CLAUDE.local.md, then delete this file".to_owned(),
-            });
-        }
+/// The hand edits compose kept in the group's rescue folder (outside the group, where no
+/// agent can plant one), each waiting for a person.
+fn rescued_files(
+    layout: &Layout,
+    group: &str,
+    findings: &mut Vec<Finding>,
+) -> Result<(), GroupError> {
+    let Some(dir) = state::rescue_dir(layout, group)? else {
+        return Ok(());
+    };
+    for (name, _) in kept_rescues(&dir)? {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: Code::RescuedText,
+            file: dir.path().join(&name),
+            message: "text from a hand-edited entry point, kept aside by compose outside the group; the agent does not see it".to_owned(),
+            fix: "move what is still needed into CLAUDE.local.md, then delete this file".to_owned(),
+        });
     }
+    Ok(())
+}
+
+/// Files named like rescues inside the group folder, where clawmd kept them before it kept
+/// them outside the group: the agent can write any name there, so clawmd cannot tell a rescue
+/// from a planted file. Said once per group; never counted, never trusted, never deleted.
+fn legacy_rescues(
+    dir: &SafeDir,
+    layout: &Layout,
+    group: &str,
+    findings: &mut Vec<Finding>,
+) -> Result<(), GroupError> {
+    let names: Vec<String> = dir
+        .list()?
+        .into_iter()
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| is_rescue_name(name))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    findings.push(Finding {
+        severity: Severity::Warning,
+        code: Code::LegacyRescues,
+        file: dir.path().to_owned(),
+        message: format!(
+            "{} file(s) in the group folder are named like rescued hand edits ({}): clawmd now keeps rescues in {}, outside the group, and cannot tell these from files the agent wrote, so it neither counts nor lists them as rescues, and never deletes them",
+            names.len(),
+            names
+                .iter()
+                .take(3)
+                .map(|name| crate::report::escape(name).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+                + if names.len() > 3 { ", …" } else { "" },
+            layout.rescue_dir(group).display()
+        ),
+        fix: "read them as text the agent may have written: merge into CLAUDE.local.md only what a person recognises, then delete them yourself".to_owned(),
+    });
     Ok(())
 }
 

@@ -18,12 +18,13 @@ use crate::deployment::{
     Observation, PlanId, Plans, Selection, checked_group_dir, observe_with, read_sources,
 };
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, SafeDir};
+use crate::fsops::{self, FsError, SafeDir, TempJournal};
 use crate::layout::Layout;
 use crate::plan::{Content, GroupPlan, Sources};
 use crate::progress::Progress;
-use crate::reconcile::{Staged, Step, apply, stage};
+use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport};
+use crate::state;
 use crate::view::ViewOptions;
 
 /// How to compose.
@@ -211,11 +212,12 @@ fn first_look(
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
-    match verdicts.observe(layout, sources, &group_path, options, false) {
+    match verdicts.observe(layout, sources, &group_path, options, None) {
         // `.claude-fragments` must exist even when nothing is imported from it (inline): the
         // runner bind-mounts it read-only.
         Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
-            let report = GroupReport::from_steps(group, &first.steps, &first.plan);
+            let report = GroupReport::from_steps(group, &first.steps, &first.plan)
+                .with_cleaned(first.leftover_names());
             Some(Ok(verdicts.add(layout, sources, &first, options, report)))
         }
         Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => Some(Err(err)),
@@ -263,24 +265,44 @@ fn compose_locked(
 ) -> Result<GroupReport, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
-    let seen = verdicts.observe(layout, sources, &group_path, options, true)?;
-    let fragments = seen
-        .fragments
-        .as_ref()
-        .expect("open_child with create returns a folder or an error");
-    apply(&seen.dir, fragments, &seen.steps)?;
-    let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
+    let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
+    let seen = verdicts.observe(layout, sources, &group_path, options, Some(&journal))?;
+    let applied = apply(seen.dirs(), &seen.steps);
+    let settled = journal.settle();
+    applied?;
+    settled?;
+    let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
     Ok(verdicts.add(layout, sources, &seen, options, report))
 }
 
-/// How many groups a batch composes at most: each holds its lock and two folders open while
-/// the batch runs (3 descriptors), and a batch costs four `syncfs` calls, so 128 groups keep
-/// both small (0.03 syncs per group).
+/// Under the group's lock: the journal of the temps this run makes, after removing the temps
+/// an interrupted run recorded in it and left (and nothing else), named as the report names
+/// them.
+fn clean_leftovers(
+    layout: &Layout,
+    group: &str,
+    group_path: &Path,
+) -> Result<(std::sync::Arc<TempJournal>, Vec<String>), GroupError> {
+    let journal = state::journal(layout, group)?;
+    let mut cleaned = Vec::new();
+    if state::may_have_leftovers(layout, group) {
+        for leftover in state::leftovers(layout, group)? {
+            if leftover.remove()? {
+                cleaned.push(state::describe_leftover(&leftover, group_path));
+            }
+        }
+    }
+    Ok((journal, cleaned))
+}
+
+/// How many groups a batch composes at most: each holds its lock, two folders and its temp
+/// journal open while the batch runs (4 descriptors, 5 with a rescue folder), and a batch
+/// costs four `syncfs` calls, so 128 groups keep both small (0.03 syncs per group).
 const BATCH_GROUPS: usize = 128;
 
-/// The descriptors a group of a batch holds while the batch runs: its lock, its folder and
-/// `.claude-fragments`.
-const DESCRIPTORS_PER_GROUP: u64 = 3;
+/// The descriptors a group of a batch holds while the batch runs: its lock, its folder,
+/// `.claude-fragments`, its temp journal and, when a hand edit is kept, its rescue folder.
+const DESCRIPTORS_PER_GROUP: u64 = 5;
 
 /// The most descriptors one worker thread holds open for a moment (a group folder, its
 /// fragments, its lock, a file being read through its `O_PATH` handle, a folder listed), with
@@ -308,19 +330,20 @@ fn batch_groups(limit: u64) -> usize {
 }
 
 /// A group of a batch, locked, observed and staged.
+/// Fields are dropped in order: the observation (whose folders share the journal), then the
+/// journal (settled on drop, under the lock), then the lock.
 struct Work {
-    _lock: fsops::GroupLock,
     seen: Observation,
     staged: Staged,
     device: u64,
+    cleaned: Vec<String>,
+    journal: std::sync::Arc<TempJournal>,
+    _lock: fsops::GroupLock,
 }
 
 impl Work {
     fn fragments(&self) -> &SafeDir {
-        self.seen
-            .fragments
-            .as_ref()
-            .expect("open_child with create returns a folder or an error")
+        self.seen.dirs().fragments
     }
 }
 
@@ -355,15 +378,14 @@ fn compose_batch(
                 Err(FsError::LockTimeout { .. }) => return Ok(None),
                 Err(err) => return Err(err.into()),
             };
-            let seen = verdicts.observe(layout, sources, &group_path, options, true)?;
+            let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
+            let seen = verdicts.observe(layout, sources, &group_path, options, Some(&journal))?;
             let device = seen.dir.device()?;
-            let fragments = seen
-                .fragments
-                .as_ref()
-                .expect("open_child with create returns a folder or an error");
-            let staged = stage(&seen.dir, fragments, &seen.steps, false)?;
+            let staged = stage(seen.dirs(), &seen.steps, false)?;
             Ok(Some(Work {
                 _lock: lock,
+                journal,
+                cleaned,
                 seen,
                 staged,
                 device,
@@ -387,7 +409,9 @@ fn compose_batch(
         .zip(works)
         .map(|((group, _), work)| {
             let w = work?;
-            let report = GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan);
+            w.journal.settle()?;
+            let report =
+                GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
             Ok(verdicts.add(layout, sources, &w.seen, options, report))
         })
         .collect::<Vec<_>>()
@@ -408,16 +432,12 @@ fn compose_batch(
 /// Runs one phase on every group of the batch still going; a group that fails stops.
 fn phase(
     works: &mut [Result<Work, GroupError>],
-    step: impl Fn(&mut Staged, &SafeDir, &SafeDir, &[Step]) -> Result<(), FsError>,
+    step: impl Fn(&mut Staged, Dirs<'_>, &[Step]) -> Result<(), FsError>,
 ) {
     for work in works.iter_mut() {
         let Ok(w) = work else { continue };
         let Work { seen, staged, .. } = w;
-        let fragments = seen
-            .fragments
-            .as_ref()
-            .expect("open_child with create returns a folder or an error");
-        if let Err(err) = step(staged, &seen.dir, fragments, &seen.steps) {
+        if let Err(err) = step(staged, seen.dirs(), &seen.steps) {
             *work = Err(err.into());
         }
     }
@@ -495,14 +515,14 @@ impl Verdicts {
         sources: &Sources,
         group_path: &Path,
         options: &ComposeOptions,
-        create: bool,
+        writer: Option<&std::sync::Arc<TempJournal>>,
     ) -> Result<Observation, GroupError> {
         observe_with(
             layout,
             sources,
             group_path,
             &options.settings,
-            create,
+            writer,
             Some(&self.plans),
         )
     }
@@ -806,7 +826,7 @@ mod tests {
                             &sources,
                             &layout.group_dir(group),
                             &options.settings,
-                            false,
+                            None,
                         )
                         .unwrap();
                         assert!(alone.plan_id.is_none());
@@ -829,7 +849,7 @@ mod tests {
                             &sources,
                             &layout.group_dir(group),
                             &options.settings,
-                            false,
+                            None,
                             Some(&plans),
                         )
                         .unwrap();

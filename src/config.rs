@@ -162,6 +162,9 @@ fn unknown_keys(bytes: &[u8]) -> Vec<UnknownKey> {
     found
 }
 
+/// The UTF-8 encoding of U+FEFF, the byte-order mark some Windows editors put first.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// A `container.json` that cannot be used, with where and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -250,6 +253,18 @@ fn switches(bytes: &[u8]) -> BTreeMap<String, serde_json::Value> {
 }
 
 fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
+    // Refused, not skipped: nanoclaw's runner reads the file with `JSON.parse` on
+    // `readFileSync(…, 'utf8')` (Node and Bun keep the mark, and `JSON.parse` rejects it), so
+    // it would run the container on defaults; composing from this config would not match.
+    if bytes.starts_with(UTF8_BOM) {
+        return Err(ConfigError {
+            path: path.to_owned(),
+            position: Some((1, 1)),
+            field: None,
+            message: "the file starts with a UTF-8 byte-order mark (EF BB BF), which JSON does not allow: nanoclaw's runner (JSON.parse) cannot read it either and would start the agent with the default config".to_owned(),
+            fix: "save the file as UTF-8 without a byte-order mark (\"UTF-8\", not \"UTF-8 with BOM\")".to_owned(),
+        });
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let raw: RawConfig = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let field = err.path().to_string();
@@ -403,6 +418,16 @@ mod tests {
 
     fn parse(text: &str) -> Result<GroupConfig, ConfigError> {
         parse_config(Path::new("groups/g/container.json"), text.as_bytes())
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_refused_as_such() {
+        let err = parse("\u{feff}{\"skills\": [\"web\"]}").unwrap_err();
+        assert_eq!(err.position, Some((1, 1)));
+        assert!(err.message.contains("byte-order mark"), "{err}");
+        assert!(err.fix.contains("without a byte-order mark"), "{err}");
+        // Only at the start: inside a string it is text.
+        assert!(parse("{\"skills\": [], \"note\": \"\u{feff}\"}").is_ok());
     }
 
     #[test]

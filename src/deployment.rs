@@ -15,14 +15,15 @@ use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
 use crate::delivery::{DeliverySettings, GroupInputs, Target, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
-use crate::fsops::{FsError, Listing, SafeDir};
+use crate::fsops::{FsError, Leftover, Listing, SafeDir, TempJournal};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::plan::{Delivery, GroupPlan, Sources};
 use crate::recipe::MemoryFile;
-use crate::reconcile::{Step, diff_listed};
+use crate::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
 use crate::sources::{GroupParts, NoteKind, read_group};
+use crate::state;
 
 pub use crate::sources::MAX_SOURCE_BYTES;
 
@@ -376,6 +377,15 @@ pub struct Observation {
     pub dir: SafeDir,
     /// `.claude-fragments`, when it exists (or was created).
     pub fragments: Option<SafeDir>,
+    /// The group's rescue folder (outside the group), when it exists (or was created for a
+    /// rescue).
+    pub rescues: Option<SafeDir>,
+    /// Temp files an interrupted run under the group's lock made and left (from its journal;
+    /// never merely something named like a temp file).
+    pub leftovers: Vec<Leftover>,
+    /// Whether the group's journal still has records (an interrupted run's, even when none
+    /// of its temps is left): a run under the lock empties it.
+    pub journal_pending: bool,
     /// The parsed `container.json`.
     pub config: GroupConfig,
     /// The delivery mode planned for (the deployment's, or `inline` for flat backends).
@@ -392,23 +402,49 @@ pub struct Observation {
 impl Observation {
     /// Whether the group is exactly as planned (every step is a [`Step::Keep`]).
     pub fn is_up_to_date(&self) -> bool {
-        self.steps
+        self.leftovers.is_empty()
+            && !self.journal_pending
+            && self
+                .steps
+                .iter()
+                .all(|step| matches!(step, Step::Keep { .. }))
+    }
+
+    /// The folders the steps write in (once observed under the lock, with
+    /// `.claude-fragments` made).
+    pub fn dirs(&self) -> Dirs<'_> {
+        Dirs {
+            group: &self.dir,
+            fragments: self
+                .fragments
+                .as_ref()
+                .expect("observed under the lock: .claude-fragments is made"),
+            rescues: self.rescues.as_ref(),
+        }
+    }
+
+    /// How the report names each leftover temp.
+    pub fn leftover_names(&self) -> Vec<String> {
+        self.leftovers
             .iter()
-            .all(|step| matches!(step, Step::Keep { .. }))
+            .map(|leftover| state::describe_leftover(leftover, self.dir.path()))
+            .collect()
     }
 }
 
 /// Opens the group at `group_path`, reads its config, plans it with the deployment's delivery
-/// `settings` and diffs the plan against the disk. `create` makes `.claude-fragments` when
-/// missing (only under the group's lock).
+/// `settings` and diffs the plan against the disk. `writer`: the journal of the run that
+/// holds the group's lock, which makes `.claude-fragments` when missing (and the rescue
+/// folder when a hand edit is to be kept) and records every temp the run makes in the
+/// journal; `None` to only look.
 pub fn observe(
     layout: &Layout,
     sources: &Sources,
     group_path: &Path,
     settings: &DeliverySettings,
-    create: bool,
+    writer: Option<&Arc<TempJournal>>,
 ) -> Result<Observation, GroupError> {
-    observe_with(layout, sources, group_path, settings, create, None)
+    observe_with(layout, sources, group_path, settings, writer, None)
 }
 
 /// [`observe`], sharing the plans of groups with the same config through `plans` (one run's).
@@ -417,10 +453,18 @@ pub fn observe_with(
     sources: &Sources,
     group_path: &Path,
     settings: &DeliverySettings,
-    create: bool,
+    writer: Option<&Arc<TempJournal>>,
     plans: Option<&Plans>,
 ) -> Result<Observation, GroupError> {
-    let dir = open_group(group_path)?;
+    let create = writer.is_some();
+    let mut dir = open_group(group_path)?;
+    if let Some(journal) = writer {
+        dir.record_temps_in(journal);
+    }
+    let group = group_path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or_default();
     // One listing of the group folder gives the kind of every entry (no `stat` each) and the
     // leftover temp files.
     let listed = dir.listing()?;
@@ -437,10 +481,36 @@ pub fn observe_with(
         None if !create => None,
         _ => dir.open_child(names::FRAGMENTS, create)?,
     };
-    let steps = diff_listed(&dir, &listed, fragments.as_ref(), &plan)?;
+    let steps = diff_listed(
+        &dir,
+        &listed,
+        fragments.as_ref(),
+        &layout.rescue_dir(group),
+        &plan,
+    )?;
+    // The rescue folder is looked at only when a hand edit is to be kept.
+    let mut rescues = None;
+    if steps.iter().any(|step| matches!(step, Step::Rescue { .. })) {
+        rescues = state::rescue_dir(layout, group)?;
+        check_rescue_budget(rescues.as_ref(), &steps)?;
+        if let Some(journal) = writer {
+            match &mut rescues {
+                Some(rescues) => rescues.record_temps_in(journal),
+                None => rescues = Some(state::create_rescue_dir(layout, group, &dir, journal)?),
+            }
+        }
+    }
+    let journal_pending = state::may_have_leftovers(layout, group);
+    let leftovers = match journal_pending {
+        true => state::leftovers(layout, group)?,
+        false => Vec::new(),
+    };
     Ok(Observation {
         dir,
         fragments,
+        rescues,
+        leftovers,
+        journal_pending,
         config,
         delivery,
         plan,

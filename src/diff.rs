@@ -49,7 +49,7 @@ fn group_diffs(
     diffs: &mut Vec<FileDiff>,
 ) -> Result<(), GroupError> {
     let path = checked_group_dir(layout, group)?;
-    let seen = observe(layout, sources, &path, settings, false)?;
+    let seen = observe(layout, sources, &path, settings, None)?;
     for step in &seen.steps {
         let Step::Write {
             path,

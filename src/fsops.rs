@@ -37,8 +37,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rustix::fs::{AtFlags, Mode, OFlags, Stat};
@@ -185,6 +185,11 @@ pub struct SafeDir {
     unsynced: std::cell::Cell<bool>,
     /// Whether the descriptor was listed (its position is then past the first entry).
     listed: std::cell::Cell<bool>,
+    /// Where the temp files made here are recorded before they are made (a run that holds
+    /// the lock covering this folder sets it; [`TempJournal`]).
+    journal: Option<Arc<TempJournal>>,
+    /// `path` made absolute, for the journal (worked out the first time it is needed).
+    absolute: std::cell::OnceCell<PathBuf>,
 }
 
 impl Drop for SafeDir {
@@ -207,7 +212,61 @@ impl SafeDir {
             fd,
             unsynced: std::cell::Cell::new(false),
             listed: std::cell::Cell::new(false),
+            journal: None,
+            absolute: std::cell::OnceCell::new(),
         }
+    }
+
+    /// Records every temp file or link made in this folder (and in the folders opened from
+    /// it) in `journal` before it is made, so that a later run holding the same lock can
+    /// remove what a crash left, and nothing else. Only for a folder the caller holds the
+    /// lock of.
+    pub fn record_temps_in(&mut self, journal: &Arc<TempJournal>) {
+        self.journal = Some(journal.clone());
+    }
+
+    /// Opens the host folder `path` following links on the way (a trusted host path, for
+    /// the parent of clawmd's state folder).
+    fn open_host(path: &Path) -> Result<SafeDir> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        rustix::fs::open(path, flags, Mode::empty())
+            .map(|fd| SafeDir::new(path.to_owned(), fd))
+            .map_err(|err| FsError::io("open directory", path, err))
+    }
+
+    /// Opens clawmd's state folder at `path` (its parents are the host's and may be links;
+    /// the folder itself must be a real directory, never a link). `create`: made when
+    /// missing, with its parents. `None` when it is missing and `create` is not set.
+    pub fn open_state(path: &Path, create: bool) -> Result<Option<SafeDir>> {
+        if !create {
+            return match rustix::fs::open(path, DIR_FLAGS, Mode::empty()) {
+                Ok(fd) => Ok(Some(SafeDir::new(path.to_owned(), fd))),
+                Err(rustix::io::Errno::NOENT) => Ok(None),
+                Err(err) => Err(Self::explain_open_failure(path, err, || kind_of_path(path))),
+            };
+        }
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+        else {
+            return Err(FsError::Unsafe {
+                path: path.to_owned(),
+                found: "a path without a folder name".to_owned(),
+                expected: "a folder for clawmd's state",
+                fix: "set stateDir in clawmd.json to a folder such as groups/.clawmd".to_owned(),
+            });
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        if kind_of_path(parent)?.is_none() {
+            create_dir_all(parent)?;
+        }
+        let parent = SafeDir::open_host(parent)?;
+        let state = parent.open_child(name, true)?;
+        let mut state = state.expect("open_child with create returns a folder or an error");
+        state.path = path.to_owned();
+        Ok(Some(state))
     }
 
     /// Opens `path`, refusing when its last component is a symlink or not a directory.
@@ -237,11 +296,53 @@ impl SafeDir {
             }
         }
         match rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
-            Ok(fd) => Ok(Some(SafeDir::new(path, fd))),
+            Ok(fd) => Ok(Some(self.child(path, fd))),
             Err(rustix::io::Errno::NOENT) if !create => Ok(None),
             // With `create`, a folder removed between mkdir and open is an error, never `None`.
             Err(err) => Err(Self::explain_open_failure(&path, err, || self.kind(name))),
         }
+    }
+
+    /// Opens the child directory `name`, creating it when missing with the owner and
+    /// permissions of the folder `like` (a group's rescue folder takes the group's).
+    pub fn open_child_like(&self, name: &str, like: &SafeDir) -> Result<SafeDir> {
+        let path = self.path.join(name);
+        if self.kind(name)?.is_none() {
+            let model = rustix::fs::fstat(&like.fd)
+                .map_err(|err| FsError::io("inspect", &like.path, err))?;
+            checkpoint("mkdir", &path);
+            match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o700)) {
+                Ok(()) => {
+                    self.unsynced.set(true);
+                    let owner = Owner {
+                        uid: model.st_uid,
+                        gid: model.st_gid,
+                        mode: model.st_mode & 0o7777,
+                    };
+                    self.give_name(name, &owner)?;
+                    rustix::fs::chmodat(
+                        &self.fd,
+                        name,
+                        Mode::from_raw_mode(owner.mode),
+                        AtFlags::empty(),
+                    )
+                    .map_err(|err| FsError::io("set the mode of", &path, err))?;
+                }
+                Err(rustix::io::Errno::EXIST) => {}
+                Err(err) => return Err(FsError::io("create directory", path, err)),
+            }
+        }
+        match rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => Ok(self.child(path, fd)),
+            Err(err) => Err(Self::explain_open_failure(&path, err, || self.kind(name))),
+        }
+    }
+
+    /// A folder opened from this one: it records its temps in the same journal.
+    fn child(&self, path: PathBuf, fd: OwnedFd) -> SafeDir {
+        let mut child = SafeDir::new(path, fd);
+        child.journal = self.journal.clone();
+        child
     }
 
     fn explain_open_failure(
@@ -372,25 +473,6 @@ impl SafeDir {
             .map_err(|err| FsError::io("sync", &path, err))
     }
 
-    /// The temp files and links left in this directory by an interrupted run (removing them
-    /// is only safe while holding the lock that covers the directory).
-    pub fn stale_temps(&self) -> Result<Vec<String>> {
-        let listing = self.listing()?;
-        let mut temps = Vec::new();
-        for name in listing.names() {
-            let Some(name) = name.to_str().filter(|n| is_temp_name(n)) else {
-                continue;
-            };
-            if matches!(
-                listing.kind(self, name)?,
-                Some(FileKind::File | FileKind::Symlink)
-            ) {
-                temps.push(name.to_owned());
-            }
-        }
-        Ok(temps)
-    }
-
     /// One listing of this directory, to look names up in without a system call each.
     pub fn listing(&self) -> Result<Listing> {
         Ok(Listing {
@@ -437,8 +519,8 @@ impl SafeDir {
     /// Atomically replaces (or creates) the regular file `name` with `bytes`.
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
         let owner = self.owner_for(name)?;
-        let temp = self.write_temp(bytes, &owner)?;
-        self.rename_into_place(&temp, name)
+        let temp = self.write_temp_with(bytes, &owner, true)?;
+        self.rename_into_place(temp, name)
     }
 
     /// Creates the file `name` holding `bytes` only if nothing by that name exists; the file
@@ -458,7 +540,6 @@ impl SafeDir {
     pub fn stage_file(&self, name: &str, bytes: &[u8], durable: bool) -> Result<Temp> {
         let owner = self.owner_for(name)?;
         self.write_temp_with(bytes, &owner, durable)
-            .map(|name| Temp { name })
     }
 
     /// Writes `bytes` under a temp name with the owner and mode of a new file, to be linked
@@ -466,32 +547,52 @@ impl SafeDir {
     pub fn stage_new_file(&self, bytes: &[u8], durable: bool) -> Result<Temp> {
         let owner = self.owner_for_new()?;
         self.write_temp_with(bytes, &owner, durable)
-            .map(|name| Temp { name })
     }
 
     /// Makes a symlink to `target` under a temp name, owned as `name` would be.
     pub fn stage_symlink(&self, name: &str, target: &Path) -> Result<Temp> {
-        let temp = self.fresh_temp_name();
-        checkpoint("symlink", &self.path.join(&temp));
-        rustix::fs::symlinkat(target, &self.fd, &temp)
-            .map_err(|err| FsError::io("create symlink", self.path.join(&temp), err))?;
+        let temp = self.fresh_temp_name()?;
+        let path = self.path.join(&temp);
+        checkpoint("symlink", &path);
+        if let Err(err) = rustix::fs::symlinkat(target, &self.fd, &temp) {
+            self.not_made(&temp);
+            return Err(FsError::io("create symlink", path, err));
+        }
         self.unsynced.set(true);
+        let made = rustix::fs::statat(&self.fd, &temp, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|err| FsError::io("inspect", &path, err))
+            .and_then(|stat| {
+                let temp = Temp {
+                    name: temp.clone(),
+                    identity: (stat.st_dev, stat.st_ino),
+                };
+                self.made(&temp)?;
+                Ok(temp)
+            });
+        let temp = match made {
+            Ok(temp) => temp,
+            Err(err) => {
+                let _ = self.unlink(&temp);
+                return Err(err);
+            }
+        };
         let owner = self.owner_for(name)?;
-        if let Err(err) = self.give_name(&temp, &owner) {
-            let _ = self.unlink(&temp);
+        if let Err(err) = self.give_name(&temp.name, &owner) {
+            self.discard(temp);
             return Err(err);
         }
-        Ok(Temp { name: temp })
+        Ok(temp)
     }
 
     /// Renames the staged `temp` over `name` (atomic: a reader sees the old or the new).
     pub fn put_in_place(&self, temp: Temp, name: &str) -> Result<()> {
-        self.rename_into_place(&temp.name, name)
+        self.rename_into_place(temp, name)
     }
 
     /// Links the staged `temp` at `name` only if nothing has that name, then removes the temp
     /// name. Returns whether it was linked.
     pub fn link_new(&self, temp: Temp, name: &str) -> Result<bool> {
+        self.check_temp(&temp)?;
         checkpoint("link", &self.path.join(name));
         let linked = rustix::fs::linkat(&self.fd, &temp.name, &self.fd, name, AtFlags::empty());
         let created = match linked {
@@ -501,7 +602,7 @@ impl SafeDir {
             }
             Err(rustix::io::Errno::EXIST) => false,
             Err(err) => {
-                let _ = self.unlink(&temp.name);
+                self.discard(temp);
                 return Err(FsError::io("create", self.path.join(name), err));
             }
         };
@@ -510,9 +611,12 @@ impl SafeDir {
     }
 
     /// Removes a staged temp that will not be used (best effort: a leftover temp is removed
-    /// by the next run that holds the lock).
+    /// by the next run that holds the lock). A temp that is no longer the file clawmd made
+    /// (something replaced it) is left alone.
     pub fn discard(&self, temp: Temp) {
-        let _ = self.unlink(&temp.name);
+        if self.check_temp(&temp).is_ok() {
+            let _ = self.unlink(&temp.name);
+        }
     }
 
     /// Records that everything changed in this folder is durable (after [`SafeDir::sync_filesystem`]).
@@ -536,16 +640,8 @@ impl SafeDir {
 
     /// Atomically replaces (or creates) `name` with a symlink to `target`.
     pub fn symlink(&self, name: &str, target: &Path) -> Result<()> {
-        let temp = self.fresh_temp_name();
-        checkpoint("symlink", &self.path.join(&temp));
-        rustix::fs::symlinkat(target, &self.fd, &temp)
-            .map_err(|err| FsError::io("create symlink", self.path.join(&temp), err))?;
-        let owner = self.owner_for(name)?;
-        if let Err(err) = self.give_name(&temp, &owner) {
-            let _ = self.unlink(&temp);
-            return Err(err);
-        }
-        self.rename_into_place(&temp, name)
+        let temp = self.stage_symlink(name, target)?;
+        self.rename_into_place(temp, name)
     }
 
     /// Removes the file or symlink `name` (never a directory). Missing is fine.
@@ -570,17 +666,6 @@ impl SafeDir {
             Err(rustix::io::Errno::NOENT) => Ok(false),
             Err(err) => Err(FsError::io("remove directory", path, err)),
         }
-    }
-
-    /// Removes temp files and links left in this directory by an interrupted run. Only call
-    /// this while holding the lock that covers the directory. Returns the names removed.
-    pub fn clear_stale_temps(&self) -> Result<Vec<String>> {
-        let removed = self.stale_temps()?;
-        for name in &removed {
-            self.unlink(name)?;
-        }
-        self.sync()?;
-        Ok(removed)
     }
 
     /// The owner and mode a file replacing `name` takes: those of the regular file there, or
@@ -645,47 +730,124 @@ impl SafeDir {
         Ok(())
     }
 
-    fn write_temp(&self, bytes: &[u8], owner: &Owner) -> Result<String> {
-        self.write_temp_with(bytes, owner, true)
-    }
-
-    fn write_temp_with(&self, bytes: &[u8], owner: &Owner, durable: bool) -> Result<String> {
-        let name = self.fresh_temp_name();
+    fn write_temp_with(&self, bytes: &[u8], owner: &Owner, durable: bool) -> Result<Temp> {
+        let name = self.fresh_temp_name()?;
         let path = self.path.join(&name);
         checkpoint("create temp file", &path);
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.fd, &name, flags, Mode::from_raw_mode(0o600))
-            .map_err(|err| FsError::io("create", &path, err))?;
+        let fd = match rustix::fs::openat(&self.fd, &name, flags, Mode::from_raw_mode(0o600)) {
+            Ok(fd) => fd,
+            Err(err) => {
+                self.not_made(&name);
+                return Err(FsError::io("create", &path, err));
+            }
+        };
+        self.unsynced.set(true);
         let mut file = std::fs::File::from(fd);
-        let result = give(&file, owner, &path)
-            .and_then(|()| write_contents(&mut file, bytes, &path, durable));
+        let result = rustix::fs::fstat(&file)
+            .map_err(|err| FsError::io("inspect", &path, err))
+            .and_then(|stat| {
+                let temp = Temp {
+                    name: name.clone(),
+                    identity: (stat.st_dev, stat.st_ino),
+                };
+                self.made(&temp)?;
+                give(&file, owner, &path)?;
+                write_contents(&mut file, bytes, &path, durable)?;
+                Ok(temp)
+            });
         if result.is_err() {
             let _ = self.unlink(&name);
         }
-        result.map(|()| name)
+        result
     }
 
-    fn rename_into_place(&self, temp: &str, name: &str) -> Result<()> {
+    /// Renames the temp over `name`, once it is checked to still be the file clawmd made.
+    fn rename_into_place(&self, temp: Temp, name: &str) -> Result<()> {
+        self.check_temp(&temp)?;
         let path = self.path.join(name);
         checkpoint("rename", &path);
-        if let Err(err) = rustix::fs::renameat(&self.fd, temp, &self.fd, name) {
-            let _ = self.unlink(temp);
+        if let Err(err) = rustix::fs::renameat(&self.fd, &temp.name, &self.fd, name) {
+            self.discard(temp);
             return Err(FsError::io("replace", path, err));
         }
         self.unsynced.set(true);
         Ok(())
     }
 
-    fn fresh_temp_name(&self) -> String {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-        format!("{TEMP_PREFIX}{}-{nanos:08x}-{count}", std::process::id())
+    /// Refuses a temp name that is no longer the file or link clawmd made there (the agent
+    /// can rename anything in its folder): its content is not clawmd's, so it is never put
+    /// in place, and never removed.
+    fn check_temp(&self, temp: &Temp) -> Result<()> {
+        let path = self.path.join(&temp.name);
+        match rustix::fs::statat(&self.fd, &temp.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) if (stat.st_dev, stat.st_ino) == temp.identity => Ok(()),
+            Ok(_) | Err(rustix::io::Errno::NOENT) => Err(FsError::Unsafe {
+                path,
+                found: "something other than the temp file clawmd wrote there".to_owned(),
+                expected: "clawmd's temp file",
+                fix: "something changed this folder while clawmd wrote it (nothing of it was put in place); run again".to_owned(),
+            }),
+            Err(err) => Err(FsError::io("inspect", path, err)),
+        }
     }
+
+    /// A new temp name, unpredictable, recorded in the journal (when there is one) before
+    /// anything is made under it.
+    fn fresh_temp_name(&self) -> Result<String> {
+        let name = fresh_temp_name();
+        if let Some(journal) = &self.journal {
+            journal.record(Record::Intent, self.absolute_path(), &name, None)?;
+        }
+        Ok(name)
+    }
+
+    /// Records in the journal that `temp` was made (with its identity).
+    fn made(&self, temp: &Temp) -> Result<()> {
+        match &self.journal {
+            Some(journal) => journal.record(
+                Record::Made,
+                self.absolute_path(),
+                &temp.name,
+                Some(temp.identity),
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// Records in the journal that nothing was made under `name` (best effort).
+    fn not_made(&self, name: &str) {
+        if let Some(journal) = &self.journal {
+            let _ = journal.record(Record::NotMade, self.absolute_path(), name, None);
+        }
+    }
+
+    /// This folder's path, absolute (the journal is read by later runs, from any directory).
+    fn absolute_path(&self) -> &Path {
+        self.absolute
+            .get_or_init(|| std::path::absolute(&self.path).unwrap_or_else(|_| self.path.clone()))
+    }
+}
+
+/// A temp name no one can predict: the prefix and 128 random bits.
+fn fresh_temp_name() -> String {
+    let mut bytes = [0u8; 16];
+    if rustix::rand::getrandom(&mut bytes[..], rustix::rand::GetRandomFlags::empty()).is_err() {
+        // No getrandom(2): std's hash keys come from the system's randomness too.
+        use std::hash::BuildHasher;
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let state = std::collections::hash_map::RandomState::new();
+        let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+        bytes[..8].copy_from_slice(&state.hash_one((count, 0u8)).to_le_bytes());
+        bytes[8..].copy_from_slice(&state.hash_one((count, 1u8)).to_le_bytes());
+    }
+    let mut name = String::with_capacity(TEMP_PREFIX.len() + 32);
+    name.push_str(TEMP_PREFIX);
+    for byte in bytes {
+        name.push_str(&format!("{byte:02x}"));
+    }
+    name
 }
 
 /// A file or link written under a temp name in a [`SafeDir`], waiting to be put in place.
@@ -693,6 +855,371 @@ impl SafeDir {
 #[must_use = "a staged temp is put in place, linked or discarded"]
 pub struct Temp {
     name: String,
+    /// The device and inode clawmd made under that name.
+    identity: (u64, u64),
+}
+
+/// What a journal line says about a temp name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Record {
+    /// About to be made (written before anything exists under the name).
+    Intent,
+    /// Made, with the device and inode it got.
+    Made,
+    /// Nothing was made under it (its creation failed).
+    NotMade,
+}
+
+impl Record {
+    fn tag(self) -> u8 {
+        match self {
+            Record::Intent => b'+',
+            Record::Made => b'=',
+            Record::NotMade => b'-',
+        }
+    }
+}
+
+/// The journal of the temp files and links made by the runs that hold one lock, kept in
+/// clawmd's state folder (never in a folder an agent can write): each temp name is recorded
+/// before anything is made under it, and again with its device and inode once made. A later
+/// run holding the same lock removes what a crash left by reading it ([`read_leftovers`]):
+/// only names recorded here, only if they are still a file or link clawmd made (the same
+/// inode, when the journal says which), and never by name alone. A temp name carries 128
+/// random bits, so no one can create one before clawmd does.
+///
+/// The journal is created (with the state folder) the first time a temp is recorded, and
+/// emptied by [`TempJournal::settle`] once none of its temps is left (when dropped, if the
+/// run did not settle it: drop it before the lock).
+#[derive(Debug)]
+pub struct TempJournal {
+    /// clawmd's state folder.
+    state: PathBuf,
+    /// The folder inside it that holds the journals.
+    folder: &'static str,
+    /// This journal's name in that folder (the lock's name).
+    name: String,
+    /// The journal file, opened for appending on first use.
+    file: std::sync::Mutex<Option<std::fs::File>>,
+    /// Whether [`TempJournal::settle`] ran (after the last temp was recorded).
+    settled: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for TempJournal {
+    /// A run that stops on an error still settles its journal (while it holds the lock: the
+    /// journal is dropped before the lock), so a failure that removed its temps leaves no
+    /// records behind.
+    fn drop(&mut self) {
+        if !self.settled.load(Ordering::Relaxed)
+            && let Err(err) = self.settle()
+        {
+            tracing::warn!("{err}");
+        }
+    }
+}
+
+/// The largest journal read: a run records two short lines per temp it makes.
+const MAX_JOURNAL_BYTES: u64 = 16 * 1024 * 1024;
+
+impl TempJournal {
+    /// The journal `<state>/<folder>/<name>`; nothing is created until a temp is recorded.
+    pub fn new(state: PathBuf, folder: &'static str, name: &str) -> Arc<TempJournal> {
+        Arc::new(TempJournal {
+            state,
+            folder,
+            name: name.to_owned(),
+            file: std::sync::Mutex::new(None),
+            settled: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> PathBuf {
+        self.state.join(self.folder).join(&self.name)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<std::fs::File>> {
+        self.file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The journal file, opened (and created, with its folders) on first use.
+    fn open(&self) -> Result<std::fs::File> {
+        let state = SafeDir::open_state(&self.state, true)?
+            .expect("open_state with create returns a folder or an error");
+        let folder = state
+            .open_child(self.folder, true)?
+            .expect("open_child with create returns a folder or an error");
+        let flags = OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let path = self.path();
+        // Created if missing (never through a link); then opened only if it is a regular
+        // file.
+        match rustix::fs::openat(
+            &folder.fd,
+            &self.name,
+            flags | OFlags::EXCL | OFlags::WRONLY,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(_) => folder.unsynced.set(true),
+            Err(rustix::io::Errno::EXIST) => {}
+            Err(err) => return Err(FsError::io("create", &path, err)),
+        }
+        match folder.open_regular(&self.name, OFlags::RDWR | OFlags::APPEND)? {
+            Some((file, _)) => Ok(file),
+            None => Err(FsError::io(
+                "open",
+                path,
+                io::Error::from(io::ErrorKind::NotFound),
+            )),
+        }
+    }
+
+    fn record(
+        &self,
+        record: Record,
+        dir: &Path,
+        name: &str,
+        identity: Option<(u64, u64)>,
+    ) -> Result<()> {
+        let mut line = Vec::with_capacity(128);
+        line.push(record.tag());
+        line.push(b' ');
+        for byte in dir.as_os_str().as_encoded_bytes() {
+            line.extend_from_slice(format!("{byte:02x}").as_bytes());
+        }
+        line.push(b' ');
+        line.extend_from_slice(name.as_bytes());
+        if let Some((dev, ino)) = identity {
+            line.extend_from_slice(format!(" {dev} {ino}").as_bytes());
+        }
+        line.push(b'\n');
+        let mut file = self.lock();
+        if file.is_none() {
+            *file = Some(self.open()?);
+        }
+        self.settled.store(false, Ordering::Relaxed);
+        let file = file.as_mut().expect("opened above");
+        // One write with O_APPEND: the line is whole in the journal or not there.
+        file.write_all(&line)
+            .map_err(|err| FsError::io("write", self.path(), err))
+    }
+
+    /// Once a run is done: when none of the temps recorded (by this run or an interrupted
+    /// one) is left, empties the journal, so that runs that find nothing to clean never read
+    /// it. When some are (a temp a failed step could not remove), keeps them for the next run.
+    pub fn settle(&self) -> Result<()> {
+        self.settled.store(true, Ordering::Relaxed);
+        let path = self.path();
+        let mut file = self.lock();
+        if file.is_none() {
+            // Nothing recorded by this run: an earlier one's records, if any, are settled too.
+            if !journal_has_records(&path) {
+                return Ok(());
+            }
+            *file = Some(self.open()?);
+        }
+        let file = file.as_mut().expect("opened above");
+        let size = file
+            .metadata()
+            .map_err(|err| FsError::io("inspect", &path, err))?
+            .len();
+        if size > MAX_JOURNAL_BYTES {
+            return Err(too_large(&path, MAX_JOURNAL_BYTES));
+        }
+        let mut bytes = vec![0; size as usize];
+        file.read_exact_at(&mut bytes, 0)
+            .map_err(|err| FsError::io("read", &path, err))?;
+        for leftover in parse_journal(&bytes) {
+            if leftover.is_present()? {
+                return Ok(());
+            }
+        }
+        checkpoint("truncate", &path);
+        file.set_len(0)
+            .map_err(|err| FsError::io("truncate", &path, err))
+    }
+}
+
+/// A temp file or link a run recorded in its journal and did not put in place or remove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// The (absolute) folder it is in.
+    pub dir: PathBuf,
+    /// Its name (always a temp name).
+    pub name: String,
+    /// The device and inode it was made with (`None`: the run stopped before recording them).
+    made: Option<(u64, u64)>,
+}
+
+impl Leftover {
+    /// Its path.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(&self.name)
+    }
+
+    /// Opens its folder (never through a link at the last step); `None` when it is gone or
+    /// is no longer a real folder (then nothing in it is clawmd's to remove).
+    fn open_dir(&self) -> Option<SafeDir> {
+        match SafeDir::open(&self.dir) {
+            Ok(dir) => Some(dir),
+            Err(err) => {
+                tracing::debug!("{err}");
+                None
+            }
+        }
+    }
+
+    /// Whether it is still there as clawmd made it: a regular file or a symlink, with the
+    /// inode clawmd recorded (when the run got as far as recording it).
+    fn is_present_in(&self, dir: &SafeDir) -> Result<bool> {
+        match rustix::fs::statat(&dir.fd, self.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => {
+                let kind = FileKind::from_mode(stat.st_mode);
+                Ok(matches!(kind, FileKind::File | FileKind::Symlink)
+                    && self
+                        .made
+                        .is_none_or(|made| made == (stat.st_dev, stat.st_ino)))
+            }
+            Err(rustix::io::Errno::NOENT) => Ok(false),
+            Err(err) => Err(FsError::io("inspect", self.path(), err)),
+        }
+    }
+
+    /// Whether it is still there as clawmd made it.
+    pub fn is_present(&self) -> Result<bool> {
+        match self.open_dir() {
+            Some(dir) => self.is_present_in(&dir),
+            None => Ok(false),
+        }
+    }
+
+    /// Removes it if it is still there as clawmd made it (checked again right before the
+    /// removal), durably. Only while holding the lock whose journal recorded it. Returns
+    /// whether it was removed.
+    pub fn remove(&self) -> Result<bool> {
+        let Some(dir) = self.open_dir() else {
+            return Ok(false);
+        };
+        if !self.is_present_in(&dir)? {
+            return Ok(false);
+        }
+        dir.remove(&self.name)?;
+        dir.sync()?;
+        Ok(true)
+    }
+}
+
+/// The temps the journal `bytes` records, each once, in the order first recorded, without
+/// those whose creation failed. A line that is not well formed (a journal cut short by a
+/// power loss) is skipped; a name that is not a temp name is never returned.
+fn parse_journal(bytes: &[u8]) -> Vec<Leftover> {
+    let mut found: Vec<(Leftover, bool)> = Vec::new();
+    for line in bytes.split(|&b| b == b'\n') {
+        let Some((record, dir, name, made)) = parse_line(line) else {
+            continue;
+        };
+        let index = match found
+            .iter()
+            .position(|(known, _)| known.dir == dir && known.name == name)
+        {
+            Some(index) => index,
+            None => {
+                found.push((
+                    Leftover {
+                        dir,
+                        name: name.to_owned(),
+                        made: None,
+                    },
+                    true,
+                ));
+                found.len() - 1
+            }
+        };
+        match record {
+            Record::Intent => {}
+            Record::Made => found[index].0.made = made,
+            Record::NotMade => found[index].1 = false,
+        }
+    }
+    found
+        .into_iter()
+        .filter_map(|(leftover, live)| live.then_some(leftover))
+        .collect()
+}
+
+/// One journal line: what it records, the folder, the temp name and, for [`Record::Made`],
+/// the device and inode.
+type Line<'a> = (Record, PathBuf, &'a str, Option<(u64, u64)>);
+
+fn parse_line(line: &[u8]) -> Option<Line<'_>> {
+    let line = std::str::from_utf8(line).ok()?;
+    let mut fields = line.split(' ');
+    let record = match fields.next()? {
+        "+" => Record::Intent,
+        "=" => Record::Made,
+        "-" => Record::NotMade,
+        _ => return None,
+    };
+    let hex = fields.next()?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let dir: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<_>>()?;
+    let dir = PathBuf::from(OsString::from_vec(dir));
+    let name = fields.next()?;
+    if !is_temp_name(name) || !dir.is_absolute() {
+        return None;
+    }
+    let made = match record {
+        Record::Made => Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?)),
+        _ => None,
+    };
+    if fields.next().is_some() {
+        return None;
+    }
+    Some((record, dir, name, made))
+}
+
+/// The temps the journal at `<state>/<folder>/<name>` records that are still there as clawmd
+/// made them (read only: for a dry run and `check`, or for the run holding the lock to
+/// remove). A missing state folder or journal holds none; a state folder that is a link or
+/// not a folder is refused.
+pub fn read_leftovers(state: &Path, folder: &str, name: &str) -> Result<Vec<Leftover>> {
+    let Some(state) = SafeDir::open_state(state, false)? else {
+        return Ok(Vec::new());
+    };
+    let Some(journals) = state.open_child(folder, false)? else {
+        return Ok(Vec::new());
+    };
+    let Some(bytes) = journals.read_file(name, MAX_JOURNAL_BYTES)? else {
+        return Ok(Vec::new());
+    };
+    let mut present = Vec::new();
+    for leftover in parse_journal(&bytes) {
+        if leftover.is_present()? {
+            present.push(leftover);
+        }
+    }
+    Ok(present)
+}
+
+/// Whether the journal at `path` may record a temp: it is a regular file (not a link:
+/// never followed) and not empty.
+pub fn journal_has_records(path: &Path) -> bool {
+    rustix::fs::lstat(path)
+        .is_ok_and(|stat| FileKind::from_mode(stat.st_mode) == FileKind::File && stat.st_size > 0)
+}
+
+/// What is at `path`, without following a link at its last component (`None`: nothing, or
+/// it cannot be looked at).
+pub fn kind_no_follow(path: &Path) -> Option<FileKind> {
+    rustix::fs::lstat(path)
+        .ok()
+        .map(|stat| FileKind::from_mode(stat.st_mode))
 }
 
 /// The owner and permission bits a written file takes.
@@ -758,9 +1285,15 @@ fn write_sparse(file: &std::fs::File, bytes: &[u8], start: usize, end: usize) ->
     Ok(())
 }
 
-/// Whether `name` is a temp name made by this module.
+/// Whether `name` has the shape of a temp name this module makes (the prefix and 32 hex
+/// digits). Only a shape: anyone can name a file so, and clawmd removes a temp only when a
+/// journal records it ([`read_leftovers`]).
 pub fn is_temp_name(name: &str) -> bool {
-    name.starts_with(TEMP_PREFIX)
+    name.len() == TEMP_PREFIX.len() + 32
+        && name.starts_with(TEMP_PREFIX)
+        && name[TEMP_PREFIX.len()..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Reads at most `limit` bytes of `path` (following links: for trusted host files only; but
@@ -1008,13 +1541,141 @@ mod tests {
         assert_eq!(dir.list().unwrap().len(), 1, "no temp file left");
     }
 
+    /// A directory recording its temps in a journal kept in another (the state folder).
+    fn journaled() -> (tempfile::TempDir, SafeDir, Arc<TempJournal>) {
+        let temp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(temp.path().join("group")).unwrap();
+        let journal = TempJournal::new(temp.path().join("state"), "journal", "g");
+        let mut dir = SafeDir::open(&temp.path().join("group")).unwrap();
+        dir.record_temps_in(&journal);
+        (temp, dir, journal)
+    }
+
+    fn leftovers_of(temp: &tempfile::TempDir) -> Vec<Leftover> {
+        read_leftovers(&temp.path().join("state"), "journal", "g").unwrap()
+    }
+
     #[test]
-    fn clears_only_temp_names() {
-        let (temp, dir) = dir();
-        std::fs::write(temp.path().join(format!("{TEMP_PREFIX}1")), "x").unwrap();
-        std::fs::write(temp.path().join("keep.md"), "x").unwrap();
-        assert_eq!(dir.clear_stale_temps().unwrap().len(), 1);
-        assert_eq!(dir.list().unwrap(), vec![OsString::from("keep.md")]);
+    fn only_recorded_temps_clawmd_made_are_leftovers() {
+        let (temp, dir, journal) = journaled();
+        // What an interrupted run leaves: two staged temps never put in place.
+        let file = dir.stage_file("a.md", b"half", true).unwrap();
+        let link = dir.stage_symlink("b.md", Path::new("/app/x")).unwrap();
+        // What the agent can name: files named like temps, one like a real temp name.
+        let planted = [
+            format!("{TEMP_PREFIX}notes"),
+            format!("{TEMP_PREFIX}{}", "ab".repeat(16)),
+            format!("{TEMP_PREFIX}1-2-3"),
+        ];
+        for name in &planted {
+            std::fs::write(dir.path().join(name), "the agent's").unwrap();
+        }
+        let found: Vec<String> = leftovers_of(&temp).into_iter().map(|l| l.name).collect();
+        assert_eq!(found, [file.name.clone(), link.name.clone()]);
+        // The run holding the lock removes exactly those, then the journal empties.
+        for leftover in leftovers_of(&temp) {
+            assert!(leftover.remove().unwrap());
+        }
+        journal.settle().unwrap();
+        assert_eq!(std::fs::metadata(journal.path()).unwrap().len(), 0);
+        let mut left: Vec<String> = dir
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|n| n.into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut expected = planted.to_vec();
+        expected.sort();
+        assert_eq!(left, expected, "the agent's files are untouched");
+        for name in &planted {
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join(name)).unwrap(),
+                "the agent's"
+            );
+        }
+    }
+
+    #[test]
+    fn a_recorded_temp_replaced_by_another_file_is_not_clawmds() {
+        let (temp, dir, journal) = journaled();
+        let staged = dir.stage_file("a.md", b"mine", true).unwrap();
+        // The agent swaps the temp for its own file under the same name.
+        let path = dir.path().join(&staged.name);
+        std::fs::rename(&path, dir.path().join("moved")).unwrap();
+        std::fs::write(&path, "the agent's").unwrap();
+        // Never put in place (the entry point would get the agent's text) ...
+        let err = dir.put_in_place(staged, "a.md").unwrap_err();
+        assert!(matches!(err, FsError::Unsafe { .. }), "{err}");
+        assert!(dir.kind("a.md").unwrap().is_none());
+        // ... and never removed as a leftover.
+        assert!(leftovers_of(&temp).is_empty());
+        journal.settle().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "the agent's");
+    }
+
+    #[test]
+    fn a_temp_recorded_before_it_was_made_is_a_leftover_when_it_is_a_file() {
+        let (temp, dir, journal) = journaled();
+        // A run that stopped between recording the name and recording what it made: the
+        // name is in the journal, unpredictable, and a regular file is there.
+        let name = fresh_temp_name();
+        journal
+            .record(Record::Intent, dir.absolute_path(), &name, None)
+            .unwrap();
+        std::fs::write(dir.path().join(&name), "half").unwrap();
+        let leftovers = leftovers_of(&temp);
+        assert_eq!(leftovers.len(), 1);
+        assert!(leftovers[0].remove().unwrap());
+        // A folder there is never removed; a name whose creation failed is forgotten.
+        let other = fresh_temp_name();
+        journal
+            .record(Record::Intent, dir.absolute_path(), &other, None)
+            .unwrap();
+        std::fs::create_dir(dir.path().join(&other)).unwrap();
+        assert!(leftovers_of(&temp).is_empty());
+        let failed = fresh_temp_name();
+        journal
+            .record(Record::Intent, dir.absolute_path(), &failed, None)
+            .unwrap();
+        journal
+            .record(Record::NotMade, dir.absolute_path(), &failed, None)
+            .unwrap();
+        std::fs::write(dir.path().join(&failed), "x").unwrap();
+        assert!(leftovers_of(&temp).is_empty());
+        // settle keeps nothing it need not: none of its temps is left.
+        journal.settle().unwrap();
+        assert_eq!(std::fs::metadata(journal.path()).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn a_journal_names_only_temp_names_in_absolute_folders() {
+        let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+        let name = format!("{TEMP_PREFIX}{}", "0f".repeat(16));
+        let journal = format!(
+            "+ {dir} {name}\n= {dir} {name} 1 2\n+ {dir} CLAUDE.local.md\n+ {rel} {name}\n+ {dir} {TEMP_PREFIX}x\n+ zz {name}\n= {dir} {name} 1\n+ {dir} {name} extra\n+ {dir}",
+            dir = hex("/srv/groups/g"),
+            rel = hex("groups/g"),
+        );
+        let parsed = parse_journal(journal.as_bytes());
+        assert_eq!(
+            parsed,
+            [Leftover {
+                dir: PathBuf::from("/srv/groups/g"),
+                name,
+                made: Some((1, 2)),
+            }]
+        );
+    }
+
+    #[test]
+    fn temp_names_differ_every_time() {
+        let names: std::collections::BTreeSet<String> =
+            (0..1000).map(|_| fresh_temp_name()).collect();
+        assert_eq!(names.len(), 1000);
+        for name in &names {
+            assert_eq!(name.len(), TEMP_PREFIX.len() + 32);
+        }
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub mod names {
     pub const STATE_DIR: &str = ".clawmd";
     /// Inside the state folder: one folder per group holding its rescued hand edits.
     pub const RESCUES: &str = "rescues";
+    /// Inside the state folder: one journal per lock of the temp files its runs made
+    /// (`fsops::TempJournal`).
+    pub const JOURNAL: &str = "journal";
     /// Inside the state folder: one folder per group holding the files the runner binds
     /// read-only into that group's container (`clawmd mounts`).
     pub const BINDS: &str = "binds";
@@ -240,6 +243,12 @@ impl Layout {
     /// The host folder of the files the runner binds read-only into one group's container.
     pub fn bind_dir(&self, group: &str) -> PathBuf {
         self.state_dir.join(names::BINDS).join(group)
+    }
+
+    /// The journal of the temp files made by the runs that hold one lock (a group's, or
+    /// `global` for migrate's): `<state>/journal/<lock>`.
+    pub fn temp_journal(&self, lock: &str) -> PathBuf {
+        self.state_dir.join(names::JOURNAL).join(lock)
     }
 
     /// The lock file that serialises work on one group.

@@ -38,6 +38,7 @@ pub mod safe_name;
 pub mod schema;
 pub mod settings;
 pub mod sources;
+pub mod state;
 pub mod suggest;
 pub mod view;
 pub mod watch;

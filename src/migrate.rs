@@ -24,10 +24,11 @@ use std::time::Duration;
 use crate::deployment::{MAX_SOURCE_BYTES, checked_group_dir, list_groups};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
-use crate::fsops::{self, FsError, SafeDir};
+use crate::fsops::{self, FsError, Leftover, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
 use crate::plan::is_composed;
 use crate::report::{ActionReport, MigrateGroupReport, MigrateReport, Status};
+use crate::state;
 
 /// The largest legacy group file migrate moves; a larger one is refused, never truncated.
 pub const MAX_LEGACY_BYTES: u64 = 64 * 1024 * 1024;
@@ -47,12 +48,12 @@ pub const GLOBAL_MARKER: &str =
 /// One change migrate makes, computed by a plan function from what it observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Remove a temp file left by an interrupted run.
+    /// Remove a temp file an interrupted run recorded in the lock's journal and left.
     CleanTemp {
-        /// The folder it is in.
-        place: Place,
-        /// Its name.
-        name: String,
+        /// The temp.
+        temp: Leftover,
+        /// How the report names it.
+        shown: String,
     },
     /// Remove the legacy `.claude-global.md` link of a group.
     RemoveGlobalLink,
@@ -75,20 +76,12 @@ pub enum Action {
     RemoveGlobalDir,
 }
 
-/// A folder migrate works in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Place {
-    /// The group folder (or `groups/global`).
-    Source,
-    /// `container/` (for `global` only).
-    Container,
-}
-
 /// What a group folder holds that migrate cares about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupState {
-    /// Temp files left by an interrupted run.
-    pub temps: Vec<String>,
+    /// Temp files an interrupted run under the group's lock left (from its journal), each
+    /// with the name the report gives it.
+    pub temps: Vec<(Leftover, String)>,
     /// What `.claude-global.md` is (`None`: missing).
     pub global_link: Option<FileKind>,
     /// The text of a legacy (not composed) `CLAUDE.md`.
@@ -100,16 +93,15 @@ pub struct GroupState {
 /// What `groups/global` and `container/` hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GlobalState {
-    /// Temp files in `groups/global`.
-    pub temps: Vec<String>,
+    /// Temp files an interrupted run under the `global` lock left, in `groups/global` or
+    /// `container/` (from its journal), each with the name the report gives it.
+    pub temps: Vec<(Leftover, String)>,
     /// What `groups/global/CLAUDE.md` is (`None`: missing).
     pub claude_md: Option<FileKind>,
     /// That text.
     pub text: Option<Vec<u8>>,
     /// Other entries of `groups/global` (never deleted).
     pub others: Vec<String>,
-    /// Temp files in `container/` (read only when there is text to move).
-    pub container_temps: Vec<String>,
     /// The text of `container/CLAUDE.md` (read only when there is text to move).
     pub shared_base: Option<Vec<u8>>,
 }
@@ -130,7 +122,10 @@ pub fn migrate(
         })
         .collect();
     let global = layout.group_dir(GLOBAL_GROUP);
-    if fs_err::symlink_metadata(&global).is_ok() {
+    // Also when `groups/global` is gone but a run that retired it was interrupted: its
+    // journal is settled (and any temp it left in container/ removed).
+    if fs_err::symlink_metadata(&global).is_ok() || state::may_have_leftovers(layout, GLOBAL_GROUP)
+    {
         reports.push(run_one(GLOBAL_GROUP, || {
             migrate_global(layout, dry_run, lock_timeout)
         }));
@@ -176,17 +171,43 @@ fn migrate_group(
     let _lock = (!dry_run)
         .then(|| fsops::lock(&layout.lock_file(group), lock_timeout))
         .transpose()?;
-    let dir = SafeDir::open(&group_dir)?;
-    let (actions, warnings) = plan_group(&observe_group(&dir)?);
+    let mut dir = SafeDir::open(&group_dir)?;
+    let (actions, warnings) = plan_group(&observe_group(layout, group, &dir)?);
     if !dry_run {
+        let journal = state::journal(layout, group)?;
+        dir.record_temps_in(&journal);
         apply_group(&dir, &actions)?;
+        journal.settle()?;
     }
     Ok((actions.iter().map(report_group_action).collect(), warnings))
 }
 
-/// Reads what migrate needs to know about a group folder (never through a link, never
-/// opening anything but a regular file).
-pub fn observe_group(dir: &SafeDir) -> Result<GroupState, GroupError> {
+/// The temps runs under the lock `lock` recorded and left, each with the name the report
+/// gives it (relative to `dir` when in it).
+fn leftovers(
+    layout: &Layout,
+    lock: &str,
+    dir: &Path,
+) -> Result<Vec<(Leftover, String)>, GroupError> {
+    if !state::may_have_leftovers(layout, lock) {
+        return Ok(Vec::new());
+    }
+    Ok(state::leftovers(layout, lock)?
+        .into_iter()
+        .map(|leftover| {
+            let shown = state::describe_leftover(&leftover, dir);
+            (leftover, shown)
+        })
+        .collect())
+}
+
+/// Reads what migrate needs to know about the folder `dir` of `group` (never through a link,
+/// never opening anything but a regular file).
+pub fn observe_group(
+    layout: &Layout,
+    group: &str,
+    dir: &SafeDir,
+) -> Result<GroupState, GroupError> {
     let legacy =
         read_regular(dir, names::CLAUDE_MD, MAX_LEGACY_BYTES)?.filter(|text| !is_composed(text));
     let local = match legacy {
@@ -194,7 +215,7 @@ pub fn observe_group(dir: &SafeDir) -> Result<GroupState, GroupError> {
         None => None,
     };
     Ok(GroupState {
-        temps: dir.stale_temps()?,
+        temps: leftovers(layout, group, dir.path())?,
         global_link: dir.kind(names::LEGACY_GLOBAL_LINK)?,
         legacy,
         local,
@@ -203,7 +224,7 @@ pub fn observe_group(dir: &SafeDir) -> Result<GroupState, GroupError> {
 
 /// The actions that migrate a group in `state`, and warnings about what is left alone. Pure.
 pub fn plan_group(state: &GroupState) -> (Vec<Action>, Vec<String>) {
-    let mut actions: Vec<Action> = clean(Place::Source, &state.temps);
+    let mut actions: Vec<Action> = clean(&state.temps);
     let mut warnings = Vec::new();
     match state.global_link {
         Some(FileKind::Symlink) => actions.push(Action::RemoveGlobalLink),
@@ -238,7 +259,9 @@ fn move_into(text: &[u8], existing: Option<&[u8]>) -> Action {
 pub fn apply_group(dir: &SafeDir, actions: &[Action]) -> Result<(), GroupError> {
     for action in actions {
         match action {
-            Action::CleanTemp { name, .. } => dir.remove(name)?,
+            Action::CleanTemp { temp, .. } => {
+                temp.remove()?;
+            }
             Action::RemoveGlobalLink => dir.remove(names::LEGACY_GLOBAL_LINK)?,
             Action::Move { text } => {
                 if !dir.create_new_file(names::CLAUDE_LOCAL_MD, text)? {
@@ -277,7 +300,9 @@ fn report_group_action(action: &Action) -> ActionReport {
         names::CLAUDE_LOCAL_MD.to_owned(),
     );
     match action {
-        Action::CleanTemp { name, .. } => ActionReport::CleanTemp { path: name.clone() },
+        Action::CleanTemp { shown, .. } => ActionReport::CleanTemp {
+            path: shown.clone(),
+        },
         Action::RemoveGlobalLink => ActionReport::RemoveGlobalLink {
             path: names::LEGACY_GLOBAL_LINK.to_owned(),
         },
@@ -305,14 +330,29 @@ fn migrate_global(
     let _lock = (!dry_run)
         .then(|| fsops::lock(&layout.lock_file(GLOBAL_GROUP), lock_timeout))
         .transpose()?;
-    let global = match SafeDir::open(&layout.group_dir(GLOBAL_GROUP)) {
-        // Another migrate retired it while this one waited for the lock: nothing left to do.
+    let mut global = match SafeDir::open(&layout.group_dir(GLOBAL_GROUP)) {
+        // Retired already (by another migrate while this one waited for the lock, or by an
+        // interrupted one): only what that run left is cleaned.
         Err(FsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Ok((Vec::new(), Vec::new()));
+            let temps = leftovers(layout, GLOBAL_GROUP, &layout.group_dir(GLOBAL_GROUP))?;
+            let actions = clean(&temps);
+            let reports = actions
+                .iter()
+                .map(|action| report_global_action(layout, action))
+                .collect();
+            if !dry_run {
+                for action in &actions {
+                    if let Action::CleanTemp { temp, .. } = action {
+                        temp.remove()?;
+                    }
+                }
+                state::journal(layout, GLOBAL_GROUP)?.settle()?;
+            }
+            return Ok((reports, Vec::new()));
         }
         other => other?,
     };
-    let state = observe_global(&global, &layout.container_dir)?;
+    let state = observe_global(layout, &global)?;
     let (actions, warnings) = plan_global(&state, layout)?;
     let reports = actions
         .iter()
@@ -321,7 +361,10 @@ fn migrate_global(
     if dry_run {
         return Ok((reports, warnings));
     }
-    let done = apply_global(layout, &global, &actions)?;
+    let journal = state::journal(layout, GLOBAL_GROUP)?;
+    global.record_temps_in(&journal);
+    let done = apply_global(layout, &global, &actions, &journal)?;
+    journal.settle()?;
     let reports = actions
         .iter()
         .zip(reports)
@@ -332,9 +375,12 @@ fn migrate_global(
 }
 
 /// Reads what migrate needs to know about `groups/global` and, only when there is text to move,
-/// the `container/` folder at `container_dir` (missing is fine).
-pub fn observe_global(global: &SafeDir, container_dir: &Path) -> Result<GlobalState, GroupError> {
-    let temps = global.stale_temps()?;
+/// the `container/` folder (missing is fine).
+pub fn observe_global(layout: &Layout, global: &SafeDir) -> Result<GlobalState, GroupError> {
+    let container_dir = &layout.container_dir;
+    let temps = leftovers(layout, GLOBAL_GROUP, global.path())?;
+    // (A temp in `groups/global` is shown by its name alone.)
+    let global_temp = |name: &str| temps.iter().any(|(_, shown)| shown == name);
     let claude_md = global.kind(names::CLAUDE_MD)?;
     let text = match claude_md {
         Some(FileKind::File) => read_regular(global, names::CLAUDE_MD, MAX_GLOBAL_BYTES)?,
@@ -345,7 +391,7 @@ pub fn observe_global(global: &SafeDir, container_dir: &Path) -> Result<GlobalSt
         .list()?
         .into_iter()
         .map(|name| name.to_string_lossy().into_owned())
-        .filter(|name| !(temps.contains(name) || (name == names::CLAUDE_MD && text.is_some())))
+        .filter(|name| !(global_temp(name) || (name == names::CLAUDE_MD && text.is_some())))
         .collect();
     let container = match &text {
         None => None,
@@ -356,19 +402,15 @@ pub fn observe_global(global: &SafeDir, container_dir: &Path) -> Result<GlobalSt
             other => Some(other?),
         },
     };
-    let (container_temps, shared_base) = match &container {
-        Some(container) => (
-            container.stale_temps()?,
-            read_regular(container, names::CLAUDE_MD, MAX_GLOBAL_BYTES)?,
-        ),
-        None => (Vec::new(), None),
+    let shared_base = match &container {
+        Some(container) => read_regular(container, names::CLAUDE_MD, MAX_GLOBAL_BYTES)?,
+        None => None,
     };
     Ok(GlobalState {
         temps,
         claude_md,
         text,
         others,
-        container_temps,
         shared_base,
     })
 }
@@ -380,10 +422,9 @@ pub fn plan_global(
     layout: &Layout,
 ) -> Result<(Vec<Action>, Vec<String>), GroupError> {
     let global_dir = layout.group_dir(GLOBAL_GROUP);
-    let mut actions = clean(Place::Source, &state.temps);
+    let mut actions = clean(&state.temps);
     let mut warnings = Vec::new();
     if let Some(text) = &state.text {
-        actions.extend(clean(Place::Container, &state.container_temps));
         let action = move_into(text, state.shared_base.as_deref());
         let size = match &action {
             Action::Move { text } => text.len(),
@@ -432,31 +473,23 @@ pub fn apply_global(
     layout: &Layout,
     global: &SafeDir,
     actions: &[Action],
+    journal: &std::sync::Arc<fsops::TempJournal>,
 ) -> Result<GlobalDone, GroupError> {
     let mut done = GlobalDone { removed_dir: false };
     let mut container: Option<SafeDir> = None;
     let open_container = |container: &mut Option<SafeDir>| -> Result<(), GroupError> {
         if container.is_none() {
             fsops::create_dir_all(&layout.container_dir)?;
-            *container = Some(SafeDir::open(&layout.container_dir)?);
+            let mut opened = SafeDir::open(&layout.container_dir)?;
+            opened.record_temps_in(journal);
+            *container = Some(opened);
         }
         Ok(())
     };
     for action in actions {
         match action {
-            Action::CleanTemp {
-                place: Place::Source,
-                name,
-            } => global.remove(name)?,
-            Action::CleanTemp {
-                place: Place::Container,
-                name,
-            } => {
-                open_container(&mut container)?;
-                if let Some(container) = &container {
-                    container.remove(name)?;
-                    container.sync()?;
-                }
+            Action::CleanTemp { temp, .. } => {
+                temp.remove()?;
             }
             Action::Move { .. } | Action::Append { .. } | Action::RemoveMigrated => {
                 open_container(&mut container)?;
@@ -491,15 +524,8 @@ fn report_global_action(layout: &Layout, action: &Action) -> ActionReport {
     let from = global_dir.join(names::CLAUDE_MD).display().to_string();
     let into = layout.shared_base_source().display().to_string();
     match action {
-        Action::CleanTemp {
-            place: Place::Source,
-            name,
-        } => ActionReport::CleanTemp { path: name.clone() },
-        Action::CleanTemp {
-            place: Place::Container,
-            name,
-        } => ActionReport::CleanTemp {
-            path: layout.container_dir.join(name).display().to_string(),
+        Action::CleanTemp { shown, .. } => ActionReport::CleanTemp {
+            path: shown.clone(),
         },
         Action::Move { .. } | Action::Append { .. } => ActionReport::MoveGlobal { from, into },
         Action::RemoveMigrated => ActionReport::RemoveMigrated {
@@ -513,12 +539,12 @@ fn report_global_action(layout: &Layout, action: &Action) -> ActionReport {
     }
 }
 
-fn clean(place: Place, temps: &[String]) -> Vec<Action> {
+fn clean(temps: &[(Leftover, String)]) -> Vec<Action> {
     temps
         .iter()
-        .map(|name| Action::CleanTemp {
-            place,
-            name: name.clone(),
+        .map(|(temp, shown)| Action::CleanTemp {
+            temp: temp.clone(),
+            shown: shown.clone(),
         })
         .collect()
 }
@@ -648,7 +674,8 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         std::fs::write(temp.path().join(names::CLAUDE_MD), "legacy\n").unwrap();
         let dir = SafeDir::open(temp.path()).unwrap();
-        let (actions, _) = plan_group(&observe_group(&dir).unwrap());
+        let layout = Layout::under_root(temp.path());
+        let (actions, _) = plan_group(&observe_group(&layout, "g", &dir).unwrap());
         assert_eq!(
             actions,
             [Action::Move {

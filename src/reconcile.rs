@@ -6,17 +6,19 @@
 //! removal of fragments it no longer imports. A group that is already right yields only
 //! [`Step::Keep`]s, and applying those writes nothing.
 
+use std::path::{Path, PathBuf};
+
 use crate::delivery::{ENTRY_POINTS, is_entry_point_name};
 use crate::error::GroupError;
 use crate::file_kind::{self, FileKind};
-use crate::fsops::{FsError, Listing, Node, SafeDir, Temp, is_temp_name};
+use crate::fsops::{FsError, Listing, Node, SafeDir, Temp};
 use crate::layout::names;
 use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_composed, is_pristine, short_hash};
 
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
 pub const MAX_RESCUE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// The most rescued hand edits a group keeps: with this many `CLAUDE.md.rescued-*` files, a
+/// The most rescued hand edits a group keeps: with this many rescues in its rescue folder, a
 /// new hand edit makes compose refuse the group (naming the files) instead of adding one.
 pub const MAX_RESCUES: usize = 16;
 
@@ -35,13 +37,13 @@ pub enum Step {
         /// What was there before (`None` for a creation).
         before: Option<FileKind>,
     },
-    /// Keep a hand-edited entry point (`CLAUDE.md`, `AGENTS.md`, `GEMINI.md`) under `to`
-    /// before it is replaced or removed.
+    /// Keep a hand-edited entry point (`CLAUDE.md`, `AGENTS.md`, `GEMINI.md`) at `to`, in the
+    /// group's rescue folder outside the group, before it is replaced or removed.
     Rescue {
         /// The edited file's name in the group folder.
         from: String,
-        /// The rescue file name in the group folder.
-        to: String,
+        /// The rescue file's host path: `<state>/rescues/<group>/<from>.rescued-<hash>`.
+        to: PathBuf,
         /// The edited text.
         bytes: Vec<u8>,
     },
@@ -52,11 +54,6 @@ pub enum Step {
         /// What it was.
         before: FileKind,
     },
-    /// Remove a temp file left by an interrupted run (only done while holding the group lock).
-    Clean {
-        /// Where.
-        path: ManagedPath,
-    },
     /// Already right: nothing to do.
     Keep {
         /// Where.
@@ -65,16 +62,15 @@ pub enum Step {
 }
 
 /// Computes the steps that bring the group folder to `plan`. `fragments` is `None` when the
-/// `.claude-fragments` folder does not exist yet. A hand edit to rescue when the group already
-/// keeps [`MAX_RESCUES`] rescues (or [`MAX_RESCUE_TOTAL_BYTES`]) is
-/// [`GroupError::TooManyRescues`]; the same text rescued before is not counted twice (its
-/// rescue name is the hash of the text).
+/// `.claude-fragments` folder does not exist yet; a hand edit is to be kept in `rescue_dir`
+/// (the group's rescue folder, outside the group: see [`check_rescue_budget`]).
 pub fn diff(
     group: &SafeDir,
     fragments: Option<&SafeDir>,
+    rescue_dir: &Path,
     plan: &GroupPlan,
 ) -> Result<Vec<Step>, GroupError> {
-    diff_listed(group, &group.listing()?, fragments, plan)
+    diff_listed(group, &group.listing()?, fragments, rescue_dir, plan)
 }
 
 /// [`diff`], given a listing of the group folder made by the caller (each folder is listed
@@ -83,6 +79,7 @@ pub fn diff_listed(
     group: &SafeDir,
     listed: &Listing,
     fragments: Option<&SafeDir>,
+    rescue_dir: &Path,
     plan: &GroupPlan,
 ) -> Result<Vec<Step>, GroupError> {
     let fragments = match fragments {
@@ -96,19 +93,7 @@ pub fn diff_listed(
         } else {
             Some((group, listed))
         };
-        diff_entry(dir, desired, &mut steps)?;
-    }
-    for name in listed.names() {
-        if let Some(name) = name.to_str().filter(|n| is_temp_name(n))
-            && matches!(
-                listed.kind(group, name)?,
-                Some(FileKind::File | FileKind::Symlink)
-            )
-        {
-            steps.push(Step::Clean {
-                path: ManagedPath::top(name),
-            });
-        }
+        diff_entry(dir, rescue_dir, desired, &mut steps)?;
     }
     if let Some((fragments, listing)) = &fragments {
         stale_fragments(fragments, listing, plan, &mut steps)?;
@@ -126,12 +111,7 @@ pub fn diff_listed(
             before: kind,
         });
     }
-    stale_entry_points(group, listed, plan, &mut steps)?;
-    for step in &steps {
-        if let Step::Rescue { to, bytes, .. } = step {
-            check_rescue_budget(group, to, bytes.len() as u64)?;
-        }
-    }
+    stale_entry_points(group, listed, rescue_dir, plan, &mut steps)?;
     Ok(steps)
 }
 
@@ -141,6 +121,7 @@ pub fn diff_listed(
 fn stale_entry_points(
     group: &SafeDir,
     listed: &Listing,
+    rescue_dir: &Path,
     plan: &GroupPlan,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
@@ -161,7 +142,7 @@ fn stale_entry_points(
         if needs_rescue(&old) {
             steps.push(Step::Rescue {
                 from: name.to_owned(),
-                to: rescue_name(name, &old),
+                to: rescue_dir.join(rescue_name(name, &old)),
                 bytes: old.clone(),
             });
         }
@@ -173,11 +154,42 @@ fn stale_entry_points(
     Ok(())
 }
 
-/// Whether `name` is where clawmd kept a hand-edited entry point.
+/// Whether `name` is named like a rescued entry point (`CLAUDE.md.rescued-…`). In a group
+/// folder such a name says nothing about who wrote it: the agent can name files anything.
 pub fn is_rescue_name(name: &str) -> bool {
     ENTRY_POINTS
         .iter()
         .any(|entry| name.starts_with(&format!("{entry}{}", names::RESCUE_INFIX)))
+}
+
+/// Whether `name` is exactly a name [`rescue_name`] gives (`<entry point>.rescued-<16 hex>`).
+pub fn is_rescue_file_name(name: &str) -> bool {
+    ENTRY_POINTS.iter().any(|entry| {
+        name.strip_prefix(entry)
+            .and_then(|rest| rest.strip_prefix(names::RESCUE_INFIX))
+            .is_some_and(|hash| {
+                hash.len() == 16
+                    && hash
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            })
+    })
+}
+
+/// The rescues clawmd kept in a group's rescue folder `dir`: regular files named as
+/// [`rescue_name`] names them, sorted, each with its size.
+pub fn kept_rescues(dir: &SafeDir) -> Result<Vec<(String, u64)>, FsError> {
+    let listing = dir.listing()?;
+    let mut kept = Vec::new();
+    for name in listing.names() {
+        let Some(name) = name.to_str().filter(|n| is_rescue_file_name(n)) else {
+            continue;
+        };
+        if listing.kind(dir, name)? == Some(FileKind::File) {
+            kept.push((name.to_owned(), dir.size(name)?));
+        }
+    }
+    Ok(kept)
 }
 
 /// Where the hand-edited `name` is kept: `<name>.rescued-<hash of the text>`.
@@ -185,33 +197,52 @@ pub fn rescue_name(name: &str, text: &[u8]) -> String {
     format!("{name}{}{}", names::RESCUE_INFIX, short_hash(text))
 }
 
-/// Refuses a new rescue file when the group already keeps as many as it may.
-fn check_rescue_budget(group: &SafeDir, to: &str, new_bytes: u64) -> Result<(), GroupError> {
-    if group.kind(to)?.is_some() {
-        return Ok(()); // the same text, kept before (or a planted name, refused in apply)
-    }
-    let mut files = Vec::new();
-    let mut bytes = new_bytes;
-    for name in group.list()? {
-        let Some(name) = name.to_str() else { continue };
-        if is_rescue_name(name) && !is_temp_name(name) {
-            bytes += group.size(name)?;
-            files.push(group.path().join(name));
+/// Refuses the steps when a hand edit they keep would be one more than the group's rescue
+/// folder `rescues` (`None`: it does not exist yet) may hold: [`MAX_RESCUES`] rescues, or
+/// [`MAX_RESCUE_TOTAL_BYTES`] with the new one; that is [`GroupError::TooManyRescues`]. The
+/// same text rescued before is not counted twice (its rescue name is the hash of the text).
+/// Only what clawmd kept there counts: files named like rescues in the group folder are the
+/// agent's business.
+pub fn check_rescue_budget(rescues: Option<&SafeDir>, steps: &[Step]) -> Result<(), GroupError> {
+    let Some(dir) = rescues else {
+        return Ok(()); // no rescue yet
+    };
+    for step in steps {
+        if let Step::Rescue { to, bytes, .. } = step {
+            check_one_rescue(dir, to, bytes.len() as u64)?;
         }
     }
-    if files.len() < MAX_RESCUES && bytes <= MAX_RESCUE_TOTAL_BYTES {
+    Ok(())
+}
+
+fn check_one_rescue(dir: &SafeDir, to: &Path, new_bytes: u64) -> Result<(), GroupError> {
+    let name = file_name(to);
+    if dir.kind(name)?.is_some() {
+        return Ok(()); // the same text, kept before (anything else there is refused in apply)
+    }
+    let kept = kept_rescues(dir)?;
+    let bytes = new_bytes + kept.iter().map(|(_, size)| size).sum::<u64>();
+    if kept.len() < MAX_RESCUES && bytes <= MAX_RESCUE_TOTAL_BYTES {
         return Ok(());
     }
     Err(GroupError::TooManyRescues {
-        dir: group.path().to_owned(),
-        count: files.len(),
+        dir: dir.path().to_owned(),
+        count: kept.len(),
         bytes: bytes - new_bytes,
-        files,
+        files: kept.iter().map(|(name, _)| dir.path().join(name)).collect(),
     })
+}
+
+/// The file name of a rescue path (every rescue path is `<rescue folder>/<rescue name>`).
+fn file_name(to: &Path) -> &str {
+    to.file_name()
+        .and_then(|name| name.to_str())
+        .expect("a rescue path ends in a rescue name")
 }
 
 fn diff_entry(
     dir: Option<(&SafeDir, &Listing)>,
+    rescue_dir: &Path,
     desired: &Desired,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
@@ -265,7 +296,7 @@ fn diff_entry(
     {
         steps.push(Step::Rescue {
             from: name.to_owned(),
-            to: rescue_name(name, old),
+            to: rescue_dir.join(rescue_name(name, old)),
             bytes: old.clone(),
         });
     }
@@ -331,11 +362,6 @@ fn stale_fragments(
             continue;
         }
         match listed.kind(fragments, name)? {
-            Some(FileKind::File | FileKind::Symlink) if is_temp_name(name) => {
-                steps.push(Step::Clean {
-                    path: ManagedPath::fragment(name),
-                })
-            }
             Some(kind @ (FileKind::File | FileKind::Symlink)) => steps.push(Step::Remove {
                 path: ManagedPath::fragment(name),
                 before: kind,
@@ -350,18 +376,49 @@ fn stale_fragments(
     Ok(())
 }
 
-/// Performs `steps` in a reader-safe order, durably: leftovers cleaned, every new file and
-/// link written under a temp name and fsynced ([`stage`]), then rescues and everything the
-/// entry point imports put in place, then the entry point, then removals, each phase made
-/// durable (the folders fsynced) before the next. The caller must hold the group's lock.
-pub fn apply(group: &SafeDir, fragments: &SafeDir, steps: &[Step]) -> Result<(), FsError> {
-    let mut staged = stage(group, fragments, steps, true)?;
-    let sync = || fragments.sync().and_then(|()| group.sync());
-    staged.place_imported(group, fragments, steps)?;
+/// The folders a group's steps write in: the group folder, its `.claude-fragments`, and its
+/// rescue folder (outside the group; `None` when no step rescues anything).
+#[derive(Debug, Clone, Copy)]
+pub struct Dirs<'a> {
+    /// The group folder.
+    pub group: &'a SafeDir,
+    /// `.claude-fragments`.
+    pub fragments: &'a SafeDir,
+    /// The group's rescue folder.
+    pub rescues: Option<&'a SafeDir>,
+}
+
+impl<'a> Dirs<'a> {
+    fn of(&self, path: &ManagedPath) -> &'a SafeDir {
+        if path.in_fragments {
+            self.fragments
+        } else {
+            self.group
+        }
+    }
+
+    fn rescues(&self) -> Result<&'a SafeDir, FsError> {
+        self.rescues.ok_or_else(|| FsError::Io {
+            op: "rescue a hand edit into",
+            path: self.group.path().to_owned(),
+            source: std::io::Error::other("no rescue folder was opened (a bug)"),
+        })
+    }
+}
+
+/// Performs `steps` in a reader-safe order, durably: every new file and link written under a
+/// temp name and fsynced ([`stage`]), then rescues (each durable in the rescue folder at
+/// once) and everything the entry point imports put in place, then the entry point, then
+/// removals, each phase made durable (the folders fsynced) before the next. The caller must
+/// hold the group's lock.
+pub fn apply(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+    let mut staged = stage(dirs, steps, true)?;
+    let sync = || dirs.fragments.sync().and_then(|()| dirs.group.sync());
+    staged.place_imported(dirs, steps)?;
     sync()?;
-    staged.place_entry_points(group, fragments, steps)?;
+    staged.place_entry_points(dirs, steps)?;
     sync()?;
-    staged.remove_stale(group, fragments, steps)?;
+    staged.remove_stale(dirs, steps)?;
     sync()
 }
 
@@ -378,27 +435,20 @@ pub struct Staged {
     temps: Vec<Option<Temp>>,
 }
 
-/// Phase 0 of [`apply`]: removes leftovers of an interrupted run and writes every file and link
-/// `steps` need under temp names. `durable`: each temp is fsynced; else the caller makes them
-/// durable (`syncfs`) before [`Staged::place_imported`]. On failure nothing staged is left.
-pub fn stage(
-    group: &SafeDir,
-    fragments: &SafeDir,
-    steps: &[Step],
-    durable: bool,
-) -> Result<Staged, FsError> {
-    let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
-    for step in steps {
-        if let Step::Clean { path } = step {
-            dir_of(path).remove(&path.name)?;
-        }
-    }
+/// Phase 0 of [`apply`]: writes every file and link `steps` need under temp names. `durable`:
+/// each temp is fsynced; else the caller makes them durable (`syncfs`) before
+/// [`Staged::place_imported`]. A rescue is always fsynced (its folder may be on another
+/// filesystem than the group's; hand edits are rare). On failure nothing staged is left.
+pub fn stage(dirs: Dirs<'_>, steps: &[Step], durable: bool) -> Result<Staged, FsError> {
     let mut staged = Staged { temps: Vec::new() };
     for step in steps {
         let temp = match step {
-            Step::Rescue { bytes, .. } => group.stage_new_file(bytes, durable).map(Some),
+            Step::Rescue { bytes, .. } => dirs
+                .rescues()
+                .and_then(|rescues| rescues.stage_new_file(bytes, true))
+                .map(Some),
             Step::Write { path, content, .. } => {
-                let dir = dir_of(path);
+                let dir = dirs.of(path);
                 match content {
                     Content::File(bytes) => dir.stage_file(&path.name, bytes, durable),
                     Content::Symlink(target) => dir.stage_symlink(&path.name, target),
@@ -411,7 +461,7 @@ pub fn stage(
         match temp {
             Ok(temp) => staged.temps.push(temp),
             Err(err) => {
-                staged.discard(group, fragments, steps);
+                staged.discard(dirs, steps);
                 return Err(err);
             }
         }
@@ -421,84 +471,66 @@ pub fn stage(
 
 impl Staged {
     /// Removes every temp not put in place (after a failure).
-    pub fn discard(&mut self, group: &SafeDir, fragments: &SafeDir, steps: &[Step]) {
+    pub fn discard(&mut self, dirs: Dirs<'_>, steps: &[Step]) {
         for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
             let Some(temp) = temp.take() else { continue };
             match step {
-                Step::Write { path, .. } if path.in_fragments => fragments.discard(temp),
-                _ => group.discard(temp),
+                Step::Write { path, .. } => dirs.of(path).discard(temp),
+                Step::Rescue { .. } => {
+                    if let Ok(rescues) = dirs.rescues() {
+                        rescues.discard(temp);
+                    }
+                }
+                _ => {}
             }
         }
     }
 
-    /// Phase 1: rescues of hand-edited entry points, then every other written file (in plan
-    /// order: what the entry point imports). On failure the remaining temps are removed.
-    pub fn place_imported(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-    ) -> Result<(), FsError> {
-        self.place(group, fragments, steps, Phase::Imported)
+    /// Phase 1: rescues of hand-edited entry points (each durable before this goes on), then
+    /// every other written file (in plan order: what the entry point imports). On failure
+    /// the remaining temps are removed.
+    pub fn place_imported(&mut self, dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+        self.place(dirs, steps, Phase::Imported)
     }
 
     /// Phase 2: the entry points, once what they import is durable.
-    pub fn place_entry_points(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-    ) -> Result<(), FsError> {
-        self.place(group, fragments, steps, Phase::EntryPoints)
+    pub fn place_entry_points(&mut self, dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+        self.place(dirs, steps, Phase::EntryPoints)
     }
 
     /// Phase 3: removals of what the (durable) entry points no longer import.
-    pub fn remove_stale(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-    ) -> Result<(), FsError> {
-        let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
+    pub fn remove_stale(&mut self, dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
         for step in steps {
             if let Step::Remove { path, .. } = step {
-                dir_of(path).remove(&path.name)?;
+                dirs.of(path).remove(&path.name)?;
             }
         }
         Ok(())
     }
 
     /// Puts the temps of `phase` in place; on failure the remaining temps are removed.
-    fn place(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-        phase: Phase,
-    ) -> Result<(), FsError> {
-        let result = self.place_phase(group, fragments, steps, phase);
+    fn place(&mut self, dirs: Dirs<'_>, steps: &[Step], phase: Phase) -> Result<(), FsError> {
+        let result = self.place_phase(dirs, steps, phase);
         if result.is_err() {
-            self.discard(group, fragments, steps);
+            self.discard(dirs, steps);
         }
         result
     }
 
-    fn place_phase(
-        &mut self,
-        group: &SafeDir,
-        fragments: &SafeDir,
-        steps: &[Step],
-        phase: Phase,
-    ) -> Result<(), FsError> {
-        let dir_of = |path: &ManagedPath| if path.in_fragments { fragments } else { group };
+    fn place_phase(&mut self, dirs: Dirs<'_>, steps: &[Step], phase: Phase) -> Result<(), FsError> {
         if phase == Phase::Imported {
             for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
                 if let (Step::Rescue { from, to, bytes }, Some(_)) = (step, &temp) {
                     let temp = temp.take().expect("checked above");
-                    if !group.link_new(temp, to)? {
-                        check_rescued(group, to, bytes)?;
+                    let rescues = dirs.rescues()?;
+                    let name = file_name(to);
+                    if !rescues.link_new(temp, name)? {
+                        check_rescued(rescues, name, bytes)?;
                     }
-                    tracing::warn!(rescued = %group.path().join(to).display(), "kept a hand-edited {from}");
+                    // Durable before the entry point it keeps can be replaced, whatever
+                    // filesystem the rescue folder is on.
+                    rescues.sync()?;
+                    tracing::warn!(rescued = %to.display(), "kept a hand-edited {from}");
                 }
             }
         }
@@ -510,7 +542,7 @@ impl Staged {
                 continue;
             }
             let Some(temp) = temp.take() else { continue };
-            let dir = dir_of(path);
+            let dir = dirs.of(path);
             match content {
                 Content::Seed => {
                     dir.link_new(temp, &path.name)?;
@@ -533,18 +565,19 @@ fn is_entry_point(path: &ManagedPath) -> bool {
 }
 
 /// The rescue name is taken: an earlier, interrupted run kept the same text there (the name
-/// carries its hash), or someone planted it. Only a regular file holding exactly the text will
-/// do; anything else (a link, other bytes) stops the compose before `CLAUDE.md` is replaced.
-fn check_rescued(group: &SafeDir, to: &str, bytes: &[u8]) -> Result<(), FsError> {
-    match group.read_file(to, bytes.len() as u64) {
+/// carries its hash), or someone put something else there. Only a regular file holding
+/// exactly the text will do; anything else (a link, other bytes) stops the compose before
+/// `CLAUDE.md` is replaced.
+fn check_rescued(rescues: &SafeDir, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+    match rescues.read_file(name, bytes.len() as u64) {
         Ok(Some(existing)) if existing == bytes => Ok(()),
         Ok(_) | Err(FsError::TooLarge { .. }) => Err(FsError::Unsafe {
-            path: group.path().join(to),
+            path: rescues.path().join(name),
             found: "a file with other content".to_owned(),
             expected: "the rescued copy of a hand-edited entry point",
             fix: format!(
                 "move {} aside; CLAUDE.md keeps the hand edit until then",
-                group.path().join(to).display()
+                rescues.path().join(name).display()
             ),
         }),
         Err(err) => Err(err),
@@ -555,6 +588,10 @@ fn check_rescued(group: &SafeDir, to: &str, bytes: &[u8]) -> Result<(), FsError>
 mod tests {
     use super::*;
     use crate::plan::Warning;
+
+    fn no_rescues() -> &'static Path {
+        Path::new("/nowhere/rescues/g")
+    }
 
     fn plan_of(content: Content) -> GroupPlan {
         GroupPlan {
@@ -576,7 +613,16 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let dir = SafeDir::open(temp.path()).unwrap();
         dir.write_file("x.md", b"extra").unwrap();
-        let steps = diff(&dir, None, &plan_of(Content::File(Vec::new()))).unwrap();
+        let diff_now = || {
+            diff(
+                &dir,
+                None,
+                no_rescues(),
+                &plan_of(Content::File(Vec::new())),
+            )
+            .unwrap()
+        };
+        let steps = diff_now();
         assert!(
             matches!(
                 steps[0],
@@ -588,7 +634,7 @@ mod tests {
             "{steps:?}"
         );
         dir.write_file("x.md", b"").unwrap();
-        let steps = diff(&dir, None, &plan_of(Content::File(Vec::new()))).unwrap();
+        let steps = diff_now();
         assert!(matches!(steps[0], Step::Keep { .. }), "{steps:?}");
     }
 
@@ -597,7 +643,13 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         std::fs::create_dir(temp.path().join("x.md")).unwrap();
         let dir = SafeDir::open(temp.path()).unwrap();
-        let err = diff(&dir, None, &plan_of(Content::File(b"a".to_vec()))).unwrap_err();
+        let err = diff(
+            &dir,
+            None,
+            no_rescues(),
+            &plan_of(Content::File(b"a".to_vec())),
+        )
+        .unwrap_err();
         assert!(
             matches!(err, GroupError::Fs(FsError::Unsafe { .. })),
             "{err}"

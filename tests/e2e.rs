@@ -9,6 +9,8 @@ mod support;
 
 #[path = "e2e/delivery.rs"]
 mod delivery;
+#[path = "e2e/npm.rs"]
+mod npm;
 #[path = "e2e/settings.rs"]
 mod settings;
 #[path = "e2e/typescript.rs"]

@@ -4,13 +4,16 @@
  * (`checkGroup`), migrate legacy groups once at start-up (`migrateOnce`).
  *
  * It runs the clawmd binary (node:child_process, no dependencies) with `--format json` and
- * returns its report, typed by ./generated/ — generated from `clawmd schema …` by
+ * returns its report; the binary is `options.binary`, else `$CLAWMD`, else the one the npm
+ * package for this platform brings (`@clawmd/linux-x64-gnu`, …: an optional dependency of
+ * `clawmd`, installed by npm only where it runs; see `resolveBinary`). It returns the report, typed by ./generated/ — generated from `clawmd schema …` by
  * scripts/gen-typescript, so the types are the Rust types that print the reports. Every
  * failure is a `ClawmdError` whose `code` is the report's own code (`bad-config`,
  * `not-delivered`, `lock-timeout`, …) or one of the runner's (`spawn-failed`, `timeout`,
  * `bad-output`), with the report's message and the file concerned. See README.md.
  */
 import { execFile, spawnSync } from "node:child_process";
+import { createRequire } from "node:module";
 
 import type { CheckReport, GroupCheck } from "./generated/check-report.js";
 import type {
@@ -59,7 +62,7 @@ export const SCHEMA: {
 
 /** How to run clawmd. */
 export interface ClawmdOptions {
-  /** The clawmd binary (default: `$CLAWMD`, else `clawmd` on PATH). */
+  /** The clawmd binary (default: `$CLAWMD`, else the platform package's; see `resolveBinary`). */
   binary?: string;
   /** The deployment root (`--root`; default: `$CLAWMD_ROOT`, else the current directory). */
   root?: string;
@@ -94,6 +97,8 @@ export interface CheckOptions extends ClawmdOptions {
 
 /** Failures of the runner itself, next to clawmd's own codes. */
 export type RunnerCode =
+  /** No binary to run: no `options.binary`, no `$CLAWMD`, and no platform package for this platform installed. */
+  | "no-binary"
   /** The binary could not be started (not found, not executable). */
   | "spawn-failed"
   /** clawmd did not finish within `timeoutMs` and was killed. */
@@ -272,9 +277,63 @@ interface Outcome {
 const DEFAULT_TIMEOUT_MS = 30_000;
 const MAX_OUTPUT = 256 * 1024 * 1024;
 
+/**
+ * The npm packages that bring the binary, by `${process.platform}-${process.arch}`. Each is an
+ * optional dependency of `clawmd` whose `os`, `cpu` and `libc` fields make npm install it only
+ * on the platform it runs on (as esbuild and Biome ship theirs).
+ */
+export const PLATFORM_PACKAGES: Readonly<Record<string, readonly string[]>> = {
+  "linux-x64": ["@clawmd/linux-x64-gnu"],
+  "linux-arm64": ["@clawmd/linux-arm64-gnu"],
+};
+
+/**
+ * The clawmd binary to run: `options.binary`, else `$CLAWMD` (of `options.env`, default this
+ * process's environment), else `bin/clawmd` of the platform package installed beside this one.
+ * Throws a `ClawmdError` (`no-binary`) naming the platform when none of them gives one.
+ */
+export function resolveBinary(options: Pick<ClawmdOptions, "binary" | "env"> = {}): string {
+  if (options.binary !== undefined) return options.binary;
+  const fromEnv = (options.env ?? process.env)["CLAWMD"];
+  if (fromEnv !== undefined && fromEnv !== "") return fromEnv;
+  const platform = `${process.platform}-${process.arch}`;
+  const candidates = PLATFORM_PACKAGES[platform] ?? [];
+  const require = createRequire(import.meta.url);
+  for (const name of candidates) {
+    try {
+      return require.resolve(`${name}/bin/clawmd`);
+    } catch {
+      // not installed here: try the next one
+    }
+  }
+  const libc = process.platform === "linux" ? ` (${linuxLibc()})` : "";
+  const packages = Object.values(PLATFORM_PACKAGES).flat().join(", ");
+  throw new ClawmdError(
+    candidates.length === 0
+      ? `no clawmd binary for this platform, ${platform}${libc}: the clawmd npm package brings ` +
+          `one only for ${Object.keys(PLATFORM_PACKAGES).join(", ")} (${packages}); ` +
+          "set CLAWMD or pass options.binary to a clawmd built for this machine (`cargo install --path .` in its repository)"
+      : `no clawmd binary for this platform, ${platform}${libc}: ${candidates.join(" or ")} is not ` +
+          "installed (npm installs it with clawmd unless optional dependencies are omitted, or " +
+          "node_modules came from another platform): reinstall clawmd, or set CLAWMD or pass " +
+          "options.binary to a clawmd binary",
+    "no-binary",
+    null,
+    null,
+    null,
+    "",
+  );
+}
+
+/** glibc or musl, for the message of a missing binary (what npm's `libc` field tests). */
+function linuxLibc(): string {
+  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)
+    ?.header;
+  return header?.glibcVersionRuntime !== undefined ? `glibc ${header.glibcVersionRuntime}` : "not glibc";
+}
+
 function argv(args: string[], options: ClawmdOptions): { binary: string; argv: string[] } {
-  const env = options.env ?? process.env;
-  const binary = options.binary ?? env["CLAWMD"] ?? "clawmd";
+  const binary = resolveBinary(options);
   return { binary, argv: options.root !== undefined ? ["--root", options.root, ...args] : args };
 }
 
@@ -352,7 +411,7 @@ function document(outcome: Outcome, args: string[]): unknown {
   if (outcome.spawnError !== null) {
     return fail(
       `cannot run clawmd (${JSON.stringify(outcome.binary)}): ${outcome.spawnError.message}; ` +
-        "pass options.binary or set CLAWMD to the clawmd binary, or put clawmd on PATH",
+        "pass options.binary or set CLAWMD to the clawmd binary",
       "spawn-failed",
     );
   }

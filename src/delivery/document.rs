@@ -34,12 +34,13 @@ pub struct Fitted {
 }
 
 /// Drops whole optional sections, largest first (skills, then MCP instructions), until
-/// `size(kept) <= budget`. The shared base is never dropped: when it alone (with what `size`
+/// `size(kept) <= budget`; then takes back, in the reverse order, every dropped section that
+/// fits beside what is kept (an 8-byte skill dropped before a 3 MB MCP section comes back once
+/// the large one is gone). The shared base is never dropped: when it alone (with what `size`
 /// adds, such as the local memory) is over budget the result stays over budget, and the
 /// caller reports it. The last call of `size` is always on the sections returned as kept.
 pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) -> Fitted {
     let mut kept = sections.to_vec();
-    let mut dropped = Vec::new();
     let mut order: Vec<&Section> = sections.iter().filter(|s| s.rank.is_some()).collect();
     order.sort_by(|a, b| {
         a.rank
@@ -48,22 +49,54 @@ pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) 
             .then(a.id.cmp(&b.id))
     });
     let mut current = size(&kept);
+    let mut gone: Vec<&Section> = Vec::new();
     for candidate in order {
         if current <= budget {
             break;
         }
         kept.retain(|s| s.id != candidate.id);
-        dropped.push(Dropped {
-            section: candidate.id.name(),
-            bytes: candidate.text.len() as u64,
-        });
+        gone.push(candidate);
         current = size(&kept);
     }
+    if current <= budget && gone.len() > 1 {
+        // The last one dropped made it fit: the others may fit back.
+        let mut last_tried_fits = true;
+        for candidate in gone.iter().rev().skip(1) {
+            let mut with = kept.clone();
+            with.push((*candidate).clone());
+            with.sort_by_key(|s| position(sections, s));
+            let tried = size(&with);
+            last_tried_fits = tried <= budget;
+            if last_tried_fits {
+                kept = with;
+                current = tried;
+            }
+        }
+        if !last_tried_fits {
+            current = size(&kept);
+        }
+    }
+    let dropped = gone
+        .into_iter()
+        .filter(|s| !kept.iter().any(|k| k.id == s.id))
+        .map(|s| Dropped {
+            section: s.id.name(),
+            bytes: s.text.len() as u64,
+        })
+        .collect();
     Fitted {
         kept,
         dropped,
         size: current,
     }
+}
+
+/// Where `section` is in `sections` (the original order, which kept sections keep).
+fn position(sections: &[Section], section: &Section) -> usize {
+    sections
+        .iter()
+        .position(|s| s.id == section.id)
+        .unwrap_or(usize::MAX)
 }
 
 /// How the group's own memory (`CLAUDE.local.md`) is part of a document.
@@ -220,5 +253,37 @@ mod tests {
         assert_eq!(fitted.kept.len(), 1);
         assert_eq!(fitted.kept[0].id, SectionId::shared_base());
         assert!(fitted.size > 0, "over budget, but the base stays");
+    }
+
+    /// Issue 25: an 8-byte skill was dropped (skills go first) along with a 3 MB MCP section,
+    /// although it fits once the large one is gone.
+    #[test]
+    fn fit_keeps_every_section_that_fits_after_the_drops() {
+        let big = "m".repeat(3_000_000);
+        let all = vec![
+            section(SectionId::shared_base(), "BASE\n"),
+            section(SectionId::skill("tiny"), "8 bytes\n"),
+            section(SectionId::skill("medium"), &"s".repeat(2_000)),
+            section(SectionId::mcp("huge"), &big),
+        ];
+        let size = |kept: &[Section]| document(kept, LocalMemory::Import).len() as u64;
+        let without_huge: Vec<Section> = all
+            .iter()
+            .filter(|s| s.id != SectionId::mcp("huge"))
+            .cloned()
+            .collect();
+        let budget = size(&without_huge);
+        let fitted = fit(&all, budget, size);
+        let names: Vec<&str> = fitted.dropped.iter().map(|d| d.section.as_str()).collect();
+        assert_eq!(names, ["mcp:huge"]);
+        assert_eq!(fitted.kept, without_huge, "kept in their order");
+        assert_eq!(fitted.size, budget);
+        // One byte less: the medium skill must go too, the tiny one still fits.
+        let fitted = fit(&all, budget - 1, size);
+        let names: Vec<&str> = fitted.dropped.iter().map(|d| d.section.as_str()).collect();
+        assert_eq!(names, ["skill:medium", "mcp:huge"]);
+        let kept: Vec<SectionId> = fitted.kept.iter().map(|s| s.id.clone()).collect();
+        assert_eq!(kept, [SectionId::shared_base(), SectionId::skill("tiny")]);
+        assert_eq!(fitted.size, size(&fitted.kept));
     }
 }

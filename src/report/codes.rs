@@ -105,6 +105,9 @@ codes! {
     StaleTemp = "stale-temp",
     /// A rescued hand edit waits to be merged.
     RescuedText = "rescued-text",
+    /// Files named like rescued hand edits in a group folder (where clawmd kept them before it
+    /// kept them outside the group): clawmd cannot tell them from files the agent wrote.
+    LegacyRescues = "legacy-rescues",
     /// `@` words inside inline MCP instructions.
     ImportInInstructions = "import-in-instructions",
 

@@ -34,7 +34,9 @@ pub struct EntryChange {
 pub struct Rescued {
     /// The file that was edited (relative to the group folder).
     pub from: String,
-    /// Where its text is now (relative to the group folder).
+    /// Where its text is now: the host path of the rescue file, in the group's rescue folder
+    /// outside the group (`<state>/rescues/<group>/CLAUDE.md.rescued-<hash>`, under the
+    /// deployment root as given: absolute when `--root` is).
     pub to: String,
 }
 
@@ -55,7 +57,8 @@ pub struct GroupReport {
     pub unchanged: Vec<String>,
     /// Hand-edited files kept aside before being replaced.
     pub rescued: Vec<Rescued>,
-    /// Temp files left by an interrupted run and removed.
+    /// Temp files an interrupted run made, recorded in its journal and left, that this run
+    /// removed: relative to the group folder when they are in it, else host paths.
     pub cleaned: Vec<String>,
     /// Warnings.
     pub warnings: Vec<WarningReport>,
@@ -127,6 +130,16 @@ impl GroupReport {
         });
     }
 
+    /// Adds the temps an interrupted run left and this one removed (or, in a dry run, would
+    /// remove): a group with some changed.
+    pub fn with_cleaned(mut self, cleaned: Vec<String>) -> Self {
+        if !cleaned.is_empty() && self.status == Status::Unchanged {
+            self.status = Status::Changed;
+        }
+        self.cleaned.extend(cleaned);
+        self
+    }
+
     /// The report of a reconciliation made of `steps` towards `plan`.
     pub fn from_steps(group: &str, steps: &[Step], plan: &GroupPlan) -> Self {
         let warnings = &plan.warnings;
@@ -136,10 +149,9 @@ impl GroupReport {
         for step in steps {
             match step {
                 Step::Keep { path } => report.unchanged.push(path.to_string()),
-                Step::Clean { path } => report.cleaned.push(path.to_string()),
                 Step::Rescue { from, to, .. } => report.rescued.push(Rescued {
                     from: from.clone(),
-                    to: to.clone(),
+                    to: to.display().to_string(),
                 }),
                 Step::Write {
                     path,
@@ -176,8 +188,7 @@ impl GroupReport {
         let changed = !(report.created.is_empty()
             && report.replaced.is_empty()
             && report.removed.is_empty()
-            && report.rescued.is_empty()
-            && report.cleaned.is_empty());
+            && report.rescued.is_empty());
         report.status = if changed {
             Status::Changed
         } else {
@@ -336,9 +347,9 @@ pub(crate) fn write_group(out: &mut Lines, group: &GroupReport, detail: Detail, 
                 out.out(
                     Tone::Warning,
                     format!(
-                        "  ! {} was edited by hand: its text {} {} (move what you need into CLAUDE.local.md)",
+                        "  ! {} was edited by hand: its text {} outside the group in {} (move what you need into CLAUDE.local.md)",
                         escape(&rescued.from),
-                        verb("is kept in", "would be kept in"),
+                        verb("is kept", "would be kept"),
                         escape(&rescued.to)
                     ),
                 );

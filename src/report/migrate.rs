@@ -49,9 +49,10 @@ pub enum ActionReport {
         /// The folder.
         path: String,
     },
-    /// A temp file left by an interrupted run was removed.
+    /// A temp file an interrupted run under the same lock made (recorded in its journal) and
+    /// left was removed.
     CleanTemp {
-        /// The temp file.
+        /// The temp file: relative to the group folder when in it, else its host path.
         path: String,
     },
 }

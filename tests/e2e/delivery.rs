@@ -398,6 +398,83 @@ fn shared_base_imports_resolve_to_the_owners_files() {
     report.finish();
 }
 
+/// What an operator writes, against the real CLI (issue 25): a shared base and a skill saved
+/// with Windows line endings and bytes that are not UTF-8, and a `CLAUDE.local.md` over 4 MiB.
+/// compose's verdict must be what the agent gets: inline, the release strips the document's
+/// comments and so delivers CRLF as LF (the verdict used to look for CRLF and say "not
+/// delivered"); a copy keeps its CRs; invalid bytes arrive as U+FFFD either way (the inline
+/// document holds U+FFFD, the copy the bytes); the oversized local memory is skipped whole, its
+/// import line left as text (compose used to say it was delivered).
+#[test]
+fn windows_sources_and_an_oversized_local_memory_reach_the_agent_as_compose_says() {
+    let dep = Deployment::example();
+    dep.write(
+        "container/CLAUDE.md",
+        b"# Base\r\nWINDOWS-BASE line one\r\nline two \xff\xfe bad\r\n",
+    );
+    dep.write(
+        "container/skills/github/instructions.md",
+        b"WINDOWS-SKILL first\r\nsecond \xc0\xaf\r\n",
+    );
+    let mut huge = b"OVERSIZED-LOCAL notes\n".repeat(230_000);
+    huge.truncate(5_049_990);
+    dep.write("groups/research/CLAUDE.local.md", &huge);
+    let mut report = Report::new("Windows sources and an oversized local memory, real CLI");
+    for delivery in ["inline", "copy"] {
+        let composed = compose(&dep, delivery);
+        let verdict = |group: &str| {
+            composed["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|g| g["group"] == group)
+                .unwrap()["delivered"]
+                .clone()
+        };
+        assert_eq!(verdict("main")["complete"], true, "{delivery}: {composed}");
+        assert_eq!(
+            verdict("research")["missing"],
+            json!(["local-memory"]),
+            "{delivery}: {composed}"
+        );
+        let eol = if delivery == "inline" { "\n" } else { "\r\n" };
+        let base = format!("WINDOWS-BASE line one{eol}line two \u{fffd}\u{fffd} bad");
+        let skill = format!("WINDOWS-SKILL first{eol}second \u{fffd}\u{fffd}");
+        if let Some(memory) = report.observe(&dep, "main", Consumer::Cli, false) {
+            let case = format!("main, --delivery {delivery}");
+            report.check(
+                memory.text.contains(&base),
+                &case,
+                &format!("the shared base is not there as {base:?}"),
+                &memory,
+            );
+            report.check(
+                memory.text.contains(&skill),
+                &case,
+                &format!("the skill is not there as {skill:?}"),
+                &memory,
+            );
+        }
+        if let Some(memory) = report.observe(&dep, "research", Consumer::Cli, false) {
+            let case = format!("research, --delivery {delivery}");
+            report.check(
+                !memory.text.contains("OVERSIZED-LOCAL")
+                    && !memory.has_section(&format!("{WORKSPACE}/CLAUDE.local.md")),
+                &case,
+                "the 5 MB CLAUDE.local.md reached the agent",
+                &memory,
+            );
+            report.check(
+                memory.text.contains("@./CLAUDE.local.md"),
+                &case,
+                "the import line of the skipped local memory is not left as text",
+                &memory,
+            );
+        }
+    }
+    report.finish();
+}
+
 /// A Codex group (`"provider": "codex"` in container.json, which clawmd reads and never
 /// changes) gets one flat AGENTS.md within Codex's 32 KiB: the shared base, its enabled skills,
 /// its MCP instructions and its local memory, no import line, no CLAUDE.md. A skill too large

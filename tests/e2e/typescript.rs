@@ -5,7 +5,7 @@
 //! a temp deployment with the real clawmd binary, getting typed reports and typed errors.
 //!
 //! The tools come from `scripts/e2e-setup` (`typescript`, `json-schema-to-typescript` and
-//! `@types/node`, exactly as integrations/typescript/package-lock.json locks them, in
+//! `@types/node`, exactly as integrations/typescript/tools/package-lock.json locks them, in
 //! `<CLAWMD_E2E_CACHE>/typescript`). A missing tool fails the test with a message naming that
 //! script: never a silent pass.
 
@@ -23,21 +23,21 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-struct TsTools {
-    node: PathBuf,
+pub(crate) struct TsTools {
+    pub(crate) node: PathBuf,
     /// `<cache>/typescript`, where scripts/e2e-setup ran `npm ci`.
-    dir: PathBuf,
-    cache: PathBuf,
+    pub(crate) dir: PathBuf,
+    pub(crate) cache: PathBuf,
 }
 
 impl TsTools {
-    fn tsc(&self) -> PathBuf {
+    pub(crate) fn tsc(&self) -> PathBuf {
         self.dir.join("node_modules/.bin/tsc")
     }
 }
 
 /// The tools, found once; a missing one fails every test that needs it, naming the fix.
-fn ts_tools() -> &'static TsTools {
+pub(crate) fn ts_tools() -> &'static TsTools {
     static TOOLS: OnceLock<Result<TsTools, String>> = OnceLock::new();
     match TOOLS.get_or_init(find_ts_tools) {
         Ok(tools) => tools,
@@ -61,7 +61,8 @@ fn find_ts_tools() -> Result<TsTools, String> {
         missing.push("`node` is not on PATH".to_owned());
     }
     let manifest: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo().join("integrations/typescript/package.json")).unwrap(),
+        &std::fs::read_to_string(repo().join("integrations/typescript/tools/package.json"))
+            .unwrap(),
     )
     .unwrap();
     for (package, version) in manifest["devDependencies"].as_object().unwrap() {
@@ -73,7 +74,7 @@ fn find_ts_tools() -> Result<TsTools, String> {
         match installed {
             Some(found) if Some(found.as_str()) == version.as_str() => {}
             Some(found) => missing.push(format!(
-                "{package} in {} is {found}, integrations/typescript/package.json pins {version}",
+                "{package} in {} is {found}, integrations/typescript/tools/package.json pins {version}",
                 dir.display()
             )),
             None => missing.push(format!(
@@ -95,7 +96,7 @@ fn find_ts_tools() -> Result<TsTools, String> {
         }
         message.push_str(&format!(
             "Fix: run `scripts/e2e-setup` (installs the tools locked in \
-             integrations/typescript/package-lock.json with `npm ci` into {}; set \
+             integrations/typescript/tools/package-lock.json with `npm ci` into {}; set \
              CLAWMD_E2E_CACHE for another cache folder, for both the script and the test).\n",
             dir.display()
         ));
@@ -117,7 +118,7 @@ fn clawmd_stdout(args: &[&str]) -> String {
 }
 
 #[track_caller]
-fn succeeded(what: &str, output: Output) -> String {
+pub(crate) fn succeeded(what: &str, output: Output) -> String {
     assert!(
         output.status.success(),
         "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
@@ -175,13 +176,13 @@ fn generated_types_match_the_schemas() {
     }
 }
 
-/// A temp folder holding the shipped runner (`clawmd.ts`, `tsconfig.json`, `package.json`,
-/// `generated/`) and the locked tools' `node_modules`, as a host that copied them would.
+/// A temp folder holding the runner's sources (`clawmd.ts`, `cli.ts`, `tsconfig.json`,
+/// `package.json`, `generated/`) and the locked tools' `node_modules`.
 fn build_dir(tools: &TsTools) -> tempfile::TempDir {
     let build = tempfile::tempdir().unwrap();
     let src = repo().join("integrations/typescript");
     std::fs::create_dir(build.path().join("generated")).unwrap();
-    for name in ["clawmd.ts", "tsconfig.json", "package.json"] {
+    for name in ["clawmd.ts", "cli.ts", "tsconfig.json", "package.json"] {
         std::fs::copy(src.join(name), build.path().join(name)).unwrap();
     }
     for entry in std::fs::read_dir(src.join("generated")).unwrap() {
@@ -215,7 +216,7 @@ fn type_check(tools: &TsTools, dir: &Path, what: &str) {
 /// The runner's exports, for a README example that does not import them itself.
 const README_IMPORTS: &str = r#"import {
   ClawmdError, checkGroup, composeBeforeSpawn, composeBeforeSpawnSync, migrateOnce,
-} from "./clawmd.js";
+} from "clawmd";
 void [ClawmdError, checkGroup, composeBeforeSpawn, composeBeforeSpawnSync, migrateOnce];
 "#;
 
@@ -231,41 +232,45 @@ declare const log: {
 void [group, root, log];
 "#;
 
-/// The ```ts examples of integrations/typescript/README.md compile with the shipped
-/// tsconfig.json (strict) against the runner and the generated types: a renamed option or
-/// report field fails here, not in a host that copied the example.
+/// The ```ts examples of integrations/typescript/README.md and of README.md compile with the
+/// shipped tsconfig.json (strict) against the runner and the generated types, imported as the
+/// package `clawmd` (mapped to the runner's source): a renamed option or report field fails
+/// here, not in a host that copied the example.
 #[test]
 fn readme_examples_type_check() {
     let tools = ts_tools();
     let build = build_dir(tools);
-    let readme = std::fs::read_to_string(repo().join("integrations/typescript/README.md")).unwrap();
-    let examples: Vec<&str> = readme
-        .split("```ts\n")
-        .skip(1)
-        .map(|rest| rest.split("```").next().unwrap())
-        .collect();
-    assert_eq!(
-        examples.len(),
-        3,
-        "the README's ```ts examples: {examples:#?}"
-    );
     let mut files = Vec::new();
-    for (n, example) in examples.iter().enumerate() {
-        let imports = match example.contains("from \"./clawmd.js\"") {
-            true => "",
-            false => README_IMPORTS,
-        };
-        let name = format!("readme-example-{n}.ts");
-        std::fs::write(
-            build.path().join(&name),
-            format!("{imports}{README_HOST}{example}"),
-        )
-        .unwrap();
-        files.push(name);
+    for (readme, count) in [("integrations/typescript/README.md", 3), ("README.md", 1)] {
+        let text = std::fs::read_to_string(repo().join(readme)).unwrap();
+        let examples: Vec<&str> = text
+            .split("```ts\n")
+            .skip(1)
+            .map(|rest| rest.split("```").next().unwrap())
+            .collect();
+        assert_eq!(
+            examples.len(),
+            count,
+            "the ```ts examples of {readme}: {examples:#?}"
+        );
+        for example in examples {
+            let imports = match example.contains("from \"clawmd\"") {
+                true => "",
+                false => README_IMPORTS,
+            };
+            let name = format!("readme-example-{}.ts", files.len());
+            std::fs::write(
+                build.path().join(&name),
+                format!("{imports}{README_HOST}{example}"),
+            )
+            .unwrap();
+            files.push(name);
+        }
     }
     let tsconfig = build.path().join("tsconfig.json");
     let mut config: Value =
         serde_json::from_str(&std::fs::read_to_string(&tsconfig).unwrap()).unwrap();
+    config["compilerOptions"]["paths"] = serde_json::json!({ "clawmd": ["./clawmd.ts"] });
     let include = config["include"].as_array_mut().unwrap();
     include.extend(files.iter().map(|f| Value::from(f.as_str())));
     std::fs::write(&tsconfig, config.to_string()).unwrap();

@@ -71,10 +71,16 @@ fn a_hand_edit_a_disabled_skill_fragment_and_leftovers_are_found() {
     let d = Deployment::standard().group("g", None);
     d.run(["compose", "g", "--delivery", "link"]).success();
     d.write("groups/g/container.json", br#"{"skills": ["hello"]}"#);
+    // A run interrupted after it wrote its temps (and before it put anything in place).
+    let left = d.crash_leaving_temps(&["compose", "g", "--delivery", "link"], &["groups/g"]);
     let edited = d.read("groups/g/CLAUDE.md") + "my edit\n";
     d.write("groups/g/CLAUDE.md", edited.as_bytes());
-    d.write("groups/g/.claude-fragments/.clawmd-tmp-1-2-3", b"x");
-    d.write("groups/g/CLAUDE.md.rescued-0011223344556677", b"old edit");
+    // A rescue compose kept (in the state folder), and a file the agent named like one.
+    d.write(
+        "groups/.clawmd/rescues/g/CLAUDE.md.rescued-0011223344556677",
+        b"old edit",
+    );
+    d.write("groups/g/CLAUDE.md.rescued-8899aabbccddeeff", b"planted");
     let run = d
         .run(["check", "--json", "--delivery", "link"])
         .expect_code(1);
@@ -84,9 +90,31 @@ fn a_hand_edit_a_disabled_skill_fragment_and_leftovers_are_found() {
         "disabled-skill-fragment",
         "stale-temp",
         "rescued-text",
+        "legacy-rescues",
     ] {
         assert!(found.contains(&code.to_owned()), "{code} in {found:?}");
     }
+    let files = |code: &str| run.finding_files(0, code);
+    let mut stale = files("stale-temp");
+    stale.sort();
+    let mut expected: Vec<String> = left
+        .iter()
+        .map(|rel| d.path(rel).display().to_string())
+        .collect();
+    expected.sort();
+    assert_eq!(stale, expected);
+    assert_eq!(
+        files("rescued-text"),
+        [
+            d.path("groups/.clawmd/rescues/g/CLAUDE.md.rescued-0011223344556677")
+                .display()
+                .to_string()
+        ]
+    );
+    assert_eq!(
+        files("legacy-rescues"),
+        [d.path("groups/g").display().to_string()]
+    );
     let errors_first: Vec<_> = run.json()["groups"][0]["findings"]
         .as_array()
         .unwrap()
@@ -310,7 +338,15 @@ fn repeated_findings_are_grouped_and_causes_said_once() {
     let verbose = d.run(["check", "-v"]).expect_code(1);
     assert_eq!(verbose.stderr().matches("error[out-of-date]").count(), 6);
     d.run(["compose", "--all"]).success();
-    d.write("groups/g0/.clawmd-tmp-1-2-3", b"x");
+    // Temps left by a run interrupted after writing them, the composition itself unchanged.
+    let config = d.path("groups/g0/container.json");
+    let had = std::fs::read(&config).ok();
+    d.write("groups/g0/container.json", br#"{"skills": ["hello"]}"#);
+    d.crash_leaving_temps(&["compose", "g0"], &["groups/g0"]);
+    match had {
+        Some(bytes) => d.write("groups/g0/container.json", &bytes),
+        None => std::fs::remove_file(&config).unwrap(),
+    }
     let quiet = d.run(["check", "-q"]).success();
     assert_eq!(
         (quiet.stdout(), quiet.stderr()),
@@ -355,8 +391,8 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
         .group("stale", None)
         .group("edited", None);
     d.run(["compose", "stale", "edited"]).success();
-    d.write("groups/stale/.clawmd-tmp-1-2-3", b"x");
     d.write("groups/stale/container.json", br#"{"skills": ["web"]}"#);
+    let left = d.crash_leaving_temps(&["compose", "stale"], &["groups/stale"]);
     let edited = d.read("groups/edited/CLAUDE.md") + "my note\n";
     d.write("groups/edited/CLAUDE.md", edited.as_bytes());
     d.write("groups/edited/container.json", br#"{"skills": ["web"]}"#);
@@ -374,7 +410,9 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
         run.stderr()
     );
     assert!(d.exists("groups/new/CLAUDE.md"));
-    assert!(!d.exists("groups/stale/.clawmd-tmp-1-2-3"));
+    for rel in &left {
+        assert!(!d.exists(rel), "{rel} is left");
+    }
     assert_eq!(
         d.read("groups/edited/CLAUDE.md"),
         edited,
@@ -389,6 +427,54 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
         codes(&run, 0)
     );
     assert_eq!(run.json()["groups"][0]["group"], "edited");
+}
+
+/// `check --fix` never deletes what the agent named (a file named like a temp) and never
+/// calls what the agent planted (a link named like a rescue) a rescued text to merge: it
+/// says once that the group folder holds files named like rescues it cannot vouch for.
+#[test]
+fn check_fix_never_deletes_or_trusts_what_the_agent_named() {
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g"]).success();
+    let secret = d.path("outside-secret.md");
+    std::fs::write(&secret, "host secret\n").unwrap();
+    d.write("groups/g/.clawmd-tmp-notes", b"the agent's notes\n");
+    d.write(
+        &format!("groups/g/.clawmd-tmp-{}", "0".repeat(32)),
+        b"more notes\n",
+    );
+    d.symlink("groups/g/CLAUDE.md.rescued-0011223344556677", &secret);
+    d.write("groups/g/container.json", br#"{"skills": ["web"]}"#);
+    let before_notes = d.tree();
+
+    let run = d.run(["check", "--fix", "--json"]).success();
+    assert!(
+        run.stderr().contains("fixed: composed 1 group(s): g"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(d.read("groups/g/.clawmd-tmp-notes"), "the agent's notes\n");
+    assert_eq!(
+        d.read(&format!("groups/g/.clawmd-tmp-{}", "0".repeat(32))),
+        "more notes\n"
+    );
+    assert_eq!(
+        before_notes.get("groups/g/CLAUDE.md.rescued-0011223344556677"),
+        d.tree().get("groups/g/CLAUDE.md.rescued-0011223344556677"),
+        "the planted link is left alone"
+    );
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "host secret\n");
+    let findings = run.json()["groups"][0]["findings"].clone();
+    let codes: Vec<&str> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["legacy-rescues"], "{findings}");
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(message.contains("cannot tell"), "{message}");
+    assert!(!run.stdout().contains("rescued-text"), "{}", run.stdout());
 }
 
 /// `clawmd schema …` prints JSON Schemas derived from the code; the example deployment's

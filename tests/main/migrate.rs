@@ -158,6 +158,8 @@ fn migrate_then_compose_gives_every_group_its_old_text() {
             !names.iter().any(|n| n.starts_with("CLAUDE.md.rescued-")),
             "{group}: {names:?}"
         );
+        // Nothing was kept aside as a hand edit (rescues live outside the group).
+        assert_eq!(d.rescues(group), Vec::<String>::new(), "{group}");
     }
 }
 

@@ -323,16 +323,25 @@ fn legacy_deployment(composed: usize, legacy: usize) -> Deployment {
     d
 }
 
-/// Whether `text` is in the group's CLAUDE.md, CLAUDE.local.md or a rescued copy, reading in
-/// the order the text moves (source first), so a move between reads cannot hide it.
+/// Whether `text` is in the group's CLAUDE.md, CLAUDE.local.md or a rescued copy (in the
+/// group's rescue folder, outside the group), reading in the order the text moves (source
+/// first), so a move between reads cannot hide it.
 fn text_findable(group: &Path, text: &[u8]) -> bool {
-    let holds = |name: &str| matches!(read_now(&group.join(name)), Some(Entry::File(b)) if contains(&b, text));
-    if holds("CLAUDE.md") || holds("CLAUDE.local.md") {
+    let holds = |path: &Path| matches!(read_now(path), Some(Entry::File(b)) if contains(&b, text));
+    if holds(&group.join("CLAUDE.md")) || holds(&group.join("CLAUDE.local.md")) {
         return true;
     }
-    std::fs::read_dir(group).unwrap().any(|entry| {
+    let rescues = group
+        .parent()
+        .unwrap()
+        .join(".clawmd/rescues")
+        .join(group.file_name().unwrap());
+    let Ok(entries) = std::fs::read_dir(&rescues) else {
+        return false;
+    };
+    entries.into_iter().any(|entry| {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        name.starts_with("CLAUDE.md.rescued-") && holds(&name)
+        name.starts_with("CLAUDE.md.rescued-") && holds(&rescues.join(&name))
     })
 }
 

@@ -65,6 +65,7 @@ struct Figures {
     paths_checked: usize,
     imports_checked: usize,
     texts_checked: usize,
+    temps_recorded: usize,
 }
 
 /// Sweeps every crash point of one scenario; returns the number of crash points.
@@ -115,6 +116,7 @@ fn sweep(scenario: Scenario, figures: &mut Figures) {
         let crashed = tree(work.root());
         figures.paths_checked += assert_old_or_new(&before, &after, &crashed, &context);
         figures.imports_checked += assert_imports_resolve(&crashed, &context);
+        figures.temps_recorded += assert_temps_recorded(&crashed, &context);
         for keep in &scenario.keep {
             figures.texts_checked += 1;
             keep.assert_kept(&crashed, &context);
@@ -149,6 +151,9 @@ fn assert_old_or_new(before: &Tree, after: &Tree, crashed: &Tree, context: &str)
         .collect();
     let mut checked = 0;
     for path in paths {
+        if path.starts_with(JOURNALS) {
+            continue; // clawmd's own bookkeeping, never read by an agent (see assert_temps_recorded)
+        }
         if is_temp(path) {
             let parent = std::path::Path::new(path).parent().unwrap();
             let parent = parent.to_string_lossy();
@@ -168,6 +173,37 @@ fn assert_old_or_new(before: &Tree, after: &Tree, crashed: &Tree, context: &str)
         checked += 1;
     }
     checked
+}
+
+/// Where the journals of the temps each lock's runs make are (the default state folder).
+const JOURNALS: &str = "groups/.clawmd/journal/";
+
+/// Every temp a crash left is recorded in a journal (so the next run holding the lock removes
+/// it, and removes nothing named like a temp that is not recorded). Returns how many.
+#[track_caller]
+fn assert_temps_recorded(crashed: &Tree, context: &str) -> usize {
+    let journals: Vec<&[u8]> = crashed
+        .iter()
+        .filter(|(path, _)| path.starts_with(JOURNALS))
+        .filter_map(|(_, entry)| match entry {
+            Entry::File(bytes) => Some(bytes.as_slice()),
+            _ => None,
+        })
+        .collect();
+    let temps = temps(crashed);
+    for temp in &temps {
+        let name = std::path::Path::new(temp)
+            .file_name()
+            .unwrap()
+            .to_string_lossy();
+        assert!(
+            journals
+                .iter()
+                .any(|journal| contains(journal, name.as_bytes())),
+            "{context}: the temp {temp} is in no journal"
+        );
+    }
+    temps.len()
 }
 
 const CONFIG_A: &str = r#"{"skills": "all", "mcpServers": {
@@ -282,25 +318,19 @@ fn compose_scenarios() -> Vec<Scenario> {
         },
     ];
 
-    // A hand-edited CLAUDE.md, with a config change so CLAUDE.md must be rewritten.
-    let edited = composed(CONFIG_A, "link");
-    let mut text = std::fs::read(edited.path("groups/g/CLAUDE.md")).unwrap();
-    text.extend_from_slice(EDIT.as_bytes());
-    edited.write("groups/g/CLAUDE.md", &text);
-    edited.write("groups/g/container.json", CONFIG_B.as_bytes());
-    scenarios.push(Scenario {
-        name: "compose over a hand-edited CLAUDE.md",
-        before: edited,
-        args: vec!["compose", "g"],
-        keep: vec![
-            local_kept(),
-            Keep::new(
-                "the hand-edited CLAUDE.md",
-                &text,
-                &["groups/g/CLAUDE.md", "groups/g/CLAUDE.md.rescued-*"],
-            ),
-        ],
-    });
+    // A hand-edited CLAUDE.md, with a config change so CLAUDE.md must be rewritten; alone,
+    // and beside files the agent named like rescues and like temps in its folder: the edit is
+    // kept outside the group at every crash point, and the agent's files are never counted,
+    // removed or changed (they are in `before` and `after` alike, so old-or-new holds them to
+    // their bytes).
+    scenarios.push(hand_edit_scenario(
+        "compose over a hand-edited CLAUDE.md",
+        false,
+    ));
+    scenarios.push(hand_edit_scenario(
+        "compose over a hand-edited CLAUDE.md beside planted rescue and temp names",
+        true,
+    ));
 
     // --all over groups in different states at once.
     let mixed = composed(CONFIG_A, "link")
@@ -317,11 +347,55 @@ fn compose_scenarios() -> Vec<Scenario> {
             Keep::new(
                 "an unmigrated CLAUDE.md",
                 b"# legacy text, never migrated\n",
-                &["groups/legacy/CLAUDE.md*"],
+                &[
+                    "groups/legacy/CLAUDE.md*",
+                    "groups/.clawmd/rescues/legacy/CLAUDE.md.rescued-*",
+                ],
             ),
         ],
     });
     scenarios
+}
+
+/// A group composed with config A and then edited by hand, its config now B; with `planted`,
+/// 20 files named like rescues and one named like a temp beside it.
+fn hand_edit_scenario(name: &'static str, planted: bool) -> Scenario {
+    let edited = composed(CONFIG_A, "link");
+    let mut text = std::fs::read(edited.path("groups/g/CLAUDE.md")).unwrap();
+    text.extend_from_slice(EDIT.as_bytes());
+    edited.write("groups/g/CLAUDE.md", &text);
+    edited.write("groups/g/container.json", CONFIG_B.as_bytes());
+    let mut keep = vec![
+        local_kept(),
+        Keep::new(
+            "the hand-edited CLAUDE.md",
+            &text,
+            &[
+                "groups/g/CLAUDE.md",
+                "groups/.clawmd/rescues/g/CLAUDE.md.rescued-*",
+            ],
+        ),
+    ];
+    if planted {
+        for n in 0..20u64 {
+            edited.write(
+                &format!("groups/g/CLAUDE.md.rescued-{n:016x}"),
+                format!("agent text {n}\n").as_bytes(),
+            );
+        }
+        edited.write("groups/g/.clawmd-tmp-notes", b"the agent's notes\n");
+        keep.push(Keep::new(
+            "the agent's file named like a rescue",
+            b"agent text 7\n",
+            &["groups/g/CLAUDE.md.rescued-0000000000000007"],
+        ));
+    }
+    Scenario {
+        name,
+        before: edited,
+        args: vec!["compose", "g"],
+        keep,
+    }
 }
 
 const LEGACY: &str = "# Team memory\nWritten by hand before clawmd.\n";
@@ -446,12 +520,13 @@ fn report(test: &str, figures: &Figures, started: Instant) {
     figure(
         test,
         format_args!(
-            "{} scenarios, {} crash points (each followed by a clean rerun), {} path states checked old-or-new, {} imports checked present, {} text-preservation checks, texts lost: 0, {:.1}s on {}",
+            "{} scenarios, {} crash points (each followed by a clean rerun), {} path states checked old-or-new, {} imports checked present, {} text-preservation checks, texts lost: 0, {} temps left by a crash, each recorded in a journal, {:.1}s on {}",
             figures.scenarios,
             figures.crash_points,
             figures.paths_checked,
             figures.imports_checked,
             figures.texts_checked,
+            figures.temps_recorded,
             started.elapsed().as_secs_f64(),
             fs_type(work_dir().path())
         ),
@@ -568,8 +643,13 @@ fn compose_all_survives_sigkill_at_random_moments() {
         clawmd(d.root(), &["compose", "--all", "--delivery", delivery], &[]).expect(0, "reference");
         references.push(tree(d.root()));
     }
-    let not_compared =
-        |path: &str| path.ends_with("/container.json") || path.contains("/.clawmd-locks");
+    // (A journal is clawmd's own bookkeeping: after a kill it must record every temp left,
+    // and after a recovery it must be empty again, which the recovery's comparison checks.)
+    let not_compared = |path: &str| {
+        path.ends_with("/container.json")
+            || path.contains("/.clawmd-locks")
+            || path.starts_with(JOURNALS)
+    };
 
     let work = generated(groups);
     clawmd(
@@ -655,6 +735,7 @@ fn compose_all_survives_sigkill_at_random_moments() {
             }
         }
         assert_imports_resolve(&now, &context);
+        assert_temps_recorded(&now, &context);
 
         // Two rounds in three, a clean run of the same generation must converge to exactly
         // its uninterrupted result, and the next kill hits a full switch; every third round

@@ -318,9 +318,11 @@ fn permission_denied_fails_cleanly_and_converges() {
     std::fs::copy(env!("CARGO_BIN_EXE_clawmd"), &bin).unwrap();
     std::fs::set_permissions(d.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let nobody = 65534;
-    let locks = d.path("groups/.clawmd-locks");
-    for entry in walkdir::WalkDir::new(&locks) {
-        std::os::unix::fs::chown(entry.unwrap().path(), Some(nobody), Some(nobody)).unwrap();
+    // The runner's own locks and state folder are its own.
+    for own in ["groups/.clawmd-locks", "groups/.clawmd"] {
+        for entry in walkdir::WalkDir::new(d.path(own)) {
+            std::os::unix::fs::chown(entry.unwrap().path(), Some(nobody), Some(nobody)).unwrap();
+        }
     }
     let before = tree(d.root());
     let output = {

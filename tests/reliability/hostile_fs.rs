@@ -31,9 +31,12 @@ enum Expect {
     Repair,
     /// Exit 0 and nothing changes (the command does not use that path).
     Untouched,
+    /// Exit 0, and these paths (relative to the root: what the agent made) are exactly as
+    /// they were.
+    Spares(Vec<String>),
 }
 
-use Expect::{Repair, Untouched};
+use Expect::{Repair, Spares, Untouched};
 
 #[allow(non_snake_case)]
 fn Refuse(path: &str) -> Expect {
@@ -80,6 +83,15 @@ fn replace_with_link(d: &Deployment, rel: &str, target: &Path) {
         Err(_) => std::fs::create_dir_all(path.parent().unwrap()).unwrap(),
     }
     symlink(target, &path).unwrap();
+}
+
+fn remove_any(d: &Deployment, rel: &str) {
+    let path = d.path(rel);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&path).unwrap(),
+        Ok(_) => std::fs::remove_file(&path).unwrap(),
+        Err(_) => std::fs::create_dir_all(path.parent().unwrap()).unwrap(),
+    }
 }
 
 fn replace_with_fifo(d: &Deployment, rel: &str) {
@@ -262,8 +274,9 @@ fn cases() -> Vec<Case> {
         ),
     ];
 
-    // The name a hand edit would be rescued under, planted in advance as a link outside: the
-    // edit must neither be written through the link nor be lost.
+    // The name a hand edit would be rescued under, planted in advance in the group folder as
+    // a link outside: that name is the agent's, not clawmd's (rescues are kept outside the
+    // group), so the edit is kept outside and the link is neither followed nor touched.
     let edited = |d: &Deployment| {
         let mut text = std::fs::read(d.path("groups/g/CLAUDE.md")).unwrap();
         text.extend_from_slice(b"\nA hand edit someone cares about.\n");
@@ -272,20 +285,93 @@ fn cases() -> Vec<Case> {
     let rescue_name = {
         let d = deployment();
         format!(
-            "groups/g/{}{}",
+            "{}{}",
             clawmd::layout::names::RESCUE_PREFIX,
             clawmd::plan::short_hash(&edited(&d))
         )
     };
-    let planted = rescue_name.clone();
+    let in_group = format!("groups/g/{rescue_name}");
+    let planted = in_group.clone();
     cases.push(case(
-        "the rescue name of a hand edit is planted as a link outside",
+        "the rescue name of a hand edit is planted in the group as a link outside",
         move |d, s| {
             d.write("groups/g/CLAUDE.md", &edited(d));
             replace_with_link(d, &planted, &s.file());
         },
-        vec![(LINK, Refuse(&rescue_name))],
+        vec![(LINK, Spares(vec![in_group.clone()]))],
     ));
+
+    // clawmd's state folder (the host's) and what is in it, replaced by a link, a FIFO or a
+    // file: whatever needs it refuses, naming it, and follows nothing.
+    let hand_edit = move |d: &Deployment| d.write("groups/g/CLAUDE.md", &edited(d));
+    let config_change =
+        |d: &Deployment| d.write("groups/g/container.json", br#"{"skills": ["hello"]}"#);
+    type Plant = fn(&Deployment, &str, &Sentinel);
+    let plants: [(&str, Plant); 4] = [
+        ("a symlink to an outside folder", |d, rel, s| {
+            replace_with_link(d, rel, &s.dir())
+        }),
+        ("a symlink to an outside file", |d, rel, s| {
+            replace_with_link(d, rel, &s.file())
+        }),
+        ("a fifo", |d, rel, _| {
+            remove_any(d, rel);
+            replace_with_fifo(d, rel)
+        }),
+        ("a regular file", |d, rel, _| {
+            remove_any(d, rel);
+            d.write(rel, b"not a folder")
+        }),
+    ];
+    let places: [(&'static str, &'static str, bool); 5] = [
+        ("the state folder", "groups/.clawmd", true),
+        ("the rescues folder", "groups/.clawmd/rescues", true),
+        (
+            "the group's rescue folder",
+            "groups/.clawmd/rescues/g",
+            true,
+        ),
+        ("the journal folder", "groups/.clawmd/journal", false),
+        ("the group's journal", "groups/.clawmd/journal/g", false),
+    ];
+    for (place, rel, for_rescues) in places {
+        for (what, plant) in plants {
+            if rel == "groups/.clawmd/journal/g" && what == "a regular file" {
+                continue; // that is what the journal is
+            }
+            let name: &'static str = Box::leak(format!("{place} is {what}").into_boxed_str());
+            if for_rescues {
+                cases.push(case(
+                    name,
+                    move |d, s| {
+                        hand_edit(d);
+                        plant(d, rel, s);
+                    },
+                    vec![(LINK, Refuse(rel)), (INLINE, Refuse(rel))],
+                ));
+            }
+            if !(for_rescues && rel != "groups/.clawmd") {
+                let with_change: &'static str =
+                    Box::leak(format!("{name}, and the config changed").into_boxed_str());
+                cases.push(case(
+                    with_change,
+                    move |d, s| {
+                        config_change(d);
+                        plant(d, rel, s);
+                    },
+                    vec![(LINK, Refuse(rel)), (COPY, Refuse(rel))],
+                ));
+            }
+            // A group already right needs no state: the no-op neither reads nor refuses.
+            let no_op: &'static str =
+                Box::leak(format!("{name}, and the group is right").into_boxed_str());
+            cases.push(case(
+                no_op,
+                move |d, s| plant(d, rel, s),
+                vec![(LINK, Untouched)],
+            ));
+        }
+    }
 
     let mut hard = case(
         "an MCP fragment is a hard link to an outside file",
@@ -306,7 +392,9 @@ fn comparable(tree: Tree, with_fresh: bool) -> Tree {
     tree.into_iter()
         .filter(|(path, _)| {
             !path.starts_with("groups/.clawmd-locks")
-                && (with_fresh || !path.starts_with("groups/fresh"))
+                && (with_fresh
+                    || !(path.starts_with("groups/fresh")
+                        || path.starts_with("groups/.clawmd/journal/fresh")))
         })
         .collect()
 }
@@ -343,6 +431,14 @@ fn hostile_links_fifos_and_hard_links_are_refused_or_repaired_without_touching_o
                         &format!("{context}: refused, yet something changed"),
                     );
                     refused += 1;
+                }
+                Expect::Spares(spared) => {
+                    run.expect(0, &context);
+                    for rel in spared {
+                        assert_eq!(before.get(rel), after.get(rel), "{context}: {rel} changed");
+                        assert!(after.contains_key(rel), "{context}: {rel} is gone");
+                    }
+                    repaired += 1;
                 }
                 Expect::Untouched => {
                     run.expect(0, &context);
@@ -490,12 +586,7 @@ fn an_agent_swapping_links_during_composes_never_reaches_outside() {
     }
     let _ = std::fs::remove_file(d.path("groups/g/.atk-saved-file"));
     let _ = std::fs::remove_dir_all(d.path("groups/g/.atk-saved"));
-    for entry in std::fs::read_dir(d.path("groups/g")).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if name.starts_with("CLAUDE.md.rescued-") {
-            std::fs::remove_file(d.path(&format!("groups/g/{name}"))).unwrap();
-        }
-    }
+    let _ = std::fs::remove_dir_all(d.path("groups/.clawmd/rescues"));
     clawmd(d.root(), COPY, &[]).expect(0, "after the race");
     let clean = deployment();
     clawmd(clean.root(), COPY, &[]).expect(0, "clean");

@@ -598,7 +598,7 @@ fn invalid_utf8_is_kept_byte_for_byte() {
         edited.extend_from_slice(bad);
         d.write("groups/g/CLAUDE.md", &edited);
         clawmd(d.root(), &["compose", "g", "--delivery", delivery], &[]).expect(0, "rescue");
-        let rescued = std::fs::read_dir(d.path("groups/g"))
+        let rescued = std::fs::read_dir(d.rescue_dir("g"))
             .unwrap()
             .map(|e| e.unwrap().path())
             .find(|p| p.to_string_lossy().contains("rescued-"))

@@ -32,6 +32,17 @@ fn findings<'a>(report: &'a Value, name: &str, code: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// `compose g --json --delivery DELIVERY` (exit 0): group `g`'s `delivered` verdict.
+fn delivered_verdict(d: &Deployment, delivery: &str) -> Value {
+    let run = clawmd(
+        d.root(),
+        &["compose", "g", "--json", "--delivery", delivery],
+        &[],
+    );
+    run.expect(0, delivery);
+    group(&run.json(), "g")["delivered"].clone()
+}
+
 fn strings(value: &Value) -> Vec<&str> {
     value
         .as_array()
@@ -130,14 +141,7 @@ fn crlf_sources_reach_the_agent_in_every_delivery() {
         br#"{"skills": ["web"], "mcpServers": {"db": {"instructions": "Use db\r\nread only\r\n"}}}"#,
     );
     for delivery in ["inline", "copy"] {
-        let run = clawmd(
-            d.root(),
-            &["compose", "g", "--json", "--delivery", delivery],
-            &[],
-        );
-        run.expect(0, delivery);
-        let report = run.json();
-        let delivered = &group(&report, "g")["delivered"];
+        let delivered = delivered_verdict(&d, delivery);
         assert_eq!(delivered["complete"], true, "{delivery}: {delivered}");
         let check = clawmd(d.root(), &["check", "g", "--delivery", delivery], &[]);
         check.expect(0, delivery);
@@ -209,14 +213,7 @@ fn an_oversized_local_memory_is_named_and_compose_and_check_agree() {
     text.truncate(5_049_990);
     d.write("groups/g/CLAUDE.local.md", &text);
     for delivery in ["inline", "copy"] {
-        let run = clawmd(
-            d.root(),
-            &["compose", "g", "--json", "--delivery", delivery],
-            &[],
-        );
-        run.expect(0, delivery);
-        let report = run.json();
-        let delivered = &group(&report, "g")["delivered"];
+        let delivered = delivered_verdict(&d, delivery);
         assert_eq!(delivered["complete"], false, "{delivered}");
         assert_eq!(strings(&delivered["missing"]), ["local-memory"]);
         assert!(

@@ -126,6 +126,66 @@ impl Deployment {
         run_clawmd(args, &[("CLAWMD_ROOT", self.root().as_os_str())])
     }
 
+    /// The host folder where compose keeps `group`'s hand edits (the default state folder).
+    pub fn rescue_dir(&self, group: &str) -> PathBuf {
+        self.path(&format!("groups/.clawmd/rescues/{group}"))
+    }
+
+    /// The names of the rescues kept for `group`, sorted (none when its rescue folder does not
+    /// exist).
+    pub fn rescues(&self, group: &str) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.rescue_dir(group)) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The text a report's `rescued[].to` names, which must be a host path in `group`'s rescue
+    /// folder, outside the group.
+    #[track_caller]
+    pub fn read_rescued(&self, group: &str, to: &str) -> Vec<u8> {
+        let path = Path::new(to);
+        assert_eq!(
+            path.parent(),
+            Some(self.rescue_dir(group).as_path()),
+            "{to} is not in the rescue folder of {group}"
+        );
+        std::fs::read(path).unwrap_or_else(|e| panic!("read {to}: {e}"))
+    }
+
+    /// Runs `clawmd ARGS` on the deployment again and again, each time aborted one step later
+    /// (`CLAWMD_CRASH_AT`), until a crash leaves a temp file in each of `folders` (relative to
+    /// the root); returns those temps (relative to the root). A real leftover of an
+    /// interrupted run, recorded in its journal.
+    #[track_caller]
+    pub fn crash_leaving_temps(&self, args: &[&str], folders: &[&str]) -> Vec<String> {
+        for crash_at in 1..200 {
+            let run = super::run::clawmd(
+                self.root(),
+                args,
+                &[("CLAWMD_CRASH_AT", crash_at.to_string().as_str())],
+            );
+            assert!(
+                run.aborted(),
+                "{args:?} completed before leaving temps: {}",
+                run.show()
+            );
+            let temps = super::tree::temps(&self.tree());
+            if folders.iter().all(|folder| {
+                temps
+                    .iter()
+                    .any(|t| Path::new(t).parent() == Some(Path::new(folder)))
+            }) {
+                return temps;
+            }
+        }
+        panic!("no crash of {args:?} left temps in {folders:?}");
+    }
+
     /// A snapshot of every path under `groups/` and `container/` with its kind, content or
     /// target, inode and mtime: equal snapshots mean nothing was written.
     pub fn snapshot(&self) -> Vec<(String, String, u64, i64, i64)> {

@@ -62,6 +62,19 @@ impl Run {
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.show()))
     }
 
+    /// The `file` of every finding with `code` in the `group`-th group of a JSON check report
+    /// on stdout.
+    #[track_caller]
+    pub fn finding_files(&self, group: usize, code: &str) -> Vec<String> {
+        self.json()["groups"][group]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == code)
+            .map(|f| f["file"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     /// The status and both streams, for assertion messages.
     pub fn show(&self) -> String {
         format!(

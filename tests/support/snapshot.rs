@@ -26,6 +26,7 @@ pub fn filters(root: &Path) -> Vec<(&'static str, &'static str)> {
         (r"\b\d+(\.\d+)?(ns|µs|us|ms|s)\b", "[TIME]"),
         (r"clawmd-sha256:[0-9a-f]+", "clawmd-sha256:[HASH]"),
         (r"\.rescued-[0-9a-f]{16}\b", ".rescued-[HASH]"),
+        (r"\.clawmd-tmp-[0-9a-f]{32}\b", ".clawmd-tmp-[RANDOM]"),
     ]);
     filters
 }

@@ -297,10 +297,20 @@ pub fn is_temp(rel: &str) -> bool {
         .is_some_and(clawmd::fsops::is_temp_name)
 }
 
-/// The tree without the lock folder (a run that refuses has still taken the group's lock).
+/// The tree without the lock folder (a run that refuses has still taken the group's lock)
+/// and without empty temp journals and the folders that hold them (a run that fails may have
+/// made its journal before the failure; it is emptied when nothing of it is left). A journal
+/// that still records something stays in the tree.
 pub fn without_locks(tree: &Tree) -> Tree {
     tree.iter()
-        .filter(|(path, _)| !path.starts_with("groups/.clawmd-locks"))
+        .filter(|(path, entry)| {
+            let empty_journal = path.starts_with("groups/.clawmd/journal/")
+                && matches!(entry, Entry::File(bytes) if bytes.is_empty());
+            !(path.starts_with("groups/.clawmd-locks")
+                || empty_journal
+                || (matches!(entry, Entry::Dir)
+                    && ["groups/.clawmd", "groups/.clawmd/journal"].contains(&path.as_str())))
+        })
         .map(|(path, entry)| (path.clone(), entry.clone()))
         .collect()
 }

@@ -42,6 +42,7 @@ export type Code =
   | "disabled-skill-fragment"
   | "stale-temp"
   | "rescued-text"
+  | "legacy-rescues"
   | "import-in-instructions"
   | "external-import-dropped"
   | "import-missing"

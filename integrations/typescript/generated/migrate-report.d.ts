@@ -69,7 +69,7 @@ export type ActionReport =
   | {
       action: "clean-temp";
       /**
-       * The temp file.
+       * The temp file: relative to the group folder when in it, else its host path.
        */
       path: string;
     };
@@ -106,6 +106,7 @@ export type Code =
   | "disabled-skill-fragment"
   | "stale-temp"
   | "rescued-text"
+  | "legacy-rescues"
   | "import-in-instructions"
   | "external-import-dropped"
   | "import-missing"

@@ -33,6 +33,7 @@ export type Code =
   | "disabled-skill-fragment"
   | "stale-temp"
   | "rescued-text"
+  | "legacy-rescues"
   | "import-in-instructions"
   | "external-import-dropped"
   | "import-missing"

@@ -75,6 +75,7 @@ export type Code =
   | "disabled-skill-fragment"
   | "stale-temp"
   | "rescued-text"
+  | "legacy-rescues"
   | "import-in-instructions"
   | "external-import-dropped"
   | "import-missing"
@@ -142,7 +143,8 @@ export interface GroupReport {
    */
   rescued: Rescued[];
   /**
-   * Temp files left by an interrupted run and removed.
+   * Temp files an interrupted run made, recorded in its journal and left, that this run
+   * removed: relative to the group folder when they are in it, else host paths.
    */
   cleaned: string[];
   /**
@@ -198,7 +200,9 @@ export interface Rescued {
    */
   from: string;
   /**
-   * Where its text is now (relative to the group folder).
+   * Where its text is now: the host path of the rescue file, in the group's rescue folder
+   * outside the group (`<state>/rescues/<group>/CLAUDE.md.rescued-<hash>`, under the
+   * deployment root as given: absolute when `--root` is).
    */
   to: string;
 }

@@ -1,0 +1,171 @@
+//! clawmd's own state on the host ([`Layout::state_dir`], default `groups/.clawmd`): what
+//! no agent may plant, read or remove, so it lives outside every group folder.
+//!
+//! - `rescues/<group>/`: the hand-edited entry points compose kept aside before replacing
+//!   them ([`Layout::rescue_dir`]); only what clawmd wrote there is counted or listed.
+//! - `journal/<lock>`: the temp files made by the runs that hold a lock
+//!   ([`fsops::TempJournal`]); a run holding the lock removes what a crash left from it, and
+//!   nothing that is merely named like a temp file.
+//!
+//! The state folder is the host's, but it is still opened defensively: it must be a real
+//! folder (never a link), and it must not be inside a group folder or `container/`, where an
+//! agent could read it.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use crate::fsops::{self, FsError, Leftover, SafeDir, TempJournal};
+use crate::layout::{Layout, names};
+
+/// Refuses a state folder inside a group folder or inside `container/` (both reach agents).
+pub fn check_placement(layout: &Layout) -> Result<(), FsError> {
+    let state = lexical(&layout.state_dir);
+    let inside = |outer: &Path| state.strip_prefix(lexical(outer)).ok().map(Path::to_owned);
+    let reason = match inside(&layout.groups_dir) {
+        Some(rest) => match rest.components().next() {
+            None => Some("the groups folder itself"),
+            Some(Component::Normal(first)) if !first.to_string_lossy().starts_with('.') => {
+                Some("inside a group folder, which its agent can read and write")
+            }
+            Some(_) => None,
+        },
+        None => None,
+    }
+    .or_else(|| {
+        inside(&layout.container_dir).map(|_| "inside container/, which every agent can read")
+    });
+    match reason {
+        None => Ok(()),
+        Some(reason) => Err(FsError::Unsafe {
+            path: layout.state_dir.clone(),
+            found: reason.to_owned(),
+            expected: "a folder for clawmd's state outside every group folder",
+            fix: "set stateDir in clawmd.json to a folder no container mounts, such as groups/.clawmd".to_owned(),
+        }),
+    }
+}
+
+/// `path` made absolute with `.` and `..` taken out, without touching the disk.
+fn lexical(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut out = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The journal of the temps made under the lock `lock` (a group's name, or `global`).
+pub fn journal(layout: &Layout, lock: &str) -> Result<Arc<TempJournal>, FsError> {
+    check_placement(layout)?;
+    Ok(TempJournal::new(
+        layout.state_dir.clone(),
+        names::JOURNAL,
+        lock,
+    ))
+}
+
+/// The temps runs under the lock `lock` made and left (read only).
+pub fn leftovers(layout: &Layout, lock: &str) -> Result<Vec<Leftover>, FsError> {
+    check_placement(layout)?;
+    fsops::read_leftovers(&layout.state_dir, names::JOURNAL, lock)
+}
+
+/// Whether runs under the lock `lock` may have left temps: the journal is there and not
+/// empty, and neither the state folder nor its journal folder is a link (`lstat`s only, never
+/// through a link; a run that finds a group right asks this before anything more, and one
+/// that finds it a link refuses when it opens the journal).
+pub fn may_have_leftovers(layout: &Layout, lock: &str) -> bool {
+    let real_dir =
+        |path: &Path| fsops::kind_no_follow(path) == Some(crate::file_kind::FileKind::Dir);
+    let journals = layout.state_dir.join(names::JOURNAL);
+    real_dir(&layout.state_dir)
+        && real_dir(&journals)
+        && fsops::journal_has_records(&journals.join(lock))
+}
+
+/// A group's rescue folder, when it exists (read only).
+pub fn rescue_dir(layout: &Layout, group: &str) -> Result<Option<SafeDir>, FsError> {
+    check_placement(layout)?;
+    let Some(state) = SafeDir::open_state(&layout.state_dir, false)? else {
+        return Ok(None);
+    };
+    let Some(rescues) = state.open_child(names::RESCUES, false)? else {
+        return Ok(None);
+    };
+    rescues.open_child(group, false)
+}
+
+/// A group's rescue folder, created when missing (with the owner and permissions of the
+/// group folder `group_dir`, so the person who owns the group reads and removes its
+/// rescues), recording its temps in `journal`. Only under the group's lock.
+pub fn create_rescue_dir(
+    layout: &Layout,
+    group: &str,
+    group_dir: &SafeDir,
+    journal: &Arc<TempJournal>,
+) -> Result<SafeDir, FsError> {
+    check_placement(layout)?;
+    let mut state = SafeDir::open_state(&layout.state_dir, true)?
+        .expect("open_state with create returns a folder or an error");
+    state.record_temps_in(journal);
+    let rescues = state
+        .open_child(names::RESCUES, true)?
+        .expect("open_child with create returns a folder or an error");
+    let dir = rescues.open_child_like(group, group_dir)?;
+    // The new folders are durable before anything in them is relied on.
+    rescues.sync()?;
+    state.sync()?;
+    Ok(dir)
+}
+
+/// How a report names a leftover temp: relative to the group folder `group_dir` when it is
+/// in it (`.claude-fragments/.clawmd-tmp-…`), else its host path.
+pub fn describe_leftover(leftover: &Leftover, group_dir: &Path) -> String {
+    let path = leftover.path();
+    match path.strip_prefix(lexical(group_dir)) {
+        Ok(relative) => relative.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(state: &str) -> Layout {
+        Layout {
+            state_dir: PathBuf::from(state),
+            ..Layout::under_root(Path::new("/srv"))
+        }
+    }
+
+    #[test]
+    fn the_state_folder_must_be_outside_every_group_and_container() {
+        for fine in [
+            "/srv/groups/.clawmd",
+            "/var/lib/clawmd",
+            "/srv/state",
+            "/srv/groups/main/../.state",
+        ] {
+            assert!(check_placement(&layout(fine)).is_ok(), "{fine}");
+        }
+        for refused in [
+            "/srv/groups/main/.clawmd",
+            "/srv/groups/main",
+            "/srv/groups",
+            "/srv/groups/./main/state",
+            "/srv/container/state",
+            "/srv/groups/.x/../main/s",
+        ] {
+            let err = check_placement(&layout(refused)).unwrap_err();
+            assert!(err.to_string().contains("stateDir"), "{refused}: {err}");
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The npm package `clawmd`, installed the way a Node host installs it: `scripts/package-npm`
+//! packs the runner (JavaScript and `.d.ts` types) and this platform's binary package
+//! (`@clawmd/linux-x64-gnu` here); both tarballs go into an empty Node project with
+//! `npm install --offline` (an empty npm cache, an unreachable registry: nothing is fetched);
+//! then a plain JavaScript host (tests/e2e/npm-host.mjs), with only `node` on PATH and no
+//! `CLAWMD`, composes a copy of the example deployment through the package. The binary must come
+//! from the platform package, and the report must say everything reaches the agent.
+//!
+//! The binary packaged is this test build's (`CARGO_BIN_EXE_clawmd`; the script strips its debug
+//! information): a release build here would add minutes to the suite. `scripts/package-npm`
+//! without `--binary` packages the static release binary through the same steps.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::Deployment;
+use crate::typescript::{TsTools, succeeded, ts_tools};
+
+const CLAWMD: &str = env!("CARGO_BIN_EXE_clawmd");
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `npm ARGS` in `dir`, offline: its own empty cache under `work`, a registry nobody listens on.
+fn npm_offline(work: &Path, dir: &Path, args: &[&OsStr]) -> String {
+    succeeded(
+        &format!("npm {args:?}"),
+        Command::new("npm")
+            .args(args)
+            .args(["--offline", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(dir)
+            .env("npm_config_cache", work.join("npm-cache"))
+            .env("npm_config_registry", "http://127.0.0.1:9/")
+            .env("npm_config_update_notifier", "false")
+            .env_remove("CLAWMD")
+            .output()
+            .unwrap(),
+    )
+}
+
+/// An empty Node project in `work/name` with `tarballs` installed.
+fn project(work: &Path, name: &str, tarballs: &[PathBuf]) -> PathBuf {
+    let dir = work.join(name);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        format!(r#"{{"name": "{name}", "private": true, "type": "module"}}"#),
+    )
+    .unwrap();
+    let mut args: Vec<&OsStr> = vec![OsStr::new("install")];
+    args.extend(tarballs.iter().map(|t| t.as_os_str()));
+    npm_offline(work, &dir, &args);
+    dir
+}
+
+/// A folder holding only `node` (a link to the real one): the PATH of the host.
+fn node_only_path(tools: &TsTools, work: &Path) -> PathBuf {
+    let bin = work.join("node-only");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(&tools.node, bin.join("node")).unwrap();
+    bin
+}
+
+/// Runs `program ARGS` in `dir` with a clean environment: PATH = `path`, HOME, and `env`.
+fn host(program: &Path, args: &[&OsStr], dir: &Path, path: &Path, env: &[(&str, &OsStr)]) -> Value {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", dir);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let stdout = succeeded(
+        &format!("{} {args:?}", program.display()),
+        command.output().unwrap(),
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn npm_package_installs_offline_and_composes_the_example_deployment() {
+    let tools = ts_tools();
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path();
+
+    let listing = succeeded(
+        "scripts/package-npm",
+        Command::new(repo().join("scripts/package-npm"))
+            .arg("--binary")
+            .arg(CLAWMD)
+            .arg("--out")
+            .arg(work.join("tarballs"))
+            .env("CLAWMD_E2E_CACHE", &tools.cache)
+            .output()
+            .unwrap(),
+    );
+    let tarballs: Vec<PathBuf> = listing.lines().map(PathBuf::from).collect();
+    let platform = format!(
+        "{}-{}",
+        std::env::consts::OS,
+        match std::env::consts::ARCH {
+            "x86_64" => "x64",
+            "aarch64" => "arm64",
+            other => other,
+        }
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    let names: Vec<String> = tarballs
+        .iter()
+        .map(|t| t.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            format!("clawmd-{platform}-gnu-{version}.tgz"),
+            format!("clawmd-{version}.tgz")
+        ],
+        "scripts/package-npm printed:\n{listing}"
+    );
+    for tarball in &tarballs {
+        assert!(tarball.is_file(), "{}", tarball.display());
+    }
+
+    // Installed offline into an empty project: the package and, through it, the binary.
+    let installed = project(work, "host", &tarballs);
+    let package_binary = installed.join(format!("node_modules/@clawmd/{platform}-gnu/bin/clawmd"));
+    assert!(package_binary.is_file(), "{}", package_binary.display());
+    for shipped in [
+        "dist/clawmd.js",
+        "dist/clawmd.d.ts",
+        "dist/generated/compose-report.d.ts",
+    ] {
+        assert!(
+            installed
+                .join("node_modules/clawmd")
+                .join(shipped)
+                .is_file(),
+            "the clawmd package has no {shipped}"
+        );
+    }
+    assert!(
+        !installed.join("node_modules/clawmd/clawmd.ts").exists(),
+        "the package ships JavaScript, not its TypeScript sources"
+    );
+
+    // A plain JavaScript host, only `node` on PATH, no CLAWMD: the example deployment composes
+    // through the package's binary, and everything reaches the agent.
+    let deployment = Deployment::example();
+    std::fs::copy(
+        repo().join("tests/e2e/npm-host.mjs"),
+        installed.join("host.mjs"),
+    )
+    .unwrap();
+    let path = node_only_path(tools, work);
+    let groups = ["main", "research", "ops"];
+    let mut args: Vec<&OsStr> = vec![OsStr::new("host.mjs")];
+    args.extend(groups.iter().map(OsStr::new));
+    let root = [("DEPLOYMENT", deployment.root().as_os_str())];
+    let got = host(&path.join("node"), &args, &installed, &path, &root);
+    assert_eq!(
+        got["binary"],
+        package_binary.to_str().unwrap(),
+        "the binary resolved: {got}"
+    );
+    for group in groups {
+        for way in ["groups", "sync"] {
+            let verdict = &got[way][group];
+            assert_eq!(verdict["complete"], true, "{way} {group}: {got}");
+            assert_eq!(
+                verdict["missing"],
+                serde_json::json!([]),
+                "{way} {group}: {got}"
+            );
+            assert_eq!(verdict["file"], "CLAUDE.md", "{way} {group}: {got}");
+            assert!(
+                verdict["memoryDigest"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("sha256:")),
+                "{way} {group}: {got}"
+            );
+        }
+        // The async call composed; the sync one after it found nothing to do, same digest.
+        assert_eq!(got["groups"][group]["changed"], true, "{got}");
+        assert_eq!(got["sync"][group]["changed"], false, "{got}");
+        assert_eq!(
+            got["groups"][group]["memoryDigest"],
+            got["sync"][group]["memoryDigest"]
+        );
+        assert!(
+            deployment
+                .read(&format!("groups/{group}/CLAUDE.md"))
+                .contains("@./CLAUDE.local.md"),
+            "{group}"
+        );
+        // `mounts`: the group folder read-write at the workspace, the composed CLAUDE.md
+        // read-only over it.
+        let binds = got["mounts"][group]
+            .as_array()
+            .unwrap_or_else(|| panic!("{got}"));
+        let folder = deployment.path(&format!("groups/{group}"));
+        assert_eq!(
+            binds[0],
+            serde_json::json!({"host": folder, "container": "/workspace/agent", "readonly": false}),
+            "{got}"
+        );
+        let entry = serde_json::json!({
+            "host": folder.join("CLAUDE.md"),
+            "container": "/workspace/agent/CLAUDE.md",
+            "readonly": true,
+        });
+        assert!(binds.contains(&entry), "{group}: {entry} in {got}");
+    }
+
+    // `CLAWMD` still wins over the package's binary.
+    let missing = OsStr::new("/nonexistent/clawmd");
+    let env = [root[0], ("CLAWMD", missing)];
+    let got = host(&path.join("node"), &args[..2], &installed, &path, &env);
+    assert_eq!(got["binary"], "/nonexistent/clawmd", "{got}");
+    assert_eq!(
+        got["groups"]["main"]["error"]["code"], "spawn-failed",
+        "{got}"
+    );
+
+    // The package's `clawmd` command runs the same binary, with only node on PATH.
+    let shim = installed.join("node_modules/.bin/clawmd");
+    let check = Command::new(&shim)
+        .args([OsStr::new("--root"), deployment.root().as_os_str()])
+        .args(["check", "--all", "--format", "json"])
+        .current_dir(&installed)
+        .env_clear()
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let report: Value =
+        serde_json::from_str(&succeeded("node_modules/.bin/clawmd check", check)).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+
+    // The shipped types: a TypeScript host compiles against the installed package (strict,
+    // NodeNext, the way integrations/typescript/README.md says to use it).
+    std::fs::write(
+        installed.join("consumer.ts"),
+        r#"import { ClawmdError, composeBeforeSpawn, resolveBinary, type Composed, type GroupReport } from "clawmd";
+try {
+  const composed: Composed = await composeBeforeSpawn("main", { root: process.cwd(), timeoutMs: 30_000 });
+  const digest: string = composed.memoryDigest;
+  const group: GroupReport = composed.group;
+  void [digest, group, resolveBinary()];
+} catch (err) {
+  if (err instanceof ClawmdError) {
+    const code: string = err.code;
+    const file: string | null = err.file;
+    void [code, file];
+  }
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        installed.join("tsconfig.json"),
+        serde_json::json!({
+            "compilerOptions": {
+                "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",
+                "strict": true, "exactOptionalPropertyTypes": true, "noEmit": true,
+                "typeRoots": [tools.dir.join("node_modules/@types")], "types": ["node"],
+            },
+            "files": ["consumer.ts"],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    succeeded(
+        "tsc -p tsconfig.json (a TypeScript host of the installed package)",
+        Command::new(tools.tsc())
+            .args(["-p", "tsconfig.json"])
+            .current_dir(&installed)
+            .output()
+            .unwrap(),
+    );
+
+    // Without the platform package (optional dependencies omitted, or another platform's
+    // node_modules): a clear error naming the platform, not a search of PATH.
+    let bare = project(work, "bare", &tarballs[1..]);
+    assert!(!bare.join("node_modules/@clawmd").exists());
+    std::fs::copy(repo().join("tests/e2e/npm-host.mjs"), bare.join("host.mjs")).unwrap();
+    let got = host(&path.join("node"), &args[..2], &bare, &path, &root);
+    for error in [&got["binaryError"], &got["groups"]["main"]["error"]] {
+        assert_eq!(error["name"], "ClawmdError", "{got}");
+        assert_eq!(error["code"], "no-binary", "{got}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains(&platform), "{message}");
+        assert!(
+            message.contains(&format!("@clawmd/{platform}-gnu")),
+            "{message}"
+        );
+        assert!(message.contains("CLAWMD"), "{message}");
+    }
+}
