@@ -515,6 +515,7 @@ fn run_compose(
         settings: resolved.delivery,
         dry_run: args.dry_run,
         lock_timeout: resolved.lock_timeout,
+        guards: resolved.guards.clone(),
     };
     let bar = printer.progress("composing");
     let result =
@@ -649,6 +650,7 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
                 settings: options.settings,
                 dry_run: false,
                 lock_timeout: resolved.lock_timeout,
+                guards: resolved.guards.clone(),
             };
             let bar = printer.progress("fixing");
             let fixed = compose_with_progress(
@@ -691,12 +693,16 @@ fn run_mounts(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let (resolved, _) = global.resolve(&args.delivery, None, printer)?;
-    let result = clawmd::mounts::mounts(&resolved.layout, &args.group, &resolved.delivery).map_err(
-        |source| clawmd::Error::Group {
-            group: args.group.clone(),
-            source: Box::new(source),
-        },
-    );
+    let result = clawmd::mounts::mounts(
+        &resolved.layout,
+        &args.group,
+        &resolved.delivery,
+        &resolved.guards,
+    )
+    .map_err(|source| clawmd::Error::Group {
+        group: args.group.clone(),
+        source: Box::new(source),
+    });
     finish("mounts", result, args.output.format(), printer)
 }
 

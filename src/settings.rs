@@ -40,7 +40,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 17] = [
     "delivery",
     "provider",
     "budgets",
@@ -52,6 +52,7 @@ const KEYS: [&str; 16] = [
     "workspaceMount",
     "lockTimeout",
     "stateDir",
+    "geminiSystemSettings",
     "sources",
     "memory",
     "agentHome",
@@ -86,13 +87,18 @@ pub struct Settings {
     /// clawmd's state folder (rescued edits, the files bound into containers), relative to
     /// the root; default `<groupsDir>/.clawmd`. Keep it outside every group folder.
     pub state_dir: Option<PathBuf>,
+    /// The runner's own Gemini CLI system settings (relative to the root): clawmd merges its
+    /// guard into them, and the merged file is what `clawmd mounts` binds at
+    /// `/etc/gemini-cli/settings.json`.
+    pub gemini_system_settings: Option<PathBuf>,
     /// The sources of every group's memory, in order (default: the shared base
     /// `container/CLAUDE.md`, the selected skills of `container/skills`, the MCP
     /// instructions); docs/recipes.md.
     pub sources: Option<Vec<RawSource>>,
     /// The group's own memory file: "CLAUDE.local.md" (the default) or "none".
     pub memory: Option<RawMemory>,
-    /// The agent's `$HOME` in the container (default `/home/node`).
+    /// The agent's `$HOME` in the container (default `/home/node`); the guards of Codex,
+    /// Gemini CLI and opencode groups bind over its configuration there.
     pub agent_home: Option<PathBuf>,
     /// The host folder the runner mounts as each group's `~/.claude` (read-write: the agent
     /// can write its user settings there), relative to the root, `{group}` standing for the
@@ -265,6 +271,8 @@ pub struct Resolved {
     pub delivery_chosen: bool,
     /// Lock timeout.
     pub lock_timeout: Duration,
+    /// The agent's home and the runner's own settings the backends' guards merge.
+    pub guards: crate::delivery::guard::GuardSettings,
 }
 
 impl Settings {
@@ -313,6 +321,10 @@ impl Settings {
             }
         }
         let delivery = overrides.delivery.or(self.delivery);
+        let guards = crate::delivery::guard::GuardSettings {
+            agent_home: layout.agent_home.clone(),
+            gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
+        };
         Resolved {
             layout,
             delivery: DeliverySettings {
@@ -332,6 +344,7 @@ impl Settings {
             lock_timeout: Duration::from_secs(
                 overrides.lock_timeout.or(self.lock_timeout).unwrap_or(60),
             ),
+            guards,
         }
     }
 }

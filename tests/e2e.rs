@@ -7,6 +7,8 @@
 
 mod support;
 
+#[path = "e2e/backends.rs"]
+mod backends;
 #[path = "e2e/delivery.rs"]
 mod delivery;
 #[path = "e2e/npm.rs"]

@@ -18,6 +18,7 @@
 //!   and the digest of what it receives.
 
 pub mod document;
+pub mod guard;
 pub mod snapshot;
 pub mod verify;
 

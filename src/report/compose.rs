@@ -89,6 +89,12 @@ pub struct DeliveredReport {
     /// cannot evaluate exactly, each naming the file and the setting: the guardrails *may
     /// not* reach the agent (`complete` is then `false`).
     pub undecided: Vec<String>,
+    /// For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
+    /// document with files of its own, in a container built from `clawmd mounts`
+    /// (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
+    /// Claude Code groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<crate::delivery::guard::Guarantee>,
 }
 
 impl GroupReport {
@@ -127,6 +133,7 @@ impl GroupReport {
             missing: delivered.missing,
             reasons: delivered.reasons,
             undecided: delivered.undecided,
+            guarantee: None,
         });
     }
 

@@ -160,13 +160,13 @@ impl Sandbox {
 }
 
 #[derive(Default)]
-struct ArgList(Vec<OsString>);
+pub struct ArgList(pub Vec<OsString>);
 
 impl ArgList {
-    fn push<const N: usize>(&mut self, args: [&str; N]) {
+    pub fn push<const N: usize>(&mut self, args: [&str; N]) {
         self.0.extend(args.iter().map(OsString::from));
     }
-    fn bind(&mut self, how: &str, from: &Path, to: &str) {
+    pub fn bind(&mut self, how: &str, from: &Path, to: &str) {
         self.0.push(how.into());
         self.0.push(from.into());
         self.0.push(to.into());
@@ -175,7 +175,12 @@ impl ArgList {
 
 /// What node and claude need to start: the OS read-only, a private /proc, /dev and /tmp, the
 /// npm cache read-only at its own path. Explicit binds only: never the host root.
-fn system_binds(tools: &Tools, args: &mut ArgList) {
+pub fn system_binds(tools: &Tools, args: &mut ArgList) {
+    system_binds_for(&tools.cache, &tools.node, args);
+}
+
+/// [`system_binds`] for any npm cache folder and node.
+pub fn system_binds_for(cache: &Path, node: &Path, args: &mut ArgList) {
     args.bind("--ro-bind", Path::new("/usr"), "/usr");
     for top in ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"] {
         let Ok(meta) = Path::new(top).symlink_metadata() else {
@@ -211,14 +216,10 @@ fn system_binds(tools: &Tools, args: &mut ArgList) {
         }
     }
     args.push(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
-    args.bind(
-        "--ro-bind",
-        &tools.cache,
-        &tools.cache.display().to_string(),
-    );
+    args.bind("--ro-bind", cache, &cache.display().to_string());
     // A node installed outside /usr (nvm, a tarball): mount its prefix too.
-    let prefix = tools.node.parent().and_then(Path::parent).unwrap();
-    if !tools.node.starts_with("/usr") && !tools.node.starts_with(&tools.cache) {
+    let prefix = node.parent().and_then(Path::parent).unwrap();
+    if !node.starts_with("/usr") && !node.starts_with(cache) {
         args.bind("--ro-bind", prefix, &prefix.display().to_string());
     }
 }

@@ -75,6 +75,10 @@ export type Code =
  * The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
  */
 export type Provider = "claude" | "codex" | "opencode" | "gemini";
+/**
+ * What a guard promises about the composed document.
+ */
+export type Guarantee = "cannot-be-dropped";
 
 /**
  * The report of a `compose` run.
@@ -320,4 +324,11 @@ export interface DeliveredReport {
    * not* reach the agent (`complete` is then `false`).
    */
   undecided: string[];
+  /**
+   * For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
+   * document with files of its own, in a container built from `clawmd mounts`
+   * (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
+   * Claude Code groups.
+   */
+  guarantee?: Guarantee | null;
 }

@@ -109,6 +109,10 @@ export type Provider = "claude" | "codex" | "opencode" | "gemini";
  * How the shared base and the skills' guidance reach a Claude Code agent.
  */
 export type Delivery = "inline" | "copy" | "link";
+/**
+ * What a guard promises about the composed document.
+ */
+export type Guarantee = "cannot-be-dropped";
 
 /**
  * The result of composing one group.
@@ -292,4 +296,11 @@ export interface DeliveredReport {
    * not* reach the agent (`complete` is then `false`).
    */
   undecided: string[];
+  /**
+   * For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
+   * document with files of its own, in a container built from `clawmd mounts`
+   * (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
+   * Claude Code groups.
+   */
+  guarantee?: Guarantee | null;
 }
