@@ -32,7 +32,7 @@ pub fn group_needs(
 }
 
 /// [`group_needs`] for a view of the group (`render`, `check`): a `container.json` that cannot
-/// be read or parsed (a device, a FIFO, malformed) counts as absent, so the view still shows
+/// be read or parsed (a device, a FIFO, malformed; a link is refused) counts as absent, so the view still shows
 /// what the agent gets and names that file itself, rather than failing as a whole.
 pub fn view_needs(
     layout: &Layout,
@@ -42,6 +42,8 @@ pub fn view_needs(
     let dir = open_group(&checked_group_dir(layout, group)?)?;
     let (config, exists) = match read_config(&dir) {
         Ok(config) => (config, dir.kind(names::CONFIG)? == Some(FileKind::File)),
+        // A link the agent planted is refused, as every command refuses it.
+        Err(err) if dir.kind(names::CONFIG)? == Some(FileKind::Symlink) => return Err(err),
         Err(err) => {
             tracing::debug!(group, "container.json unusable for the view: {err}");
             (GroupConfig::default(), false)
