@@ -40,7 +40,7 @@ pub fn view_needs(
     settings: &DeliverySettings,
 ) -> Result<MountNeeds, GroupError> {
     let dir = open_group(&checked_group_dir(layout, group)?)?;
-    let (config, exists) = match read_config(&dir) {
+    let (config, exists) = match read_config(layout, &dir) {
         Ok(config) => (config, dir.kind(names::CONFIG)? == Some(FileKind::File)),
         // A link the agent planted is refused, as every command refuses it.
         Err(err) if dir.kind(names::CONFIG)? == Some(FileKind::Symlink) => return Err(err),
