@@ -246,13 +246,31 @@ pub fn tools() -> &'static Tools {
     }
 }
 
-fn find_tools() -> Result<Tools, String> {
-    let cache = match std::env::var_os("CLAWMD_E2E_CACHE") {
+/// The folder `scripts/e2e-setup` installs into: `CLAWMD_E2E_CACHE`, or
+/// `~/.cache/clawmd-e2e`.
+pub fn e2e_cache() -> PathBuf {
+    match std::env::var_os("CLAWMD_E2E_CACHE") {
         Some(dir) => PathBuf::from(dir),
         None => {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/clawmd-e2e")
         }
-    };
+    }
+}
+
+/// The version of the npm package `package` installed under `prefix/node_modules`, if any.
+pub fn installed_version(prefix: &Path, package: &str) -> Option<String> {
+    let manifest = prefix
+        .join("node_modules")
+        .join(package)
+        .join("package.json");
+    std::fs::read_to_string(manifest)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|v| v["version"].as_str().map(str::to_owned))
+}
+
+fn find_tools() -> Result<Tools, String> {
+    let cache = e2e_cache();
     let mut missing = Vec::new();
     let bwrap = which("bwrap");
     if bwrap.is_none() {
@@ -262,17 +280,11 @@ fn find_tools() -> Result<Tools, String> {
     if node.is_none() {
         missing.push("`node` is not on PATH".to_owned());
     }
-    let modules = cache.join("node_modules/@anthropic-ai");
     for (package, version) in [
         ("claude-code", CLAUDE_CODE_VERSION),
         ("claude-agent-sdk", AGENT_SDK_VERSION),
     ] {
-        let manifest = modules.join(package).join("package.json");
-        let found = std::fs::read_to_string(&manifest)
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .and_then(|v| v["version"].as_str().map(str::to_owned));
-        match found {
+        match installed_version(&cache, &format!("@anthropic-ai/{package}")) {
             Some(found) if found == version => {}
             Some(found) => missing.push(format!(
                 "@anthropic-ai/{package} in {} is {found}, the test needs {version}",
