@@ -33,7 +33,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -190,6 +190,14 @@ pub struct SafeDir {
     journal: Option<Arc<TempJournal>>,
     /// `path` made absolute, for the journal (worked out the first time it is needed).
     absolute: std::cell::OnceCell<PathBuf>,
+}
+
+/// The opened folder itself (for a caller that must name exactly this folder, as
+/// `/proc/self/fd/N`, and never its path again).
+impl AsFd for SafeDir {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 impl Drop for SafeDir {

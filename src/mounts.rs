@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::config::GroupConfig;
 use crate::delivery::guard::{self, GuardPaths, GuardSettings};
 use crate::delivery::{DeliverySettings, Target};
 use crate::deployment::{checked_group_dir, open_group, read_config};
@@ -28,6 +29,27 @@ pub fn group_needs(
 ) -> Result<MountNeeds, GroupError> {
     let (target, exists) = group_target(layout, group, settings)?;
     Ok(target.mount_needs(exists))
+}
+
+/// [`group_needs`] for a view of the group (`render`, `check`): a `container.json` that cannot
+/// be read or parsed (a device, a FIFO, malformed; a link is refused) counts as absent, so the view still shows
+/// what the agent gets and names that file itself, rather than failing as a whole.
+pub fn view_needs(
+    layout: &Layout,
+    group: &str,
+    settings: &DeliverySettings,
+) -> Result<MountNeeds, GroupError> {
+    let dir = open_group(&checked_group_dir(layout, group)?)?;
+    let (config, exists) = match read_config(&dir) {
+        Ok(config) => (config, dir.kind(names::CONFIG)? == Some(FileKind::File)),
+        // A link the agent planted is refused, as every command refuses it.
+        Err(err) if dir.kind(names::CONFIG)? == Some(FileKind::Symlink) => return Err(err),
+        Err(err) => {
+            tracing::debug!(group, "container.json unusable for the view: {err}");
+            (GroupConfig::default(), false)
+        }
+    };
+    Ok(Target::of(&config, settings).mount_needs(exists))
 }
 
 /// The group's delivery target, and whether its `container.json` exists.

@@ -157,7 +157,7 @@ pub fn agent_settings(
     options: &ViewOptions,
 ) -> Result<AgentSettings, GroupError> {
     let group_dir = crate::deployment::checked_group_dir(layout, group)?;
-    let needs = crate::mounts::group_needs(layout, group, &options.delivery_settings())?;
+    let needs = crate::mounts::view_needs(layout, group, &options.delivery_settings())?;
     let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
     let evaluate = |consumer: Consumer| -> Result<SettingsEvaluation, GroupError> {
         let options = ViewOptions {
@@ -212,7 +212,7 @@ pub fn load_group(
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
     let group_dir = crate::deployment::checked_group_dir(layout, group)?;
-    let needs = crate::mounts::group_needs(layout, group, &options.delivery_settings())?;
+    let needs = crate::mounts::view_needs(layout, group, &options.delivery_settings())?;
     let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
     let load_options = group_load_options(layout, &fs, options);
     let memory = load(&fs, &load_options)?;

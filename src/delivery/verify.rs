@@ -71,6 +71,12 @@ impl AgentSettings {
     }
 }
 
+/// Whether a reason of a verdict is a setting of the agent's (an exclude pattern, or memory
+/// turned off), so that the fix named is to remove it.
+pub fn reason_is_a_setting(reason: &str) -> bool {
+    reason.contains("claudeMdExcludes pattern") || reason.contains("turns memory off")
+}
+
 /// Works out what reaches the agent of a group composed as `plan`, with no settings file of
 /// the agent's. Pure: reads nothing.
 pub fn verify(

@@ -437,7 +437,7 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             let by_settings = delivered
                 .reasons
                 .iter()
-                .any(|r| r.contains("claudeMdExcludes") || r.contains("turns memory off"));
+                .any(|r| crate::delivery::verify::reason_is_a_setting(r));
             if by_settings {
                 out.out(
                     Tone::Note,
