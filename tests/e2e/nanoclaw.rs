@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::support::Deployment;
 use crate::support::deployment::NANOCLAW_MODULES;
 use crate::support::sandbox::{
-    Bind, Consumer, NANOCLAW_CLI_VERSION, NANOCLAW_SDK_VERSION, Sandbox, WORKSPACE, cache_dir,
+    Bind, Consumer, NANOCLAW_CLI_VERSION, NANOCLAW_SDK_VERSION, Sandbox, WORKSPACE, e2e_cache,
     memory_block, nanoclaw_tools, printed, rendered,
 };
 
@@ -78,7 +78,7 @@ fn composer() -> tempfile::TempDir {
         build.path().join("src/claude-md-compose.ts"),
     )
     .unwrap();
-    let ts = cache_dir().join("typescript/node_modules");
+    let ts = e2e_cache().join("typescript/node_modules");
     let output = Command::new(ts.join(".bin/tsc"))
         .args(["-p", "tsconfig.json", "--typeRoots"])
         .arg(ts.join("@types"))

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::api::ApiServer;
-use super::sandbox::{ArgList, system_binds_for};
+use super::sandbox::{ArgList, e2e_cache, installed_version, system_binds_for};
 
 /// The releases `scripts/e2e-setup` installs; docs/delivery.md's facts are about these.
 pub const CODEX_VERSION: &str = "0.169.0";
@@ -111,24 +111,14 @@ pub fn backend_tools() -> &'static BackendTools {
 }
 
 fn find() -> Result<BackendTools, String> {
-    let cache = match std::env::var_os("CLAWMD_E2E_CACHE") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/clawmd-e2e")
-        }
-    };
-    let dir = cache.join("backends");
+    let dir = e2e_cache().join("backends");
     let mut missing = Vec::new();
     for (package, version) in [
         ("@openai/codex", CODEX_VERSION),
         ("@google/gemini-cli", GEMINI_CLI_VERSION),
         ("opencode-ai", OPENCODE_VERSION),
     ] {
-        let manifest = dir.join("node_modules").join(package).join("package.json");
-        let found = std::fs::read_to_string(&manifest)
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .and_then(|v| v["version"].as_str().map(str::to_owned));
+        let found = installed_version(&dir, package);
         if found.as_deref() != Some(version) {
             missing.push(format!(
                 "{package}@{version} in {} (found {found:?})",

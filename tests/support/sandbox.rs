@@ -291,7 +291,7 @@ pub struct Tools {
 /// The tools, found once; a missing one fails every test that needs it, naming the fix.
 pub fn tools() -> &'static Tools {
     static TOOLS: OnceLock<Result<Tools, String>> = OnceLock::new();
-    match TOOLS.get_or_init(|| find_tools(&cache_dir(), CLAUDE_CODE_VERSION, AGENT_SDK_VERSION)) {
+    match TOOLS.get_or_init(|| find_tools(&e2e_cache(), CLAUDE_CODE_VERSION, AGENT_SDK_VERSION)) {
         Ok(tools) => tools,
         Err(message) => panic!("{message}"),
     }
@@ -308,7 +308,7 @@ pub fn nanoclaw_tools() -> &'static Tools {
     static TOOLS: OnceLock<Result<Tools, String>> = OnceLock::new();
     match TOOLS.get_or_init(|| {
         find_tools(
-            &cache_dir().join("nanoclaw"),
+            &e2e_cache().join("nanoclaw"),
             NANOCLAW_CLI_VERSION,
             NANOCLAW_SDK_VERSION,
         )
@@ -318,8 +318,9 @@ pub fn nanoclaw_tools() -> &'static Tools {
     }
 }
 
-/// The npm cache folder (`CLAWMD_E2E_CACHE`, default `~/.cache/clawmd-e2e`).
-pub fn cache_dir() -> PathBuf {
+/// The folder `scripts/e2e-setup` installs into: `CLAWMD_E2E_CACHE`, or
+/// `~/.cache/clawmd-e2e`.
+pub fn e2e_cache() -> PathBuf {
     match std::env::var_os("CLAWMD_E2E_CACHE") {
         Some(dir) => PathBuf::from(dir),
         None => {
@@ -328,6 +329,19 @@ pub fn cache_dir() -> PathBuf {
     }
 }
 
+/// The version of the npm package `package` installed under `prefix/node_modules`, if any.
+pub fn installed_version(prefix: &Path, package: &str) -> Option<String> {
+    let manifest = prefix
+        .join("node_modules")
+        .join(package)
+        .join("package.json");
+    std::fs::read_to_string(manifest)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|v| v["version"].as_str().map(str::to_owned))
+}
+
+/// The tools in the npm prefix `cache`, the CLI and SDK at these versions.
 fn find_tools(cache: &Path, cli_version: &str, sdk_version: &str) -> Result<Tools, String> {
     let cache = cache.to_owned();
     let mut missing = Vec::new();
@@ -339,17 +353,11 @@ fn find_tools(cache: &Path, cli_version: &str, sdk_version: &str) -> Result<Tool
     if node.is_none() {
         missing.push("`node` is not on PATH".to_owned());
     }
-    let modules = cache.join("node_modules/@anthropic-ai");
     for (package, version) in [
         ("claude-code", cli_version),
         ("claude-agent-sdk", sdk_version),
     ] {
-        let manifest = modules.join(package).join("package.json");
-        let found = std::fs::read_to_string(&manifest)
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .and_then(|v| v["version"].as_str().map(str::to_owned));
-        match found {
+        match installed_version(&cache, &format!("@anthropic-ai/{package}")) {
             Some(found) if found == version => {}
             Some(found) => missing.push(format!(
                 "@anthropic-ai/{package} in {} is {found}, the test needs {version}",
