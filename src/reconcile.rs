@@ -14,8 +14,8 @@ use crate::file_kind::{self, FileKind};
 use crate::fsops::{FsError, Listing, Node, SafeDir, Temp, is_temp_name};
 use crate::layout::names;
 use crate::plan::{
-    Content, Desired, GroupPlan, ManagedPath, PLACEHOLDER_START, Place, is_composed, is_pristine,
-    mount_point_placeholder, short_hash,
+    Content, Desired, GroupPlan, ManagedPath, PLACEHOLDER_START, Place, has_nanoclaw_header,
+    is_composed, is_nanoclaw_generated, is_pristine, mount_point_placeholder, short_hash,
 };
 
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
@@ -202,9 +202,13 @@ fn stale_entry_points(
         let Some(old) = group.read_file(name, MAX_RESCUE_BYTES)? else {
             continue;
         };
-        // clawmd's own: the document it composed there before bind folders, or a mount point's
-        // placeholder (edited or not). A mount point no longer in the table may go.
-        if !is_composed(&old) && !old.starts_with(PLACEHOLDER_START.as_bytes()) {
+        // clawmd's own: the document it (or nanoclaw's composer) composed there before bind
+        // folders, or a mount point's placeholder (edited or not). A mount point no longer in
+        // the table may go.
+        if !is_composed(&old)
+            && !has_nanoclaw_header(&old)
+            && !old.starts_with(PLACEHOLDER_START.as_bytes())
+        {
             continue;
         }
         if old != mount_point_placeholder(name) && needs_rescue(&old) {
@@ -353,6 +357,7 @@ fn diff_entry(
     if let (Content::Placeholder(want), Node::File(have)) = (&desired.content, &node)
         && have != want
         && !is_composed(have)
+        && !has_nanoclaw_header(have)
     {
         // Text of its own (a person's, a legacy file not migrated yet): never renamed over.
         steps.push(match have.trim_ascii().is_empty() {
@@ -391,9 +396,10 @@ fn diff_entry(
 }
 
 /// A `CLAUDE.md` that clawmd did not write exactly as it is (a hand edit, or legacy text that
-/// was never migrated) is kept before it is replaced; an empty one holds nothing to lose.
+/// was never migrated) is kept before it is replaced; an empty one holds nothing to lose, nor
+/// does one exactly as nanoclaw's own composer generates it (its header and import lines).
 fn needs_rescue(old: &[u8]) -> bool {
-    !is_pristine(old) && !old.trim_ascii().is_empty()
+    !is_pristine(old) && !old.trim_ascii().is_empty() && !is_nanoclaw_generated(old)
 }
 
 fn refuse_unsafe(

@@ -25,7 +25,18 @@ use crate::report::{escape, escape_path};
 pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
 
 /// Which Claude Code front end reads the memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Consumer {
     /// The CLI (`claude -p`): loads `CLAUDE.local.md` by discovery too.
     #[default]
@@ -234,7 +245,7 @@ fn group_view(
     // binds of a group with the default config; whatever is at `container.json` is bound (and
     // a link there refused below, as the runner would bind through it).
     let present = dir.kind(names::CONFIG)?.is_some();
-    let mut needs = crate::mounts::needs_in(&dir, &settings).unwrap_or_else(|_| {
+    let mut needs = crate::mounts::needs_in(layout, &dir, &settings).unwrap_or_else(|_| {
         Target::of(&crate::config::GroupConfig::default(), &settings).mount_needs(present)
     });
     needs.config = present;
