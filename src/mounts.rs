@@ -180,7 +180,9 @@ mod tests {
             assert!(report.ok, "{report:?}");
         };
         compose(&layout);
-        let table = mounts(&layout, "main", &settings, &GuardSettings::default()).unwrap().0;
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
         assert_eq!(
             table[0],
             Bind::read_write(layout.group_dir("main"), "/workspace/agent")
@@ -192,7 +194,9 @@ mod tests {
         assert!(!table.iter().any(|bind| bind.container == config));
         std::fs::write(layout.group_dir("main").join("container.json"), "{}").unwrap();
         compose(&layout);
-        let table = mounts(&layout, "main", &settings, &GuardSettings::default()).unwrap().0;
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
         assert!(table.iter().any(|bind| bind.container == config));
         // A Codex group binds its AGENTS.md.
         std::fs::write(
@@ -201,7 +205,9 @@ mod tests {
         )
         .unwrap();
         compose(&layout);
-        let table = mounts(&layout, "main", &settings, &GuardSettings::default()).unwrap().0;
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
         assert!(
             table
                 .iter()

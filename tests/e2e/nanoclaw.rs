@@ -19,7 +19,7 @@ use crate::support::Deployment;
 use crate::support::deployment::NANOCLAW_MODULES;
 use crate::support::sandbox::{
     Bind, Consumer, NANOCLAW_CLI_VERSION, NANOCLAW_SDK_VERSION, Sandbox, WORKSPACE, e2e_cache,
-    memory_block, mounts, nanoclaw_tools, printed, rendered,
+    memory_block, mounts_with, nanoclaw_tools, printed, rendered,
 };
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
@@ -197,13 +197,13 @@ fn nanoclaw_binds(root: &Path, session: &Path, group: &str) -> Vec<Bind> {
 /// nanoclaw's `buildMounts()` after the swap: its own session folder, then the table
 /// `clawmd mounts` prints as it is, then nanoclaw's own mounts of its code and content
 /// (`/app/…`) that the table does not already make.
-fn swapped_binds(root: &Path, session: &Path, group: &str) -> Vec<Bind> {
+fn swapped_binds(root: &Path, session: &Path, group: &str, delivery: &str) -> Vec<Bind> {
     let mut binds = vec![Bind {
         host: session.to_owned(),
         container: PathBuf::from("/workspace"),
         readonly: false,
     }];
-    binds.extend(mounts(root, group));
+    binds.extend(mounts_with(root, group, &[("CLAWMD_DELIVERY", delivery)]));
     for own in nanoclaw_binds(root, session, group) {
         let taken = binds.iter().any(|bind| bind.container == own.container);
         if !taken && own.container.starts_with("/app") {
@@ -214,11 +214,11 @@ fn swapped_binds(root: &Path, session: &Path, group: &str) -> Vec<Bind> {
 }
 
 /// Which runner lays out the container: nanoclaw's own `buildMounts()`, or the same after
-/// the swap to clawmd.
+/// the swap to clawmd, for the delivery mode the group was composed with.
 #[derive(Clone, Copy)]
 enum Runner {
     Nanoclaw,
-    Swapped,
+    Swapped(&'static str),
 }
 
 /// The memory block `consumer` sends for `group` of the deployment at `root`.
@@ -235,7 +235,7 @@ fn observe(root: &Path, group: &str, consumer: Consumer, runner: Runner) -> Stri
     let sandbox = Sandbox {
         binds: match runner {
             Runner::Nanoclaw => nanoclaw_binds(root, &session, group),
-            Runner::Swapped => swapped_binds(root, &session, group),
+            Runner::Swapped(delivery) => swapped_binds(root, &session, group, delivery),
         },
         home,
         hostname,
@@ -294,7 +294,7 @@ fn clawmd_delivers_everything_nanoclaws_composer_delivers() {
                 Consumer::Sdk(_) => format!("Agent SDK {NANOCLAW_SDK_VERSION} ['project','user']"),
             };
             let theirs = observe(nanoclaw.root(), group, consumer, Runner::Nanoclaw);
-            let ours = observe(clawmd.root(), group, consumer, Runner::Swapped);
+            let ours = observe(clawmd.root(), group, consumer, Runner::Swapped("managed"));
             eprintln!(
                 "e2e nanoclaw swap: {group:<8} {consumer_name:<40} nanoclaw {:>6} bytes, clawmd {:>6} bytes",
                 theirs.len(),
@@ -392,7 +392,7 @@ fn link_delivery_is_judged_for_the_pinned_release() {
             .starts_with("/app/src/mcp-tools/")
     );
     for consumer in [Consumer::Cli, Consumer::sdk()] {
-        let block = observe(d.root(), "main", consumer, Runner::Swapped);
+        let block = observe(d.root(), "main", consumer, Runner::Swapped("link"));
         for module in NANOCLAW_MODULES {
             assert!(
                 block.contains(&d.module_line(module)),

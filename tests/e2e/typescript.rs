@@ -423,7 +423,7 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
         ("handedSync", "handedsync", "HANDED SYNC"),
     ] {
         assert_eq!(value(name)["complete"], true, "{name}");
-        let composed = d.read(&format!("groups/{group}/CLAUDE.md"));
+        let composed = d.managed_md(group);
         assert!(
             composed.contains(text) && composed.contains("WEB"),
             "{name}: {composed}"

@@ -343,7 +343,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         "{first:?}"
     );
     assert_eq!(watching.next()["event"], "ready");
-    assert!(deployment.read("groups/.clawmd/binds/g/managed/CLAUDE.md").contains("MINE v1"));
+    assert!(deployment.managed_md("g").contains("MINE v1"));
 
     // An edit of a skill the group keeps in its own folder is composed.
     put(
@@ -352,7 +352,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         b"MINE v2\n",
     );
     assert_eq!(watching.next_groups(1), changed(&["g"]));
-    assert!(deployment.read("groups/.clawmd/binds/g/managed/CLAUDE.md").contains("MINE v2"));
+    assert!(deployment.managed_md("g").contains("MINE v2"));
 
     // So is a skill folder made while watching (it gets a watch of its own).
     std::fs::create_dir_all(deployment.path("groups/g/skills/late")).unwrap();
@@ -367,7 +367,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         (Some("g"), Some("changed")),
         "{event}"
     );
-    if !deployment.read("groups/.clawmd/binds/g/managed/CLAUDE.md").contains("LATE") {
+    if !deployment.managed_md("g").contains("LATE") {
         // The folder and its file may come in two recomposes.
         assert_eq!(watching.next_groups(1), changed(&["g"]));
     }
@@ -377,7 +377,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         b"LATE v2\n",
     );
     assert_eq!(watching.next_groups(1), changed(&["g"]));
-    assert!(deployment.read("groups/.clawmd/binds/g/managed/CLAUDE.md").contains("LATE v2"));
+    assert!(deployment.managed_md("g").contains("LATE v2"));
 
     // A link the agent planted where its skills would be is never watched through: a change
     // outside the group prints nothing, and the next line is h's.

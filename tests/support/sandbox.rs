@@ -63,6 +63,12 @@ pub struct Bind {
 /// `clawmd mounts GROUP --format json`, with no flag (the deployment's `clawmd.json` decides),
 /// so the sandbox is built exactly as a runner following the docs builds its container.
 pub fn mounts(root: &Path, group: &str) -> Vec<Bind> {
+    mounts_with(root, group, &[])
+}
+
+/// [`mounts`] with more environment for clawmd (`CLAWMD_DELIVERY`, say: the settings the
+/// group was composed with).
+pub fn mounts_with(root: &Path, group: &str, env: &[(&str, &str)]) -> Vec<Bind> {
     let run = super::run_clawmd(
         [
             OsStr::new("mounts"),
@@ -72,7 +78,9 @@ pub fn mounts(root: &Path, group: &str) -> Vec<Bind> {
             OsStr::new("--root"),
             root.as_os_str(),
         ],
-        &[],
+        &env.iter()
+            .map(|(key, value)| (*key, OsStr::new(value)))
+            .collect::<Vec<_>>(),
     );
     let table = run.success().json();
     table
