@@ -1,7 +1,9 @@
 //! The swap, end to end: nanoclaw v2.0.64's own composer and clawmd (after `clawmd init`) on the
 //! same nanoclaw content, each group then read by the real Claude Code nanoclaw pins (CLI
 //! 2.1.128, Agent SDK 0.2.128 with nanoclaw's `settingSources: ['project','user']`) in a sandbox
-//! laid out as nanoclaw's `buildMounts()` lays it out. Nothing nanoclaw's agents receive is
+//! laid out as nanoclaw's `buildMounts()` lays it out (for clawmd, after the swap: the session
+//! folder, the table `clawmd mounts` prints, then nanoclaw's own `/app` mounts; docs/nanoclaw.md
+//! step 2). Nothing nanoclaw's agents receive is
 //! missing from clawmd's; the six built-in module fragments reach the agent (five where the
 //! runner hands `cli_scope: disabled`); compose's verdict and `clawmd render` agree with what the
 //! binary sent.
