@@ -21,7 +21,7 @@ use super::DeliverySettings;
 use super::verify::{AgentSettings, Delivered, verify_with};
 use crate::fsops::{FsError, SafeDir, TempJournal};
 use crate::layout::Layout;
-use crate::plan::{Content, GroupPlan, Sources};
+use crate::plan::{Content, GroupPlan, Sources, Warning};
 
 /// The folder of the records in the state folder.
 pub const VERDICTS: &str = "verdicts";
@@ -76,7 +76,7 @@ impl Verdicts {
         put(b"clawmd verdict 1");
         put(env!("CARGO_PKG_VERSION").as_bytes());
         put(binary.as_deref().unwrap_or_default());
-        put(format!("{layout:?}").as_bytes());
+        put(format!("{:?}", relocated(layout)).as_bytes());
         put(format!("{settings:?}").as_bytes());
         Verdicts {
             run,
@@ -219,6 +219,31 @@ fn open_dir(layout: &Layout, create: bool) -> Result<SafeDir, FsError> {
     state.open_child(VERDICTS, create)?.ok_or_else(missing)
 }
 
+/// `layout` with its host folders made relative to the folder that holds the groups, the
+/// shared sources and the state (`<root>/groups`, …): [`verify_with`] sees the host only
+/// through where each composed file lies in the mount table, which moving the whole
+/// deployment keeps, so a verdict does not depend on where the deployment is.
+fn relocated(layout: &Layout) -> Layout {
+    let mut base = layout.groups_dir.clone();
+    while !(layout.container_dir.starts_with(&base) && layout.state_dir.starts_with(&base)) {
+        if !base.pop() {
+            return layout.clone();
+        }
+    }
+    let from_base = |path: &std::path::Path| match path.strip_prefix(&base) {
+        Ok(rest) => std::path::Path::new("<root>").join(rest),
+        Err(_) => path.to_owned(),
+    };
+    Layout {
+        groups_dir: from_base(&layout.groups_dir),
+        container_dir: from_base(&layout.container_dir),
+        state_dir: from_base(&layout.state_dir),
+        host_managed_dir: layout.host_managed_dir.as_deref().map(from_base),
+        claude_home: layout.claude_home.as_deref().map(from_base),
+        ..layout.clone()
+    }
+}
+
 /// Which binary judges: its size and modification time (a rebuilt or upgraded clawmd does not
 /// trust the records of another). `None` when it cannot be told: no record is then used.
 fn binary_identity() -> Option<Vec<u8>> {
@@ -278,16 +303,25 @@ fn plan_into(hash: &mut Sha256, plan: &GroupPlan) {
         put(dropped.section.as_bytes());
         put(&dropped.bytes.to_le_bytes());
     }
-    put(format!("{:?}", plan.warnings).as_bytes());
+    // Of the warnings, the verdict reads only the dangling instructions (each named in its
+    // reasons); the others may name host paths, which would tie the key to where the
+    // deployment lies.
+    for warning in &plan.warnings {
+        if let Warning::DanglingInstructions { .. } = warning {
+            put(format!("{warning:?} {warning}").as_bytes());
+        }
+    }
+    // No local memory reads as an empty one (the snapshot seeds it empty; a flat document
+    // misses nothing of it): the first compose, which seeds it, and the no-op after it, which
+    // reads it empty, share a key.
     match (&plan.local_memory, plan.local_memory_too_large) {
-        (None, None) => put(b"no local memory"),
         (None, Some(len)) => {
             put(b"local memory too large");
             put(&len.to_le_bytes());
         }
-        (Some(bytes), _) => {
+        (local, _) => {
             put(b"local memory");
-            put(bytes);
+            put(local.as_deref().unwrap_or_default());
         }
     }
 }
