@@ -237,7 +237,7 @@ fn not_delivered(
     let by_settings = delivered
         .reasons
         .iter()
-        .any(|r| r.contains("claudeMdExcludes") || r.contains("turns memory off"));
+        .any(|r| crate::delivery::verify::reason_is_a_setting(r));
     let fix = if by_settings {
         "remove the setting named (the agent can write its settings files, so an agent may have written it), or deliver through the managed files no file of the agent's reaches".to_owned()
     } else if plan.target.delivery == Delivery::Link && !plan.target.provider.is_flat() {

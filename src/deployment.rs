@@ -15,8 +15,8 @@ use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
 use crate::delivery::{DeliverySettings, GroupInputs, Target, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
-use crate::fsops::{FsError, Leftover, Listing, SafeDir, TempJournal};
-use crate::layout::{GLOBAL_GROUP, Layout, names};
+use crate::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal};
+use crate::layout::{GLOBAL_GROUP, GroupConfigSource, Layout, names};
 use crate::plan::{Delivery, GroupPlan, Sources};
 use crate::recipe::MemoryFile;
 use crate::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
@@ -271,15 +271,15 @@ impl Plans {
         sources: &Sources,
         settings: &DeliverySettings,
     ) -> Result<(GroupConfig, GroupPlan, Option<PlanId>), GroupError> {
-        let bytes = read_config_bytes(dir)?;
+        let config_bytes = read_config_bytes(layout, dir)?;
         // What the recipe reads in the group folder is part of the plan too.
         let group = read_group(layout, dir)?;
-        let key = (bytes, group.key());
+        let key = (config_bytes.bytes.clone(), group.key());
         let known = self.lock().get(&key).cloned();
         let planned = match known {
             Some(planned) => planned,
             None => {
-                let config = parse_config_bytes(dir, key.0.as_deref())?;
+                let config = parse_config_bytes(&config_bytes)?;
                 let plan = match Target::of(&config, settings).provider.is_flat() {
                     true => None,
                     false => plan_with(
@@ -341,33 +341,92 @@ impl Plans {
     }
 }
 
-/// Reads and parses the group's `container.json` (never through a symlink, never opening
-/// anything but a regular file); missing means defaults.
-pub fn read_config(dir: &SafeDir) -> Result<GroupConfig, GroupError> {
-    let bytes = read_config_bytes(dir)?;
-    parse_config_bytes(dir, bytes.as_deref())
+/// Reads and parses the group's config (see [`read_config_bytes`]); missing means defaults.
+pub fn read_config(layout: &Layout, dir: &SafeDir) -> Result<GroupConfig, GroupError> {
+    let config = read_config_bytes(layout, dir)?;
+    parse_config_bytes(&config)
 }
 
-/// The bytes of the group's `container.json` (`None`: missing).
-fn read_config_bytes(dir: &SafeDir) -> Result<Option<Vec<u8>>, GroupError> {
-    match dir.read_file(names::CONFIG, MAX_CONFIG_BYTES) {
-        Ok(bytes) => Ok(bytes),
-        Err(FsError::TooLarge { path, limit, .. }) => Err(FsError::TooLarge {
-            path,
-            limit,
-            fix: "container.json should be a few kilobytes; remove what does not belong in it"
-                .to_owned(),
+/// A group's config as read: its bytes (`None`: missing) and the file they came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigBytes {
+    /// The bytes.
+    pub bytes: Option<Vec<u8>>,
+    /// Where they came from (for messages).
+    pub path: PathBuf,
+}
+
+/// The bytes of the group's config: the one handed on this run's command line, else (with
+/// `"groupConfig": "handed"`) the one the runner last handed, else its `container.json`
+/// (never through a symlink, never opening anything but a regular file).
+pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, GroupError> {
+    let group = dir
+        .path()
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Some(given) = layout.given_configs.get(&group) {
+        return Ok(ConfigBytes {
+            bytes: Some(given.to_vec()),
+            path: PathBuf::from(format!("--config ({group})")),
+        });
+    }
+    let too_large = |path: PathBuf, limit| FsError::TooLarge {
+        path,
+        limit,
+        fix: "a group's config should be a few kilobytes; remove what does not belong in it"
+            .to_owned(),
+    };
+    if layout.group_config == GroupConfigSource::Handed {
+        let path = layout.handed_config(&group);
+        match fsops::read_host_file(&path, MAX_CONFIG_BYTES) {
+            Ok(Some(bytes)) => {
+                return Ok(ConfigBytes {
+                    bytes: Some(bytes),
+                    path,
+                });
+            }
+            Ok(None) => {}
+            Err(FsError::TooLarge { path, limit, .. }) => {
+                return Err(too_large(path, limit).into());
+            }
+            Err(err) => return Err(err.into()),
         }
-        .into()),
+    }
+    let path = dir.path().join(names::CONFIG);
+    match dir.read_file(names::CONFIG, MAX_CONFIG_BYTES) {
+        Ok(bytes) => Ok(ConfigBytes { bytes, path }),
+        Err(FsError::TooLarge { path, limit, .. }) => Err(too_large(path, limit).into()),
         Err(err) => Err(err.into()),
     }
 }
 
-fn parse_config_bytes(dir: &SafeDir, bytes: Option<&[u8]>) -> Result<GroupConfig, GroupError> {
-    match bytes {
-        Some(bytes) => Ok(parse_config(&dir.path().join(names::CONFIG), bytes)?),
+fn parse_config_bytes(config: &ConfigBytes) -> Result<GroupConfig, GroupError> {
+    match &config.bytes {
+        Some(bytes) => Ok(parse_config(&config.path, bytes)?),
         None => Ok(GroupConfig::default()),
     }
+}
+
+/// Keeps `bytes` as the config the runner handed for `group` (`<state>/configs/<group>.json`,
+/// written atomically), for the runs that read handed configs (`"groupConfig": "handed"`).
+pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<(), GroupError> {
+    checked_group_dir(layout, group)?;
+    let path = layout.handed_config(group);
+    let folder = path.parent().unwrap_or(&layout.state_dir);
+    fsops::create_dir_all(folder)?;
+    let dir = SafeDir::open(folder)?;
+    if dir
+        .read_file(&format!("{group}.json"), MAX_CONFIG_BYTES)
+        .ok()
+        .flatten()
+        .as_deref()
+        == Some(bytes)
+    {
+        return Ok(());
+    }
+    dir.write_file(&format!("{group}.json"), bytes)?;
+    Ok(())
 }
 
 /// A group as found on disk, with its plan and the steps that would bring it there.
@@ -471,7 +530,7 @@ pub fn observe_with(
     let (config, plan, plan_id) = match plans {
         Some(plans) => plans.plan(layout, &dir, &listed, sources, settings)?,
         None => {
-            let config = read_config(&dir)?;
+            let config = read_config(layout, &dir)?;
             let plan = plan_for(layout, &dir, &listed, &config, sources, settings)?;
             (config, plan, None)
         }

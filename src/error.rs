@@ -126,6 +126,9 @@ pub enum Error {
     /// The shared `container/` content cannot be read.
     #[error("cannot read the shared container content: {0}")]
     Sources(#[source] FsError),
+    /// A backend's guard cannot be composed (the runner's own settings file for it).
+    #[error(transparent)]
+    Guard(#[from] crate::delivery::guard::GuardError),
     /// The one group a command is about (`clawmd mounts GROUP`) cannot be used.
     #[error("group {group}: {source}")]
     Group {

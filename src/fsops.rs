@@ -33,7 +33,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -190,6 +190,14 @@ pub struct SafeDir {
     journal: Option<Arc<TempJournal>>,
     /// `path` made absolute, for the journal (worked out the first time it is needed).
     absolute: std::cell::OnceCell<PathBuf>,
+}
+
+/// The opened folder itself (for a caller that must name exactly this folder, as
+/// `/proc/self/fd/N`, and never its path again).
+impl AsFd for SafeDir {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 impl Drop for SafeDir {
@@ -1398,6 +1406,26 @@ fn kind_of_path(path: &Path) -> Result<Option<FileKind>> {
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(FsError::io("inspect", path, err)),
     }
+}
+
+/// Atomically replaces (or creates) the trusted host file `path` (such as the deployment's
+/// `clawmd.json`) with `bytes`, durably.
+pub fn write_host_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(FsError::io(
+            "write",
+            path,
+            io::Error::new(io::ErrorKind::InvalidInput, "not a file path"),
+        ));
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let dir = SafeDir::open(parent)?;
+    dir.write_file(&name.to_string_lossy(), bytes)?;
+    dir.sync()
 }
 
 /// Creates a host folder and its parents (for trusted host paths such as `container/`).

@@ -45,6 +45,10 @@ pub mod names {
     pub const STATE_DIR: &str = ".clawmd";
     /// Inside the state folder: one folder per group holding its rescued hand edits.
     pub const RESCUES: &str = "rescues";
+    /// Inside the state folder: the configs runners handed clawmd, one `<group>.json` each.
+    pub const CONFIGS: &str = "configs";
+    /// Inside the state folder: legacy text `migrate` kept aside (`groups/global/CLAUDE.md`).
+    pub const LEGACY: &str = "legacy";
     /// Inside the state folder: one journal per lock of the temp files its runs made
     /// (`fsops::TempJournal`).
     pub const JOURNAL: &str = "journal";
@@ -116,6 +120,11 @@ pub struct Layout {
     /// The sources every group's memory is composed from (`sources` and `memory` in
     /// clawmd.json; default: clawmd's built-in recipe).
     pub recipe: Recipe,
+    /// Where a group's config is read (`groupConfig` in clawmd.json).
+    pub group_config: GroupConfigSource,
+    /// Configs handed on this run's command line (`--config`), by group: read instead of
+    /// any other.
+    pub given_configs: std::collections::BTreeMap<String, std::sync::Arc<[u8]>>,
     /// The agent's `$HOME` inside the container (default `/home/node`; `agentHome`).
     pub agent_home: PathBuf,
     /// Where each group's `~/.claude` (the agent's user settings and memory, which the agent
@@ -123,6 +132,20 @@ pub struct Layout {
     /// name (`claudeHome` in clawmd.json, e.g. `data/sessions/{group}/.claude`). `None`: the
     /// runner mounts none, and the agent's `~/.claude` starts empty at every spawn.
     pub claude_home: Option<PathBuf>,
+}
+
+/// Where a group's config comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+pub enum GroupConfigSource {
+    /// `container.json` in the group folder (the default).
+    #[default]
+    #[serde(rename = "container.json")]
+    File,
+    /// What the runner last handed clawmd with `compose GROUP --config` (it keeps the
+    /// group's config elsewhere, as nanoclaw keeps `cli_scope` in its database), kept in
+    /// `<state>/configs/<group>.json`; a group with none handed yet: its `container.json`.
+    #[serde(rename = "handed")]
+    Handed,
 }
 
 impl Layout {
@@ -137,6 +160,8 @@ impl Layout {
             app_mount: PathBuf::from(DEFAULT_APP_MOUNT),
             workspace_mount: PathBuf::from(DEFAULT_WORKSPACE_MOUNT),
             recipe: Recipe::default(),
+            group_config: GroupConfigSource::File,
+            given_configs: std::collections::BTreeMap::new(),
             agent_home: PathBuf::from(DEFAULT_AGENT_HOME),
             claude_home: None,
         }
@@ -238,6 +263,18 @@ impl Layout {
     /// The host folder that keeps one group's rescued hand edits (outside the group folder).
     pub fn rescue_dir(&self, group: &str) -> PathBuf {
         self.state_dir.join(names::RESCUES).join(group)
+    }
+
+    /// The config the runner last handed for `group` (`groupConfig: "handed"`).
+    pub fn handed_config(&self, group: &str) -> PathBuf {
+        self.state_dir
+            .join(names::CONFIGS)
+            .join(format!("{group}.json"))
+    }
+
+    /// The host folder of legacy text `migrate` kept aside.
+    pub fn legacy_dir(&self) -> PathBuf {
+        self.state_dir.join(names::LEGACY)
     }
 
     /// The host folder of the files the runner binds read-only into one group's container.

@@ -15,7 +15,7 @@ use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
 use clawmd::diff::planned_diffs;
 use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
-use clawmd::migrate::migrate;
+use clawmd::migrate::{MigrateOptions, migrate_with};
 use clawmd::progress::Progress;
 use clawmd::report::{Detail, Line, Report, RunFailure, Stream, Tone, WarningReport};
 use clawmd::report::{WatchEvent, WatchLine};
@@ -56,8 +56,9 @@ Examples:
     /// One-time, idempotent cutover of legacy groups (safe at every start-up).
     #[command(after_help = "\
 Examples:
-  clawmd migrate --dry-run    what would move, writing nothing
-  clawmd migrate --json       at host start-up, for a runner")]
+  clawmd migrate --dry-run          what would move, writing nothing
+  clawmd migrate --json             at host start-up, for a runner
+  clawmd migrate --append-global    also append groups/global/CLAUDE.md to the shared base")]
     Migrate(MigrateArgs),
     /// Find what an agent would miss or wrongly get; exit 1 if any error.
     #[command(after_help = "\
@@ -89,6 +90,14 @@ Examples:
   clawmd watch main ops                 keep two groups composed
   clawmd watch --all --debounce-ms 500  wait for half a second of quiet before recomposing")]
     Watch(WatchArgs),
+    /// Write down in clawmd.json what this deployment needs that clawmd detects (on a nanoclaw
+    /// checkout: its module guidance, the Claude Code release and consumer it pins, where its
+    /// runner keeps a group's config); never changes a key already set.
+    #[command(after_help = "\
+Examples:
+  clawmd init --dry-run        what it would write, writing nothing
+  clawmd --root ~/nanoclaw init")]
+    Init(InitArgs),
     /// Print a shell completion script (e.g. `clawmd completions bash > /etc/bash_completion.d/clawmd`).
     #[command(after_help = "\
 Examples:
@@ -187,7 +196,9 @@ impl GlobalArgs {
             printer.warning(&warning.message);
         }
         Ok((
-            settings.resolve(&self.root, &self.overrides(delivery, lock_timeout)),
+            settings
+                .resolve(&self.root, &self.overrides(delivery, lock_timeout))
+                .with_deployment_pins(),
             warnings,
         ))
     }
@@ -231,7 +242,8 @@ struct DeliveryArgs {
     #[arg(long)]
     approve_external: bool,
     /// The Claude Code release the agents run: its loader rules and wrapper text (default:
-    /// clawmd.json's claudeCodeVersion, else the newest release the conformance corpus covers).
+    /// clawmd.json's claudeCodeVersion, else the deployment's pin (container/Dockerfile's
+    /// ARG CLAUDE_CODE_VERSION), else the newest release the conformance corpus covers).
     #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
     claude_version: Option<ClaudeVersion>,
 }
@@ -277,6 +289,8 @@ struct ComposeArgs {
     all: bool,
     #[command(flatten)]
     delivery: DeliveryArgs,
+    #[command(flatten)]
+    config: ConfigArgs,
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -309,11 +323,76 @@ struct WatchArgs {
     format: OutputFormat,
 }
 
+/// A group's config handed on the command line.
+#[derive(Args, Debug, Clone, Default)]
+struct ConfigArgs {
+    /// The group's config (container.json's shape), from FILE or `-` (standard input), for a
+    /// runner that keeps it elsewhere (nanoclaw keeps cli_scope in its database): read instead
+    /// of container.json, for one group. With "groupConfig": "handed" in clawmd.json, compose
+    /// keeps it for check and render.
+    #[arg(long, value_name = "FILE|-")]
+    config: Option<PathBuf>,
+}
+
+impl ConfigArgs {
+    /// Puts the handed config, if any, into `layout` for `groups` (exactly one), and with
+    /// `keep` (compose, not a dry run) keeps it where "handed" configs are read.
+    fn apply(
+        &self,
+        layout: &mut clawmd::Layout,
+        groups: &[String],
+        keep: bool,
+    ) -> anyhow::Result<()> {
+        let Some(from) = &self.config else {
+            return Ok(());
+        };
+        let [group] = groups else {
+            anyhow::bail!("--config hands the config of one group: name exactly one group");
+        };
+        let bytes = if from.as_os_str() == "-" {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::io::stdin(), clawmd::config::MAX_CONFIG_BYTES + 1),
+                &mut bytes,
+            )
+            .context("cannot read the config from standard input")?;
+            bytes
+        } else {
+            fs_err::read(from).context("cannot read --config")?
+        };
+        if bytes.len() as u64 > clawmd::config::MAX_CONFIG_BYTES {
+            anyhow::bail!(
+                "the handed config is over {} bytes; a group's config is a few kilobytes",
+                clawmd::config::MAX_CONFIG_BYTES
+            );
+        }
+        if keep && layout.group_config == clawmd::layout::GroupConfigSource::Handed {
+            clawmd::deployment::keep_handed_config(layout, group, &bytes)?;
+        }
+        layout
+            .given_configs
+            .insert(group.clone(), std::sync::Arc::from(bytes));
+        Ok(())
+    }
+}
+
+#[derive(Args, Debug)]
+struct InitArgs {
+    /// Print what would be written; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
 #[derive(Args, Debug)]
 struct MigrateArgs {
     /// Print what would change; write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Append groups/global/CLAUDE.md text the shared base lacks to container/CLAUDE.md (by
+    /// default it is kept aside in the state folder and reported: the shared base is the
+    /// deployment owner's, and the old global text is often one group's persona).
+    #[arg(long)]
+    append_global: bool,
     #[command(flatten)]
     lock: LockArgs,
     #[command(flatten)]
@@ -332,6 +411,8 @@ struct CheckArgs {
     /// clawmd.json, defaults).
     #[command(flatten)]
     delivery: DeliveryArgs,
+    #[command(flatten)]
+    config: ConfigArgs,
     /// Apply the safe fixes (compose the groups that are out of date or hold leftovers, unless
     /// a person edited them), then report what is left for a person.
     #[arg(long)]
@@ -373,14 +454,16 @@ struct RenderArgs {
     /// The output: Claude Code's own block, one flattened markdown file, or chat messages (JSON).
     #[arg(long, default_value = "claude", value_parser = parse_format())]
     format: Format,
-    /// The front end: the CLI, or the Agent SDK with settingSources ['project','user'].
-    #[arg(long, default_value = "cli", value_parser = parse_consumer())]
-    consumer: Consumer,
+    /// The front end: the CLI, or the Agent SDK with settingSources ['project','user']
+    /// (default for a group: the deployment's, from clawmd.json or its runner; else cli).
+    #[arg(long, value_parser = parse_consumer())]
+    consumer: Option<Consumer>,
     /// Instead of the memory: which files reach the agent and what is dropped, and why.
     #[arg(long)]
     delivery_view: bool,
-    /// The Claude Code release the agent runs: its loader rules and wrapper text (default:
-    /// the newest release the conformance corpus covers).
+    /// The Claude Code release the agent runs: its loader rules and wrapper text (default for
+    /// a group: the deployment's, as compose judges it; else the newest release the
+    /// conformance corpus covers).
     #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
     claude_version: Option<ClaudeVersion>,
 }
@@ -470,6 +553,7 @@ fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Compose(args) => run_compose(global, args, printer),
         Command::Migrate(args) => run_migrate(global, args, printer),
+        Command::Init(args) => run_init(global, args, printer),
         Command::Check(args) => run_check(global, args, printer),
         Command::Render(args) => run_render(global, args, printer),
         Command::Mounts(args) => run_mounts(global, args, printer),
@@ -509,12 +593,16 @@ fn run_compose(
     args: ComposeArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
-    let (resolved, warnings) = global.resolve(&args.delivery, args.lock.lock_timeout, printer)?;
+    let (mut resolved, warnings) =
+        global.resolve(&args.delivery, args.lock.lock_timeout, printer)?;
+    args.config
+        .apply(&mut resolved.layout, &args.groups, !args.dry_run)?;
     let selection = selection(&args.groups, args.all);
     let options = ComposeOptions {
         settings: resolved.delivery,
         dry_run: args.dry_run,
         lock_timeout: resolved.lock_timeout,
+        guards: resolved.guards.clone(),
     };
     let bar = printer.progress("composing");
     let result =
@@ -614,6 +702,45 @@ fn run_watch(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow:
     }
 }
 
+fn run_init(global: &GlobalArgs, args: InitArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let (resolved, _) = global.resolve(&DeliveryArgs::default(), None, printer)?;
+    let path = global.root.join(clawmd::settings::SETTINGS_FILE);
+    let existing = match fs_err::read(&path) {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => anyhow::bail!(
+                "{} is not a JSON object; fix it first (init never overwrites it)",
+                path.display()
+            ),
+        },
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => serde_json::Map::new(),
+        Err(err) => return Err(err.into()),
+    };
+    let detected = clawmd::init::detect(&global.root, &resolved.layout);
+    let plan = clawmd::init::plan(&detected, &resolved.layout, &existing);
+    for note in &plan.notes {
+        printer.line(&Line {
+            stream: Stream::Stdout,
+            tone: Tone::Plain,
+            text: format!("  {}", clawmd::report::escape(note)),
+        })?;
+    }
+    let summary = match (&plan.settings, args.dry_run) {
+        (None, _) => format!("{}: nothing to add", path.display()),
+        (Some(_), true) => format!("{}: would write (dry run: nothing written)", path.display()),
+        (Some(bytes), false) => {
+            clawmd::fsops::write_host_file(&path, bytes)?;
+            format!("{}: written", path.display())
+        }
+    };
+    printer.line(&Line {
+        stream: Stream::Stdout,
+        tone: Tone::Changed,
+        text: clawmd::report::escape(&summary).into_owned(),
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run_migrate(
     global: &GlobalArgs,
     args: MigrateArgs,
@@ -623,14 +750,23 @@ fn run_migrate(
         global.resolve(&DeliveryArgs::default(), args.lock.lock_timeout, printer)?;
     finish(
         "migrate",
-        migrate(&resolved.layout, args.dry_run, resolved.lock_timeout),
+        migrate_with(
+            &resolved.layout,
+            &MigrateOptions {
+                dry_run: args.dry_run,
+                lock_timeout: resolved.lock_timeout,
+                append_global: args.append_global,
+            },
+        ),
         args.output.format(),
         printer,
     )
 }
 
 fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
-    let (resolved, _) = global.resolve(&args.delivery, None, printer)?;
+    let (mut resolved, _) = global.resolve(&args.delivery, None, printer)?;
+    args.config
+        .apply(&mut resolved.layout, &args.groups, false)?;
     let selection = selection(&args.groups, args.all);
     let options = CheckOptions {
         settings: resolved.delivery,
@@ -649,6 +785,7 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
                 settings: options.settings,
                 dry_run: false,
                 lock_timeout: resolved.lock_timeout,
+                guards: resolved.guards.clone(),
             };
             let bar = printer.progress("fixing");
             let fixed = compose_with_progress(
@@ -691,12 +828,16 @@ fn run_mounts(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let (resolved, _) = global.resolve(&args.delivery, None, printer)?;
-    let result = clawmd::mounts::mounts(&resolved.layout, &args.group, &resolved.delivery).map_err(
-        |source| clawmd::Error::Group {
-            group: args.group.clone(),
-            source: Box::new(source),
-        },
-    );
+    let result = clawmd::mounts::mounts(
+        &resolved.layout,
+        &args.group,
+        &resolved.delivery,
+        &resolved.guards,
+    )
+    .map_err(|source| clawmd::Error::Group {
+        group: args.group.clone(),
+        source: Box::new(source),
+    });
     finish("mounts", result, args.output.format(), printer)
 }
 
@@ -705,12 +846,24 @@ fn run_render(
     args: RenderArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
+    // A group is rendered as the deployment's agents run (its pinned release and consumer)
+    // unless the command line says otherwise.
+    let resolved = match &args.group {
+        Some(_) => Some(global.resolve(&DeliveryArgs::default(), None, printer)?.0),
+        None => None,
+    };
     let mut view = ViewOptions {
         approve_external: args.approve_external,
         home: args.home.clone(),
         container_home: Some(args.container_home.clone()),
-        consumer: args.consumer,
-        claude_version: args.claude_version.unwrap_or_default(),
+        consumer: args
+            .consumer
+            .or(resolved.as_ref().map(|r| r.delivery.consumer))
+            .unwrap_or_default(),
+        claude_version: args
+            .claude_version
+            .or(resolved.as_ref().map(|r| r.delivery.claude_version))
+            .unwrap_or_default(),
         ..ViewOptions::default()
     };
     if !view.claude_version.is_verified() {
@@ -722,7 +875,7 @@ fn run_render(
     }
     let memory = match (&args.group, &args.cwd) {
         (Some(group), _) => {
-            let (resolved, _) = global.resolve(&DeliveryArgs::default(), None, printer)?;
+            let resolved = resolved.as_ref().expect("resolved for a group");
             view.delivery = resolved.delivery.delivery;
             view.provider = resolved.delivery.provider;
             load_group(&resolved.layout, group, &view)

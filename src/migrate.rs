@@ -1,10 +1,18 @@
 //! `migrate`: the one-time cutover of legacy groups, safe to run at every start-up.
 //!
 //! * A `.claude-global.md` symlink in a group is removed.
-//! * A hand-written `CLAUDE.md` (one without clawmd's header) becomes `CLAUDE.local.md`; when a
-//!   `CLAUDE.local.md` already exists, the legacy text is appended to it below a marker.
-//! * `groups/global/CLAUDE.md` text is appended to `container/CLAUDE.md` (the new shared base),
-//!   then the old file is removed, and the folder too if nothing else is left in it.
+//! * A hand-written `CLAUDE.md` (one without clawmd's or nanoclaw's generated-file header)
+//!   becomes `CLAUDE.local.md`; when a `CLAUDE.local.md` already exists, the legacy text is
+//!   appended to it below a marker. Its `@./.claude-global.md` line (the legacy link, which
+//!   migrate removes) is left out.
+//! * `groups/global/CLAUDE.md` text that the shared base (`container/CLAUDE.md`) does not hold
+//!   is kept aside in clawmd's state folder (`<state>/legacy/`) and reported: the shared base
+//!   belongs to the deployment's owner (nanoclaw's upstream updates it by git merge), and the
+//!   old global text is often one group's persona ("You are Main"), not what every group should
+//!   read. With `--append-global` it is appended to the shared base instead. Then the old file
+//!   is removed, and the folder too if nothing else is left in it.
+//! * A `CLAUDE.md` that nanoclaw's own composer generated (its `<!-- Composed at spawn` header)
+//!   is nobody's text: it is left to compose, which replaces it.
 //!
 //! Each folder is migrated in three steps, chezmoi style: [`observe_group`] (or
 //! [`observe_global`]) reads what is there, [`plan_group`] (or [`plan_global`]) computes the
@@ -26,7 +34,7 @@ use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Leftover, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
-use crate::plan::is_composed;
+use crate::plan::{has_nanoclaw_header, is_composed, short_hash};
 use crate::report::{ActionReport, MigrateGroupReport, MigrateReport, Status};
 use crate::state;
 
@@ -72,6 +80,14 @@ pub enum Action {
     },
     /// The source's text is already in the destination: remove the source.
     RemoveMigrated,
+    /// Keep `text` aside in the state folder as `name` (`groups/global` text the shared base
+    /// does not hold), then remove the source.
+    KeepAside {
+        /// The text.
+        text: Vec<u8>,
+        /// Its file name in `<state>/legacy/`.
+        name: String,
+    },
     /// Remove the emptied `groups/global` folder.
     RemoveGlobalDir,
 }
@@ -106,12 +122,42 @@ pub struct GlobalState {
     pub shared_base: Option<Vec<u8>>,
 }
 
+/// How to migrate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigrateOptions {
+    /// Only plan.
+    pub dry_run: bool,
+    /// How long to wait for a group's lock.
+    pub lock_timeout: Duration,
+    /// Append `groups/global/CLAUDE.md` text the shared base lacks to `container/CLAUDE.md`
+    /// (else it is kept aside in the state folder).
+    pub append_global: bool,
+}
+
 /// Migrates every group folder and the retired `global` folder; with `dry_run`, only plans.
+/// Global text the shared base lacks is kept aside ([`migrate_with`] can append it instead).
 pub fn migrate(
     layout: &Layout,
     dry_run: bool,
     lock_timeout: Duration,
 ) -> Result<MigrateReport, Error> {
+    migrate_with(
+        layout,
+        &MigrateOptions {
+            dry_run,
+            lock_timeout,
+            append_global: false,
+        },
+    )
+}
+
+/// [`migrate`] with every option.
+pub fn migrate_with(layout: &Layout, options: &MigrateOptions) -> Result<MigrateReport, Error> {
+    let MigrateOptions {
+        dry_run,
+        lock_timeout,
+        append_global,
+    } = *options;
     let groups = list_groups(layout).map_err(Error::Groups)?;
     let mut reports: Vec<MigrateGroupReport> = groups
         .iter()
@@ -127,7 +173,7 @@ pub fn migrate(
     if fs_err::symlink_metadata(&global).is_ok() || state::may_have_leftovers(layout, GLOBAL_GROUP)
     {
         reports.push(run_one(GLOBAL_GROUP, || {
-            migrate_global(layout, dry_run, lock_timeout)
+            migrate_global(layout, dry_run, lock_timeout, append_global)
         }));
     }
     Ok(MigrateReport::new(dry_run, reports))
@@ -208,8 +254,9 @@ pub fn observe_group(
     group: &str,
     dir: &SafeDir,
 ) -> Result<GroupState, GroupError> {
-    let legacy =
-        read_regular(dir, names::CLAUDE_MD, MAX_LEGACY_BYTES)?.filter(|text| !is_composed(text));
+    // What clawmd or nanoclaw's composer generated is nobody's text: compose replaces it.
+    let legacy = read_regular(dir, names::CLAUDE_MD, MAX_LEGACY_BYTES)?
+        .filter(|text| !is_composed(text) && !has_nanoclaw_header(text));
     let local = match legacy {
         Some(_) => read_regular(dir, names::CLAUDE_LOCAL_MD, MAX_LEGACY_BYTES)?,
         None => None,
@@ -236,9 +283,25 @@ pub fn plan_group(state: &GroupState) -> (Vec<Action>, Vec<String>) {
         )),
     }
     if let Some(text) = &state.legacy {
-        actions.push(move_into(text, state.local.as_deref()));
+        actions.push(move_into(
+            &without_global_import(text),
+            state.local.as_deref(),
+        ));
     }
     (actions, warnings)
+}
+
+/// `text` without its `@./.claude-global.md` lines: the legacy link they import is removed by
+/// the same migration, so in `CLAUDE.local.md` they would be imports of nothing.
+fn without_global_import(text: &[u8]) -> Vec<u8> {
+    let import = format!("@./{}", names::LEGACY_GLOBAL_LINK);
+    let mut out = Vec::with_capacity(text.len());
+    for line in text.split_inclusive(|b| *b == b'\n') {
+        if line.trim_ascii() != import.as_bytes() {
+            out.extend_from_slice(line);
+        }
+    }
+    out
 }
 
 /// Moving `text` into a destination that holds `existing` (`None`: missing).
@@ -271,7 +334,7 @@ pub fn apply_group(dir: &SafeDir, actions: &[Action]) -> Result<(), GroupError> 
                 }
             }
             Action::Append { text, .. } => append_legacy(dir, text)?,
-            Action::RemoveMigrated | Action::RemoveGlobalDir => {}
+            Action::RemoveMigrated | Action::RemoveGlobalDir | Action::KeepAside { .. } => {}
         }
         // The text is durable in its new place before the old file goes.
         dir.sync()?;
@@ -314,11 +377,13 @@ fn report_group_action(action: &Action) -> ActionReport {
             from: legacy,
             into: local,
         },
-        // (`RemoveGlobalDir` is never planned for a group.)
-        Action::RemoveMigrated | Action::RemoveGlobalDir => ActionReport::RemoveMigrated {
-            path: legacy,
-            kept_in: local,
-        },
+        // (`RemoveGlobalDir` and `KeepAside` are never planned for a group.)
+        Action::RemoveMigrated | Action::RemoveGlobalDir | Action::KeepAside { .. } => {
+            ActionReport::RemoveMigrated {
+                path: legacy,
+                kept_in: local,
+            }
+        }
     }
 }
 
@@ -326,6 +391,7 @@ fn migrate_global(
     layout: &Layout,
     dry_run: bool,
     lock_timeout: Duration,
+    append: bool,
 ) -> Result<Outcome, GroupError> {
     let _lock = (!dry_run)
         .then(|| fsops::lock(&layout.lock_file(GLOBAL_GROUP), lock_timeout))
@@ -353,7 +419,7 @@ fn migrate_global(
         other => other?,
     };
     let state = observe_global(layout, &global)?;
-    let (actions, warnings) = plan_global(&state, layout)?;
+    let (actions, warnings) = plan_global(&state, layout, append)?;
     let reports = actions
         .iter()
         .map(|action| report_global_action(layout, action))
@@ -420,11 +486,31 @@ pub fn observe_global(layout: &Layout, global: &SafeDir) -> Result<GlobalState, 
 pub fn plan_global(
     state: &GlobalState,
     layout: &Layout,
+    append: bool,
 ) -> Result<(Vec<Action>, Vec<String>), GroupError> {
     let global_dir = layout.group_dir(GLOBAL_GROUP);
     let mut actions = clean(&state.temps);
     let mut warnings = Vec::new();
-    if let Some(text) = &state.text {
+    let held = |text: &[u8]| {
+        state
+            .shared_base
+            .as_deref()
+            .is_some_and(|base| holds(base, text))
+    };
+    if let Some(text) = state.text.as_deref().filter(|text| !append && !held(text)) {
+        let name = legacy_global_name(text);
+        warnings.push(format!(
+            "{} holds text that {} does not: it was kept in {} and is not given to any group; {} is left as it is (fix: put what every group should read into it, or a group's own text into that group's CLAUDE.local.md; to append it to the shared base instead, run `clawmd migrate --append-global` before the first migrate)",
+            global_dir.join(names::CLAUDE_MD).display(),
+            layout.shared_base_source().display(),
+            layout.legacy_dir().join(&name).display(),
+            layout.shared_base_source().display(),
+        ));
+        actions.push(Action::KeepAside {
+            text: text.to_vec(),
+            name,
+        });
+    } else if let Some(text) = &state.text {
         let action = move_into(text, state.shared_base.as_deref());
         let size = match &action {
             Action::Move { text } => text.len(),
@@ -459,6 +545,12 @@ pub fn plan_global(
         ));
     }
     Ok((actions, warnings))
+}
+
+/// The file name under `<state>/legacy/` of `groups/global/CLAUDE.md` text kept aside: the
+/// same text always gets the same name, so it is kept once.
+pub fn legacy_global_name(text: &[u8]) -> String {
+    format!("global-CLAUDE.md.{}", short_hash(text))
 }
 
 /// What [`apply_global`] did beyond the plan.
@@ -507,6 +599,18 @@ pub fn apply_global(
                 }
                 global.remove(names::CLAUDE_MD)?;
             }
+            Action::KeepAside { text, name } => {
+                fsops::create_dir_all(&layout.legacy_dir())?;
+                let mut legacy = SafeDir::open(&layout.legacy_dir())?;
+                // Its temps are recorded in the global lock's journal, so a run that is
+                // interrupted leaves nothing the next one does not clean.
+                legacy.record_temps_in(journal);
+                // Named by its text's hash: a file already there holds this very text.
+                legacy.create_new_file(name, text)?;
+                // The text is durable in the state folder before the old file goes.
+                legacy.sync()?;
+                global.remove(names::CLAUDE_MD)?;
+            }
             Action::RemoveGlobalDir => {
                 global.sync()?;
                 let parent = SafeDir::open(&layout.groups_dir)?;
@@ -528,6 +632,10 @@ fn report_global_action(layout: &Layout, action: &Action) -> ActionReport {
             path: shown.clone(),
         },
         Action::Move { .. } | Action::Append { .. } => ActionReport::MoveGlobal { from, into },
+        Action::KeepAside { name, .. } => ActionReport::KeepGlobal {
+            from,
+            kept_in: layout.legacy_dir().join(name).display().to_string(),
+        },
         Action::RemoveMigrated => ActionReport::RemoveMigrated {
             path: from,
             kept_in: into,

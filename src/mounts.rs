@@ -1,12 +1,17 @@
 //! `mounts`: the binds a runner makes for one group's container, in the order to apply them
 //! ([`Layout::mount_table`], for the group's delivery target), so that the runner and clawmd
 //! cannot drift: a runner applies the table as it is and adds only its own mounts (a session
-//! folder, the agent's home, its own code), none of them over these.
+//! folder, the agent's home, its own code), none of them over these. The one mount of the
+//! runner's that goes *under* some of them is the agent's home (`agentHome`, default
+//! `/home/node`): a Codex, Gemini CLI or opencode group's guard binds over paths in it
+//! (opencode's config folders), listed last, so the runner mounts the home before them.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::config::GroupConfig;
+use crate::delivery::guard::{self, GuardPaths, GuardSettings};
 use crate::delivery::{DeliverySettings, Target};
 use crate::deployment::{checked_group_dir, open_group, read_config};
 use crate::error::GroupError;
@@ -22,22 +27,79 @@ pub fn group_needs(
     group: &str,
     settings: &DeliverySettings,
 ) -> Result<MountNeeds, GroupError> {
+    let (target, exists) = group_target(layout, group, settings)?;
+    Ok(target.mount_needs(exists))
+}
+
+/// [`group_needs`] for a view of the group (`render`, `check`): a `container.json` that cannot
+/// be read or parsed (a device, a FIFO, malformed; a link is refused) counts as absent, so the view still shows
+/// what the agent gets and names that file itself, rather than failing as a whole.
+pub fn view_needs(
+    layout: &Layout,
+    group: &str,
+    settings: &DeliverySettings,
+) -> Result<MountNeeds, GroupError> {
     let dir = open_group(&checked_group_dir(layout, group)?)?;
-    let config = read_config(&dir)?;
-    let exists = dir.kind(names::CONFIG)? == Some(FileKind::File);
+    let (config, exists) = match read_config(layout, &dir) {
+        Ok(config) => (config, dir.kind(names::CONFIG)? == Some(FileKind::File)),
+        // A link the agent planted is refused, as every command refuses it.
+        Err(err) if dir.kind(names::CONFIG)? == Some(FileKind::Symlink) => return Err(err),
+        Err(err) => {
+            tracing::debug!(group, "container.json unusable for the view: {err}");
+            (GroupConfig::default(), false)
+        }
+    };
     Ok(Target::of(&config, settings).mount_needs(exists))
 }
 
+/// The group's delivery target, and whether its `container.json` exists.
+fn group_target(
+    layout: &Layout,
+    group: &str,
+    settings: &DeliverySettings,
+) -> Result<(Target, bool), GroupError> {
+    let dir = open_group(&checked_group_dir(layout, group)?)?;
+    let config = read_config(layout, &dir)?;
+    let exists = dir.kind(names::CONFIG)? == Some(FileKind::File);
+    Ok((Target::of(&config, settings), exists))
+}
+
 /// The mount table of `group`'s container with every host path absolute (relative paths of
-/// the layout are taken from the current directory), as `clawmd mounts` prints it.
+/// the layout are taken from the current directory), as `clawmd mounts` prints it: the
+/// layout's table, then the guard of the group's backend (Codex, Gemini CLI, opencode:
+/// [`crate::delivery::guard`]), whose binds under the agent's home (`guards.agent_home`) come
+/// last, so that a runner mounts the home before them.
 pub fn mounts(
     layout: &Layout,
     group: &str,
     settings: &DeliverySettings,
+    guards: &GuardSettings,
 ) -> Result<MountsReport, GroupError> {
-    let needs = group_needs(layout, group, settings)?;
-    let binds = layout
-        .mount_table(group, &needs)
+    let (target, exists) = group_target(layout, group, settings)?;
+    let mut table = layout.mount_table(group, &target.mount_needs(exists));
+    let paths = GuardPaths {
+        workspace: &layout.workspace_mount,
+        home: &guards.agent_home,
+    };
+    let guard = guard::guard(target.provider, &settings.budgets, paths, None)
+        .expect("a guard without the runner's settings cannot fail");
+    if let Some(guard) = guard {
+        let entry = layout.workspace_mount.join(target.file);
+        let entry_host = table
+            .iter()
+            .find(|bind| bind.container == entry)
+            .map(|bind| bind.host.clone())
+            .expect("the mount table binds the entry point");
+        let root = layout.bind_dir(group).join(guard::GUARD_DIR);
+        let (home, other): (Vec<_>, Vec<_>) = guard
+            .binds(&entry_host, &root)
+            .into_iter()
+            .partition(|(_, container)| container.starts_with(&guards.agent_home));
+        for (host, container) in other.into_iter().chain(home) {
+            table.push(Bind::read_only(host, container));
+        }
+    }
+    let binds = table
         .into_iter()
         .map(|bind| Bind {
             host: absolute(&bind.host),
@@ -102,7 +164,9 @@ mod tests {
         let layout = Layout::under_root(root.path());
         std::fs::create_dir_all(layout.group_dir("main")).unwrap();
         let settings = DeliverySettings::default();
-        let table = mounts(&layout, "main", &settings).unwrap().0;
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
         assert_eq!(
             table[0],
             Bind::read_write(layout.group_dir("main"), "/workspace/agent")
@@ -113,7 +177,9 @@ mod tests {
         let config = Path::new("/workspace/agent/container.json");
         assert!(!table.iter().any(|bind| bind.container == config));
         std::fs::write(layout.group_dir("main").join("container.json"), "{}").unwrap();
-        let table = mounts(&layout, "main", &settings).unwrap().0;
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
         assert!(table.iter().any(|bind| bind.container == config));
         // A Codex group binds its AGENTS.md.
         std::fs::write(
@@ -121,12 +187,60 @@ mod tests {
             r#"{"provider": "codex"}"#,
         )
         .unwrap();
-        let table = mounts(&layout, "main", &settings).unwrap().0;
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
         assert!(
             table
                 .iter()
                 .any(|bind| bind.container == Path::new("/workspace/agent/AGENTS.md"))
         );
+        // Its guard: the document again as AGENTS.override.md, and Codex's managed config.
+        let entry = table
+            .iter()
+            .find(|b| b.container == Path::new("/workspace/agent/AGENTS.md"))
+            .unwrap();
+        let over = table
+            .iter()
+            .find(|b| b.container == Path::new("/workspace/agent/AGENTS.override.md"))
+            .unwrap();
+        assert_eq!((&over.host, over.readonly), (&entry.host, true));
+        let managed = table
+            .iter()
+            .find(|b| b.container == Path::new("/etc/codex/managed_config.toml"))
+            .unwrap();
+        assert_eq!(
+            managed.host,
+            layout
+                .bind_dir("main")
+                .join("guard/codex/managed_config.toml")
+        );
+        // opencode: the binds under the agent's home come last, at the configured home.
+        std::fs::write(
+            layout.group_dir("main").join("container.json"),
+            r#"{"provider": "opencode"}"#,
+        )
+        .unwrap();
+        let guards = GuardSettings {
+            agent_home: PathBuf::from("/home/agent"),
+            ..GuardSettings::default()
+        };
+        let table = mounts(&layout, "main", &settings, &guards).unwrap().0;
+        let first_home = table
+            .iter()
+            .position(|b| b.container.starts_with("/home/agent"))
+            .unwrap();
+        assert!(
+            table[first_home..]
+                .iter()
+                .all(|b| b.container.starts_with("/home/agent"))
+        );
+        assert!(
+            table
+                .iter()
+                .any(|b| b.container == Path::new("/home/agent/.config"))
+        );
+        assert!(table.iter().all(|b| !b.container.starts_with("/home/node")));
         assert!(!table.iter().any(|bind| bind.container.starts_with("/app")));
     }
 
@@ -137,11 +251,11 @@ mod tests {
         std::fs::create_dir_all(&layout.groups_dir).unwrap();
         let settings = DeliverySettings::default();
         assert!(matches!(
-            mounts(&layout, "nope", &settings),
+            mounts(&layout, "nope", &settings, &GuardSettings::default()),
             Err(GroupError::Missing { .. })
         ));
         std::os::unix::fs::symlink("/etc", layout.group_dir("evil")).unwrap();
-        assert!(mounts(&layout, "evil", &settings).is_err());
-        assert!(mounts(&layout, "../x", &settings).is_err());
+        assert!(mounts(&layout, "evil", &settings, &GuardSettings::default()).is_err());
+        assert!(mounts(&layout, "../x", &settings, &GuardSettings::default()).is_err());
     }
 }

@@ -323,6 +323,42 @@ pub fn is_composed(text: &[u8]) -> bool {
     text.starts_with(HEADER_START.as_bytes())
 }
 
+/// The start of the first line of the `CLAUDE.md` nanoclaw's own composer writes
+/// (`src/claude-md-compose.ts`: `<!-- Composed at spawn — do not edit. Edit CLAUDE.local.md
+/// for per-group content. -->`).
+pub const NANOCLAW_HEADER_START: &str = "<!-- Composed at spawn \u{2014} do not edit";
+
+/// Whether `text` starts with nanoclaw's generated-file header (composed by nanoclaw, possibly
+/// edited since): migrate leaves it to compose, never taking it for someone's memory.
+pub fn has_nanoclaw_header(text: &[u8]) -> bool {
+    text.starts_with(NANOCLAW_HEADER_START.as_bytes())
+}
+
+/// Whether `text` is a `CLAUDE.md` exactly as nanoclaw's composer writes it: its header, then
+/// only its import lines (`@./.claude-shared.md`, `@./.claude-fragments/<file>`). It holds
+/// nobody's text, so compose replaces it without keeping a copy; any other line makes it a
+/// hand edit, kept like any other.
+pub fn is_nanoclaw_generated(text: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    if !header.starts_with(NANOCLAW_HEADER_START) || !header.trim_end().ends_with("-->") {
+        return false;
+    }
+    lines.all(|line| {
+        let line = line.trim_end();
+        line.is_empty()
+            || line == "@./.claude-shared.md"
+            || line
+                .strip_prefix("@./.claude-fragments/")
+                .is_some_and(|file| {
+                    !file.is_empty() && !file.contains('/') && !file.contains(char::is_whitespace)
+                })
+    })
+}
+
 /// Whether `text` is exactly as clawmd wrote it: the header's hash matches the body.
 pub fn is_pristine(text: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(text) else {
@@ -525,6 +561,25 @@ mod tests {
             ("skill:mcp-db", "mcp:db")
         );
         assert!(err.to_string().contains("fix:"));
+    }
+
+    #[test]
+    fn nanoclaws_generated_claude_md_is_recognised_and_an_edited_one_is_not_pristine() {
+        let generated = "<!-- Composed at spawn \u{2014} do not edit. Edit CLAUDE.local.md for per-group content. -->\n@./.claude-shared.md\n@./.claude-fragments/mcp-db.md\n@./.claude-fragments/module-core.md\n@./.claude-fragments/skill-onecli-gateway.md\n";
+        assert!(is_nanoclaw_generated(generated.as_bytes()));
+        assert!(has_nanoclaw_header(generated.as_bytes()));
+        assert!(!is_composed(generated.as_bytes()));
+        let edited = format!("{generated}Remember: the client is Acme.\n");
+        assert!(!is_nanoclaw_generated(edited.as_bytes()));
+        assert!(has_nanoclaw_header(edited.as_bytes()));
+        for other in [
+            "# Main\n@./.claude-shared.md\n",
+            "@./.claude-shared.md\n",
+            "<!-- Composed at spawn \u{2014} do not edit -->\n@../escape.md\n",
+            "<!-- Composed at spawn \u{2014} do not edit -->\n@./.claude-fragments/a b.md\n",
+        ] {
+            assert!(!is_nanoclaw_generated(other.as_bytes()), "{other}");
+        }
     }
 
     #[test]

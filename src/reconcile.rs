@@ -13,7 +13,10 @@ use crate::error::GroupError;
 use crate::file_kind::{self, FileKind};
 use crate::fsops::{FsError, Listing, Node, SafeDir, Temp};
 use crate::layout::names;
-use crate::plan::{Content, Desired, GroupPlan, ManagedPath, is_composed, is_pristine, short_hash};
+use crate::plan::{
+    Content, Desired, GroupPlan, ManagedPath, is_composed, is_nanoclaw_generated, is_pristine,
+    short_hash,
+};
 
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
 pub const MAX_RESCUE_BYTES: u64 = 64 * 1024 * 1024;
@@ -309,9 +312,10 @@ fn diff_entry(
 }
 
 /// A `CLAUDE.md` that clawmd did not write exactly as it is (a hand edit, or legacy text that
-/// was never migrated) is kept before it is replaced; an empty one holds nothing to lose.
+/// was never migrated) is kept before it is replaced; an empty one holds nothing to lose, nor
+/// does one exactly as nanoclaw's own composer generates it (its header and import lines).
 fn needs_rescue(old: &[u8]) -> bool {
-    !is_pristine(old) && !old.trim_ascii().is_empty()
+    !is_pristine(old) && !old.trim_ascii().is_empty() && !is_nanoclaw_generated(old)
 }
 
 fn refuse_unsafe(

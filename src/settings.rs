@@ -31,8 +31,10 @@ use crate::config::ConfigError;
 use crate::delivery::{Budgets, Delivery, DeliverySettings, Provider};
 use crate::layout::Layout;
 use crate::loader::ClaudeVersion;
+use crate::pin::PinSource;
 use crate::recipe::{RawMemory, RawSource, Recipe};
 use crate::report::Code;
+use crate::view::Consumer;
 
 /// The settings file's name, at the deployment root.
 pub const SETTINGS_FILE: &str = "clawmd.json";
@@ -40,7 +42,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 19] = [
     "delivery",
     "provider",
     "budgets",
@@ -52,8 +54,11 @@ const KEYS: [&str; 16] = [
     "workspaceMount",
     "lockTimeout",
     "stateDir",
+    "geminiSystemSettings",
     "sources",
     "memory",
+    "consumer",
+    "groupConfig",
     "agentHome",
     "claudeHome",
     "$schema",
@@ -86,13 +91,26 @@ pub struct Settings {
     /// clawmd's state folder (rescued edits, the files bound into containers), relative to
     /// the root; default `<groupsDir>/.clawmd`. Keep it outside every group folder.
     pub state_dir: Option<PathBuf>,
+    /// The runner's own Gemini CLI system settings (relative to the root): clawmd merges its
+    /// guard into them, and the merged file is what `clawmd mounts` binds at
+    /// `/etc/gemini-cli/settings.json`.
+    pub gemini_system_settings: Option<PathBuf>,
     /// The sources of every group's memory, in order (default: the shared base
     /// `container/CLAUDE.md`, the selected skills of `container/skills`, the MCP
     /// instructions); docs/recipes.md.
     pub sources: Option<Vec<RawSource>>,
     /// The group's own memory file: "CLAUDE.local.md" (the default) or "none".
     pub memory: Option<RawMemory>,
-    /// The agent's `$HOME` in the container (default `/home/node`).
+    /// The Claude Code front end the agents run: "cli", or "sdk" (the Agent SDK with
+    /// settingSources ['project','user'], nanoclaw's); default: what the deployment's runner
+    /// depends on (container/agent-runner/package.json), else "cli".
+    pub consumer: Option<Consumer>,
+    /// Where a group's config is read: "container.json" (the default), or "handed": the
+    /// config the runner hands with `clawmd compose GROUP --config -` (nanoclaw keeps
+    /// `cli_scope` in its database, not in container.json), kept for check and render.
+    pub group_config: Option<crate::layout::GroupConfigSource>,
+    /// The agent's `$HOME` in the container (default `/home/node`); the guards of Codex,
+    /// Gemini CLI and opencode groups bind over its configuration there.
     pub agent_home: Option<PathBuf>,
     /// The host folder the runner mounts as each group's `~/.claude` (read-write: the agent
     /// can write its user settings there), relative to the root, `{group}` standing for the
@@ -265,6 +283,37 @@ pub struct Resolved {
     pub delivery_chosen: bool,
     /// Lock timeout.
     pub lock_timeout: Duration,
+    /// The agent's home and the runner's own settings the backends' guards merge.
+    pub guards: crate::delivery::guard::GuardSettings,
+}
+
+impl Resolved {
+    /// These settings with what the deployment's own files pin ([`crate::pin::read_pins`])
+    /// where neither a flag nor `clawmd.json` chose: the Claude Code release its image
+    /// installs and the consumer its runner uses, so that the verdict judges what the agents
+    /// run.
+    pub fn with_deployment_pins(mut self) -> Self {
+        let settings = &mut self.delivery;
+        if settings.claude_version_from != PinSource::Default
+            && settings.consumer_from != PinSource::Default
+        {
+            return self;
+        }
+        let pins = crate::pin::read_pins(&self.layout.container_dir);
+        if settings.claude_version_from == PinSource::Default
+            && let Some((version, _)) = pins.claude_code
+        {
+            settings.claude_version = version;
+            settings.claude_version_from = PinSource::Deployment;
+        }
+        if settings.consumer_from == PinSource::Default
+            && let Some((consumer, _)) = pins.consumer
+        {
+            settings.consumer = consumer;
+            settings.consumer_from = PinSource::Deployment;
+        }
+        self
+    }
 }
 
 impl Settings {
@@ -300,6 +349,7 @@ impl Settings {
         {
             layout.workspace_mount = mount;
         }
+        layout.group_config = self.group_config.unwrap_or_default();
         if let Some(home) = &self.agent_home {
             layout.agent_home = home.clone();
         }
@@ -313,6 +363,10 @@ impl Settings {
             }
         }
         let delivery = overrides.delivery.or(self.delivery);
+        let guards = crate::delivery::guard::GuardSettings {
+            agent_home: layout.agent_home.clone(),
+            gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
+        };
         Resolved {
             layout,
             delivery: DeliverySettings {
@@ -327,11 +381,22 @@ impl Settings {
                         .and_then(|text| text.parse().ok())
                         .unwrap_or_default()
                 }),
+                claude_version_from: match (overrides.claude_version, &self.claude_code_version) {
+                    (Some(_), _) => PinSource::Flag,
+                    (None, Some(_)) => PinSource::Settings,
+                    (None, None) => PinSource::Default,
+                },
+                consumer: self.consumer.unwrap_or_default(),
+                consumer_from: match self.consumer {
+                    Some(_) => PinSource::Settings,
+                    None => PinSource::Default,
+                },
             },
             delivery_chosen: delivery.is_some(),
             lock_timeout: Duration::from_secs(
                 overrides.lock_timeout.or(self.lock_timeout).unwrap_or(60),
             ),
+            guards,
         }
     }
 }

@@ -25,7 +25,18 @@ use crate::report::{escape, escape_path};
 pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
 
 /// Which Claude Code front end reads the memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Consumer {
     /// The CLI (`claude -p`): loads `CLAUDE.local.md` by discovery too.
     #[default]
@@ -157,7 +168,7 @@ pub fn agent_settings(
     options: &ViewOptions,
 ) -> Result<AgentSettings, GroupError> {
     let group_dir = crate::deployment::checked_group_dir(layout, group)?;
-    let needs = crate::mounts::group_needs(layout, group, &options.delivery_settings())?;
+    let needs = crate::mounts::view_needs(layout, group, &options.delivery_settings())?;
     let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
     let evaluate = |consumer: Consumer| -> Result<SettingsEvaluation, GroupError> {
         let options = ViewOptions {
@@ -212,7 +223,7 @@ pub fn load_group(
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
     let group_dir = crate::deployment::checked_group_dir(layout, group)?;
-    let needs = crate::mounts::group_needs(layout, group, &options.delivery_settings())?;
+    let needs = crate::mounts::view_needs(layout, group, &options.delivery_settings())?;
     let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
     let load_options = group_load_options(layout, &fs, options);
     let memory = load(&fs, &load_options)?;

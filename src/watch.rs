@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::mem::MaybeUninit;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -35,8 +35,12 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
 use crate::compose::{ComposeOptions, compose};
+use crate::delivery::{AGENTS_MD, GEMINI_MD};
 use crate::deployment::{Selection, list_groups};
-use crate::fsops::TEMP_PREFIX;
+use crate::file_kind::FileKind;
+use crate::fsops::{SafeDir, TEMP_PREFIX};
+use crate::layout::names;
+use crate::recipe::{Root, SourceKind};
 use crate::report::{Code, GroupReport, Status, WarningReport, WatchEvent};
 use crate::settings::{Overrides, Resolved, SETTINGS_FILE, read_settings};
 
@@ -59,6 +63,17 @@ impl Default for WatchOptions {
 const MAX_CONTAINER_DIRS: usize = 4096;
 /// The deepest folder under `container/` that gets a watch.
 const MAX_CONTAINER_DEPTH: usize = 16;
+/// The most folders inside one group folder that are watched for the recipe's sources there.
+const MAX_GROUP_SOURCE_DIRS: usize = 64;
+/// What is watched in a group's folders.
+const GROUP_EVENTS: WatchFlags = WatchFlags::CLOSE_WRITE
+    .union(WatchFlags::MOVED_TO)
+    .union(WatchFlags::MOVED_FROM)
+    .union(WatchFlags::CREATE)
+    .union(WatchFlags::DELETE)
+    .union(WatchFlags::ATTRIB)
+    .union(WatchFlags::DELETE_SELF)
+    .union(WatchFlags::MOVE_SELF);
 /// A burst of events that never goes quiet is still acted on after this many debounce periods.
 const MAX_WAIT_PERIODS: u32 = 10;
 
@@ -105,6 +120,8 @@ struct Pending {
     container: bool,
     rewatch_container: bool,
     groups: BTreeSet<String>,
+    /// Groups in whose folders a folder appeared: their recipe source folders are watched anew.
+    rewatch_groups: BTreeSet<String>,
     first: Option<Instant>,
     last: Option<Instant>,
 }
@@ -199,8 +216,8 @@ struct State<'a> {
     resolved: Resolved,
     inotify: OwnedFd,
     watches: HashMap<i32, Watched>,
-    /// The watched groups and their folder's watch descriptor.
-    groups: BTreeMap<String, Option<i32>>,
+    /// The watched groups and the watch descriptors of their folders (empty: not watched now).
+    groups: BTreeMap<String, Vec<i32>>,
     /// The last failure reported per group, so that it is reported once.
     failures: HashMap<String, String>,
 }
@@ -311,24 +328,71 @@ impl<'a> State<'a> {
 
     fn watch_group(&mut self, group: &str, sink: &mut dyn FnMut(WatchEvent)) {
         let dir = self.resolved.layout.group_dir(group);
-        let flags = WatchFlags::CLOSE_WRITE
-            | WatchFlags::MOVED_TO
-            | WatchFlags::MOVED_FROM
-            | WatchFlags::CREATE
-            | WatchFlags::DELETE
-            | WatchFlags::ATTRIB
-            | WatchFlags::DELETE_SELF
-            | WatchFlags::MOVE_SELF;
-        let wd = self.add(&dir, Watched::Group(group.to_owned()), flags, sink);
-        self.groups.insert(group.to_owned(), wd);
+        let watched = Watched::Group(group.to_owned());
+        let wds = self
+            .add(&dir, watched.clone(), GROUP_EVENTS, sink)
+            .into_iter()
+            .chain(self.watch_group_sources(&dir, &watched))
+            .collect();
+        self.groups.insert(group.to_owned(), wds);
+    }
+
+    /// Watches the folders inside a group folder that hold the recipe's sources there (the
+    /// folder of a `group-file` below the top level; a group skill root and each skill folder
+    /// in it), at most [`MAX_GROUP_SOURCE_DIRS`] per group. The agent writes these folders: each
+    /// is opened without following a link ([`SafeDir`]) and watched through its descriptor, so
+    /// a link it plants never makes the watch reach outside the group.
+    fn watch_group_sources(&mut self, group_dir: &Path, watched: &Watched) -> Vec<i32> {
+        let Ok(root) = SafeDir::open(group_dir) else {
+            return Vec::new();
+        };
+        let mut dirs = Vec::new();
+        for source in &self.resolved.layout.recipe.sources {
+            match &source.kind {
+                SourceKind::GroupFile { file } => {
+                    if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        dirs.extend(open_below(&root, parent));
+                    }
+                }
+                SourceKind::Skills {
+                    root: Root::Group,
+                    dir,
+                    ..
+                } => {
+                    let Some(skills) = open_below(&root, dir) else {
+                        continue;
+                    };
+                    let children = skills.list_kinds().unwrap_or_default();
+                    for (name, kind) in children {
+                        if kind == Some(FileKind::Dir)
+                            && let Some(name) = name.to_str()
+                            && let Ok(Some(skill)) = skills.open_child(name, false)
+                        {
+                            dirs.push(skill);
+                        }
+                    }
+                    dirs.push(skills);
+                }
+                _ => {}
+            }
+        }
+        dirs.truncate(MAX_GROUP_SOURCE_DIRS);
+        let flags = GROUP_EVENTS | WatchFlags::ONLYDIR | WatchFlags::EXCL_UNLINK;
+        dirs.iter()
+            .filter_map(|dir| {
+                let path = format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd());
+                let wd = inotify::add_watch(&self.inotify, path.as_str(), flags).ok()?;
+                self.watches.insert(wd, watched.clone());
+                Some(wd)
+            })
+            .collect()
     }
 
     fn unwatch_group(&mut self, group: &str) {
-        if let Some(Some(wd)) = self.groups.remove(group) {
+        for wd in self.groups.remove(group).unwrap_or_default() {
             let _ = inotify::remove_watch(&self.inotify, wd);
             self.watches.remove(&wd);
         }
-        self.failures.remove(group);
     }
 
     /// Watches every folder of the `container/` tree not watched yet (not following links,
@@ -451,6 +515,12 @@ impl<'a> State<'a> {
         if work.rewatch_container {
             self.watch_container(sink);
         }
+        for group in &work.rewatch_groups {
+            if self.groups.get(group).is_some_and(|wds| !wds.is_empty()) {
+                self.unwatch_group(group);
+                self.watch_group(group, sink);
+            }
+        }
         let groups: Vec<String> = if everything {
             self.groups.keys().cloned().collect()
         } else {
@@ -475,18 +545,19 @@ impl<'a> State<'a> {
         let mut fresh = Vec::new();
         for group in gone {
             self.unwatch_group(&group);
+            self.failures.remove(&group);
             if self.resolved.layout.group_dir(&group).is_dir() {
                 fresh.push(group);
             } else if matches!(self.selection, Selection::All) {
                 sink(WatchEvent::Removed { group });
             } else {
                 // A named group keeps being watched for: it is reported when it comes back.
-                self.groups.insert(group.clone(), None);
+                self.groups.insert(group.clone(), Vec::new());
                 sink(WatchEvent::Removed { group });
             }
         }
         for group in now {
-            let unwatched = self.groups.get(group).is_none_or(Option::is_none);
+            let unwatched = self.groups.get(group).is_none_or(Vec::is_empty);
             if unwatched && self.resolved.layout.group_dir(group).is_dir() {
                 fresh.push(group.clone());
             }
@@ -506,6 +577,7 @@ impl<'a> State<'a> {
             settings: self.resolved.delivery,
             dry_run: false,
             lock_timeout: self.resolved.lock_timeout,
+            guards: self.resolved.guards.clone(),
         };
         let report = match compose(
             &self.resolved.layout,
@@ -575,9 +647,15 @@ fn classify(what: &Watched, name: Option<&[u8]>, flags: ReadFlags, pending: &mut
                 return true;
             }
             match name {
-                // clawmd's own temporary files come and go within a compose.
-                Some(name) if name.starts_with(TEMP_PREFIX.as_bytes()) => false,
+                // What compose writes there is its output, never its input: clawmd's own
+                // temporary files, the entry points and the fragments.
+                Some(name) if is_output(name) => false,
                 _ => {
+                    if flags.contains(ReadFlags::ISDIR)
+                        && flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO)
+                    {
+                        pending.rewatch_groups.insert(group.clone());
+                    }
                     pending.groups.insert(group.clone());
                     true
                 }
@@ -598,10 +676,38 @@ fn classify(what: &Watched, name: Option<&[u8]>, flags: ReadFlags, pending: &mut
     }
 }
 
+/// Whether `name`, in a group folder, is something compose writes rather than reads: its
+/// temporary files, the entry points of every backend and the fragments (a person editing
+/// one of them is `check`'s business, not a change of the group's inputs).
+fn is_output(name: &[u8]) -> bool {
+    name.starts_with(TEMP_PREFIX.as_bytes())
+        || [
+            names::CLAUDE_MD,
+            AGENTS_MD,
+            GEMINI_MD,
+            names::SHARED,
+            names::FRAGMENTS,
+        ]
+        .iter()
+        .any(|output| name == output.as_bytes())
+}
+
 /// Folders under `container/` that are not watched: hidden ones and installed packages.
 fn skipped_container_folder(name: &OsStr) -> bool {
     let name = name.as_encoded_bytes();
     name.starts_with(b".") || name == b"node_modules"
+}
+
+/// The folder `relative` below `root`, each component opened without following a link; `None`
+/// when it is missing or not a real folder.
+fn open_below(root: &SafeDir, relative: &Path) -> Option<SafeDir> {
+    let mut names = relative.components().map(|part| part.as_os_str().to_str());
+    let first = names.next()??;
+    let mut dir = root.open_child(first, false).ok()??;
+    for name in names {
+        dir = dir.open_child(name?, false).ok()??;
+    }
+    Some(dir)
 }
 
 fn warn_run(sink: &mut dyn FnMut(WatchEvent), err: &dyn std::fmt::Display) {
@@ -673,6 +779,15 @@ mod tests {
             ReadFlags::MOVED_FROM,
             &mut pending
         ));
+        for output in ["CLAUDE.md", "AGENTS.md", ".claude-fragments"] {
+            let flags = ReadFlags::MOVED_TO;
+            assert!(!classify(
+                &group,
+                Some(output.as_bytes()),
+                flags,
+                &mut pending
+            ));
+        }
         assert!(pending.groups.is_empty());
         assert!(classify(
             &group,

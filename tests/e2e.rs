@@ -7,10 +7,16 @@
 
 mod support;
 
+#[path = "e2e/backends.rs"]
+mod backends;
 #[path = "e2e/delivery.rs"]
 mod delivery;
+#[path = "e2e/nanoclaw.rs"]
+mod nanoclaw;
 #[path = "e2e/npm.rs"]
 mod npm;
+#[path = "e2e/recipes.rs"]
+mod recipes;
 #[path = "e2e/settings.rs"]
 mod settings;
 #[path = "e2e/typescript.rs"]

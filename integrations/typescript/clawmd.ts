@@ -81,6 +81,13 @@ export interface ComposeOptions extends ClawmdOptions {
   lockTimeoutSecs?: number;
   /** Resolve even when not everything composed reaches the agent (default: reject, `not-delivered`). */
   allowIncomplete?: boolean;
+  /**
+   * The group's config, when the runner keeps it outside `container.json` (nanoclaw keeps
+   * `cli_scope` in its database row): handed to clawmd on standard input (`--config -`) and read
+   * instead of `container.json`. With `"groupConfig": "handed"` in `clawmd.json`, clawmd keeps it
+   * for `check` and `render`.
+   */
+  config?: object;
 }
 
 /** mounts' choices; left out, clawmd takes them from `clawmd.json` and `container.json`. */
@@ -144,13 +151,13 @@ export interface Composed {
 /** `clawmd compose GROUP --format json`, before spawning the group's container. */
 export async function composeBeforeSpawn(group: string, options: ComposeOptions = {}): Promise<Composed> {
   const args = composeArgs(group, options);
-  return interpretCompose(group, options, await run(args, options));
+  return interpretCompose(group, options, await run(args, options, configInput(options)));
 }
 
 /** `composeBeforeSpawn` for a synchronous spawn path (blocks the event loop while clawmd runs). */
 export function composeBeforeSpawnSync(group: string, options: ComposeOptions = {}): Composed {
   const args = composeArgs(group, options);
-  return interpretCompose(group, options, runSync(args, options));
+  return interpretCompose(group, options, runSync(args, options, configInput(options)));
 }
 
 /**
@@ -232,7 +239,13 @@ function composeArgs(group: string, options: ComposeOptions): string[] {
   if (options.provider !== undefined) args.push("--provider", options.provider);
   if (options.approveExternal === true) args.push("--approve-external");
   if (options.lockTimeoutSecs !== undefined) args.push("--lock-timeout", String(options.lockTimeoutSecs));
+  if (options.config !== undefined) args.push("--config", "-");
   return args;
+}
+
+/** What compose reads on standard input: the handed config, if any. */
+function configInput(options: ComposeOptions): string | undefined {
+  return options.config === undefined ? undefined : JSON.stringify(options.config);
 }
 
 function interpretCompose(group: string, options: ComposeOptions, outcome: Outcome): Composed {
@@ -337,11 +350,11 @@ function argv(args: string[], options: ClawmdOptions): { binary: string; argv: s
   return { binary, argv: options.root !== undefined ? ["--root", options.root, ...args] : args };
 }
 
-function run(args: string[], options: ClawmdOptions): Promise<Outcome> {
+function run(args: string[], options: ClawmdOptions, input?: string): Promise<Outcome> {
   const { binary, argv: full } = argv(args, options);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   return new Promise((resolve) => {
-    execFile(
+    const child = execFile(
       binary,
       full,
       { env: options.env ?? process.env, timeout: timeoutMs, maxBuffer: MAX_OUTPUT, encoding: "utf8" },
@@ -354,10 +367,13 @@ function run(args: string[], options: ClawmdOptions): Promise<Outcome> {
         resolve({ binary, stdout, stderr, spawnError, timedOut, timeoutMs });
       },
     );
+    // A write to a process that could not start fails; its error is the callback's.
+    child.stdin?.on("error", () => undefined);
+    child.stdin?.end(input ?? "");
   });
 }
 
-function runSync(args: string[], options: ClawmdOptions): Outcome {
+function runSync(args: string[], options: ClawmdOptions, input?: string): Outcome {
   const { binary, argv: full } = argv(args, options);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const result = spawnSync(binary, full, {
@@ -365,6 +381,7 @@ function runSync(args: string[], options: ClawmdOptions): Outcome {
     timeout: timeoutMs,
     maxBuffer: MAX_OUTPUT,
     encoding: "utf8",
+    input: input ?? "",
   });
   const error = (result.error as NodeJS.ErrnoException | undefined) ?? null;
   const timedOut = error?.code === "ETIMEDOUT";

@@ -18,6 +18,7 @@
 //!   and the digest of what it receives.
 
 pub mod document;
+pub mod guard;
 pub mod snapshot;
 pub mod verify;
 
@@ -246,6 +247,26 @@ pub struct DeliverySettings {
     /// The Claude Code release the agents run: the loader's rules for working out what
     /// reaches them.
     pub claude_version: crate::loader::ClaudeVersion,
+    /// Where `claude_version` comes from.
+    pub claude_version_from: crate::pin::PinSource,
+    /// The front end the agents run (the CLI, or the Agent SDK).
+    pub consumer: crate::view::Consumer,
+    /// Where `consumer` comes from.
+    pub consumer_from: crate::pin::PinSource,
+}
+
+impl DeliverySettings {
+    /// What a Claude Code group's verdict judges: the release and the consumer, and where
+    /// each comes from.
+    pub fn judged(&self) -> crate::pin::Judged {
+        crate::pin::Judged {
+            claude_code: self.claude_version,
+            verified: self.claude_version.is_verified(),
+            claude_code_from: self.claude_version_from,
+            consumer: self.consumer,
+            consumer_from: self.consumer_from,
+        }
+    }
 }
 
 impl DeliverySettings {

@@ -49,6 +49,9 @@ pub struct Delivered {
     /// `sha256:<hex>` of the memory the agent receives (Claude Code: the memory block as it
     /// sends it; flat backends: the document).
     pub memory_digest: String,
+    /// The Claude Code release and consumer the verdict judged (`None` for a flat backend,
+    /// which reads its document as it is).
+    pub judged: Option<crate::pin::Judged>,
 }
 
 /// What the settings files the agent can write (`.claude/settings.json`,
@@ -69,6 +72,12 @@ impl AgentSettings {
     pub fn is_empty(&self) -> bool {
         self.cli.is_empty() && self.sdk.is_empty()
     }
+}
+
+/// Whether a reason of a verdict is a setting of the agent's (an exclude pattern, or memory
+/// turned off), so that the fix named is to remove it.
+pub fn reason_is_a_setting(reason: &str) -> bool {
+    reason.contains("claudeMdExcludes pattern") || reason.contains("turns memory off")
 }
 
 /// Works out what reaches the agent of a group composed as `plan`, with no settings file of
@@ -95,7 +104,7 @@ pub fn verify_with(
 ) -> Delivered {
     let delivered = match (plan.target.provider.is_flat(), agent.is_empty()) {
         (true, _) => verify_flat(plan),
-        (false, true) => verify_claude(layout, plan, sources, settings, Consumer::Cli, None),
+        (false, true) => verify_claude(layout, plan, sources, settings, settings.consumer, None),
         (false, false) => {
             let cli = verify_claude(
                 layout,
@@ -115,6 +124,10 @@ pub fn verify_with(
             );
             both(cli, sdk)
         }
+    };
+    let delivered = Delivered {
+        judged: (!plan.target.provider.is_flat()).then(|| settings.judged()),
+        ..delivered
     };
     with_dropped(plan, delivered)
 }
@@ -143,6 +156,7 @@ fn verify_claude(
             reasons: vec![err.to_string()],
             undecided: Vec::new(),
             memory_digest: digest(b""),
+            judged: None,
         },
     }
 }
@@ -232,6 +246,8 @@ const PLACEHOLDER: &str = "clawmdLocalMemoryPlaceholder7f3e9a1c";
 #[derive(Debug, Clone)]
 pub struct SharedVerdict {
     version: ClaudeVersion,
+    /// What the verdicts judge.
+    judged: crate::pin::Judged,
     budgets: Budgets,
     /// Whether the block shows bodies trimmed (as this release does).
     trimmed: bool,
@@ -339,6 +355,7 @@ impl SharedVerdict {
         tail.extend_from_slice(&links);
         Some(SharedVerdict {
             version: options.claude_version,
+            judged: settings.judged(),
             budgets: options.budgets,
             trimmed,
             local_bytes_left: options
@@ -394,6 +411,10 @@ impl SharedVerdict {
             &self.diagnostic_reasons,
             hex_digest(hash),
         );
+        let delivered = Delivered {
+            judged: Some(self.judged),
+            ..delivered
+        };
         Some(with_dropped(plan, delivered))
     }
 
@@ -670,6 +691,7 @@ fn assemble(
         reasons,
         undecided: Vec::new(),
         memory_digest,
+        judged: None,
     }
 }
 
@@ -724,6 +746,7 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
         missing,
         undecided: Vec::new(),
         memory_digest: digest(document),
+        judged: None,
     }
 }
 

@@ -63,6 +63,7 @@ impl std::str::FromStr for Format {
 ///     diagnostics: vec![],
 ///     claude_version: Default::default(),
 ///     current_date: "2026-01-01".into(),
+///     settings: Default::default(),
 /// };
 /// assert_eq!(render(&empty, Format::Claude), "");
 /// assert_eq!(render(&empty, Format::Messages), "[]\n");

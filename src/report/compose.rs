@@ -85,10 +85,19 @@ pub struct DeliveredReport {
     pub missing: Vec<String>,
     /// Why, as the loader explains it.
     pub reasons: Vec<String>,
+    /// The Claude Code release and consumer this verdict judged, and where each came from
+    /// (`null` for a flat backend, which reads its document as it is).
+    pub judged: Option<crate::pin::Judged>,
     /// Settings the agent can write that may keep composed memory from it and that clawmd
     /// cannot evaluate exactly, each naming the file and the setting: the guardrails *may
     /// not* reach the agent (`complete` is then `false`).
     pub undecided: Vec<String>,
+    /// For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
+    /// document with files of its own, in a container built from `clawmd mounts`
+    /// (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
+    /// Claude Code groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<crate::delivery::guard::Guarantee>,
 }
 
 impl GroupReport {
@@ -126,7 +135,9 @@ impl GroupReport {
             complete: delivered.complete,
             missing: delivered.missing,
             reasons: delivered.reasons,
+            judged: delivered.judged,
             undecided: delivered.undecided,
+            guarantee: None,
         });
     }
 
@@ -393,8 +404,11 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             out.out(
                 Tone::Note,
                 format!(
-                    "  {} ({} delivery, {}): everything composed reaches the agent",
-                    target.file, target.delivery, target.provider
+                    "  {} ({} delivery, {}): everything composed reaches the agent{}",
+                    target.file,
+                    target.delivery,
+                    target.provider,
+                    judged_note(delivered)
                 ),
             );
         }
@@ -414,10 +428,11 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             out.out(
                 Tone::Warning,
                 format!(
-                    "  ! {} ({} delivery, {}): NOT reaching the agent: {}",
+                    "  ! {} ({} delivery, {}): NOT reaching the agent{}: {}",
                     target.file,
                     target.delivery,
                     target.provider,
+                    judged_note(delivered),
                     escape(&delivered.missing.join(", "))
                 ),
             );
@@ -430,7 +445,7 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             let by_settings = delivered
                 .reasons
                 .iter()
-                .any(|r| r.contains("claudeMdExcludes") || r.contains("turns memory off"));
+                .any(|r| crate::delivery::verify::reason_is_a_setting(r));
             if by_settings {
                 out.out(
                     Tone::Note,
@@ -444,6 +459,15 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             }
         }
         None => {}
+    }
+}
+
+/// ` (as Claude Code 2.1.128 Agent SDK loads it, pinned by the deployment)`: what the verdict
+/// judged, for a Claude Code group.
+fn judged_note(delivered: &DeliveredReport) -> String {
+    match &delivered.judged {
+        Some(judged) => format!(" (judged for {judged})"),
+        None => String::new(),
     }
 }
 

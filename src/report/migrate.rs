@@ -44,6 +44,14 @@ pub enum ActionReport {
         /// Where the text now is.
         into: String,
     },
+    /// `groups/global/CLAUDE.md` text that the shared base does not hold was kept aside in
+    /// clawmd's state folder (not given to any group; `container/CLAUDE.md` is unchanged).
+    KeepGlobal {
+        /// Old path.
+        from: String,
+        /// Where the text now is.
+        kept_in: String,
+    },
     /// The emptied `groups/global/` folder was removed.
     RemoveGlobalDir {
         /// The folder.
@@ -175,6 +183,11 @@ fn describe(action: &ActionReport) -> String {
         ActionReport::MoveGlobal { from, into } => {
             format!("{} appended to {}, then removed", e(from), e(into))
         }
+        ActionReport::KeepGlobal { from, kept_in } => format!(
+            "{} kept aside in {} (given to no group: see the warning), then removed",
+            e(from),
+            e(kept_in)
+        ),
         ActionReport::RemoveGlobalDir { path } => format!("- {}/ (empty)", e(path)),
         ActionReport::CleanTemp { path } => {
             format!("- {} (left by an interrupted run)", e(path))

@@ -68,6 +68,22 @@ const results: Record<string, Outcome> = {
     kept(await composeBeforeSpawn("linked", { root, delivery: "link", allowIncomplete: true })),
   ),
   codex: await outcome(async () => kept(await composeBeforeSpawn("flat", { root, provider: "codex" }))),
+  handed: await outcome(async () =>
+    kept(
+      await composeBeforeSpawn("handed", {
+        root,
+        config: { skills: ["web"], mcpServers: { "my db": { command: "db", instructions: "HANDED ASYNC" } } },
+      }),
+    ),
+  ),
+  handedSync: await outcome(() =>
+    kept(
+      composeBeforeSpawnSync("handedsync", {
+        root,
+        config: { skills: ["web"], mcpServers: { db: { command: "db", instructions: "HANDED SYNC" } } },
+      }),
+    ),
+  ),
   runFailure: await outcome(() => composeBeforeSpawn("good", { root: unreadable })),
   missingBinary: await outcome(() => composeBeforeSpawn("good", { root, binary: "/nonexistent/clawmd" })),
   missingBinarySync: await outcome(() =>

@@ -222,14 +222,17 @@ void [ClawmdError, checkGroup, composeBeforeSpawn, composeBeforeSpawnSync, migra
 
 /// What the README's examples take from the host around them (nanoclaw's names), declared so
 /// that everything else in them is type-checked against the runner as it is.
-const README_HOST: &str = r#"interface AgentGroup { folder: string }
+const README_HOST: &str = r#"interface AgentGroup { id: string; folder: string }
 declare const group: AgentGroup;
+declare const agentGroup: AgentGroup;
+declare const containerConfig: { skills: string[] | "all" };
+declare function getContainerConfig(id: string): { cli_scope: string | null } | undefined;
 declare const root: string;
 declare const log: {
   warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
 };
-void [group, root, log];
+void [group, agentGroup, containerConfig, getContainerConfig, root, log];
 "#;
 
 /// The ```ts examples of integrations/typescript/README.md and of README.md compile with the
@@ -331,7 +334,9 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
             Some(r#"{"skills": ["web"], "mcpServers": {"db": {"command": "db", "instructions": 5}}}"#),
         )
         .group("linked", Some("{}"))
-        .group("flat", Some("{}"));
+        .group("flat", Some("{}"))
+        .group("handed", Some(r#"{"skills": []}"#))
+        .group("handedsync", Some(r#"{"skills": []}"#));
     // A deployment where another run holds the lock of `locked` for the whole host run (its own
     // deployment: migrate, which takes every group's lock, would wait for it too).
     let locked = Deployment::standard().group("locked", Some("{}"));
@@ -410,6 +415,19 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
         assert_eq!(noop["changed"], false, "{noop}");
         assert_eq!(noop["memoryDigest"], digest, "{noop}");
         assert_eq!(noop["created"], serde_json::json!([]), "{noop}");
+    }
+
+    // A config handed on standard input is read instead of container.json.
+    for (name, group, text) in [
+        ("handed", "handed", "HANDED ASYNC"),
+        ("handedSync", "handedsync", "HANDED SYNC"),
+    ] {
+        assert_eq!(value(name)["complete"], true, "{name}");
+        let composed = d.read(&format!("groups/{group}/CLAUDE.md"));
+        assert!(
+            composed.contains(text) && composed.contains("WEB"),
+            "{name}: {composed}"
+        );
     }
 
     let config = d.path("groups/broken/container.json");

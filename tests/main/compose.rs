@@ -479,7 +479,7 @@ fn dry_run_reports_the_plan_and_writes_nothing() {
     g: would update
       + CLAUDE.local.md
       + CLAUDE.md
-      CLAUDE.md (inline delivery, claude): everything composed reaches the agent
+      CLAUDE.md (inline delivery, claude): everything composed reaches the agent (judged for Claude Code 2.1.330 CLI, clawmd's default: no release pinned)
     1 group(s): 1 to change, 0 up to date, 0 failed (dry run: nothing written)
     ");
     let run = d
@@ -494,7 +494,7 @@ fn dry_run_reports_the_plan_and_writes_nothing() {
       + .claude-fragments/mcp-db.md
       + CLAUDE.local.md
       + CLAUDE.md
-      ! CLAUDE.md (link delivery, claude): NOT reaching the agent: shared-base, skill:hello, skill:web
+      ! CLAUDE.md (link delivery, claude): NOT reaching the agent (judged for Claude Code 2.1.330 CLI, clawmd's default: no release pinned): shared-base, skill:hello, skill:web
         because: @./.claude-shared.md is a link to /app/CLAUDE.md, outside /workspace/agent; external imports are not approved, so Claude Code drops it
         because: @./.claude-fragments/hello.md is a link to /app/skills/hello/instructions.md, outside /workspace/agent; external imports are not approved, so Claude Code drops it
         because: @./.claude-fragments/web.md is a link to /app/skills/web/instructions.md, outside /workspace/agent; external imports are not approved, so Claude Code drops it

@@ -24,7 +24,7 @@ fn legacy_deployment() -> Deployment {
 #[test]
 fn removes_global_links_and_moves_legacy_text() {
     let d = legacy_deployment();
-    let run = d.run(["migrate", "--json"]).success();
+    let run = d.run(["migrate", "--json", "--append-global"]).success();
     assert!(!d.exists("groups/solo/.claude-global.md"));
     assert!(!d.exists("groups/both/.claude-global.md"));
     assert!(!d.exists("groups/solo/CLAUDE.md"));
@@ -77,7 +77,7 @@ fn a_composed_claude_md_is_not_legacy() {
 #[test]
 fn global_text_moves_into_the_shared_base_and_the_folder_goes_when_empty() {
     let d = legacy_deployment();
-    d.run(["migrate"]).success();
+    d.run(["migrate", "--append-global"]).success();
     assert_eq!(
         d.read("container/CLAUDE.md"),
         "BASE\n\n<!-- clawmd migrate: the text below was groups/global/CLAUDE.md -->\nGLOBAL RULES\n"
@@ -101,7 +101,7 @@ fn other_files_in_global_are_never_deleted() {
         .file("container/CLAUDE.md", "BASE\n")
         .file("groups/global/CLAUDE.md", "G\n")
         .file("groups/global/notes.txt", "keep me\n");
-    let run = d.run(["migrate"]).success();
+    let run = d.run(["migrate", "--append-global"]).success();
     assert_eq!(d.read("groups/global/notes.txt"), "keep me\n");
     assert!(!d.exists("groups/global/CLAUDE.md"));
     assert!(d.read("container/CLAUDE.md").ends_with("G\n"));
@@ -125,7 +125,7 @@ fn a_second_run_does_nothing() {
 fn dry_run_writes_nothing_and_says_what_it_would_do() {
     let d = legacy_deployment();
     let before = d.snapshot();
-    let run = d.run(["migrate", "--dry-run"]).success();
+    let run = d.run(["migrate", "--dry-run", "--append-global"]).success();
     assert_eq!(d.snapshot(), before);
     let out = run.stdout();
     assert!(out.contains("solo: would migrate"), "{out}");
@@ -238,7 +238,9 @@ fn global_memory_over_the_shared_base_limit_is_refused_before_anything_is_append
             .collect()
     };
     let before = snapshot();
-    let run = d.run(["migrate", "--json"]).expect_code(1);
+    let run = d
+        .run(["migrate", "--json", "--append-global"])
+        .expect_code(1);
     let global = run.json()["groups"]
         .as_array()
         .unwrap()
@@ -258,7 +260,7 @@ fn global_memory_over_the_shared_base_limit_is_refused_before_anything_is_append
     // The deployment still composes, and a global memory that fits moves.
     d.run(["compose", "--all"]).success();
     d.write("groups/global/CLAUDE.md", &vec![b'g'; 5 * mib]);
-    d.run(["migrate"]).success();
+    d.run(["migrate", "--append-global"]).success();
     assert!(!d.exists("groups/global"));
     d.run(["compose", "--all"]).success();
 }

@@ -3,6 +3,17 @@
 //! guidance is a source like any other, and its generated files are recognised as generated.
 
 use crate::support::Deployment;
+use crate::support::deployment::NANOCLAW_MODULES;
+
+/// The instructions of the servers of `any_server_name_composes_in_every_mode`.
+const MARKERS: [&str; 6] = [
+    "SPACE NAME",
+    "COLON NAME",
+    "AT NAME",
+    "DOTS NAME",
+    "NUL NAME",
+    "COMMENT NAME",
+];
 
 /// MCP servers as nanoclaw's runner and the agent's own `add_mcp_server` tool name them:
 /// any string. Each composes in every delivery mode, a name that must become a file name is
@@ -74,14 +85,7 @@ fn any_server_name_composes_in_every_mode() {
                     .join("\n")
             }
         };
-        for marker in [
-            "SPACE NAME",
-            "COLON NAME",
-            "AT NAME",
-            "DOTS NAME",
-            "NUL NAME",
-            "COMMENT NAME",
-        ] {
+        for marker in MARKERS {
             assert!(
                 text.contains(marker),
                 "{delivery}: {marker} missing from {text}"
@@ -93,14 +97,7 @@ fn any_server_name_composes_in_every_mode() {
         );
         // What the agent gets holds every instruction.
         let rendered = d.run(["render", "g"]).success().stdout();
-        for marker in [
-            "SPACE NAME",
-            "COLON NAME",
-            "AT NAME",
-            "DOTS NAME",
-            "NUL NAME",
-            "COMMENT NAME",
-        ] {
+        for marker in MARKERS {
             assert!(
                 delivery == "link" || rendered.contains(marker),
                 "{delivery}: {marker} not rendered"
@@ -145,4 +142,302 @@ fn nanoclaws_providers_never_fail_a_spawn() {
     // Human output says what is ignored.
     let run = d.run(["compose", "mocked", "-v"]).success();
     assert!(run.output().contains("mock"), "{}", run.output());
+}
+
+fn group_report(report: &serde_json::Value, name: &str) -> serde_json::Value {
+    report["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == name)
+        .unwrap_or_else(|| panic!("no group {name} in {report}"))
+        .clone()
+}
+
+/// `clawmd init` on a nanoclaw checkout writes what it needs; a second run adds nothing.
+#[test]
+fn init_writes_down_what_a_nanoclaw_checkout_needs() {
+    let d = Deployment::nanoclaw();
+    let run = d.run(["init"]).success();
+    assert!(
+        run.stdout().contains("clawmd.json: written"),
+        "{}",
+        run.stdout()
+    );
+    let settings: serde_json::Value = serde_json::from_str(&d.read("clawmd.json")).unwrap();
+    assert_eq!(settings["claudeCodeVersion"], "2.1.128", "{settings}");
+    assert_eq!(settings["consumer"], "sdk");
+    assert_eq!(settings["groupConfig"], "handed");
+    let modules = &settings["sources"][2];
+    assert_eq!(modules["dir"], "agent-runner/src/mcp-tools");
+    assert_eq!(modules["mount"], "/app/src/mcp-tools");
+    let before = d.read("clawmd.json");
+    let again = d.run(["init"]).success();
+    assert!(
+        again.stdout().contains("nothing to add"),
+        "{}",
+        again.stdout()
+    );
+    assert_eq!(d.read("clawmd.json"), before);
+    // check reads it without a warning.
+    let run = d.run(["compose", "--all", "--json"]).success();
+    assert!(!run.stderr().contains("unknown key"), "{}", run.stderr());
+}
+
+/// After init, every group's agent gets the six module fragments; a group whose runner
+/// hands `cli_scope: disabled` gets five; the verdict judges the pinned release and consumer.
+#[test]
+fn module_guidance_reaches_every_group_and_cli_scope_is_honoured() {
+    let d = Deployment::nanoclaw();
+    d.run(["init"]).success();
+    d.run(["migrate"]).success();
+    std::fs::create_dir_all(d.path("groups/research")).unwrap();
+    let report = d.run(["compose", "--all", "--json"]).success().json();
+    for group in ["main", "research"] {
+        let g = group_report(&report, group);
+        assert_eq!(g["delivered"]["complete"], true, "{g}");
+        let judged = &g["delivered"]["judged"];
+        assert_eq!(judged["claude_code"], "2.1.128", "{judged}");
+        assert_eq!(judged["consumer"], "sdk", "{judged}");
+        assert_eq!(judged["claude_code_from"], "settings", "{judged}");
+        let text = d.run(["render", group]).success().stdout();
+        for module in NANOCLAW_MODULES {
+            assert!(
+                text.contains(&d.module_line(module)),
+                "{group}: {module} missing"
+            );
+        }
+    }
+    // nanoclaw keeps cli_scope in its database: the runner hands it.
+    let config = d.path("handed.json");
+    std::fs::write(&config, r#"{"skills": "all", "cli_scope": "disabled"}"#).unwrap();
+    let run = d
+        .run([
+            "compose",
+            "research",
+            "--json",
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .success();
+    assert_eq!(run.json()["groups"][0]["delivered"]["complete"], true);
+    let text = d.run(["render", "research"]).success().stdout();
+    assert!(!text.contains(&d.module_line("cli")), "cli dropped");
+    for module in ["agents", "core", "interactive", "scheduling", "self-mod"] {
+        assert!(text.contains(&d.module_line(module)), "{module} kept");
+    }
+    // Kept for check (groupConfig: handed): check agrees with what the runner handed, and a
+    // later compose without --config keeps it.
+    d.run(["check", "research"]).success();
+    d.run(["compose", "research"]).success();
+    assert!(
+        !d.run(["render", "research"])
+            .success()
+            .stdout()
+            .contains(&d.module_line("cli"))
+    );
+    assert!(d.exists("groups/.clawmd/configs/research.json"));
+    // Standard input works too.
+    let mut command = crate::support::command(
+        d.root(),
+        &["compose", "research", "--json", "--config", "-"],
+        &[],
+    );
+    command.stdin(std::process::Stdio::piped());
+    command.stdout(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    std::io::Write::write_all(
+        child.stdin.as_mut().unwrap(),
+        br#"{"skills": "all", "cli_scope": "enabled"}"#,
+    )
+    .unwrap();
+    drop(child.stdin.take());
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        d.run(["render", "research"])
+            .success()
+            .stdout()
+            .contains(&d.module_line("cli"))
+    );
+}
+
+/// Without init, the verdict still judges the release and consumer the checkout pins, and link
+/// delivery is judged as 2.1.128 loads it (linked imports load without approval there).
+#[test]
+fn the_verdict_follows_the_deployments_pin() {
+    let d = Deployment::nanoclaw();
+    d.run(["migrate"]).success();
+    let report = d.run(["compose", "main", "--json"]).success().json();
+    let judged = &report["groups"][0]["delivered"]["judged"];
+    assert_eq!(judged["claude_code"], "2.1.128", "{judged}");
+    assert_eq!(judged["claude_code_from"], "deployment");
+    assert_eq!(judged["consumer"], "sdk");
+    assert_eq!(judged["consumer_from"], "deployment");
+    assert_eq!(judged["verified"], false);
+    let link = d
+        .run(["compose", "main", "--json", "--delivery", "link"])
+        .success()
+        .json();
+    assert_eq!(link["groups"][0]["delivered"]["complete"], true, "{link}");
+    // The newer release drops those links: the verdict says so when told that release.
+    let newer = d
+        .run([
+            "compose",
+            "main",
+            "--json",
+            "--delivery",
+            "link",
+            "--claude-version",
+            "2.1.330",
+        ])
+        .success()
+        .json();
+    assert_eq!(
+        newer["groups"][0]["delivered"]["complete"], false,
+        "{newer}"
+    );
+    assert_eq!(
+        newer["groups"][0]["delivered"]["judged"]["claude_code_from"],
+        "flag"
+    );
+    let human = d.run(["compose", "main", "-v"]).success().stdout();
+    assert!(
+        human.contains("judged for Claude Code 2.1.128 Agent SDK"),
+        "{human}"
+    );
+}
+
+/// A fresh clone: migrate keeps `groups/global/CLAUDE.md` ("You are Main") aside and says so,
+/// never edits `container/CLAUDE.md`; a new group is not told it is Main; main's own legacy text
+/// becomes its CLAUDE.local.md without the import of the removed legacy link.
+#[test]
+fn a_fresh_clone_keeps_the_base_untouched_and_a_new_group_is_not_main() {
+    let d = Deployment::nanoclaw();
+    std::fs::create_dir_all(d.path("groups/research")).unwrap();
+    let base = d.read("container/CLAUDE.md");
+    let global = d.read("groups/global/CLAUDE.md");
+    let report = d.run(["migrate", "--json"]).success().json();
+    assert_eq!(
+        d.read("container/CLAUDE.md"),
+        base,
+        "the base is upstream's"
+    );
+    assert!(!d.exists("groups/global"));
+    let kept = format!(
+        "groups/.clawmd/legacy/{}",
+        clawmd::migrate::legacy_global_name(global.as_bytes())
+    );
+    assert_eq!(d.read(&kept), global, "kept aside, byte for byte");
+    let g = group_report(&report, "global");
+    assert_eq!(g["actions"][0]["action"], "keep-global", "{g}");
+    assert!(
+        g["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("is not given to any group"),
+        "{g}"
+    );
+    let local = d.read("groups/main/CLAUDE.local.md");
+    assert!(local.starts_with("# Main\n"), "{local}");
+    assert!(!local.contains(".claude-global.md"), "{local}");
+    d.run(["init"]).success();
+    d.run(["compose", "--all"]).success();
+    let research = d.run(["render", "research"]).success().stdout();
+    assert!(!research.contains("You are Main"), "{research}");
+    assert!(research.contains("You are a NanoClaw agent"), "{research}");
+    // A second run does nothing; --append-global is the explicit choice the old way.
+    let again = d.run(["migrate", "--json"]).success().json();
+    for group in again["groups"].as_array().unwrap() {
+        assert_eq!(group["status"], "unchanged", "{group}");
+    }
+    let d = Deployment::nanoclaw();
+    d.run(["migrate", "--append-global"]).success();
+    assert!(d.read("container/CLAUDE.md").contains("You are Main"));
+}
+
+/// An install that nanoclaw's own composer already ran on: its generated `CLAUDE.md`, shared
+/// link and fragments are recognised as generated. migrate changes nothing; compose replaces
+/// them, keeps no copy and leaves `CLAUDE.local.md` byte for byte.
+#[test]
+fn an_upgraded_group_keeps_its_memory_and_nothing_is_rescued() {
+    let d = Deployment::nanoclaw();
+    std::fs::remove_dir_all(d.path("groups/global")).unwrap();
+    std::fs::remove_file(d.path("groups/main/CLAUDE.md")).unwrap();
+    let local = "# Main\n\nThe user prefers short answers.\n";
+    d.write("groups/main/CLAUDE.local.md", local.as_bytes());
+    d.write(
+        "groups/main/container.json",
+        br#"{"mcpServers": {"db": {"command": "x", "instructions": "DB NOTES"}}, "skills": "all"}"#,
+    );
+    let mut imports = vec!["@./.claude-shared.md".to_owned()];
+    let mut fragments = vec!["mcp-db.md".to_owned()];
+    fragments.extend(NANOCLAW_MODULES.iter().map(|m| format!("module-{m}.md")));
+    fragments.push("skill-onecli-gateway.md".to_owned());
+    std::fs::create_dir_all(d.path("groups/main/.claude-fragments")).unwrap();
+    for fragment in &fragments {
+        imports.push(format!("@./.claude-fragments/{fragment}"));
+        let path = d.path(&format!("groups/main/.claude-fragments/{fragment}"));
+        match fragment.strip_prefix("module-") {
+            Some(module) => std::os::unix::fs::symlink(
+                format!(
+                    "/app/src/mcp-tools/{}.instructions.md",
+                    module.trim_end_matches(".md")
+                ),
+                &path,
+            )
+            .unwrap(),
+            None if fragment.starts_with("skill-") => {
+                std::os::unix::fs::symlink("/app/skills/onecli-gateway/instructions.md", &path)
+                    .unwrap()
+            }
+            None => std::fs::write(&path, "DB NOTES").unwrap(),
+        }
+    }
+    std::os::unix::fs::symlink("/app/CLAUDE.md", d.path("groups/main/.claude-shared.md")).unwrap();
+    let generated = format!(
+        "<!-- Composed at spawn \u{2014} do not edit. Edit CLAUDE.local.md for per-group content. -->\n{}\n",
+        imports.join("\n")
+    );
+    d.write("groups/main/CLAUDE.md", generated.as_bytes());
+    let migrated = d.run(["migrate", "--json"]).success().json();
+    assert_eq!(
+        group_report(&migrated, "main")["status"],
+        "unchanged",
+        "{migrated}"
+    );
+    assert_eq!(d.read("groups/main/CLAUDE.md"), generated);
+    d.run(["init"]).success();
+    let report = d.run(["compose", "main", "--json"]).success().json();
+    let main = &report["groups"][0];
+    assert_eq!(main["rescued"], serde_json::json!([]), "{main}");
+    assert_eq!(main["delivered"]["complete"], true, "{main}");
+    assert_eq!(d.read("groups/main/CLAUDE.local.md"), local);
+    let leftovers: Vec<String> = crate::support::walk(d.root())
+        .into_iter()
+        .map(|(rel, _, _)| rel)
+        .filter(|rel| rel.contains("rescued"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let text = d.run(["render", "main"]).success().stdout();
+    for module in NANOCLAW_MODULES {
+        assert!(text.contains(&d.module_line(module)), "{module}");
+    }
+    assert!(text.contains("The user prefers short answers."));
+    assert!(text.contains("DB NOTES"));
+    // The same file with a line someone added is a hand edit: kept, and reported.
+    let d2 = Deployment::nanoclaw();
+    std::fs::remove_dir_all(d2.path("groups/global")).unwrap();
+    d2.write(
+        "groups/main/CLAUDE.md",
+        format!("{generated}Remember the client is Acme.\n").as_bytes(),
+    );
+    let migrated = d2.run(["migrate", "--json"]).success().json();
+    assert_eq!(group_report(&migrated, "main")["status"], "unchanged");
+    let report = d2.run(["compose", "main", "--json"]).success().json();
+    assert_eq!(
+        report["groups"][0]["rescued"].as_array().unwrap().len(),
+        1,
+        "{report}"
+    );
 }

@@ -5,21 +5,9 @@
 
 use std::path::Path;
 
-use crate::support::{Deployment, tree::Tree};
+use crate::support::{Deployment, in_order, tree::Tree};
 
 const GROUPS: [&str; 3] = ["main", "research", "ops"];
-
-/// The positions of `parts` in `text`, which must all be there, in this order.
-#[track_caller]
-fn in_order(text: &str, parts: &[&str]) {
-    let mut at = 0;
-    for part in parts {
-        match text[at..].find(part) {
-            Some(found) => at += found + part.len(),
-            None => panic!("{part:?} missing (or out of order) in:\n{text}"),
-        }
-    }
-}
 
 fn render(d: &Deployment, group: &str) -> String {
     d.run(["render", group]).success().stdout()

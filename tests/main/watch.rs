@@ -105,17 +105,19 @@ impl Watching {
 
     /// Sends `signal` and waits for a clean exit: status 0 and stdout closed.
     #[track_caller]
-    fn stop(self, signal: rustix::process::Signal) {
+    fn stop(mut self, signal: rustix::process::Signal) {
         kill(self.child.id(), signal);
-        let (send, done) = channel();
-        let mut child = self.child;
-        std::thread::spawn(move || {
-            let _ = send.send(child.wait());
-        });
-        let status = done
-            .recv_timeout(LINE_LIMIT)
-            .expect("watch did not stop on the signal")
-            .unwrap();
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < LINE_LIMIT,
+                "watch did not stop on the signal"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert!(status.success(), "watch exited with {status}");
         assert_eq!(
             self.lines.recv_timeout(LINE_LIMIT),
@@ -123,6 +125,25 @@ impl Watching {
             "stdout is closed after the stop, with no more lines"
         );
     }
+}
+
+/// A test that fails part-way leaves no watch running.
+impl Drop for Watching {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Writes a file the way a careful operator or runner does: a temp file beside it, renamed over
+/// it, so no compose ever reads half of it (the agent's own writes stay plain writes).
+fn put(deployment: &Deployment, rel: &str, bytes: &[u8]) {
+    let path = deployment.path(rel);
+    let temp = path.with_file_name(format!(".put-{}", std::process::id()));
+    std::fs::write(&temp, bytes).unwrap();
+    std::fs::rename(&temp, &path).unwrap();
 }
 
 fn changed(groups: &[&str]) -> Vec<(String, String)> {
@@ -147,7 +168,7 @@ fn watch_composes_then_reports_each_change_until_sigterm() {
     );
 
     // The shared base changes: every group is recomposed, and each says so with its digests.
-    deployment.write("container/CLAUDE.md", b"# A new shared base\n");
+    put(&deployment, "container/CLAUDE.md", b"# A new shared base\n");
     assert_eq!(
         watching.next_groups(3),
         changed(&["main", "ops", "research"])
@@ -162,7 +183,8 @@ fn watch_composes_then_reports_each_change_until_sigterm() {
     // The agent writes its own memory (imported, not copied, in the default delivery): no line.
     // Then the runner changes ops's config: the next line is ops's, and only ops's.
     deployment.write("groups/main/CLAUDE.local.md", b"the agent's note\n");
-    deployment.write(
+    put(
+        &deployment,
         "groups/ops/container.json",
         br#"{"skills": [], "mcpServers": {"db": {"command": "db", "instructions": "Read only."}}}"#,
     );
@@ -198,7 +220,11 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
     assert_eq!(watching.next()["event"], "ready");
     let composed = deployment.read("groups/g/CLAUDE.md");
 
-    deployment.write("groups/g/container.json", b"{\"skills\": [\"web\",\n");
+    put(
+        &deployment,
+        "groups/g/container.json",
+        b"{\"skills\": [\"web\",\n",
+    );
     let event = watching.next();
     assert_eq!(event["status"], "failed", "{event}");
     let message = event["error"]["message"].as_str().unwrap();
@@ -217,7 +243,8 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
     // must be the next one (g's come first in a recompose of both, so a repeat would show).
     for (round, note) in ["note 1\n", "note 2\n"].iter().enumerate() {
         deployment.write("groups/g/CLAUDE.local.md", note.as_bytes());
-        deployment.write(
+        put(
+            &deployment,
             "groups/h/container.json",
             format!(r#"{{"mcpServers": {{"s": {{"instructions": "round {round}"}}}}}}"#).as_bytes(),
         );
@@ -229,7 +256,11 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
         );
     }
     // Fixing the config to what it was brings the group back, unchanged, and says so.
-    deployment.write("groups/g/container.json", br#"{"skills": ["web"]}"#);
+    put(
+        &deployment,
+        "groups/g/container.json",
+        br#"{"skills": ["web"]}"#,
+    );
     let event = watching.next();
     assert_eq!(
         (event["group"].as_str(), event["status"].as_str()),
@@ -277,7 +308,7 @@ fn settings_changes_recompose_every_group_and_a_malformed_file_is_a_warning() {
     assert_eq!(watching.next_groups(2), changed(&["a", "b"]));
     assert_eq!(watching.next()["event"], "ready");
 
-    deployment.write("clawmd.json", b"{\"provider\": ");
+    put(&deployment, "clawmd.json", b"{\"provider\": ");
     let event = watching.next();
     assert_eq!(
         (event["event"].as_str(), event["code"].as_str()),
@@ -289,8 +320,86 @@ fn settings_changes_recompose_every_group_and_a_malformed_file_is_a_warning() {
         "{event}"
     );
 
-    deployment.write("clawmd.json", br#"{"provider": "codex"}"#);
+    put(&deployment, "clawmd.json", br#"{"provider": "codex"}"#);
     assert_eq!(watching.next_groups(2), changed(&["a", "b"]));
     assert!(deployment.exists("groups/a/AGENTS.md") && !deployment.exists("groups/a/CLAUDE.md"));
+    watching.stop(rustix::process::Signal::TERM);
+}
+
+#[test]
+fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
+    let recipe = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs/recipes/group-skills/clawmd.json"),
+    )
+    .unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(outside.path().join("evil")).unwrap();
+    std::fs::write(outside.path().join("evil/instructions.md"), "OUTSIDE\n").unwrap();
+    let deployment = Deployment::standard()
+        .file("clawmd.json", &recipe)
+        .group("g", Some("{}"))
+        .file("groups/g/skills/mine/instructions.md", "MINE v1\n")
+        .group("h", Some("{}"))
+        .group("lnk", Some("{}"));
+    std::os::unix::fs::symlink(outside.path(), deployment.path("groups/lnk/skills")).unwrap();
+    let mut watching = Watching::start(&deployment, &["--all"]);
+    let first = watching.next_groups(3);
+    assert_eq!(
+        first[0],
+        ("g".to_owned(), "changed".to_owned()),
+        "{first:?}"
+    );
+    assert_eq!(watching.next()["event"], "ready");
+    assert!(deployment.read("groups/g/CLAUDE.md").contains("MINE v1"));
+
+    // An edit of a skill the group keeps in its own folder is composed.
+    put(
+        &deployment,
+        "groups/g/skills/mine/instructions.md",
+        b"MINE v2\n",
+    );
+    assert_eq!(watching.next_groups(1), changed(&["g"]));
+    assert!(deployment.read("groups/g/CLAUDE.md").contains("MINE v2"));
+
+    // So is a skill folder made while watching (it gets a watch of its own).
+    std::fs::create_dir_all(deployment.path("groups/g/skills/late")).unwrap();
+    put(
+        &deployment,
+        "groups/g/skills/late/instructions.md",
+        b"LATE\n",
+    );
+    let event = watching.next();
+    assert_eq!(
+        (event["group"].as_str(), event["status"].as_str()),
+        (Some("g"), Some("changed")),
+        "{event}"
+    );
+    if !deployment.read("groups/g/CLAUDE.md").contains("LATE") {
+        // The folder and its file may come in two recomposes.
+        assert_eq!(watching.next_groups(1), changed(&["g"]));
+    }
+    put(
+        &deployment,
+        "groups/g/skills/late/instructions.md",
+        b"LATE v2\n",
+    );
+    assert_eq!(watching.next_groups(1), changed(&["g"]));
+    assert!(deployment.read("groups/g/CLAUDE.md").contains("LATE v2"));
+
+    // A link the agent planted where its skills would be is never watched through: a change
+    // outside the group prints nothing, and the next line is h's.
+    std::fs::write(outside.path().join("evil/instructions.md"), "OUTSIDE v2\n").unwrap();
+    put(
+        &deployment,
+        "groups/h/container.json",
+        br#"{"mcpServers": {"s": {"instructions": "x"}}}"#,
+    );
+    let event = watching.next();
+    assert_eq!(
+        (event["group"].as_str(), event["status"].as_str()),
+        (Some("h"), Some("changed")),
+        "{event}"
+    );
     watching.stop(rustix::process::Signal::TERM);
 }

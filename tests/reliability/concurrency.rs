@@ -409,7 +409,7 @@ fn compose_all_races_migrate() {
                 (0..runs_each)
                     .map(|run| {
                         if w % 2 == 0 {
-                            clawmd(work.root(), &["migrate"], &[])
+                            clawmd(work.root(), &["migrate", "--append-global"], &[])
                         } else {
                             let delivery = if run % 2 == 0 { "link" } else { "copy" };
                             clawmd(
@@ -447,7 +447,7 @@ fn compose_all_races_migrate() {
     );
 
     // Start-up order once more, then everything is in its final place.
-    clawmd(work.root(), &["migrate"], &[]).expect(0, "final migrate");
+    clawmd(work.root(), &["migrate", "--append-global"], &[]).expect(0, "final migrate");
     clawmd(
         work.root(),
         &["compose", "--all", "--delivery", "copy"],
@@ -478,7 +478,7 @@ fn compose_all_races_migrate() {
     }
     // The clean groups end exactly as an uninterrupted migrate + compose leaves them.
     let reference = legacy_deployment(composed, legacy);
-    clawmd(reference.root(), &["migrate"], &[]).expect(0, "reference migrate");
+    clawmd(reference.root(), &["migrate", "--append-global"], &[]).expect(0, "reference migrate");
     clawmd(
         reference.root(),
         &["compose", "--all", "--delivery", "copy"],

@@ -449,10 +449,25 @@ fn migrate_scenarios() -> Vec<Scenario> {
             before: Deployment::on_work_dir()
                 .with_standard()
                 .file("groups/global/CLAUDE.md", GLOBAL),
-            args: vec!["migrate"],
+            args: vec!["migrate", "--append-global"],
             keep: vec![
                 Keep::new("container/CLAUDE.md", b"BASE\n", &["container/CLAUDE.md"]),
                 global_kept,
+            ],
+        },
+        Scenario {
+            name: "migrate groups/global aside (the default)",
+            before: Deployment::on_work_dir()
+                .with_standard()
+                .file("groups/global/CLAUDE.md", GLOBAL),
+            args: vec!["migrate"],
+            keep: vec![
+                Keep::new("container/CLAUDE.md", b"BASE\n", &["container/CLAUDE.md"]),
+                Keep::new(
+                    "groups/global/CLAUDE.md",
+                    GLOBAL.as_bytes(),
+                    &["groups/global/CLAUDE.md", "groups/.clawmd/legacy/*"],
+                ),
             ],
         },
         Scenario {
@@ -496,7 +511,7 @@ fn migrate_scenarios() -> Vec<Scenario> {
                 }
                 d
             },
-            args: vec!["migrate"],
+            args: vec!["migrate", "--append-global"],
             keep: vec![
                 legacy_kept("a"),
                 legacy_kept("b"),

@@ -195,12 +195,27 @@ fn read_only_filesystem_fails_cleanly_and_converges() {
     let d = deployment();
     fault(
         &mut tally,
-        "container/ read-only, migrate of groups/global",
+        "container/ read-only, migrate --append-global of groups/global",
         &d,
-        &["migrate"],
+        &["migrate", "--append-global"],
         |d| read_only(&d.path("container")),
         erofs,
         &d.path("container"),
+        true,
+    );
+
+    // By default migrate keeps groups/global text aside in the state folder (and never writes
+    // container/).
+    let d = deployment();
+    std::fs::create_dir_all(d.path("groups/.clawmd")).unwrap();
+    fault(
+        &mut tally,
+        "the state folder read-only, migrate of groups/global",
+        &d,
+        &["migrate"],
+        |d| read_only(&d.path("groups/.clawmd")),
+        erofs,
+        &d.path("groups/.clawmd"),
         true,
     );
 

@@ -616,7 +616,16 @@ fn invalid_utf8_is_kept_byte_for_byte() {
     d.write("groups/a/CLAUDE.md", bad);
     d.write("groups/b/CLAUDE.md", bad);
     d.write("groups/global/CLAUDE.md", bad);
-    clawmd(d.root(), &["migrate"], &[]).expect(0, "migrate");
+    // Kept aside by default, byte for byte...
+    let aside = d.copy_on_work_dir();
+    clawmd(aside.root(), &["migrate"], &[]).expect(0, "migrate, global kept aside");
+    let kept = aside.path(&format!(
+        "groups/.clawmd/legacy/{}",
+        clawmd::migrate::legacy_global_name(bad)
+    ));
+    assert_eq!(std::fs::read(kept).unwrap(), bad);
+    // ...or appended to the shared base when asked.
+    clawmd(d.root(), &["migrate", "--append-global"], &[]).expect(0, "migrate");
     assert_eq!(
         std::fs::read(d.path("groups/a/CLAUDE.local.md")).unwrap(),
         bad

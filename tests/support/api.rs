@@ -1,4 +1,6 @@
-//! The stand-in Anthropic API the sandboxed agent talks to.
+//! The stand-in model API the sandboxed agent talks to: Anthropic's messages API (Claude
+//! Code), OpenAI's responses API (Codex), Gemini's `generateContent` (Gemini CLI) and OpenAI's
+//! chat completions (opencode through `@ai-sdk/openai-compatible`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -9,8 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// An Anthropic-compatible API on 127.0.0.1 that answers every message with "ok" (JSON or SSE,
-/// as asked), answers count_tokens, and records the body of every `/v1/messages` request. It
+/// A model API on 127.0.0.1 that answers every model request with "ok" (JSON or SSE, as
+/// asked), answers count_tokens, and records the body of every model request (`/v1/messages`,
+/// `/v1/responses`, `…:generateContent`, `…:streamGenerateContent`, `/chat/completions`). It
 /// stops when [`ApiServer::stop`] is called or it is dropped.
 pub struct ApiServer {
     pub addr: SocketAddr,
@@ -106,8 +109,17 @@ fn serve(stream: TcpStream, requests: &Mutex<Vec<Value>>) -> std::io::Result<()>
         body
     };
     let mut stream = stream;
-    if method != "POST" || path.contains("count_tokens") {
-        return respond_json(&mut stream, &json!({"input_tokens": 1}));
+    if method != "POST" || path.contains("count_tokens") || path.contains(":countTokens") {
+        return respond_json(&mut stream, &json!({"input_tokens": 1, "totalTokens": 1}));
+    }
+    if path.contains("/responses") {
+        return openai_responses(&mut stream, &body, requests);
+    }
+    if path.contains("enerateContent") {
+        return gemini(&mut stream, &path, &body, requests);
+    }
+    if path.contains("/chat/completions") {
+        return chat_completions(&mut stream, &body, requests);
     }
     if !path.contains("/messages") {
         return respond_json(&mut stream, &json!({}));
@@ -157,6 +169,101 @@ fn serve(stream: TcpStream, requests: &Mutex<Vec<Value>>) -> std::io::Result<()>
     }
     stream.write_all(out.as_bytes())?;
     stream.flush()
+}
+
+fn record(body: &[u8], requests: &Mutex<Vec<Value>>) -> Value {
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    requests.lock().unwrap().push(request.clone());
+    request
+}
+
+fn respond_sse(stream: &mut TcpStream, events: &str) -> std::io::Result<()> {
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{events}",
+        events.len()
+    )?;
+    stream.flush()
+}
+
+/// OpenAI's responses API, streamed (Codex 0.169.0 asks for `stream: true`).
+fn openai_responses(
+    stream: &mut TcpStream,
+    body: &[u8],
+    requests: &Mutex<Vec<Value>>,
+) -> std::io::Result<()> {
+    record(body, requests);
+    let usage = json!({"input_tokens": 1, "input_tokens_details": null, "output_tokens": 1,
+        "output_tokens_details": null, "total_tokens": 2});
+    let events = [
+        (
+            "response.created",
+            json!({"type": "response.created", "response": {"id": "resp_e2e"}}),
+        ),
+        (
+            "response.output_item.done",
+            json!({"type": "response.output_item.done", "item": {"type": "message",
+                "role": "assistant", "id": "msg_e2e",
+                "content": [{"type": "output_text", "text": "ok"}]}}),
+        ),
+        (
+            "response.completed",
+            json!({"type": "response.completed", "response": {"id": "resp_e2e", "usage": usage}}),
+        ),
+    ];
+    let mut out = String::new();
+    for (name, data) in events {
+        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    respond_sse(stream, &out)
+}
+
+/// Gemini's `generateContent` and `streamGenerateContent?alt=sse`.
+fn gemini(
+    stream: &mut TcpStream,
+    path: &str,
+    body: &[u8],
+    requests: &Mutex<Vec<Value>>,
+) -> std::io::Result<()> {
+    record(body, requests);
+    let answer = json!({
+        "candidates": [{"content": {"parts": [{"text": "ok"}], "role": "model"},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+    });
+    if path.contains("streamGenerateContent") {
+        respond_sse(stream, &format!("data: {answer}\n\n"))
+    } else {
+        respond_json(stream, &answer)
+    }
+}
+
+/// OpenAI's chat completions, streamed or not.
+fn chat_completions(
+    stream: &mut TcpStream,
+    body: &[u8],
+    requests: &Mutex<Vec<Value>>,
+) -> std::io::Result<()> {
+    let request = record(body, requests);
+    let usage = json!({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2});
+    if !request["stream"].as_bool().unwrap_or(false) {
+        return respond_json(
+            stream,
+            &json!({"id": "chat_e2e", "object": "chat.completion", "created": 1, "model": "m",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                    "finish_reason": "stop"}], "usage": usage}),
+        );
+    }
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "chat_e2e", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": usage})
+    };
+    let out = format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        chunk(json!({"role": "assistant", "content": "ok"}), Value::Null),
+        chunk(json!({}), json!("stop")),
+    );
+    respond_sse(stream, &out)
 }
 
 fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {

@@ -20,6 +20,16 @@ impl std::ops::Deref for Deployment {
     }
 }
 
+/// nanoclaw's six built-in modules that ship guidance (v2.0.64).
+pub const NANOCLAW_MODULES: [&str; 6] = [
+    "agents",
+    "cli",
+    "core",
+    "interactive",
+    "scheduling",
+    "self-mod",
+];
+
 impl Deployment {
     /// An empty deployment: `container/skills/` and `groups/` exist and are empty.
     pub fn new() -> Self {
@@ -68,6 +78,31 @@ impl Deployment {
             }
         }
         deployment
+    }
+
+    /// A nanoclaw v2.0.64 checkout as clawmd reads it (tests/fixtures/nanoclaw: the shared
+    /// base, the skills, the six module fragments, the Dockerfile and the runner's
+    /// package.json, `groups/global` and `groups/main` as a fresh clone has them).
+    pub fn nanoclaw() -> Self {
+        let deployment = Deployment::new();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nanoclaw");
+        for top in ["container", "groups", "src"] {
+            copy_tree(&fixture.join(top), &deployment.path(top));
+        }
+        deployment
+    }
+
+    /// The first line of text of nanoclaw's built-in module `name`'s guidance
+    /// (`container/agent-runner/src/mcp-tools/<name>.instructions.md`).
+    pub fn module_line(&self, name: &str) -> String {
+        self.read(&format!(
+            "container/agent-runner/src/mcp-tools/{name}.instructions.md"
+        ))
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .unwrap()
+        .trim()
+        .to_owned()
     }
 
     /// Copies the example recipe `docs/recipes/<name>/` into the root, as an operator would

@@ -15,6 +15,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod api;
+pub mod backends;
 pub mod deployment;
 pub mod faults;
 pub mod run;

@@ -159,14 +159,65 @@ impl Sandbox {
     }
 }
 
+/// The text part that holds the memory (`Codebase and user instructions…`).
+pub const MEMORY_MARK: &str = "Codebase and user instructions";
+
+/// Runs `consumer` in `sandbox` against a fresh stand-in API and returns the memory block of
+/// the first request it sent, or what went wrong.
+pub fn memory_block(
+    sandbox: &Sandbox,
+    tools: &Tools,
+    consumer: Consumer,
+    timeout: std::time::Duration,
+) -> Result<String, String> {
+    let api = ApiServer::start();
+    let mut command = sandbox.command(tools, &api, consumer);
+    let output = super::output_within(&mut command, timeout);
+    let requests = api.stop();
+    let output = output?;
+    let Some(first) = requests.first() else {
+        return Err(format!(
+            "{consumer} sent no request to the stand-in API ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    };
+    let block = super::api::texts(first)
+        .into_iter()
+        .find(|t| t.contains(MEMORY_MARK))
+        .ok_or_else(|| format!("{consumer}: the first request has no memory block: {first}"))?
+        .to_owned();
+    if std::env::var_os("CLAWMD_E2E_DUMP").is_some() {
+        eprintln!("--- memory block, {consumer}\n{block}\n---");
+    }
+    Ok(block)
+}
+
+/// `clawmd render GROUP --format claude ARGS…` on the deployment at `root`, which must equal
+/// a real block as claude-view prints it ([`printed`]).
+pub fn rendered(root: &Path, group: &str, args: &[&str]) -> String {
+    let root = root.to_str().unwrap();
+    let mut all = vec!["render", group, "--root", root, "--format", "claude"];
+    all.extend_from_slice(args);
+    super::run_clawmd(all, &[]).success().stdout()
+}
+
+/// A memory block as tools/claude-view prints it: with a final newline.
+pub fn printed(block: &str) -> String {
+    match block.ends_with('\n') {
+        true => block.to_owned(),
+        false => format!("{block}\n"),
+    }
+}
+
 #[derive(Default)]
-struct ArgList(Vec<OsString>);
+pub struct ArgList(pub Vec<OsString>);
 
 impl ArgList {
-    fn push<const N: usize>(&mut self, args: [&str; N]) {
+    pub fn push<const N: usize>(&mut self, args: [&str; N]) {
         self.0.extend(args.iter().map(OsString::from));
     }
-    fn bind(&mut self, how: &str, from: &Path, to: &str) {
+    pub fn bind(&mut self, how: &str, from: &Path, to: &str) {
         self.0.push(how.into());
         self.0.push(from.into());
         self.0.push(to.into());
@@ -175,7 +226,12 @@ impl ArgList {
 
 /// What node and claude need to start: the OS read-only, a private /proc, /dev and /tmp, the
 /// npm cache read-only at its own path. Explicit binds only: never the host root.
-fn system_binds(tools: &Tools, args: &mut ArgList) {
+pub fn system_binds(tools: &Tools, args: &mut ArgList) {
+    system_binds_for(&tools.cache, &tools.node, args);
+}
+
+/// [`system_binds`] for any npm cache folder and node.
+pub fn system_binds_for(cache: &Path, node: &Path, args: &mut ArgList) {
     args.bind("--ro-bind", Path::new("/usr"), "/usr");
     for top in ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"] {
         let Ok(meta) = Path::new(top).symlink_metadata() else {
@@ -211,14 +267,10 @@ fn system_binds(tools: &Tools, args: &mut ArgList) {
         }
     }
     args.push(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
-    args.bind(
-        "--ro-bind",
-        &tools.cache,
-        &tools.cache.display().to_string(),
-    );
+    args.bind("--ro-bind", cache, &cache.display().to_string());
     // A node installed outside /usr (nvm, a tarball): mount its prefix too.
-    let prefix = tools.node.parent().and_then(Path::parent).unwrap();
-    if !tools.node.starts_with("/usr") && !tools.node.starts_with(&tools.cache) {
+    let prefix = node.parent().and_then(Path::parent).unwrap();
+    if !node.starts_with("/usr") && !node.starts_with(cache) {
         args.bind("--ro-bind", prefix, &prefix.display().to_string());
     }
 }
@@ -239,19 +291,59 @@ pub struct Tools {
 /// The tools, found once; a missing one fails every test that needs it, naming the fix.
 pub fn tools() -> &'static Tools {
     static TOOLS: OnceLock<Result<Tools, String>> = OnceLock::new();
-    match TOOLS.get_or_init(find_tools) {
+    match TOOLS.get_or_init(|| find_tools(&e2e_cache(), CLAUDE_CODE_VERSION, AGENT_SDK_VERSION)) {
         Ok(tools) => tools,
         Err(message) => panic!("{message}"),
     }
 }
 
-fn find_tools() -> Result<Tools, String> {
-    let cache = match std::env::var_os("CLAWMD_E2E_CACHE") {
+/// The Claude Code CLI and Agent SDK that nanoclaw v2.0.64 pins (`container/Dockerfile`,
+/// `container/agent-runner/package.json`), which `scripts/e2e-setup` installs in the cache's
+/// `nanoclaw` folder.
+pub const NANOCLAW_CLI_VERSION: &str = "2.1.128";
+pub const NANOCLAW_SDK_VERSION: &str = "0.2.128";
+
+/// The tools with nanoclaw's pinned CLI and SDK ([`NANOCLAW_CLI_VERSION`]), found once.
+pub fn nanoclaw_tools() -> &'static Tools {
+    static TOOLS: OnceLock<Result<Tools, String>> = OnceLock::new();
+    match TOOLS.get_or_init(|| {
+        find_tools(
+            &e2e_cache().join("nanoclaw"),
+            NANOCLAW_CLI_VERSION,
+            NANOCLAW_SDK_VERSION,
+        )
+    }) {
+        Ok(tools) => tools,
+        Err(message) => panic!("{message}"),
+    }
+}
+
+/// The folder `scripts/e2e-setup` installs into: `CLAWMD_E2E_CACHE`, or
+/// `~/.cache/clawmd-e2e`.
+pub fn e2e_cache() -> PathBuf {
+    match std::env::var_os("CLAWMD_E2E_CACHE") {
         Some(dir) => PathBuf::from(dir),
         None => {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/clawmd-e2e")
         }
-    };
+    }
+}
+
+/// The version of the npm package `package` installed under `prefix/node_modules`, if any.
+pub fn installed_version(prefix: &Path, package: &str) -> Option<String> {
+    let manifest = prefix
+        .join("node_modules")
+        .join(package)
+        .join("package.json");
+    std::fs::read_to_string(manifest)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|v| v["version"].as_str().map(str::to_owned))
+}
+
+/// The tools in the npm prefix `cache`, the CLI and SDK at these versions.
+fn find_tools(cache: &Path, cli_version: &str, sdk_version: &str) -> Result<Tools, String> {
+    let cache = cache.to_owned();
     let mut missing = Vec::new();
     let bwrap = which("bwrap");
     if bwrap.is_none() {
@@ -261,17 +353,11 @@ fn find_tools() -> Result<Tools, String> {
     if node.is_none() {
         missing.push("`node` is not on PATH".to_owned());
     }
-    let modules = cache.join("node_modules/@anthropic-ai");
     for (package, version) in [
-        ("claude-code", CLAUDE_CODE_VERSION),
-        ("claude-agent-sdk", AGENT_SDK_VERSION),
+        ("claude-code", cli_version),
+        ("claude-agent-sdk", sdk_version),
     ] {
-        let manifest = modules.join(package).join("package.json");
-        let found = std::fs::read_to_string(&manifest)
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .and_then(|v| v["version"].as_str().map(str::to_owned));
-        match found {
+        match installed_version(&cache, &format!("@anthropic-ai/{package}")) {
             Some(found) if found == version => {}
             Some(found) => missing.push(format!(
                 "@anthropic-ai/{package} in {} is {found}, the test needs {version}",
@@ -288,7 +374,12 @@ fn find_tools() -> Result<Tools, String> {
         missing.push(format!("{} is missing", claude.display()));
     }
     if !missing.is_empty() {
-        return Err(missing_tools_message(&missing, &cache));
+        return Err(missing_tools_message(
+            &missing,
+            &cache,
+            cli_version,
+            sdk_version,
+        ));
     }
     let cache = cache.canonicalize().unwrap();
     let tools = Tools {
@@ -311,7 +402,7 @@ fn find_tools() -> Result<Tools, String> {
         .output()
         .map_err(|e| format!("cannot run {}: {e}", tools.bwrap.display()))?;
     let version = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() || !version.starts_with(CLAUDE_CODE_VERSION) {
+    if !output.status.success() || !version.starts_with(cli_version) {
         return Err(format!(
             "`claude --version` in a bubblewrap sandbox failed ({}): stdout {version:?}, stderr {:?}.\n\
              The sandbox needs unprivileged user namespaces or root; see scripts/e2e-setup.",
@@ -322,14 +413,19 @@ fn find_tools() -> Result<Tools, String> {
     Ok(tools)
 }
 
-fn missing_tools_message(missing: &[String], cache: &Path) -> String {
+fn missing_tools_message(
+    missing: &[String],
+    cache: &Path,
+    cli_version: &str,
+    sdk_version: &str,
+) -> String {
     let mut message = String::from("the end-to-end delivery test cannot run:\n");
     for line in missing {
         message.push_str(&format!("  - {line}\n"));
     }
     message.push_str(&format!(
         "Fix: run `scripts/e2e-setup` (installs bubblewrap with apt and \
-         @anthropic-ai/claude-code@{CLAUDE_CODE_VERSION} + @anthropic-ai/claude-agent-sdk@{AGENT_SDK_VERSION} \
+         @anthropic-ai/claude-code@{cli_version} + @anthropic-ai/claude-agent-sdk@{sdk_version} \
          with npm into {}; set CLAWMD_E2E_CACHE for another folder, for both the script and the test).\n",
         cache.display()
     ));

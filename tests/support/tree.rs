@@ -378,6 +378,18 @@ pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
+/// Asserts that every one of `parts` is in `text`, in this order (each after the previous).
+#[track_caller]
+pub fn in_order(text: &str, parts: &[&str]) {
+    let mut at = 0;
+    for part in parts {
+        match text[at..].find(part) {
+            Some(found) => at += found + part.len(),
+            None => panic!("{part:?} missing (or out of order) in:\n{text}"),
+        }
+    }
+}
+
 /// Copies a directory tree, keeping symlinks as symlinks (`from` itself may be one).
 #[track_caller]
 pub fn copy_tree(from: &Path, to: &Path) {

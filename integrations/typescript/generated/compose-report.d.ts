@@ -75,6 +75,18 @@ export type Code =
  * The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
  */
 export type Provider = "claude" | "codex" | "opencode" | "gemini";
+/**
+ * Where a judged release or consumer comes from.
+ */
+export type PinSource = "default" | "settings" | "flag" | "deployment";
+/**
+ * Which Claude Code front end reads the memory.
+ */
+export type Consumer = "cli" | "sdk";
+/**
+ * What a guard promises about the composed document.
+ */
+export type Guarantee = "cannot-be-dropped";
 
 /**
  * The report of a `compose` run.
@@ -315,9 +327,48 @@ export interface DeliveredReport {
    */
   reasons: string[];
   /**
+   * The Claude Code release and consumer this verdict judged, and where each came from
+   * (`null` for a flat backend, which reads its document as it is).
+   */
+  judged: Judged | null;
+  /**
    * Settings the agent can write that may keep composed memory from it and that clawmd
    * cannot evaluate exactly, each naming the file and the setting: the guardrails *may
    * not* reach the agent (`complete` is then `false`).
    */
   undecided: string[];
+  /**
+   * For Codex, Gemini CLI and opencode groups: what keeps the agent from dropping the
+   * document with files of its own, in a container built from `clawmd mounts`
+   * (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
+   * Claude Code groups.
+   */
+  guarantee?: Guarantee | null;
+}
+/**
+ * What a Claude Code group's verdict judged: the release and consumer it modelled, and where
+ * each came from.
+ */
+export interface Judged {
+  /**
+   * The Claude Code release whose loader rules were used.
+   */
+  claude_code: string;
+  /**
+   * Whether that release is in the loader's conformance corpus (else the nearest known
+   * rules were used).
+   */
+  verified: boolean;
+  /**
+   * Where the release came from.
+   */
+  claude_code_from: PinSource;
+  /**
+   * `cli`, or `sdk` (the Agent SDK with `settingSources: ['project','user']`).
+   */
+  consumer: Consumer;
+  /**
+   * Where the consumer came from.
+   */
+  consumer_from: PinSource;
 }

@@ -60,6 +60,17 @@ export type ActionReport =
       into: string;
     }
   | {
+      action: "keep-global";
+      /**
+       * Old path.
+       */
+      from: string;
+      /**
+       * Where the text now is.
+       */
+      kept_in: string;
+    }
+  | {
       action: "remove-global-dir";
       /**
        * The folder.

@@ -1,0 +1,207 @@
+//! The Claude Code a deployment pins, read from its own files, so that the verdict judges the
+//! release and the consumer the agents really run when `clawmd.json` does not say.
+//!
+//! * The release: `ARG CLAUDE_CODE_VERSION=X.Y.Z` in the container image's `Dockerfile`
+//!   (`container/Dockerfile`, nanoclaw's), the version its image installs.
+//! * The consumer: a runner that depends on the Claude Agent SDK
+//!   (`@anthropic-ai/claude-agent-sdk` in `container/agent-runner/package.json`, nanoclaw's)
+//!   runs the agent through the SDK, which with `settingSources: ['project','user']` loads no
+//!   `CLAUDE.local.md` by itself.
+//!
+//! [`Judged`] is what a verdict says it judged: the release, the consumer, and where each came
+//! from.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::loader::ClaudeVersion;
+use crate::view::Consumer;
+
+/// The image definition that may pin the release, under the container folder.
+pub const DOCKERFILE: &str = "Dockerfile";
+/// The agent runner's package manifest, under the container folder.
+pub const RUNNER_PACKAGE: &str = "agent-runner/package.json";
+/// The Claude Code CLI package.
+pub const CLI_PACKAGE: &str = "@anthropic-ai/claude-code";
+/// The Claude Agent SDK package.
+pub const SDK_PACKAGE: &str = "@anthropic-ai/claude-agent-sdk";
+
+/// Where a judged release or consumer comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PinSource {
+    /// clawmd's default: nothing in the deployment says (the newest release the conformance
+    /// corpus covers; the CLI).
+    #[default]
+    Default,
+    /// `clawmd.json` (`claudeCodeVersion`, `consumer`).
+    Settings,
+    /// A flag or `CLAWMD_*` variable of this run.
+    Flag,
+    /// The deployment's own files: `container/Dockerfile`'s `ARG CLAUDE_CODE_VERSION`, the
+    /// runner's `package.json`.
+    Deployment,
+}
+
+impl PinSource {
+    /// For people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PinSource::Default => {
+                "clawmd's default: the deployment pins no release (set claudeCodeVersion in clawmd.json, or run clawmd init)"
+            }
+            PinSource::Settings => "clawmd.json",
+            PinSource::Flag => "this command line",
+            PinSource::Deployment => {
+                "the deployment's pin (container/Dockerfile, agent-runner/package.json)"
+            }
+        }
+    }
+}
+
+/// What the deployment's files pin.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pins {
+    /// The release `container/Dockerfile` installs, with the file.
+    pub claude_code: Option<(ClaudeVersion, PathBuf)>,
+    /// The consumer the runner uses, with the file that says so.
+    pub consumer: Option<(Consumer, PathBuf)>,
+    /// The Agent SDK version range the runner depends on (`^0.2.128`), when it does.
+    pub sdk_range: Option<String>,
+}
+
+/// Reads what the deployment whose container folder is `container_dir` pins. Missing or
+/// unreadable files pin nothing.
+pub fn read_pins(container_dir: &Path) -> Pins {
+    let mut pins = Pins::default();
+    let dockerfile = container_dir.join(DOCKERFILE);
+    if let Ok(Some(bytes)) = crate::fsops::read_host_file(&dockerfile, 1024 * 1024)
+        && let Some(version) = dockerfile_pin(&String::from_utf8_lossy(&bytes))
+    {
+        pins.claude_code = Some((version, dockerfile));
+    }
+    let manifest = container_dir.join(RUNNER_PACKAGE);
+    if let Ok(Some(bytes)) = crate::fsops::read_host_file(&manifest, 1024 * 1024)
+        && let Ok(serde_json::Value::Object(package)) = serde_json::from_slice(&bytes)
+    {
+        let depends = |package_name: &str| {
+            ["dependencies", "devDependencies", "optionalDependencies"]
+                .iter()
+                .find_map(|key| package.get(*key)?.get(package_name)?.as_str())
+                .map(str::to_owned)
+        };
+        if let Some(range) = depends(SDK_PACKAGE) {
+            pins.consumer = Some((Consumer::Sdk, manifest.clone()));
+            pins.sdk_range = Some(range);
+        } else if depends(CLI_PACKAGE).is_some() {
+            pins.consumer = Some((Consumer::Cli, manifest));
+        }
+    }
+    pins
+}
+
+/// The release of `ARG CLAUDE_CODE_VERSION=X.Y.Z` (quotes allowed) in a Dockerfile; `latest`
+/// or a range pins nothing.
+pub fn dockerfile_pin(text: &str) -> Option<ClaudeVersion> {
+    text.lines().find_map(|line| {
+        let rest = line.trim().strip_prefix("ARG")?;
+        if !rest.starts_with(char::is_whitespace) {
+            return None;
+        }
+        let value = rest.trim().strip_prefix("CLAUDE_CODE_VERSION=")?;
+        let value = value.split_whitespace().next()?.trim_matches(['"', '\'']);
+        value.parse().ok()
+    })
+}
+
+/// What a Claude Code group's verdict judged: the release and consumer it modelled, and where
+/// each came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Judged {
+    /// The Claude Code release whose loader rules were used.
+    #[schemars(with = "String")]
+    pub claude_code: ClaudeVersion,
+    /// Whether that release is in the loader's conformance corpus (else the nearest known
+    /// rules were used).
+    pub verified: bool,
+    /// Where the release came from.
+    pub claude_code_from: PinSource,
+    /// `cli`, or `sdk` (the Agent SDK with `settingSources: ['project','user']`).
+    pub consumer: Consumer,
+    /// Where the consumer came from.
+    pub consumer_from: PinSource,
+}
+
+impl fmt::Display for Judged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let consumer = match self.consumer {
+            Consumer::Cli => "CLI",
+            Consumer::Sdk => "Agent SDK",
+        };
+        write!(f, "Claude Code {} {consumer}", self.claude_code)?;
+        if !self.verified {
+            write!(
+                f,
+                " (not in the conformance corpus: rules of {})",
+                self.claude_code.nearest_verified()
+            )?;
+        }
+        match self.claude_code_from {
+            PinSource::Default => f.write_str(", clawmd's default: no release pinned"),
+            PinSource::Settings => f.write_str(", pinned in clawmd.json"),
+            PinSource::Flag => f.write_str(", from this command line"),
+            PinSource::Deployment => f.write_str(", pinned by the deployment"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dockerfile_pin_is_read() {
+        let text =
+            "FROM node:22\nARG INSTALL_CJK_FONTS=false\nARG CLAUDE_CODE_VERSION=2.1.128\nRUN x\n";
+        assert_eq!(dockerfile_pin(text), Some(ClaudeVersion::new(2, 1, 128)));
+        assert_eq!(
+            dockerfile_pin("ARG  CLAUDE_CODE_VERSION=\"2.1.330\" # pinned"),
+            Some(ClaudeVersion::new(2, 1, 330))
+        );
+        for none in [
+            "ARG CLAUDE_CODE_VERSION=latest",
+            "ARG CLAUDE_CODE_VERSION",
+            "ENV CLAUDE_CODE_VERSION=2.1.1",
+            "ARGCLAUDE_CODE_VERSION=2.1.1",
+            "",
+        ] {
+            assert_eq!(dockerfile_pin(none), None, "{none}");
+        }
+    }
+
+    #[test]
+    fn a_runner_on_the_agent_sdk_is_an_sdk_consumer() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("agent-runner")).unwrap();
+        std::fs::write(
+            dir.path().join("agent-runner/package.json"),
+            r#"{"dependencies": {"@anthropic-ai/claude-agent-sdk": "^0.2.128", "zod": "^4"}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("Dockerfile"),
+            "ARG CLAUDE_CODE_VERSION=2.1.128\n",
+        )
+        .unwrap();
+        let pins = read_pins(dir.path());
+        assert_eq!(
+            pins.claude_code.map(|p| p.0),
+            Some(ClaudeVersion::new(2, 1, 128))
+        );
+        assert_eq!(pins.consumer.map(|p| p.0), Some(Consumer::Sdk));
+        assert_eq!(pins.sdk_range.as_deref(), Some("^0.2.128"));
+        assert_eq!(read_pins(&dir.path().join("nothing")), Pins::default());
+    }
+}
