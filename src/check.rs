@@ -16,7 +16,7 @@ use crate::fsops::SafeDir;
 use crate::layout::{Layout, names};
 use crate::loader::fs::MemoryFs;
 use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs};
-use crate::plan::{Delivery, GroupPlan, Sources, Warning};
+use crate::plan::{Content, Delivery, GroupPlan, Sources, Warning};
 use crate::progress::Progress;
 use crate::reconcile::{Step, is_rescue_name, kept_rescues};
 use crate::report::{
@@ -273,10 +273,10 @@ fn not_delivered(
 }
 
 /// The fix for link delivery whose imports Claude Code drops: either approval (the runtime's
-/// setting, told to clawmd too) or the default inline delivery.
+/// setting, told to clawmd too) or the default managed delivery.
 fn link_fix(layout: &Layout, group: &str) -> String {
     format!(
-        "approve external imports for {} in the agent's ~/.claude.json and set \"approveExternal\": true in clawmd.json; or set \"delivery\": \"inline\" in clawmd.json (and stop passing --delivery link / CLAWMD_DELIVERY=link), then run `clawmd compose {group}`",
+        "approve external imports for {} in the agent's ~/.claude.json and set \"approveExternal\": true in clawmd.json; or set \"delivery\": \"managed\" in clawmd.json, the default (and stop passing --delivery link / CLAWMD_DELIVERY=link), then run `clawmd compose {group}`",
         layout.workspace_mount.display()
     )
 }
@@ -591,7 +591,7 @@ fn composition_findings(
             Step::Rescue { from, to, .. } => findings.push(Finding {
                 severity: Severity::Error,
                 code: Code::HandEdited,
-                file: group_path.join(from),
+                file: from.host_path(layout, group),
                 message: format!(
                     "{from} is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will keep the edit in {} (outside the group) and replace it",
                     to.display()
@@ -602,7 +602,7 @@ fn composition_findings(
                 findings.push(Finding {
                     severity: Severity::Error,
                     code: Code::DisabledSkillFragment,
-                    file: group_path.join(path.to_string()),
+                    file: path.host_path(layout, group),
                     message: format!(
                         "a fragment of skill {:?}, which container.json does not enable, is still imported",
                         path.name.trim_end_matches(".md")
@@ -610,9 +610,23 @@ fn composition_findings(
                     fix: compose_fix.clone(),
                 })
             }
+            Step::Shadowed { path } => findings.push(Finding {
+                severity: Severity::Warning,
+                code: Code::MountPointEdited,
+                file: group_path.join(&path.name),
+                message: format!(
+                    "{} holds text that never reaches the agent: it is the mount point the runner binds the composed {} over (clawmd mounts {group}), and compose leaves it as it is",
+                    path.name, path.name
+                ),
+                fix: format!(
+                    "move the text you need into CLAUDE.local.md, then delete {} while the group's container is stopped (compose writes the placeholder again)",
+                    group_path.join(&path.name).display()
+                ),
+            }),
             Step::Remove { path, .. } | Step::Write { path, .. } => pending.push(path.to_string()),
         }
     }
+    old_layout(layout, group, &steps, &compose_fix, findings);
     config_findings(&group_path, &plan.warnings, findings);
     if !pending.is_empty() {
         findings.push(Finding {
@@ -643,6 +657,47 @@ fn composition_findings(
     legacy_rescues(&dir, layout, group, findings)?;
     instruction_imports(&dir, &config.mcp_instructions, findings);
     Ok(plan)
+}
+
+/// A group still laid out the way clawmd composed groups before bind folders: the composed
+/// entry point in the group folder (where a compose while the container runs detaches the
+/// runner's read-only bind of it), or the shared base as `.claude-shared.md` in the
+/// read-write group folder. Compose converts it; a container started with the old binds needs
+/// a restart with those of `clawmd mounts`.
+fn old_layout(
+    layout: &Layout,
+    group: &str,
+    steps: &[Step],
+    compose_fix: &str,
+    findings: &mut Vec<Finding>,
+) {
+    let old: Vec<String> = steps
+        .iter()
+        .filter_map(|step| match step {
+            Step::Write {
+                path,
+                content: Content::Placeholder(_),
+                before: Some(_),
+            } => Some(path.name.clone()),
+            Step::Remove { path, .. } if path.is_top(names::SHARED) => Some(path.name.clone()),
+            _ => None,
+        })
+        .collect();
+    if old.is_empty() {
+        return;
+    }
+    findings.push(Finding {
+        severity: Severity::Error,
+        code: Code::OldLayout,
+        file: layout.group_dir(group),
+        message: format!(
+            "still laid out as before bind folders ({} composed in the group folder): a compose while the container runs detaches the runner's read-only bind of it, and the agent can then change what clawmd composed",
+            old.join(", ")
+        ),
+        fix: format!(
+            "{compose_fix}, then restart the group's container with the binds `clawmd mounts {group}` prints"
+        ),
+    });
 }
 
 /// Typos in `container.json`: keys that are near misses of clawmd's, and skills that do not

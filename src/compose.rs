@@ -270,9 +270,7 @@ fn first_look(
         Err(err) => return Some(Err(err)),
     };
     match verdicts.observe(layout, sources, &group_path, options, None) {
-        // `.claude-fragments` must exist even when nothing is imported from it (inline): the
-        // runner bind-mounts it read-only.
-        Ok(first) if options.dry_run || (first.is_up_to_date() && first.fragments.is_some()) => {
+        Ok(first) if options.dry_run || first.is_up_to_date() => {
             let report = GroupReport::from_steps(group, &first.steps, &first.plan)
                 .with_cleaned(first.leftover_names());
             Some(Ok(verdicts.add(layout, sources, &first, options, report)))
@@ -352,14 +350,15 @@ fn clean_leftovers(
     Ok((journal, cleaned))
 }
 
-/// How many groups a batch composes at most: each holds its lock, two folders and its temp
-/// journal open while the batch runs (4 descriptors, 5 with a rescue folder), and a batch
+/// How many groups a batch composes at most: each holds its lock, up to four folders and its
+/// temp journal open while the batch runs (6 descriptors, 7 with a rescue folder), and a batch
 /// costs four `syncfs` calls, so 128 groups keep both small (0.03 syncs per group).
 const BATCH_GROUPS: usize = 128;
 
 /// The descriptors a group of a batch holds while the batch runs: its lock, its folder,
-/// `.claude-fragments`, its temp journal and, when a hand edit is kept, its rescue folder.
-const DESCRIPTORS_PER_GROUP: u64 = 5;
+/// `.claude-fragments`, its bind and managed folders in the state, its temp journal and, when
+/// a hand edit is kept, its rescue folder.
+const DESCRIPTORS_PER_GROUP: u64 = 7;
 
 /// The most descriptors one worker thread holds open for a moment (a group folder, its
 /// fragments, its lock, a file being read through its `O_PATH` handle, a folder listed), with
@@ -392,16 +391,11 @@ fn batch_groups(limit: u64) -> usize {
 struct Work {
     seen: Observation,
     staged: Staged,
-    device: u64,
+    /// The filesystems of its folders (the state folder may be on another one).
+    devices: Vec<u64>,
     cleaned: Vec<String>,
     journal: std::sync::Arc<TempJournal>,
     _lock: fsops::GroupLock,
-}
-
-impl Work {
-    fn fragments(&self) -> &SafeDir {
-        self.seen.dirs().fragments
-    }
 }
 
 /// Composes `groups` (several) durably with four `syncfs` calls per filesystem for the whole
@@ -437,7 +431,13 @@ fn compose_batch(
             };
             let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
             let seen = verdicts.observe(layout, sources, &group_path, options, Some(&journal))?;
-            let device = seen.dir.device()?;
+            let mut devices = vec![seen.dir.device()?];
+            if let Some(bind) = &seen.bind {
+                let device = bind.device()?;
+                if !devices.contains(&device) {
+                    devices.push(device);
+                }
+            }
             let staged = stage(seen.dirs(), &seen.steps, false)?;
             Ok(Some(Work {
                 _lock: lock,
@@ -445,7 +445,7 @@ fn compose_batch(
                 cleaned,
                 seen,
                 staged,
-                device,
+                devices,
             }))
         };
         work().transpose()
@@ -500,26 +500,34 @@ fn phase(
     }
 }
 
-/// One `syncfs` per filesystem the batch's groups are on; every folder of the batch is then
-/// durable. A group on a filesystem whose sync fails fails (its data may not be durable).
+/// One `syncfs` per filesystem the batch's groups (and their bind folders) are on; every
+/// folder of the batch is then durable. A group on a filesystem whose sync fails fails (its
+/// data may not be durable).
 fn sync_batch(works: &mut [Result<Work, GroupError>]) {
     let mut synced: Vec<(u64, Result<(), String>)> = Vec::new();
     for work in works.iter_mut() {
         let Ok(w) = work else { continue };
-        let outcome = match synced.iter().find(|(device, _)| *device == w.device) {
-            Some((_, outcome)) => outcome.clone(),
-            None => {
-                let outcome = w.seen.dir.sync_filesystem().map_err(|err| err.to_string());
-                synced.push((w.device, outcome.clone()));
-                outcome
+        let mut failed = None;
+        for (index, device) in w.devices.iter().enumerate() {
+            let outcome = match synced.iter().find(|(known, _)| known == device) {
+                Some((_, outcome)) => outcome.clone(),
+                None => {
+                    let dir = match index {
+                        0 => &w.seen.dir,
+                        _ => w.seen.bind.as_ref().unwrap_or(&w.seen.dir),
+                    };
+                    let outcome = dir.sync_filesystem().map_err(|err| err.to_string());
+                    synced.push((*device, outcome.clone()));
+                    outcome
+                }
+            };
+            if let Err(message) = outcome {
+                failed = Some(message);
             }
-        };
-        match outcome {
-            Ok(()) => {
-                w.seen.dir.mark_synced();
-                w.fragments().mark_synced();
-            }
-            Err(message) => {
+        }
+        match failed {
+            None => w.seen.dirs().mark_synced(),
+            Some(message) => {
                 let path = w.seen.dir.path().to_owned();
                 *work = Err(GroupError::from(FsError::Io {
                     op: "sync the filesystem of",
@@ -753,6 +761,10 @@ fn plan_key(plan: &GroupPlan) -> [u8; 32] {
                 put(target.as_os_str().as_encoded_bytes());
             }
             Content::Seed => put(b"seed"),
+            Content::Placeholder(bytes) => {
+                put(b"placeholder");
+                put(bytes);
+            }
         }
     }
     put(&(plan.sections.len() as u64).to_le_bytes());

@@ -17,7 +17,7 @@ use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal};
 use crate::layout::{GLOBAL_GROUP, GroupConfigSource, Layout, names};
-use crate::plan::{Delivery, GroupPlan, Sources};
+use crate::plan::{Delivery, GroupPlan, Place, Sources};
 use crate::recipe::MemoryFile;
 use crate::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
 use crate::report::{Code, WarningReport};
@@ -119,7 +119,8 @@ pub fn missing_group(path: &Path) -> GroupError {
 /// shared files, skill roots and fragment folders, with their own imports expanded where
 /// their owner put them. Names that cannot be file names are skipped with a warning.
 pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), FsError> {
-    let (sources, notes) = crate::sources::read_container(layout)?;
+    let (mut sources, notes) = crate::sources::read_container(layout)?;
+    sources.host_managed = crate::delivery::managed::read_host_managed(layout)?;
     let warnings = notes
         .into_iter()
         .map(|note| WarningReport {
@@ -436,6 +437,10 @@ pub struct Observation {
     pub dir: SafeDir,
     /// `.claude-fragments`, when it exists (or was created).
     pub fragments: Option<SafeDir>,
+    /// The group's bind folder in clawmd's state, when it exists (or was created).
+    pub bind: Option<SafeDir>,
+    /// The group's managed folder in its bind folder, when it exists (or was created).
+    pub managed: Option<SafeDir>,
     /// The group's rescue folder (outside the group), when it exists (or was created for a
     /// rescue).
     pub rescues: Option<SafeDir>,
@@ -466,18 +471,16 @@ impl Observation {
             && self
                 .steps
                 .iter()
-                .all(|step| matches!(step, Step::Keep { .. }))
+                .all(|step| matches!(step, Step::Keep { .. } | Step::Shadowed { .. }))
     }
 
-    /// The folders the steps write in (once observed under the lock, with
-    /// `.claude-fragments` made).
+    /// The group's folders (under the lock, every folder the steps write in is made).
     pub fn dirs(&self) -> Dirs<'_> {
         Dirs {
             group: &self.dir,
-            fragments: self
-                .fragments
-                .as_ref()
-                .expect("observed under the lock: .claude-fragments is made"),
+            fragments: self.fragments.as_ref(),
+            bind: self.bind.as_ref(),
+            managed: self.managed.as_ref(),
             rescues: self.rescues.as_ref(),
         }
     }
@@ -515,7 +518,6 @@ pub fn observe_with(
     writer: Option<&Arc<TempJournal>>,
     plans: Option<&Plans>,
 ) -> Result<Observation, GroupError> {
-    let create = writer.is_some();
     let mut dir = open_group(group_path)?;
     if let Some(journal) = writer {
         dir.record_temps_in(journal);
@@ -536,23 +538,55 @@ pub fn observe_with(
         }
     };
     let delivery = plan.target.delivery;
-    let fragments = match listed.kind(&dir, names::FRAGMENTS)? {
-        None if !create => None,
-        _ => dir.open_child(names::FRAGMENTS, create)?,
+    // The folders that exist are opened (for what is stale in them too); a missing one is
+    // created (under the lock) only once the diff found nothing to refuse, and only when the
+    // plan writes in it: a refused group is left exactly as it was.
+    let mut fragments = match listed.kind(&dir, names::FRAGMENTS)? {
+        None => None,
+        Some(_) => dir.open_child(names::FRAGMENTS, false)?,
     };
-    let steps = diff_listed(
-        &dir,
-        &listed,
-        fragments.as_ref(),
-        &layout.rescue_dir(group),
-        &plan,
-    )?;
-    // The rescue folder is looked at only when a hand edit is to be kept.
+    let mut bind = state::bind_dir(layout, group)?;
+    let mut managed = match &bind {
+        Some(bind) => bind.open_child(names::MANAGED, false)?,
+        None => None,
+    };
+    let dirs = Dirs {
+        group: &dir,
+        fragments: fragments.as_ref(),
+        bind: bind.as_ref(),
+        managed: managed.as_ref(),
+        rescues: None,
+    };
+    let steps = diff_listed(&dirs, &listed, &layout.rescue_dir(group), &plan)?;
+    // The rescue folder is looked at only when a hand edit is to be kept; its budget is
+    // checked before anything is created, so a refused group is left exactly as it was.
+    let rescuing = steps.iter().any(|step| matches!(step, Step::Rescue { .. }));
     let mut rescues = None;
-    if steps.iter().any(|step| matches!(step, Step::Rescue { .. })) {
+    if rescuing {
         rescues = state::rescue_dir(layout, group)?;
         check_rescue_budget(rescues.as_ref(), &steps)?;
-        if let Some(journal) = writer {
+    }
+    if let Some(journal) = writer {
+        let wants = |place: Place| plan.entries.iter().any(|d| d.path.place == place);
+        if fragments.is_none() && wants(Place::Fragments) {
+            fragments = dir.open_child(names::FRAGMENTS, true)?;
+        }
+        if let Some(fragments) = &mut fragments {
+            fragments.record_temps_in(journal);
+        }
+        if bind.is_none() && (wants(Place::Bind) || wants(Place::Managed)) {
+            bind = Some(state::create_bind_dir(layout, group, journal)?);
+        }
+        if let Some(bind) = &mut bind {
+            bind.record_temps_in(journal);
+            if managed.is_none() && wants(Place::Managed) {
+                managed = bind.open_child(names::MANAGED, true)?;
+            }
+        }
+        if let Some(managed) = &mut managed {
+            managed.record_temps_in(journal);
+        }
+        if rescuing {
             match &mut rescues {
                 Some(rescues) => rescues.record_temps_in(journal),
                 None => rescues = Some(state::create_rescue_dir(layout, group, &dir, journal)?),
@@ -567,6 +601,8 @@ pub fn observe_with(
     Ok(Observation {
         dir,
         fragments,
+        bind,
+        managed,
         rescues,
         leftovers,
         journal_pending,

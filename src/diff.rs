@@ -53,16 +53,13 @@ fn group_diffs(
     for step in &seen.steps {
         let Step::Write {
             path,
-            content: Content::File(new),
+            content: Content::File(new) | Content::Placeholder(new),
             ..
         } = step
         else {
             continue;
         };
-        let dir = match (path.in_fragments, &seen.fragments) {
-            (false, _) => Some(&seen.dir),
-            (true, fragments) => fragments.as_ref(),
-        };
+        let dir = seen.dirs().get(path.place);
         let old = match dir {
             Some(dir) => dir.read_file(&path.name, MAX_DIFF_BYTES).unwrap_or(None),
             None => None,

@@ -59,6 +59,17 @@ pub enum GroupError {
         /// The existing group with the nearest name, when one is close.
         suggestion: Option<String>,
     },
+    /// The group's binds name a file clawmd composes that is not there yet.
+    #[error(
+        "{} does not exist: the group is not composed (with these settings) yet; fix: run `clawmd compose {group}` first (with the same settings), then `clawmd mounts {group}`",
+        path.display()
+    )]
+    NotComposed {
+        /// The group.
+        group: String,
+        /// The missing bind source.
+        path: PathBuf,
+    },
     /// `container.json` is malformed.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -102,9 +113,9 @@ impl GroupError {
         match self {
             GroupError::BadName { .. } | GroupError::Reserved { .. } => None,
             GroupError::TooManyRescues { dir, .. } => Some(dir.clone()),
-            GroupError::Missing { path, .. } | GroupError::Collision { path, .. } => {
-                Some(path.clone())
-            }
+            GroupError::Missing { path, .. }
+            | GroupError::Collision { path, .. }
+            | GroupError::NotComposed { path, .. } => Some(path.clone()),
             GroupError::Config(err) => Some(err.path.clone()),
             GroupError::Fs(err) => Some(err.path().to_owned()),
             GroupError::Skill { source, .. } | GroupError::Source { source, .. } => {

@@ -13,6 +13,9 @@ pub const DEFAULT_APP_MOUNT: &str = "/app";
 pub const DEFAULT_AGENT_HOME: &str = "/home/node";
 /// The default working directory of the agent inside a container (the group is mounted here).
 pub const DEFAULT_WORKSPACE_MOUNT: &str = "/workspace/agent";
+/// Where Claude Code reads its managed policy (memory and settings) on Linux: the default
+/// mount point of a group's managed folder in managed delivery.
+pub const DEFAULT_MANAGED_MOUNT: &str = "/etc/claude-code";
 
 /// The name of the group folder that held the old shared memory; retired by `migrate`.
 pub const GLOBAL_GROUP: &str = "global";
@@ -55,6 +58,11 @@ pub mod names {
     /// Inside the state folder: one folder per group holding the files the runner binds
     /// read-only into that group's container (`clawmd mounts`).
     pub const BINDS: &str = "binds";
+    /// Inside a group's bind folder: the folder bound at the managed-policy mount point
+    /// (managed delivery).
+    pub const MANAGED: &str = "managed";
+    /// Claude Code's managed settings file, in the managed-policy folder.
+    pub const MANAGED_SETTINGS: &str = "managed-settings.json";
 }
 
 /// One bind mount of a group's container: `host` shown at `container`.
@@ -92,10 +100,12 @@ impl Bind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MountNeeds {
     /// The entry point the agent's backend reads in the workspace (`CLAUDE.md`, `AGENTS.md`,
-    /// `GEMINI.md`).
+    /// `GEMINI.md`), bound from the group's bind folder in clawmd's state.
     pub entry_point: &'static str,
     /// The group's `.claude-fragments` folder (copy and link delivery).
     pub fragments: bool,
+    /// The group's managed-policy folder at [`Layout::managed_mount`] (managed delivery).
+    pub managed: bool,
     /// `<app>/CLAUDE.md` and `<app>/skills`, where link delivery's links point.
     pub app: bool,
     /// The group's `container.json` exists (it is bound read-only, so the agent cannot change
@@ -120,6 +130,13 @@ pub struct Layout {
     /// The sources every group's memory is composed from (`sources` and `memory` in
     /// clawmd.json; default: clawmd's built-in recipe).
     pub recipe: Recipe,
+    /// Where a group's managed-policy folder is mounted in its container (managed delivery;
+    /// default `/etc/claude-code`, where Claude Code reads its managed policy on Linux).
+    pub managed_mount: PathBuf,
+    /// A host folder holding the image's or the organisation's own managed policy
+    /// (`CLAUDE.md`, `managed-settings.json`, …), merged into every group's managed folder,
+    /// which the runner binds over the image's (`hostManagedDir` in clawmd.json).
+    pub host_managed_dir: Option<PathBuf>,
     /// Where a group's config is read (`groupConfig` in clawmd.json).
     pub group_config: GroupConfigSource,
     /// Configs handed on this run's command line (`--config`), by group: read instead of
@@ -160,6 +177,8 @@ impl Layout {
             app_mount: PathBuf::from(DEFAULT_APP_MOUNT),
             workspace_mount: PathBuf::from(DEFAULT_WORKSPACE_MOUNT),
             recipe: Recipe::default(),
+            managed_mount: PathBuf::from(DEFAULT_MANAGED_MOUNT),
+            host_managed_dir: None,
             group_config: GroupConfigSource::File,
             given_configs: std::collections::BTreeMap::new(),
             agent_home: PathBuf::from(DEFAULT_AGENT_HOME),
@@ -217,12 +236,23 @@ impl Layout {
 
     /// The binds a runner makes for one group's container, in the order to apply them (a
     /// folder before the binds inside it), from this layout and what the group's composition
-    /// `needs` (its delivery target): the group folder at the workspace (read-write), then
-    /// read-only over it the group's `container.json` (when it exists) and the entry point,
-    /// `.claude-fragments` (copy and link delivery), and `<app>/CLAUDE.md`, `<app>/skills`
-    /// and the other container folders and files the recipe's sources read
-    /// ([`Recipe::mounts`]; link delivery, whose links point there). The one place the table is written down:
-    /// `clawmd mounts`, the loader's container view and compose's verdict all read it.
+    /// `needs` (its delivery target):
+    ///
+    /// 1. the group folder at the workspace, read-write (the agent's cwd and its memory);
+    /// 2. read-only over it: the group's `container.json` (when it exists), the entry point
+    ///    composed in the group's bind folder (`<state>/binds/<group>/CLAUDE.md`) over its
+    ///    mount point in the group folder, and `.claude-fragments` (copy and link delivery);
+    /// 3. the group's managed-policy folder (`<state>/binds/<group>/managed`) at
+    ///    [`Layout::managed_mount`] (managed delivery);
+    /// 4. `<app>/CLAUDE.md`, `<app>/skills` and the other container folders and files the
+    ///    recipe's sources read ([`Recipe::mounts`]; link delivery, whose links point there).
+    ///
+    /// Everything clawmd composes is then read-only in the container whatever a later compose
+    /// does: a file bound from the state folder keeps its inode until the container restarts
+    /// (clawmd replaces the source, never the mount point), and a folder bind (the fragments,
+    /// the managed folder) keeps showing what is renamed inside it. The one place the table is
+    /// written down: `clawmd mounts`, the loader's container view and compose's verdict all
+    /// read it.
     pub fn mount_table(&self, group: &str, needs: &MountNeeds) -> Vec<Bind> {
         let group_dir = self.group_dir(group);
         let workspace = &self.workspace_mount;
@@ -234,13 +264,24 @@ impl Layout {
             ));
         }
         table.push(Bind::read_only(
-            group_dir.join(needs.entry_point),
+            self.bind_dir(group).join(needs.entry_point),
             workspace.join(needs.entry_point),
         ));
         if needs.fragments {
             table.push(Bind::read_only(
                 group_dir.join(names::FRAGMENTS),
                 workspace.join(names::FRAGMENTS),
+            ));
+        }
+        // The agent's `~/.claude`, read-write, where the deployment says it lives: the folder
+        // whose settings compose's verdict reads.
+        if let Some(home) = self.claude_home_dir(group) {
+            table.push(Bind::read_write(home, self.claude_home_mount()));
+        }
+        if needs.managed {
+            table.push(Bind::read_only(
+                self.managed_dir(group),
+                &self.managed_mount,
             ));
         }
         if needs.app {
@@ -258,6 +299,12 @@ impl Layout {
             }
         }
         table
+    }
+
+    /// The host folder bound at [`Layout::managed_mount`] in one group's container (managed
+    /// delivery): `<state>/binds/<group>/managed`.
+    pub fn managed_dir(&self, group: &str) -> PathBuf {
+        self.bind_dir(group).join(names::MANAGED)
     }
 
     /// The host folder that keeps one group's rescued hand edits (outside the group folder).

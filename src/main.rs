@@ -230,9 +230,10 @@ struct LockArgs {
 /// default.
 #[derive(Args, Debug, Clone, Default)]
 struct DeliveryArgs {
-    /// inline (default): one generated CLAUDE.md importing only CLAUDE.local.md; copy:
-    /// regular-file copies; link: symlinks into /app, which Claude Code drops unless external
-    /// imports are approved.
+    /// managed (default): the guardrails as Claude Code's managed policy at /etc/claude-code,
+    /// which no settings file of the agent's can drop; inline: one generated CLAUDE.md importing
+    /// only CLAUDE.local.md; copy: regular-file copies; link: symlinks into /app, which Claude
+    /// Code drops unless external imports are approved.
     #[arg(long, env = "CLAWMD_DELIVERY", value_parser = parse_delivery())]
     delivery: Option<Delivery>,
     /// The agent backend of groups whose container.json has no `provider` [default: claude].
@@ -466,6 +467,13 @@ struct RenderArgs {
     /// conformance corpus covers).
     #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
     claude_version: Option<ClaudeVersion>,
+    /// For a group: the delivery mode whose binds the container has (default: clawmd.json's,
+    /// as compose resolves it).
+    #[arg(long, env = "CLAWMD_DELIVERY", value_parser = parse_delivery())]
+    delivery: Option<Delivery>,
+    /// For a group: the backend of a group whose container.json names none.
+    #[arg(long, env = "CLAWMD_PROVIDER", value_parser = parse_provider())]
+    provider: Option<Provider>,
 }
 
 fn parse_format() -> impl clap::builder::TypedValueParser<Value = Format> {
@@ -849,7 +857,14 @@ fn run_render(
     // A group is rendered as the deployment's agents run (its pinned release and consumer)
     // unless the command line says otherwise.
     let resolved = match &args.group {
-        Some(_) => Some(global.resolve(&DeliveryArgs::default(), None, printer)?.0),
+        Some(_) => {
+            let delivery = DeliveryArgs {
+                delivery: args.delivery,
+                provider: args.provider,
+                ..DeliveryArgs::default()
+            };
+            Some(global.resolve(&delivery, None, printer)?.0)
+        }
         None => None,
     };
     let mut view = ViewOptions {

@@ -34,7 +34,7 @@ use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Leftover, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout, names};
-use crate::plan::{has_nanoclaw_header, is_composed, short_hash};
+use crate::plan::{PLACEHOLDER_START, has_nanoclaw_header, is_composed, short_hash};
 use crate::report::{ActionReport, MigrateGroupReport, MigrateReport, Status};
 use crate::state;
 
@@ -254,9 +254,13 @@ pub fn observe_group(
     group: &str,
     dir: &SafeDir,
 ) -> Result<GroupState, GroupError> {
-    // What clawmd or nanoclaw's composer generated is nobody's text: compose replaces it.
-    let legacy = read_regular(dir, names::CLAUDE_MD, MAX_LEGACY_BYTES)?
-        .filter(|text| !is_composed(text) && !has_nanoclaw_header(text));
+    // What clawmd or nanoclaw's composer generated, or the placeholder of the mount point
+    // (edited or not), is compose's business, not legacy text.
+    let legacy = read_regular(dir, names::CLAUDE_MD, MAX_LEGACY_BYTES)?.filter(|text| {
+        !is_composed(text)
+            && !has_nanoclaw_header(text)
+            && !text.starts_with(PLACEHOLDER_START.as_bytes())
+    });
     let local = match legacy {
         Some(_) => read_regular(dir, names::CLAUDE_LOCAL_MD, MAX_LEGACY_BYTES)?,
         None => None,

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::GroupConfig;
 use crate::delivery::guard::{self, GuardPaths, GuardSettings};
 use crate::delivery::{DeliverySettings, Target};
 use crate::deployment::{checked_group_dir, open_group, read_config};
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
+use crate::fsops::SafeDir;
 use crate::layout::{Bind, Layout, MountNeeds, names};
 use crate::report::{Detail, Line, Lines, Report, Tone, escape_path};
 
@@ -31,24 +31,14 @@ pub fn group_needs(
     Ok(target.mount_needs(exists))
 }
 
-/// [`group_needs`] for a view of the group (`render`, `check`): a `container.json` that cannot
-/// be read or parsed (a device, a FIFO, malformed; a link is refused) counts as absent, so the view still shows
-/// what the agent gets and names that file itself, rather than failing as a whole.
-pub fn view_needs(
+/// [`group_needs`] of the group folder opened as `dir`.
+pub fn needs_in(
     layout: &Layout,
-    group: &str,
+    dir: &SafeDir,
     settings: &DeliverySettings,
 ) -> Result<MountNeeds, GroupError> {
-    let dir = open_group(&checked_group_dir(layout, group)?)?;
-    let (config, exists) = match read_config(layout, &dir) {
-        Ok(config) => (config, dir.kind(names::CONFIG)? == Some(FileKind::File)),
-        // A link the agent planted is refused, as every command refuses it.
-        Err(err) if dir.kind(names::CONFIG)? == Some(FileKind::Symlink) => return Err(err),
-        Err(err) => {
-            tracing::debug!(group, "container.json unusable for the view: {err}");
-            (GroupConfig::default(), false)
-        }
-    };
+    let config = read_config(layout, dir)?;
+    let exists = dir.kind(names::CONFIG)? == Some(FileKind::File);
     Ok(Target::of(&config, settings).mount_needs(exists))
 }
 
@@ -98,6 +88,16 @@ pub fn mounts(
         for (host, container) in other.into_iter().chain(home) {
             table.push(Bind::read_only(host, container));
         }
+    }
+    // What clawmd composes in the state must be there: a runner binding a missing source
+    // fails to start the container (or, with some runtimes, binds an empty folder).
+    if let Some(missing) = table.iter().find(|bind| {
+        bind.host.starts_with(&layout.state_dir) && fs_err::symlink_metadata(&bind.host).is_err()
+    }) {
+        return Err(GroupError::NotComposed {
+            group: group.to_owned(),
+            path: missing.host.clone(),
+        });
     }
     let binds = table
         .into_iter()
@@ -164,6 +164,22 @@ mod tests {
         let layout = Layout::under_root(root.path());
         std::fs::create_dir_all(layout.group_dir("main")).unwrap();
         let settings = DeliverySettings::default();
+        // Not composed yet: the binds would name files that are not there.
+        assert!(matches!(
+            mounts(&layout, "main", &settings, &GuardSettings::default()),
+            Err(GroupError::NotComposed { .. })
+        ));
+        let compose = |layout: &Layout| {
+            let options = crate::compose::ComposeOptions::default();
+            let report = crate::compose::compose(
+                layout,
+                &crate::deployment::Selection::Named(vec!["main".to_owned()]),
+                &options,
+            )
+            .unwrap();
+            assert!(report.ok, "{report:?}");
+        };
+        compose(&layout);
         let table = mounts(&layout, "main", &settings, &GuardSettings::default())
             .unwrap()
             .0;
@@ -177,6 +193,7 @@ mod tests {
         let config = Path::new("/workspace/agent/container.json");
         assert!(!table.iter().any(|bind| bind.container == config));
         std::fs::write(layout.group_dir("main").join("container.json"), "{}").unwrap();
+        compose(&layout);
         let table = mounts(&layout, "main", &settings, &GuardSettings::default())
             .unwrap()
             .0;
@@ -187,6 +204,7 @@ mod tests {
             r#"{"provider": "codex"}"#,
         )
         .unwrap();
+        compose(&layout);
         let table = mounts(&layout, "main", &settings, &GuardSettings::default())
             .unwrap()
             .0;
@@ -221,6 +239,7 @@ mod tests {
             r#"{"provider": "opencode"}"#,
         )
         .unwrap();
+        compose(&layout);
         let guards = GuardSettings {
             agent_home: PathBuf::from("/home/agent"),
             ..GuardSettings::default()
@@ -242,6 +261,30 @@ mod tests {
         );
         assert!(table.iter().all(|b| !b.container.starts_with("/home/node")));
         assert!(!table.iter().any(|bind| bind.container.starts_with("/app")));
+    }
+
+    #[test]
+    fn the_agents_claude_home_is_bound_read_write_where_the_deployment_says() {
+        let root = tempfile::tempdir().unwrap();
+        let mut layout = Layout::under_root(root.path());
+        let needs = crate::delivery::Target::of(
+            &crate::config::GroupConfig::default(),
+            &DeliverySettings::default(),
+        )
+        .mount_needs(false);
+        let home = Path::new("/home/node/.claude");
+        assert!(
+            !layout
+                .mount_table("main", &needs)
+                .iter()
+                .any(|bind| bind.container == home)
+        );
+        layout.claude_home = Some(root.path().join("data/sessions/{group}/.claude"));
+        let table = layout.mount_table("main", &needs);
+        assert!(table.contains(&Bind::read_write(
+            root.path().join("data/sessions/main/.claude"),
+            home
+        )));
     }
 
     #[test]

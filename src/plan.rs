@@ -17,11 +17,27 @@ pub use crate::delivery::Delivery;
 use crate::delivery::{DeliverySettings, Dropped, GroupInputs, Section, Target, plan_delivery};
 pub use crate::sources::{Sources, Unusable};
 
-/// A path clawmd manages inside a group folder.
+/// Where a managed path lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Place {
+    /// Directly in the group folder.
+    Group,
+    /// In the group's `.claude-fragments/` (bound read-only as a folder in copy and link
+    /// delivery).
+    Fragments,
+    /// In the group's bind folder in clawmd's state (`<state>/binds/<group>/`): the entry
+    /// point, bound read-only over its mount point in the group folder.
+    Bind,
+    /// In the group's managed-policy folder (`<state>/binds/<group>/managed/`), bound
+    /// read-only as a folder at the managed-policy mount point (managed delivery).
+    Managed,
+}
+
+/// A path clawmd manages for a group: in its folder, or in its bind folder in the state.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ManagedPath {
-    /// Whether it lives in `.claude-fragments/` (else directly in the group folder).
-    pub in_fragments: bool,
+    /// Which folder.
+    pub place: Place,
     /// The file name.
     pub name: String,
 }
@@ -30,7 +46,7 @@ impl ManagedPath {
     /// A file directly in the group folder.
     pub fn top(name: &str) -> Self {
         ManagedPath {
-            in_fragments: false,
+            place: Place::Group,
             name: name.to_owned(),
         }
     }
@@ -38,18 +54,53 @@ impl ManagedPath {
     /// A file in `.claude-fragments/`.
     pub fn fragment(name: &str) -> Self {
         ManagedPath {
-            in_fragments: true,
+            place: Place::Fragments,
             name: name.to_owned(),
         }
     }
+
+    /// A file in the group's bind folder.
+    pub fn bind(name: &str) -> Self {
+        ManagedPath {
+            place: Place::Bind,
+            name: name.to_owned(),
+        }
+    }
+
+    /// A file in the group's managed-policy folder.
+    pub fn managed(name: &str) -> Self {
+        ManagedPath {
+            place: Place::Managed,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Whether it is directly in the group folder and named `name`.
+    pub fn is_top(&self, name: &str) -> bool {
+        self.place == Place::Group && self.name == name
+    }
+
+    /// Where it is on the host, for `group` of `layout`.
+    pub fn host_path(&self, layout: &Layout, group: &str) -> PathBuf {
+        let dir = match self.place {
+            Place::Group => layout.group_dir(group),
+            Place::Fragments => layout.group_dir(group).join(names::FRAGMENTS),
+            Place::Bind => layout.bind_dir(group),
+            Place::Managed => layout.managed_dir(group),
+        };
+        dir.join(&self.name)
+    }
 }
 
+/// How a managed path is named in reports: relative to the group folder, and `state:NAME`
+/// (`state:managed/NAME`) for a file in the group's bind folder in clawmd's state.
 impl fmt::Display for ManagedPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.in_fragments {
-            write!(f, "{}/{}", names::FRAGMENTS, self.name)
-        } else {
-            f.write_str(&self.name)
+        match self.place {
+            Place::Group => f.write_str(&self.name),
+            Place::Fragments => write!(f, "{}/{}", names::FRAGMENTS, self.name),
+            Place::Bind => write!(f, "state:{}", self.name),
+            Place::Managed => write!(f, "state:{}/{}", names::MANAGED, self.name),
         }
     }
 }
@@ -63,6 +114,12 @@ pub enum Content {
     File(Vec<u8>),
     /// A regular file, created empty when missing and never modified afterwards.
     Seed,
+    /// A mount point in the group folder, which the runner binds a file of the state over:
+    /// created with these bytes when missing; a document clawmd composed there in the layout
+    /// before bind folders (whole, or kept first when edited by hand) is replaced once; and
+    /// anything else is left as it is, since renaming over (or removing) a mount point
+    /// detaches the bind in every running container.
+    Placeholder(Vec<u8>),
 }
 
 /// One entry of the desired state.
@@ -139,6 +196,20 @@ pub enum Warning {
         /// Why.
         reason: String,
     },
+    /// Something in the host's own managed policy (`hostManagedDir`) that the groups'
+    /// managed folders do not take as it is: a memory switch clawmd pins, a file it does not
+    /// merge.
+    HostManaged {
+        /// What, and the fix.
+        message: String,
+    },
+    /// The group folder's entry point is a mount point the runner binds the composed file
+    /// over, and it holds text of its own that no container shows: left as it is, since
+    /// renaming over a mount point would detach the bind in every running container.
+    MountPointEdited {
+        /// The entry point.
+        file: String,
+    },
     /// Even without every optional section, what must be delivered exceeds the budget.
     OverBudget {
         /// The entry point.
@@ -188,6 +259,11 @@ impl fmt::Display for Warning {
             Warning::GroupSourceUnread { path, reason } => write!(
                 f,
                 "{path} in the group folder is left out of the group's memory: {reason}"
+            ),
+            Warning::HostManaged { message } => write!(f, "host managed policy: {message}"),
+            Warning::MountPointEdited { file } => write!(
+                f,
+                "{file} in the group folder holds text that never reaches the agent: the runner binds the composed {file} over it (clawmd mounts); it is left as it is, since replacing it would detach that bind in running containers (fix: move the text into CLAUDE.local.md, then delete {file} while the group's container is stopped; compose writes the placeholder again)"
             ),
             Warning::MissingSharedBase { path } => write!(
                 f,
@@ -257,7 +333,7 @@ impl GroupPlan {
     pub fn fragment_names(&self) -> impl Iterator<Item = &str> {
         self.entries
             .iter()
-            .filter(|d| d.path.in_fragments)
+            .filter(|d| d.path.place == Place::Fragments)
             .map(|d| d.path.name.as_str())
     }
 }
@@ -310,6 +386,20 @@ fn with_header(body: &str) -> String {
         "{HEADER_START} from container.json: do not edit, edits are moved aside at the next compose. Put this group's own memory in CLAUDE.local.md. {HASH_MARK}{} -->\n{body}",
         short_hash(body.as_bytes())
     )
+}
+
+/// The start of a mount point's placeholder in a group folder.
+pub const PLACEHOLDER_START: &str = "<!-- clawmd: the mount point of ";
+
+/// What a group folder holds at the mount point of the entry point `name`, which the runner
+/// binds the composed `name` over from clawmd's state folder: an HTML comment (Claude Code
+/// strips it, so even a container without the bind loads nothing from it) saying where the
+/// composed file is and where the group's own memory belongs.
+pub fn mount_point_placeholder(name: &str) -> Vec<u8> {
+    format!(
+        "{PLACEHOLDER_START}{name}: the runner binds the composed {name} from clawmd's state folder over this file (see `clawmd mounts GROUP`), so nothing written here reaches the agent. Put this group's own memory in CLAUDE.local.md. -->\n"
+    )
+    .into_bytes()
 }
 
 /// The first 16 hex digits of the SHA-256 of `bytes`.
@@ -437,8 +527,14 @@ mod tests {
         plan.entries.iter().map(|d| d.path.to_string()).collect()
     }
 
+    /// The composed entry point (in the bind folder).
     fn claude_md(plan: &GroupPlan) -> String {
-        match &plan.entries.last().unwrap().content {
+        let entry = plan
+            .entries
+            .iter()
+            .find(|d| d.path == ManagedPath::bind("CLAUDE.md"))
+            .unwrap();
+        match &entry.content {
             Content::File(bytes) => String::from_utf8(bytes.clone()).unwrap(),
             other => panic!("{other:?}"),
         }
@@ -456,13 +552,19 @@ mod tests {
         assert_eq!(
             paths(&plan),
             [
-                ".claude-shared.md",
+                ".claude-fragments/.claude-shared.md",
                 ".claude-fragments/browser.md",
                 ".claude-fragments/welcome.md",
                 ".claude-fragments/mcp-db.md",
                 "CLAUDE.local.md",
+                "state:CLAUDE.md",
                 "CLAUDE.md"
             ]
+        );
+        // The group folder's CLAUDE.md is only the mount point of the composed one.
+        assert_eq!(
+            plan.entries[6].content,
+            Content::Placeholder(mount_point_placeholder("CLAUDE.md"))
         );
         assert_eq!(
             plan.entries[0].content,
@@ -474,8 +576,8 @@ mod tests {
         );
         assert_eq!(plan.entries[4].content, Content::Seed);
         insta::assert_snapshot!(claude_md(&plan), @r"
-        <!-- Generated by clawmd from container.json: do not edit, edits are moved aside at the next compose. Put this group's own memory in CLAUDE.local.md. clawmd-sha256:f7f4860551d4ebd4 -->
-        @./.claude-shared.md
+        <!-- Generated by clawmd from container.json: do not edit, edits are moved aside at the next compose. Put this group's own memory in CLAUDE.local.md. clawmd-sha256:72bedd33a3dfd838 -->
+        @./.claude-fragments/.claude-shared.md
         @./.claude-fragments/browser.md
         @./.claude-fragments/welcome.md
         @./.claude-fragments/mcp-db.md
@@ -493,7 +595,10 @@ mod tests {
             Delivery::Link,
         )
         .unwrap();
-        assert_eq!(plan.fragment_names().collect::<Vec<_>>(), ["welcome.md"]);
+        assert_eq!(
+            plan.fragment_names().collect::<Vec<_>>(),
+            [".claude-shared.md", "welcome.md"]
+        );
         assert_eq!(
             plan.warnings,
             [Warning::UnknownSkill {
@@ -521,7 +626,10 @@ mod tests {
         let sources = sources_with(None, &[]);
         let plan =
             plan_group(&layout(), &config(Some(&[]), &[]), &sources, Delivery::Copy).unwrap();
-        assert_eq!(paths(&plan), ["CLAUDE.local.md", "CLAUDE.md"]);
+        assert_eq!(
+            paths(&plan),
+            ["CLAUDE.local.md", "state:CLAUDE.md", "CLAUDE.md"]
+        );
         assert!(matches!(
             plan.warnings[0],
             Warning::MissingSharedBase { .. }

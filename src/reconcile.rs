@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use crate::delivery::{ENTRY_POINTS, is_entry_point_name};
 use crate::error::GroupError;
 use crate::file_kind::{self, FileKind};
-use crate::fsops::{FsError, Listing, Node, SafeDir, Temp};
+use crate::fsops::{FsError, Listing, Node, SafeDir, Temp, is_temp_name};
 use crate::layout::names;
 use crate::plan::{
-    Content, Desired, GroupPlan, ManagedPath, is_composed, is_nanoclaw_generated, is_pristine,
-    short_hash,
+    Content, Desired, GroupPlan, ManagedPath, PLACEHOLDER_START, Place, has_nanoclaw_header,
+    is_composed, is_nanoclaw_generated, is_pristine, mount_point_placeholder, short_hash,
 };
 
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.
@@ -40,11 +40,12 @@ pub enum Step {
         /// What was there before (`None` for a creation).
         before: Option<FileKind>,
     },
-    /// Keep a hand-edited entry point (`CLAUDE.md`, `AGENTS.md`, `GEMINI.md`) at `to`, in the
-    /// group's rescue folder outside the group, before it is replaced or removed.
+    /// Keep a hand-edited composed document (an entry point, `CLAUDE.md`, `AGENTS.md`,
+    /// `GEMINI.md`, in the group folder or its bind folder; the managed `CLAUDE.md`) at `to`,
+    /// in the group's rescue folder outside the group, before it is replaced or removed.
     Rescue {
-        /// The edited file's name in the group folder.
-        from: String,
+        /// The edited file (reports name it `CLAUDE.md`, `state:CLAUDE.md`).
+        from: ManagedPath,
         /// The rescue file's host path: `<state>/rescues/<group>/<from>.rescued-<hash>`.
         to: PathBuf,
         /// The edited text.
@@ -62,53 +63,59 @@ pub enum Step {
         /// Where.
         path: ManagedPath,
     },
+    /// A mount point in the group folder holding text of its own, which no container shows
+    /// (the runner binds the composed file over it): left as it is, since renaming over a
+    /// mount point detaches the bind in every running container.
+    Shadowed {
+        /// Where.
+        path: ManagedPath,
+    },
 }
 
-/// Computes the steps that bring the group folder to `plan`. `fragments` is `None` when the
-/// `.claude-fragments` folder does not exist yet; a hand edit is to be kept in `rescue_dir`
-/// (the group's rescue folder, outside the group: see [`check_rescue_budget`]).
-pub fn diff(
-    group: &SafeDir,
-    fragments: Option<&SafeDir>,
-    rescue_dir: &Path,
-    plan: &GroupPlan,
-) -> Result<Vec<Step>, GroupError> {
-    diff_listed(group, &group.listing()?, fragments, rescue_dir, plan)
+/// Computes the steps that bring the group's folders (`dirs`; `dirs.rescues` is not used) to
+/// `plan`; a hand edit is to be kept in `rescue_dir` (the group's rescue folder, outside the
+/// group: see [`check_rescue_budget`]).
+pub fn diff(dirs: &Dirs<'_>, rescue_dir: &Path, plan: &GroupPlan) -> Result<Vec<Step>, GroupError> {
+    diff_listed(dirs, &dirs.group.listing()?, rescue_dir, plan)
 }
 
 /// [`diff`], given a listing of the group folder made by the caller (each folder is listed
 /// once: the kinds of the entries come from the listings, not from a `stat` each).
 pub fn diff_listed(
-    group: &SafeDir,
+    dirs: &Dirs<'_>,
     listed: &Listing,
-    fragments: Option<&SafeDir>,
     rescue_dir: &Path,
     plan: &GroupPlan,
 ) -> Result<Vec<Step>, GroupError> {
-    let fragments = match fragments {
-        Some(dir) => Some((dir, dir.listing()?)),
-        None => None,
+    let group = dirs.group;
+    let mut listings = Vec::new();
+    for place in [Place::Fragments, Place::Bind, Place::Managed] {
+        if let Some(dir) = dirs.get(place) {
+            listings.push((place, dir, dir.listing()?));
+        }
+    }
+    let listing = |place: Place| match place {
+        Place::Group => Some((group, listed)),
+        _ => listings
+            .iter()
+            .find(|(p, _, _)| *p == place)
+            .map(|(_, dir, listing)| (*dir, listing)),
     };
     let mut steps = Vec::new();
     for desired in &plan.entries {
-        let dir = if desired.path.in_fragments {
-            fragments.as_ref().map(|(dir, listing)| (*dir, listing))
-        } else {
-            Some((group, listed))
-        };
-        diff_entry(dir, rescue_dir, desired, &mut steps)?;
+        diff_entry(listing(desired.path.place), rescue_dir, desired, &mut steps)?;
     }
-    if let Some((fragments, listing)) = &fragments {
+    if let Some((fragments, listing)) = listing(Place::Fragments) {
         stale_fragments(fragments, listing, plan, &mut steps)?;
     }
-    let shared_wanted = plan
-        .entries
-        .iter()
-        .any(|d| !d.path.in_fragments && d.path.name == names::SHARED);
-    if !shared_wanted
-        && let Some(kind @ (FileKind::File | FileKind::Symlink)) =
-            listed.kind(group, names::SHARED)?
-    {
+    for place in [Place::Bind, Place::Managed] {
+        if let Some((dir, listing)) = listing(place) {
+            stale_state_files(place, dir, listing, rescue_dir, plan, &mut steps)?;
+        }
+    }
+    // The shared base was `.claude-shared.md` in the group folder before it moved into the
+    // read-only `.claude-fragments`.
+    if let Some(kind @ (FileKind::File | FileKind::Symlink)) = listed.kind(group, names::SHARED)? {
         steps.push(Step::Remove {
             path: ManagedPath::top(names::SHARED),
             before: kind,
@@ -116,6 +123,65 @@ pub fn diff_listed(
     }
     stale_entry_points(group, listed, rescue_dir, plan, &mut steps)?;
     Ok(steps)
+}
+
+/// What the group's bind folder or managed folder holds that the plan does not want: files
+/// and links are removed (these folders are clawmd's own: nothing else writes there; a
+/// hand-edited composed document is kept first), except temps (the journal's); anything else
+/// is left with a log line.
+fn stale_state_files(
+    place: Place,
+    dir: &SafeDir,
+    listed: &Listing,
+    rescue_dir: &Path,
+    plan: &GroupPlan,
+    steps: &mut Vec<Step>,
+) -> Result<(), FsError> {
+    for name in listed.names() {
+        let Some(name) = name.to_str() else {
+            tracing::warn!(dir = %dir.path().display(), "leaving a non-UTF-8 name alone");
+            continue;
+        };
+        let wanted = plan
+            .entries
+            .iter()
+            .any(|d| d.path.place == place && d.path.name == name);
+        // A temp an interrupted run left is the journal's to remove (the next run under the
+        // lock does), not a stale file of the plan.
+        if wanted || is_temp_name(name) {
+            continue;
+        }
+        let path = ManagedPath {
+            place,
+            name: name.to_owned(),
+        };
+        match listed.kind(dir, name)? {
+            Some(FileKind::File) if is_document(&path) => {
+                if let Some(old) = dir.read_file(name, MAX_RESCUE_BYTES)?
+                    && needs_rescue(&old)
+                {
+                    steps.push(Step::Rescue {
+                        from: path.clone(),
+                        to: rescue_dir.join(rescue_name(name, &old)),
+                        bytes: old,
+                    });
+                }
+                steps.push(Step::Remove {
+                    path,
+                    before: FileKind::File,
+                })
+            }
+            Some(kind @ (FileKind::File | FileKind::Symlink)) => {
+                steps.push(Step::Remove { path, before: kind })
+            }
+            None => {}
+            Some(other) => tracing::debug!(
+                path = %dir.path().join(name).display(),
+                "leaving {} alone", other.describe()
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// An entry point clawmd composed for another backend (`AGENTS.md` of a group that is now a
@@ -129,22 +195,25 @@ fn stale_entry_points(
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
     for name in ENTRY_POINTS {
-        let wanted = plan
-            .entries
-            .iter()
-            .any(|d| !d.path.in_fragments && d.path.name == name);
+        let wanted = plan.entries.iter().any(|d| d.path.is_top(name));
         if wanted || listed.kind(group, name)? != Some(FileKind::File) {
             continue;
         }
         let Some(old) = group.read_file(name, MAX_RESCUE_BYTES)? else {
             continue;
         };
-        if !is_composed(&old) {
+        // clawmd's own: the document it (or nanoclaw's composer) composed there before bind
+        // folders, or a mount point's placeholder (edited or not). A mount point no longer in
+        // the table may go.
+        if !is_composed(&old)
+            && !has_nanoclaw_header(&old)
+            && !old.starts_with(PLACEHOLDER_START.as_bytes())
+        {
             continue;
         }
-        if needs_rescue(&old) {
+        if old != mount_point_placeholder(name) && needs_rescue(&old) {
             steps.push(Step::Rescue {
-                from: name.to_owned(),
+                from: ManagedPath::top(name),
                 to: rescue_dir.join(rescue_name(name, &old)),
                 bytes: old.clone(),
             });
@@ -260,8 +329,10 @@ fn diff_entry(
     };
     let name = desired.path.name.as_str();
     let limit = match &desired.content {
-        Content::File(_) if is_entry_point(&desired.path) => MAX_RESCUE_BYTES,
-        Content::File(bytes) => bytes.len() as u64,
+        Content::File(_) | Content::Placeholder(_) if is_document(&desired.path) => {
+            MAX_RESCUE_BYTES
+        }
+        Content::File(bytes) | Content::Placeholder(bytes) => bytes.len() as u64,
         Content::Symlink(_) | Content::Seed => 0,
     };
     let mut longer_than_desired = false;
@@ -275,7 +346,7 @@ fn diff_entry(
             Ok(Some(bytes)) => Node::File(bytes),
             Ok(None) => Node::Missing,
             // Longer than the desired content, so it differs: replaced without being read.
-            Err(FsError::TooLarge { .. }) if limit != MAX_RESCUE_BYTES => {
+            Err(FsError::TooLarge { .. }) if !is_document(&desired.path) => {
                 longer_than_desired = true;
                 Node::File(Vec::new())
             }
@@ -283,8 +354,21 @@ fn diff_entry(
         },
     };
     refuse_unsafe(dir, &desired.path, &desired.content, &node)?;
+    if let (Content::Placeholder(want), Node::File(have)) = (&desired.content, &node)
+        && have != want
+        && !is_composed(have)
+        && !has_nanoclaw_header(have)
+    {
+        // Text of its own (a person's, a legacy file not migrated yet): never renamed over.
+        steps.push(match have.trim_ascii().is_empty() {
+            true => Step::Keep { path },
+            false => Step::Shadowed { path },
+        });
+        return Ok(());
+    }
     let up_to_date = match (&desired.content, &node) {
         (Content::Seed, Node::File(_)) => true,
+        (Content::Placeholder(want), Node::File(have)) => want == have,
         (Content::File(want), Node::File(have)) => !longer_than_desired && want == have,
         (Content::Symlink(want), Node::Symlink(have)) => want == have,
         _ => false,
@@ -294,11 +378,11 @@ fn diff_entry(
         return Ok(());
     }
     if let Node::File(old) = &node
-        && is_entry_point(&desired.path)
+        && is_document(&desired.path)
         && needs_rescue(old)
     {
         steps.push(Step::Rescue {
-            from: name.to_owned(),
+            from: desired.path.clone(),
             to: rescue_dir.join(rescue_name(name, old)),
             bytes: old.clone(),
         });
@@ -325,7 +409,7 @@ fn refuse_unsafe(
     node: &Node,
 ) -> Result<(), FsError> {
     let protected =
-        is_entry_point(path) || (!path.in_fragments && path.name == names::CLAUDE_LOCAL_MD);
+        (path.place == Place::Group && is_entry_point(path)) || path.is_top(names::CLAUDE_LOCAL_MD);
     let refuse = match node {
         Node::Dir | Node::Other if matches!(content, Content::Seed) => true,
         Node::Dir => true,
@@ -380,25 +464,54 @@ fn stale_fragments(
     Ok(())
 }
 
-/// The folders a group's steps write in: the group folder, its `.claude-fragments`, and its
-/// rescue folder (outside the group; `None` when no step rescues anything).
+/// The folders a group's managed paths live in ([`Place`]): the group folder, its
+/// `.claude-fragments`, its bind folder and managed folder in clawmd's state, and its rescue
+/// folder (outside the group). A folder that does not exist (yet) is `None`: every path
+/// planned in it is then to be written, and the caller creates it before applying.
 #[derive(Debug, Clone, Copy)]
 pub struct Dirs<'a> {
     /// The group folder.
     pub group: &'a SafeDir,
     /// `.claude-fragments`.
-    pub fragments: &'a SafeDir,
-    /// The group's rescue folder.
+    pub fragments: Option<&'a SafeDir>,
+    /// The group's bind folder (`<state>/binds/<group>/`).
+    pub bind: Option<&'a SafeDir>,
+    /// The group's managed folder (`<state>/binds/<group>/managed/`).
+    pub managed: Option<&'a SafeDir>,
+    /// The group's rescue folder (`None` when no step rescues anything).
     pub rescues: Option<&'a SafeDir>,
 }
 
 impl<'a> Dirs<'a> {
-    fn of(&self, path: &ManagedPath) -> &'a SafeDir {
-        if path.in_fragments {
-            self.fragments
-        } else {
-            self.group
+    /// The group folder alone (its other folders not there).
+    pub fn only(group: &'a SafeDir) -> Self {
+        Dirs {
+            group,
+            fragments: None,
+            bind: None,
+            managed: None,
+            rescues: None,
         }
+    }
+
+    /// The folder of `place`, when it exists.
+    pub fn get(&self, place: Place) -> Option<&'a SafeDir> {
+        match place {
+            Place::Group => Some(self.group),
+            Place::Fragments => self.fragments,
+            Place::Bind => self.bind,
+            Place::Managed => self.managed,
+        }
+    }
+
+    /// The folder of `path`, which must exist (the caller created every folder the steps
+    /// write in).
+    fn of(&self, path: &ManagedPath) -> Result<&'a SafeDir, FsError> {
+        self.get(path.place).ok_or_else(|| FsError::Io {
+            op: "find the folder of",
+            path: self.group.path().join(path.to_string()),
+            source: std::io::Error::other("the folder was not opened (a bug)"),
+        })
     }
 
     fn rescues(&self) -> Result<&'a SafeDir, FsError> {
@@ -407,6 +520,23 @@ impl<'a> Dirs<'a> {
             path: self.group.path().to_owned(),
             source: std::io::Error::other("no rescue folder was opened (a bug)"),
         })
+    }
+
+    /// The folders the steps write in (not the rescue folder, synced on its own).
+    fn written(&self) -> impl Iterator<Item = &'a SafeDir> {
+        [Some(self.group), self.fragments, self.bind, self.managed]
+            .into_iter()
+            .flatten()
+    }
+
+    /// Makes every change in these folders durable.
+    pub fn sync(&self) -> Result<(), FsError> {
+        self.written().try_for_each(SafeDir::sync)
+    }
+
+    /// Marks every folder synced (after a `syncfs` of their filesystems).
+    pub fn mark_synced(&self) {
+        self.written().for_each(SafeDir::mark_synced);
     }
 }
 
@@ -417,13 +547,12 @@ impl<'a> Dirs<'a> {
 /// hold the group's lock.
 pub fn apply(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
     let mut staged = stage(dirs, steps, true)?;
-    let sync = || dirs.fragments.sync().and_then(|()| dirs.group.sync());
     staged.place_imported(dirs, steps)?;
-    sync()?;
+    dirs.sync()?;
     staged.place_entry_points(dirs, steps)?;
-    sync()?;
+    dirs.sync()?;
     staged.remove_stale(dirs, steps)?;
-    sync()
+    dirs.sync()
 }
 
 /// A group's steps with every file and link they write already made under a temp name (and,
@@ -451,15 +580,22 @@ pub fn stage(dirs: Dirs<'_>, steps: &[Step], durable: bool) -> Result<Staged, Fs
                 .rescues()
                 .and_then(|rescues| rescues.stage_new_file(bytes, true))
                 .map(Some),
-            Step::Write { path, content, .. } => {
-                let dir = dirs.of(path);
+            Step::Write {
+                path,
+                content,
+                before,
+            } => dirs.of(path).and_then(|dir| {
                 match content {
                     Content::File(bytes) => dir.stage_file(&path.name, bytes, durable),
+                    Content::Placeholder(bytes) if before.is_some() => {
+                        dir.stage_file(&path.name, bytes, durable)
+                    }
+                    Content::Placeholder(bytes) => dir.stage_new_file(bytes, durable),
                     Content::Symlink(target) => dir.stage_symlink(&path.name, target),
                     Content::Seed => dir.stage_new_file(b"", durable),
                 }
                 .map(Some)
-            }
+            }),
             _ => Ok(None),
         };
         match temp {
@@ -479,7 +615,10 @@ impl Staged {
         for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
             let Some(temp) = temp.take() else { continue };
             match step {
-                Step::Write { path, .. } => dirs.of(path).discard(temp),
+                Step::Write { path, .. } => match dirs.of(path) {
+                    Ok(dir) => dir.discard(temp),
+                    Err(_) => dirs.group.discard(temp),
+                },
                 Step::Rescue { .. } => {
                     if let Ok(rescues) = dirs.rescues() {
                         rescues.discard(temp);
@@ -497,7 +636,8 @@ impl Staged {
         self.place(dirs, steps, Phase::Imported)
     }
 
-    /// Phase 2: the entry points, once what they import is durable.
+    /// Phase 2: the entry points (the composed one in the bind folder, then its mount point
+    /// in the group folder), once what they import is durable.
     pub fn place_entry_points(&mut self, dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
         self.place(dirs, steps, Phase::EntryPoints)
     }
@@ -506,7 +646,7 @@ impl Staged {
     pub fn remove_stale(&mut self, dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
         for step in steps {
             if let Step::Remove { path, .. } = step {
-                dirs.of(path).remove(&path.name)?;
+                dirs.of(path)?.remove(&path.name)?;
             }
         }
         Ok(())
@@ -539,19 +679,31 @@ impl Staged {
             }
         }
         for (step, temp) in steps.iter().zip(self.temps.iter_mut()) {
-            let Step::Write { path, content, .. } = step else {
+            let Step::Write {
+                path,
+                content,
+                before,
+            } = step
+            else {
                 continue;
             };
             if is_entry_point(path) != (phase == Phase::EntryPoints) {
                 continue;
             }
             let Some(temp) = temp.take() else { continue };
-            let dir = dirs.of(path);
+            let dir = dirs.of(path)?;
             match content {
                 Content::Seed => {
                     dir.link_new(temp, &path.name)?;
                 }
-                Content::File(_) | Content::Symlink(_) => dir.put_in_place(temp, &path.name)?,
+                // A mount point is created only where there is none: never over a name
+                // someone created meanwhile.
+                Content::Placeholder(_) if before.is_none() => {
+                    dir.link_new(temp, &path.name)?;
+                }
+                Content::File(_) | Content::Symlink(_) | Content::Placeholder(_) => {
+                    dir.put_in_place(temp, &path.name)?
+                }
             }
         }
         Ok(())
@@ -564,8 +716,16 @@ enum Phase {
     EntryPoints,
 }
 
+/// An entry point: in the group folder (the mount point) or in the bind folder (the composed
+/// file bound over it).
 fn is_entry_point(path: &ManagedPath) -> bool {
-    !path.in_fragments && is_entry_point_name(&path.name)
+    matches!(path.place, Place::Group | Place::Bind) && is_entry_point_name(&path.name)
+}
+
+/// A document clawmd composes whole, whose hand edits are kept before it is replaced: an
+/// entry point, or the managed `CLAUDE.md`.
+fn is_document(path: &ManagedPath) -> bool {
+    is_entry_point(path) || (path.place == Place::Managed && path.name == names::CLAUDE_MD)
 }
 
 /// The rescue name is taken: an earlier, interrupted run kept the same text there (the name
@@ -619,8 +779,7 @@ mod tests {
         dir.write_file("x.md", b"extra").unwrap();
         let diff_now = || {
             diff(
-                &dir,
-                None,
+                &Dirs::only(&dir),
                 no_rescues(),
                 &plan_of(Content::File(Vec::new())),
             )
@@ -648,8 +807,7 @@ mod tests {
         std::fs::create_dir(temp.path().join("x.md")).unwrap();
         let dir = SafeDir::open(temp.path()).unwrap();
         let err = diff(
-            &dir,
-            None,
+            &Dirs::only(&dir),
             no_rescues(),
             &plan_of(Content::File(b"a".to_vec())),
         )

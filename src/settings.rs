@@ -3,7 +3,7 @@
 //!
 //! ```json
 //! {
-//!   "delivery": "inline",
+//!   "delivery": "managed",
 //!   "provider": "claude",
 //!   "budgets": { "claude": 4194304, "codex": 32768, "opencode": 4194304, "gemini": 4194304 },
 //!   "claudeCodeVersion": "2.1.328",
@@ -13,7 +13,9 @@
 //!   "appMount": "/app",
 //!   "workspaceMount": "/workspace/agent",
 //!   "lockTimeout": 60,
-//!   "stateDir": "groups/.clawmd"
+//!   "stateDir": "groups/.clawmd",
+//!   "managedMount": "/etc/claude-code",
+//!   "hostManagedDir": "policy"
 //! }
 //! ```
 //!
@@ -42,7 +44,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 19] = [
+const KEYS: [&str; 21] = [
     "delivery",
     "provider",
     "budgets",
@@ -57,6 +59,8 @@ const KEYS: [&str; 19] = [
     "geminiSystemSettings",
     "sources",
     "memory",
+    "managedMount",
+    "hostManagedDir",
     "consumer",
     "groupConfig",
     "agentHome",
@@ -101,6 +105,13 @@ pub struct Settings {
     pub sources: Option<Vec<RawSource>>,
     /// The group's own memory file: "CLAUDE.local.md" (the default) or "none".
     pub memory: Option<RawMemory>,
+    /// Where the group's managed-policy folder is mounted in its container (managed
+    /// delivery; default `/etc/claude-code`).
+    pub managed_mount: Option<PathBuf>,
+    /// A host folder holding the image's or organisation's own managed policy
+    /// (`CLAUDE.md`, `managed-settings.json`, other files), relative to the root: merged into
+    /// every group's managed folder, which hides the image's `/etc/claude-code`.
+    pub host_managed_dir: Option<PathBuf>,
     /// The Claude Code front end the agents run: "cli", or "sdk" (the Agent SDK with
     /// settingSources ['project','user'], nanoclaw's); default: what the deployment's runner
     /// depends on (container/agent-runner/package.json), else "cli".
@@ -198,6 +209,17 @@ pub fn parse_settings(
             field: Some(err.field),
             message: err.message,
             fix: format!("{} (docs/recipes.md)", err.fix),
+        });
+    }
+    if let Some(mount) = &settings.managed_mount
+        && !mount.is_absolute()
+    {
+        return Err(ConfigError {
+            path: path.to_owned(),
+            position: None,
+            field: Some("managedMount".to_owned()),
+            message: format!("{} is not an absolute path", mount.display()),
+            fix: "write the managed-policy mount point as an absolute container path, e.g. \"/etc/claude-code\" (where Claude Code reads its managed policy on Linux)".to_owned(),
         });
     }
     if let Some(text) = &settings.claude_code_version {
@@ -349,6 +371,10 @@ impl Settings {
         {
             layout.workspace_mount = mount;
         }
+        if let Some(mount) = &self.managed_mount {
+            layout.managed_mount = mount.clone();
+        }
+        layout.host_managed_dir = self.host_managed_dir.as_ref().map(under_root);
         layout.group_config = self.group_config.unwrap_or_default();
         if let Some(home) = &self.agent_home {
             layout.agent_home = home.clone();
@@ -447,7 +473,7 @@ mod tests {
         let resolved = Settings::default().resolve(Path::new("/d"), &Overrides::default());
         assert_eq!(resolved.layout, Layout::under_root(Path::new("/d")));
         assert_eq!(resolved.delivery, DeliverySettings::default());
-        assert_eq!(resolved.delivery.delivery, Delivery::Inline);
+        assert_eq!(resolved.delivery.delivery, Delivery::Managed);
         assert!(!resolved.delivery_chosen);
     }
 
@@ -533,6 +559,7 @@ mod tests {
                     &crate::layout::MountNeeds {
                         entry_point: "CLAUDE.md",
                         fragments: true,
+                        managed: false,
                         app: true,
                         config: true,
                     }

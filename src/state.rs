@@ -125,6 +125,42 @@ pub fn create_rescue_dir(
     Ok(dir)
 }
 
+/// A group's bind folder (`<state>/binds/<group>/`: the files the runner binds into its
+/// container), when it exists (read only).
+pub fn bind_dir(layout: &Layout, group: &str) -> Result<Option<SafeDir>, FsError> {
+    check_placement(layout)?;
+    let Some(state) = SafeDir::open_state(&layout.state_dir, false)? else {
+        return Ok(None);
+    };
+    let Some(binds) = state.open_child(names::BINDS, false)? else {
+        return Ok(None);
+    };
+    binds.open_child(group, false)
+}
+
+/// A group's bind folder, created when missing, recording its temps in `journal`. Only under
+/// the group's lock.
+pub fn create_bind_dir(
+    layout: &Layout,
+    group: &str,
+    journal: &Arc<TempJournal>,
+) -> Result<SafeDir, FsError> {
+    check_placement(layout)?;
+    let mut state = SafeDir::open_state(&layout.state_dir, true)?
+        .expect("open_state with create returns a folder or an error");
+    state.record_temps_in(journal);
+    let binds = state
+        .open_child(names::BINDS, true)?
+        .expect("open_child with create returns a folder or an error");
+    let dir = binds
+        .open_child(group, true)?
+        .expect("open_child with create returns a folder or an error");
+    // The new folders are durable before anything in them is relied on.
+    binds.sync()?;
+    state.sync()?;
+    Ok(dir)
+}
+
 /// How a report names a leftover temp: relative to the group folder `group_dir` when it is
 /// in it (`.claude-fragments/.clawmd-tmp-…`), else its host path.
 pub fn describe_leftover(leftover: &Leftover, group_dir: &Path) -> String {

@@ -6,11 +6,11 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::delivery::verify::AgentSettings;
-use crate::delivery::{Delivery, DeliverySettings, Provider};
+use crate::delivery::{Delivery, DeliverySettings, Provider, Target};
 use crate::error::GroupError;
 use crate::fsops::FsError;
 use crate::layout::{Layout, MountNeeds, names};
@@ -100,7 +100,13 @@ impl ViewOptions {
 /// use clawmd::loader::mounted::Mount;
 ///
 /// let layout = Layout::under_root("/srv".as_ref());
-/// let needs = MountNeeds { entry_point: "CLAUDE.md", fragments: true, app: true, config: true };
+/// let needs = MountNeeds {
+///     entry_point: "CLAUDE.md",
+///     fragments: true,
+///     managed: false,
+///     app: true,
+///     config: true,
+/// };
 /// let mounts = clawmd::view::container_mounts(&layout, "main", &needs);
 /// assert!(mounts.contains(&Mount::new("/app/CLAUDE.md", "/srv/container/CLAUDE.md")));
 /// assert!(mounts.contains(&Mount::new("/workspace/agent", "/srv/groups/main")));
@@ -113,8 +119,8 @@ pub fn container_mounts(layout: &Layout, group: &str, needs: &MountNeeds) -> Vec
         .collect()
 }
 
-/// The mounts of the container of `group`, plus the home when given, else the group's
-/// `~/.claude` where the deployment says it lives ([`Layout::claude_home`]).
+/// The mounts of the container of `group` (the group's `~/.claude` among them where the
+/// deployment says it lives, [`Layout::claude_home`]), the home in its place when given.
 pub fn group_mounts(
     layout: &Layout,
     group: &str,
@@ -122,10 +128,11 @@ pub fn group_mounts(
     options: &ViewOptions,
 ) -> Vec<Mount> {
     let mut mounts = container_mounts(layout, group, needs);
+    // A home given for the view stands for the whole home, `~/.claude` included.
     if let Some(home) = &options.home {
+        let claude = layout.claude_home_mount();
+        mounts.retain(|mount| mount.container != claude);
         mounts.push(Mount::new(container_home(options), home));
-    } else if let Some(claude) = layout.claude_home_dir(group) {
-        mounts.push(Mount::new(layout.claude_home_mount(), claude));
     }
     mounts
 }
@@ -142,14 +149,13 @@ fn view_home(layout: &Layout, options: &ViewOptions) -> Option<PathBuf> {
     }
 }
 
-/// The managed folder of Claude Code, read when the container's mount table binds it.
-const MANAGED_DIR: &str = "/etc/claude-code";
-
 /// The options the loader runs with for `group`'s container seen through `fs`.
 fn group_load_options(layout: &Layout, fs: &MountedFs, options: &ViewOptions) -> LoadOptions {
     let mut load_options =
         load_options(&layout.workspace_mount, view_home(layout, options), options);
-    let managed = Path::new(MANAGED_DIR);
+    // The managed-policy mount point, where the table binds the group's managed folder
+    // (managed delivery); the image's own managed policy is not modelled.
+    let managed = &layout.managed_mount;
     load_options.managed_dir = fs
         .mounts()
         .iter()
@@ -167,9 +173,7 @@ pub fn agent_settings(
     group: &str,
     options: &ViewOptions,
 ) -> Result<AgentSettings, GroupError> {
-    let group_dir = crate::deployment::checked_group_dir(layout, group)?;
-    let needs = crate::mounts::view_needs(layout, group, &options.delivery_settings())?;
-    let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
+    let fs = group_view(layout, group, options)?;
     let evaluate = |consumer: Consumer| -> Result<SettingsEvaluation, GroupError> {
         let options = ViewOptions {
             consumer,
@@ -222,12 +226,31 @@ pub fn load_group(
     group: &str,
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
-    let group_dir = crate::deployment::checked_group_dir(layout, group)?;
-    let needs = crate::mounts::view_needs(layout, group, &options.delivery_settings())?;
-    let fs = open_group_view(layout, group, &group_dir, &needs, options)?;
+    let fs = group_view(layout, group, options)?;
     let load_options = group_load_options(layout, &fs, options);
     let memory = load(&fs, &load_options)?;
     Ok((memory, fs))
+}
+
+/// The container view of `group`, through its mount table for `options`' delivery settings.
+fn group_view(
+    layout: &Layout,
+    group: &str,
+    options: &ViewOptions,
+) -> Result<MountedFs, GroupError> {
+    let group_dir = crate::deployment::checked_group_dir(layout, group)?;
+    let settings = options.delivery_settings();
+    let dir = crate::deployment::open_group(&group_dir)?;
+    // A config that cannot be read (malformed, a device, a link: check reports it) gives the
+    // binds of a group with the default config; whatever is at `container.json` is bound (and
+    // a link there refused below, as the runner would bind through it).
+    let present = dir.kind(names::CONFIG)?.is_some();
+    let mut needs = crate::mounts::needs_in(layout, &dir, &settings).unwrap_or_else(|_| {
+        Target::of(&crate::config::GroupConfig::default(), &settings).mount_needs(present)
+    });
+    needs.config = present;
+    drop(dir);
+    open_group_view(layout, group, &group_dir, &needs, options)
 }
 
 /// The container view of a group, its group-folder mounts opened without following links.
@@ -287,9 +310,29 @@ fn open_group_view(
                 }
                 handle
             }
-            // Not in the group folder (container/, the home): trusted host paths, opened
-            // following links as a bind mount does.
-            Err(_) => rustix::fs::open(&mount.host, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()),
+            // Not in the group folder (the state, container/, the home): trusted host paths,
+            // opened following links as a bind mount does. Its mount point may be in the
+            // group folder (the entry point bound over `CLAUDE.md`): the runner would mount
+            // through a link planted there, so it is refused like one at a bind's source.
+            Err(_) => {
+                let point = mount
+                    .container
+                    .strip_prefix(&layout.workspace_mount)
+                    .ok()
+                    .filter(|rel| !rel.as_os_str().is_empty());
+                if let Some(rel) = point {
+                    let planted = rustix::fs::statat(&dir, rel, AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+                    if planted {
+                        return Err(unsafe_entry(
+                            &group_dir.join(rel),
+                            "a symlink",
+                            "a regular file",
+                        ));
+                    }
+                }
+                rustix::fs::open(&mount.host, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+            }
         };
         sources.push((mount, handle));
     }

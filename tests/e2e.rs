@@ -11,6 +11,8 @@ mod support;
 mod backends;
 #[path = "e2e/delivery.rs"]
 mod delivery;
+#[path = "e2e/guardrails.rs"]
+mod guardrails;
 #[path = "e2e/nanoclaw.rs"]
 mod nanoclaw;
 #[path = "e2e/npm.rs"]

@@ -19,6 +19,7 @@
 
 pub mod document;
 pub mod guard;
+pub mod managed;
 pub mod snapshot;
 pub mod verify;
 
@@ -32,7 +33,7 @@ use crate::config::GroupConfig;
 use crate::layout::{Layout, MountNeeds, names};
 use crate::plan::{
     Content, Desired, FragmentCollision, GroupPlan, ManagedPath, Sources, Warning,
-    composed_claude_md,
+    composed_claude_md, mount_point_placeholder,
 };
 use crate::recipe::MemoryFile;
 use crate::sources::GroupParts;
@@ -46,10 +47,18 @@ pub use document::{Dropped, LocalMemory};
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Delivery {
-    /// One generated `CLAUDE.md` holding the shared base, the skills' guidance and the MCP
-    /// instructions, importing only `CLAUDE.local.md`: loaded whole by stock Claude Code, and
-    /// read-only in the container (the runner mounts `CLAUDE.md` read-only).
+    /// The composed guardrails (shared base, enabled skills, MCP instructions) as Claude
+    /// Code's managed policy: one flat `CLAUDE.md` and a `managed-settings.json` that pins the
+    /// settings by which the agent's own settings files could turn memory off, in a folder
+    /// the runner binds read-only at the managed-policy mount point (`/etc/claude-code`). No
+    /// file of the agent's can exclude or disable them, and a recompose reaches a running
+    /// container at its next session. The workspace's `CLAUDE.md` only imports
+    /// `CLAUDE.local.md`.
     #[default]
+    Managed,
+    /// One generated `CLAUDE.md` holding the shared base, the skills' guidance and the MCP
+    /// instructions, importing only `CLAUDE.local.md`: loaded whole by stock Claude Code,
+    /// read-only in the container (bound from clawmd's state folder).
     Inline,
     /// Regular-file copies refreshed at every compose, imported by an import-only `CLAUDE.md`:
     /// loaded by stock Claude Code.
@@ -61,11 +70,17 @@ pub enum Delivery {
 
 impl Delivery {
     /// Every mode.
-    pub const ALL: [Delivery; 3] = [Delivery::Inline, Delivery::Copy, Delivery::Link];
+    pub const ALL: [Delivery; 4] = [
+        Delivery::Managed,
+        Delivery::Inline,
+        Delivery::Copy,
+        Delivery::Link,
+    ];
 
     /// The lowercase name.
     pub fn as_str(self) -> &'static str {
         match self {
+            Delivery::Managed => "managed",
             Delivery::Inline => "inline",
             Delivery::Copy => "copy",
             Delivery::Link => "link",
@@ -80,7 +95,9 @@ impl std::str::FromStr for Delivery {
         Delivery::ALL
             .into_iter()
             .find(|delivery| delivery.as_str() == text)
-            .ok_or_else(|| format!("unknown delivery mode {text:?}: use inline, copy or link"))
+            .ok_or_else(|| {
+                format!("unknown delivery mode {text:?}: use managed, inline, copy or link")
+            })
     }
 }
 
@@ -316,8 +333,9 @@ impl Target {
         let claude = !self.provider.is_flat();
         MountNeeds {
             entry_point: self.file,
-            fragments: claude,
-            app: claude,
+            fragments: claude && matches!(self.delivery, Delivery::Copy | Delivery::Link),
+            managed: claude && self.delivery == Delivery::Managed,
+            app: claude && self.delivery == Delivery::Link,
             config,
         }
     }
@@ -354,17 +372,26 @@ pub fn plan_delivery(
         target.delivery == Delivery::Link,
     )?;
     let has_memory = layout.recipe.memory == MemoryFile::Local;
+    let mut all = all;
+    let managed = target.delivery == Delivery::Managed && !target.provider.is_flat();
+    if managed && let Some(section) = managed::host_section(sources) {
+        // The host's own managed policy first: the group's managed folder hides the image's.
+        all.insert(0, section);
+    }
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,
         Some(bytes) if target.provider.is_flat() => LocalMemory::Inline(bytes),
         _ if target.provider.is_flat() => LocalMemory::Inline(b""),
+        // The managed document holds no import at all: the agent can approve the external
+        // includes an import there needs, and point them at its own files.
+        _ if managed => LocalMemory::None,
         _ => LocalMemory::Import,
     };
-    // The inline document is built to be measured; the last one built is the one for the
+    // The one document is built to be measured; the last one built is the one for the
     // sections kept (`fit` measures them last), so it is not built again.
     let last_document = std::cell::RefCell::new(Vec::new());
     let fitted = match target.delivery {
-        Delivery::Inline => document::fit(&all, target.budget, |kept| {
+        Delivery::Inline | Delivery::Managed => document::fit(&all, target.budget, |kept| {
             let built = document::document(kept, local);
             let len = built.len() as u64;
             *last_document.borrow_mut() = built;
@@ -390,43 +417,62 @@ pub fn plan_delivery(
         });
     }
 
+    // In the order they are applied: what the entry point imports (and the managed
+    // folder), the group's own memory, then the entry point, bound over its mount point in
+    // the group folder, and the mount point itself.
     let mut entries = Vec::new();
-    let seed = |entries: &mut Vec<Desired>| {
-        if has_memory {
-            entries.push(Desired {
-                path: ManagedPath::top(names::CLAUDE_LOCAL_MD),
-                content: Content::Seed,
-            });
-        }
+    let local_import: Vec<String> = match has_memory {
+        true => vec![format!("@./{}", names::CLAUDE_LOCAL_MD)],
+        false => Vec::new(),
     };
-    match target.delivery {
-        Delivery::Inline => {
-            seed(&mut entries);
-            entries.push(Desired {
-                path: ManagedPath::top(target.file),
-                content: Content::File(last_document.take()),
-            });
+    let entry = match target.delivery {
+        _ if !managed && !matches!(target.delivery, Delivery::Copy | Delivery::Link) => {
+            last_document.take()
         }
         Delivery::Copy | Delivery::Link => {
             let mut imports = Vec::new();
             for section in &fitted.kept {
                 let (path, content) = fragment(section, target.delivery);
-                imports.push(match path.in_fragments {
-                    true => format!("@./{}/{}", names::FRAGMENTS, path.name),
-                    false => format!("@./{}", path.name),
-                });
+                imports.push(format!("@./{path}"));
                 entries.push(Desired { path, content });
             }
-            if has_memory {
-                imports.push(format!("@./{}", names::CLAUDE_LOCAL_MD));
-            }
-            seed(&mut entries);
-            entries.push(Desired {
-                path: ManagedPath::top(names::CLAUDE_MD),
-                content: Content::File(composed_claude_md(&imports)),
-            });
+            imports.extend(local_import);
+            composed_claude_md(&imports)
         }
+        _ => {
+            entries.push(Desired {
+                path: ManagedPath::managed(names::CLAUDE_MD),
+                content: Content::File(last_document.take()),
+            });
+            let (settings_file, settings_warnings) = managed::settings_file(sources);
+            warnings.extend(settings_warnings);
+            entries.push(Desired {
+                path: ManagedPath::managed(names::MANAGED_SETTINGS),
+                content: Content::File(settings_file),
+            });
+            for (name, bytes) in managed::host_files(sources) {
+                entries.push(Desired {
+                    path: ManagedPath::managed(name),
+                    content: Content::File(bytes.to_vec()),
+                });
+            }
+            composed_claude_md(&local_import)
+        }
+    };
+    if has_memory {
+        entries.push(Desired {
+            path: ManagedPath::top(names::CLAUDE_LOCAL_MD),
+            content: Content::Seed,
+        });
     }
+    entries.push(Desired {
+        path: ManagedPath::bind(target.file),
+        content: Content::File(entry),
+    });
+    entries.push(Desired {
+        path: ManagedPath::top(target.file),
+        content: Content::Placeholder(mount_point_placeholder(target.file)),
+    });
     Ok(GroupPlan {
         entries,
         warnings,
@@ -439,13 +485,17 @@ pub fn plan_delivery(
 }
 
 /// The managed path and content of one section in copy or link delivery: a link to the
-/// owner's file when the section has one and links are delivered, else a copy of its text.
+/// owner's file when the section has one and links are delivered, else a copy of its text;
+/// always in `.claude-fragments/`, which the runner binds read-only as a folder. (The shared
+/// base, which DESIGN §1 puts at `.claude-shared.md` in the group folder, is
+/// `.claude-fragments/.claude-shared.md`, a name no fragment can have: a file in the
+/// read-write group folder would be the agent's to change.)
 fn fragment(section: &Section, delivery: Delivery) -> (ManagedPath, Content) {
     let content = match (&section.link, delivery) {
         (Some(target), Delivery::Link) => Content::Symlink(target.clone()),
         _ => Content::File(section.text.clone()),
     };
-    (section.file.clone(), content)
+    (ManagedPath::fragment(&section.file.name), content)
 }
 
 #[cfg(test)]
@@ -498,12 +548,75 @@ mod tests {
         }
     }
 
+    fn content<'a>(plan: &'a GroupPlan, path: &ManagedPath) -> &'a Content {
+        &plan
+            .entries
+            .iter()
+            .find(|d| &d.path == path)
+            .unwrap()
+            .content
+    }
+
+    fn text(plan: &GroupPlan, path: &ManagedPath) -> String {
+        match content(plan, path) {
+            Content::File(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
-    fn the_default_is_inline_claude_md() {
+    fn the_default_is_the_managed_policy_with_no_import() {
         let plan = plan(None, Delivery::default());
+        assert_eq!(plan.target.delivery, Delivery::Managed);
         let names: Vec<String> = plan.entries.iter().map(|d| d.path.to_string()).collect();
-        assert_eq!(names, ["CLAUDE.local.md", "CLAUDE.md"]);
-        let text = file(&plan, "CLAUDE.md");
+        assert_eq!(
+            names,
+            [
+                "state:managed/CLAUDE.md",
+                "state:managed/managed-settings.json",
+                "CLAUDE.local.md",
+                "state:CLAUDE.md",
+                "CLAUDE.md"
+            ]
+        );
+        // The guardrails: flat, no import at all (the agent could approve external ones).
+        let managed = text(&plan, &ManagedPath::managed("CLAUDE.md"));
+        assert!(
+            scan_markdown(&managed).unwrap().imports.is_empty(),
+            "{managed}"
+        );
+        assert!(managed.contains("BASE") && managed.contains("SMALL") && managed.contains("RO"));
+        assert!(!managed.contains("OFF"), "a disabled skill is absent");
+        assert!(
+            !managed.contains("LOCAL"),
+            "the local memory stays the agent's"
+        );
+        let settings: serde_json::Value =
+            serde_json::from_str(&text(&plan, &ManagedPath::managed("managed-settings.json")))
+                .unwrap();
+        for switch in managed::MEMORY_SWITCHES {
+            assert_eq!(settings["env"][switch], "", "{switch}");
+        }
+        // The workspace's entry point only imports the local memory, whatever the sources.
+        let entry = text(&plan, &ManagedPath::bind("CLAUDE.md"));
+        assert_eq!(
+            scan_markdown(&entry).unwrap().imports,
+            ["./CLAUDE.local.md"]
+        );
+        assert!(!entry.contains("BASE"));
+        assert_eq!(
+            content(&plan, &ManagedPath::top("CLAUDE.md")),
+            &Content::Placeholder(mount_point_placeholder("CLAUDE.md"))
+        );
+        assert!(plan.dropped.is_empty());
+    }
+
+    #[test]
+    fn inline_is_one_claude_md_in_the_bind_folder() {
+        let plan = plan(None, Delivery::Inline);
+        let names: Vec<String> = plan.entries.iter().map(|d| d.path.to_string()).collect();
+        assert_eq!(names, ["CLAUDE.local.md", "state:CLAUDE.md", "CLAUDE.md"]);
+        let text = text(&plan, &ManagedPath::bind("CLAUDE.md"));
         assert_eq!(scan_markdown(&text).unwrap().imports, ["./CLAUDE.local.md"]);
         assert!(text.contains("BASE") && text.contains("SMALL") && text.contains("RO"));
         assert!(!text.contains("OFF"), "a disabled skill is absent");
@@ -555,11 +668,12 @@ mod tests {
         assert_eq!(
             names,
             [
-                ".claude-shared.md",
+                ".claude-fragments/.claude-shared.md",
                 ".claude-fragments/big.md",
                 ".claude-fragments/small.md",
                 ".claude-fragments/mcp-db.md",
                 "CLAUDE.local.md",
+                "state:CLAUDE.md",
                 "CLAUDE.md"
             ]
         );

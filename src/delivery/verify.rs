@@ -28,7 +28,7 @@ use crate::loader::{
     Behaviour, Budgets, ClaudeVersion, DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory,
     claude_block, load,
 };
-use crate::plan::{Content, GroupPlan, Sources, Warning};
+use crate::plan::{Content, GroupPlan, Place, Sources, Warning};
 use crate::view::{Consumer, ViewOptions, load_options};
 
 /// What reaches a group's agent.
@@ -198,7 +198,9 @@ fn claude_options(layout: &Layout, settings: &DeliverySettings, consumer: Consum
             ..ViewOptions::default()
         },
     );
-    options.managed_dir = None;
+    // The managed-policy mount point: the snapshot shows the group's managed folder there
+    // in managed delivery, and nothing otherwise (the image's own is not modelled).
+    options.managed_dir = Some(layout.managed_mount.clone());
     options
 }
 
@@ -285,10 +287,7 @@ impl SharedVerdict {
             .iter()
             .filter(|entry| matches!(entry.content, Content::Seed));
         let seed = seeds.next()?;
-        if seeds.next().is_some()
-            || seed.path.in_fragments
-            || seed.path.name != names::CLAUDE_LOCAL_MD
-        {
+        if seeds.next().is_some() || !seed.path.is_top(names::CLAUDE_LOCAL_MD) {
             return None;
         }
         let mut template = plan.clone();
@@ -474,28 +473,51 @@ impl MemoryFs for Counted<'_> {
     }
 }
 
-/// The container's view of the group after compose: the planned files and links in the
-/// workspace, and the shared sources where the runner mounts them.
+/// The container's view of the group after compose, built from its mount table
+/// ([`Layout::mount_table`] for the plan's target): every bind in the table's order, each
+/// showing the planned files (and the group's `CLAUDE.local.md`) under its host path, a later
+/// bind over an earlier one as in the container (the composed entry point over its mount
+/// point in the group folder), and in link delivery the shared sources where the runner
+/// mounts them.
 pub fn snapshot(layout: &Layout, plan: &GroupPlan, sources: &Sources) -> Snapshot {
+    // Any group name: the table is only used to map host paths to container paths.
+    const GROUP: &str = "group";
+    let needs = plan.target.mount_needs(false);
+    let table = layout.mount_table(GROUP, &needs);
     let mut fs = Snapshot::new();
-    let workspace = &layout.workspace_mount;
-    fs.dir(workspace);
-    fs.dir(&workspace.join(names::FRAGMENTS));
-    for entry in &plan.entries {
-        let path = workspace.join(entry.path.to_string());
-        match &entry.content {
-            Content::File(bytes) => fs.file(&path, bytes.clone()),
-            Content::Symlink(target) => fs.link(&path, target),
-            Content::Seed => match plan.local_memory_too_large {
-                Some(len) => fs.oversized(&path, len),
-                None => fs.file(&path, plan.local_memory.clone().unwrap_or_default()),
-            },
+    fs.dir(&layout.workspace_mount);
+    if needs.fragments {
+        fs.dir(&layout.workspace_mount.join(names::FRAGMENTS));
+    }
+    if needs.managed {
+        fs.dir(&layout.managed_mount);
+    }
+    for bind in &table {
+        for entry in &plan.entries {
+            let host = entry.path.host_path(layout, GROUP);
+            let Ok(rel) = host.strip_prefix(&bind.host) else {
+                continue;
+            };
+            let path = match rel.as_os_str().is_empty() {
+                true => bind.container.clone(),
+                false => bind.container.join(rel),
+            };
+            match &entry.content {
+                Content::File(bytes) | Content::Placeholder(bytes) => fs.file(&path, bytes.clone()),
+                Content::Symlink(target) => fs.link(&path, target),
+                Content::Seed => match plan.local_memory_too_large {
+                    Some(len) => fs.oversized(&path, len),
+                    None => fs.file(&path, plan.local_memory.clone().unwrap_or_default()),
+                },
+            }
         }
     }
-    // DESIGN §1: `<app>/CLAUDE.md`, `<app>/skills` and the recipe's other container folders
-    // are mounted, as they are on the host.
-    for (path, bytes) in sources.container_files(layout) {
-        fs.file(&path, bytes.to_vec());
+    // Link delivery: `<app>/CLAUDE.md`, `<app>/skills` and the recipe's other container
+    // folders are mounted, as they are on the host.
+    if needs.app {
+        for (path, bytes) in sources.container_files(layout) {
+            fs.file(&path, bytes.to_vec());
+        }
     }
     fs
 }
@@ -701,7 +723,7 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
     let document = plan
         .entries
         .iter()
-        .find(|d| !d.path.in_fragments && d.path.name == plan.target.file)
+        .find(|d| d.path.place == Place::Bind && d.path.name == plan.target.file)
         .and_then(|d| match &d.content {
             Content::File(bytes) => Some(bytes.as_slice()),
             _ => None,

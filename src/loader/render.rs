@@ -95,7 +95,7 @@ pub fn claude_block(memory: &Memory) -> Option<String> {
             } else {
                 &f.body
             };
-            // 2.0.x labels the managed file like the user's.
+            // Before 2.1.136 the managed file is labelled like the user's.
             let label = if f.kind == MemoryKind::Managed
                 && !memory.claude_version.has(Behaviour::ManagedLabel)
             {

@@ -215,7 +215,12 @@ pub fn evaluate<F: MemoryFs + ?Sized>(
                 });
             }
         }
-        if !measured && file.about_memory() && !matches!(file.state, FileState::Rejected { .. }) {
+        let pin = source == SettingsSource::Managed && file.only_pins_memory_on();
+        if !measured
+            && !pin
+            && file.about_memory()
+            && !matches!(file.state, FileState::Rejected { .. })
+        {
             out.undecided.push(Undecided {
                 path: path.clone(),
                 setting: file.settings_named().join(", "),
@@ -261,6 +266,20 @@ impl Read {
                 .as_ref()
                 .is_some_and(|list| list.iter().any(|p| !p.is_empty()))
             || self.switch.is_some()
+    }
+
+    /// Whether all the file says about memory is `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS = ""` (the
+    /// pin of clawmd's managed delivery): an empty string is false in every reading of the
+    /// variable (JavaScript's truthiness, the release's truth test), so it can keep memory on
+    /// but never turn it off, on any release (measured from 2.0.77 to 2.1.332,
+    /// docs/delivery.md).
+    fn only_pins_memory_on(&self) -> bool {
+        !self.opaque
+            && matches!(&self.switch, Some(Js::Str(text)) if text.is_empty())
+            && !self
+                .excludes
+                .as_ref()
+                .is_some_and(|list| list.iter().any(|p| !p.is_empty()))
     }
 
     fn settings_named(&self) -> Vec<String> {

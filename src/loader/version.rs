@@ -153,8 +153,8 @@ pub enum Behaviour {
     SystemReminderWrapper,
     /// The old wrapper ends with a `# currentDate` section (2.0.x has none).
     CurrentDateInContext,
-    /// The managed file is labelled `organization-managed policy instructions` (2.0.x: the
-    /// user's label).
+    /// The managed file is labelled `organization-managed policy instructions` (before 2.1.136:
+    /// the user's label; it is loaded, and cannot be excluded, all the same).
     ManagedLabel,
     /// `AGENTS.md` is loaded when no CLAUDE.md-family file has content.
     AgentsMdFallback,
@@ -210,8 +210,9 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
         Behaviour::FrontmatterAfterBom,
         ClaudeVersion::new(2, 1, 239),
     ),
-    // Bracketed, not bisected: 2.0.77 does not show it, 2.1.200 does.
-    (Behaviour::ManagedLabel, ClaudeVersion::new(2, 1, 0)),
+    // Bisected on the published releases: 2.1.133 labels /etc/claude-code/CLAUDE.md like the
+    // user's file, 2.1.136 (the next one published) as managed policy.
+    (Behaviour::ManagedLabel, ClaudeVersion::new(2, 1, 136)),
     (
         Behaviour::CurrentDateInContext,
         ClaudeVersion::new(2, 1, 42),

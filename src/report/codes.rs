@@ -63,6 +63,8 @@ codes! {
     InternalError = "internal-error",
     /// The memory loader could not start.
     Loader = "loader",
+    /// `clawmd mounts`: a file the group's binds need is not composed yet.
+    NotComposed = "not-composed",
 
     // Warnings (compose).
     /// `skills` names a skill that does not exist.
@@ -93,12 +95,22 @@ codes! {
     /// A file or folder of the group that the recipe reads is a link, a device or too large:
     /// it is left out of the group's memory.
     GroupSourceUnread = "group-source-unread",
+    /// Something in the host's own managed policy (`hostManagedDir`) that the groups'
+    /// managed folders do not take as it is (a memory switch clawmd pins off, a file it does
+    /// not merge).
+    HostManaged = "host-managed",
+    /// The entry point in the group folder, a mount point, holds text of its own that never
+    /// reaches the agent; it is left as it is (compose and check).
+    MountPointEdited = "mount-point-edited",
 
     // `check` findings about the composition.
     /// The disk differs from what `container.json` asks for.
     OutOfDate = "out-of-date",
     /// `CLAUDE.md` was edited by hand.
     HandEdited = "hand-edited",
+    /// The group is laid out as before bind folders: the composed entry point (or the shared
+    /// base) is in the group folder, where a recompose detaches the runner's read-only bind.
+    OldLayout = "old-layout",
     /// A fragment of a skill that is not enabled.
     DisabledSkillFragment = "disabled-skill-fragment",
     /// A temp file left by an interrupted run.
@@ -174,6 +186,7 @@ impl From<&GroupError> for Code {
             GroupError::Reserved { .. } => Code::ReservedGroup,
             GroupError::TooManyRescues { .. } => Code::TooManyRescues,
             GroupError::Missing { .. } => Code::MissingGroup,
+            GroupError::NotComposed { .. } => Code::NotComposed,
             GroupError::Config(_) => Code::BadConfig,
             GroupError::Collision { .. } => Code::FragmentCollision,
             GroupError::Fs(err) => Code::from(err),

@@ -13,7 +13,7 @@ use crate::delivery::verify::Delivered;
 use crate::delivery::{Dropped, Target};
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
-use crate::plan::{Content, Delivery, GroupPlan};
+use crate::plan::{Content, Delivery, GroupPlan, Warning};
 use crate::reconcile::Step;
 use crate::report::SchemaKind;
 
@@ -157,11 +157,18 @@ impl GroupReport {
         let mut report = GroupReport::empty(group);
         report.target = Some(plan.target);
         report.dropped = plan.dropped.clone();
+        let mut shadowed = Vec::new();
         for step in steps {
             match step {
                 Step::Keep { path } => report.unchanged.push(path.to_string()),
+                Step::Shadowed { path } => {
+                    report.unchanged.push(path.to_string());
+                    shadowed.push(Warning::MountPointEdited {
+                        file: path.name.clone(),
+                    });
+                }
                 Step::Rescue { from, to, .. } => report.rescued.push(Rescued {
-                    from: from.clone(),
+                    from: from.to_string(),
                     to: to.display().to_string(),
                 }),
                 Step::Write {
@@ -171,7 +178,9 @@ impl GroupReport {
                 } => {
                     let (kind, target) = match content {
                         Content::Symlink(target) => (FileKind::Symlink, Some(target.clone())),
-                        Content::File(_) | Content::Seed => (FileKind::File, None),
+                        Content::File(_) | Content::Seed | Content::Placeholder(_) => {
+                            (FileKind::File, None)
+                        }
                     };
                     let change = EntryChange {
                         path: path.to_string(),
@@ -195,7 +204,11 @@ impl GroupReport {
                 }),
             }
         }
-        report.warnings = warnings.iter().map(WarningReport::from).collect();
+        report.warnings = warnings
+            .iter()
+            .chain(&shadowed)
+            .map(WarningReport::from)
+            .collect();
         let changed = !(report.created.is_empty()
             && report.replaced.is_empty()
             && report.removed.is_empty()
@@ -454,7 +467,7 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             } else if target.delivery == Delivery::Link && !target.provider.is_flat() {
                 out.out(
                     Tone::Note,
-                    "    fix: approve external imports in the agent's ~/.claude.json (and set \"approveExternal\": true in clawmd.json), or use the default inline delivery",
+                    "    fix: approve external imports in the agent's ~/.claude.json (and set \"approveExternal\": true in clawmd.json), or use the default managed delivery",
                 );
             }
         }

@@ -162,6 +162,8 @@ impl From<&Warning> for WarningReport {
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
             Warning::SectionDropped { .. } => Code::SectionDropped,
             Warning::OverBudget { .. } => Code::OverBudget,
+            Warning::HostManaged { .. } => Code::HostManaged,
+            Warning::MountPointEdited { .. } => Code::MountPointEdited,
         };
         WarningReport {
             code,

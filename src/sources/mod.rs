@@ -188,6 +188,9 @@ pub struct Sources {
     /// and its target: a group that gets one is warned, and its verdict says the section does
     /// not reach the agent.
     pub dangling: BTreeMap<String, (PathBuf, PathBuf)>,
+    /// The host's own managed policy (`hostManagedDir` in clawmd.json), merged into every
+    /// group's managed folder in managed delivery ([`crate::delivery::managed`]).
+    pub host_managed: Option<crate::delivery::managed::HostManaged>,
 }
 
 /// Why an item's file cannot be used: the error reading it gave.
@@ -554,6 +557,7 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
             parts,
             unusable,
             dangling,
+            host_managed: None,
         },
         notes,
     ))

@@ -73,18 +73,18 @@ fn cli_copy_delivery_reaches_the_agent() {
 #[test]
 fn default_delivery_reaches_the_agent() {
     let dep = deployment(DEFAULT);
-    let mut report = Report::new("default delivery (inline), no approval");
+    let mut report = Report::new("default delivery (managed), no approval");
     for group in GROUPS {
         let cli = check_group(
             &dep,
             group,
-            Case::new(Consumer::Cli, Delivery::Inline, false),
+            Case::new(Consumer::Cli, Delivery::Managed, false),
             &mut report,
         );
         let sdk = check_group(
             &dep,
             group,
-            Case::new(Consumer::sdk(), Delivery::Inline, false),
+            Case::new(Consumer::sdk(), Delivery::Managed, false),
             &mut report,
         );
         if let (Some(cli), Some(sdk)) = (cli, sdk) {
@@ -272,7 +272,18 @@ fn sdk_discovers_claude_local_md_only_with_the_local_source() {
     // A hand-written group that clawmd never composed: CLAUDE.md does not import the local file.
     std::fs::create_dir_all(dep.path("groups/plain/.claude-fragments")).unwrap();
     dep.write("groups/plain/container.json", b"{}\n");
-    dep.write("groups/plain/CLAUDE.md", b"PLAIN-PROJECT-MEMORY\n");
+    // Where the runner binds the group's CLAUDE.md from (`clawmd mounts`), over its mount
+    // point in the group folder; inline delivery's binds (no managed folder: nothing else
+    // is composed).
+    dep.write("clawmd.json", br#"{"delivery": "inline"}"#);
+    dep.write(
+        "groups/plain/CLAUDE.md",
+        &clawmd::plan::mount_point_placeholder("CLAUDE.md"),
+    );
+    dep.write(
+        &Deployment::composed("plain", "CLAUDE.md"),
+        b"PLAIN-PROJECT-MEMORY\n",
+    );
     dep.write("groups/plain/CLAUDE.local.md", b"PLAIN-LOCAL-MEMORY\n");
 
     let mut report = Report::new("CLAUDE.local.md discovery without an import");
@@ -540,7 +551,13 @@ fn codex_group_gets_a_flat_agents_md_within_its_budget() {
         "{group}"
     );
 
-    let agents = dep.read("groups/coder/AGENTS.md");
+    // The composed AGENTS.md is in the group's bind folder; the group folder's is its mount
+    // point.
+    let agents = dep.read(&Deployment::composed("coder", "AGENTS.md"));
+    assert!(
+        dep.read("groups/coder/AGENTS.md")
+            .starts_with("<!-- clawmd: the mount point of AGENTS.md")
+    );
     assert!(
         agents.len() <= 32 * 1024,
         "AGENTS.md is {} bytes",
@@ -671,7 +688,9 @@ fn render_matches_real_binary() {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Delivery {
-    /// One generated CLAUDE.md (the default).
+    /// The guardrails as the managed policy at /etc/claude-code (the default).
+    Managed,
+    /// One generated CLAUDE.md.
     Inline,
     Copy,
     Link,
@@ -709,10 +728,18 @@ fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) -
     let case = format!("{group}, {consumer}, {delivery:?}, approved={approved}");
     // Inline text and copies are inside the cwd; links resolve to /app, outside it.
     let external_arrives = delivery != Delivery::Link || approved;
-    // Inline: everything is in CLAUDE.md itself, so no section of its own.
-    let own_file = delivery != Delivery::Inline;
+    // Inline and managed: everything is in one document, so no section of its own.
+    let own_file = matches!(delivery, Delivery::Copy | Delivery::Link);
 
-    let mut expected = vec![format!("{WORKSPACE}/CLAUDE.md")];
+    // Managed: the guardrails are the managed policy, loaded first; the workspace's
+    // CLAUDE.md only imports the local memory.
+    let mut expected = match delivery {
+        Delivery::Managed => vec![
+            "/etc/claude-code/CLAUDE.md".to_owned(),
+            format!("{WORKSPACE}/CLAUDE.md"),
+        ],
+        _ => vec![format!("{WORKSPACE}/CLAUDE.md")],
+    };
     let mut texts: Vec<(String, &str, bool)> = Vec::new();
     texts.push((
         "the shared base (container/CLAUDE.md)".into(),
@@ -720,7 +747,7 @@ fn check_group(dep: &Deployment, group: &str, case: Case, report: &mut Report) -
         external_arrives,
     ));
     if external_arrives && own_file {
-        expected.push(format!("{WORKSPACE}/.claude-shared.md"));
+        expected.push(format!("{WORKSPACE}/.claude-fragments/.claude-shared.md"));
     }
     for (skill, text) in &inputs.enabled {
         texts.push((
@@ -885,15 +912,19 @@ fn deployment(delivery: &str) -> Deployment {
     }
     let report = compose(&dep, delivery);
     for group in GROUPS {
-        let shared = dep.path(&format!("groups/{group}/.claude-shared.md"));
+        let shared = dep.path(&format!(
+            "groups/{group}/.claude-fragments/.claude-shared.md"
+        ));
+        let managed = dep.path(&format!("groups/.clawmd/binds/{group}/managed/CLAUDE.md"));
         let kind = shared.symlink_metadata().map(|m| m.file_type());
         let made = match kind {
             Ok(t) if t.is_symlink() => "link",
             Ok(_) => "copy",
+            Err(_) if managed.exists() => "managed",
             Err(_) => "inline",
         };
         let wanted = if delivery == DEFAULT {
-            "inline"
+            "managed"
         } else {
             delivery
         };

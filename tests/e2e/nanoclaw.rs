@@ -1,7 +1,9 @@
 //! The swap, end to end: nanoclaw v2.0.64's own composer and clawmd (after `clawmd init`) on the
 //! same nanoclaw content, each group then read by the real Claude Code nanoclaw pins (CLI
 //! 2.1.128, Agent SDK 0.2.128 with nanoclaw's `settingSources: ['project','user']`) in a sandbox
-//! laid out as nanoclaw's `buildMounts()` lays it out. Nothing nanoclaw's agents receive is
+//! laid out as nanoclaw's `buildMounts()` lays it out (for clawmd, after the swap: the session
+//! folder, the table `clawmd mounts` prints, then nanoclaw's own `/app` mounts; docs/nanoclaw.md
+//! step 2). Nothing nanoclaw's agents receive is
 //! missing from clawmd's; the six built-in module fragments reach the agent (five where the
 //! runner hands `cli_scope: disabled`); compose's verdict and `clawmd render` agree with what the
 //! binary sent.
@@ -19,7 +21,7 @@ use crate::support::Deployment;
 use crate::support::deployment::NANOCLAW_MODULES;
 use crate::support::sandbox::{
     Bind, Consumer, NANOCLAW_CLI_VERSION, NANOCLAW_SDK_VERSION, Sandbox, WORKSPACE, e2e_cache,
-    memory_block, nanoclaw_tools, printed, rendered,
+    memory_block, mounts_with, nanoclaw_tools, printed, rendered,
 };
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
@@ -194,8 +196,35 @@ fn nanoclaw_binds(root: &Path, session: &Path, group: &str) -> Vec<Bind> {
     binds
 }
 
+/// nanoclaw's `buildMounts()` after the swap: its own session folder, then the table
+/// `clawmd mounts` prints as it is, then nanoclaw's own mounts of its code and content
+/// (`/app/…`) that the table does not already make.
+fn swapped_binds(root: &Path, session: &Path, group: &str, delivery: &str) -> Vec<Bind> {
+    let mut binds = vec![Bind {
+        host: session.to_owned(),
+        container: PathBuf::from("/workspace"),
+        readonly: false,
+    }];
+    binds.extend(mounts_with(root, group, &[("CLAWMD_DELIVERY", delivery)]));
+    for own in nanoclaw_binds(root, session, group) {
+        let taken = binds.iter().any(|bind| bind.container == own.container);
+        if !taken && own.container.starts_with("/app") {
+            binds.push(own);
+        }
+    }
+    binds
+}
+
+/// Which runner lays out the container: nanoclaw's own `buildMounts()`, or the same after
+/// the swap to clawmd, for the delivery mode the group was composed with.
+#[derive(Clone, Copy)]
+enum Runner {
+    Nanoclaw,
+    Swapped(&'static str),
+}
+
 /// The memory block `consumer` sends for `group` of the deployment at `root`.
-fn observe(root: &Path, group: &str, consumer: Consumer) -> String {
+fn observe(root: &Path, group: &str, consumer: Consumer, runner: Runner) -> String {
     let scratch = tempfile::tempdir().unwrap();
     let (home, session, hostname) = (
         scratch.path().join("home"),
@@ -206,9 +235,13 @@ fn observe(root: &Path, group: &str, consumer: Consumer) -> String {
     std::fs::create_dir(&session).unwrap();
     std::fs::write(&hostname, "nanoclaw-swap\n").unwrap();
     let sandbox = Sandbox {
-        binds: nanoclaw_binds(root, &session, group),
+        binds: match runner {
+            Runner::Nanoclaw => nanoclaw_binds(root, &session, group),
+            Runner::Swapped(delivery) => swapped_binds(root, &session, group, delivery),
+        },
         home,
         hostname,
+        extra: Vec::new(),
     };
     memory_block(&sandbox, nanoclaw_tools(), consumer, RUN_TIMEOUT)
         .unwrap_or_else(|e| panic!("{group} in {}: {e}", root.display()))
@@ -262,8 +295,8 @@ fn clawmd_delivers_everything_nanoclaws_composer_delivers() {
                 Consumer::Cli => format!("CLI {NANOCLAW_CLI_VERSION}"),
                 Consumer::Sdk(_) => format!("Agent SDK {NANOCLAW_SDK_VERSION} ['project','user']"),
             };
-            let theirs = observe(nanoclaw.root(), group, consumer);
-            let ours = observe(clawmd.root(), group, consumer);
+            let theirs = observe(nanoclaw.root(), group, consumer, Runner::Nanoclaw);
+            let ours = observe(clawmd.root(), group, consumer, Runner::Swapped("managed"));
             eprintln!(
                 "e2e nanoclaw swap: {group:<8} {consumer_name:<40} nanoclaw {:>6} bytes, clawmd {:>6} bytes",
                 theirs.len(),
@@ -361,7 +394,7 @@ fn link_delivery_is_judged_for_the_pinned_release() {
             .starts_with("/app/src/mcp-tools/")
     );
     for consumer in [Consumer::Cli, Consumer::sdk()] {
-        let block = observe(d.root(), "main", consumer);
+        let block = observe(d.root(), "main", consumer, Runner::Swapped("link"));
         for module in NANOCLAW_MODULES {
             assert!(
                 block.contains(&d.module_line(module)),

@@ -194,13 +194,12 @@ fn npm_package_installs_offline_and_composes_the_example_deployment() {
             got["sync"][group]["memoryDigest"]
         );
         assert!(
-            deployment
-                .read(&format!("groups/{group}/CLAUDE.md"))
-                .contains("@./CLAUDE.local.md"),
+            deployment.claude_md(group).contains("@./CLAUDE.local.md"),
             "{group}"
         );
-        // `mounts`: the group folder read-write at the workspace, the composed CLAUDE.md
-        // read-only over it.
+        // `mounts`: the group folder read-write at the workspace, the composed CLAUDE.md (in
+        // the group's bind folder in the state) read-only over it, the managed folder
+        // read-only at /etc/claude-code.
         let binds = got["mounts"][group]
             .as_array()
             .unwrap_or_else(|| panic!("{got}"));
@@ -211,11 +210,17 @@ fn npm_package_installs_offline_and_composes_the_example_deployment() {
             "{got}"
         );
         let entry = serde_json::json!({
-            "host": folder.join("CLAUDE.md"),
+            "host": deployment.path(&Deployment::composed(group, "CLAUDE.md")),
             "container": "/workspace/agent/CLAUDE.md",
             "readonly": true,
         });
         assert!(binds.contains(&entry), "{group}: {entry} in {got}");
+        let managed = serde_json::json!({
+            "host": deployment.path(&format!("groups/.clawmd/binds/{group}/managed")),
+            "container": "/etc/claude-code",
+            "readonly": true,
+        });
+        assert!(binds.contains(&managed), "{group}: {managed} in {got}");
         assert_eq!(got["mountsSync"][group], got["mounts"][group], "{group}: {got}");
     }
 

@@ -409,7 +409,7 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
     );
     let digest = composed["memoryDigest"].as_str().unwrap();
     assert!(digest.starts_with("sha256:"), "{digest}");
-    assert!(d.read("groups/good/CLAUDE.md").contains("WEB"));
+    assert!(d.managed_md("good").contains("WEB"));
     for noop in ["noop", "noopSync"] {
         let noop = value(noop);
         assert_eq!(noop["changed"], false, "{noop}");
@@ -423,7 +423,7 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
         ("handedSync", "handedsync", "HANDED SYNC"),
     ] {
         assert_eq!(value(name)["complete"], true, "{name}");
-        let composed = d.read(&format!("groups/{group}/CLAUDE.md"));
+        let composed = d.managed_md(group);
         assert!(
             composed.contains(text) && composed.contains("WEB"),
             "{name}: {composed}"

@@ -72,9 +72,13 @@ fn a_hand_edit_a_disabled_skill_fragment_and_leftovers_are_found() {
     d.run(["compose", "g", "--delivery", "link"]).success();
     d.write("groups/g/container.json", br#"{"skills": ["hello"]}"#);
     // A run interrupted after it wrote its temps (and before it put anything in place).
-    let left = d.crash_leaving_temps(&["compose", "g", "--delivery", "link"], &["groups/g"]);
-    let edited = d.read("groups/g/CLAUDE.md") + "my edit\n";
-    d.write("groups/g/CLAUDE.md", edited.as_bytes());
+    let left = d.crash_leaving_temps(
+        &["compose", "g", "--delivery", "link"],
+        &["groups/.clawmd/binds/g"],
+    );
+    // A hand edit of the composed CLAUDE.md (in the group's bind folder in the state).
+    let edited = d.claude_md("g") + "my edit\n";
+    d.write(&Deployment::composed("g", "CLAUDE.md"), edited.as_bytes());
     // A rescue compose kept (in the state folder), and a file the agent named like one.
     d.write(
         "groups/.clawmd/rescues/g/CLAUDE.md.rescued-0011223344556677",
@@ -142,9 +146,9 @@ fn check_expects_the_configured_delivery_and_its_fix_works() {
         .success();
     assert_eq!(run.json()["groups"][0]["delivery"], "copy");
     assert_eq!(codes(&run, 0), Vec::<String>::new());
-    // With no flag the deployment's delivery (the default, inline) is expected.
+    // With no flag the deployment's delivery (the default, managed) is expected.
     let run = d.run(["check", "g", "--json"]).expect_code(1);
-    assert_eq!(run.json()["groups"][0]["delivery"], "inline");
+    assert_eq!(run.json()["groups"][0]["delivery"], "managed");
     assert!(codes(&run, 0).contains(&"out-of-date".to_owned()));
     for finding in run.json()["groups"][0]["findings"].as_array().unwrap() {
         if finding["severity"] == "error" {
@@ -197,7 +201,7 @@ fn link_delivery_compose_and_check_agree_and_the_fixes_work() {
         if finding["severity"] == "error" {
             let fix = finding["fix"].as_str().unwrap();
             assert!(
-                fix.contains("\"delivery\": \"inline\"") && fix.contains("approveExternal"),
+                fix.contains("\"delivery\": \"managed\"") && fix.contains("approveExternal"),
                 "{fix}"
             );
         }
@@ -210,8 +214,8 @@ fn link_delivery_compose_and_check_agree_and_the_fixes_work() {
     let run = d.run(["compose", "g", "--json"]).success();
     assert_eq!(run.json()["groups"][0]["delivered"]["complete"], true);
     d.run(["check", "g"]).success();
-    // Fix 2: inline delivery.
-    d.write("clawmd.json", br#"{"delivery": "inline"}"#);
+    // Fix 2: managed delivery (the fix's words, the default).
+    d.write("clawmd.json", br#"{"delivery": "managed"}"#);
     d.run(["check", "g"]).expect_code(1);
     let run = d.run(["compose", "g", "--json"]).success();
     assert_eq!(run.json()["groups"][0]["delivered"]["complete"], true);
@@ -342,7 +346,7 @@ fn repeated_findings_are_grouped_and_causes_said_once() {
     let config = d.path("groups/g0/container.json");
     let had = std::fs::read(&config).ok();
     d.write("groups/g0/container.json", br#"{"skills": ["hello"]}"#);
-    d.crash_leaving_temps(&["compose", "g0"], &["groups/g0"]);
+    d.crash_leaving_temps(&["compose", "g0"], &["groups/.clawmd/binds/g0/managed"]);
     match had {
         Some(bytes) => d.write("groups/g0/container.json", &bytes),
         None => std::fs::remove_file(&config).unwrap(),
@@ -392,9 +396,14 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
         .group("edited", None);
     d.run(["compose", "stale", "edited"]).success();
     d.write("groups/stale/container.json", br#"{"skills": ["web"]}"#);
-    let left = d.crash_leaving_temps(&["compose", "stale"], &["groups/stale"]);
-    let edited = d.read("groups/edited/CLAUDE.md") + "my note\n";
-    d.write("groups/edited/CLAUDE.md", edited.as_bytes());
+    let left = d.crash_leaving_temps(
+        &["compose", "stale"],
+        &["groups/.clawmd/binds/stale/managed"],
+    );
+    // A person's edit of a composed document (compose would move it aside).
+    let composed = Deployment::composed("edited", "CLAUDE.md");
+    let edited = d.read(&composed) + "my note\n";
+    d.write(&composed, edited.as_bytes());
     d.write("groups/edited/container.json", br#"{"skills": ["web"]}"#);
 
     let run = d.run(["check", "--fix", "--json"]).expect_code(1);
@@ -413,11 +422,7 @@ fn check_fix_applies_the_safe_fixes_and_leaves_hand_edits() {
     for rel in &left {
         assert!(!d.exists(rel), "{rel} is left");
     }
-    assert_eq!(
-        d.read("groups/edited/CLAUDE.md"),
-        edited,
-        "a hand edit is left alone"
-    );
+    assert_eq!(d.read(&composed), edited, "a hand edit is left alone");
     // The report is the check after the fixes: only the edited group remains.
     assert_eq!(codes(&run, 1), Vec::<String>::new());
     assert_eq!(codes(&run, 2), Vec::<String>::new());

@@ -459,8 +459,10 @@ fn a_group_renders_as_its_container_sees_it() {
             "container/skills/web/instructions.md",
             "Browse carefully.\n",
         )
+        // The composed CLAUDE.md is in the group's bind folder, bound over the group's own.
+        .file("groups/main/CLAUDE.md", "MOUNT POINT, NEVER SEEN\n")
         .file(
-            "groups/main/CLAUDE.md",
+            "groups/.clawmd/binds/main/CLAUDE.md",
             "@./.claude-shared.md\n@./.claude-fragments/web.md\n@./.claude-fragments/mcp-db.md\n",
         )
         .file("groups/main/.claude-fragments/mcp-db.md", "Read-only DB.\n")
@@ -474,6 +476,7 @@ fn a_group_renders_as_its_container_sees_it() {
     let needs = clawmd::layout::MountNeeds {
         entry_point: "CLAUDE.md",
         fragments: true,
+        managed: false,
         app: true,
         config: false,
     };

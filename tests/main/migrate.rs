@@ -67,11 +67,16 @@ fn a_composed_claude_md_is_not_legacy() {
     assert_eq!(run.json()["groups"][0]["status"], "unchanged");
     assert_eq!(d.snapshot(), before);
 
-    // Even a hand-edited composed file is compose's business (it is rescued there), not legacy.
+    // Even an edited mount point is compose's business (it warns about it), not legacy.
     let edited = d.read("groups/g/CLAUDE.md") + "edit\n";
     d.write("groups/g/CLAUDE.md", edited.as_bytes());
     d.run(["migrate"]).success();
     assert_eq!(d.read("groups/g/CLAUDE.md"), edited);
+    // And so is a hand-edited document of the old layout (compose rescues it).
+    let old = String::from_utf8(clawmd::plan::composed_document("BASE\n")).unwrap() + "edit\n";
+    d.write("groups/g/CLAUDE.md", old.as_bytes());
+    d.run(["migrate"]).success();
+    assert_eq!(d.read("groups/g/CLAUDE.md"), old);
 }
 
 #[test]

@@ -29,7 +29,7 @@ fn any_server_name_composes_in_every_mode() {
         "x-->`y": {"instructions": "COMMENT NAME"},
         "no instructions here": {"command": "x"}
     }}"#;
-    for delivery in ["inline", "copy", "link"] {
+    for delivery in ["managed", "inline", "copy", "link"] {
         let d = Deployment::standard().group("g", Some(config));
         let before = d.tree();
         let run = d
@@ -41,10 +41,10 @@ fn any_server_name_composes_in_every_mode() {
         if delivery != "link" {
             assert_eq!(group["delivered"]["complete"], true, "{delivery}: {report}");
         }
-        // Only the group folder changed.
+        // Only the group folder (and its bind folder in the state) changed.
         let after = d.tree();
         for (path, entry) in &before {
-            if !path.starts_with("groups/g/") {
+            if !path.starts_with("groups/g/") && !path.starts_with("groups/.clawmd") {
                 assert_eq!(after.get(path), Some(entry), "{delivery}: {path}");
             }
         }
@@ -57,7 +57,8 @@ fn any_server_name_composes_in_every_mode() {
             );
         }
         let text = match delivery {
-            "inline" => d.read("groups/g/CLAUDE.md"),
+            "inline" => d.claude_md("g"),
+            "managed" => d.managed_md("g"),
             _ => {
                 let mut files = Vec::new();
                 for entry in std::fs::read_dir(d.path("groups/g/.claude-fragments")).unwrap() {

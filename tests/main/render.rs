@@ -2,10 +2,11 @@
 
 use crate::support::{Deployment, snapshot};
 
+/// The example deployment composed with this delivery mode, set in its `clawmd.json` (so
+/// that render and check see the container's binds of that mode, as a runner's calls do).
 fn composed(delivery: &str) -> Deployment {
-    let d = Deployment::example();
-    d.run(["compose", "--all", "--delivery", delivery])
-        .success();
+    let d = Deployment::example().file("clawmd.json", &format!("{{\"delivery\": \"{delivery}\"}}"));
+    d.run(["compose", "--all"]).success();
     d
 }
 
@@ -15,7 +16,7 @@ fn copy_delivery_reaches_the_agent_whole() {
     let out = d.run(["render", "main"]).success().stdout();
     assert!(out.starts_with("<system-reminder>\n"), "{out}");
     for text in [
-        "Contents of /workspace/agent/.claude-shared.md (project instructions, checked into the codebase)",
+        "Contents of /workspace/agent/.claude-fragments/.claude-shared.md (project instructions, checked into the codebase)",
         "# Shared base for every agent",
         "## Skill: agent-browser",
         "## Skill: github",
@@ -43,7 +44,7 @@ fn link_delivery_loses_the_shared_base_unless_external_imports_are_approved() {
         .success()
         .stdout();
     assert!(
-        approved.contains("Contents of /workspace/agent/.claude-shared.md"),
+        approved.contains("Contents of /workspace/agent/.claude-fragments/.claude-shared.md"),
         "{approved}"
     );
     assert!(approved.contains("# Shared base for every agent"));
@@ -63,7 +64,7 @@ fn delivery_view_says_what_is_dropped_and_why() {
         "{out}"
     );
     assert!(
-        out.contains("@./.claude-shared.md is a link to /app/CLAUDE.md"),
+        out.contains("@./.claude-fragments/.claude-shared.md is a link to /app/CLAUDE.md"),
         "{out}"
     );
     insta::with_settings!({filters => snapshot::filters(d.root())}, {
@@ -104,10 +105,11 @@ fn the_sdk_consumer_gets_local_memory_only_through_the_import() {
         .success()
         .stdout();
     assert_eq!(sdk.matches("MINE").count(), 1, "{sdk}");
-    // A hand-written CLAUDE.md that does not import it: the SDK never sees CLAUDE.local.md.
+    // A hand-written CLAUDE.md (where the runner binds the entry point from) that does not
+    // import it: the SDK never sees CLAUDE.local.md.
     let d = Deployment::standard()
         .group("g", None)
-        .file("groups/g/CLAUDE.md", "HAND\n")
+        .file(&Deployment::composed("g", "CLAUDE.md"), "HAND\n")
         .file("groups/g/CLAUDE.local.md", "MINE\n");
     let sdk = d
         .run(["render", "g", "--consumer", "sdk"])
@@ -165,10 +167,10 @@ fn check_flags_link_delivery_and_passes_copy_delivery() {
             .iter()
             .find(|f| f["code"] == "external-import-dropped")
             .unwrap_or_else(|| panic!("{group}"));
-        // The two fixes that work: approval (told to clawmd too), or inline delivery.
+        // The two fixes that work: approval (told to clawmd too), or managed delivery.
         let fix = finding["fix"].as_str().unwrap();
         assert!(
-            fix.contains("\"approveExternal\": true") && fix.contains("\"delivery\": \"inline\""),
+            fix.contains("\"approveExternal\": true") && fix.contains("\"delivery\": \"managed\""),
             "{finding}"
         );
     }

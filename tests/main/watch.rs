@@ -175,7 +175,7 @@ fn watch_composes_then_reports_each_change_until_sigterm() {
     );
     assert!(
         deployment
-            .read("groups/main/CLAUDE.md")
+            .managed_md("main")
             .contains("# A new shared base"),
         "the new base is composed"
     );
@@ -201,11 +201,7 @@ fn watch_composes_then_reports_each_change_until_sigterm() {
         "{event}"
     );
     assert_eq!(event["delivered"]["complete"], true, "{event}");
-    assert!(
-        deployment
-            .read("groups/ops/CLAUDE.md")
-            .contains("Read only.")
-    );
+    assert!(deployment.managed_md("ops").contains("Read only."));
 
     watching.stop(rustix::process::Signal::TERM);
 }
@@ -218,7 +214,7 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
     let mut watching = Watching::start(&deployment, &[]);
     assert_eq!(watching.next_groups(2), changed(&["g", "h"]));
     assert_eq!(watching.next()["event"], "ready");
-    let composed = deployment.read("groups/g/CLAUDE.md");
+    let composed = deployment.managed_md("g");
 
     put(
         &deployment,
@@ -232,11 +228,7 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
         message.contains("container.json:2:"),
         "names the file and line: {message}"
     );
-    assert_eq!(
-        deployment.read("groups/g/CLAUDE.md"),
-        composed,
-        "left as it was"
-    );
+    assert_eq!(deployment.managed_md("g"), composed, "left as it was");
 
     // The agent keeps writing next to the broken config, and g is composed again each time:
     // the same failure is not said again. Each write is followed by a change to h, whose line
@@ -267,7 +259,7 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
         (Some("g"), Some("unchanged")),
         "{event}"
     );
-    assert_eq!(deployment.read("groups/g/CLAUDE.md"), composed);
+    assert_eq!(deployment.managed_md("g"), composed);
 
     watching.stop(rustix::process::Signal::INT);
 }
@@ -351,7 +343,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         "{first:?}"
     );
     assert_eq!(watching.next()["event"], "ready");
-    assert!(deployment.read("groups/g/CLAUDE.md").contains("MINE v1"));
+    assert!(deployment.managed_md("g").contains("MINE v1"));
 
     // An edit of a skill the group keeps in its own folder is composed.
     put(
@@ -360,7 +352,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         b"MINE v2\n",
     );
     assert_eq!(watching.next_groups(1), changed(&["g"]));
-    assert!(deployment.read("groups/g/CLAUDE.md").contains("MINE v2"));
+    assert!(deployment.managed_md("g").contains("MINE v2"));
 
     // So is a skill folder made while watching (it gets a watch of its own).
     std::fs::create_dir_all(deployment.path("groups/g/skills/late")).unwrap();
@@ -375,7 +367,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         (Some("g"), Some("changed")),
         "{event}"
     );
-    if !deployment.read("groups/g/CLAUDE.md").contains("LATE") {
+    if !deployment.managed_md("g").contains("LATE") {
         // The folder and its file may come in two recomposes.
         assert_eq!(watching.next_groups(1), changed(&["g"]));
     }
@@ -385,7 +377,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         b"LATE v2\n",
     );
     assert_eq!(watching.next_groups(1), changed(&["g"]));
-    assert!(deployment.read("groups/g/CLAUDE.md").contains("LATE v2"));
+    assert!(deployment.managed_md("g").contains("LATE v2"));
 
     // A link the agent planted where its skills would be is never watched through: a change
     // outside the group prints nothing, and the next line is h's.

@@ -131,15 +131,28 @@ impl Valid {
     }
 }
 
-/// The entries of one group in a tree, relative to the group folder.
+/// The entries of one group in a tree, relative to the group folder, and those of its bind
+/// folder in the state as `state:NAME` (the composed entry point is there).
 fn group_entries(tree: &Tree, group: &str) -> BTreeMap<String, Entry> {
     let prefix = format!("groups/{group}/");
+    let state = format!("groups/.clawmd/binds/{group}/");
     tree.iter()
         .filter_map(|(path, entry)| {
-            let rel = path.strip_prefix(&prefix)?;
-            (!is_temp(rel) && rel != "container.json").then(|| (rel.to_owned(), entry.clone()))
+            let rel = match path.strip_prefix(&prefix) {
+                Some(rel) => rel.to_owned(),
+                None => format!("state:{}", path.strip_prefix(&state)?),
+            };
+            (!is_temp(&rel) && rel != "container.json").then(|| (rel, entry.clone()))
         })
         .collect()
+}
+
+/// Where `rel` (as [`group_entries`] names it) of `group` is.
+fn entry_path(root: &Path, group: &str, rel: &str) -> PathBuf {
+    match rel.strip_prefix("state:") {
+        Some(rest) => root.join("groups/.clawmd/binds").join(group).join(rest),
+        None => root.join("groups").join(group).join(rel),
+    }
 }
 
 const CONFIG_A: &str = r#"{"skills": "all", "mcpServers": {
@@ -183,7 +196,12 @@ fn eight_processes_compose_one_group_while_readers_read() {
         }
     }
     let valid = Arc::new(Valid::new(&references));
-    for must in ["CLAUDE.md", "CLAUDE.local.md", ".claude-shared.md"] {
+    for must in [
+        "state:CLAUDE.md",
+        "CLAUDE.md",
+        "CLAUDE.local.md",
+        ".claude-fragments/.claude-shared.md",
+    ] {
         assert!(valid.always.contains(must), "{must}");
     }
 
@@ -201,15 +219,16 @@ fn eight_processes_compose_one_group_while_readers_read() {
                 let group = work.path("groups/g");
                 let names = valid.names();
                 while !done.load(Ordering::Relaxed) {
-                    for name in ["CLAUDE.md", "CLAUDE.local.md"] {
-                        let found = read_now(&group.join(name));
+                    for name in ["state:CLAUDE.md", "CLAUDE.md", "CLAUDE.local.md"] {
+                        let found = read_now(&entry_path(work.root(), "g", name));
                         if found.is_none() {
                             return Err(format!("{name} was missing"));
                         }
                         valid.check(name, found.as_ref())?;
                     }
                     for name in &names {
-                        valid.check(name, read_now(&group.join(name)).as_ref())?;
+                        valid
+                            .check(name, read_now(&entry_path(work.root(), "g", name)).as_ref())?;
                     }
                     for entry in std::fs::read_dir(group.join(".claude-fragments")).unwrap() {
                         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
@@ -474,7 +493,16 @@ fn compose_all_races_migrate() {
         assert!(text_findable(&group, legacy_text(i).as_bytes()), "l{i}");
         assert!(!work.exists(&format!("groups/l{i}/.claude-global.md")));
         let md = std::fs::read(group.join("CLAUDE.md")).unwrap();
-        assert!(clawmd::plan::is_pristine(&md), "l{i}/CLAUDE.md is composed");
+        assert_eq!(
+            md,
+            clawmd::plan::mount_point_placeholder("CLAUDE.md"),
+            "l{i}/CLAUDE.md is the mount point"
+        );
+        let composed = std::fs::read(work.path(&format!("groups/.clawmd/binds/l{i}/CLAUDE.md")));
+        assert!(
+            clawmd::plan::is_pristine(&composed.unwrap()),
+            "l{i}'s CLAUDE.md is composed"
+        );
     }
     // The clean groups end exactly as an uninterrupted migrate + compose leaves them.
     let reference = legacy_deployment(composed, legacy);

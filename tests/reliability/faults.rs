@@ -36,6 +36,15 @@ fn deployment() -> Deployment {
         .file("groups/global/CLAUDE.md", "# Global text\n")
 }
 
+/// [`deployment`], with the mount point `groups/g/CLAUDE.md` gone: compose must write in the
+/// group folder itself (everything else it composes is in `.claude-fragments` and the bind
+/// folder in the state).
+fn deployment_without_mount_point() -> Deployment {
+    let d = deployment();
+    std::fs::remove_file(d.path("groups/g/CLAUDE.md")).unwrap();
+    d
+}
+
 /// Whether the test can mount; prints why not when it cannot.
 fn mounts_available(test: &str) -> bool {
     match can_mount() {
@@ -168,7 +177,7 @@ fn read_only_filesystem_fails_cleanly_and_converges() {
         false,
     );
 
-    let d = deployment();
+    let d = deployment_without_mount_point();
     fault(
         &mut tally,
         "the group read-only, compose",
@@ -219,9 +228,10 @@ fn read_only_filesystem_fails_cleanly_and_converges() {
         true,
     );
 
-    // The group read-only but its fragments folder writable: the fragments are written, then
-    // CLAUDE.md cannot be. Readers still find every import of the CLAUDE.md they see.
-    let d = deployment();
+    // The group read-only but its fragments folder writable: the fragments and the composed
+    // CLAUDE.md (in the state) are written, then the mount point cannot be. Readers still find
+    // every import of the CLAUDE.md they see.
+    let d = deployment_without_mount_point();
     let side = tempfile::tempdir().unwrap();
     fault(
         &mut tally,
@@ -287,7 +297,7 @@ fn permission_denied_fails_cleanly_and_converges() {
     let probe = Deployment::standard().group("g", None);
     match Immutable::new(&probe.path("groups/g")) {
         Ok(_) => {
-            let d = deployment();
+            let d = deployment_without_mount_point();
             fault(
                 &mut tally,
                 "the group immutable, compose",
@@ -311,14 +321,15 @@ fn permission_denied_fails_cleanly_and_converges() {
                 true,
             );
             let d = deployment();
+            let composed = d.path(&Deployment::composed("g", "CLAUDE.md"));
             fault(
                 &mut tally,
-                "CLAUDE.md immutable, compose",
+                "the composed CLAUDE.md immutable, compose",
                 &d,
                 compose_g,
-                |d| Immutable::new(&d.path("groups/g/CLAUDE.md")).unwrap(),
+                |_| Immutable::new(&composed).unwrap(),
                 "Operation not permitted",
-                &d.path("groups/g/CLAUDE.md"),
+                &d.path("groups/.clawmd/binds/g"),
                 true,
             );
         }

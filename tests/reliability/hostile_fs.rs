@@ -18,7 +18,7 @@ const LOCAL: &str = "# Group memory\n";
 const LEGACY: &str = "# Hand-written memory, not migrated yet\n";
 
 const LINK: &[&str] = &["compose", "g", "--delivery", "link"];
-const INLINE: &[&str] = &["compose", "g"];
+const DEFAULT: &[&str] = &["compose", "g"];
 const COPY: &[&str] = &["compose", "g", "--delivery", "copy"];
 const ALL: &[&str] = &["compose", "--all", "--delivery", "link"];
 const MIGRATE: &[&str] = &["migrate"];
@@ -109,7 +109,7 @@ fn cases() -> Vec<Case> {
         vec![
             (LINK, Refuse(rel)),
             (COPY, Refuse(rel)),
-            (INLINE, Refuse(rel)),
+            (DEFAULT, Refuse(rel)),
             (ALL, Refuse(rel)),
         ]
     };
@@ -204,7 +204,7 @@ fn cases() -> Vec<Case> {
             vec![
                 (LINK, Repair),
                 (COPY, Repair),
-                (INLINE, Repair),
+                (DEFAULT, Repair),
                 (ALL, Repair),
                 (MIGRATE, Untouched),
             ],
@@ -215,7 +215,7 @@ fn cases() -> Vec<Case> {
             vec![
                 (LINK, Repair),
                 (COPY, Repair),
-                (INLINE, Repair),
+                (DEFAULT, Repair),
                 (ALL, Repair),
             ],
         ),
@@ -274,11 +274,12 @@ fn cases() -> Vec<Case> {
         ),
     ];
 
-    // The name a hand edit would be rescued under, planted in advance in the group folder as
-    // a link outside: that name is the agent's, not clawmd's (rescues are kept outside the
-    // group), so the edit is kept outside and the link is neither followed nor touched.
+    // The name a hand edit (of the composed CLAUDE.md) would be rescued under, planted in
+    // advance in the group folder as a link outside: that name is the agent's, not clawmd's
+    // (rescues are kept outside the group), so the edit is kept outside and the link is
+    // neither followed nor touched.
     let edited = |d: &Deployment| {
-        let mut text = std::fs::read(d.path("groups/g/CLAUDE.md")).unwrap();
+        let mut text = std::fs::read(d.path(&Deployment::composed("g", "CLAUDE.md"))).unwrap();
         text.extend_from_slice(b"\nA hand edit someone cares about.\n");
         text
     };
@@ -295,7 +296,7 @@ fn cases() -> Vec<Case> {
     cases.push(case(
         "the rescue name of a hand edit is planted in the group as a link outside",
         move |d, s| {
-            d.write("groups/g/CLAUDE.md", &edited(d));
+            d.write(&Deployment::composed("g", "CLAUDE.md"), &edited(d));
             replace_with_link(d, &planted, &s.file());
         },
         vec![(LINK, Spares(vec![in_group.clone()]))],
@@ -303,7 +304,8 @@ fn cases() -> Vec<Case> {
 
     // clawmd's state folder (the host's) and what is in it, replaced by a link, a FIFO or a
     // file: whatever needs it refuses, naming it, and follows nothing.
-    let hand_edit = move |d: &Deployment| d.write("groups/g/CLAUDE.md", &edited(d));
+    let hand_edit =
+        move |d: &Deployment| d.write(&Deployment::composed("g", "CLAUDE.md"), &edited(d));
     let config_change =
         |d: &Deployment| d.write("groups/g/container.json", br#"{"skills": ["hello"]}"#);
     type Plant = fn(&Deployment, &str, &Sentinel);
@@ -347,7 +349,7 @@ fn cases() -> Vec<Case> {
                         hand_edit(d);
                         plant(d, rel, s);
                     },
-                    vec![(LINK, Refuse(rel)), (INLINE, Refuse(rel))],
+                    vec![(LINK, Refuse(rel)), (DEFAULT, Refuse(rel))],
                 ));
             }
             if !(for_rescues && rel != "groups/.clawmd") {
@@ -362,13 +364,19 @@ fn cases() -> Vec<Case> {
                     vec![(LINK, Refuse(rel)), (COPY, Refuse(rel))],
                 ));
             }
-            // A group already right needs no state: the no-op neither reads nor refuses.
+            // A group already right needs no rescue folder nor journal: the no-op neither
+            // reads nor refuses. It does need the state folder (its composed files are in
+            // its bind folder there), so with that replaced it refuses.
             let no_op: &'static str =
                 Box::leak(format!("{name}, and the group is right").into_boxed_str());
+            let expect = match rel {
+                "groups/.clawmd" => Refuse(rel),
+                _ => Untouched,
+            };
             cases.push(case(
                 no_op,
                 move |d, s| plant(d, rel, s),
-                vec![(LINK, Untouched)],
+                vec![(LINK, expect)],
             ));
         }
     }
@@ -394,6 +402,7 @@ fn comparable(tree: Tree, with_fresh: bool) -> Tree {
             !path.starts_with("groups/.clawmd-locks")
                 && (with_fresh
                     || !(path.starts_with("groups/fresh")
+                        || path.starts_with("groups/.clawmd/binds/fresh")
                         || path.starts_with("groups/.clawmd/journal/fresh")))
         })
         .collect()
@@ -609,11 +618,21 @@ fn an_agent_swapping_links_during_composes_never_reaches_outside() {
 /// The sentinel file's text: it must never appear in anything render or check prints.
 const SECRET: &str = "outside: do not touch";
 
+/// The group is composed with link delivery ([`deployment`]): render and check are told so,
+/// so that the container's binds are those of link delivery.
 const RENDERS: &[&[&str]] = &[
-    &["render", "g"],
-    &["render", "g", "--format", "flat"],
-    &["render", "g", "--delivery-view"],
-    &["render", "g", "--approve-external", "--format", "messages"],
+    &["render", "g", "--delivery", "link"],
+    &["render", "g", "--delivery", "link", "--format", "flat"],
+    &["render", "g", "--delivery", "link", "--delivery-view"],
+    &[
+        "render",
+        "g",
+        "--delivery",
+        "link",
+        "--approve-external",
+        "--format",
+        "messages",
+    ],
 ];
 
 /// What render and check do with a group whose entries an agent replaced by links to the
@@ -695,9 +714,9 @@ fn render_and_check_refuse_planted_links_and_never_reach_outside() {
         let sentinel = Sentinel::new();
         plant(&d, &sentinel);
         let check_args: [&[&str]; 3] = [
-            &["check", "g"],
-            &["check", "g", "--json"],
-            &["check", "--all"],
+            &["check", "g", "--delivery", "link"],
+            &["check", "g", "--delivery", "link", "--json"],
+            &["check", "--all", "--delivery", "link"],
         ];
         for args in RENDERS.iter().chain(check_args.iter()) {
             let context = format!("{name} / clawmd {}", args.join(" "));
@@ -795,7 +814,7 @@ fn an_agent_exchanging_memory_files_with_links_and_fifos_during_renders_never_re
     let limit = std::time::Duration::from_secs(20);
     for run in 0..renders {
         let args: &[&str] = if run % 5 == 4 {
-            &["check", "g"]
+            &["check", "g", "--delivery", "link"]
         } else {
             RENDERS[run as usize % RENDERS.len()]
         };
@@ -907,7 +926,12 @@ fn render_and_check_never_open_a_device_or_fifo() {
         run.expect(0, &args.join(" "));
         assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");
     }
-    let view = clawmd_in(d.root(), &["render", "g", "--delivery-view"], &[], limit);
+    let view = clawmd_in(
+        d.root(),
+        &["render", "g", "--delivery", "link", "--delivery-view"],
+        &[],
+        limit,
+    );
     for name in ["dev.md", "fifo.md", "container.json"] {
         assert!(
             view.stdout()
@@ -917,7 +941,10 @@ fn render_and_check_never_open_a_device_or_fifo() {
             view.stdout()
         );
     }
-    for args in [&["check", "g"][..], &["check", "--all", "--json"]] {
+    for args in [
+        &["check", "g", "--delivery", "link"][..],
+        &["check", "--all", "--delivery", "link", "--json"],
+    ] {
         let run = clawmd_in(d.root(), args, &[], limit);
         run.expect(1, &args.join(" "));
         assert_eq!(watch.opens(), 0, "clawmd {args:?} opened a device or FIFO");

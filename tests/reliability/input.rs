@@ -241,8 +241,8 @@ fn container_json_through_the_binary_refuses_cleanly_and_leaves_the_group_alone(
             match run.status.code() {
                 Some(0) => {
                     accepted.fetch_add(1, Ordering::Relaxed);
-                    let md = std::fs::read(d.path("groups/g/CLAUDE.md")).unwrap();
-                    prop_assert!(clawmd::plan::is_pristine(&md));
+                    let md = std::fs::read(d.path(&Deployment::composed("g", "CLAUDE.md")));
+                    prop_assert!(clawmd::plan::is_pristine(&md.unwrap()));
                 }
                 Some(1) => {
                     refused.fetch_add(1, Ordering::Relaxed);
@@ -585,7 +585,7 @@ fn invalid_utf8_is_kept_byte_for_byte() {
         );
         if delivery == "copy" {
             assert_eq!(
-                std::fs::read(d.path("groups/g/.claude-shared.md")).unwrap(),
+                std::fs::read(d.path("groups/g/.claude-fragments/.claude-shared.md")).unwrap(),
                 bad
             );
             assert_eq!(
@@ -593,10 +593,11 @@ fn invalid_utf8_is_kept_byte_for_byte() {
                 bad
             );
         }
-        // A hand edit that is not UTF-8 is rescued byte for byte.
-        let mut edited = std::fs::read(d.path("groups/g/CLAUDE.md")).unwrap();
+        // A hand edit (of the composed CLAUDE.md) that is not UTF-8 is rescued byte for byte.
+        let composed = Deployment::composed("g", "CLAUDE.md");
+        let mut edited = std::fs::read(d.path(&composed)).unwrap();
         edited.extend_from_slice(bad);
-        d.write("groups/g/CLAUDE.md", &edited);
+        d.write(&composed, &edited);
         clawmd(d.root(), &["compose", "g", "--delivery", delivery], &[]).expect(0, "rescue");
         let rescued = std::fs::read_dir(d.rescue_dir("g"))
             .unwrap()
@@ -636,7 +637,7 @@ fn invalid_utf8_is_kept_byte_for_byte() {
     assert!(base.starts_with(b"BASE\n") && contains(&base, bad));
     clawmd(d.root(), &["compose", "--all", "--delivery", "copy"], &[]).expect(0, "compose");
     assert_eq!(
-        std::fs::read(d.path("groups/a/.claude-shared.md")).unwrap(),
+        std::fs::read(d.path("groups/a/.claude-fragments/.claude-shared.md")).unwrap(),
         base
     );
     checked += 4;

@@ -146,6 +146,30 @@ impl Deployment {
         }
     }
 
+    /// The relative path of the composed entry point of `group` (`CLAUDE.md`, `AGENTS.md`,
+    /// `GEMINI.md`): in the group's bind folder in clawmd's state (the default state folder),
+    /// which the runner binds over the group folder's mount point.
+    pub fn composed(group: &str, entry: &str) -> String {
+        format!("groups/.clawmd/binds/{group}/{entry}")
+    }
+
+    /// The relative path of a file of `group`'s managed-policy folder (managed delivery).
+    pub fn managed(group: &str, name: &str) -> String {
+        format!("groups/.clawmd/binds/{group}/managed/{name}")
+    }
+
+    /// The text of `group`'s composed `CLAUDE.md` (see [`Deployment::composed`]).
+    #[track_caller]
+    pub fn claude_md(&self, group: &str) -> String {
+        self.read(&Deployment::composed(group, "CLAUDE.md"))
+    }
+
+    /// The text of `group`'s managed `CLAUDE.md` (the guardrails, in managed delivery).
+    #[track_caller]
+    pub fn managed_md(&self, group: &str) -> String {
+        self.read(&Deployment::managed(group, "CLAUDE.md"))
+    }
+
     /// The target of a symlink.
     #[track_caller]
     pub fn link(&self, rel: &str) -> PathBuf {

@@ -63,6 +63,12 @@ pub struct Bind {
 /// `clawmd mounts GROUP --format json`, with no flag (the deployment's `clawmd.json` decides),
 /// so the sandbox is built exactly as a runner following the docs builds its container.
 pub fn mounts(root: &Path, group: &str) -> Vec<Bind> {
+    mounts_with(root, group, &[])
+}
+
+/// [`mounts`] with more environment for clawmd (`CLAWMD_DELIVERY`, say: the settings the
+/// group was composed with).
+pub fn mounts_with(root: &Path, group: &str, env: &[(&str, &str)]) -> Vec<Bind> {
     let run = super::run_clawmd(
         [
             OsStr::new("mounts"),
@@ -72,7 +78,9 @@ pub fn mounts(root: &Path, group: &str) -> Vec<Bind> {
             OsStr::new("--root"),
             root.as_os_str(),
         ],
-        &[],
+        &env.iter()
+            .map(|(key, value)| (*key, OsStr::new(value)))
+            .collect::<Vec<_>>(),
     );
     let table = run.success().json();
     table
@@ -95,7 +103,12 @@ pub struct Sandbox {
     pub home: PathBuf,
     /// Host file mounted over `/etc/hostname`.
     pub hostname: PathBuf,
+    /// More binds after the runner's (a test's own, e.g. a folder to report results in).
+    pub extra: Vec<Bind>,
 }
+
+/// Where [`Sandbox::shell`] finds the real CLI and the SDK probe.
+pub const CLAUDE_IN_SANDBOX: &str = "CLAWMD_E2E_CLAUDE";
 
 impl Sandbox {
     /// The sandbox of `group` of the deployment at `root`, built from `clawmd mounts`.
@@ -104,26 +117,31 @@ impl Sandbox {
             binds: mounts(root, group),
             home,
             hostname,
+            extra: Vec::new(),
         }
     }
 
+    /// `sh -c SCRIPT` in the sandbox, with the environment of [`Sandbox::command`] and
+    /// `$CLAWMD_E2E_CLAUDE` (the real CLI), `$CLAWMD_E2E_NODE` and `$CLAWMD_E2E_PROBE` (node and
+    /// the SDK probe, `CLAWMD_E2E_SETTING_SOURCES` nanoclaw's) for the script to run them.
+    pub fn shell(&self, tools: &Tools, api: &ApiServer, script: &str) -> Command {
+        let (mut args, mut command) = self.base(tools, api);
+        let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e");
+        args.bind("--ro-bind", &probe, PROBE_MOUNT);
+        args.push(["--", "/bin/sh", "-c"]);
+        args.0.push(script.into());
+        command
+            .args(args.0)
+            .env(CLAUDE_IN_SANDBOX, &tools.claude)
+            .env("CLAWMD_E2E_NODE", &tools.node)
+            .env("CLAWMD_E2E_PROBE", format!("{PROBE_MOUNT}/sdk-probe.mjs"))
+            .env("CLAWMD_E2E_SDK_ENTRY", &tools.sdk_entry)
+            .env("CLAWMD_E2E_SETTING_SOURCES", "project,user");
+        command
+    }
+
     pub fn command(&self, tools: &Tools, api: &ApiServer, consumer: Consumer) -> Command {
-        let mut args = ArgList::default();
-        args.push(["--die-with-parent", "--new-session"]);
-        args.push(["--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
-        system_binds(tools, &mut args);
-        args.bind("--ro-bind", &self.hostname, "/etc/hostname");
-        args.bind("--bind", &self.home, SANDBOX_HOME);
-
-        // The runner's table, in its order (the read-only binds go over the read-write one).
-        for bind in &self.binds {
-            let how = if bind.readonly { "--ro-bind" } else { "--bind" };
-            args.bind(how, &bind.host, &bind.container.display().to_string());
-        }
-
-        args.push(["--chdir", WORKSPACE]);
-        let mut command = Command::new(&tools.bwrap);
-        command.env_clear();
+        let (mut args, mut command) = self.base(tools, api);
         match consumer {
             Consumer::Cli => {
                 args.push(["--"]);
@@ -141,9 +159,30 @@ impl Sandbox {
                 command.env("CLAWMD_E2E_SETTING_SOURCES", sources.join(","));
             }
         }
+        command.args(args.0);
+        command
+    }
+
+    /// The bwrap arguments up to the program, and the command with its environment.
+    fn base(&self, tools: &Tools, api: &ApiServer) -> (ArgList, Command) {
+        let mut args = ArgList::default();
+        args.push(["--die-with-parent", "--new-session"]);
+        args.push(["--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
+        system_binds(tools, &mut args);
+        args.bind("--ro-bind", &self.hostname, "/etc/hostname");
+        args.bind("--bind", &self.home, SANDBOX_HOME);
+
+        // The runner's table, in its order (the read-only binds go over the read-write one).
+        for bind in self.binds.iter().chain(&self.extra) {
+            let how = if bind.readonly { "--ro-bind" } else { "--bind" };
+            args.bind(how, &bind.host, &bind.container.display().to_string());
+        }
+
+        args.push(["--chdir", WORKSPACE]);
+        let mut command = Command::new(&tools.bwrap);
+        command.env_clear();
         let node_dir = tools.node.parent().unwrap().display().to_string();
         command
-            .args(args.0)
             .env("PATH", format!("{node_dir}:/usr/local/bin:/usr/bin:/bin"))
             .env("HOME", SANDBOX_HOME)
             .env("TMPDIR", "/tmp")
@@ -155,7 +194,7 @@ impl Sandbox {
             .env("DISABLE_AUTOUPDATER", "1")
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .stdin(Stdio::null());
-        command
+        (args, command)
     }
 }
 

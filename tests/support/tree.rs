@@ -356,7 +356,15 @@ pub fn assert_imports_resolve(tree: &Tree, context: &str) -> usize {
         if !clawmd::plan::is_composed(bytes) {
             continue;
         }
-        let dir = Path::new(path).parent().unwrap();
+        // A composed CLAUDE.md in a group's bind folder in the state is bound over the group
+        // folder's, so its imports resolve in the group folder.
+        let dir = match path
+            .strip_prefix("groups/.clawmd/binds/")
+            .and_then(|rest| rest.strip_suffix("/CLAUDE.md"))
+        {
+            Some(group) if !group.contains('/') => PathBuf::from(format!("groups/{group}")),
+            _ => Path::new(path).parent().unwrap().to_owned(),
+        };
         for line in String::from_utf8_lossy(bytes).lines() {
             let Some(rel) = line.strip_prefix("@./") else {
                 continue;

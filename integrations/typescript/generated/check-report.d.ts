@@ -3,7 +3,7 @@
 /**
  * How the shared base and the skills' guidance reach a Claude Code agent.
  */
-export type Delivery = "inline" | "copy" | "link";
+export type Delivery = "managed" | "inline" | "copy" | "link";
 /**
  * How serious a diagnostic or a `check` finding is (the one severity scale of the crate,
  * from the least serious).
@@ -26,6 +26,7 @@ export type Code =
   | "io"
   | "internal-error"
   | "loader"
+  | "not-composed"
   | "unknown-skill"
   | "unknown-key"
   | "missing-shared-base"
@@ -37,8 +38,11 @@ export type Code =
   | "missing-source"
   | "ignored-config"
   | "group-source-unread"
+  | "host-managed"
+  | "mount-point-edited"
   | "out-of-date"
   | "hand-edited"
+  | "old-layout"
   | "disabled-skill-fragment"
   | "stale-temp"
   | "rescued-text"

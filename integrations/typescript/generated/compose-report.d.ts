@@ -3,7 +3,7 @@
 /**
  * How the shared base and the skills' guidance reach a Claude Code agent.
  */
-export type Delivery = "inline" | "copy" | "link";
+export type Delivery = "managed" | "inline" | "copy" | "link";
 /**
  * What happened to a group.
  */
@@ -29,6 +29,7 @@ export type Code =
   | "io"
   | "internal-error"
   | "loader"
+  | "not-composed"
   | "unknown-skill"
   | "unknown-key"
   | "missing-shared-base"
@@ -40,8 +41,11 @@ export type Code =
   | "missing-source"
   | "ignored-config"
   | "group-source-unread"
+  | "host-managed"
+  | "mount-point-edited"
   | "out-of-date"
   | "hand-edited"
+  | "old-layout"
   | "disabled-skill-fragment"
   | "stale-temp"
   | "rescued-text"

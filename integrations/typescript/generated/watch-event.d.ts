@@ -59,6 +59,7 @@ export type Code =
   | "io"
   | "internal-error"
   | "loader"
+  | "not-composed"
   | "unknown-skill"
   | "unknown-key"
   | "missing-shared-base"
@@ -70,8 +71,11 @@ export type Code =
   | "missing-source"
   | "ignored-config"
   | "group-source-unread"
+  | "host-managed"
+  | "mount-point-edited"
   | "out-of-date"
   | "hand-edited"
+  | "old-layout"
   | "disabled-skill-fragment"
   | "stale-temp"
   | "rescued-text"
@@ -108,7 +112,7 @@ export type Provider = "claude" | "codex" | "opencode" | "gemini";
 /**
  * How the shared base and the skills' guidance reach a Claude Code agent.
  */
-export type Delivery = "inline" | "copy" | "link";
+export type Delivery = "managed" | "inline" | "copy" | "link";
 /**
  * Where a judged release or consumer comes from.
  */
