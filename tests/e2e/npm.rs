@@ -221,7 +221,10 @@ fn npm_package_installs_offline_and_composes_the_example_deployment() {
             "readonly": true,
         });
         assert!(binds.contains(&managed), "{group}: {managed} in {got}");
-        assert_eq!(got["mountsSync"][group], got["mounts"][group], "{group}: {got}");
+        assert_eq!(
+            got["mountsSync"][group], got["mounts"][group],
+            "{group}: {got}"
+        );
     }
 
     // `CLAWMD` still wins over the package's binary.
@@ -327,8 +330,18 @@ try {
 }
 "#;
     for (platform, arch, libc, says) in [
-        ("darwin", "arm64", "", ["darwin-arm64:", "runs only on Linux", "linux-x64"]),
-        ("linux", "x64", "musl", ["linux-x64 (not glibc)", "built for glibc", "cargo install"]),
+        (
+            "darwin",
+            "arm64",
+            "",
+            ["darwin-arm64:", "runs only on Linux", "linux-x64"],
+        ),
+        (
+            "linux",
+            "x64",
+            "musl",
+            ["linux-x64 (not glibc)", "built for glibc", "cargo install"],
+        ),
     ] {
         let args = ["--input-type=module", "-e", pretend, platform, arch, libc].map(OsStr::new);
         let got = host(&path.join("node"), &args, &bare, &path, &[]);
