@@ -168,11 +168,11 @@ pub fn check_group(
             code: Code::ClaudeVersionUnverified,
             file: layout.group_dir(group),
             message: format!(
-                "Claude Code {version} is not in the conformance corpus: its memory is modelled with the rules known for {} and may differ",
-                version.nearest_verified()
+                "Claude Code {version} is {}",
+                version.unverified_note()
             ),
             fix: format!(
-                "record the corpus on {version} (scripts/new-conformance-case --version {version}) or pin a recorded release"
+                "record the corpus on {version} (scripts/new-conformance-case --version {version} tests/fixtures/conformance/*/) or pin a recorded release"
             ),
         });
     }

@@ -881,9 +881,9 @@ fn run_render(
     };
     if !view.claude_version.is_verified() {
         printer.warning(&format!(
-            "Claude Code {} is not in the conformance corpus; rendering with the rules known for {}",
+            "Claude Code {} is {}",
             view.claude_version,
-            view.claude_version.nearest_verified()
+            view.claude_version.unverified_note()
         ));
     }
     let memory = match (&args.group, &args.cwd) {

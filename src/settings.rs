@@ -235,8 +235,8 @@ pub fn parse_settings(
                 code: Code::Settings,
                 path: path.to_owned(),
                 message: format!(
-                    "claudeCodeVersion {version}: not in the loader's conformance corpus, so what clawmd says reaches the agent uses the rules known for {} (fix: check the release with tests/e2e_delivery.rs)",
-                    version.nearest_verified()
+                    "claudeCodeVersion {version}: {} (fix: record the corpus on it, scripts/new-conformance-case --version {version} tests/fixtures/conformance/*/, or pin a recorded release)",
+                    version.unverified_note()
                 ),
             });
         }
@@ -516,7 +516,7 @@ mod tests {
         assert!(
             warnings[0]
                 .message
-                .contains("not in the loader's conformance corpus")
+                .contains("9.9.9: not in the conformance corpus")
         );
         let err = parse(r#"{"claudeCodeVersion": "latest"}"#).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("claudeCodeVersion"));
