@@ -451,7 +451,10 @@ fn open_guard_dirs(
             true => Some(bind),
             false => opened.iter().find(|(p, _)| *p == parent).map(|(_, d)| d),
         };
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if let Some(parent) = parent
             && let Some(dir) = parent.open_child(name, create(folder))?
         {

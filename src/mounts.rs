@@ -255,7 +255,6 @@ mod tests {
         compose(&layout);
         let guards = GuardSettings {
             agent_home: PathBuf::from("/home/agent"),
-            ..GuardSettings::default()
         };
         let table = mounts(&layout, "main", &settings, &guards).unwrap().0;
         let first_home = table

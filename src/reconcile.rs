@@ -518,7 +518,7 @@ impl<'a> Dirs<'a> {
     fn state_places(&self) -> impl Iterator<Item = Place> + use<'a> {
         [Place::Fragments, Place::Bind, Place::Managed]
             .into_iter()
-            .chain(self.guard.iter().map(|(path, _)| Place::Guard(*path)))
+            .chain(self.guard.iter().map(|(path, _)| Place::Guard(path)))
     }
 
     /// The folder of `path`, which must exist (the caller created every folder the steps

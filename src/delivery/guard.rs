@@ -279,7 +279,11 @@ fn files(provider: Provider, budgets: &Budgets, bases: &Bases) -> Option<Vec<Gua
         )],
         Provider::Opencode => vec![
             file(OPENCODE_CONFIG_DIR, ".gitignore", gitignore()),
-            file("guard/opencode/xdg-config/opencode", ".gitignore", gitignore()),
+            file(
+                "guard/opencode/xdg-config/opencode",
+                ".gitignore",
+                gitignore(),
+            ),
             file("guard/opencode", "opencode.json", b"{}\n".to_vec()),
         ],
     })
@@ -437,8 +441,8 @@ mod tests {
     #[test]
     fn a_gemini_base_that_is_not_an_object_is_refused_naming_the_file() {
         for bad in [&b"[1]"[..], b"{", b"\xff"] {
-            let err = gemini_system_settings(Some((Path::new("/srv/gemini.json"), bad)))
-                .unwrap_err();
+            let err =
+                gemini_system_settings(Some((Path::new("/srv/gemini.json"), bad))).unwrap_err();
             assert!(err.to_string().contains("/srv/gemini.json"), "{err}");
         }
     }

@@ -1683,20 +1683,33 @@ fn guard_files_follow_the_groups_backend() {
             .any(|c| c["path"] == path)
     };
     let removed = |report: &serde_json::Value, path: &str| {
-        report["removed"].as_array().unwrap().iter().any(|c| c["path"] == path)
+        report["removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["path"] == path)
     };
     let report = compose(r#"{"provider": "codex"}"#);
-    assert!(written(&report, "state:guard/codex/managed_config.toml"), "{report:#}");
+    assert!(
+        written(&report, "state:guard/codex/managed_config.toml"),
+        "{report:#}"
+    );
     assert!(d.read(codex).contains("project_doc_max_bytes = "));
     // A second run keeps it (a no-op).
     let report = compose(r#"{"provider": "codex"}"#);
     assert_eq!(report["status"], "unchanged", "{report:#}");
     // Claude Code: no guard of its own; the Codex one goes.
     let report = compose("{}");
-    assert!(removed(&report, "state:guard/codex/managed_config.toml"), "{report:#}");
+    assert!(
+        removed(&report, "state:guard/codex/managed_config.toml"),
+        "{report:#}"
+    );
     assert!(!d.exists(codex));
     let report = compose(r#"{"provider": "gemini"}"#);
-    assert!(written(&report, "state:guard/gemini/settings.json"), "{report:#}");
+    assert!(
+        written(&report, "state:guard/gemini/settings.json"),
+        "{report:#}"
+    );
     assert!(!d.exists(codex));
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&d.read(gemini)).unwrap(),
