@@ -36,6 +36,7 @@ use crate::plan::{
     composed_claude_md, mount_point_placeholder,
 };
 use crate::recipe::MemoryFile;
+use crate::safe_name::display_name;
 use crate::sources::GroupParts;
 
 pub use crate::sources::{Section, SectionId};
@@ -378,6 +379,13 @@ pub fn plan_delivery(
         // The host's own managed policy first: the group's managed folder hides the image's.
         all.insert(0, section);
     }
+    // Each source as the release loads that file alone (frontmatter, comments, line endings,
+    // its imports from its own folder to the depth limit), closed so that it cannot change
+    // how the next is read.
+    let linked = target.delivery == Delivery::Link && !target.provider.is_flat();
+    for section in &mut all {
+        crate::sources::alone::prepare(section, settings.claude_version, linked);
+    }
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,
         Some(bytes) if target.provider.is_flat() => LocalMemory::Inline(bytes),
@@ -493,7 +501,21 @@ pub fn plan_delivery(
 fn fragment(section: &Section, delivery: Delivery) -> (ManagedPath, Content) {
     let content = match (&section.link, delivery) {
         (Some(target), Delivery::Link) => Content::Symlink(target.clone()),
-        _ => Content::File(section.text.clone()),
+        // A file of its own: a comment first, so that a text starting with `---` (what
+        // the source's own frontmatter left) is not read as frontmatter again.
+        _ => Content::File(
+            [
+                format!(
+                    "<!-- clawmd section {}: from {} -->\n",
+                    display_name(section.id.as_str()),
+                    display_name(&section.origin)
+                )
+                .as_bytes(),
+                &section.text,
+                b"\n",
+            ]
+            .concat(),
+        ),
     };
     (ManagedPath::fragment(&section.file.name), content)
 }

@@ -17,11 +17,11 @@ use memchr::memmem;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::DeliverySettings;
 use super::snapshot::Snapshot;
-use super::{Delivery, DeliverySettings, Section};
 use crate::layout::{Layout, names};
 use crate::loader::SettingsEvaluation;
-use crate::loader::content::{parse_as_within, scan_markdown_as};
+use crate::loader::content::parse_as_within;
 use crate::loader::fs::{DirEntry, MemoryFs, Metadata, ReadOutcome};
 use crate::loader::markdown::js_trim;
 use crate::loader::{
@@ -255,9 +255,9 @@ pub struct SharedVerdict {
     trimmed: bool,
     /// The largest local memory whose read cannot reach the loader's byte budget.
     local_bytes_left: u64,
-    /// Per section of the plan: `None` when a file other than the local memory holds its
-    /// text (or it has none to find), else the text to find in the local memory.
-    sections: Vec<Option<String>>,
+    /// Per section of the plan: the texts of it ([`crate::sources::Section::expected`]) that no file other
+    /// than the local memory holds, to find in the local memory.
+    sections: Vec<Vec<String>>,
     /// [`dropped_imports`] of the load (the local memory imports nothing, so adds none).
     dropped_imports: Vec<String>,
     /// [`diagnostic_reasons`] of the load.
@@ -333,20 +333,25 @@ impl SharedVerdict {
         if claude_block(&probed)? != format!("{prefix}{}{suffix}", shown(probe, trimmed)) {
             return None;
         }
-        let sections =
-            plan.sections
-                .iter()
-                .map(|section| {
-                    let expected = expected_text(section, plan, memory.claude_version);
-                    let finder = memmem::Finder::new(expected.as_bytes());
-                    let elsewhere =
-                        expected.is_empty()
-                            || memory.files.iter().enumerate().any(|(i, f)| {
+        // Per section, the texts no file but the local memory holds.
+        let sections = plan
+            .sections
+            .iter()
+            .map(|section| {
+                section
+                    .expected
+                    .iter()
+                    .filter(|expected| {
+                        let finder = memmem::Finder::new(expected.as_bytes());
+                        !expected.is_empty()
+                            && !memory.files.iter().enumerate().any(|(i, f)| {
                                 i != index && finder.find(f.body.as_bytes()).is_some()
-                            });
-                    (!elsewhere).then_some(expected)
-                })
-                .collect();
+                            })
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .collect();
         let others = read.checked_sub(PLACEHOLDER.len() as u64)?;
         let mut hash = Sha256::new();
         hash.update(prefix.as_bytes());
@@ -392,11 +397,10 @@ impl SharedVerdict {
         let found: Vec<bool> = self
             .sections
             .iter()
-            .map(|expected| match expected {
-                None => true,
-                Some(expected) => {
+            .map(|expected| {
+                expected.iter().all(|expected| {
                     memmem::find(parsed.body.as_bytes(), expected.as_bytes()).is_some()
-                }
+                })
             })
             .collect();
         let mut hash = self.prefix.clone();
@@ -518,6 +522,20 @@ pub fn snapshot(layout: &Layout, plan: &GroupPlan, sources: &Sources) -> Snapsho
         for (path, bytes) in sources.container_files(layout) {
             fs.file(&path, bytes.to_vec());
         }
+        // What the linked sources import, where the runner mounts it (a skill's
+        // `reference.md` beside its instructions under `<app>/skills/<skill>/`).
+        let mounted = |path: &Path| {
+            table.iter().any(|bind| {
+                path.starts_with(&bind.container)
+                    && bind.container != layout.workspace_mount
+                    && !path.starts_with(&layout.workspace_mount)
+            })
+        };
+        for section in &plan.sections {
+            if let (Some(tree), Some(_)) = (&section.tree, &section.link) {
+                tree.add_to(&mut fs, mounted);
+            }
+        }
     }
     fs
 }
@@ -559,13 +577,14 @@ fn from_memory(
         .sections
         .iter()
         .map(|section| {
-            let expected = expected_text(section, plan, memory.claude_version);
-            let finder = memmem::Finder::new(expected.as_bytes());
-            expected.is_empty()
-                || memory
-                    .files
-                    .iter()
-                    .any(|f| finder.find(f.body.as_bytes()).is_some())
+            section.expected.iter().all(|expected| {
+                let finder = memmem::Finder::new(expected.as_bytes());
+                expected.is_empty()
+                    || memory
+                        .files
+                        .iter()
+                        .any(|f| finder.find(f.body.as_bytes()).is_some())
+            })
         })
         .collect();
     // An empty CLAUDE.local.md has nothing to deliver (Claude Code skips empty files).
@@ -770,29 +789,6 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
         memory_digest: digest(document),
         judged: None,
     }
-}
-
-/// The text of a section of `plan` as Claude Code `version` shows it once loaded (comments
-/// stripped, trimmed).
-///
-/// Line endings follow the file the section is in. Inline, that is the generated document,
-/// whose header and section lines are HTML comment blocks that every release stripping
-/// comments strips; stripping rebuilds the text with `\n` line endings (docs/loader.md,
-/// "Line endings"), so a source written with CRLF reaches the agent with LF. A file of its own
-/// (copy, link) keeps its CRs unless a comment of its own is stripped, as scanning it alone
-/// does.
-fn expected_text(section: &Section, plan: &GroupPlan, version: ClaudeVersion) -> String {
-    let text = String::from_utf8_lossy(&section.text);
-    let in_document = plan.target.delivery == Delivery::Inline;
-    let text = match in_document && version.has(Behaviour::CommentBlocksStripped) {
-        true if text.contains('\r') => text.replace("\r\n", "\n").replace('\r', "\n").into(),
-        _ => text,
-    };
-    let body = match scan_markdown_as(&text, version) {
-        Ok(scan) => scan.body,
-        Err(_) => text.into_owned(),
-    };
-    body.trim().to_owned()
 }
 
 /// `sha256:<64 hex digits>`.
