@@ -617,21 +617,8 @@ mod tests {
             Delivery::Copy,
         )
         .unwrap();
-        // Each source as Claude Code loads it alone, after a comment naming it (so that
-        // nothing left at its start is read as frontmatter again).
-        assert_eq!(
-            plan.entries[0].content,
-            Content::File(
-                b"<!-- clawmd section shared-base: from container/CLAUDE.md -->\nBASE\n".to_vec()
-            )
-        );
-        assert_eq!(
-            plan.entries[1].content,
-            Content::File(
-                b"<!-- clawmd section skill:browser: from container/skills/browser/instructions.md -->\nBROWSE\n"
-                    .to_vec()
-            )
-        );
+        assert_eq!(plan.entries[0].content, Content::File(b"BASE".to_vec()));
+        assert_eq!(plan.entries[1].content, Content::File(b"BROWSE".to_vec()));
     }
 
     #[test]

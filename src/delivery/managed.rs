@@ -166,6 +166,7 @@ pub fn host_section(sources: &Sources) -> Option<Section> {
         scope: None,
         tree: None,
         expected: Vec::new(),
+        size: 0,
     })
 }
 

@@ -36,8 +36,8 @@ use crate::plan::{
     composed_claude_md, mount_point_placeholder,
 };
 use crate::recipe::MemoryFile;
-use crate::safe_name::display_name;
 use crate::sources::GroupParts;
+use crate::sources::alone::Form;
 
 pub use crate::sources::{Section, SectionId};
 pub use document::{Dropped, LocalMemory};
@@ -382,9 +382,14 @@ pub fn plan_delivery(
     // Each source as the release loads that file alone (frontmatter, comments, line endings,
     // its imports from its own folder to the depth limit), closed so that it cannot change
     // how the next is read.
-    let linked = target.delivery == Delivery::Link && !target.provider.is_flat();
+    let form = match target.delivery {
+        _ if target.provider.is_flat() => Form::Document,
+        Delivery::Link => Form::Link,
+        Delivery::Copy => Form::OwnFile,
+        Delivery::Inline | Delivery::Managed => Form::Document,
+    };
     for section in &mut all {
-        crate::sources::alone::prepare(section, settings.claude_version, linked);
+        crate::sources::alone::prepare(section, settings.claude_version, form);
     }
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,
@@ -501,21 +506,7 @@ pub fn plan_delivery(
 fn fragment(section: &Section, delivery: Delivery) -> (ManagedPath, Content) {
     let content = match (&section.link, delivery) {
         (Some(target), Delivery::Link) => Content::Symlink(target.clone()),
-        // A file of its own: a comment first, so that a text starting with `---` (what
-        // the source's own frontmatter left) is not read as frontmatter again.
-        _ => Content::File(
-            [
-                format!(
-                    "<!-- clawmd section {}: from {} -->\n",
-                    display_name(section.id.as_str()),
-                    display_name(&section.origin)
-                )
-                .as_bytes(),
-                &section.text,
-                b"\n",
-            ]
-            .concat(),
-        ),
+        _ => Content::File(section.text.clone()),
     };
     (ManagedPath::fragment(&section.file.name), content)
 }

@@ -258,8 +258,6 @@ pub struct SharedVerdict {
     /// Per section of the plan: the texts of it ([`crate::sources::Section::expected`]) that no file other
     /// than the local memory holds, to find in the local memory.
     sections: Vec<Vec<String>>,
-    /// [`dropped_imports`] of the load (the local memory imports nothing, so adds none).
-    dropped_imports: Vec<String>,
     /// [`diagnostic_reasons`] of the load.
     diagnostic_reasons: Vec<String>,
     /// The digest's state after the block's text before the local memory's body.
@@ -368,7 +366,6 @@ impl SharedVerdict {
                 .saturating_sub(others)
                 .min(MAX_FILE_BYTES),
             sections,
-            dropped_imports: dropped_imports(plan, &memory),
             diagnostic_reasons: diagnostic_reasons(&memory),
             prefix: hash,
             tail,
@@ -409,7 +406,6 @@ impl SharedVerdict {
         let delivered = assemble(
             plan,
             &found,
-            &self.dropped_imports,
             false,
             &self.diagnostic_reasons,
             hex_digest(hash),
@@ -426,7 +422,6 @@ impl SharedVerdict {
         let texts = self.sections.iter().flatten();
         self.tail.len()
             + texts
-                .chain(&self.dropped_imports)
                 .chain(&self.diagnostic_reasons)
                 .map(|text| text.len() + std::mem::size_of::<String>())
                 .sum::<usize>()
@@ -601,7 +596,6 @@ fn from_memory(
     let mut delivered = assemble(
         plan,
         &found,
-        &dropped_imports(plan, memory),
         local_missing,
         &diagnostic_reasons(memory),
         memory_digest,
@@ -615,42 +609,6 @@ fn from_memory(
     delivered.undecided.dedup();
     delivered.complete &= delivered.undecided.is_empty();
     delivered
-}
-
-/// The sections whose shared source holds an import that does not load (link delivery: the
-/// owner's file is not mounted, or not approved), so that source is not delivered whole: one
-/// name per such diagnostic, in their order. A diagnostic belongs to the section whose
-/// owner's file imported it, or whose folder (a skill's) holds the importer.
-fn dropped_imports(plan: &GroupPlan, memory: &Memory) -> Vec<String> {
-    let mut sections = Vec::new();
-    for diagnostic in &memory.diagnostics {
-        let Some(from) = &diagnostic.from else {
-            continue;
-        };
-        if !matches!(
-            diagnostic.code,
-            DiagnosticCode::ImportExternal
-                | DiagnosticCode::ImportMissing
-                | DiagnosticCode::ImportTooDeep
-        ) {
-            continue;
-        }
-        // The importer as shown may be a link (`.claude-shared.md`): look at where it is.
-        let from = memory
-            .files
-            .iter()
-            .find(|f| &f.path == from)
-            .map_or(from, |f| &f.real_path);
-        let section = plan.sections.iter().find(|section| {
-            section.link.as_deref() == Some(from.as_path())
-                || section
-                    .scope
-                    .as_ref()
-                    .is_some_and(|scope| from.starts_with(scope))
-        });
-        sections.extend(section.map(|section| section.id.name()));
-    }
-    sections
 }
 
 /// The loader's reasons for what does not load, in order.
@@ -682,13 +640,12 @@ fn diagnostic_reasons(memory: &Memory) -> Vec<String> {
 }
 
 /// A Claude Code group's verdict from its parts: which of `plan`'s sections are found in what
-/// loads (`found`, one per section), the sections whose imports do not load
-/// ([`dropped_imports`]), whether a non-empty local memory fails to load, the loader's
+/// loads (`found`, one per section: every file Claude Code shows of its source loaded alone,
+/// its imports included), whether a non-empty local memory fails to load, the loader's
 /// reasons ([`diagnostic_reasons`]) and the digest.
 fn assemble(
     plan: &GroupPlan,
     found: &[bool],
-    dropped_imports: &[String],
     local_missing: bool,
     diagnostic_reasons: &[String],
     memory_digest: String,
@@ -700,11 +657,6 @@ fn assemble(
         .filter(|(_, found)| !**found)
         .map(|(section, _)| section.id.name())
         .collect();
-    for section in dropped_imports {
-        if !missing.contains(section) {
-            missing.push(section.clone());
-        }
-    }
     if local_missing {
         missing.push("local-memory".to_owned());
     }
@@ -1322,6 +1274,8 @@ mod tests {
         assert_eq!(hex_digest(hash), digest(b"abc"));
     }
 
+    use proptest::strategy::Strategy as _;
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
@@ -1355,5 +1309,90 @@ mod tests {
         let a = verdict("BASE\n", link, None);
         let c = verdict("BASE v2\n", link, None);
         assert_ne!(a.memory_digest, c.memory_digest);
+    }
+
+    /// The truth, derived from the sources alone: each source's text as Claude Code `version`
+    /// shows that file loaded on its own (frontmatter and comment blocks as the release
+    /// handles them, trimmed), in the form `delivery` gives the agent.
+    fn truth(text: &str, delivery: Delivery, version: ClaudeVersion) -> Vec<String> {
+        let body = crate::loader::content::parse_as(text, version)
+            .map(|parsed| js_trim(&parsed.body).to_owned())
+            .unwrap_or_default();
+        if body.is_empty() {
+            return Vec::new();
+        }
+        let lf = body.replace("\r\n", "\n").replace('\r', "\n");
+        match delivery {
+            Delivery::Link => vec![body],
+            // A copy keeps its line endings unless clawmd had to put a comment in it.
+            Delivery::Copy => vec![
+                js_trim(&crate::sources::expand::neutralise(&body)).to_owned(),
+                js_trim(&crate::sources::expand::neutralise(&lf)).to_owned(),
+            ],
+            _ => vec![js_trim(&crate::sources::expand::neutralise(&lf)).to_owned()],
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Issue 19: for generated groups (sources with frontmatter, BOM, CRLF and lone CR,
+        /// fences and comments left open, HTML blocks, lists, setext headings, tables,
+        /// imports), in every Claude Code delivery mode, the verdict is complete exactly when
+        /// render's output (the block the loader gives for what compose leaves) holds every
+        /// source as Claude Code loads it alone.
+        #[test]
+        fn the_verdict_is_what_render_shows_of_the_sources(
+            texts in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::prop_oneof![
+                        proptest::string::string_regex("[a-z ]{1,12}").unwrap(),
+                        proptest::sample::select(vec![
+                            "```", "```text", "~~~", "<!-- c -->", "<!--", "-->", "---",
+                            "---\ndescription: x\n---", "\u{feff}", "# H", "Title\n===",
+                            "- item", "  - sub", "| a | b |\n|---|---|\n| 1 | 2 |", "<pre>",
+                            "</pre>", "<div>", "@./x.md", "see @x.md", "> quote", "    code",
+                            "\r", "\r\n", "",
+                        ]).prop_map(str::to_owned),
+                    ],
+                    1..8,
+                ).prop_map(|parts| parts.join("\n")),
+                3,
+            ),
+            mode in proptest::sample::select(vec![
+                Delivery::Managed, Delivery::Inline, Delivery::Copy, Delivery::Link,
+            ]),
+        ) {
+            let layout = Layout::under_root(Path::new("/host"));
+            let mut settings = DeliverySettings::with_delivery(mode);
+            settings.approve_external = true;
+            let version = settings.claude_version;
+            let sources = Sources::builtin(
+                Some(texts[0].as_bytes().to_vec()),
+                BTreeMap::from([
+                    ("a".to_owned(), Some(texts[1].as_bytes().to_vec())),
+                    ("b".to_owned(), Some(texts[2].as_bytes().to_vec())),
+                ]),
+            );
+            let config = GroupConfig::default();
+            let inputs = GroupInputs {
+                local_memory: Some(b"LOCAL NOTES\n"),
+                ..GroupInputs::default()
+            };
+            let plan = plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap();
+            let delivered = verify(&layout, &plan, &sources, &settings);
+            // render: the block the loader gives for what compose leaves.
+            let fs = snapshot(&layout, &plan, &sources);
+            let options = claude_options(&layout, &settings, settings.consumer);
+            let memory = load(&fs, &options).unwrap();
+            let block = claude_block(&memory).unwrap_or_default();
+            let shown = texts.iter().all(|text| {
+                let truth = truth(text, mode, version);
+                truth.is_empty() || truth.iter().any(|t| block.contains(t.as_str()))
+            });
+            proptest::prop_assert_eq!(
+                delivered.complete, shown,
+                "{:?}\n{:?}\n{}", mode, delivered, block
+            );
+        }
     }
 }

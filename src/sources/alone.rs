@@ -208,10 +208,9 @@ pub fn delivered(shown: &[ShownFile], version: ClaudeVersion) -> Delivered {
         parts.push(close_open(&body, version));
         expected.push(body);
     }
-    Delivered {
-        text: parts.join("\n\n"),
-        expected,
-    }
+    let mut text = parts.join("\n\n");
+    text.push('\n');
+    Delivered { text, expected }
 }
 
 /// `text` safe inside an HTML comment (no `--`, no line break).
@@ -298,12 +297,25 @@ fn fence_openers(text: &str) -> Vec<String> {
     out
 }
 
-/// Makes `section` what a group's plan delivers for Claude Code `version`: its text the
-/// source composed as that release loads it alone ([`delivered`]), and what the agent must
-/// find of it ([`crate::sources::Section::expected`]). In link delivery (`linked`) a section
-/// with an owner's file is that file itself, loaded by Claude Code through the link: its text
-/// stays the owner's bytes and what must be found is what that release shows of it alone.
-pub fn prepare(section: &mut crate::sources::Section, version: ClaudeVersion, linked: bool) {
+/// Where a section's text goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Into one document with other sections (inline, managed, flat `AGENTS.md`/`GEMINI.md`).
+    Document,
+    /// Into a file of its own, imported by the entry point (copy delivery).
+    OwnFile,
+    /// Link delivery: a section with an owner's file is that file itself.
+    Link,
+}
+
+/// Makes `section` what a group's plan delivers for Claude Code `version` in `form`: its text
+/// the source composed as that release loads it alone ([`delivered`], [`own_file`]), and
+/// what the agent must find of it ([`crate::sources::Section::expected`]). In link delivery a
+/// section with an owner's file is that file itself, loaded by Claude Code through the link:
+/// its text stays the owner's bytes and what must be found is what that release shows of it
+/// alone.
+pub fn prepare(section: &mut crate::sources::Section, version: ClaudeVersion, form: Form) {
+    section.size = section.text.len() as u64;
     let single;
     let tree = match &section.tree {
         Some(tree) => tree.as_ref(),
@@ -313,13 +325,53 @@ pub fn prepare(section: &mut crate::sources::Section, version: ClaudeVersion, li
         }
     };
     let (shown, _) = tree.shown(version);
-    if linked && section.link.is_some() {
-        section.expected = shown.into_iter().map(|file| file.body).collect();
-        return;
-    }
-    let out = delivered(&shown, version);
+    let out = match form {
+        Form::Link if section.link.is_some() => {
+            section.expected = shown.into_iter().map(|file| file.body).collect();
+            return;
+        }
+        Form::OwnFile => own_file(&shown, version, section),
+        _ => delivered(&shown, version),
+    };
     section.text = out.text.into_bytes();
     section.expected = out.expected;
+}
+
+/// The files `shown` as a file of their own (a copy fragment): a single file whose text reads
+/// back as itself is written as it is (its line endings kept, as Claude Code keeps them
+/// loading it alone); otherwise the document form after a comment naming the section (so
+/// that nothing at its start is read as frontmatter again).
+pub fn own_file(
+    shown: &[ShownFile],
+    version: ClaudeVersion,
+    section: &crate::sources::Section,
+) -> Delivered {
+    if let [file] = shown {
+        let body = js_trim(&neutralise(js_trim(&file.body))).to_owned();
+        let reads_back = crate::loader::content::parse_as(&body, version)
+            .is_ok_and(|parsed| js_trim(&parsed.body) == body && parsed.imports.is_empty());
+        if reads_back {
+            // A source that needs no change is copied byte for byte.
+            let text = match std::str::from_utf8(&section.text) {
+                Ok(original) if js_trim(original) == body => original.to_owned(),
+                _ => format!("{body}\n"),
+            };
+            return Delivered {
+                text,
+                expected: vec![body],
+            };
+        }
+    }
+    let out = delivered(shown, version);
+    Delivered {
+        text: format!(
+            "<!-- clawmd section {}: from {} -->\n{}",
+            crate::safe_name::display_name(section.id.as_str()),
+            crate::safe_name::display_name(&section.origin),
+            out.text
+        ),
+        expected: out.expected,
+    }
 }
 
 /// Shares one tree between the sections and plans that use it.

@@ -105,6 +105,8 @@ pub struct Section {
     /// The text of each file Claude Code shows loading the source alone, as the agent must
     /// find it once delivered (set when the group's plan is made, for its release).
     pub expected: Vec<String>,
+    /// The source's own size in bytes, as read (what a report names when it is dropped).
+    pub size: u64,
 }
 
 impl Section {
@@ -129,6 +131,7 @@ impl Section {
             scope: None,
             tree: None,
             expected: Vec::new(),
+            size: text.len() as u64,
         }
     }
 }
@@ -963,6 +966,7 @@ pub fn sections(
                     scope: None,
                     tree: found.tree.clone(),
                     expected: Vec::new(),
+                    size: 0,
                 }),
                 None if source.name == "shared-base" => warnings.push(Warning::MissingSharedBase {
                     path: host_path(layout, source),
@@ -979,6 +983,7 @@ pub fn sections(
                 scope: None,
                 tree: None,
                 expected: Vec::new(),
+                size: 0,
             }),
             (
                 SourceKind::Skills {
@@ -1027,6 +1032,7 @@ pub fn sections(
                                     .then(|| container_base(layout, source).join(skill)),
                                 tree: found.tree.clone(),
                                 expected: Vec::new(),
+                                size: 0,
                                 id: SectionId::new(name),
                             });
                         }
@@ -1071,6 +1077,7 @@ pub fn sections(
                             scope: None,
                             tree: None,
                             expected: Vec::new(),
+                            size: 0,
                             id: SectionId::new(name),
                         });
                     }
@@ -1105,6 +1112,7 @@ pub fn sections(
                         scope: None,
                         tree: found.tree.clone(),
                         expected: Vec::new(),
+                        size: 0,
                         id: SectionId::new(id),
                     });
                 }
@@ -1122,6 +1130,7 @@ pub fn sections(
                         scope: None,
                         tree: None,
                         expected: Vec::new(),
+                        size: 0,
                         id: SectionId::new(id),
                     });
                 }

@@ -235,17 +235,9 @@ fn copy_delivery_writes_regular_files_and_switching_converges_both_ways() {
     let restore = || d.write("container/skills/web/instructions.md", b"WEB\n");
     let shared = "groups/g/.claude-fragments/.claude-shared.md";
     assert_eq!(kind(&d, shared), "file");
-    // Each copy is the source as Claude Code loads it alone, after a comment naming it.
-    assert_eq!(
-        d.read(shared),
-        "<!-- clawmd section shared-base: from container/CLAUDE.md -->\nBASE\n"
-    );
+    assert_eq!(d.read(shared), "BASE\n");
     assert_eq!(kind(&d, "groups/g/.claude-fragments/web.md"), "file");
-    let web = "<!-- clawmd section skill:web: from container/skills/web/instructions.md -->\n";
-    assert_eq!(
-        d.read("groups/g/.claude-fragments/web.md"),
-        format!("{web}WEB\n")
-    );
+    assert_eq!(d.read("groups/g/.claude-fragments/web.md"), "WEB\n");
     // The managed folder is gone (nothing of a mode stays behind in another).
     assert!(!d.exists(&Deployment::managed("g", "CLAUDE.md")));
     let copy_claude_md = d.claude_md("g");
@@ -253,10 +245,7 @@ fn copy_delivery_writes_regular_files_and_switching_converges_both_ways() {
     // A copy is refreshed when the source changes.
     d.write("container/skills/web/instructions.md", b"WEB v2\n");
     d.run(["compose", "g", "--delivery", "copy"]).success();
-    assert_eq!(
-        d.read("groups/g/.claude-fragments/web.md"),
-        format!("{web}WEB v2\n")
-    );
+    assert_eq!(d.read("groups/g/.claude-fragments/web.md"), "WEB v2\n");
 
     d.run(["compose", "g", "--delivery", "link"]).success();
     assert_eq!(kind(&d, shared), "symlink");
