@@ -66,29 +66,7 @@ pub fn mounts(
     guards: &GuardSettings,
 ) -> Result<MountsReport, GroupError> {
     let (target, exists) = group_target(layout, group, settings)?;
-    let mut table = layout.mount_table(group, &target.mount_needs(exists));
-    let paths = GuardPaths {
-        workspace: &layout.workspace_mount,
-        home: &guards.agent_home,
-    };
-    let guard = guard::guard(target.provider, &settings.budgets, paths, None)
-        .expect("a guard without the runner's settings cannot fail");
-    if let Some(guard) = guard {
-        let entry = layout.workspace_mount.join(target.file);
-        let entry_host = table
-            .iter()
-            .find(|bind| bind.container == entry)
-            .map(|bind| bind.host.clone())
-            .expect("the mount table binds the entry point");
-        let root = layout.bind_dir(group).join(guard::GUARD_DIR);
-        let (home, other): (Vec<_>, Vec<_>) = guard
-            .binds(&entry_host, &root)
-            .into_iter()
-            .partition(|(_, container)| container.starts_with(&guards.agent_home));
-        for (host, container) in other.into_iter().chain(home) {
-            table.push(Bind::read_only(host, container));
-        }
-    }
+    let table = full_table(layout, group, &target, exists, &guards.agent_home);
     // What clawmd composes in the state must be there: a runner binding a missing source
     // fails to start the container (or, with some runtimes, binds an empty folder).
     if let Some(missing) = table.iter().find(|bind| {
@@ -107,6 +85,41 @@ pub fn mounts(
         })
         .collect();
     Ok(MountsReport(binds))
+}
+
+/// The mount table of `group`'s container for `target` (`config`: its `container.json`
+/// exists): the layout's table, then the guard of the group's backend, whose binds under the
+/// agent's home (`agent_home`) come last. Pure.
+pub fn full_table(
+    layout: &Layout,
+    group: &str,
+    target: &Target,
+    config: bool,
+    agent_home: &Path,
+) -> Vec<Bind> {
+    let mut table = layout.mount_table(group, &target.mount_needs(config));
+    let paths = GuardPaths {
+        workspace: &layout.workspace_mount,
+        home: agent_home,
+    };
+    // The binds do not depend on the files' bytes (budgets, the runner's own settings).
+    let (budgets, bases) = (Default::default(), guard::Bases::builtin());
+    if let Some(guard) = guard::guard(target.provider, &budgets, paths, &bases) {
+        let entry = layout.workspace_mount.join(target.file);
+        let entry_host = table
+            .iter()
+            .find(|bind| bind.container == entry)
+            .map(|bind| bind.host.clone())
+            .expect("the mount table binds the entry point");
+        let (home, other): (Vec<_>, Vec<_>) = guard
+            .binds(&entry_host, &layout.bind_dir(group))
+            .into_iter()
+            .partition(|(_, container)| container.starts_with(agent_home));
+        for (host, container) in other.into_iter().chain(home) {
+            table.push(Bind::read_only(host, container));
+        }
+    }
+    table
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -242,7 +255,6 @@ mod tests {
         compose(&layout);
         let guards = GuardSettings {
             agent_home: PathBuf::from("/home/agent"),
-            ..GuardSettings::default()
         };
         let table = mounts(&layout, "main", &settings, &guards).unwrap().0;
         let first_home = table

@@ -375,6 +375,7 @@ impl Settings {
             layout.managed_mount = mount.clone();
         }
         layout.host_managed_dir = self.host_managed_dir.as_ref().map(under_root);
+        layout.gemini_system_settings = self.gemini_system_settings.as_ref().map(under_root);
         layout.group_config = self.group_config.unwrap_or_default();
         if let Some(home) = &self.agent_home {
             layout.agent_home = home.clone();
@@ -391,7 +392,6 @@ impl Settings {
         let delivery = overrides.delivery.or(self.delivery);
         let guards = crate::delivery::guard::GuardSettings {
             agent_home: layout.agent_home.clone(),
-            gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
         };
         Resolved {
             layout,

@@ -577,7 +577,6 @@ impl<'a> State<'a> {
             settings: self.resolved.delivery,
             dry_run: false,
             lock_timeout: self.resolved.lock_timeout,
-            guards: self.resolved.guards.clone(),
         };
         let report = match compose(
             &self.resolved.layout,

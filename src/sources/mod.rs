@@ -191,6 +191,9 @@ pub struct Sources {
     /// The host's own managed policy (`hostManagedDir` in clawmd.json), merged into every
     /// group's managed folder in managed delivery ([`crate::delivery::managed`]).
     pub host_managed: Option<crate::delivery::managed::HostManaged>,
+    /// The runner's own files the guards of Codex, Gemini CLI and opencode groups merge
+    /// ([`crate::delivery::guard::Bases`]).
+    pub guard_bases: crate::delivery::guard::Bases,
 }
 
 /// Why an item's file cannot be used: the error reading it gave.
@@ -558,6 +561,7 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
             unusable,
             dangling,
             host_managed: None,
+            guard_bases: Default::default(),
         },
         notes,
     ))

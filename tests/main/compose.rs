@@ -1654,3 +1654,100 @@ fn only_copy_and_link_delivery_need_the_fragments_folder_the_runner_binds() {
         assert!(binds(&d).contains(&"/workspace/agent/.claude-fragments".to_owned()));
     }
 }
+
+/// A Codex, Gemini CLI or opencode group's guard files are part of its plan: written under
+/// the group's lock with the rest, kept when right, and removed when the group's backend no
+/// longer wants them (codex -> claude -> gemini -> opencode -> claude).
+#[test]
+fn guard_files_follow_the_groups_backend() {
+    let d = Deployment::standard().group("g", Some(r#"{"provider": "codex"}"#));
+    let codex = "groups/.clawmd/binds/g/guard/codex/managed_config.toml";
+    let gemini = "groups/.clawmd/binds/g/guard/gemini/settings.json";
+    let opencode = [
+        "groups/.clawmd/binds/g/guard/opencode/opencode.json",
+        "groups/.clawmd/binds/g/guard/opencode/config/.gitignore",
+        "groups/.clawmd/binds/g/guard/opencode/xdg-config/opencode/.gitignore",
+    ];
+    let compose = |config: &str| {
+        d.write("groups/g/container.json", config.as_bytes());
+        let run = d.run(["compose", "g", "--json"]);
+        assert_eq!(run.code(), 0, "{}", run.output());
+        run.json()["groups"][0].clone()
+    };
+    let written = |report: &serde_json::Value, path: &str| {
+        report["created"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(report["replaced"].as_array().unwrap())
+            .any(|c| c["path"] == path)
+    };
+    let removed = |report: &serde_json::Value, path: &str| {
+        report["removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["path"] == path)
+    };
+    let report = compose(r#"{"provider": "codex"}"#);
+    assert!(
+        written(&report, "state:guard/codex/managed_config.toml"),
+        "{report:#}"
+    );
+    assert!(d.read(codex).contains("project_doc_max_bytes = "));
+    // A second run keeps it (a no-op).
+    let report = compose(r#"{"provider": "codex"}"#);
+    assert_eq!(report["status"], "unchanged", "{report:#}");
+    // Claude Code: no guard of its own; the Codex one goes.
+    let report = compose("{}");
+    assert!(
+        removed(&report, "state:guard/codex/managed_config.toml"),
+        "{report:#}"
+    );
+    assert!(!d.exists(codex));
+    let report = compose(r#"{"provider": "gemini"}"#);
+    assert!(
+        written(&report, "state:guard/gemini/settings.json"),
+        "{report:#}"
+    );
+    assert!(!d.exists(codex));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&d.read(gemini)).unwrap(),
+        serde_json::json!({"hooksConfig": {"enabled": false}})
+    );
+    compose(r#"{"provider": "opencode"}"#);
+    assert!(!d.exists(gemini));
+    for path in opencode {
+        assert!(d.exists(path), "{path}");
+    }
+    compose("{}");
+    for path in opencode.iter().chain([&codex, &gemini]) {
+        assert!(!d.exists(path), "{path}");
+    }
+    // check agrees that the group is as planned.
+    assert_eq!(d.run(["check", "g"]).code(), 0);
+}
+
+/// A compose interrupted while writing a guard file leaves its temp recorded in the group's
+/// journal: the next run removes it (and reports it cleaned), like any other temp.
+#[test]
+fn an_interrupted_guard_write_is_cleaned_by_the_next_run() {
+    let d = Deployment::standard().group("g", Some(r#"{"provider": "gemini"}"#));
+    let folder = "groups/.clawmd/binds/g/guard/gemini";
+    let temps = d.crash_leaving_temps(&["compose", "g"], &[folder]);
+    let run = d.run(["compose", "g", "--json"]);
+    assert_eq!(run.code(), 0, "{}", run.output());
+    let cleaned = run.json()["groups"][0]["cleaned"].clone();
+    for temp in temps.iter().filter(|t| t.starts_with(folder)) {
+        assert!(
+            cleaned
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c.as_str().unwrap().ends_with(temp.as_str())),
+            "{temp} not in {cleaned}"
+        );
+        assert!(!d.exists(temp), "{temp}");
+    }
+    assert!(d.exists(&format!("{folder}/settings.json")));
+}
