@@ -321,17 +321,30 @@ export function resolveBinary(options: Pick<ClawmdOptions, "binary" | "env"> = {
       // not installed here: try the next one
     }
   }
-  const libc = process.platform === "linux" ? ` (${linuxLibc()})` : "";
+  const libc = process.platform === "linux" ? linuxLibc() : null;
+  const named = `${platform}${libc !== null ? ` (${libc})` : ""}`;
   const packages = Object.values(PLATFORM_PACKAGES).flat().join(", ");
+  let message: string;
+  if (candidates.length === 0) {
+    // clawmd itself is Linux-only (syncfs, O_PATH handles): no build to point to elsewhere.
+    message =
+      `no clawmd binary for this platform, ${named}: clawmd runs only on Linux, where the clawmd ` +
+      `npm package brings one for ${Object.keys(PLATFORM_PACKAGES).join(", ")} (${packages}): ` +
+      "run the host on Linux, or set CLAWMD or pass options.binary to a clawmd binary that runs here";
+  } else if (libc !== null && !libc.startsWith("glibc")) {
+    message =
+      `no clawmd binary for this platform, ${named}: ${candidates.join(" or ")} is built for ` +
+      "glibc and npm installs it only there: build clawmd on this machine (`cargo install --path .` " +
+      "in its repository) and set CLAWMD or pass options.binary to it";
+  } else {
+    message =
+      `no clawmd binary for this platform, ${named}: ${candidates.join(" or ")} is not ` +
+      "installed (npm and pnpm install it with clawmd unless optional dependencies are omitted, " +
+      "or node_modules came from another platform): reinstall clawmd, or set CLAWMD or pass " +
+      "options.binary to a clawmd binary";
+  }
   throw new ClawmdError(
-    candidates.length === 0
-      ? `no clawmd binary for this platform, ${platform}${libc}: the clawmd npm package brings ` +
-          `one only for ${Object.keys(PLATFORM_PACKAGES).join(", ")} (${packages}); ` +
-          "set CLAWMD or pass options.binary to a clawmd built for this machine (`cargo install --path .` in its repository)"
-      : `no clawmd binary for this platform, ${platform}${libc}: ${candidates.join(" or ")} is not ` +
-          "installed (npm installs it with clawmd unless optional dependencies are omitted, or " +
-          "node_modules came from another platform): reinstall clawmd, or set CLAWMD or pass " +
-          "options.binary to a clawmd binary",
+    message,
     "no-binary",
     null,
     null,
