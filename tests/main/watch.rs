@@ -395,3 +395,31 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
     );
     watching.stop(rustix::process::Signal::TERM);
 }
+
+/// Each group line carries `spawn_digest`; a `container.json` edit that changes no composed
+/// file (a runner's own key) still moves it (the file is bound as a file), so watch tells the
+/// runner, with `status: "unchanged"`; the agent's own memory never does.
+#[test]
+fn watch_reports_a_moved_spawn_digest_even_when_nothing_was_composed() {
+    let deployment = Deployment::standard().group("g", Some(r#"{"skills": ["web"]}"#));
+    let mut watching = Watching::start(&deployment, &[]);
+    let first = watching.next();
+    assert_eq!(first["status"], "changed", "{first}");
+    let spawned = first["spawn_digest"].as_str().unwrap().to_owned();
+    assert!(spawned.starts_with("sha256:"), "{first}");
+    assert_eq!(watching.next()["event"], "ready");
+    deployment.write("groups/g/CLAUDE.local.md", b"the agent's note\n");
+    put(
+        &deployment,
+        "groups/g/container.json",
+        br#"{"skills": ["web"], "runnerKey": true}"#,
+    );
+    let event = watching.next();
+    assert_eq!(
+        (event["group"].as_str(), event["status"].as_str()),
+        (Some("g"), Some("unchanged")),
+        "{event}"
+    );
+    assert_ne!(event["spawn_digest"].as_str().unwrap(), spawned, "{event}");
+    watching.stop(rustix::process::Signal::TERM);
+}
