@@ -58,7 +58,7 @@ pub fn check_with_progress(
     progress: &dyn Progress,
 ) -> Result<CheckReport, Error> {
     let groups = selection.groups(layout)?;
-    let (sources, _) = read_sources(layout).map_err(Error::Sources)?;
+    let (sources, _) = read_sources(layout)?;
     progress.start(groups.len());
     let groups: Vec<GroupCheck> = crate::compose::parallel_map(&groups, |group| {
         let checked = guarded(layout, group, options, || {
@@ -168,11 +168,11 @@ pub fn check_group(
             code: Code::ClaudeVersionUnverified,
             file: layout.group_dir(group),
             message: format!(
-                "Claude Code {version} is not in the conformance corpus: its memory is modelled with the rules known for {} and may differ",
-                version.nearest_verified()
+                "Claude Code {version} is {}",
+                version.unverified_note()
             ),
             fix: format!(
-                "record the corpus on {version} (scripts/new-conformance-case --version {version}) or pin a recorded release"
+                "record the corpus on {version} (scripts/new-conformance-case --version {version} tests/fixtures/conformance/*/) or pin a recorded release"
             ),
         });
     }

@@ -610,7 +610,6 @@ fn run_compose(
         settings: resolved.delivery,
         dry_run: args.dry_run,
         lock_timeout: resolved.lock_timeout,
-        guards: resolved.guards.clone(),
     };
     let bar = printer.progress("composing");
     let result =
@@ -793,7 +792,6 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
                 settings: options.settings,
                 dry_run: false,
                 lock_timeout: resolved.lock_timeout,
-                guards: resolved.guards.clone(),
             };
             let bar = printer.progress("fixing");
             let fixed = compose_with_progress(
@@ -883,9 +881,9 @@ fn run_render(
     };
     if !view.claude_version.is_verified() {
         printer.warning(&format!(
-            "Claude Code {} is not in the conformance corpus; rendering with the rules known for {}",
+            "Claude Code {} is {}",
             view.claude_version,
-            view.claude_version.nearest_verified()
+            view.claude_version.unverified_note()
         ));
     }
     let memory = match (&args.group, &args.cwd) {

@@ -144,7 +144,7 @@ impl fmt::Display for Judged {
         if !self.verified {
             write!(
                 f,
-                " (not in the conformance corpus: rules of {})",
+                " (not in the conformance corpus: modelled from the release table, near {})",
                 self.claude_code.nearest_verified()
             )?;
         }

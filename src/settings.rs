@@ -235,8 +235,8 @@ pub fn parse_settings(
                 code: Code::Settings,
                 path: path.to_owned(),
                 message: format!(
-                    "claudeCodeVersion {version}: not in the loader's conformance corpus, so what clawmd says reaches the agent uses the rules known for {} (fix: check the release with tests/e2e_delivery.rs)",
-                    version.nearest_verified()
+                    "claudeCodeVersion {version}: {} (fix: record the corpus on it, scripts/new-conformance-case --version {version} tests/fixtures/conformance/*/, or pin a recorded release)",
+                    version.unverified_note()
                 ),
             });
         }
@@ -375,6 +375,7 @@ impl Settings {
             layout.managed_mount = mount.clone();
         }
         layout.host_managed_dir = self.host_managed_dir.as_ref().map(under_root);
+        layout.gemini_system_settings = self.gemini_system_settings.as_ref().map(under_root);
         layout.group_config = self.group_config.unwrap_or_default();
         if let Some(home) = &self.agent_home {
             layout.agent_home = home.clone();
@@ -391,7 +392,6 @@ impl Settings {
         let delivery = overrides.delivery.or(self.delivery);
         let guards = crate::delivery::guard::GuardSettings {
             agent_home: layout.agent_home.clone(),
-            gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
         };
         Resolved {
             layout,
@@ -516,7 +516,7 @@ mod tests {
         assert!(
             warnings[0]
                 .message
-                .contains("not in the loader's conformance corpus")
+                .contains("9.9.9: not in the conformance corpus")
         );
         let err = parse(r#"{"claudeCodeVersion": "latest"}"#).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("claudeCodeVersion"));

@@ -167,6 +167,7 @@ pub fn host_section(sources: &Sources) -> Option<Section> {
         tree: None,
         expected: Vec::new(),
         size: 0,
+        group_owned: false,
     })
 }
 

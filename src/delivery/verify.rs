@@ -749,7 +749,7 @@ pub fn digest(bytes: &[u8]) -> String {
 }
 
 /// `sha256:<64 hex digits>` of what `hash` was given.
-fn hex_digest(hash: Sha256) -> String {
+pub(crate) fn hex_digest(hash: Sha256) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");

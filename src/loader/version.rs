@@ -70,6 +70,22 @@ impl ClaudeVersion {
             .find(|v| *v <= self)
             .unwrap_or(CORPUS[CORPUS.len() - 1])
     }
+
+    /// How an unverified release is modelled, for warnings: from the release table
+    /// ([`ClaudeVersion::has`]), between the recorded releases around it.
+    pub fn unverified_note(self) -> String {
+        let below = CORPUS.iter().find(|v| **v < self);
+        let above = CORPUS.iter().rev().find(|v| **v > self);
+        let between = match (below, above) {
+            (Some(below), Some(above)) => format!("between the recorded {below} and {above}"),
+            (Some(below), None) => format!("newer than the newest recorded, {below}"),
+            (None, Some(above)) => format!("older than the oldest recorded, {above}"),
+            (None, None) => "with no recorded release".to_owned(),
+        };
+        format!(
+            "not in the conformance corpus: modelled from the loader's release table, {between}, so a change the table misses may differ"
+        )
+    }
 }
 
 impl Default for ClaudeVersion {
@@ -254,6 +270,7 @@ pub const CORPUS: &[ClaudeVersion] = &[
     ClaudeVersion::new(2, 1, 250),
     ClaudeVersion::new(2, 1, 238),
     ClaudeVersion::new(2, 1, 200),
+    ClaudeVersion::new(2, 1, 128),
     ClaudeVersion::new(2, 0, 77),
 ];
 

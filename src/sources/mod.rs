@@ -107,6 +107,9 @@ pub struct Section {
     pub expected: Vec<String>,
     /// The source's own size in bytes, as read (what a report names when it is dropped).
     pub size: u64,
+    /// Its text comes from the group folder (a group file, the group's own skills), which the
+    /// agent can write: never delivered as the operator's managed policy.
+    pub group_owned: bool,
 }
 
 impl Section {
@@ -132,6 +135,7 @@ impl Section {
             tree: None,
             expected: Vec::new(),
             size: text.len() as u64,
+            group_owned: false,
         }
     }
 }
@@ -208,6 +212,9 @@ pub struct Sources {
     /// The host's own managed policy (`hostManagedDir` in clawmd.json), merged into every
     /// group's managed folder in managed delivery ([`crate::delivery::managed`]).
     pub host_managed: Option<crate::delivery::managed::HostManaged>,
+    /// The runner's own files the guards of Codex, Gemini CLI and opencode groups merge
+    /// ([`crate::delivery::guard::Bases`]).
+    pub guard_bases: crate::delivery::guard::Bases,
 }
 
 /// Why an item's file cannot be used: the error reading it gave.
@@ -575,6 +582,7 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
             unusable,
             dangling,
             host_managed: None,
+            guard_bases: Default::default(),
         },
         notes,
     ))
@@ -967,6 +975,7 @@ pub fn sections(
                     tree: found.tree.clone(),
                     expected: Vec::new(),
                     size: 0,
+                    group_owned: false,
                 }),
                 None if source.name == "shared-base" => warnings.push(Warning::MissingSharedBase {
                     path: host_path(layout, source),
@@ -984,6 +993,7 @@ pub fn sections(
                 tree: None,
                 expected: Vec::new(),
                 size: 0,
+                group_owned: true,
             }),
             (
                 SourceKind::Skills {
@@ -1033,6 +1043,7 @@ pub fn sections(
                                 tree: found.tree.clone(),
                                 expected: Vec::new(),
                                 size: 0,
+                                group_owned: *root == Root::Group,
                                 id: SectionId::new(name),
                             });
                         }
@@ -1078,6 +1089,7 @@ pub fn sections(
                             tree: None,
                             expected: Vec::new(),
                             size: 0,
+                            group_owned: *root == Root::Group,
                             id: SectionId::new(name),
                         });
                     }
@@ -1113,6 +1125,7 @@ pub fn sections(
                         tree: found.tree.clone(),
                         expected: Vec::new(),
                         size: 0,
+                        group_owned: false,
                         id: SectionId::new(id),
                     });
                 }
@@ -1131,6 +1144,7 @@ pub fn sections(
                         tree: None,
                         expected: Vec::new(),
                         size: 0,
+                        group_owned: false,
                         id: SectionId::new(id),
                     });
                 }
