@@ -164,6 +164,7 @@ pub fn host_section(sources: &Sources) -> Option<Section> {
         file: crate::plan::ManagedPath::fragment("managed-policy.md"),
         link: None,
         scope: None,
+        group_owned: false,
     })
 }
 

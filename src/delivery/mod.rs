@@ -440,9 +440,17 @@ pub fn plan_delivery(
             composed_claude_md(&imports)
         }
         _ => {
+            // What the agent can write (a group file, the group's own skills) is never the
+            // operator's policy: it goes in the workspace's entry point, after the guardrails.
+            let (own, policy): (Vec<Section>, Vec<Section>) =
+                fitted.kept.iter().cloned().partition(|s| s.group_owned);
+            let managed_document = match own.is_empty() {
+                true => last_document.take(),
+                false => document::document(&policy, LocalMemory::None),
+            };
             entries.push(Desired {
                 path: ManagedPath::managed(names::CLAUDE_MD),
-                content: Content::File(last_document.take()),
+                content: Content::File(managed_document),
             });
             let (settings_file, settings_warnings) = managed::settings_file(sources);
             warnings.extend(settings_warnings);
@@ -456,7 +464,11 @@ pub fn plan_delivery(
                     content: Content::File(bytes.to_vec()),
                 });
             }
-            composed_claude_md(&local_import)
+            match own.is_empty() {
+                true => composed_claude_md(&local_import),
+                false if has_memory => document::document(&own, LocalMemory::Import),
+                false => document::document(&own, LocalMemory::None),
+            }
         }
     };
     if has_memory {

@@ -97,6 +97,9 @@ pub struct Section {
     /// A container folder whose files belong to this section (a skill's folder): an import
     /// from one of them that does not load makes the section incomplete.
     pub scope: Option<PathBuf>,
+    /// Its text comes from the group folder (a group file, the group's own skills), which the
+    /// agent can write: never delivered as the operator's managed policy.
+    pub group_owned: bool,
 }
 
 impl Section {
@@ -119,6 +122,7 @@ impl Section {
             file,
             link: None,
             scope: None,
+            group_owned: false,
         }
     }
 }
@@ -940,6 +944,7 @@ pub fn sections(
                     },
                     link: Some(container_path(layout, source, None)),
                     scope: None,
+                    group_owned: false,
                 }),
                 None if source.name == "shared-base" => warnings.push(Warning::MissingSharedBase {
                     path: host_path(layout, source),
@@ -954,6 +959,7 @@ pub fn sections(
                 file: ManagedPath::fragment(&fragment_file(&source.name)),
                 link: None,
                 scope: None,
+                group_owned: true,
             }),
             (
                 SourceKind::Skills {
@@ -1000,6 +1006,7 @@ pub fn sections(
                                     .then(|| container_path(layout, source, Some(skill))),
                                 scope: (*root == Root::Container)
                                     .then(|| container_base(layout, source).join(skill)),
+                                group_owned: *root == Root::Group,
                                 id: SectionId::new(name),
                             });
                         }
@@ -1042,6 +1049,7 @@ pub fn sections(
                             file: ManagedPath::fragment(&fragment_file(&name)),
                             link: None,
                             scope: None,
+                            group_owned: *root == Root::Group,
                             id: SectionId::new(name),
                         });
                     }
@@ -1074,6 +1082,7 @@ pub fn sections(
                         file: ManagedPath::fragment(&fragment_file(&id)),
                         link: Some(container_path(layout, source, Some(name))),
                         scope: None,
+                        group_owned: false,
                         id: SectionId::new(id),
                     });
                 }
@@ -1089,6 +1098,7 @@ pub fn sections(
                         file: ManagedPath::fragment(&fragment_file(&id)),
                         link: None,
                         scope: None,
+                        group_owned: false,
                         id: SectionId::new(id),
                     });
                 }
