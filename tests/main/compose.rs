@@ -1840,3 +1840,55 @@ fn compose_says_when_a_running_container_sees_the_change() {
         )
     );
 }
+
+/// A runner's own Codex managed configuration (`codexManagedConfig`) is kept whole in the
+/// guard file, after clawmd's budget; one that sets the budget itself fails the run, naming it.
+#[test]
+fn a_runners_codex_managed_config_is_merged_into_the_guard() {
+    let d = Deployment::standard()
+        .file(
+            "clawmd.json",
+            r#"{"codexManagedConfig": "runner/codex.toml", "budgets": {"codex": 40000}}"#,
+        )
+        .file(
+            "runner/codex.toml",
+            "model = \"runner-model\"\n[model_providers.local]\nbase_url = \"http://127.0.0.1:1\"\n",
+        )
+        .group("g", Some(r#"{"provider": "codex"}"#));
+    d.run(["compose", "g"]).success();
+    let config = d.read("groups/.clawmd/binds/g/guard/codex/managed_config.toml");
+    let pin = config
+        .find("project_doc_max_bytes = 40000\n")
+        .expect(&config);
+    assert!(
+        pin < config.find("model = \"runner-model\"").unwrap(),
+        "{config}"
+    );
+    assert!(
+        config.ends_with("base_url = \"http://127.0.0.1:1\"\n"),
+        "{config}"
+    );
+    // The runner changes its file: the next compose rewrites the guard.
+    d.write("runner/codex.toml", b"model = \"other\"\n");
+    d.run(["compose", "g"]).success();
+    let config = d.read("groups/.clawmd/binds/g/guard/codex/managed_config.toml");
+    assert!(config.contains("model = \"other\"") && !config.contains("runner-model"));
+    // A file that sets the budget itself: the run fails naming it, the guard is left.
+    d.write("runner/codex.toml", b"project_doc_max_bytes = 1\n");
+    let run = d.run(["compose", "g"]);
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.output().contains("runner/codex.toml"),
+        "{}",
+        run.output()
+    );
+    assert!(
+        run.output().contains("project_doc_max_bytes"),
+        "{}",
+        run.output()
+    );
+    assert_eq!(
+        d.read("groups/.clawmd/binds/g/guard/codex/managed_config.toml"),
+        config
+    );
+}
