@@ -24,7 +24,7 @@ use crate::layout::Layout;
 use crate::plan::{Content, GroupPlan, Sources};
 use crate::progress::Progress;
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
-use crate::report::{ComposeReport, GroupReport};
+use crate::report::{ComposeReport, GroupReport, SeenWhen, Status};
 use crate::state;
 use crate::view::ViewOptions;
 
@@ -183,6 +183,32 @@ fn with_guarantee(mut report: GroupReport) -> GroupReport {
     report
 }
 
+/// The report of the group observed as `seen` with its `spawn_digest` and, when it changed,
+/// when a running container sees the change ([`crate::mounts::spawn`]: from which binds'
+/// sources its steps wrote or removed).
+fn with_spawn(
+    layout: &Layout,
+    seen: &Observation,
+    mut report: GroupReport,
+) -> Result<GroupReport, GroupError> {
+    let spawn = crate::mounts::spawn(layout, &report.group, seen)?;
+    if report.status == Status::Changed {
+        let group = report.group.as_str();
+        let restart = seen.steps.iter().any(|step| match step {
+            Step::Write { path, .. } | Step::Remove { path, .. } => {
+                spawn.needs_restart(&path.host_path(layout, group))
+            }
+            Step::Keep { .. } | Step::Shadowed { .. } | Step::Rescue { .. } => false,
+        });
+        report.running_container = Some(match restart {
+            true => SeenWhen::AfterRestart,
+            false => SeenWhen::NextSession,
+        });
+    }
+    report.spawn_digest = Some(spawn.digest);
+    Ok(report)
+}
+
 /// Composes one group: lock, read config, plan, diff, apply.
 pub fn compose_group(
     layout: &Layout,
@@ -230,7 +256,8 @@ fn first_look(
         Ok(first) if options.dry_run || first.is_up_to_date() => {
             let report = GroupReport::from_steps(group, &first.steps, &first.plan)
                 .with_cleaned(first.leftover_names());
-            Some(Ok(verdicts.add(layout, sources, &first, options, report)))
+            let report = verdicts.add(layout, sources, &first, options, report);
+            Some(with_spawn(layout, &first, report))
         }
         Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => Some(Err(err)),
         Ok(_) | Err(_) => None,
@@ -284,7 +311,11 @@ fn compose_locked(
     applied?;
     settled?;
     let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
-    Ok(verdicts.add(layout, sources, &seen, options, report))
+    with_spawn(
+        layout,
+        &seen,
+        verdicts.add(layout, sources, &seen, options, report),
+    )
 }
 
 /// Under the group's lock: the journal of the temps this run makes, after removing the temps
@@ -426,7 +457,11 @@ fn compose_batch(
             w.journal.settle()?;
             let report =
                 GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-            Ok(verdicts.add(layout, sources, &w.seen, options, report))
+            with_spawn(
+                layout,
+                &w.seen,
+                verdicts.add(layout, sources, &w.seen, options, report),
+            )
         })
         .collect::<Vec<_>>()
         .into_iter();

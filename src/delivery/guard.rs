@@ -101,6 +101,9 @@ pub const GEMINI_BASE_LIMIT: u64 = 1024 * 1024;
 pub struct Bases {
     /// Gemini's system settings: the runner's own (when it names a file) with clawmd's keys.
     pub gemini_settings: Vec<u8>,
+    /// The runner's own Codex managed configuration (when it names a file), checked: UTF-8,
+    /// not setting `project_doc_max_bytes` (clawmd's key, put first).
+    pub codex_config: Option<String>,
 }
 
 impl Bases {
@@ -108,19 +111,16 @@ impl Bases {
     pub fn read(layout: &crate::layout::Layout) -> Result<Self, GuardError> {
         let base = match &layout.gemini_system_settings {
             None => None,
-            Some(path) => Some((
-                path.clone(),
-                crate::fsops::read_host_file(path, GEMINI_BASE_LIMIT)
-                    .map_err(GuardError::Read)?
-                    .ok_or_else(|| GuardError::GeminiBase {
-                        path: path.clone(),
-                        reason: "the file does not exist".to_owned(),
-                    })?,
-            )),
+            Some(path) => Some((path.clone(), read_runner_file(path)?)),
         };
         let base = base.as_ref().map(|(p, b)| (p.as_path(), b.as_slice()));
+        let codex_config = match &layout.codex_managed_config {
+            None => None,
+            Some(path) => Some(codex_base(path, &read_runner_file(path)?)?),
+        };
         Ok(Bases {
             gemini_settings: gemini_system_settings(base)?,
+            codex_config,
         })
     }
 
@@ -128,6 +128,7 @@ impl Bases {
     pub fn builtin() -> Self {
         Bases {
             gemini_settings: gemini_system_settings(None).expect("no base cannot fail"),
+            codex_config: None,
         }
     }
 }
@@ -136,6 +137,35 @@ impl Default for Bases {
     fn default() -> Self {
         Bases::builtin()
     }
+}
+
+/// A runner's file the guards merge: its bytes (a missing file is an error naming it).
+fn read_runner_file(path: &Path) -> Result<Vec<u8>, GuardError> {
+    crate::fsops::read_host_file(path, GEMINI_BASE_LIMIT)
+        .map_err(GuardError::Read)?
+        .ok_or_else(|| GuardError::RunnerFile {
+            path: path.to_owned(),
+            reason: "the file does not exist".to_owned(),
+        })
+}
+
+/// The runner's Codex managed configuration, checked for the merge: clawmd puts its
+/// `project_doc_max_bytes` first (a top-level key before any table, whatever the runner's file
+/// holds), so the file must be UTF-8 and must not name that key anywhere (a second one would
+/// make the file invalid TOML, which Codex refuses).
+fn codex_base(path: &Path, bytes: &[u8]) -> Result<String, GuardError> {
+    let fail = |reason: &str| GuardError::RunnerFile {
+        path: path.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let text = std::str::from_utf8(bytes).map_err(|_| fail("it is not UTF-8"))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.contains("project_doc_max_bytes") {
+        return Err(fail(
+            "it sets project_doc_max_bytes, which clawmd sets to the Codex budget: remove it from the file (set `budgets.codex` in clawmd.json instead)",
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 /// What a guard promises about the composed document.
@@ -220,6 +250,15 @@ pub enum GuardError {
         "cannot read the runner's Gemini system settings ({0}); fix the path of `geminiSystemSettings` in clawmd.json"
     )]
     Read(#[source] crate::fsops::FsError),
+    /// A runner's own file for a guard (`codexManagedConfig`, `geminiSystemSettings`) cannot
+    /// be read or merged.
+    #[error("{path}: the runner's file cannot be merged into clawmd's guard: {reason}")]
+    RunnerFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and the fix.
+        reason: String,
+    },
     /// The runner's own Gemini system settings are not a JSON object.
     #[error(
         "{path}: the runner's Gemini system settings must be a JSON object ({reason}); fix the file or remove `geminiSystemSettings` from clawmd.json"
@@ -270,7 +309,7 @@ fn files(provider: Provider, budgets: &Budgets, bases: &Bases) -> Option<Vec<Gua
         Provider::Codex => vec![file(
             "guard/codex",
             "managed_config.toml",
-            codex_managed_config(budgets.codex).into_bytes(),
+            codex_managed_config(budgets.codex, bases.codex_config.as_deref()).into_bytes(),
         )],
         Provider::Gemini => vec![file(
             "guard/gemini",
@@ -321,13 +360,22 @@ fn binds(provider: Provider, paths: GuardPaths<'_>) -> Option<Vec<GuardBind>> {
 }
 
 /// Codex's managed configuration: `project_doc_max_bytes` at least the budget (the document is
-/// composed within it, so Codex reads all of it).
-fn codex_managed_config(budget: u64) -> String {
-    format!(
+/// composed within it, so Codex reads all of it), first, then the runner's own (`base`, kept
+/// whole: [`codex_base`] checked it does not set that key).
+fn codex_managed_config(budget: u64, base: Option<&str>) -> String {
+    let mut config = format!(
         "# Written by clawmd: keeps the composed AGENTS.md whole (managed configuration wins over\n\
          # ~/.codex/config.toml and a trusted project's .codex/config.toml).\n\
          project_doc_max_bytes = {budget}\n"
-    )
+    );
+    if let Some(base) = base {
+        config.push_str("\n# The runner's own managed configuration (codexManagedConfig):\n");
+        config.push_str(base);
+        if !base.ends_with('\n') {
+            config.push('\n');
+        }
+    }
+    config
 }
 
 /// Gemini's system settings: the runner's own, with `hooksConfig.enabled` set to false.
@@ -418,6 +466,35 @@ mod tests {
             }
         );
         assert_eq!(guard.binds[1].container, Path::new(CODEX_MANAGED_CONFIG));
+    }
+
+    #[test]
+    fn codex_keeps_the_runners_config_after_the_budget() {
+        let base = "model = \"o4\"\n\n[model_providers.local]\nbase_url = \"http://x\"";
+        let checked = codex_base(Path::new("/srv/codex.toml"), base.as_bytes()).unwrap();
+        let bases = Bases {
+            codex_config: Some(checked),
+            ..Bases::builtin()
+        };
+        let guard = guard(Provider::Codex, &Budgets::default(), paths(), &bases).unwrap();
+        let config = String::from_utf8(guard.files[0].bytes.clone()).unwrap();
+        let pin = config.find("project_doc_max_bytes = ").unwrap();
+        assert!(pin < config.find("model = ").unwrap(), "{config}");
+        assert!(config.ends_with("base_url = \"http://x\"\n"), "{config}");
+        // Before any table: a top-level key.
+        assert!(pin < config.find('[').unwrap(), "{config}");
+    }
+
+    #[test]
+    fn a_codex_base_that_sets_the_budget_or_is_not_text_is_refused_naming_the_file() {
+        for bad in [
+            &b"project_doc_max_bytes = 1\n"[..],
+            b"[x]\nproject_doc_max_bytes = 1",
+            b"\xff",
+        ] {
+            let err = codex_base(Path::new("/srv/codex.toml"), bad).unwrap_err();
+            assert!(err.to_string().contains("/srv/codex.toml"), "{err}");
+        }
     }
 
     #[test]
