@@ -58,7 +58,7 @@ pub fn check_with_progress(
     progress: &dyn Progress,
 ) -> Result<CheckReport, Error> {
     let groups = selection.groups(layout)?;
-    let (sources, _) = read_sources(layout).map_err(Error::Sources)?;
+    let (sources, _) = read_sources(layout)?;
     progress.start(groups.len());
     let groups: Vec<GroupCheck> = crate::compose::parallel_map(&groups, |group| {
         let checked = guarded(layout, group, options, || {

@@ -9,17 +9,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::delivery::DeliverySettings;
-use crate::delivery::guard::{self, Guard, GuardSettings, Guards};
+use crate::delivery::guard;
 use crate::delivery::verdicts::{Unrecorded, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
 use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, SafeDir, TempJournal};
+use crate::fsops::{self, FsError, TempJournal};
 use crate::layout::Layout;
 use crate::plan::{GroupPlan, Sources};
 use crate::progress::Progress;
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
-use crate::report::{ComposeReport, GroupReport};
+use crate::report::{ComposeReport, GroupReport, SeenWhen, Status};
 use crate::state;
 use crate::view::ViewOptions;
 
@@ -32,8 +32,6 @@ pub struct ComposeOptions {
     pub dry_run: bool,
     /// How long to wait for another run holding a group's lock.
     pub lock_timeout: Duration,
-    /// Where the agent's home is, and the runner's own settings the guards merge.
-    pub guards: GuardSettings,
 }
 
 impl Default for ComposeOptions {
@@ -42,7 +40,6 @@ impl Default for ComposeOptions {
             settings: DeliverySettings::default(),
             dry_run: false,
             lock_timeout: Duration::from_secs(60),
-            guards: GuardSettings::default(),
         }
     }
 }
@@ -65,12 +62,7 @@ pub fn compose_with_progress(
     progress: &dyn Progress,
 ) -> Result<ComposeReport, Error> {
     let groups = selection.groups(layout)?;
-    let (sources, warnings) = read_sources(layout).map_err(Error::Sources)?;
-    let guards = Guards::new(
-        &options.settings.budgets,
-        &layout.workspace_mount,
-        &options.guards,
-    )?;
+    let (sources, warnings) = read_sources(layout)?;
     progress.start(groups.len());
     let verdicts = Verdicts::new(layout, &options.settings);
     // First a look at every group without its lock (in parallel): a group already right is
@@ -120,7 +112,7 @@ pub fn compose_with_progress(
         .map(|(group, result)| {
             match result
                 .expect("every group is looked at or composed")
-                .and_then(|report| with_guard(layout, &guards, options.dry_run, report))
+                .map(with_guarantee)
             {
                 Ok(report) => report,
                 Err(err) => {
@@ -176,49 +168,40 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R
     results.into_iter().map(|(_, result)| result).collect()
 }
 
-/// Writes the guard of a composed group's backend under its bind folder (unless this is a dry
-/// run; only files whose bytes differ), and says in its verdict what the guard guarantees.
-fn with_guard(
-    layout: &Layout,
-    guards: &Guards,
-    dry_run: bool,
-    mut report: GroupReport,
-) -> Result<GroupReport, GroupError> {
-    let Some(provider) = report.target.as_ref().map(|t| t.provider) else {
-        return Ok(report);
-    };
-    let Some(guard) = guards.of(provider) else {
-        return Ok(report);
-    };
-    if !dry_run {
-        write_guard(layout, &report.group, guard)?;
-    }
-    if let Some(delivered) = report.delivered.as_mut() {
+/// A composed group's verdict with what its backend's guard guarantees (its guard files are
+/// in its plan; `clawmd mounts` lists their binds).
+fn with_guarantee(mut report: GroupReport) -> GroupReport {
+    let provider = report.target.as_ref().map(|t| t.provider);
+    if let (Some(provider), Some(delivered)) = (provider, report.delivered.as_mut()) {
         delivered.guarantee = guard::guarantee(provider);
     }
-    Ok(report)
+    report
 }
 
-/// The files of `guard` under `<bind_dir>/guard/`, each replaced atomically when its bytes
-/// differ. The bind folder is clawmd's state, outside every group folder.
-pub fn write_guard(layout: &Layout, group: &str, guard: &Guard) -> Result<(), GroupError> {
-    let root = layout.bind_dir(group).join(guard::GUARD_DIR);
-    for file in &guard.files {
-        let relative = std::path::Path::new(file.path);
-        let folder = root.join(relative.parent().unwrap_or(std::path::Path::new("")));
-        let name = relative
-            .file_name()
-            .and_then(|n| n.to_str())
-            .expect("guard file names are ASCII");
-        fsops::create_dir_all(&folder)?;
-        let dir = SafeDir::open(&folder)?;
-        let limit = file.bytes.len() as u64 + 1;
-        let same = matches!(dir.read_file(name, limit), Ok(Some(bytes)) if bytes == file.bytes);
-        if !same {
-            dir.write_file(name, &file.bytes)?;
-        }
+/// The report of the group observed as `seen` with its `spawn_digest` and, when it changed,
+/// when a running container sees the change ([`crate::mounts::spawn`]: from which binds'
+/// sources its steps wrote or removed).
+fn with_spawn(
+    layout: &Layout,
+    seen: &Observation,
+    mut report: GroupReport,
+) -> Result<GroupReport, GroupError> {
+    let spawn = crate::mounts::spawn(layout, &report.group, seen)?;
+    if report.status == Status::Changed {
+        let group = report.group.as_str();
+        let restart = seen.steps.iter().any(|step| match step {
+            Step::Write { path, .. } | Step::Remove { path, .. } => {
+                spawn.needs_restart(&path.host_path(layout, group))
+            }
+            Step::Keep { .. } | Step::Shadowed { .. } | Step::Rescue { .. } => false,
+        });
+        report.running_container = Some(match restart {
+            true => SeenWhen::AfterRestart,
+            false => SeenWhen::NextSession,
+        });
     }
-    Ok(())
+    report.spawn_digest = Some(spawn.digest);
+    Ok(report)
 }
 
 /// Composes one group: lock, read config, plan, diff, apply.
@@ -279,7 +262,7 @@ fn first_look(
             if let Some(unrecorded) = unrecorded.filter(|_| !options.dry_run) {
                 record_unlocked(layout, verdicts, unrecorded);
             }
-            Some(Ok(report))
+            Some(with_spawn(layout, &first, report))
         }
         Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => Some(Err(err)),
         Ok(_) | Err(_) => None,
@@ -346,7 +329,7 @@ fn compose_locked(
     let settled = journal.settle();
     let report = report?;
     settled?;
-    Ok(report)
+    with_spawn(layout, &seen, report)
 }
 
 /// Under the group's lock: the journal of the temps this run makes, after removing the temps
@@ -499,7 +482,7 @@ fn compose_batch(
                 verdicts.record(layout, unrecorded, &w.journal);
             }
             w.journal.settle()?;
-            Ok(report)
+            with_spawn(layout, &w.seen, report)
         })
         .collect::<Vec<_>>()
         .into_iter();

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
+use crate::delivery::guard::{GUARD_DIR, GUARD_DIRS};
 use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
@@ -117,9 +118,11 @@ pub fn missing_group(path: &Path) -> GroupError {
 /// Reads what `container/` holds for the recipe ([`crate::sources::read_container`]): the
 /// shared files, skill roots and fragment folders, with their own imports expanded where
 /// their owner put them. Names that cannot be file names are skipped with a warning.
-pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), FsError> {
-    let (mut sources, notes) = crate::sources::read_container(layout)?;
-    sources.host_managed = crate::delivery::managed::read_host_managed(layout)?;
+pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), Error> {
+    let (mut sources, notes) = crate::sources::read_container(layout).map_err(Error::Sources)?;
+    sources.host_managed =
+        crate::delivery::managed::read_host_managed(layout).map_err(Error::Sources)?;
+    sources.guard_bases = crate::delivery::guard::Bases::read(layout)?;
     let warnings = notes
         .into_iter()
         .map(|note| WarningReport {
@@ -171,12 +174,16 @@ fn plan_with(
             },
         });
     }
-    plan_delivery(layout, config, sources, inputs, settings).map_err(|source| {
+    let mut plan = plan_delivery(layout, config, sources, inputs, settings).map_err(|source| {
         GroupError::Collision {
             path: dir.path().join(names::CONFIG),
             source,
         }
-    })
+    })?;
+    let provider = plan.target.provider;
+    let guard = crate::delivery::guard::entries(provider, &settings.budgets, &sources.guard_bases);
+    plan.entries.extend(guard);
+    Ok(plan)
 }
 
 /// A group's `CLAUDE.local.md` as read for its plan.
@@ -314,6 +321,33 @@ pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<
     Ok(())
 }
 
+/// The guard folders ([`GUARD_DIRS`]) in the group's bind folder `bind` that exist, and those
+/// `create` says to make (with their parents), opened without following links, parents first.
+fn open_guard_dirs(
+    bind: &SafeDir,
+    create: impl Fn(&str) -> bool,
+) -> Result<Vec<(&'static str, SafeDir)>, FsError> {
+    let mut opened: Vec<(&'static str, SafeDir)> = Vec::new();
+    for folder in GUARD_DIRS {
+        let path = Path::new(folder);
+        let parent = path.parent().and_then(Path::to_str).unwrap_or_default();
+        let parent = match parent.is_empty() {
+            true => Some(bind),
+            false => opened.iter().find(|(p, _)| *p == parent).map(|(_, d)| d),
+        };
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if let Some(parent) = parent
+            && let Some(dir) = parent.open_child(name, create(folder))?
+        {
+            opened.push((folder, dir));
+        }
+    }
+    Ok(opened)
+}
+
 /// A group as found on disk, with its plan and the steps that would bring it there.
 #[derive(Debug)]
 pub struct Observation {
@@ -325,6 +359,9 @@ pub struct Observation {
     pub bind: Option<SafeDir>,
     /// The group's managed folder in its bind folder, when it exists (or was created).
     pub managed: Option<SafeDir>,
+    /// The group's guard folders that exist (or were created), by path relative to the bind
+    /// folder, parents first.
+    pub guard: Vec<(&'static str, SafeDir)>,
     /// The group's rescue folder (outside the group), when it exists (or was created for a
     /// rescue).
     pub rescues: Option<SafeDir>,
@@ -363,6 +400,7 @@ impl Observation {
             bind: self.bind.as_ref(),
             managed: self.managed.as_ref(),
             rescues: self.rescues.as_ref(),
+            guard: &self.guard,
         }
     }
 
@@ -413,12 +451,17 @@ pub fn observe(
         Some(bind) => bind.open_child(names::MANAGED, false)?,
         None => None,
     };
+    let mut guard = match &bind {
+        Some(bind) => open_guard_dirs(bind, |_| false)?,
+        None => Vec::new(),
+    };
     let dirs = Dirs {
         group: &dir,
         fragments: fragments.as_ref(),
         bind: bind.as_ref(),
         managed: managed.as_ref(),
         rescues: None,
+        guard: &guard,
     };
     let steps = diff_listed(&dirs, &listed, &layout.rescue_dir(group), &plan)?;
     // The rescue folder is looked at only when a hand edit is to be kept; its budget is
@@ -437,7 +480,14 @@ pub fn observe(
         if let Some(fragments) = &mut fragments {
             fragments.record_temps_in(journal);
         }
-        if bind.is_none() && (wants(Place::Bind) || wants(Place::Managed)) {
+        let guarded = |folder: &str| {
+            plan.entries.iter().any(|d| match d.path.place {
+                Place::Guard(wanted) => Path::new(wanted).starts_with(folder),
+                _ => false,
+            })
+        };
+        let state_wanted = wants(Place::Bind) || wants(Place::Managed) || guarded(GUARD_DIR);
+        if bind.is_none() && state_wanted {
             bind = Some(state::create_bind_dir(layout, group, journal)?);
         }
         if let Some(bind) = &mut bind {
@@ -445,9 +495,15 @@ pub fn observe(
             if managed.is_none() && wants(Place::Managed) {
                 managed = bind.open_child(names::MANAGED, true)?;
             }
+            if GUARD_DIRS.iter().any(|folder| guarded(folder)) {
+                guard = open_guard_dirs(bind, guarded)?;
+            }
         }
         if let Some(managed) = &mut managed {
             managed.record_temps_in(journal);
+        }
+        for (_, dir) in &mut guard {
+            dir.record_temps_in(journal);
         }
         if rescuing {
             match &mut rescues {
@@ -466,6 +522,7 @@ pub fn observe(
         fragments,
         bind,
         managed,
+        guard,
         rescues,
         leftovers,
         journal_pending,

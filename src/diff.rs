@@ -32,7 +32,7 @@ pub fn planned_diffs(
     settings: &DeliverySettings,
     groups: &[String],
 ) -> Result<Vec<FileDiff>, Error> {
-    let (sources, _) = read_sources(layout).map_err(Error::Sources)?;
+    let (sources, _) = read_sources(layout)?;
     let mut diffs = Vec::new();
     for group in groups {
         // A failure is compose's to report.

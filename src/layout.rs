@@ -137,6 +137,12 @@ pub struct Layout {
     /// (`CLAUDE.md`, `managed-settings.json`, …), merged into every group's managed folder,
     /// which the runner binds over the image's (`hostManagedDir` in clawmd.json).
     pub host_managed_dir: Option<PathBuf>,
+    /// The runner's own Gemini CLI system settings on the host (`geminiSystemSettings`),
+    /// merged into the guard of Gemini CLI groups.
+    pub gemini_system_settings: Option<PathBuf>,
+    /// The runner's own Codex managed configuration on the host (`codexManagedConfig`),
+    /// merged into the guard of Codex groups.
+    pub codex_managed_config: Option<PathBuf>,
     /// Where a group's config is read (`groupConfig` in clawmd.json).
     pub group_config: GroupConfigSource,
     /// Configs handed on this run's command line (`--config`), by group: read instead of
@@ -179,6 +185,8 @@ impl Layout {
             recipe: Recipe::default(),
             managed_mount: PathBuf::from(DEFAULT_MANAGED_MOUNT),
             host_managed_dir: None,
+            gemini_system_settings: None,
+            codex_managed_config: None,
             group_config: GroupConfigSource::File,
             given_configs: std::collections::BTreeMap::new(),
             agent_home: PathBuf::from(DEFAULT_AGENT_HOME),

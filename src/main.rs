@@ -610,7 +610,6 @@ fn run_compose(
         settings: resolved.delivery,
         dry_run: args.dry_run,
         lock_timeout: resolved.lock_timeout,
-        guards: resolved.guards.clone(),
     };
     let bar = printer.progress("composing");
     let result =
@@ -793,7 +792,6 @@ fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow:
                 settings: options.settings,
                 dry_run: false,
                 lock_timeout: resolved.lock_timeout,
-                guards: resolved.guards.clone(),
             };
             let bar = printer.progress("fixing");
             let fixed = compose_with_progress(

@@ -10,13 +10,17 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use sha2::{Digest, Sha256};
+
+use crate::config::MAX_CONFIG_BYTES;
 use crate::delivery::guard::{self, GuardPaths, GuardSettings};
-use crate::delivery::{DeliverySettings, Target};
-use crate::deployment::{checked_group_dir, open_group, read_config};
+use crate::delivery::{DeliverySettings, LocalMemory, Target, document};
+use crate::deployment::{Observation, checked_group_dir, open_group, read_config};
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
 use crate::fsops::SafeDir;
 use crate::layout::{Bind, Layout, MountNeeds, names};
+use crate::plan::{Content, GroupPlan};
 use crate::report::{Detail, Line, Lines, Report, Tone, escape_path};
 
 /// What the container of `group` needs bound, from its `container.json` (its `provider`, and
@@ -66,29 +70,7 @@ pub fn mounts(
     guards: &GuardSettings,
 ) -> Result<MountsReport, GroupError> {
     let (target, exists) = group_target(layout, group, settings)?;
-    let mut table = layout.mount_table(group, &target.mount_needs(exists));
-    let paths = GuardPaths {
-        workspace: &layout.workspace_mount,
-        home: &guards.agent_home,
-    };
-    let guard = guard::guard(target.provider, &settings.budgets, paths, None)
-        .expect("a guard without the runner's settings cannot fail");
-    if let Some(guard) = guard {
-        let entry = layout.workspace_mount.join(target.file);
-        let entry_host = table
-            .iter()
-            .find(|bind| bind.container == entry)
-            .map(|bind| bind.host.clone())
-            .expect("the mount table binds the entry point");
-        let root = layout.bind_dir(group).join(guard::GUARD_DIR);
-        let (home, other): (Vec<_>, Vec<_>) = guard
-            .binds(&entry_host, &root)
-            .into_iter()
-            .partition(|(_, container)| container.starts_with(&guards.agent_home));
-        for (host, container) in other.into_iter().chain(home) {
-            table.push(Bind::read_only(host, container));
-        }
-    }
+    let table = full_table(layout, group, &target, exists, &guards.agent_home);
     // What clawmd composes in the state must be there: a runner binding a missing source
     // fails to start the container (or, with some runtimes, binds an empty folder).
     if let Some(missing) = table.iter().find(|bind| {
@@ -107,6 +89,146 @@ pub fn mounts(
         })
         .collect();
     Ok(MountsReport(binds))
+}
+
+/// The mount table of `group`'s container for `target` (`config`: its `container.json`
+/// exists): the layout's table, then the guard of the group's backend, whose binds under the
+/// agent's home (`agent_home`) come last. Pure.
+pub fn full_table(
+    layout: &Layout,
+    group: &str,
+    target: &Target,
+    config: bool,
+    agent_home: &Path,
+) -> Vec<Bind> {
+    let mut table = layout.mount_table(group, &target.mount_needs(config));
+    let paths = GuardPaths {
+        workspace: &layout.workspace_mount,
+        home: agent_home,
+    };
+    // The binds do not depend on the files' bytes (budgets, the runner's own settings).
+    let (budgets, bases) = (Default::default(), guard::Bases::builtin());
+    if let Some(guard) = guard::guard(target.provider, &budgets, paths, &bases) {
+        let entry = layout.workspace_mount.join(target.file);
+        let entry_host = table
+            .iter()
+            .find(|bind| bind.container == entry)
+            .map(|bind| bind.host.clone())
+            .expect("the mount table binds the entry point");
+        let (home, other): (Vec<_>, Vec<_>) = guard
+            .binds(&entry_host, &layout.bind_dir(group))
+            .into_iter()
+            .partition(|(_, container)| container.starts_with(agent_home));
+        for (host, container) in other.into_iter().chain(home) {
+            table.push(Bind::read_only(host, container));
+        }
+    }
+    table
+}
+
+/// What a running container sees of a group's composition, per its mount table: the binds
+/// that pin a file at spawn (a file bind keeps the inode it was started with: clawmd replaces
+/// the source, never the mount point) and the digest of what they pin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spawn {
+    /// `sha256:<hex>` of every read-only file bind's container path and content, in the
+    /// table's order: what a container started earlier cannot see without a restart.
+    pub digest: String,
+    /// The host paths of those file binds.
+    pub pinned: Vec<PathBuf>,
+    /// The host paths of the read-only folder binds (what is renamed inside them, a running
+    /// container sees at once).
+    pub live: Vec<PathBuf>,
+}
+
+impl Spawn {
+    /// Whether a change at `host` (a path clawmd wrote or removed) needs a restart to be seen
+    /// by a running container: it is the source of a file bind. Anything else (in a bound
+    /// folder, or in the group folder) is seen at the next session.
+    pub fn needs_restart(&self, host: &Path) -> bool {
+        self.pinned.iter().any(|pinned| pinned == host)
+    }
+}
+
+/// The [`Spawn`] of the group observed as `seen` once its plan is applied: the plan's own
+/// files (the entry point, the guard's files bound as files) from the plan, `container.json`
+/// from the group folder (never through a link), the container side's file binds
+/// (`/app/CLAUDE.md` in link delivery, the recipe's file mounts) from the host. A flat
+/// backend's document is hashed without the agent's own memory, which it carries: like
+/// `CLAUDE.local.md`, which is no bind's content, the agent's memory never asks for a restart.
+pub fn spawn(layout: &Layout, group: &str, seen: &Observation) -> Result<Spawn, GroupError> {
+    let config = match seen.dir.kind(names::CONFIG)? {
+        Some(FileKind::File) => seen.dir.read_file(names::CONFIG, MAX_CONFIG_BYTES)?,
+        _ => None,
+    };
+    let plan = &seen.plan;
+    let table = full_table(
+        layout,
+        group,
+        &plan.target,
+        config.is_some(),
+        &layout.agent_home,
+    );
+    let config_host = layout.group_dir(group).join(names::CONFIG);
+    let mut hash = Sha256::new();
+    let mut spawn = Spawn {
+        digest: String::new(),
+        pinned: Vec::new(),
+        live: Vec::new(),
+    };
+    for bind in table.iter().filter(|bind| bind.readonly) {
+        let planned = plan
+            .entries
+            .iter()
+            .find(|d| d.path.host_path(layout, group) == bind.host);
+        let pinned = match planned.map(|d| &d.content) {
+            Some(Content::File(_)) if is_flat_entry(plan, &bind.host, layout, group) => {
+                Some(document::document(&plan.sections, LocalMemory::Inline(b"")))
+            }
+            Some(Content::File(bytes)) => Some(bytes.clone()),
+            Some(_) => None,
+            None if bind.host == config_host => config.clone(),
+            None if bind.host.starts_with(layout.bind_dir(group))
+                || bind.host.starts_with(layout.group_dir(group)) =>
+            {
+                None // clawmd's folders (managed, guard folders) and `.claude-fragments`
+            }
+            None => host_file(&bind.host)?,
+        };
+        match pinned {
+            Some(bytes) => {
+                put(&mut hash, bind.container.as_os_str().as_encoded_bytes());
+                put(&mut hash, &bytes);
+                spawn.pinned.push(bind.host.clone());
+            }
+            None => spawn.live.push(bind.host.clone()),
+        }
+    }
+    spawn.digest = crate::delivery::verify::hex_digest(hash);
+    Ok(spawn)
+}
+
+/// Whether `host` is the entry point of a flat backend's group (its document carries the
+/// agent's memory).
+fn is_flat_entry(plan: &GroupPlan, host: &Path, layout: &Layout, group: &str) -> bool {
+    plan.target.provider.is_flat() && host == layout.bind_dir(group).join(plan.target.file)
+}
+
+/// A container-side bind's source: its bytes when it is a regular file (following links, as
+/// the bind does), `None` for a folder or nothing.
+fn host_file(host: &Path) -> Result<Option<Vec<u8>>, GroupError> {
+    match fs_err::metadata(host) {
+        Ok(meta) if meta.is_file() => Ok(crate::fsops::read_host_file(host, MAX_PINNED_BYTES)?),
+        Ok(_) | Err(_) => Ok(None),
+    }
+}
+
+/// The most bytes of a container-side file bind the spawn digest reads.
+const MAX_PINNED_BYTES: u64 = 64 * 1024 * 1024;
+
+fn put(hash: &mut Sha256, bytes: &[u8]) {
+    hash.update((bytes.len() as u64).to_le_bytes());
+    hash.update(bytes);
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -242,7 +364,6 @@ mod tests {
         compose(&layout);
         let guards = GuardSettings {
             agent_home: PathBuf::from("/home/agent"),
-            ..GuardSettings::default()
         };
         let table = mounts(&layout, "main", &settings, &guards).unwrap().0;
         let first_home = table

@@ -31,6 +31,11 @@ pub enum Place {
     /// In the group's managed-policy folder (`<state>/binds/<group>/managed/`), bound
     /// read-only as a folder at the managed-policy mount point (managed delivery).
     Managed,
+    /// In a folder of the group's guard (`<state>/binds/<group>/guard/…`: one of
+    /// [`crate::delivery::guard::GUARD_DIRS`], relative to the bind folder), for a Codex,
+    /// Gemini CLI or opencode group: files bound read-only over the backend's own
+    /// configuration.
+    Guard(&'static str),
 }
 
 /// A path clawmd manages for a group: in its folder, or in its bind folder in the state.
@@ -75,6 +80,14 @@ impl ManagedPath {
         }
     }
 
+    /// A file in the guard folder `dir` (relative to the bind folder).
+    pub fn guard(dir: &'static str, name: &str) -> Self {
+        ManagedPath {
+            place: Place::Guard(dir),
+            name: name.to_owned(),
+        }
+    }
+
     /// Whether it is directly in the group folder and named `name`.
     pub fn is_top(&self, name: &str) -> bool {
         self.place == Place::Group && self.name == name
@@ -87,6 +100,7 @@ impl ManagedPath {
             Place::Fragments => layout.group_dir(group).join(names::FRAGMENTS),
             Place::Bind => layout.bind_dir(group),
             Place::Managed => layout.managed_dir(group),
+            Place::Guard(folder) => layout.bind_dir(group).join(folder),
         };
         dir.join(&self.name)
     }
@@ -101,6 +115,7 @@ impl fmt::Display for ManagedPath {
             Place::Fragments => write!(f, "{}/{}", names::FRAGMENTS, self.name),
             Place::Bind => write!(f, "state:{}", self.name),
             Place::Managed => write!(f, "state:{}/{}", names::MANAGED, self.name),
+            Place::Guard(folder) => write!(f, "state:{folder}/{}", self.name),
         }
     }
 }

@@ -89,7 +89,7 @@ pub fn diff_listed(
 ) -> Result<Vec<Step>, GroupError> {
     let group = dirs.group;
     let mut listings = Vec::new();
-    for place in [Place::Fragments, Place::Bind, Place::Managed] {
+    for place in dirs.state_places() {
         if let Some(dir) = dirs.get(place) {
             listings.push((place, dir, dir.listing()?));
         }
@@ -108,7 +108,7 @@ pub fn diff_listed(
     if let Some((fragments, listing)) = listing(Place::Fragments) {
         stale_fragments(fragments, listing, plan, &mut steps)?;
     }
-    for place in [Place::Bind, Place::Managed] {
+    for place in dirs.state_places().filter(|p| *p != Place::Fragments) {
         if let Some((dir, listing)) = listing(place) {
             stale_state_files(place, dir, listing, rescue_dir, plan, &mut steps)?;
         }
@@ -480,6 +480,9 @@ pub struct Dirs<'a> {
     pub managed: Option<&'a SafeDir>,
     /// The group's rescue folder (`None` when no step rescues anything).
     pub rescues: Option<&'a SafeDir>,
+    /// The group's guard folders that exist (or were created), each with its path relative to
+    /// the bind folder (one of [`crate::delivery::guard::GUARD_DIRS`]).
+    pub guard: &'a [(&'static str, SafeDir)],
 }
 
 impl<'a> Dirs<'a> {
@@ -491,6 +494,7 @@ impl<'a> Dirs<'a> {
             bind: None,
             managed: None,
             rescues: None,
+            guard: &[],
         }
     }
 
@@ -501,7 +505,20 @@ impl<'a> Dirs<'a> {
             Place::Fragments => self.fragments,
             Place::Bind => self.bind,
             Place::Managed => self.managed,
+            Place::Guard(folder) => self
+                .guard
+                .iter()
+                .find(|(path, _)| *path == folder)
+                .map(|(_, dir)| dir),
         }
+    }
+
+    /// Every place but the group folder: `.claude-fragments`, the bind folder, the managed
+    /// folder, the guard folders that are open.
+    fn state_places(&self) -> impl Iterator<Item = Place> + use<'a> {
+        [Place::Fragments, Place::Bind, Place::Managed]
+            .into_iter()
+            .chain(self.guard.iter().map(|(path, _)| Place::Guard(path)))
     }
 
     /// The folder of `path`, which must exist (the caller created every folder the steps
@@ -527,6 +544,7 @@ impl<'a> Dirs<'a> {
         [Some(self.group), self.fragments, self.bind, self.managed]
             .into_iter()
             .flatten()
+            .chain(self.guard.iter().map(|(_, dir)| dir))
     }
 
     /// Makes every change in these folders durable.

@@ -44,7 +44,7 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 21] = [
+const KEYS: [&str; 22] = [
     "delivery",
     "provider",
     "budgets",
@@ -57,6 +57,7 @@ const KEYS: [&str; 21] = [
     "lockTimeout",
     "stateDir",
     "geminiSystemSettings",
+    "codexManagedConfig",
     "sources",
     "memory",
     "managedMount",
@@ -99,6 +100,10 @@ pub struct Settings {
     /// guard into them, and the merged file is what `clawmd mounts` binds at
     /// `/etc/gemini-cli/settings.json`.
     pub gemini_system_settings: Option<PathBuf>,
+    /// The runner's own Codex managed configuration (relative to the root): kept whole, with
+    /// clawmd's `project_doc_max_bytes` put first, in the file `clawmd mounts` binds at
+    /// `/etc/codex/managed_config.toml`.
+    pub codex_managed_config: Option<PathBuf>,
     /// The sources of every group's memory, in order (default: the shared base
     /// `container/CLAUDE.md`, the selected skills of `container/skills`, the MCP
     /// instructions); docs/recipes.md.
@@ -375,6 +380,8 @@ impl Settings {
             layout.managed_mount = mount.clone();
         }
         layout.host_managed_dir = self.host_managed_dir.as_ref().map(under_root);
+        layout.gemini_system_settings = self.gemini_system_settings.as_ref().map(under_root);
+        layout.codex_managed_config = self.codex_managed_config.as_ref().map(under_root);
         layout.group_config = self.group_config.unwrap_or_default();
         if let Some(home) = &self.agent_home {
             layout.agent_home = home.clone();
@@ -391,7 +398,6 @@ impl Settings {
         let delivery = overrides.delivery.or(self.delivery);
         let guards = crate::delivery::guard::GuardSettings {
             agent_home: layout.agent_home.clone(),
-            gemini_system_settings: self.gemini_system_settings.as_ref().map(under_root),
         };
         Resolved {
             layout,

@@ -220,6 +220,9 @@ struct State<'a> {
     groups: BTreeMap<String, Vec<i32>>,
     /// The last failure reported per group, so that it is reported once.
     failures: HashMap<String, String>,
+    /// The last `spawn_digest` per group: a group whose composition is unchanged but whose
+    /// pinned content moved (its `container.json`, say) is news to the runner too.
+    spawns: HashMap<String, String>,
 }
 
 impl<'a> State<'a> {
@@ -246,6 +249,7 @@ impl<'a> State<'a> {
             watches: HashMap::new(),
             groups: BTreeMap::new(),
             failures: HashMap::new(),
+            spawns: HashMap::new(),
         })
     }
 
@@ -546,6 +550,7 @@ impl<'a> State<'a> {
         for group in gone {
             self.unwatch_group(&group);
             self.failures.remove(&group);
+            self.spawns.remove(&group);
             if self.resolved.layout.group_dir(&group).is_dir() {
                 fresh.push(group);
             } else if matches!(self.selection, Selection::All) {
@@ -577,7 +582,6 @@ impl<'a> State<'a> {
             settings: self.resolved.delivery,
             dry_run: false,
             lock_timeout: self.resolved.lock_timeout,
-            guards: self.resolved.guards.clone(),
         };
         let report = match compose(
             &self.resolved.layout,
@@ -600,6 +604,13 @@ impl<'a> State<'a> {
     /// What a group's report means to the runner: a change, a new failure, a recovery, or
     /// nothing.
     fn news(&mut self, report: GroupReport) -> Option<WatchEvent> {
+        let spawn_moved = match &report.spawn_digest {
+            Some(digest) => self
+                .spawns
+                .insert(report.group.clone(), digest.clone())
+                .is_some_and(|known| &known != digest),
+            None => false,
+        };
         match report.status {
             Status::Changed => {
                 self.failures.remove(&report.group);
@@ -615,10 +626,10 @@ impl<'a> State<'a> {
                 self.failures.insert(report.group.clone(), message);
                 (!repeated).then(|| WatchEvent::Group(Box::new(report)))
             }
-            Status::Unchanged => self
-                .failures
-                .remove(&report.group)
-                .map(|_| WatchEvent::Group(Box::new(report))),
+            Status::Unchanged => {
+                let recovered = self.failures.remove(&report.group).is_some();
+                (recovered || spawn_moved).then(|| WatchEvent::Group(Box::new(report)))
+            }
         }
     }
 }

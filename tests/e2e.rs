@@ -19,6 +19,8 @@ mod nanoclaw;
 mod npm;
 #[path = "e2e/recipes.rs"]
 mod recipes;
+#[path = "e2e/running.rs"]
+mod running;
 #[path = "e2e/settings.rs"]
 mod settings;
 #[path = "e2e/typescript.rs"]

@@ -137,8 +137,10 @@ export class ClawmdError extends Error {
 export interface Composed {
   /** This group's entry: what changed, warnings, `target`, `delivered`. */
   group: GroupReport;
-  /** `sha256:…` of the memory the agent receives: keep it with the container; another one later means restart it. */
+  /** `sha256:…` of the memory a new session of the agent loads (its own `CLAUDE.local.md` included). */
   memoryDigest: string;
+  /** `sha256:…` of what a container started now pins (its file binds' content): keep it with the container; restart the container when a later compose reports another one. It never moves with the agent's own memory, nor with what a running container sees at its next session (the managed folder, `.claude-fragments`, `/app/skills`). */
+  spawnDigest: string;
   /** What the group is composed as: backend, delivery mode, entry point (`CLAUDE.md`, `AGENTS.md`, `GEMINI.md`). */
   target: Target;
   /** Whether everything composed reaches the agent (always `complete` unless `allowIncomplete`). */
@@ -261,9 +263,9 @@ function interpretCompose(group: string, options: ComposeOptions, outcome: Outco
   if (entry.error !== null) {
     return fail(`${entry.error.code}: ${entry.error.message}`, entry.error.code, entry.error.file ?? null);
   }
-  const { memory_digest: memoryDigest, target, delivered } = entry;
-  if (memoryDigest === null || target === null || delivered === null) {
-    return fail("the report has no memory_digest, target or delivered verdict", "bad-output", null);
+  const { memory_digest: memoryDigest, spawn_digest: spawnDigest, target, delivered } = entry;
+  if (memoryDigest === null || spawnDigest === null || target === null || delivered === null) {
+    return fail("the report has no memory_digest, spawn_digest, target or delivered verdict", "bad-output", null);
   }
   if (!delivered.complete && options.allowIncomplete !== true) {
     return fail(
@@ -273,7 +275,7 @@ function interpretCompose(group: string, options: ComposeOptions, outcome: Outco
       target.file,
     );
   }
-  return { group: entry, memoryDigest, target, delivered, changed: entry.status === "changed", report };
+  return { group: entry, memoryDigest, spawnDigest, target, delivered, changed: entry.status === "changed", report };
 }
 
 /** What running clawmd gave. */
@@ -319,17 +321,30 @@ export function resolveBinary(options: Pick<ClawmdOptions, "binary" | "env"> = {
       // not installed here: try the next one
     }
   }
-  const libc = process.platform === "linux" ? ` (${linuxLibc()})` : "";
+  const libc = process.platform === "linux" ? linuxLibc() : null;
+  const named = `${platform}${libc !== null ? ` (${libc})` : ""}`;
   const packages = Object.values(PLATFORM_PACKAGES).flat().join(", ");
+  let message: string;
+  if (candidates.length === 0) {
+    // clawmd itself is Linux-only (syncfs, O_PATH handles): no build to point to elsewhere.
+    message =
+      `no clawmd binary for this platform, ${named}: clawmd runs only on Linux, where the clawmd ` +
+      `npm package brings one for ${Object.keys(PLATFORM_PACKAGES).join(", ")} (${packages}): ` +
+      "run the host on Linux, or set CLAWMD or pass options.binary to a clawmd binary that runs here";
+  } else if (libc !== null && !libc.startsWith("glibc")) {
+    message =
+      `no clawmd binary for this platform, ${named}: ${candidates.join(" or ")} is built for ` +
+      "glibc and npm installs it only there: build clawmd on this machine (`cargo install --path .` " +
+      "in its repository) and set CLAWMD or pass options.binary to it";
+  } else {
+    message =
+      `no clawmd binary for this platform, ${named}: ${candidates.join(" or ")} is not ` +
+      "installed (npm and pnpm install it with clawmd unless optional dependencies are omitted, " +
+      "or node_modules came from another platform): reinstall clawmd, or set CLAWMD or pass " +
+      "options.binary to a clawmd binary";
+  }
   throw new ClawmdError(
-    candidates.length === 0
-      ? `no clawmd binary for this platform, ${platform}${libc}: the clawmd npm package brings ` +
-          `one only for ${Object.keys(PLATFORM_PACKAGES).join(", ")} (${packages}); ` +
-          "set CLAWMD or pass options.binary to a clawmd built for this machine (`cargo install --path .` in its repository)"
-      : `no clawmd binary for this platform, ${platform}${libc}: ${candidates.join(" or ")} is not ` +
-          "installed (npm installs it with clawmd unless optional dependencies are omitted, or " +
-          "node_modules came from another platform): reinstall clawmd, or set CLAWMD or pass " +
-          "options.binary to a clawmd binary",
+    message,
     "no-binary",
     null,
     null,

@@ -31,8 +31,11 @@
 //! running container: the agent renames the folder above it, and the bind goes with it
 //! (measured; which is why `~/.config` is bound whole rather than `~/.config/opencode`).
 //!
-//! Everything here is pure: [`guard`] returns the files to write under the group's bind folder
-//! (`Layout::bind_dir`) and the binds to make.
+//! Everything here is pure but [`Bases::read`] (the runner's own files, read once per run with
+//! the shared sources): [`entries`] are the files a group's plan wants under its bind folder
+//! (`Layout::bind_dir`), diffed and applied with the rest of the plan under the group's lock
+//! (a guard no longer wanted is removed like any other stale file), and [`guard`] adds the
+//! binds `clawmd mounts` lists.
 
 use std::path::{Path, PathBuf};
 
@@ -40,9 +43,28 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{Budgets, Provider};
+use crate::plan::{Content, Desired, ManagedPath, Place};
 
 /// The folder, inside a group's bind folder, that holds its guard files.
 pub const GUARD_DIR: &str = "guard";
+
+/// Every folder a guard file can be in, relative to the group's bind folder, parents first:
+/// compose opens the ones that exist (to remove the files of a guard no longer wanted) and
+/// creates the ones its plan writes in.
+pub const GUARD_DIRS: [&str; 7] = [
+    GUARD_DIR,
+    "guard/codex",
+    "guard/gemini",
+    "guard/opencode",
+    OPENCODE_CONFIG_DIR,
+    OPENCODE_XDG_DIR,
+    "guard/opencode/xdg-config/opencode",
+];
+
+/// The folder bound at opencode's workspace and home config folders.
+const OPENCODE_CONFIG_DIR: &str = "guard/opencode/config";
+/// The folder bound at the agent's `~/.config`.
+const OPENCODE_XDG_DIR: &str = "guard/opencode/xdg-config";
 
 /// Codex's managed configuration file, which wins over the user's and a project's.
 pub const CODEX_MANAGED_CONFIG: &str = "/etc/codex/managed_config.toml";
@@ -54,20 +76,17 @@ pub const GEMINI_SYSTEM_SETTINGS: &str = "/etc/gemini-cli/settings.json";
 pub const OPENCODE_GITIGNORE: &str =
     "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore";
 
-/// The deployment's settings for guards (`clawmd.json`: `agentHome`, `geminiSystemSettings`).
+/// The deployment's settings for the guards' binds (`clawmd.json`: `agentHome`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuardSettings {
     /// The agent's home inside the container (default `/home/node`).
     pub agent_home: PathBuf,
-    /// The runner's own Gemini system settings on the host, merged into the guard's.
-    pub gemini_system_settings: Option<PathBuf>,
 }
 
 impl Default for GuardSettings {
     fn default() -> Self {
         GuardSettings {
             agent_home: PathBuf::from(crate::layout::DEFAULT_AGENT_HOME),
-            gemini_system_settings: None,
         }
     }
 }
@@ -75,54 +94,78 @@ impl Default for GuardSettings {
 /// The most bytes of the runner's Gemini system settings clawmd reads.
 pub const GEMINI_BASE_LIMIT: u64 = 1024 * 1024;
 
-/// The guards of one run: each backend's, worked out once (the runner's files read once).
-#[derive(Debug, Clone, Default)]
-pub struct Guards {
-    codex: Option<Guard>,
-    gemini: Option<Guard>,
-    opencode: Option<Guard>,
+/// What the runner's own files make of the guards (`geminiSystemSettings` in clawmd.json),
+/// read and merged once per run with the shared sources: the guard files do not depend on
+/// the group beyond its backend and budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bases {
+    /// Gemini's system settings: the runner's own (when it names a file) with clawmd's keys.
+    pub gemini_settings: Vec<u8>,
+    /// The runner's own Codex managed configuration (when it names a file), checked: UTF-8,
+    /// not setting `project_doc_max_bytes` (clawmd's key, put first).
+    pub codex_config: Option<String>,
 }
 
-impl Guards {
-    /// Every backend's guard for this deployment.
-    pub fn new(
-        budgets: &Budgets,
-        workspace: &Path,
-        settings: &GuardSettings,
-    ) -> Result<Self, GuardError> {
-        let paths = GuardPaths {
-            workspace,
-            home: &settings.agent_home,
-        };
-        let base = match &settings.gemini_system_settings {
+impl Bases {
+    /// Reads the runner's files `layout` names (`Layout::gemini_system_settings`).
+    pub fn read(layout: &crate::layout::Layout) -> Result<Self, GuardError> {
+        let base = match &layout.gemini_system_settings {
             None => None,
-            Some(path) => Some((
-                path.clone(),
-                crate::fsops::read_host_file(path, GEMINI_BASE_LIMIT)
-                    .map_err(GuardError::Read)?
-                    .ok_or_else(|| GuardError::GeminiBase {
-                        path: path.clone(),
-                        reason: "the file does not exist".to_owned(),
-                    })?,
-            )),
+            Some(path) => Some((path.clone(), read_runner_file(path)?)),
         };
         let base = base.as_ref().map(|(p, b)| (p.as_path(), b.as_slice()));
-        Ok(Guards {
-            codex: guard(Provider::Codex, budgets, paths, None)?,
-            gemini: guard(Provider::Gemini, budgets, paths, base)?,
-            opencode: guard(Provider::Opencode, budgets, paths, None)?,
+        let codex_config = match &layout.codex_managed_config {
+            None => None,
+            Some(path) => Some(codex_base(path, &read_runner_file(path)?)?),
+        };
+        Ok(Bases {
+            gemini_settings: gemini_system_settings(base)?,
+            codex_config,
         })
     }
 
-    /// The guard of `provider`'s groups.
-    pub fn of(&self, provider: Provider) -> Option<&Guard> {
-        match provider {
-            Provider::Claude => None,
-            Provider::Codex => self.codex.as_ref(),
-            Provider::Gemini => self.gemini.as_ref(),
-            Provider::Opencode => self.opencode.as_ref(),
+    /// The bases without any runner file.
+    pub fn builtin() -> Self {
+        Bases {
+            gemini_settings: gemini_system_settings(None).expect("no base cannot fail"),
+            codex_config: None,
         }
     }
+}
+
+impl Default for Bases {
+    fn default() -> Self {
+        Bases::builtin()
+    }
+}
+
+/// A runner's file the guards merge: its bytes (a missing file is an error naming it).
+fn read_runner_file(path: &Path) -> Result<Vec<u8>, GuardError> {
+    crate::fsops::read_host_file(path, GEMINI_BASE_LIMIT)
+        .map_err(GuardError::Read)?
+        .ok_or_else(|| GuardError::RunnerFile {
+            path: path.to_owned(),
+            reason: "the file does not exist".to_owned(),
+        })
+}
+
+/// The runner's Codex managed configuration, checked for the merge: clawmd puts its
+/// `project_doc_max_bytes` first (a top-level key before any table, whatever the runner's file
+/// holds), so the file must be UTF-8 and must not name that key anywhere (a second one would
+/// make the file invalid TOML, which Codex refuses).
+fn codex_base(path: &Path, bytes: &[u8]) -> Result<String, GuardError> {
+    let fail = |reason: &str| GuardError::RunnerFile {
+        path: path.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let text = std::str::from_utf8(bytes).map_err(|_| fail("it is not UTF-8"))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.contains("project_doc_max_bytes") {
+        return Err(fail(
+            "it sets project_doc_max_bytes, which clawmd sets to the Codex budget: remove it from the file (set `budgets.codex` in clawmd.json instead)",
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 /// What a guard promises about the composed document.
@@ -134,11 +177,13 @@ pub enum Guarantee {
     CannotBeDropped,
 }
 
-/// One file of a guard, under `<bind_dir>/guard/`.
+/// One file of a guard, in one of [`GUARD_DIRS`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuardFile {
-    /// The path under the guard folder (`codex/managed_config.toml`, …).
-    pub path: &'static str,
+    /// Its folder, relative to the bind folder (`guard/codex`, …).
+    pub dir: &'static str,
+    /// Its name.
+    pub name: &'static str,
     /// Its bytes.
     pub bytes: Vec<u8>,
 }
@@ -148,7 +193,7 @@ pub struct GuardFile {
 pub enum GuardSource {
     /// The group's composed entry point (wherever the mount table binds it from).
     EntryPoint,
-    /// A file or folder under `<bind_dir>/guard/`.
+    /// A file or folder under the bind folder (`guard/…`).
     Guard(&'static str),
 }
 
@@ -164,7 +209,7 @@ pub struct GuardBind {
 /// A backend's guard: the files to write and the read-only binds to make.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Guard {
-    /// Files under `<bind_dir>/guard/` (folders are created for them).
+    /// Files in [`GUARD_DIRS`] (compose plans them: [`entries`]).
     pub files: Vec<GuardFile>,
     /// Read-only binds, in the order to apply them (after the workspace and the home).
     pub binds: Vec<GuardBind>,
@@ -172,15 +217,15 @@ pub struct Guard {
 
 impl Guard {
     /// The guard's binds as `(host, container)` pairs, all read-only: `entry_point` is the
-    /// host file the mount table binds the composed document from, `guard_root` the group's
-    /// `<bind_dir>/guard`.
-    pub fn binds(&self, entry_point: &Path, guard_root: &Path) -> Vec<(PathBuf, PathBuf)> {
+    /// host file the mount table binds the composed document from, `bind_dir` the group's
+    /// bind folder.
+    pub fn binds(&self, entry_point: &Path, bind_dir: &Path) -> Vec<(PathBuf, PathBuf)> {
         self.binds
             .iter()
             .map(|bind| {
                 let host = match bind.source {
                     GuardSource::EntryPoint => entry_point.to_owned(),
-                    GuardSource::Guard(path) => guard_root.join(path),
+                    GuardSource::Guard(path) => bind_dir.join(path),
                 };
                 (host, bind.container.clone())
             })
@@ -205,6 +250,15 @@ pub enum GuardError {
         "cannot read the runner's Gemini system settings ({0}); fix the path of `geminiSystemSettings` in clawmd.json"
     )]
     Read(#[source] crate::fsops::FsError),
+    /// A runner's own file for a guard (`codexManagedConfig`, `geminiSystemSettings`) cannot
+    /// be read or merged.
+    #[error("{path}: the runner's file cannot be merged into clawmd's guard: {reason}")]
+    RunnerFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and the fix.
+        reason: String,
+    },
     /// The runner's own Gemini system settings are not a JSON object.
     #[error(
         "{path}: the runner's Gemini system settings must be a JSON object ({reason}); fix the file or remove `geminiSystemSettings` from clawmd.json"
@@ -218,98 +272,110 @@ pub enum GuardError {
 }
 
 /// The guard of `provider`'s groups, or `None` for Claude Code (whose guardrails are its own
-/// delivery's). `gemini_base`: the runner's own Gemini system settings (path and bytes), kept
-/// whole with clawmd's keys merged in.
+/// delivery's): its files (`bases`: the runner's own, merged) and its binds.
 pub fn guard(
     provider: Provider,
     budgets: &Budgets,
     paths: GuardPaths<'_>,
-    gemini_base: Option<(&Path, &[u8])>,
-) -> Result<Option<Guard>, GuardError> {
+    bases: &Bases,
+) -> Option<Guard> {
+    Some(Guard {
+        files: files(provider, budgets, bases)?,
+        binds: binds(provider, paths)?,
+    })
+}
+
+/// What a group of `provider` plans in its guard folders: the guard's files, each a
+/// [`Place::Guard`] entry (none for Claude Code).
+pub fn entries(provider: Provider, budgets: &Budgets, bases: &Bases) -> Vec<Desired> {
+    files(provider, budgets, bases)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|file| Desired {
+            path: ManagedPath {
+                place: Place::Guard(file.dir),
+                name: file.name.to_owned(),
+            },
+            content: Content::File(file.bytes),
+        })
+        .collect()
+}
+
+fn files(provider: Provider, budgets: &Budgets, bases: &Bases) -> Option<Vec<GuardFile>> {
+    let file = |dir, name, bytes: Vec<u8>| GuardFile { dir, name, bytes };
+    let gitignore = || OPENCODE_GITIGNORE.as_bytes().to_vec();
+    Some(match provider {
+        Provider::Claude => return None,
+        Provider::Codex => vec![file(
+            "guard/codex",
+            "managed_config.toml",
+            codex_managed_config(budgets.codex, bases.codex_config.as_deref()).into_bytes(),
+        )],
+        Provider::Gemini => vec![file(
+            "guard/gemini",
+            "settings.json",
+            bases.gemini_settings.clone(),
+        )],
+        Provider::Opencode => vec![
+            file(OPENCODE_CONFIG_DIR, ".gitignore", gitignore()),
+            file(
+                "guard/opencode/xdg-config/opencode",
+                ".gitignore",
+                gitignore(),
+            ),
+            file("guard/opencode", "opencode.json", b"{}\n".to_vec()),
+        ],
+    })
+}
+
+fn binds(provider: Provider, paths: GuardPaths<'_>) -> Option<Vec<GuardBind>> {
     let ws = paths.workspace;
     let home = paths.home;
-    let guard = match provider {
-        Provider::Claude => return Ok(None),
-        Provider::Codex => Guard {
-            files: vec![GuardFile {
-                path: "codex/managed_config.toml",
-                bytes: codex_managed_config(budgets.codex).into_bytes(),
-            }],
-            binds: vec![
-                GuardBind {
-                    source: GuardSource::EntryPoint,
-                    container: ws.join("AGENTS.override.md"),
-                },
-                GuardBind {
-                    source: GuardSource::Guard("codex/managed_config.toml"),
-                    container: PathBuf::from(CODEX_MANAGED_CONFIG),
-                },
-            ],
-        },
-        Provider::Gemini => Guard {
-            files: vec![GuardFile {
-                path: "gemini/settings.json",
-                bytes: gemini_system_settings(gemini_base)?,
-            }],
-            binds: vec![GuardBind {
-                source: GuardSource::Guard("gemini/settings.json"),
-                container: PathBuf::from(GEMINI_SYSTEM_SETTINGS),
-            }],
-        },
+    let bind = |source, container: PathBuf| GuardBind { source, container };
+    Some(match provider {
+        Provider::Claude => return None,
+        Provider::Codex => vec![
+            bind(GuardSource::EntryPoint, ws.join("AGENTS.override.md")),
+            bind(
+                GuardSource::Guard("guard/codex/managed_config.toml"),
+                PathBuf::from(CODEX_MANAGED_CONFIG),
+            ),
+        ],
+        Provider::Gemini => vec![bind(
+            GuardSource::Guard("guard/gemini/settings.json"),
+            PathBuf::from(GEMINI_SYSTEM_SETTINGS),
+        )],
         Provider::Opencode => {
-            let dir = GuardSource::Guard("opencode/config");
-            let empty = GuardSource::Guard("opencode/opencode.json");
-            Guard {
-                files: vec![
-                    GuardFile {
-                        path: "opencode/config/.gitignore",
-                        bytes: OPENCODE_GITIGNORE.as_bytes().to_vec(),
-                    },
-                    GuardFile {
-                        path: "opencode/xdg-config/opencode/.gitignore",
-                        bytes: OPENCODE_GITIGNORE.as_bytes().to_vec(),
-                    },
-                    GuardFile {
-                        path: "opencode/opencode.json",
-                        bytes: b"{}\n".to_vec(),
-                    },
-                ],
-                binds: vec![
-                    GuardBind {
-                        source: dir,
-                        container: ws.join(".opencode"),
-                    },
-                    GuardBind {
-                        source: empty,
-                        container: ws.join("opencode.json"),
-                    },
-                    GuardBind {
-                        source: empty,
-                        container: ws.join("opencode.jsonc"),
-                    },
-                    GuardBind {
-                        source: dir,
-                        container: home.join(".opencode"),
-                    },
-                    GuardBind {
-                        source: GuardSource::Guard("opencode/xdg-config"),
-                        container: home.join(".config"),
-                    },
-                ],
-            }
+            let dir = GuardSource::Guard(OPENCODE_CONFIG_DIR);
+            let empty = GuardSource::Guard("guard/opencode/opencode.json");
+            vec![
+                bind(dir, ws.join(".opencode")),
+                bind(empty, ws.join("opencode.json")),
+                bind(empty, ws.join("opencode.jsonc")),
+                bind(dir, home.join(".opencode")),
+                bind(GuardSource::Guard(OPENCODE_XDG_DIR), home.join(".config")),
+            ]
         }
-    };
-    Ok(Some(guard))
+    })
 }
 
 /// Codex's managed configuration: `project_doc_max_bytes` at least the budget (the document is
-/// composed within it, so Codex reads all of it).
-fn codex_managed_config(budget: u64) -> String {
-    format!(
+/// composed within it, so Codex reads all of it), first, then the runner's own (`base`, kept
+/// whole: [`codex_base`] checked it does not set that key).
+fn codex_managed_config(budget: u64, base: Option<&str>) -> String {
+    let mut config = format!(
         "# Written by clawmd: keeps the composed AGENTS.md whole (managed configuration wins over\n\
          # ~/.codex/config.toml and a trusted project's .codex/config.toml).\n\
          project_doc_max_bytes = {budget}\n"
-    )
+    );
+    if let Some(base) = base {
+        config.push_str("\n# The runner's own managed configuration (codexManagedConfig):\n");
+        config.push_str(base);
+        if !base.ends_with('\n') {
+            config.push('\n');
+        }
+    }
+    config
 }
 
 /// Gemini's system settings: the runner's own, with `hooksConfig.enabled` set to false.
@@ -373,12 +439,14 @@ mod tests {
         }
     }
 
+    fn of(provider: Provider, budgets: &Budgets) -> Option<Guard> {
+        guard(provider, budgets, paths(), &Bases::builtin())
+    }
+
     #[test]
     fn claude_has_no_guard_here() {
-        assert_eq!(
-            guard(Provider::Claude, &Budgets::default(), paths(), None).unwrap(),
-            None
-        );
+        assert_eq!(of(Provider::Claude, &Budgets::default()), None);
+        assert!(entries(Provider::Claude, &Budgets::default(), &Bases::builtin()).is_empty());
     }
 
     #[test]
@@ -387,9 +455,7 @@ mod tests {
             codex: 65536,
             ..Budgets::default()
         };
-        let guard = guard(Provider::Codex, &budgets, paths(), None)
-            .unwrap()
-            .unwrap();
+        let guard = of(Provider::Codex, &budgets).unwrap();
         let config = String::from_utf8(guard.files[0].bytes.clone()).unwrap();
         assert!(config.lines().any(|l| l == "project_doc_max_bytes = 65536"));
         assert_eq!(
@@ -403,26 +469,46 @@ mod tests {
     }
 
     #[test]
+    fn codex_keeps_the_runners_config_after_the_budget() {
+        let base = "model = \"o4\"\n\n[model_providers.local]\nbase_url = \"http://x\"";
+        let checked = codex_base(Path::new("/srv/codex.toml"), base.as_bytes()).unwrap();
+        let bases = Bases {
+            codex_config: Some(checked),
+            ..Bases::builtin()
+        };
+        let guard = guard(Provider::Codex, &Budgets::default(), paths(), &bases).unwrap();
+        let config = String::from_utf8(guard.files[0].bytes.clone()).unwrap();
+        let pin = config.find("project_doc_max_bytes = ").unwrap();
+        assert!(pin < config.find("model = ").unwrap(), "{config}");
+        assert!(config.ends_with("base_url = \"http://x\"\n"), "{config}");
+        // Before any table: a top-level key.
+        assert!(pin < config.find('[').unwrap(), "{config}");
+    }
+
+    #[test]
+    fn a_codex_base_that_sets_the_budget_or_is_not_text_is_refused_naming_the_file() {
+        for bad in [
+            &b"project_doc_max_bytes = 1\n"[..],
+            b"[x]\nproject_doc_max_bytes = 1",
+            b"\xff",
+        ] {
+            let err = codex_base(Path::new("/srv/codex.toml"), bad).unwrap_err();
+            assert!(err.to_string().contains("/srv/codex.toml"), "{err}");
+        }
+    }
+
+    #[test]
     fn gemini_keeps_the_runners_settings_and_turns_hooks_off() {
         let base = br#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"hooksConfig":{"enabled":true,"notifications":false}}"#;
-        let guard = guard(
-            Provider::Gemini,
-            &Budgets::default(),
-            paths(),
-            Some((Path::new("/srv/gemini.json"), base)),
-        )
-        .unwrap()
-        .unwrap();
-        let merged: Value = serde_json::from_slice(&guard.files[0].bytes).unwrap();
+        let bytes = gemini_system_settings(Some((Path::new("/srv/gemini.json"), base))).unwrap();
+        let merged: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(merged["security"]["auth"]["selectedType"], "gemini-api-key");
         assert_eq!(merged["hooksConfig"]["enabled"], false);
         assert_eq!(merged["hooksConfig"]["notifications"], false);
+        let guard = of(Provider::Gemini, &Budgets::default()).unwrap();
         assert_eq!(guard.binds[0].container, Path::new(GEMINI_SYSTEM_SETTINGS));
         // Without a base: only the pin.
-        let alone = super::guard(Provider::Gemini, &Budgets::default(), paths(), None)
-            .unwrap()
-            .unwrap();
-        let alone: Value = serde_json::from_slice(&alone.files[0].bytes).unwrap();
+        let alone: Value = serde_json::from_slice(&guard.files[0].bytes).unwrap();
         assert_eq!(
             alone,
             serde_json::json!({"hooksConfig": {"enabled": false}})
@@ -432,22 +518,42 @@ mod tests {
     #[test]
     fn a_gemini_base_that_is_not_an_object_is_refused_naming_the_file() {
         for bad in [&b"[1]"[..], b"{", b"\xff"] {
-            let err = guard(
-                Provider::Gemini,
-                &Budgets::default(),
-                paths(),
-                Some((Path::new("/srv/gemini.json"), bad)),
-            )
-            .unwrap_err();
+            let err =
+                gemini_system_settings(Some((Path::new("/srv/gemini.json"), bad))).unwrap_err();
             assert!(err.to_string().contains("/srv/gemini.json"), "{err}");
+        }
+    }
+
+    /// Every guard file is in one of [`GUARD_DIRS`] (which compose opens, creates and prunes),
+    /// and every bind's source is a guard file or one of those folders.
+    #[test]
+    fn every_guard_file_and_bind_is_in_the_guard_folders() {
+        for provider in [Provider::Codex, Provider::Gemini, Provider::Opencode] {
+            let guard = of(provider, &Budgets::default()).unwrap();
+            for file in &guard.files {
+                assert!(GUARD_DIRS.contains(&file.dir), "{file:?}");
+            }
+            for bind in &guard.binds {
+                let GuardSource::Guard(path) = bind.source else {
+                    continue;
+                };
+                let is_file = guard
+                    .files
+                    .iter()
+                    .any(|f| format!("{}/{}", f.dir, f.name) == path);
+                assert!(is_file || GUARD_DIRS.contains(&path), "{path}");
+            }
+        }
+        // Parents first.
+        for (i, dir) in GUARD_DIRS.iter().enumerate().skip(1) {
+            let parent = Path::new(dir).parent().unwrap().to_str().unwrap();
+            assert!(GUARD_DIRS[..i].contains(&parent), "{dir}");
         }
     }
 
     #[test]
     fn opencode_closes_every_config_folder_and_project_file() {
-        let guard = guard(Provider::Opencode, &Budgets::default(), paths(), None)
-            .unwrap()
-            .unwrap();
+        let guard = of(Provider::Opencode, &Budgets::default()).unwrap();
         let points: Vec<_> = guard.binds.iter().map(|b| b.container.clone()).collect();
         for expected in [
             "/workspace/agent/.opencode",
@@ -458,18 +564,8 @@ mod tests {
         ] {
             assert!(points.contains(&PathBuf::from(expected)), "{expected}");
         }
-        // Every source is a guard file or the folder of one.
         for bind in &guard.binds {
-            let GuardSource::Guard(path) = bind.source else {
-                panic!("{bind:?}")
-            };
-            assert!(
-                guard
-                    .files
-                    .iter()
-                    .any(|f| f.path == path || f.path.starts_with(&format!("{path}/"))),
-                "{path}"
-            );
+            assert!(matches!(bind.source, GuardSource::Guard(_)), "{bind:?}");
         }
     }
 }

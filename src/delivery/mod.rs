@@ -38,6 +38,7 @@ use crate::plan::{
 };
 use crate::recipe::MemoryFile;
 use crate::sources::GroupParts;
+use crate::sources::alone::Form;
 
 pub use crate::sources::{Section, SectionId};
 pub use document::{Dropped, LocalMemory};
@@ -379,6 +380,18 @@ pub fn plan_delivery(
         // The host's own managed policy first: the group's managed folder hides the image's.
         all.insert(0, section);
     }
+    // Each source as the release loads that file alone (frontmatter, comments, line endings,
+    // its imports from its own folder to the depth limit), closed so that it cannot change
+    // how the next is read.
+    let form = match target.delivery {
+        _ if target.provider.is_flat() => Form::Document,
+        Delivery::Link => Form::Link,
+        Delivery::Copy => Form::OwnFile,
+        Delivery::Inline | Delivery::Managed => Form::Document,
+    };
+    for section in &mut all {
+        crate::sources::alone::prepare(section, settings.claude_version, form);
+    }
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,
         Some(bytes) if target.provider.is_flat() => LocalMemory::Inline(bytes),
@@ -441,9 +454,17 @@ pub fn plan_delivery(
             composed_claude_md(&imports)
         }
         _ => {
+            // What the agent can write (a group file, the group's own skills) is never the
+            // operator's policy: it goes in the workspace's entry point, after the guardrails.
+            let (own, policy): (Vec<Section>, Vec<Section>) =
+                fitted.kept.iter().cloned().partition(|s| s.group_owned);
+            let managed_document = match own.is_empty() {
+                true => last_document.take(),
+                false => document::document(&policy, LocalMemory::None),
+            };
             entries.push(Desired {
                 path: ManagedPath::managed(names::CLAUDE_MD),
-                content: Content::File(last_document.take()),
+                content: Content::File(managed_document),
             });
             let (settings_file, settings_warnings) = managed::settings_file(sources);
             warnings.extend(settings_warnings);
@@ -457,7 +478,11 @@ pub fn plan_delivery(
                     content: Content::File(bytes.to_vec()),
                 });
             }
-            composed_claude_md(&local_import)
+            match own.is_empty() {
+                true => composed_claude_md(&local_import),
+                false if has_memory => document::document(&own, LocalMemory::Import),
+                false => document::document(&own, LocalMemory::None),
+            }
         }
     };
     if has_memory {

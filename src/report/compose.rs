@@ -74,6 +74,29 @@ pub struct GroupReport {
     /// `sha256:<hex>` of the memory the agent will receive; `null` in a dry run or for a
     /// failed group.
     pub memory_digest: Option<String>,
+    /// `sha256:<hex>` of what a container started earlier cannot see without a restart: the
+    /// content behind the binds of `clawmd mounts` that pin a file at spawn (the entry point
+    /// bound from the state folder, `container.json`, `/app/CLAUDE.md` in link delivery, guard
+    /// files bound as files), never what a running container sees at its next session (the
+    /// managed folder, `.claude-fragments`, `/app/skills`) nor the agent's own memory. A runner
+    /// restarts a container when this differs from the one it spawned it with. `null` for a
+    /// failed group.
+    pub spawn_digest: Option<String>,
+    /// For a changed group: when a container already running sees the change: at its next
+    /// session (only folder binds' content changed) or only after a restart (a file bind's
+    /// source was replaced); `null` when nothing changed or the group failed.
+    pub running_container: Option<SeenWhen>,
+}
+
+/// When a running container sees a recompose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SeenWhen {
+    /// Every changed file is in a folder the container binds: its next session loads it.
+    NextSession,
+    /// A changed file is the source of a file bind: the container keeps the old content
+    /// until it restarts.
+    AfterRestart,
 }
 
 /// Whether everything composed reaches the agent.
@@ -125,6 +148,8 @@ impl GroupReport {
             dropped: Vec::new(),
             delivered: None,
             memory_digest: None,
+            spawn_digest: None,
+            running_container: None,
         }
     }
 
@@ -367,6 +392,9 @@ pub(crate) fn write_group(out: &mut Lines, group: &GroupReport, detail: Detail, 
                 Tone::Changed,
                 format!("{name}: {}", verb("updated", "would update")),
             );
+            if let Some(when) = group.running_container {
+                out.out(Tone::Note, format!("  {}", seen_when(when, dry_run)));
+            }
             for rescued in &group.rescued {
                 out.out(
                     Tone::Warning,
@@ -396,6 +424,24 @@ pub(crate) fn write_group(out: &mut Lines, group: &GroupReport, detail: Detail, 
         );
     }
     write_delivery(out, group);
+}
+
+/// What a running container of the group sees of the change.
+fn seen_when(when: SeenWhen, dry_run: bool) -> &'static str {
+    match (when, dry_run) {
+        (SeenWhen::NextSession, false) => {
+            "a running container sees this at its next session (no restart needed)"
+        }
+        (SeenWhen::NextSession, true) => {
+            "a running container would see this at its next session (no restart needed)"
+        }
+        (SeenWhen::AfterRestart, false) => {
+            "a running container sees this only after a restart (a file it binds was replaced)"
+        }
+        (SeenWhen::AfterRestart, true) => {
+            "a running container would see this only after a restart (a file it binds would be replaced)"
+        }
+    }
 }
 
 fn write_delivery(out: &mut Lines, group: &GroupReport) {

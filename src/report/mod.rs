@@ -24,7 +24,7 @@ pub mod watch;
 
 pub use check::{CheckReport, Finding, GroupCheck, Severity};
 pub use codes::Code;
-pub use compose::{ComposeReport, EntryChange, GroupReport, Rescued, Summary};
+pub use compose::{ComposeReport, EntryChange, GroupReport, Rescued, SeenWhen, Summary};
 pub use kind::SchemaKind;
 pub use migrate::{ActionReport, MigrateGroupReport, MigrateReport};
 pub use watch::{WatchEvent, WatchLine};

@@ -15,8 +15,10 @@ pub enum WatchEvent {
     /// A group's composition changed (`status: "changed"`: compare its `spawn_digest` with the
     /// one its running container was started with), its compose failed (`"failed"`, reported
     /// once per distinct error; the group was left as it was), or it is back to its composed
-    /// state after a failure (`"unchanged"`). The fields are those of a group in compose's
-    /// report.
+    /// state after a failure, or its composition is the same but its `spawn_digest` moved (its
+    /// `container.json`, a file bind's source, changed) (`"unchanged"`). The fields are those
+    /// of a group in compose's report: a runner restarts a container whose `spawn_digest`
+    /// differs from the one it was started with.
     Group(Box<GroupReport>),
     /// A watched group's folder is gone.
     Removed {

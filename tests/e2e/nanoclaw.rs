@@ -405,3 +405,27 @@ fn link_delivery_is_judged_for_the_pinned_release() {
         assert!(block.contains("The user is Sam"));
     }
 }
+
+/// `scripts/nanoclaw-adoption` (the operator's check of a nanoclaw checkout, docs/nanoclaw.md)
+/// passes on the nanoclaw fixture as a checkout, with the CLI it pins: nanoclaw's own migration
+/// and composer first, then the swap; and a fresh clone. It counts its checks.
+#[test]
+fn the_adoption_check_passes_on_a_nanoclaw_checkout() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tools = nanoclaw_tools();
+    let output = Command::new(repo.join("scripts/nanoclaw-adoption"))
+        .arg(repo.join("tests/fixtures/nanoclaw"))
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_clawmd"))
+        .arg("--claude")
+        .arg(&tools.claude)
+        .env("CLAWMD_E2E_CACHE", e2e_cache())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("21 of 21 checks pass"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -2,17 +2,18 @@
 // PATH and no CLAWMD: plain JavaScript, no TypeScript anywhere. It composes each group named on
 // the command line before "spawning" it, the async way and the sync way, asks for the binds of
 // its container, and prints what it got as JSON: the binary the package resolved, and per
-// group the verdict (or the error) and the binds.
+// group the verdict (or the error) and the binds (async and sync).
 import {
   ClawmdError,
   composeBeforeSpawn,
   composeBeforeSpawnSync,
   mounts,
+  mountsSync,
   resolveBinary,
 } from "clawmd";
 
 const root = process.env.DEPLOYMENT;
-const out = { binary: null, binaryError: null, groups: {}, sync: {}, mounts: {} };
+const out = { binary: null, binaryError: null, groups: {}, sync: {}, mounts: {}, mountsSync: {} };
 const failure = (err) =>
   err instanceof ClawmdError
     ? { name: err.name, code: err.code, message: err.message }
@@ -45,6 +46,11 @@ for (const group of process.argv.slice(2)) {
     out.mounts[group] = await mounts(group, { root });
   } catch (err) {
     out.mounts[group] = { error: failure(err) };
+  }
+  try {
+    out.mountsSync[group] = mountsSync(group, { root });
+  } catch (err) {
+    out.mountsSync[group] = { error: failure(err) };
   }
 }
 process.stdout.write(JSON.stringify(out));

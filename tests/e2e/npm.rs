@@ -221,6 +221,10 @@ fn npm_package_installs_offline_and_composes_the_example_deployment() {
             "readonly": true,
         });
         assert!(binds.contains(&managed), "{group}: {managed} in {got}");
+        assert_eq!(
+            got["mountsSync"][group], got["mounts"][group],
+            "{group}: {got}"
+        );
     }
 
     // `CLAWMD` still wins over the package's binary.
@@ -304,6 +308,48 @@ try {
             message.contains(&format!("@clawmd/{platform}-gnu")),
             "{message}"
         );
+        assert!(message.contains("CLAWMD"), "{message}");
+    }
+
+    // No package can fit: another OS (nanoclaw's hosts also run on macOS), or a Linux whose libc
+    // is not glibc (npm installs the -gnu package only on glibc). The message names the
+    // platform and what to do there. (process.platform, process.arch and the libc the report
+    // gives are what the package reads; the script overrides them before it resolves.)
+    let pretend = r#"import { resolveBinary } from "clawmd";
+const [platform, arch, libc] = process.argv.slice(1);
+Object.defineProperty(process, "platform", { value: platform });
+Object.defineProperty(process, "arch", { value: arch });
+if (libc === "musl") {
+  const real = process.report.getReport.bind(process.report);
+  process.report.getReport = () => ({ ...real(), header: { ...real().header, glibcVersionRuntime: undefined } });
+}
+try {
+  process.stdout.write(JSON.stringify({ binary: resolveBinary() }));
+} catch (err) {
+  process.stdout.write(JSON.stringify({ code: err.code, message: err.message }));
+}
+"#;
+    for (platform, arch, libc, says) in [
+        (
+            "darwin",
+            "arm64",
+            "",
+            ["darwin-arm64:", "runs only on Linux", "linux-x64"],
+        ),
+        (
+            "linux",
+            "x64",
+            "musl",
+            ["linux-x64 (not glibc)", "built for glibc", "cargo install"],
+        ),
+    ] {
+        let args = ["--input-type=module", "-e", pretend, platform, arch, libc].map(OsStr::new);
+        let got = host(&path.join("node"), &args, &bare, &path, &[]);
+        assert_eq!(got["code"], "no-binary", "{platform}-{arch} {libc}: {got}");
+        let message = got["message"].as_str().unwrap();
+        for said in says {
+            assert!(message.contains(said), "{said:?} in {message}");
+        }
         assert!(message.contains("CLAWMD"), "{message}");
     }
 }

@@ -30,8 +30,10 @@ fn render_matches(d: &Deployment, group: &str, real: &str) {
     assert_eq!(render, printed(real), "render differs from the real block");
 }
 
+/// In managed delivery (the default) the persona, which the agent can rewrite, reaches it as the
+/// workspace's own text, after the operator's policy, never labelled as that policy.
 #[test]
-fn persona_first_reaches_the_agent_first() {
+fn persona_first_reaches_the_agent_as_its_own_text() {
     let d = Deployment::example().with_recipe("persona-first").file(
         "groups/main/persona.md",
         "# Persona\n\nYou are Ada. Notes: @./notes.md\n",
@@ -43,9 +45,11 @@ fn persona_first_reaches_the_agent_first() {
         in_order(
             &block,
             &[
-                "You are Ada",
+                "(organization-managed policy instructions)",
                 "# Shared base for every agent",
                 "Instructions for the MCP server `notes-db`",
+                "Contents of /workspace/agent/CLAUDE.md (project instructions",
+                "You are Ada",
                 "# Main group memory",
             ],
         );
@@ -76,10 +80,12 @@ fn memory_folder_reaches_the_agent_without_a_local_memory() {
         in_order(
             &block,
             &[
-                "STANDING: page the human",
+                "(organization-managed policy instructions)",
                 "# Shared base for every agent",
                 "# Your memory",
                 "You can read incidents",
+                "Contents of /workspace/agent/CLAUDE.md (project instructions",
+                "STANDING: page the human",
             ],
         );
         assert!(!block.contains("Sam is on call"), "{consumer}: {block}");

@@ -627,6 +627,7 @@ fn dry_run_reports_the_plan_and_writes_nothing() {
     assert!(!d.exists("groups/.clawmd-locks"));
     insta::assert_snapshot!(run.stdout(), @r"
     g: would update
+      a running container would see this only after a restart (a file it binds would be replaced)
       + state:managed/CLAUDE.md
       + state:managed/managed-settings.json
       + CLAUDE.local.md
@@ -641,6 +642,7 @@ fn dry_run_reports_the_plan_and_writes_nothing() {
     assert_eq!(d.snapshot(), before);
     insta::assert_snapshot!(run.stdout(), @r#"
     g: would update
+      a running container would see this only after a restart (a file it binds would be replaced)
       + .claude-fragments/.claude-shared.md -> /app/CLAUDE.md
       + .claude-fragments/hello.md -> /app/skills/hello/instructions.md
       + .claude-fragments/web.md -> /app/skills/web/instructions.md
@@ -1653,4 +1655,240 @@ fn only_copy_and_link_delivery_need_the_fragments_folder_the_runner_binds() {
         assert_eq!(kind(&d, "groups/g/.claude-fragments"), "dir");
         assert!(binds(&d).contains(&"/workspace/agent/.claude-fragments".to_owned()));
     }
+}
+
+/// A Codex, Gemini CLI or opencode group's guard files are part of its plan: written under
+/// the group's lock with the rest, kept when right, and removed when the group's backend no
+/// longer wants them (codex -> claude -> gemini -> opencode -> claude).
+#[test]
+fn guard_files_follow_the_groups_backend() {
+    let d = Deployment::standard().group("g", Some(r#"{"provider": "codex"}"#));
+    let codex = "groups/.clawmd/binds/g/guard/codex/managed_config.toml";
+    let gemini = "groups/.clawmd/binds/g/guard/gemini/settings.json";
+    let opencode = [
+        "groups/.clawmd/binds/g/guard/opencode/opencode.json",
+        "groups/.clawmd/binds/g/guard/opencode/config/.gitignore",
+        "groups/.clawmd/binds/g/guard/opencode/xdg-config/opencode/.gitignore",
+    ];
+    let compose = |config: &str| {
+        d.write("groups/g/container.json", config.as_bytes());
+        let run = d.run(["compose", "g", "--json"]);
+        assert_eq!(run.code(), 0, "{}", run.output());
+        run.json()["groups"][0].clone()
+    };
+    let written = |report: &serde_json::Value, path: &str| {
+        report["created"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(report["replaced"].as_array().unwrap())
+            .any(|c| c["path"] == path)
+    };
+    let removed = |report: &serde_json::Value, path: &str| {
+        report["removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["path"] == path)
+    };
+    let report = compose(r#"{"provider": "codex"}"#);
+    assert!(
+        written(&report, "state:guard/codex/managed_config.toml"),
+        "{report:#}"
+    );
+    assert!(d.read(codex).contains("project_doc_max_bytes = "));
+    // A second run keeps it (a no-op).
+    let report = compose(r#"{"provider": "codex"}"#);
+    assert_eq!(report["status"], "unchanged", "{report:#}");
+    // Claude Code: no guard of its own; the Codex one goes.
+    let report = compose("{}");
+    assert!(
+        removed(&report, "state:guard/codex/managed_config.toml"),
+        "{report:#}"
+    );
+    assert!(!d.exists(codex));
+    let report = compose(r#"{"provider": "gemini"}"#);
+    assert!(
+        written(&report, "state:guard/gemini/settings.json"),
+        "{report:#}"
+    );
+    assert!(!d.exists(codex));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&d.read(gemini)).unwrap(),
+        serde_json::json!({"hooksConfig": {"enabled": false}})
+    );
+    compose(r#"{"provider": "opencode"}"#);
+    assert!(!d.exists(gemini));
+    for path in opencode {
+        assert!(d.exists(path), "{path}");
+    }
+    compose("{}");
+    for path in opencode.iter().chain([&codex, &gemini]) {
+        assert!(!d.exists(path), "{path}");
+    }
+    // check agrees that the group is as planned.
+    assert_eq!(d.run(["check", "g"]).code(), 0);
+}
+
+/// A compose interrupted while writing a guard file leaves its temp recorded in the group's
+/// journal: the next run removes it (and reports it cleaned), like any other temp.
+#[test]
+fn an_interrupted_guard_write_is_cleaned_by_the_next_run() {
+    let d = Deployment::standard().group("g", Some(r#"{"provider": "gemini"}"#));
+    let folder = "groups/.clawmd/binds/g/guard/gemini";
+    let temps = d.crash_leaving_temps(&["compose", "g"], &[folder]);
+    let run = d.run(["compose", "g", "--json"]);
+    assert_eq!(run.code(), 0, "{}", run.output());
+    let cleaned = run.json()["groups"][0]["cleaned"].clone();
+    for temp in temps.iter().filter(|t| t.starts_with(folder)) {
+        assert!(
+            cleaned
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c.as_str().unwrap().ends_with(temp.as_str())),
+            "{temp} not in {cleaned}"
+        );
+        assert!(!d.exists(temp), "{temp}");
+    }
+    assert!(d.exists(&format!("{folder}/settings.json")));
+}
+
+/// `spawn_digest` follows what a running container pins at spawn (the file binds of `clawmd
+/// mounts`), per delivery mode and backend: never the agent's own memory, never what a folder
+/// bind shows live; `memory_digest` still follows everything a new session loads.
+#[test]
+fn spawn_digest_moves_only_with_what_a_running_container_pins() {
+    let d = Deployment::standard().group("g", Some(r#"{"skills": "all"}"#));
+    let digests = |args: &[&str]| {
+        let mut all = vec!["compose", "g", "--json"];
+        all.extend_from_slice(args);
+        let run = d.run(all);
+        assert_eq!(run.code(), 0, "{}", run.output());
+        let group = run.json()["groups"][0].clone();
+        let digest = |key: &str| group[key].as_str().unwrap().to_owned();
+        (digest("spawn_digest"), digest("memory_digest"))
+    };
+    // (flags, config, what a change of a skill's text does to the pinned content)
+    let cases: [(&[&str], &str, bool); 5] = [
+        (&["--delivery", "managed"], r#"{"skills": "all"}"#, false),
+        (&["--delivery", "inline"], r#"{"skills": "all"}"#, true),
+        (&["--delivery", "copy"], r#"{"skills": "all"}"#, false),
+        (&["--delivery", "link"], r#"{"skills": "all"}"#, false),
+        (&[], r#"{"skills": "all", "provider": "codex"}"#, true),
+    ];
+    for (n, (flags, config, skill_pinned)) in cases.into_iter().enumerate() {
+        d.write("groups/g/container.json", config.as_bytes());
+        let (spawn, memory) = digests(flags);
+        // The agent writes its memory: a new session loads it, nothing pinned moved.
+        d.write("groups/g/CLAUDE.local.md", format!("note {n}\n").as_bytes());
+        let (spawn_after, memory_after) = digests(flags);
+        assert_eq!(spawn_after, spawn, "{flags:?} {config}: local memory");
+        assert_ne!(memory_after, memory, "{flags:?} {config}: local memory");
+        // A skill's text changes.
+        d.write(
+            "container/skills/web/instructions.md",
+            format!("WEB {n}\n").as_bytes(),
+        );
+        let (spawn_after, _) = digests(flags);
+        assert_eq!(
+            spawn_after != spawn,
+            skill_pinned,
+            "{flags:?} {config}: skill"
+        );
+        let spawn = spawn_after;
+        // container.json is bound as a file: a change of it (a runner's own key) is pinned.
+        let with_key = config.replacen('{', r#"{"runnerKey": 1, "#, 1);
+        d.write("groups/g/container.json", with_key.as_bytes());
+        let (spawn_after, _) = digests(flags);
+        assert_ne!(spawn_after, spawn, "{flags:?} {config}: container.json");
+    }
+    // Link delivery binds container/CLAUDE.md as a file at /app/CLAUDE.md.
+    d.write("groups/g/container.json", br#"{"skills": "all"}"#);
+    let (spawn, _) = digests(&["--delivery", "link"]);
+    d.write("container/CLAUDE.md", b"BASE, edited\n");
+    let (spawn_after, _) = digests(&["--delivery", "link"]);
+    assert_ne!(spawn_after, spawn, "link: /app/CLAUDE.md");
+    // Managed delivery: the shared base is in the managed folder, seen live.
+    let (spawn, _) = digests(&["--delivery", "managed"]);
+    d.write("container/CLAUDE.md", b"BASE, edited again\n");
+    let (spawn_after, _) = digests(&["--delivery", "managed"]);
+    assert_eq!(spawn_after, spawn, "managed: shared base");
+}
+
+/// compose says, for a changed group, whether a running container sees the change at its next
+/// session (only a bound folder's content changed) or only after a restart (a file bind's
+/// source was replaced).
+#[test]
+fn compose_says_when_a_running_container_sees_the_change() {
+    let d = Deployment::standard().group("g", Some(r#"{"skills": ["web"]}"#));
+    d.run(["compose", "g"]).success();
+    d.write("container/skills/web/instructions.md", b"WEB, edited\n");
+    let live = d.run(["compose", "g"]).success();
+    d.run(["compose", "g", "--delivery", "inline"]).success();
+    d.write(
+        "container/skills/web/instructions.md",
+        b"WEB, edited again\n",
+    );
+    let pinned = d.run(["compose", "g", "--delivery", "inline"]).success();
+    insta::assert_snapshot!(
+        "compose_running_container_human",
+        format!(
+            "managed, a skill edited:\n{}\ninline, a skill edited:\n{}",
+            live.stdout(),
+            pinned.stdout()
+        )
+    );
+}
+
+/// A runner's own Codex managed configuration (`codexManagedConfig`) is kept whole in the
+/// guard file, after clawmd's budget; one that sets the budget itself fails the run, naming it.
+#[test]
+fn a_runners_codex_managed_config_is_merged_into_the_guard() {
+    let d = Deployment::standard()
+        .file(
+            "clawmd.json",
+            r#"{"codexManagedConfig": "runner/codex.toml", "budgets": {"codex": 40000}}"#,
+        )
+        .file(
+            "runner/codex.toml",
+            "model = \"runner-model\"\n[model_providers.local]\nbase_url = \"http://127.0.0.1:1\"\n",
+        )
+        .group("g", Some(r#"{"provider": "codex"}"#));
+    d.run(["compose", "g"]).success();
+    let config = d.read("groups/.clawmd/binds/g/guard/codex/managed_config.toml");
+    let pin = config
+        .find("project_doc_max_bytes = 40000\n")
+        .expect(&config);
+    assert!(
+        pin < config.find("model = \"runner-model\"").unwrap(),
+        "{config}"
+    );
+    assert!(
+        config.ends_with("base_url = \"http://127.0.0.1:1\"\n"),
+        "{config}"
+    );
+    // The runner changes its file: the next compose rewrites the guard.
+    d.write("runner/codex.toml", b"model = \"other\"\n");
+    d.run(["compose", "g"]).success();
+    let config = d.read("groups/.clawmd/binds/g/guard/codex/managed_config.toml");
+    assert!(config.contains("model = \"other\"") && !config.contains("runner-model"));
+    // A file that sets the budget itself: the run fails naming it, the guard is left.
+    d.write("runner/codex.toml", b"project_doc_max_bytes = 1\n");
+    let run = d.run(["compose", "g"]);
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.output().contains("runner/codex.toml"),
+        "{}",
+        run.output()
+    );
+    assert!(
+        run.output().contains("project_doc_max_bytes"),
+        "{}",
+        run.output()
+    );
+    assert_eq!(
+        d.read("groups/.clawmd/binds/g/guard/codex/managed_config.toml"),
+        config
+    );
 }

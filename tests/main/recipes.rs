@@ -14,11 +14,12 @@ fn render(d: &Deployment, group: &str) -> String {
 }
 
 /// Composes every group and checks compose says everything reaches the agent and check finds
-/// nothing, in every delivery mode (`link` with external imports approved).
+/// nothing, in every delivery mode (`link` with external imports approved), inline last; then
+/// in the default mode (managed), whose report is returned.
 #[track_caller]
 fn compose_everywhere(d: &Deployment) -> serde_json::Value {
     let mut last = serde_json::Value::Null;
-    for delivery in ["copy", "link", "inline"] {
+    for delivery in ["copy", "link", "inline", "managed"] {
         let mut args = vec!["compose", "--all", "--json", "--delivery", delivery];
         let mut check = vec!["check", "--delivery", delivery];
         if delivery == "link" {
@@ -68,13 +69,36 @@ fn persona_first() {
         .file("groups/main/notes.md", "PLANTED NOTES\n");
     let container_before = files_under(&d.tree(), "container/");
     compose_everywhere(&d);
-    let main = render(&d, "main");
+    // Inline delivery: the persona first, then the guardrails.
+    d.run(["compose", "--all", "--delivery", "inline"])
+        .success();
+    let inline = d
+        .run(["render", "main", "--delivery", "inline"])
+        .success()
+        .stdout();
     in_order(
-        &main,
+        &inline,
         &[
             "You are Ada",
             "# Shared base for every agent",
             "Instructions for the MCP server `notes-db`",
+            "# Main group memory",
+        ],
+    );
+    // Managed delivery (the default): the persona is the agent's to write, so it is never
+    // part of the operator's managed policy: it follows the guardrails, in the workspace's
+    // CLAUDE.md.
+    d.run(["compose", "--all"]).success();
+    assert!(!d.managed_md("main").contains("You are Ada"));
+    let main = render(&d, "main");
+    in_order(
+        &main,
+        &[
+            "(organization-managed policy instructions)",
+            "# Shared base for every agent",
+            "Instructions for the MCP server `notes-db`",
+            "Contents of /workspace/agent/CLAUDE.md",
+            "You are Ada",
             "# Main group memory",
         ],
     );
@@ -118,16 +142,20 @@ fn group_skills() {
         );
     let container_before = files_under(&d.tree(), "container/");
     let report = compose_everywhere(&d);
+    // The group's own skills are the agent's to write: after the guardrails (the managed
+    // policy), in the workspace's CLAUDE.md, never in the policy itself.
     let research = render(&d, "research");
     in_order(
         &research,
         &[
             "# Shared base for every agent",
             "agent-browser",
-            "LAB NOTES GUIDE",
             "Search arXiv",
+            "Contents of /workspace/agent/CLAUDE.md",
+            "LAB NOTES GUIDE",
         ],
     );
+    assert!(!d.managed_md("research").contains("LAB NOTES GUIDE"));
     // research enables agent-browser and scheduler only: a disabled shared skill stays out.
     let github =
         std::fs::read_to_string(d.path("container/skills/github/instructions.md")).unwrap();
@@ -257,9 +285,27 @@ fn memory_folder() {
     std::fs::create_dir_all(d.path("groups/fresh")).unwrap();
     let memory_before = files_under(&d.tree(), "groups/ops/memory/");
     compose_everywhere(&d);
+    // The standing instructions are in the group folder, the agent's to write: in managed
+    // delivery (the default) they follow the guardrails, in the workspace's CLAUDE.md; inline,
+    // they come first.
     let ops = render(&d, "ops");
     in_order(
         &ops,
+        &[
+            "# Shared base for every agent",
+            "# Your memory",
+            "Contents of /workspace/agent/CLAUDE.md",
+            "STANDING: page the human",
+        ],
+    );
+    assert!(!d.managed_md("ops").contains("STANDING"));
+    d.run(["compose", "ops", "--delivery", "inline"]).success();
+    let inline = d
+        .run(["render", "ops", "--delivery", "inline"])
+        .success()
+        .stdout();
+    in_order(
+        &inline,
         &[
             "STANDING: page the human",
             "# Shared base for every agent",
@@ -267,6 +313,7 @@ fn memory_folder() {
             "You can read incidents",
         ],
     );
+    d.run(["compose", "ops"]).success();
     // memory/ is the agent's: never read into the memory, never changed.
     assert!(!ops.contains("Sam is on call"), "{ops}");
     assert_eq!(files_under(&d.tree(), "groups/ops/memory/"), memory_before);

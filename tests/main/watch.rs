@@ -214,7 +214,7 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
     let mut watching = Watching::start(&deployment, &[]);
     assert_eq!(watching.next_groups(2), changed(&["g", "h"]));
     assert_eq!(watching.next()["event"], "ready");
-    let composed = deployment.managed_md("g");
+    let composed = deployment.claude_md("g");
 
     put(
         &deployment,
@@ -228,7 +228,7 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
         message.contains("container.json:2:"),
         "names the file and line: {message}"
     );
-    assert_eq!(deployment.managed_md("g"), composed, "left as it was");
+    assert_eq!(deployment.claude_md("g"), composed, "left as it was");
 
     // The agent keeps writing next to the broken config, and g is composed again each time:
     // the same failure is not said again. Each write is followed by a change to h, whose line
@@ -259,7 +259,7 @@ fn a_malformed_config_while_watching_is_reported_once_and_leaves_the_group_as_it
         (Some("g"), Some("unchanged")),
         "{event}"
     );
-    assert_eq!(deployment.managed_md("g"), composed);
+    assert_eq!(deployment.claude_md("g"), composed);
 
     watching.stop(rustix::process::Signal::INT);
 }
@@ -343,7 +343,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         "{first:?}"
     );
     assert_eq!(watching.next()["event"], "ready");
-    assert!(deployment.managed_md("g").contains("MINE v1"));
+    assert!(deployment.claude_md("g").contains("MINE v1"));
 
     // An edit of a skill the group keeps in its own folder is composed.
     put(
@@ -352,7 +352,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         b"MINE v2\n",
     );
     assert_eq!(watching.next_groups(1), changed(&["g"]));
-    assert!(deployment.managed_md("g").contains("MINE v2"));
+    assert!(deployment.claude_md("g").contains("MINE v2"));
 
     // So is a skill folder made while watching (it gets a watch of its own).
     std::fs::create_dir_all(deployment.path("groups/g/skills/late")).unwrap();
@@ -367,7 +367,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         (Some("g"), Some("changed")),
         "{event}"
     );
-    if !deployment.managed_md("g").contains("LATE") {
+    if !deployment.claude_md("g").contains("LATE") {
         // The folder and its file may come in two recomposes.
         assert_eq!(watching.next_groups(1), changed(&["g"]));
     }
@@ -377,7 +377,7 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         b"LATE v2\n",
     );
     assert_eq!(watching.next_groups(1), changed(&["g"]));
-    assert!(deployment.managed_md("g").contains("LATE v2"));
+    assert!(deployment.claude_md("g").contains("LATE v2"));
 
     // A link the agent planted where its skills would be is never watched through: a change
     // outside the group prints nothing, and the next line is h's.
@@ -393,5 +393,33 @@ fn a_groups_own_skills_are_watched_without_following_the_agents_links() {
         (Some("h"), Some("changed")),
         "{event}"
     );
+    watching.stop(rustix::process::Signal::TERM);
+}
+
+/// Each group line carries `spawn_digest`; a `container.json` edit that changes no composed
+/// file (a runner's own key) still moves it (the file is bound as a file), so watch tells the
+/// runner, with `status: "unchanged"`; the agent's own memory never does.
+#[test]
+fn watch_reports_a_moved_spawn_digest_even_when_nothing_was_composed() {
+    let deployment = Deployment::standard().group("g", Some(r#"{"skills": ["web"]}"#));
+    let mut watching = Watching::start(&deployment, &[]);
+    let first = watching.next();
+    assert_eq!(first["status"], "changed", "{first}");
+    let spawned = first["spawn_digest"].as_str().unwrap().to_owned();
+    assert!(spawned.starts_with("sha256:"), "{first}");
+    assert_eq!(watching.next()["event"], "ready");
+    deployment.write("groups/g/CLAUDE.local.md", b"the agent's note\n");
+    put(
+        &deployment,
+        "groups/g/container.json",
+        br#"{"skills": ["web"], "runnerKey": true}"#,
+    );
+    let event = watching.next();
+    assert_eq!(
+        (event["group"].as_str(), event["status"].as_str()),
+        (Some("g"), Some("unchanged")),
+        "{event}"
+    );
+    assert_ne!(event["spawn_digest"].as_str().unwrap(), spawned, "{event}");
     watching.stop(rustix::process::Signal::TERM);
 }

@@ -56,6 +56,11 @@ impl ApiServer {
         }
     }
 
+    /// The request bodies recorded since the last call, in arrival order (the server goes on).
+    pub fn take(&self) -> Vec<Value> {
+        std::mem::take(&mut *self.requests.lock().unwrap())
+    }
+
     /// Stops the server and returns the recorded request bodies, in arrival order.
     pub fn stop(mut self) -> Vec<Value> {
         self.shutdown();

@@ -125,6 +125,10 @@ export type Consumer = "cli" | "sdk";
  * What a guard promises about the composed document.
  */
 export type Guarantee = "cannot-be-dropped";
+/**
+ * When a running container sees a recompose.
+ */
+export type SeenWhen = "next-session" | "after-restart";
 
 /**
  * The result of composing one group.
@@ -189,6 +193,22 @@ export interface GroupReport {
    * failed group.
    */
   memory_digest: string | null;
+  /**
+   * `sha256:<hex>` of what a container started earlier cannot see without a restart: the
+   * content behind the binds of `clawmd mounts` that pin a file at spawn (the entry point
+   * bound from the state folder, `container.json`, `/app/CLAUDE.md` in link delivery, guard
+   * files bound as files), never what a running container sees at its next session (the
+   * managed folder, `.claude-fragments`, `/app/skills`) nor the agent's own memory. A runner
+   * restarts a container when this differs from the one it spawned it with. `null` for a
+   * failed group.
+   */
+  spawn_digest: string | null;
+  /**
+   * For a changed group: when a container already running sees the change: at its next
+   * session (only folder binds' content changed) or only after a restart (a file bind's
+   * source was replaced); `null` when nothing changed or the group failed.
+   */
+  running_container: SeenWhen | null;
 }
 /**
  * A created, replaced or removed managed path.
