@@ -16,6 +16,8 @@ mod check;
 mod compose;
 #[path = "main/conformance.rs"]
 mod conformance;
+#[path = "main/equivalence.rs"]
+mod equivalence;
 #[path = "main/harness.rs"]
 mod harness;
 #[path = "main/loader_api.rs"]

@@ -45,7 +45,7 @@ pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) 
     order.sort_by(|a, b| {
         a.rank
             .cmp(&b.rank)
-            .then(b.text.len().cmp(&a.text.len()))
+            .then(b.size.cmp(&a.size))
             .then(a.id.cmp(&b.id))
     });
     let mut current = size(&kept);
@@ -81,7 +81,7 @@ pub fn fit(sections: &[Section], budget: u64, size: impl Fn(&[Section]) -> u64) 
         .filter(|s| !kept.iter().any(|k| k.id == s.id))
         .map(|s| Dropped {
             section: s.id.name(),
-            bytes: s.text.len() as u64,
+            bytes: s.size,
         })
         .collect();
     Fitted {

@@ -164,6 +164,9 @@ pub fn host_section(sources: &Sources) -> Option<Section> {
         file: crate::plan::ManagedPath::fragment("managed-policy.md"),
         link: None,
         scope: None,
+        tree: None,
+        expected: Vec::new(),
+        size: 0,
         group_owned: false,
     })
 }

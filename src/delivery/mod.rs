@@ -37,6 +37,7 @@ use crate::plan::{
 };
 use crate::recipe::MemoryFile;
 use crate::sources::GroupParts;
+use crate::sources::alone::Form;
 
 pub use crate::sources::{Section, SectionId};
 pub use document::{Dropped, LocalMemory};
@@ -377,6 +378,18 @@ pub fn plan_delivery(
     if managed && let Some(section) = managed::host_section(sources) {
         // The host's own managed policy first: the group's managed folder hides the image's.
         all.insert(0, section);
+    }
+    // Each source as the release loads that file alone (frontmatter, comments, line endings,
+    // its imports from its own folder to the depth limit), closed so that it cannot change
+    // how the next is read.
+    let form = match target.delivery {
+        _ if target.provider.is_flat() => Form::Document,
+        Delivery::Link => Form::Link,
+        Delivery::Copy => Form::OwnFile,
+        Delivery::Inline | Delivery::Managed => Form::Document,
+    };
+    for section in &mut all {
+        crate::sources::alone::prepare(section, settings.claude_version, form);
     }
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,

@@ -17,11 +17,11 @@ use memchr::memmem;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::DeliverySettings;
 use super::snapshot::Snapshot;
-use super::{Delivery, DeliverySettings, Section};
 use crate::layout::{Layout, names};
 use crate::loader::SettingsEvaluation;
-use crate::loader::content::{parse_as_within, scan_markdown_as};
+use crate::loader::content::parse_as_within;
 use crate::loader::fs::{DirEntry, MemoryFs, Metadata, ReadOutcome};
 use crate::loader::markdown::js_trim;
 use crate::loader::{
@@ -255,11 +255,9 @@ pub struct SharedVerdict {
     trimmed: bool,
     /// The largest local memory whose read cannot reach the loader's byte budget.
     local_bytes_left: u64,
-    /// Per section of the plan: `None` when a file other than the local memory holds its
-    /// text (or it has none to find), else the text to find in the local memory.
-    sections: Vec<Option<String>>,
-    /// [`dropped_imports`] of the load (the local memory imports nothing, so adds none).
-    dropped_imports: Vec<String>,
+    /// Per section of the plan: the texts of it ([`crate::sources::Section::expected`]) that no file other
+    /// than the local memory holds, to find in the local memory.
+    sections: Vec<Vec<String>>,
     /// [`diagnostic_reasons`] of the load.
     diagnostic_reasons: Vec<String>,
     /// The digest's state after the block's text before the local memory's body.
@@ -333,20 +331,25 @@ impl SharedVerdict {
         if claude_block(&probed)? != format!("{prefix}{}{suffix}", shown(probe, trimmed)) {
             return None;
         }
-        let sections =
-            plan.sections
-                .iter()
-                .map(|section| {
-                    let expected = expected_text(section, plan, memory.claude_version);
-                    let finder = memmem::Finder::new(expected.as_bytes());
-                    let elsewhere =
-                        expected.is_empty()
-                            || memory.files.iter().enumerate().any(|(i, f)| {
+        // Per section, the texts no file but the local memory holds.
+        let sections = plan
+            .sections
+            .iter()
+            .map(|section| {
+                section
+                    .expected
+                    .iter()
+                    .filter(|expected| {
+                        let finder = memmem::Finder::new(expected.as_bytes());
+                        !expected.is_empty()
+                            && !memory.files.iter().enumerate().any(|(i, f)| {
                                 i != index && finder.find(f.body.as_bytes()).is_some()
-                            });
-                    (!elsewhere).then_some(expected)
-                })
-                .collect();
+                            })
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .collect();
         let others = read.checked_sub(PLACEHOLDER.len() as u64)?;
         let mut hash = Sha256::new();
         hash.update(prefix.as_bytes());
@@ -363,7 +366,6 @@ impl SharedVerdict {
                 .saturating_sub(others)
                 .min(MAX_FILE_BYTES),
             sections,
-            dropped_imports: dropped_imports(plan, &memory),
             diagnostic_reasons: diagnostic_reasons(&memory),
             prefix: hash,
             tail,
@@ -392,11 +394,10 @@ impl SharedVerdict {
         let found: Vec<bool> = self
             .sections
             .iter()
-            .map(|expected| match expected {
-                None => true,
-                Some(expected) => {
+            .map(|expected| {
+                expected.iter().all(|expected| {
                     memmem::find(parsed.body.as_bytes(), expected.as_bytes()).is_some()
-                }
+                })
             })
             .collect();
         let mut hash = self.prefix.clone();
@@ -405,7 +406,6 @@ impl SharedVerdict {
         let delivered = assemble(
             plan,
             &found,
-            &self.dropped_imports,
             false,
             &self.diagnostic_reasons,
             hex_digest(hash),
@@ -422,7 +422,6 @@ impl SharedVerdict {
         let texts = self.sections.iter().flatten();
         self.tail.len()
             + texts
-                .chain(&self.dropped_imports)
                 .chain(&self.diagnostic_reasons)
                 .map(|text| text.len() + std::mem::size_of::<String>())
                 .sum::<usize>()
@@ -518,6 +517,20 @@ pub fn snapshot(layout: &Layout, plan: &GroupPlan, sources: &Sources) -> Snapsho
         for (path, bytes) in sources.container_files(layout) {
             fs.file(&path, bytes.to_vec());
         }
+        // What the linked sources import, where the runner mounts it (a skill's
+        // `reference.md` beside its instructions under `<app>/skills/<skill>/`).
+        let mounted = |path: &Path| {
+            table.iter().any(|bind| {
+                path.starts_with(&bind.container)
+                    && bind.container != layout.workspace_mount
+                    && !path.starts_with(&layout.workspace_mount)
+            })
+        };
+        for section in &plan.sections {
+            if let (Some(tree), Some(_)) = (&section.tree, &section.link) {
+                tree.add_to(&mut fs, mounted);
+            }
+        }
     }
     fs
 }
@@ -559,13 +572,14 @@ fn from_memory(
         .sections
         .iter()
         .map(|section| {
-            let expected = expected_text(section, plan, memory.claude_version);
-            let finder = memmem::Finder::new(expected.as_bytes());
-            expected.is_empty()
-                || memory
-                    .files
-                    .iter()
-                    .any(|f| finder.find(f.body.as_bytes()).is_some())
+            section.expected.iter().all(|expected| {
+                let finder = memmem::Finder::new(expected.as_bytes());
+                expected.is_empty()
+                    || memory
+                        .files
+                        .iter()
+                        .any(|f| finder.find(f.body.as_bytes()).is_some())
+            })
         })
         .collect();
     // An empty CLAUDE.local.md has nothing to deliver (Claude Code skips empty files).
@@ -582,7 +596,6 @@ fn from_memory(
     let mut delivered = assemble(
         plan,
         &found,
-        &dropped_imports(plan, memory),
         local_missing,
         &diagnostic_reasons(memory),
         memory_digest,
@@ -596,42 +609,6 @@ fn from_memory(
     delivered.undecided.dedup();
     delivered.complete &= delivered.undecided.is_empty();
     delivered
-}
-
-/// The sections whose shared source holds an import that does not load (link delivery: the
-/// owner's file is not mounted, or not approved), so that source is not delivered whole: one
-/// name per such diagnostic, in their order. A diagnostic belongs to the section whose
-/// owner's file imported it, or whose folder (a skill's) holds the importer.
-fn dropped_imports(plan: &GroupPlan, memory: &Memory) -> Vec<String> {
-    let mut sections = Vec::new();
-    for diagnostic in &memory.diagnostics {
-        let Some(from) = &diagnostic.from else {
-            continue;
-        };
-        if !matches!(
-            diagnostic.code,
-            DiagnosticCode::ImportExternal
-                | DiagnosticCode::ImportMissing
-                | DiagnosticCode::ImportTooDeep
-        ) {
-            continue;
-        }
-        // The importer as shown may be a link (`.claude-shared.md`): look at where it is.
-        let from = memory
-            .files
-            .iter()
-            .find(|f| &f.path == from)
-            .map_or(from, |f| &f.real_path);
-        let section = plan.sections.iter().find(|section| {
-            section.link.as_deref() == Some(from.as_path())
-                || section
-                    .scope
-                    .as_ref()
-                    .is_some_and(|scope| from.starts_with(scope))
-        });
-        sections.extend(section.map(|section| section.id.name()));
-    }
-    sections
 }
 
 /// The loader's reasons for what does not load, in order.
@@ -663,13 +640,12 @@ fn diagnostic_reasons(memory: &Memory) -> Vec<String> {
 }
 
 /// A Claude Code group's verdict from its parts: which of `plan`'s sections are found in what
-/// loads (`found`, one per section), the sections whose imports do not load
-/// ([`dropped_imports`]), whether a non-empty local memory fails to load, the loader's
+/// loads (`found`, one per section: every file Claude Code shows of its source loaded alone,
+/// its imports included), whether a non-empty local memory fails to load, the loader's
 /// reasons ([`diagnostic_reasons`]) and the digest.
 fn assemble(
     plan: &GroupPlan,
     found: &[bool],
-    dropped_imports: &[String],
     local_missing: bool,
     diagnostic_reasons: &[String],
     memory_digest: String,
@@ -681,11 +657,6 @@ fn assemble(
         .filter(|(_, found)| !**found)
         .map(|(section, _)| section.id.name())
         .collect();
-    for section in dropped_imports {
-        if !missing.contains(section) {
-            missing.push(section.clone());
-        }
-    }
     if local_missing {
         missing.push("local-memory".to_owned());
     }
@@ -770,29 +741,6 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
         memory_digest: digest(document),
         judged: None,
     }
-}
-
-/// The text of a section of `plan` as Claude Code `version` shows it once loaded (comments
-/// stripped, trimmed).
-///
-/// Line endings follow the file the section is in. Inline, that is the generated document,
-/// whose header and section lines are HTML comment blocks that every release stripping
-/// comments strips; stripping rebuilds the text with `\n` line endings (docs/loader.md,
-/// "Line endings"), so a source written with CRLF reaches the agent with LF. A file of its own
-/// (copy, link) keeps its CRs unless a comment of its own is stripped, as scanning it alone
-/// does.
-fn expected_text(section: &Section, plan: &GroupPlan, version: ClaudeVersion) -> String {
-    let text = String::from_utf8_lossy(&section.text);
-    let in_document = plan.target.delivery == Delivery::Inline;
-    let text = match in_document && version.has(Behaviour::CommentBlocksStripped) {
-        true if text.contains('\r') => text.replace("\r\n", "\n").replace('\r', "\n").into(),
-        _ => text,
-    };
-    let body = match scan_markdown_as(&text, version) {
-        Ok(scan) => scan.body,
-        Err(_) => text.into_owned(),
-    };
-    body.trim().to_owned()
 }
 
 /// `sha256:<64 hex digits>`.
@@ -1326,6 +1274,8 @@ mod tests {
         assert_eq!(hex_digest(hash), digest(b"abc"));
     }
 
+    use proptest::strategy::Strategy as _;
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
@@ -1359,5 +1309,90 @@ mod tests {
         let a = verdict("BASE\n", link, None);
         let c = verdict("BASE v2\n", link, None);
         assert_ne!(a.memory_digest, c.memory_digest);
+    }
+
+    /// The truth, derived from the sources alone: each source's text as Claude Code `version`
+    /// shows that file loaded on its own (frontmatter and comment blocks as the release
+    /// handles them, trimmed), in the form `delivery` gives the agent.
+    fn truth(text: &str, delivery: Delivery, version: ClaudeVersion) -> Vec<String> {
+        let body = crate::loader::content::parse_as(text, version)
+            .map(|parsed| js_trim(&parsed.body).to_owned())
+            .unwrap_or_default();
+        if body.is_empty() {
+            return Vec::new();
+        }
+        let lf = body.replace("\r\n", "\n").replace('\r', "\n");
+        match delivery {
+            Delivery::Link => vec![body],
+            // A copy keeps its line endings unless clawmd had to put a comment in it.
+            Delivery::Copy => vec![
+                js_trim(&crate::sources::expand::neutralise(&body)).to_owned(),
+                js_trim(&crate::sources::expand::neutralise(&lf)).to_owned(),
+            ],
+            _ => vec![js_trim(&crate::sources::expand::neutralise(&lf)).to_owned()],
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Issue 19: for generated groups (sources with frontmatter, BOM, CRLF and lone CR,
+        /// fences and comments left open, HTML blocks, lists, setext headings, tables,
+        /// imports), in every Claude Code delivery mode, the verdict is complete exactly when
+        /// render's output (the block the loader gives for what compose leaves) holds every
+        /// source as Claude Code loads it alone.
+        #[test]
+        fn the_verdict_is_what_render_shows_of_the_sources(
+            texts in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::prop_oneof![
+                        proptest::string::string_regex("[a-z ]{1,12}").unwrap(),
+                        proptest::sample::select(vec![
+                            "```", "```text", "~~~", "<!-- c -->", "<!--", "-->", "---",
+                            "---\ndescription: x\n---", "\u{feff}", "# H", "Title\n===",
+                            "- item", "  - sub", "| a | b |\n|---|---|\n| 1 | 2 |", "<pre>",
+                            "</pre>", "<div>", "@./x.md", "see @x.md", "> quote", "    code",
+                            "\r", "\r\n", "",
+                        ]).prop_map(str::to_owned),
+                    ],
+                    1..8,
+                ).prop_map(|parts| parts.join("\n")),
+                3,
+            ),
+            mode in proptest::sample::select(vec![
+                Delivery::Managed, Delivery::Inline, Delivery::Copy, Delivery::Link,
+            ]),
+        ) {
+            let layout = Layout::under_root(Path::new("/host"));
+            let mut settings = DeliverySettings::with_delivery(mode);
+            settings.approve_external = true;
+            let version = settings.claude_version;
+            let sources = Sources::builtin(
+                Some(texts[0].as_bytes().to_vec()),
+                BTreeMap::from([
+                    ("a".to_owned(), Some(texts[1].as_bytes().to_vec())),
+                    ("b".to_owned(), Some(texts[2].as_bytes().to_vec())),
+                ]),
+            );
+            let config = GroupConfig::default();
+            let inputs = GroupInputs {
+                local_memory: Some(b"LOCAL NOTES\n"),
+                ..GroupInputs::default()
+            };
+            let plan = plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap();
+            let delivered = verify(&layout, &plan, &sources, &settings);
+            // render: the block the loader gives for what compose leaves.
+            let fs = snapshot(&layout, &plan, &sources);
+            let options = claude_options(&layout, &settings, settings.consumer);
+            let memory = load(&fs, &options).unwrap();
+            let block = claude_block(&memory).unwrap_or_default();
+            let shown = texts.iter().all(|text| {
+                let truth = truth(text, mode, version);
+                truth.is_empty() || truth.iter().any(|t| block.contains(t.as_str()))
+            });
+            proptest::prop_assert_eq!(
+                delivered.complete, shown,
+                "{:?}\n{:?}\n{}", mode, delivered, block
+            );
+        }
     }
 }

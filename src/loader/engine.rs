@@ -233,6 +233,49 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
     })
 }
 
+/// The memory file at `path` loaded on its own, as Claude Code release `version` loads a
+/// project `CLAUDE.md` whose imports all lie inside its project: the file, then everything it
+/// imports (depth first, to Claude Code's depth limit, each file once, an empty one skipped
+/// with its imports), each with the body Claude Code keeps (frontmatter, comment blocks and
+/// line endings as that release handles them). With the diagnostics of what does not load.
+///
+/// This is what "a source reaches the agent exactly as Claude Code loads that file alone"
+/// means for clawmd's composed documents (docs/delivery.md, "What each source becomes").
+pub fn load_alone<F: MemoryFs + ?Sized>(
+    fs: &F,
+    path: &Path,
+    version: super::ClaudeVersion,
+) -> (Vec<LoadedFile>, Vec<Diagnostic>) {
+    let mut opts = LoadOptions::new("/", None);
+    opts.claude_version = version;
+    opts.managed_dir = None;
+    opts.read_settings = false;
+    let mut engine = Engine {
+        fs,
+        opts: &opts,
+        cwd: PathBuf::from("/"),
+        approved: true,
+        excludes: Excludes::new(&[], 0),
+        diags: Vec::new(),
+        spent: Spent::default(),
+    };
+    let mut processed = HashSet::new();
+    let files = engine
+        .load_tree(
+            path,
+            MemoryKind::Project,
+            true,
+            Origin::Discovered,
+            &mut processed,
+            Noise::Report,
+        )
+        .into_iter()
+        .map(|loaded| loaded.file)
+        .collect();
+    engine.close_budgets();
+    (files, engine.diags)
+}
+
 /// `claudeMdExcludes`, matched against paths with `/` separators (picomatch, `dot: true`):
 /// a file is excluded when any pattern matches it (JS `b$n`).
 ///

@@ -52,6 +52,7 @@ mod worktree;
 
 pub use engine::{
     Candidate, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, WARN_FILE_CHARS, WARN_TOTAL_CHARS, discover, load,
+    load_alone,
 };
 pub use fs::{HostFs, MemoryFs};
 pub use model::{

@@ -14,6 +14,7 @@
 //! host, and delivers its text with every import mention shown as text
 //! ([`expand::neutralise`]).
 
+pub mod alone;
 pub mod expand;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,6 +98,15 @@ pub struct Section {
     /// A container folder whose files belong to this section (a skill's folder): an import
     /// from one of them that does not load makes the section incomplete.
     pub scope: Option<PathBuf>,
+    /// The owner's file and what its imports reach, as the container shows them: the source
+    /// is composed as Claude Code loads that file alone ([`alone`]). `None`: a text of
+    /// clawmd's own or of the group's, composed as one file importing nothing.
+    pub tree: Option<alone::SharedTree>,
+    /// The text of each file Claude Code shows loading the source alone, as the agent must
+    /// find it once delivered (set when the group's plan is made, for its release).
+    pub expected: Vec<String>,
+    /// The source's own size in bytes, as read (what a report names when it is dropped).
+    pub size: u64,
     /// Its text comes from the group folder (a group file, the group's own skills), which the
     /// agent can write: never delivered as the operator's managed policy.
     pub group_owned: bool,
@@ -122,6 +132,9 @@ impl Section {
             file,
             link: None,
             scope: None,
+            tree: None,
+            expected: Vec::new(),
+            size: text.len() as u64,
             group_owned: false,
         }
     }
@@ -134,6 +147,9 @@ pub struct SourceFile {
     pub text: Vec<u8>,
     /// The bytes on the host, when they differ from `text`: what a link delivers.
     pub original: Option<Vec<u8>>,
+    /// The owner's file and what its imports reach in the container (container-side
+    /// sources read from the disk).
+    pub tree: Option<alone::SharedTree>,
 }
 
 impl SourceFile {
@@ -142,6 +158,7 @@ impl SourceFile {
         SourceFile {
             text,
             original: None,
+            tree: None,
         }
     }
 
@@ -596,17 +613,27 @@ impl Reader<'_> {
     /// A container-side source at `target` (its container path) with its imports expanded.
     fn expand(&mut self, target: &Path, bytes: Vec<u8>) -> SourceFile {
         let expanded = expand_source_in(self.mounts, target, &bytes);
+        let fs = crate::loader::MountedFs::new(self.mounts.iter().cloned());
+        let tree = Some(std::sync::Arc::new(alone::SourceTree::gather(
+            &fs,
+            target,
+            bytes.clone(),
+        )));
         self.import_notes
             .extend(expanded.notes.iter().map(|note| SourceNote {
                 kind: NoteKind::ImportNotDelivered,
                 message: note.to_string(),
             }));
         if expanded.text == bytes {
-            SourceFile::plain(bytes)
+            SourceFile {
+                tree,
+                ..SourceFile::plain(bytes)
+            }
         } else {
             SourceFile {
                 text: expanded.text,
                 original: Some(bytes),
+                tree,
             }
         }
     }
@@ -758,6 +785,7 @@ fn neutralised(bytes: Vec<u8>) -> SourceFile {
         SourceFile {
             text: shown.into_bytes(),
             original: Some(bytes),
+            tree: None,
         }
     }
 }
@@ -944,6 +972,9 @@ pub fn sections(
                     },
                     link: Some(container_path(layout, source, None)),
                     scope: None,
+                    tree: found.tree.clone(),
+                    expected: Vec::new(),
+                    size: 0,
                     group_owned: false,
                 }),
                 None if source.name == "shared-base" => warnings.push(Warning::MissingSharedBase {
@@ -959,6 +990,9 @@ pub fn sections(
                 file: ManagedPath::fragment(&fragment_file(&source.name)),
                 link: None,
                 scope: None,
+                tree: None,
+                expected: Vec::new(),
+                size: 0,
                 group_owned: true,
             }),
             (
@@ -1006,6 +1040,9 @@ pub fn sections(
                                     .then(|| container_path(layout, source, Some(skill))),
                                 scope: (*root == Root::Container)
                                     .then(|| container_base(layout, source).join(skill)),
+                                tree: found.tree.clone(),
+                                expected: Vec::new(),
+                                size: 0,
                                 group_owned: *root == Root::Group,
                                 id: SectionId::new(name),
                             });
@@ -1049,6 +1086,9 @@ pub fn sections(
                             file: ManagedPath::fragment(&fragment_file(&name)),
                             link: None,
                             scope: None,
+                            tree: None,
+                            expected: Vec::new(),
+                            size: 0,
                             group_owned: *root == Root::Group,
                             id: SectionId::new(name),
                         });
@@ -1082,6 +1122,9 @@ pub fn sections(
                         file: ManagedPath::fragment(&fragment_file(&id)),
                         link: Some(container_path(layout, source, Some(name))),
                         scope: None,
+                        tree: found.tree.clone(),
+                        expected: Vec::new(),
+                        size: 0,
                         group_owned: false,
                         id: SectionId::new(id),
                     });
@@ -1098,6 +1141,9 @@ pub fn sections(
                         file: ManagedPath::fragment(&fragment_file(&id)),
                         link: None,
                         scope: None,
+                        tree: None,
+                        expected: Vec::new(),
+                        size: 0,
                         group_owned: false,
                         id: SectionId::new(id),
                     });

@@ -1,0 +1,469 @@
+//! Each source as Claude Code loads that file on its own, and how a composed document holds it.
+//!
+//! A shared base, a skill's `instructions.md` or a module fragment is written to be loaded by
+//! Claude Code as a memory file: its own frontmatter is stripped, its HTML comment blocks too,
+//! its `@imports` are followed from its own folder up to Claude Code's depth limit, and it
+//! ends where the file ends. A composed document (inline, managed, copy fragments, flat
+//! `AGENTS.md` / `GEMINI.md`) must give the agent that same text, no more and no less, and
+//! nothing one source leaves open (a fence, a comment) may change how the next is read.
+//!
+//! So clawmd does not paste the source: it loads it alone with the loader
+//! ([`crate::loader::load_alone`], the release the settings name) inside the container's view
+//! of the files it may import ([`SourceTree`]), and places each file Claude Code would show,
+//! in order, as the document's text ([`delivered`]): line endings as the composed document
+//! has them (`\n` wherever comment blocks are stripped, since the document's own section
+//! comments are), import mentions shown as text (the document must import nothing), and
+//! whatever the text leaves open closed after it (the closing fence, `-->`, …), checked by
+//! reading the result back with the same loader.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::delivery::snapshot::Snapshot;
+use crate::loader::content::{import_path_as, scan_markdown_as};
+use crate::loader::fs::{MemoryFs, ReadOutcome};
+use crate::loader::markdown::{at_mentions, js_trim};
+use crate::loader::paths::resolve_import;
+use crate::loader::{
+    Behaviour, ClaudeVersion, Diagnostic, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, load_alone,
+};
+use crate::sources::expand::neutralise;
+
+/// The most files one source's imports may bring into its tree (Claude Code's own budgets
+/// stop far below this for any real source; the owner's folder is trusted, but bounded all
+/// the same).
+const MAX_TREE_FILES: usize = 256;
+
+/// What a file of a [`SourceTree`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeNode {
+    /// A regular file and its bytes.
+    File(Vec<u8>),
+    /// A link to another path of the tree.
+    Link(PathBuf),
+}
+
+/// A source and every file its imports may reach (to Claude Code's depth limit), as the
+/// container shows them: enough to load the source alone for any release, without touching
+/// the disk again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceTree {
+    /// The source's own path in the container (e.g. `/app/skills/web/instructions.md`).
+    pub root: PathBuf,
+    /// Every file, by container path.
+    pub files: BTreeMap<PathBuf, TreeNode>,
+}
+
+/// One file Claude Code shows when it loads a source alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShownFile {
+    /// Its path as Claude Code prints it.
+    pub path: PathBuf,
+    /// Its body as Claude Code shows it (trimmed where the release trims).
+    pub body: String,
+}
+
+impl SourceTree {
+    /// A text of clawmd's own (an MCP server's fenced instructions, a skill index, a group
+    /// file already shown as text): one file, importing nothing.
+    pub fn single(bytes: &[u8]) -> Self {
+        let root = PathBuf::from("/clawmd/section.md");
+        SourceTree {
+            files: BTreeMap::from([(root.clone(), TreeNode::File(bytes.to_vec()))]),
+            root,
+        }
+    }
+
+    /// The source at `root` (container path) whose bytes are `bytes`, and every file its
+    /// imports may reach in `fs`, read generously (every `@` mention, with and without its
+    /// `#…` suffix, whatever the release would make of it) so that loading it alone for any
+    /// release finds what that release would.
+    pub fn gather(fs: &impl MemoryFs, root: &Path, bytes: Vec<u8>) -> Self {
+        let mut files = BTreeMap::new();
+        let mut queue: VecDeque<(PathBuf, usize)> = VecDeque::new();
+        let real_root = fs.canonicalize(root).unwrap_or_else(|_| root.to_owned());
+        if real_root != root {
+            files.insert(root.to_owned(), TreeNode::Link(real_root.clone()));
+        }
+        files.insert(real_root.clone(), TreeNode::File(bytes));
+        queue.push_back((real_root, 0));
+        while let Some((path, depth)) = queue.pop_front() {
+            if depth + 1 >= MAX_IMPORT_DEPTH {
+                continue;
+            }
+            let Some(TreeNode::File(bytes)) = files.get(&path) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(bytes).into_owned();
+            let base = path.parent().unwrap_or(Path::new("/")).to_owned();
+            let mut written: Vec<String> = Vec::new();
+            for capture in at_mentions(&text) {
+                for version in [ClaudeVersion::new(2, 1, 41), ClaudeVersion::new(2, 1, 40)] {
+                    if let Some(path) = import_path_as(capture, version)
+                        && !written.contains(&path)
+                    {
+                        written.push(path);
+                    }
+                }
+            }
+            for import in written {
+                if files.len() >= MAX_TREE_FILES {
+                    break;
+                }
+                let Some(target) = resolve_import(&import, &base, None) else {
+                    continue;
+                };
+                if files.contains_key(&target) {
+                    continue;
+                }
+                let Ok(real) = fs.canonicalize(&target) else {
+                    continue;
+                };
+                if real != target {
+                    files.insert(target.clone(), TreeNode::Link(real.clone()));
+                }
+                if files.contains_key(&real) {
+                    continue;
+                }
+                if let Ok(ReadOutcome::Bytes(bytes)) = fs.read_limited(&real, MAX_FILE_BYTES) {
+                    files.insert(real.clone(), TreeNode::File(bytes));
+                    queue.push_back((real, depth + 1));
+                }
+            }
+        }
+        SourceTree {
+            root: root.to_owned(),
+            files,
+        }
+    }
+
+    /// The tree as a filesystem.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut fs = Snapshot::new();
+        self.add_to(&mut fs, |_| true);
+        fs
+    }
+
+    /// Adds the files of the tree that `keep` accepts to `fs`.
+    pub fn add_to(&self, fs: &mut Snapshot, keep: impl Fn(&Path) -> bool) {
+        for (path, node) in self.files.iter().filter(|(path, _)| keep(path)) {
+            match node {
+                TreeNode::File(bytes) => fs.file(path, bytes.clone()),
+                TreeNode::Link(target) => fs.link(path, target),
+            }
+        }
+    }
+
+    /// What Claude Code `version` shows loading the source alone: the source, then each
+    /// file it imports, in its order; with the diagnostics of what does not load.
+    pub fn shown(&self, version: ClaudeVersion) -> (Vec<ShownFile>, Vec<Diagnostic>) {
+        let (files, diagnostics) = load_alone(&self.snapshot(), &self.root, version);
+        let trimmed = version.has(Behaviour::BodiesTrimmed);
+        let shown = files
+            .into_iter()
+            .map(|file| ShownFile {
+                body: match trimmed {
+                    true => js_trim(&file.body).to_owned(),
+                    false => file.body,
+                },
+                path: file.path,
+            })
+            .collect();
+        (shown, diagnostics)
+    }
+}
+
+/// A source placed in a composed document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    /// The section's text in the document.
+    pub text: String,
+    /// The text of each file Claude Code shows loading the source alone, as the agent reads
+    /// it in the document (each must be found there, whole).
+    pub expected: Vec<String>,
+}
+
+/// The files `shown` (a source loaded alone, [`SourceTree::shown`]) as the text of a section
+/// of a composed document read by Claude Code `version`: each file's body with `\n` line
+/// endings where the release strips comment blocks (the document's section comments make it
+/// rebuild the text), its import mentions shown as text, and what it leaves open closed
+/// after it; the files after the first each after a comment naming them.
+pub fn delivered(shown: &[ShownFile], version: ClaudeVersion) -> Delivered {
+    let normalise = version.has(Behaviour::CommentBlocksStripped);
+    let mut parts: Vec<String> = Vec::new();
+    let mut expected = Vec::new();
+    for (index, file) in shown.iter().enumerate() {
+        let mut body = js_trim(&file.body).to_owned();
+        if normalise && body.contains('\r') {
+            body = body.replace("\r\n", "\n").replace('\r', "\n");
+        }
+        let body = js_trim(&neutralise(&body)).to_owned();
+        if index > 0 {
+            parts.push(format!(
+                "<!-- clawmd: {}, imported above, as Claude Code loads it -->",
+                comment_safe(&file.path.to_string_lossy())
+            ));
+        }
+        parts.push(close_open(&body, version));
+        expected.push(body);
+    }
+    let mut text = parts.join("\n\n");
+    text.push('\n');
+    Delivered { text, expected }
+}
+
+/// `text` safe inside an HTML comment (no `--`, no line break).
+fn comment_safe(text: &str) -> String {
+    text.replace("--", "- -").replace(['\n', '\r'], " ")
+}
+
+/// What clawmd writes after a text that leaves something open, in the order tried.
+const CLOSERS: &[&str] = &[
+    "-->",
+    "</pre>",
+    "</script>",
+    "</style>",
+    "</textarea>",
+    "?>",
+    "]]>",
+    ">",
+];
+
+/// `text` with what it leaves open (a code fence, an HTML block such as an unclosed
+/// comment) closed after it, so that what follows it in a document is read as it would be
+/// on its own and `text` itself is read as it is. Unchanged when nothing is open; when no
+/// closer is found the text is returned as it is (and the verdict, which reads the document,
+/// says the source does not reach the agent whole).
+pub fn close_open(text: &str, version: ClaudeVersion) -> String {
+    let mut current = text.to_owned();
+    for _ in 0..4 {
+        if is_closed(&current, text, version) {
+            return current;
+        }
+        let mut candidates: Vec<String> = fence_openers(&current);
+        candidates.extend(CLOSERS.iter().map(|c| (*c).to_owned()));
+        let next = candidates
+            .iter()
+            .map(|closer| format!("{current}\n{closer}"))
+            .find(|closed| is_closed(closed, text, version));
+        match next {
+            Some(closed) => return closed,
+            // Close the innermost fence and try again (a fence inside an HTML block, …).
+            None => match fence_openers(&current).first() {
+                Some(fence) => current = format!("{current}\n{fence}"),
+                None => return text.to_owned(),
+            },
+        }
+    }
+    match is_closed(&current, text, version) {
+        true => current,
+        false => text.to_owned(),
+    }
+}
+
+/// Whether `closed` (holding `original`) leaves nothing open: `original` is read as it is,
+/// and a comment block and a line after it are read fresh.
+fn is_closed(closed: &str, original: &str, version: ClaudeVersion) -> bool {
+    const PROBE: &str = "clawmd-probe-9f2c.md";
+    let probe = format!("{closed}\n\n<!-- clawmd probe -->\n@{PROBE}\n");
+    let Ok(scan) = scan_markdown_as(&probe, version) else {
+        return false;
+    };
+    scan.imports.iter().any(|i| i == PROBE)
+        && scan.body.contains(original)
+        && (!version.has(Behaviour::CommentBlocksStripped) || !scan.body.contains("clawmd probe"))
+}
+
+/// The fence runs that open a line of `text` (three or more backticks or tildes after at most
+/// three spaces), the last first, each once.
+fn fence_openers(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines().rev() {
+        let trimmed = line.trim_start_matches(' ');
+        if line.len() - trimmed.len() > 3 {
+            continue;
+        }
+        for mark in ['`', '~'] {
+            let run = trimmed.len() - trimmed.trim_start_matches(mark).len();
+            if run >= 3 {
+                let fence = mark.to_string().repeat(run);
+                if !out.contains(&fence) {
+                    out.push(fence);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Where a section's text goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Into one document with other sections (inline, managed, flat `AGENTS.md`/`GEMINI.md`).
+    Document,
+    /// Into a file of its own, imported by the entry point (copy delivery).
+    OwnFile,
+    /// Link delivery: a section with an owner's file is that file itself.
+    Link,
+}
+
+/// Makes `section` what a group's plan delivers for Claude Code `version` in `form`: its text
+/// the source composed as that release loads it alone ([`delivered`], [`own_file`]), and
+/// what the agent must find of it ([`crate::sources::Section::expected`]). In link delivery a
+/// section with an owner's file is that file itself, loaded by Claude Code through the link:
+/// its text stays the owner's bytes and what must be found is what that release shows of it
+/// alone.
+pub fn prepare(section: &mut crate::sources::Section, version: ClaudeVersion, form: Form) {
+    section.size = section.text.len() as u64;
+    let single;
+    let tree = match &section.tree {
+        Some(tree) => tree.as_ref(),
+        None => {
+            single = SourceTree::single(&section.text);
+            &single
+        }
+    };
+    let (shown, _) = tree.shown(version);
+    let out = match form {
+        Form::Link if section.link.is_some() => {
+            section.expected = shown.into_iter().map(|file| file.body).collect();
+            return;
+        }
+        Form::OwnFile => own_file(&shown, version, section),
+        _ => delivered(&shown, version),
+    };
+    section.text = out.text.into_bytes();
+    section.expected = out.expected;
+}
+
+/// The files `shown` as a file of their own (a copy fragment): a single file whose text reads
+/// back as itself is written as it is (its line endings kept, as Claude Code keeps them
+/// loading it alone); otherwise the document form after a comment naming the section (so
+/// that nothing at its start is read as frontmatter again).
+pub fn own_file(
+    shown: &[ShownFile],
+    version: ClaudeVersion,
+    section: &crate::sources::Section,
+) -> Delivered {
+    if let [file] = shown {
+        let body = js_trim(&neutralise(js_trim(&file.body))).to_owned();
+        let reads_back = crate::loader::content::parse_as(&body, version)
+            .is_ok_and(|parsed| js_trim(&parsed.body) == body && parsed.imports.is_empty());
+        if reads_back {
+            // A source that needs no change is copied byte for byte.
+            let text = match std::str::from_utf8(&section.text) {
+                Ok(original) if js_trim(original) == body => original.to_owned(),
+                _ => format!("{body}\n"),
+            };
+            return Delivered {
+                text,
+                expected: vec![body],
+            };
+        }
+    }
+    let out = delivered(shown, version);
+    Delivered {
+        text: format!(
+            "<!-- clawmd section {}: from {} -->\n{}",
+            crate::safe_name::display_name(section.id.as_str()),
+            crate::safe_name::display_name(&section.origin),
+            out.text
+        ),
+        expected: out.expected,
+    }
+}
+
+/// Shares one tree between the sections and plans that use it.
+pub type SharedTree = Arc<SourceTree>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loader::content::scan_markdown_as;
+
+    const V: ClaudeVersion = ClaudeVersion::new(2, 1, 330);
+
+    fn tree(files: &[(&str, &str)]) -> SourceTree {
+        let mut snapshot = Snapshot::new();
+        for (path, text) in files {
+            snapshot.file(Path::new(path), text.as_bytes().to_vec());
+        }
+        let (root, text) = files[0];
+        SourceTree::gather(&snapshot, Path::new(root), text.as_bytes().to_vec())
+    }
+
+    fn bodies(tree: &SourceTree) -> Vec<String> {
+        tree.shown(V).0.into_iter().map(|f| f.body).collect()
+    }
+
+    #[test]
+    fn frontmatter_and_comments_are_the_files_own() {
+        let t = tree(&[(
+            "/app/skills/a/instructions.md",
+            "---\ndescription: x\n---\n<!-- c -->\nDo this.\n",
+        )]);
+        assert_eq!(bodies(&t), ["Do this."]);
+        let t = tree(&[("/app/CLAUDE.md", "\u{feff}---\na: 1\n---\nB\n")]);
+        assert_eq!(bodies(&t), ["B"]);
+        assert_eq!(
+            t.shown(ClaudeVersion::new(2, 1, 238)).0[0].body,
+            "---\na: 1\n---\nB",
+            "before 2.1.239 frontmatter after a BOM stays (and JS trim drops the BOM)"
+        );
+    }
+
+    #[test]
+    fn imports_follow_the_depth_limit_from_the_sources_folder() {
+        let mut files = vec![("/app/CLAUDE.md".to_owned(), "BASE @./l1.md\n".to_owned())];
+        for n in 1..=7 {
+            files.push((format!("/app/l{n}.md"), format!("L{n} @./l{}.md\n", n + 1)));
+        }
+        let files: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let shown = bodies(&tree(&files));
+        assert_eq!(shown.len(), MAX_IMPORT_DEPTH, "{shown:?}");
+        assert!(shown[4].starts_with("L4"));
+    }
+
+    #[test]
+    fn what_a_source_leaves_open_is_closed_after_it() {
+        for text in [
+            "a\n```\n<!-- inside -->",
+            "a\n~~~~\nx",
+            "a\n<pre>\nopen",
+            "  ```python\ncode",
+        ] {
+            let closed = close_open(text, V);
+            assert_ne!(closed, text);
+            assert!(closed.starts_with(text));
+            let doc = format!("{closed}\n\n<!-- marker -->\nnext\n");
+            let scan = scan_markdown_as(&doc, V).unwrap();
+            assert!(!scan.body.contains("marker"), "{text:?}: {}", scan.body);
+            assert!(scan.body.contains(text), "{text:?}");
+        }
+        assert_eq!(close_open("plain\n\n- list", V), "plain\n\n- list");
+    }
+
+    #[test]
+    fn delivered_text_imports_nothing_and_holds_every_file() {
+        let t = tree(&[
+            ("/app/CLAUDE.md", "---\nx: 1\n---\nBASE @./more.md\r\n```\n"),
+            ("/app/more.md", "MORE <!-- keep -->\n"),
+        ]);
+        let (shown, _) = t.shown(V);
+        let out = delivered(&shown, V);
+        let scan = scan_markdown_as(&out.text, V).unwrap();
+        assert!(scan.imports.is_empty(), "{}", out.text);
+        for part in &out.expected {
+            assert!(
+                scan.body.contains(part.as_str()),
+                "{part:?} in {}",
+                scan.body
+            );
+        }
+        assert!(!out.text.contains("x: 1"));
+    }
+}
