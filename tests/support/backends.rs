@@ -154,6 +154,10 @@ fn message(missing: &[String]) -> String {
     )
 }
 
+/// The system prompt of opencode's title request (opencode 1.18.33), which never carries the
+/// agent's memory.
+const OPENCODE_TITLE_REQUEST: &str = "You are a title generator";
+
 /// What one run of a backend's CLI sent and printed.
 pub struct BackendRun {
     pub output: Output,
@@ -173,12 +177,18 @@ impl BackendRun {
             .join("\n")
     }
 
-    /// Whether `marker` reached the model in the request that answers the prompt (the last
-    /// one: opencode sends a title request first).
+    /// Whether `marker` reached the model in the request that answers the prompt: the last
+    /// one that is not opencode's title request. (opencode asks for the session's title beside
+    /// the prompt, concurrently: under load the title request can arrive last, and judging it
+    /// made `backends::every_attack_fails_against_the_guard` fail now and then.)
     pub fn reached(&self, marker: &str) -> bool {
-        self.requests
-            .last()
-            .is_some_and(|r| r.to_string().contains(marker))
+        let texts: Vec<String> = self.requests.iter().map(Value::to_string).collect();
+        texts
+            .iter()
+            .rev()
+            .find(|text| !text.contains(OPENCODE_TITLE_REQUEST))
+            .or(texts.last())
+            .is_some_and(|text| text.contains(marker))
     }
 
     pub fn describe(&self) -> String {
