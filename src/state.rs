@@ -94,14 +94,7 @@ pub fn may_have_leftovers(layout: &Layout, lock: &str) -> bool {
 
 /// A group's rescue folder, when it exists (read only).
 pub fn rescue_dir(layout: &Layout, group: &str) -> Result<Option<SafeDir>, FsError> {
-    check_placement(layout)?;
-    let Some(state) = SafeDir::open_state(&layout.state_dir, false)? else {
-        return Ok(None);
-    };
-    let Some(rescues) = state.open_child(names::RESCUES, false)? else {
-        return Ok(None);
-    };
-    rescues.open_child(group, false)
+    existing_group_folder(layout, names::RESCUES, group)
 }
 
 /// A group's rescue folder, created when missing (with the owner and permissions of the
@@ -113,31 +106,15 @@ pub fn create_rescue_dir(
     group_dir: &SafeDir,
     journal: &Arc<TempJournal>,
 ) -> Result<SafeDir, FsError> {
-    check_placement(layout)?;
-    let mut state = SafeDir::open_state(&layout.state_dir, true)?
-        .expect("open_state with create returns a folder or an error");
-    state.record_temps_in(journal);
-    let rescues = state
-        .open_child(names::RESCUES, true)?
-        .expect("open_child with create returns a folder or an error");
-    let dir = rescues.open_child_like(group, group_dir)?;
-    // The new folders are durable before anything in them is relied on.
-    rescues.sync()?;
-    state.sync()?;
-    Ok(dir)
+    create_group_folder(layout, names::RESCUES, journal, |rescues| {
+        rescues.open_child_like(group, group_dir)
+    })
 }
 
 /// A group's bind folder (`<state>/binds/<group>/`: the files the runner binds into its
 /// container), when it exists (read only).
 pub fn bind_dir(layout: &Layout, group: &str) -> Result<Option<SafeDir>, FsError> {
-    check_placement(layout)?;
-    let Some(state) = SafeDir::open_state(&layout.state_dir, false)? else {
-        return Ok(None);
-    };
-    let Some(binds) = state.open_child(names::BINDS, false)? else {
-        return Ok(None);
-    };
-    binds.open_child(group, false)
+    existing_group_folder(layout, names::BINDS, group)
 }
 
 /// A group's bind folder, created when missing, recording its temps in `journal`. Only under
@@ -147,18 +124,47 @@ pub fn create_bind_dir(
     group: &str,
     journal: &Arc<TempJournal>,
 ) -> Result<SafeDir, FsError> {
+    create_group_folder(layout, names::BINDS, journal, |binds| {
+        Ok(binds
+            .open_child(group, true)?
+            .expect("open_child with create returns a folder or an error"))
+    })
+}
+
+/// `<state>/<kind>/<group>/`, when it exists (read only).
+fn existing_group_folder(
+    layout: &Layout,
+    kind: &str,
+    group: &str,
+) -> Result<Option<SafeDir>, FsError> {
+    check_placement(layout)?;
+    let Some(state) = SafeDir::open_state(&layout.state_dir, false)? else {
+        return Ok(None);
+    };
+    let Some(folders) = state.open_child(kind, false)? else {
+        return Ok(None);
+    };
+    folders.open_child(group, false)
+}
+
+/// `<state>/<kind>/`, created when missing and recording its temps in `journal`, and the
+/// group's folder in it that `open_group` opens (or creates); the new folders are durable
+/// before anything in them is relied on.
+fn create_group_folder(
+    layout: &Layout,
+    kind: &str,
+    journal: &Arc<TempJournal>,
+    open_group: impl FnOnce(&SafeDir) -> Result<SafeDir, FsError>,
+) -> Result<SafeDir, FsError> {
     check_placement(layout)?;
     let mut state = SafeDir::open_state(&layout.state_dir, true)?
         .expect("open_state with create returns a folder or an error");
     state.record_temps_in(journal);
-    let binds = state
-        .open_child(names::BINDS, true)?
+    let folders = state
+        .open_child(kind, true)?
         .expect("open_child with create returns a folder or an error");
-    let dir = binds
-        .open_child(group, true)?
-        .expect("open_child with create returns a folder or an error");
-    // The new folders are durable before anything in them is relied on.
-    binds.sync()?;
+    let dir = open_group(&folders)?;
+    folders.sync()?;
     state.sync()?;
     Ok(dir)
 }

@@ -31,9 +31,21 @@ impl ClaudeVersion {
         }
     }
 
-    /// The newest release the conformance corpus covers: the default.
+    /// The newest release the conformance corpus covers.
     pub const fn newest_verified() -> Self {
         CORPUS[0]
+    }
+
+    /// The default release: the newest the conformance corpus covers whose reading of the
+    /// agent's settings was measured too ([`crate::loader::settings::MEASURED`]); a newer
+    /// corpus release (2.1.331, recorded with every case and matching 2.1.330) is judged when
+    /// pinned, but the default stays where every verdict, settings included, was measured.
+    pub fn default_release() -> Self {
+        CORPUS
+            .iter()
+            .copied()
+            .find(|v| crate::loader::settings::MEASURED.contains(v))
+            .unwrap_or(CORPUS[0])
     }
 
     /// Does this release show `behaviour`?
@@ -90,7 +102,7 @@ impl ClaudeVersion {
 
 impl Default for ClaudeVersion {
     fn default() -> Self {
-        ClaudeVersion::newest_verified()
+        ClaudeVersion::default_release()
     }
 }
 
@@ -270,6 +282,7 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
 /// The releases the conformance corpus (`tests/fixtures/conformance`) is recorded on, newest
 /// first. Keep in step with `tests/fixtures/conformance/VERSIONS`.
 pub const CORPUS: &[ClaudeVersion] = &[
+    ClaudeVersion::new(2, 1, 331),
     ClaudeVersion::new(2, 1, 330),
     ClaudeVersion::new(2, 1, 328),
     ClaudeVersion::new(2, 1, 300),

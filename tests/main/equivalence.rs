@@ -188,76 +188,75 @@ fn remove_in_order(text: &str, parts: &[String]) -> Result<String, String> {
 
 #[test]
 fn every_source_reaches_the_agent_as_loaded_alone_in_every_mode() {
-    let (version, corpus) = corpora()
-        .into_iter()
-        .find(|(v, _)| *v == ClaudeVersion::new(2, 1, 328))
-        .expect("the 2.1.328 corpus");
-    let sources: std::collections::BTreeMap<&str, &Value> = corpus["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| (s["id"].as_str().unwrap(), s))
-        .collect();
-    let groups: Vec<Vec<&str>> = corpus["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|g| g["delivery"] == "inline")
-        .map(|g| {
-            g["sources"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s.as_str().unwrap())
-                .collect()
-        })
-        .collect();
-    assert!(groups.iter().map(Vec::len).sum::<usize>() >= 300);
     let mut sources_checked = 0;
     let mut failures = Vec::new();
     let mut checked = 0;
-    for mode in [
-        Mode::Managed,
-        Mode::Inline,
-        Mode::Copy,
-        Mode::Link,
-        Mode::Codex,
-    ] {
-        // On a tmpfs where there is one: compose fsyncs what it writes, which is the whole
-        // cost of this test on a disk.
-        let d = match Path::new("/dev/shm").is_dir() {
-            true => tempfile::tempdir_in("/dev/shm").unwrap(),
-            false => tempfile::tempdir().unwrap(),
-        };
-        let write = |rel: &str, bytes: &[u8]| {
-            let path = d.path().join(rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, bytes).unwrap();
-        };
-        for (n, ids) in groups.iter().enumerate() {
-            for (index, id) in ids.iter().enumerate() {
-                let folder = match index {
-                    0 => "container".to_owned(),
-                    _ => format!("container/skills/k{index}"),
-                };
-                for (name, text) in sources[id]["files"].as_object().unwrap() {
-                    let name = match (name.as_str(), index) {
-                        ("SOURCE.md", 0) => "CLAUDE.md",
-                        ("SOURCE.md", _) => "instructions.md",
-                        (other, _) => other,
+    // Every recorded release, composed and judged for that release.
+    for (version, corpus) in corpora() {
+        let sources: std::collections::BTreeMap<&str, &Value> = corpus["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["id"].as_str().unwrap(), s))
+            .collect();
+        let groups: Vec<Vec<&str>> = corpus["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["delivery"] == "inline")
+            .map(|g| {
+                g["sources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_str().unwrap())
+                    .collect()
+            })
+            .collect();
+        assert!(groups.iter().map(Vec::len).sum::<usize>() >= 300);
+        for mode in [
+            Mode::Managed,
+            Mode::Inline,
+            Mode::Copy,
+            Mode::Link,
+            Mode::Codex,
+        ] {
+            // On a tmpfs where there is one: compose fsyncs what it writes, which is the whole
+            // cost of this test on a disk.
+            let d = match Path::new("/dev/shm").is_dir() {
+                true => tempfile::tempdir_in("/dev/shm").unwrap(),
+                false => tempfile::tempdir().unwrap(),
+            };
+            let write = |rel: &str, bytes: &[u8]| {
+                let path = d.path().join(rel);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, bytes).unwrap();
+            };
+            for (n, ids) in groups.iter().enumerate() {
+                for (index, id) in ids.iter().enumerate() {
+                    let folder = match index {
+                        0 => "container".to_owned(),
+                        _ => format!("container/skills/k{index}"),
                     };
-                    write(
-                        &format!("g{n:02}/{folder}/{name}"),
-                        text.as_str().unwrap().as_bytes(),
-                    );
+                    for (name, text) in sources[id]["files"].as_object().unwrap() {
+                        let name = match (name.as_str(), index) {
+                            ("SOURCE.md", 0) => "CLAUDE.md",
+                            ("SOURCE.md", _) => "instructions.md",
+                            (other, _) => other,
+                        };
+                        write(
+                            &format!("g{n:02}/{folder}/{name}"),
+                            text.as_str().unwrap().as_bytes(),
+                        );
+                    }
                 }
             }
-        }
-        for (n, ids) in groups.iter().enumerate() {
-            checked += 1;
-            sources_checked += ids.len();
-            if let Err(failure) = check_group(d.path(), n, ids, &sources, mode, version) {
-                failures.push(format!("{mode:?} g{n:02}: {failure}"));
+            for (n, ids) in groups.iter().enumerate() {
+                checked += 1;
+                sources_checked += ids.len();
+                if let Err(failure) = check_group(d.path(), n, ids, &sources, mode, version) {
+                    failures.push(format!("{version} {mode:?} g{n:02}: {failure}"));
+                }
             }
         }
     }
