@@ -5,23 +5,18 @@
 //! difference. Groups are independent: a failing group is reported and left as it was, the
 //! others are composed.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use sha2::{Digest, Sha256};
 
 use crate::delivery::DeliverySettings;
 use crate::delivery::guard;
-use crate::delivery::verify::{AgentSettings, Delivered, SharedVerdict, verify, verify_with};
-use crate::deployment::{
-    Observation, PlanId, Plans, Selection, checked_group_dir, observe_with, read_sources,
-};
+use crate::delivery::verdicts::{Unrecorded, Verdicts};
+use crate::delivery::verify::{AgentSettings, Delivered, verify};
+use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, TempJournal};
 use crate::layout::Layout;
-use crate::plan::{Content, GroupPlan, Sources};
+use crate::plan::{GroupPlan, Sources};
 use crate::progress::Progress;
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport, SeenWhen, Status};
@@ -69,7 +64,7 @@ pub fn compose_with_progress(
     let groups = selection.groups(layout)?;
     let (sources, warnings) = read_sources(layout)?;
     progress.start(groups.len());
-    let verdicts = Verdicts::default();
+    let verdicts = Verdicts::new(layout, &options.settings);
     // First a look at every group without its lock (in parallel): a group already right is
     // reported as it is. The others are composed under their locks: one alone durably file by
     // file, several in batches whose syncs are shared ([`compose_batch`]).
@@ -216,7 +211,13 @@ pub fn compose_group(
     group: &str,
     options: &ComposeOptions,
 ) -> Result<GroupReport, GroupError> {
-    compose_one(layout, sources, group, options, &Verdicts::default())
+    compose_one(
+        layout,
+        sources,
+        group,
+        options,
+        &Verdicts::new(layout, &options.settings),
+    )
 }
 
 fn compose_one(
@@ -252,11 +253,15 @@ fn first_look(
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
-    match verdicts.observe(layout, sources, &group_path, options, None) {
+    match observe(layout, sources, &group_path, &options.settings, None) {
         Ok(first) if options.dry_run || first.is_up_to_date() => {
             let report = GroupReport::from_steps(group, &first.steps, &first.plan)
                 .with_cleaned(first.leftover_names());
-            let report = verdicts.add(layout, sources, &first, options, report);
+            let (report, unrecorded) =
+                delivered(verdicts, layout, sources, &first, options, report);
+            if let Some(unrecorded) = unrecorded.filter(|_| !options.dry_run) {
+                record_unlocked(layout, verdicts, unrecorded);
+            }
             Some(with_spawn(layout, &first, report))
         }
         Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => Some(Err(err)),
@@ -305,17 +310,26 @@ fn compose_locked(
     let group_path = checked_group_dir(layout, group)?;
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
     let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
-    let seen = verdicts.observe(layout, sources, &group_path, options, Some(&journal))?;
-    let applied = apply(seen.dirs(), &seen.steps);
-    let settled = journal.settle();
-    applied?;
-    settled?;
-    let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
-    with_spawn(
+    let seen = observe(
         layout,
-        &seen,
-        verdicts.add(layout, sources, &seen, options, report),
-    )
+        sources,
+        &group_path,
+        &options.settings,
+        Some(&journal),
+    )?;
+    let applied = apply(seen.dirs(), &seen.steps);
+    let report = applied.map(|()| {
+        let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
+        let (report, unrecorded) = delivered(verdicts, layout, sources, &seen, options, report);
+        if let Some(unrecorded) = unrecorded {
+            verdicts.record(layout, unrecorded, &journal);
+        }
+        report
+    });
+    let settled = journal.settle();
+    let report = report?;
+    settled?;
+    with_spawn(layout, &seen, report)
 }
 
 /// Under the group's lock: the journal of the temps this run makes, after removing the temps
@@ -418,7 +432,13 @@ fn compose_batch(
                 Err(err) => return Err(err.into()),
             };
             let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
-            let seen = verdicts.observe(layout, sources, &group_path, options, Some(&journal))?;
+            let seen = observe(
+                layout,
+                sources,
+                &group_path,
+                &options.settings,
+                Some(&journal),
+            )?;
             let mut devices = vec![seen.dir.device()?];
             if let Some(bind) = &seen.bind {
                 let device = bind.device()?;
@@ -454,14 +474,15 @@ fn compose_batch(
         .zip(works)
         .map(|((group, _), work)| {
             let w = work?;
-            w.journal.settle()?;
             let report =
                 GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-            with_spawn(
-                layout,
-                &w.seen,
-                verdicts.add(layout, sources, &w.seen, options, report),
-            )
+            let (report, unrecorded) =
+                delivered(verdicts, layout, sources, &w.seen, options, report);
+            if let Some(unrecorded) = unrecorded {
+                verdicts.record(layout, unrecorded, &w.journal);
+            }
+            w.journal.settle()?;
+            with_spawn(layout, &w.seen, report)
         })
         .collect::<Vec<_>>()
         .into_iter();
@@ -531,142 +552,45 @@ fn sync_batch(works: &mut [Result<Work, GroupError>]) {
     }
 }
 
-/// What reaches the agent of each group, worked out once per distinct plan in a run.
-///
-/// [`verify`] is a pure function of the plan, the sources, the settings and the layout, and
-/// only the plan differs between the groups of one run. Groups that share a plan through
-/// [`Plans`] (the same config) differ only in their `CLAUDE.local.md`: for them the loader
-/// runs once per shared plan ([`SharedVerdict`]), and each group's verdict is completed from
-/// its own local memory when that is provably the whole load's answer. Any other group
-/// (a local memory that imports, say) gets the verdict computed for the first group with an
-/// identical plan, which is exactly what computing it again would give; the key is a SHA-256
-/// of everything in the plan that `verify` reads.
-#[derive(Default)]
-struct Verdicts {
-    /// The plans shared by groups with the same config ([`Plans`]).
-    plans: Plans,
-    /// Per shared plan: its [`SharedVerdict`], `None` when it has none.
-    shared: Mutex<SharedVerdicts>,
-    seen: Mutex<HashMap<[u8; 32], Delivered>>,
+/// Adds to `report` what reaches the agent of the group composed as `seen.plan`: the
+/// verdict kept for its inputs ([`Verdicts`]), else worked out, with the record to write when
+/// its group's record does not hold it yet.
+fn delivered(
+    verdicts: &Verdicts,
+    layout: &Layout,
+    sources: &Sources,
+    seen: &Observation,
+    options: &ComposeOptions,
+    mut report: GroupReport,
+) -> (GroupReport, Option<Unrecorded>) {
+    let plan = &seen.plan;
+    let settings = &options.settings;
+    let agent = match agent_settings(layout, seen, &report.group, settings) {
+        Ok(agent) => agent,
+        Err(err) => {
+            report.set_delivered(settings_unreadable(layout, plan, sources, options, &err));
+            return (report, None);
+        }
+    };
+    let (delivered, unrecorded) =
+        verdicts.delivered(layout, &report.group, plan, sources, settings, &agent);
+    report.set_delivered(delivered);
+    (report, unrecorded)
 }
 
-#[derive(Default)]
-struct SharedVerdicts {
-    by_plan: HashMap<PlanId, Option<Arc<SharedVerdict>>>,
-    /// What they keep, in all ([`SharedVerdict::kept_bytes`]).
-    bytes: usize,
-}
-
-/// The most verdicts kept in a run (each is a few hundred bytes).
-const MAX_VERDICTS: usize = 4096;
-
-/// The most bytes the shared verdicts of a run keep (each holds the memory block after the
-/// local memory, in link delivery also what is behind the links; at most one per shared plan).
-const MAX_SHARED_VERDICT_BYTES: usize = 64 << 20;
-
-impl Verdicts {
-    /// Observes the group at `group_path` with the plans shared in this run.
-    fn observe(
-        &self,
-        layout: &Layout,
-        sources: &Sources,
-        group_path: &Path,
-        options: &ComposeOptions,
-        writer: Option<&std::sync::Arc<TempJournal>>,
-    ) -> Result<Observation, GroupError> {
-        observe_with(
-            layout,
-            sources,
-            group_path,
-            &options.settings,
-            writer,
-            Some(&self.plans),
-        )
-    }
-
-    /// Adds to `report` what reaches the agent of the group composed as `seen.plan`.
-    fn add(
-        &self,
-        layout: &Layout,
-        sources: &Sources,
-        seen: &Observation,
-        options: &ComposeOptions,
-        mut report: GroupReport,
-    ) -> GroupReport {
-        let plan = &seen.plan;
-        // The agent's own settings files: with any, the group's verdict is its own.
-        let agent = match agent_settings(layout, seen, &report.group, &options.settings) {
-            Ok(agent) => agent,
-            Err(err) => {
-                report.set_delivered(settings_unreadable(layout, plan, sources, options, &err));
-                return report;
-            }
-        };
-        if !agent.is_empty() {
-            let settings = &options.settings;
-            report.set_delivered(verify_with(layout, plan, sources, settings, &agent));
-            return report;
-        }
-        let shared = seen
-            .plan_id
-            .and_then(|id| self.shared(id, layout, plan, sources, &options.settings))
-            .and_then(|shared| shared.verdict(plan));
-        let delivered = shared.unwrap_or_else(|| {
-            let key = match seen.plan_id {
-                Some(id) => shared_plan_key(id, plan),
-                None => plan_key(plan),
-            };
-            let known = self.lock().get(&key).cloned();
-            known.unwrap_or_else(|| {
-                let delivered = verify(layout, plan, sources, &options.settings);
-                let mut seen = self.lock();
-                if seen.len() < MAX_VERDICTS {
-                    seen.insert(key, delivered.clone());
-                }
-                delivered
-            })
-        });
-        report.set_delivered(delivered);
-        report
-    }
-
-    /// The [`SharedVerdict`] of shared plan `id` (`plan` is one group's plan of it), made the
-    /// first time it is asked for.
-    fn shared(
-        &self,
-        id: PlanId,
-        layout: &Layout,
-        plan: &GroupPlan,
-        sources: &Sources,
-        settings: &DeliverySettings,
-    ) -> Option<Arc<SharedVerdict>> {
-        if let Some(known) = self.lock_shared().by_plan.get(&id) {
-            return known.clone();
-        }
-        let made = SharedVerdict::new(layout, plan, sources, settings).map(Arc::new);
-        let mut shared = self.lock_shared();
-        if let Some(known) = shared.by_plan.get(&id) {
-            return known.clone();
-        }
-        let bytes = made.as_ref().map_or(0, |made| made.kept_bytes());
-        let made = made.filter(|_| shared.bytes + bytes <= MAX_SHARED_VERDICT_BYTES);
-        if made.is_some() {
-            shared.bytes += bytes;
-        }
-        shared.by_plan.insert(id, made.clone());
-        made
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Delivered>> {
-        self.seen
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn lock_shared(&self) -> std::sync::MutexGuard<'_, SharedVerdicts> {
-        self.shared
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Writes the record of a verdict worked out for a group found up to date without its lock:
+/// only when its lock is free at once (another run holding it records its own), with the
+/// record's temp in the lock's journal.
+fn record_unlocked(layout: &Layout, verdicts: &Verdicts, unrecorded: Unrecorded) {
+    let Ok(_lock) = fsops::lock(&layout.lock_file(unrecorded.group()), Duration::ZERO) else {
+        return;
+    };
+    let Ok(journal) = state::journal(layout, unrecorded.group()) else {
+        return;
+    };
+    verdicts.record(layout, unrecorded, &journal);
+    if let Err(err) = journal.settle() {
+        tracing::debug!("{err}");
     }
 }
 
@@ -709,86 +633,11 @@ fn settings_unreadable(
     delivered
 }
 
-/// The key of a plan shared through [`Plans`]: everything in it but the local memory is the
-/// shared plan `id`'s, so the id and the local memory are all that can differ.
-fn shared_plan_key(id: PlanId, plan: &GroupPlan) -> [u8; 32] {
-    let mut hash = Sha256::new();
-    hash.update(b"shared plan");
-    hash.update(id.0.to_le_bytes());
-    match (&plan.local_memory, plan.local_memory_too_large) {
-        (None, None) => hash.update(b"no local memory"),
-        (None, Some(len)) => {
-            hash.update(b"local memory too large");
-            hash.update(len.to_le_bytes());
-        }
-        (Some(bytes), _) => {
-            hash.update(b"local memory");
-            hash.update((bytes.len() as u64).to_le_bytes());
-            hash.update(bytes);
-        }
-    }
-    hash.finalize().into()
-}
-
-/// A digest of everything in `plan` that [`verify`] reads: the target, every entry (path and
-/// content), the sections, what was dropped, the warnings and the local memory, each
-/// length-prefixed.
-fn plan_key(plan: &GroupPlan) -> [u8; 32] {
-    let mut hash = Sha256::new();
-    let mut put = |bytes: &[u8]| {
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(bytes);
-    };
-    put(format!("{:?}", plan.target).as_bytes());
-    put(&(plan.entries.len() as u64).to_le_bytes());
-    for entry in &plan.entries {
-        put(entry.path.to_string().as_bytes());
-        match &entry.content {
-            Content::File(bytes) => {
-                put(b"file");
-                put(bytes);
-            }
-            Content::Symlink(target) => {
-                put(b"link");
-                put(target.as_os_str().as_encoded_bytes());
-            }
-            Content::Seed => put(b"seed"),
-            Content::Placeholder(bytes) => {
-                put(b"placeholder");
-                put(bytes);
-            }
-        }
-    }
-    put(&(plan.sections.len() as u64).to_le_bytes());
-    for section in &plan.sections {
-        put(format!("{:?}", section.id).as_bytes());
-        put(&section.text);
-    }
-    put(&(plan.dropped.len() as u64).to_le_bytes());
-    for dropped in &plan.dropped {
-        put(dropped.section.as_bytes());
-        put(&dropped.bytes.to_le_bytes());
-    }
-    put(format!("{:?}", plan.warnings).as_bytes());
-    match (&plan.local_memory, plan.local_memory_too_large) {
-        (None, None) => put(b"no local memory"),
-        (None, Some(len)) => {
-            put(b"local memory too large");
-            put(&len.to_le_bytes());
-        }
-        (Some(bytes), _) => {
-            put(b"local memory");
-            put(bytes);
-        }
-    }
-    hash.finalize().into()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::delivery::Delivery;
-    use crate::deployment::observe;
+    use crate::report::ComposeReport;
     use std::fs;
     use std::path::Path;
 
@@ -854,12 +703,40 @@ mod tests {
         groups
     }
 
-    /// The verdicts and digests of a run that shares plans and verdicts between groups are the
-    /// ones each group gets alone: its own observation and [`verify`], nothing shared. Both
-    /// ways a shared plan's verdict is had are covered: completed from the group's local
-    /// memory ([`SharedVerdict`]) and the whole load.
+    /// What a group gets alone: its own observation, its agent's settings files and
+    /// [`verify_with`](crate::delivery::verify::verify_with), nothing kept or recorded.
+    fn alone(layout: &Layout, options: &ComposeOptions, group: &str) -> GroupReport {
+        let (sources, _) = read_sources(layout).unwrap();
+        let seen = observe(
+            layout,
+            &sources,
+            &layout.group_dir(group),
+            &options.settings,
+            None,
+        )
+        .unwrap();
+        let agent = agent_settings(layout, &seen, group, &options.settings).unwrap();
+        let mut expected = GroupReport::from_steps(group, &[], &seen.plan);
+        expected.set_delivered(crate::delivery::verify::verify_with(
+            layout,
+            &seen.plan,
+            &sources,
+            &options.settings,
+            &agent,
+        ));
+        // A Codex group's verdict also carries its guard's guarantee.
+        let provider = expected.target.as_ref().map(|t| t.provider);
+        if let Some(delivered) = expected.delivered.as_mut() {
+            delivered.guarantee = provider.and_then(guard::guarantee);
+        }
+        expected
+    }
+
+    /// The verdicts and digests of a run, kept between groups of the run and recorded between
+    /// runs, are the ones each group gets alone; also after the agents change their local
+    /// memories and settings files between runs, and after records are damaged.
     #[test]
-    fn shared_plans_and_verdicts_are_what_each_group_gets_alone() {
+    fn kept_and_recorded_verdicts_are_what_each_group_gets_alone() {
         for delivery in Delivery::ALL {
             for approve_external in [false, true] {
                 let root = tempfile::tempdir().unwrap();
@@ -872,67 +749,128 @@ mod tests {
                     },
                     ..ComposeOptions::default()
                 };
-                // The first run composes (batches), the second is the no-op (first looks).
-                for _ in 0..2 {
+                let records = layout.state_dir.join(crate::delivery::verdicts::VERDICTS);
+                // 1: composes (batches); 2: the no-op (first looks, records read back);
+                // 3: after the agents changed things; 4: the no-op again; 5: records damaged.
+                for run in 1..=5 {
+                    match run {
+                        3 => {
+                            for (n, group) in groups.iter().enumerate() {
+                                let dir = root.path().join("groups").join(group);
+                                match n % 4 {
+                                    0 => write(&dir.join("CLAUDE.local.md"), "@./CLAUDE.md\n"),
+                                    1 => write(
+                                        &dir.join(".claude/settings.json"),
+                                        r#"{"claudeMdExcludes": ["**"]}"#,
+                                    ),
+                                    2 => write(
+                                        &dir.join(".claude/settings.local.json"),
+                                        r#"{"env": {"CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1"}}"#,
+                                    ),
+                                    _ => write(&dir.join("CLAUDE.local.md"), &format!("new {n}\n")),
+                                }
+                            }
+                        }
+                        5 => {
+                            for (n, group) in groups.iter().enumerate() {
+                                let record = records.join(group);
+                                let Ok(mut bytes) = fs::read(&record) else {
+                                    continue;
+                                };
+                                match n % 3 {
+                                    0 => bytes.truncate(bytes.len() / 2),
+                                    1 => bytes[40] ^= 1,
+                                    _ => bytes[0] ^= 1,
+                                }
+                                fs::write(&record, bytes).unwrap();
+                            }
+                        }
+                        _ => {}
+                    }
                     let report = compose(&layout, &Selection::All, &options).unwrap();
-                    let (sources, _) = read_sources(&layout).unwrap();
                     let mut digests = std::collections::BTreeSet::new();
-                    let plans = Plans::default();
-                    let (mut completed, mut whole) = (0, 0);
                     for (group, got) in groups.iter().zip(&report.groups) {
                         assert_eq!(&got.group, group);
                         assert!(got.error.is_none(), "{delivery} {group}: {got:?}");
-                        let alone = observe(
-                            &layout,
-                            &sources,
-                            &layout.group_dir(group),
-                            &options.settings,
-                            None,
-                        )
-                        .unwrap();
-                        assert!(alone.plan_id.is_none());
-                        let mut expected = GroupReport::from_steps(group, &[], &alone.plan);
-                        expected.set_delivered(verify(
-                            &layout,
-                            &alone.plan,
-                            &sources,
-                            &options.settings,
-                        ));
-                        // A Codex group's verdict also carries its guard's guarantee.
-                        let provider = expected.target.as_ref().map(|t| t.provider);
-                        if let Some(delivered) = expected.delivered.as_mut() {
-                            delivered.guarantee = provider.and_then(guard::guarantee);
-                        }
-                        assert_eq!(got.delivered, expected.delivered, "{delivery} {group}");
+                        let expected = alone(&layout, &options, group);
+                        assert_eq!(
+                            got.delivered, expected.delivered,
+                            "{delivery} {group} {run}"
+                        );
                         assert_eq!(
                             got.memory_digest, expected.memory_digest,
-                            "{delivery} {group}"
+                            "{delivery} {group} {run}"
                         );
                         digests.insert(got.memory_digest.clone());
-                        // Which way the run had it.
-                        let shared = observe_with(
-                            &layout,
-                            &sources,
-                            &layout.group_dir(group),
-                            &options.settings,
-                            None,
-                            Some(&plans),
-                        )
-                        .unwrap();
-                        let fast = shared.plan_id.and_then(|_| {
-                            SharedVerdict::new(&layout, &shared.plan, &sources, &options.settings)
-                                .and_then(|verdict| verdict.verdict(&shared.plan))
-                        });
-                        match fast {
-                            Some(_) => completed += 1,
-                            None => whole += 1,
-                        }
                     }
-                    // The groups do differ: shared verdicts are not all one.
+                    // The groups do differ: the verdicts are not all one.
                     assert!(digests.len() >= 12, "{delivery}: {digests:?}");
-                    assert!(completed >= 20 && whole >= 20, "{completed} {whole}");
+                    // Every group composed has its record (no temp left beside them).
+                    let recorded: Vec<_> = fs::read_dir(&records)
+                        .unwrap()
+                        .map(|e| e.unwrap().file_name().into_string().unwrap())
+                        .collect();
+                    assert!(
+                        recorded.iter().all(|name| groups.contains(name)),
+                        "{recorded:?}"
+                    );
+                    assert_eq!(recorded.len(), groups.len(), "{delivery} {run}");
                 }
             }
+        }
+    }
+
+    /// A record is read back when its key is the group's (here one planted with a verdict
+    /// no load gives), and only then: once the agent changes its local memory, or its
+    /// settings files, the verdict is worked out again.
+    #[test]
+    fn a_record_is_used_exactly_while_its_inputs_hold() {
+        let root = tempfile::tempdir().unwrap();
+        let groups = deployment(root.path());
+        let layout = Layout::under_root(root.path());
+        let options = ComposeOptions::default();
+        compose(&layout, &Selection::All, &options).unwrap();
+        let group = &groups[2];
+        let record = layout
+            .state_dir
+            .join(crate::delivery::verdicts::VERDICTS)
+            .join(group);
+        let planted = |record: &Path| {
+            let bytes = fs::read(record).unwrap();
+            let body = &bytes[..bytes.len() - 32];
+            let mut delivered: Delivered = serde_json::from_slice(&body[32..]).unwrap();
+            delivered.missing = vec!["planted".to_owned()];
+            let mut planted = body[..32].to_vec();
+            planted.extend(serde_json::to_vec(&delivered).unwrap());
+            let seal: [u8; 32] = sha2::Sha256::digest(&planted).into();
+            planted.extend(seal);
+            fs::write(record, planted).unwrap();
+        };
+        use sha2::Digest;
+        let missing_of = |report: &ComposeReport| {
+            let got = report.groups.iter().find(|g| &g.group == group).unwrap();
+            got.delivered.as_ref().unwrap().missing.clone()
+        };
+        planted(&record);
+        let report = compose(&layout, &Selection::All, &options).unwrap();
+        assert_eq!(missing_of(&report), ["planted"], "the record is read back");
+        let dir = root.path().join("groups").join(group);
+        for change in 0..2 {
+            planted(&record);
+            match change {
+                0 => write(&dir.join("CLAUDE.local.md"), "changed by the agent\n"),
+                _ => write(
+                    &dir.join(".claude/settings.json"),
+                    r#"{"claudeMdExcludes": []}"#,
+                ),
+            }
+            let report = compose(&layout, &Selection::All, &options).unwrap();
+            let expected = alone(&layout, &options, group);
+            assert_eq!(
+                missing_of(&report),
+                expected.delivered.unwrap().missing,
+                "{change}"
+            );
         }
     }
 }

@@ -7,13 +7,12 @@
 //! it: `compose` applies an observation, `check` reports on one, `render` and `migrate` use the
 //! same group list and the same group-name rule. Nothing here writes.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
 use crate::delivery::guard::{GUARD_DIR, GUARD_DIRS};
-use crate::delivery::{DeliverySettings, GroupInputs, Target, plan_delivery};
+use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal};
@@ -234,121 +233,6 @@ fn read_local_memory(
     }
 }
 
-/// The plans made in one run, by the bytes of `container.json`: groups with the same config
-/// (every group of a template) share one plan instead of each building its document again.
-///
-/// Within a run the sources, the settings and the layout are the same for every group, so a
-/// Claude Code group's plan is a pure function of its config, except for the local memory it
-/// carries ([`GroupPlan::local_memory`], put in per group); a flat backend's document holds
-/// the local memory, so its plan is not shared. The config is a pure function of the bytes
-/// (the path is only named in errors, which are not kept). Use one `Plans` with one set of
-/// sources and settings only.
-#[derive(Default)]
-pub struct Plans {
-    seen: Mutex<HashMap<PlanKey, Arc<Planned>>>,
-}
-
-/// The bytes of `container.json` and [`GroupParts::key`].
-type PlanKey = (Option<Vec<u8>>, Vec<u8>);
-
-/// The most configs a run keeps plans for (a plan holds the group's document: tens of KiB).
-const MAX_PLANS: usize = 256;
-
-struct Planned {
-    /// Which plan, in this run.
-    id: PlanId,
-    config: GroupConfig,
-    /// The plan of a group with this config, without local memory; `None` for a flat backend
-    /// (or a config that cannot be planned: the error is made again per group).
-    plan: Option<GroupPlan>,
-}
-
-/// Names a shared plan of one [`Plans`]: two groups with the same id have the same plan except
-/// for their local memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PlanId(pub u64);
-
-impl Plans {
-    /// The config and plan of the group in `dir`, reading what [`read_config`] and
-    /// [`plan_for`] read, in the same order; with the id of the shared plan when there is one.
-    fn plan(
-        &self,
-        layout: &Layout,
-        dir: &SafeDir,
-        listed: &Listing,
-        sources: &Sources,
-        settings: &DeliverySettings,
-    ) -> Result<(GroupConfig, GroupPlan, Option<PlanId>), GroupError> {
-        let config_bytes = read_config_bytes(layout, dir)?;
-        // What the recipe reads in the group folder is part of the plan too.
-        let group = read_group(layout, dir)?;
-        let key = (config_bytes.bytes.clone(), group.key());
-        let known = self.lock().get(&key).cloned();
-        let planned = match known {
-            Some(planned) => planned,
-            None => {
-                let config = parse_config_bytes(&config_bytes)?;
-                let plan = match Target::of(&config, settings).provider.is_flat() {
-                    true => None,
-                    false => plan_with(
-                        layout,
-                        dir,
-                        &config,
-                        sources,
-                        settings,
-                        LocalMemory::default().inputs(&group),
-                    )
-                    .ok(),
-                };
-                let mut seen = self.lock();
-                if seen.len() >= MAX_PLANS {
-                    drop(seen);
-                    let local = read_local_memory(layout, dir, listed)?;
-                    let plan = plan_with(
-                        layout,
-                        dir,
-                        &config,
-                        sources,
-                        settings,
-                        local.inputs(&group),
-                    )?;
-                    return Ok((config, plan, None));
-                }
-                let id = PlanId(seen.len() as u64);
-                seen.entry(key)
-                    .or_insert_with(|| Arc::new(Planned { id, config, plan }))
-                    .clone()
-            }
-        };
-        let local = read_local_memory(layout, dir, listed)?;
-        match &planned.plan {
-            Some(plan) => {
-                let mut plan = plan.clone();
-                plan.local_memory = local.bytes;
-                plan.local_memory_too_large = local.too_large;
-                Ok((planned.config.clone(), plan, Some(planned.id)))
-            }
-            None => {
-                let plan = plan_with(
-                    layout,
-                    dir,
-                    &planned.config,
-                    sources,
-                    settings,
-                    local.inputs(&group),
-                )?;
-                Ok((planned.config.clone(), plan, None))
-            }
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PlanKey, Arc<Planned>>> {
-        self.seen
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
 /// Reads and parses the group's config (see [`read_config_bytes`]); missing means defaults.
 pub fn read_config(layout: &Layout, dir: &SafeDir) -> Result<GroupConfig, GroupError> {
     let config = read_config_bytes(layout, dir)?;
@@ -495,9 +379,6 @@ pub struct Observation {
     pub plan: GroupPlan,
     /// The difference between the disk and the plan.
     pub steps: Vec<Step>,
-    /// The shared plan this one is (with the group's local memory), when observed with
-    /// [`Plans`].
-    pub plan_id: Option<PlanId>,
 }
 
 impl Observation {
@@ -544,18 +425,6 @@ pub fn observe(
     settings: &DeliverySettings,
     writer: Option<&Arc<TempJournal>>,
 ) -> Result<Observation, GroupError> {
-    observe_with(layout, sources, group_path, settings, writer, None)
-}
-
-/// [`observe`], sharing the plans of groups with the same config through `plans` (one run's).
-pub fn observe_with(
-    layout: &Layout,
-    sources: &Sources,
-    group_path: &Path,
-    settings: &DeliverySettings,
-    writer: Option<&Arc<TempJournal>>,
-    plans: Option<&Plans>,
-) -> Result<Observation, GroupError> {
     let mut dir = open_group(group_path)?;
     if let Some(journal) = writer {
         dir.record_temps_in(journal);
@@ -567,14 +436,8 @@ pub fn observe_with(
     // One listing of the group folder gives the kind of every entry (no `stat` each) and the
     // leftover temp files.
     let listed = dir.listing()?;
-    let (config, plan, plan_id) = match plans {
-        Some(plans) => plans.plan(layout, &dir, &listed, sources, settings)?,
-        None => {
-            let config = read_config(layout, &dir)?;
-            let plan = plan_for(layout, &dir, &listed, &config, sources, settings)?;
-            (config, plan, None)
-        }
-    };
+    let config = read_config(layout, &dir)?;
+    let plan = plan_for(layout, &dir, &listed, &config, sources, settings)?;
     let delivery = plan.target.delivery;
     // The folders that exist are opened (for what is stale in them too); a missing one is
     // created (under the lock) only once the diff found nothing to refuse, and only when the
@@ -666,7 +529,6 @@ pub fn observe_with(
         config,
         delivery,
         plan,
-        plan_id,
         steps,
     })
 }

@@ -29,7 +29,9 @@ pub const CLI_PACKAGE: &str = "@anthropic-ai/claude-code";
 pub const SDK_PACKAGE: &str = "@anthropic-ai/claude-agent-sdk";
 
 /// Where a judged release or consumer comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum PinSource {
     /// clawmd's default: nothing in the deployment says (the newest release the conformance
@@ -118,7 +120,9 @@ pub fn dockerfile_pin(text: &str) -> Option<ClaudeVersion> {
 
 /// What a Claude Code group's verdict judged: the release and consumer it modelled, and where
 /// each came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct Judged {
     /// The Claude Code release whose loader rules were used.
     #[schemars(with = "String")]

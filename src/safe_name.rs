@@ -82,14 +82,15 @@ pub fn validate_name(name: &str) -> Result<(), NameProblem> {
     Ok(())
 }
 
-/// `name` as (part of) a single file name: itself when [`validate_name`] accepts it, else
+/// `name` as (part of) a single file name: itself when [`validate_name`] accepts it and it
+/// does not end with a `.` (which would meet the extension's: `mcp-A..md`), else
 /// every byte outside `[A-Za-z0-9_-]` written as `%XX` (so it holds a `%`, which no accepted
 /// name does: two names never share a stem), and past [`MAX_NAME_LEN`] bytes cut with a hash
 /// of the whole name. Names that clawmd only needs to write down (an MCP server's, which
 /// nanoclaw and the agent's own tools accept with spaces, `:` or `@`) compose this way
 /// instead of failing.
 pub fn file_stem(name: &str) -> std::borrow::Cow<'_, str> {
-    if validate_name(name).is_ok() {
+    if validate_name(name).is_ok() && !name.ends_with('.') {
         return std::borrow::Cow::Borrowed(name);
     }
     let mut out = String::with_capacity(name.len() * 3);
@@ -201,6 +202,9 @@ mod tests {
         assert_eq!(file_stem("../../etc/x"), "%2E%2E%2F%2E%2E%2Fetc%2Fx");
         assert_eq!(file_stem("a\0b"), "a%00b");
         assert_eq!(file_stem(""), "%");
+        // A trailing dot would meet the extension's (`mcp-A..md`, found by the property below).
+        assert_eq!(file_stem("A."), "A%2E");
+        assert_eq!(file_stem("v1.2"), "v1.2");
         let long = file_stem(&"é".repeat(200)).into_owned();
         assert!(long.len() <= MAX_NAME_LEN && long.contains('~'), "{long}");
         assert_ne!(file_stem(&"é".repeat(200)), file_stem(&"é".repeat(201)));
@@ -214,7 +218,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn every_name_has_a_single_safe_component_stem(name in "\\PC{0,160}") {
+        fn every_name_has_a_single_safe_component_stem(name in "\\PC{0,160}|[A-Za-z0-9._-]{1,8}") {
             let stem = file_stem(&name);
             let file = format!("mcp-{stem}.md");
             prop_assert!(validate_name(&file).is_ok() || stem.contains('%'), "{file}");

@@ -6,6 +6,8 @@
 //! - `journal/<lock>`: the temp files made by the runs that hold a lock
 //!   ([`fsops::TempJournal`]); a run holding the lock removes what a crash left from it, and
 //!   nothing that is merely named like a temp file.
+//! - `verdicts/<group>`: the group's last verdict, under the key of everything it depends on
+//!   ([`crate::delivery::verdicts`]).
 //!
 //! The state folder is the host's, but it is still opened defensively: it must be a real
 //! folder (never a link), and it must not be inside a group folder or `container/`, where an

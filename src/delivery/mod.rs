@@ -21,6 +21,7 @@ pub mod document;
 pub mod guard;
 pub mod managed;
 pub mod snapshot;
+pub mod verdicts;
 pub mod verify;
 
 pub use crate::sources::expand;

@@ -9,10 +9,6 @@
 //! its backend as it is, so every section and the local memory must lie within its budget.
 //! Sections dropped over budget make a group incomplete too.
 
-use std::cell::Cell;
-use std::io;
-use std::path::{Path, PathBuf};
-
 use memchr::memmem;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -21,18 +17,15 @@ use super::DeliverySettings;
 use super::snapshot::Snapshot;
 use crate::layout::{Layout, names};
 use crate::loader::SettingsEvaluation;
-use crate::loader::content::parse_as_within;
-use crate::loader::fs::{DirEntry, MemoryFs, Metadata, ReadOutcome};
-use crate::loader::markdown::js_trim;
-use crate::loader::{
-    Behaviour, Budgets, ClaudeVersion, DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory,
-    claude_block, load,
-};
+use std::path::Path;
+
+use crate::loader::fs::{MemoryFs, ReadOutcome};
+use crate::loader::{DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory, claude_block, load};
 use crate::plan::{Content, GroupPlan, Place, Sources, Warning};
 use crate::view::{Consumer, ViewOptions, load_options};
 
 /// What reaches a group's agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Delivered {
     /// True when everything the group's config asks for (and its local memory) reaches the
     /// agent: nothing dropped over budget, nothing dropped by the backend.
@@ -222,254 +215,6 @@ fn with_dropped(plan: &GroupPlan, mut delivered: Delivered) -> Delivered {
     }
     delivered.complete = delivered.missing.is_empty() && delivered.undecided.is_empty();
     delivered
-}
-
-/// Stands in for a group's `CLAUDE.local.md` while a shared plan is loaded once
-/// ([`SharedVerdict`]): plain text that loads as itself (no import, no comment, no space to
-/// trim) and that no shared source should hold; a plan whose load shows it anywhere but in the
-/// local memory's own file gets no shared verdict.
-const PLACEHOLDER: &str = "clawmdLocalMemoryPlaceholder7f3e9a1c";
-
-/// What reaches the agents of the groups that share one Claude Code plan (the same config),
-/// each with its own `CLAUDE.local.md`, worked out once for all of them.
-///
-/// The loader runs once on the plan with [`PLACEHOLDER`] as the local memory. A group's own
-/// load differs from that one only in the local memory's file when that memory, read as the
-/// loader reads it, parses, imports nothing, mentions no import (an `@path` in code or a
-/// comment is a diagnostic), has no `paths:` frontmatter, is not empty once frontmatter and
-/// comments are gone, and fits in what the other files leave of the loader's byte budget:
-/// then the loader reads the same files in the same order, follows the same imports, records
-/// the same diagnostics while loading (only the size warnings at the end may differ, and the
-/// verdict reads none of them), and the memory block is this load's with the placeholder
-/// replaced by the group's text as Claude Code shows it. [`SharedVerdict::verdict`] completes
-/// the verdict from that; for any other local memory it says `None`, and the group needs the
-/// whole load ([`verify`]). The tests below and `compose::tests` check both give the same
-/// answer on every kind of local memory.
-#[derive(Debug, Clone)]
-pub struct SharedVerdict {
-    version: ClaudeVersion,
-    /// What the verdicts judge.
-    judged: crate::pin::Judged,
-    budgets: Budgets,
-    /// Whether the block shows bodies trimmed (as this release does).
-    trimmed: bool,
-    /// The largest local memory whose read cannot reach the loader's byte budget.
-    local_bytes_left: u64,
-    /// Per section of the plan: the texts of it ([`crate::sources::Section::expected`]) that no file other
-    /// than the local memory holds, to find in the local memory.
-    sections: Vec<Vec<String>>,
-    /// [`diagnostic_reasons`] of the load.
-    diagnostic_reasons: Vec<String>,
-    /// The digest's state after the block's text before the local memory's body.
-    prefix: Sha256,
-    /// The block after the local memory's body, then [`link_bytes`].
-    tail: Vec<u8>,
-}
-
-impl SharedVerdict {
-    /// Loads `plan` (a Claude Code plan) once with the placeholder as its local memory.
-    /// `None` when the split cannot be shown to hold for this plan (a flat backend, a plan
-    /// that does not seed `CLAUDE.local.md` once, a load where the placeholder does not load
-    /// as itself exactly once, a budget reached): its groups get the whole load.
-    pub fn new(
-        layout: &Layout,
-        plan: &GroupPlan,
-        sources: &Sources,
-        settings: &DeliverySettings,
-    ) -> Option<SharedVerdict> {
-        if plan.target.provider.is_flat() {
-            return None;
-        }
-        let mut seeds = plan
-            .entries
-            .iter()
-            .filter(|entry| matches!(entry.content, Content::Seed));
-        let seed = seeds.next()?;
-        if seeds.next().is_some() || !seed.path.is_top(names::CLAUDE_LOCAL_MD) {
-            return None;
-        }
-        let mut template = plan.clone();
-        template.local_memory = Some(PLACEHOLDER.as_bytes().to_vec());
-        let fs = snapshot(layout, &template, sources);
-        let options = claude_options(layout, settings, Consumer::Cli);
-        let counted = Counted {
-            fs: &fs,
-            read: Cell::new(0),
-        };
-        let memory = load(&counted, &options).ok()?;
-        let read = counted.read.get();
-        // The placeholder loaded as itself, at the local memory's own path, and nowhere else.
-        let local = layout.workspace_mount.join(names::CLAUDE_LOCAL_MD);
-        let mut at = memory.files.iter().enumerate().filter(|(_, f)| {
-            f.path == local || f.real_path == local || f.body.contains(PLACEHOLDER)
-        });
-        let (index, file) = at.next()?;
-        if at.next().is_some()
-            || file.path != local
-            || file.real_path != local
-            || file.body != PLACEHOLDER
-            || memory
-                .diagnostics
-                .iter()
-                .any(|d| d.code == DiagnosticCode::BudgetExceeded)
-        {
-            return None;
-        }
-        let block = claude_block(&memory)?;
-        let links = link_bytes(&template, &fs);
-        if block.matches(PLACEHOLDER).count() != 1
-            || memmem::find(&links, PLACEHOLDER.as_bytes()).is_some()
-        {
-            return None;
-        }
-        let (prefix, suffix) = block.split_once(PLACEHOLDER)?;
-        // The block shows a body as [`shown`] says: checked here on one with spaces around it.
-        let trimmed = memory.claude_version.has(Behaviour::BodiesTrimmed);
-        let probe = " \n\tprobe \r\n";
-        let mut probed = memory.clone();
-        probed.files[index].body = probe.to_owned();
-        if claude_block(&probed)? != format!("{prefix}{}{suffix}", shown(probe, trimmed)) {
-            return None;
-        }
-        // Per section, the texts no file but the local memory holds.
-        let sections = plan
-            .sections
-            .iter()
-            .map(|section| {
-                section
-                    .expected
-                    .iter()
-                    .filter(|expected| {
-                        let finder = memmem::Finder::new(expected.as_bytes());
-                        !expected.is_empty()
-                            && !memory.files.iter().enumerate().any(|(i, f)| {
-                                i != index && finder.find(f.body.as_bytes()).is_some()
-                            })
-                    })
-                    .cloned()
-                    .collect()
-            })
-            .collect();
-        let others = read.checked_sub(PLACEHOLDER.len() as u64)?;
-        let mut hash = Sha256::new();
-        hash.update(prefix.as_bytes());
-        let mut tail = suffix.as_bytes().to_vec();
-        tail.extend_from_slice(&links);
-        Some(SharedVerdict {
-            version: options.claude_version,
-            judged: settings.judged(),
-            budgets: options.budgets,
-            trimmed,
-            local_bytes_left: options
-                .budgets
-                .bytes
-                .saturating_sub(others)
-                .min(MAX_FILE_BYTES),
-            sections,
-            diagnostic_reasons: diagnostic_reasons(&memory),
-            prefix: hash,
-            tail,
-        })
-    }
-
-    /// The verdict of the group composed as `plan`: the plan this was made from with the
-    /// group's own local memory. `None` when that local memory needs the whole load
-    /// ([`verify`]); otherwise exactly what [`verify`] gives.
-    pub fn verdict(&self, plan: &GroupPlan) -> Option<Delivered> {
-        let local = plan.local_memory.as_deref()?;
-        if local.len() as u64 > self.local_bytes_left || plan.sections.len() != self.sections.len()
-        {
-            return None;
-        }
-        let text = String::from_utf8_lossy(local);
-        let parsed = parse_as_within(&text, self.version, &self.budgets).ok()?;
-        if !parsed.imports.is_empty()
-            || !parsed.ignored.is_empty()
-            || parsed.paths.is_some()
-            || parsed.paths_truncated
-            || js_trim(&parsed.body).is_empty()
-        {
-            return None;
-        }
-        let found: Vec<bool> = self
-            .sections
-            .iter()
-            .map(|expected| {
-                expected.iter().all(|expected| {
-                    memmem::find(parsed.body.as_bytes(), expected.as_bytes()).is_some()
-                })
-            })
-            .collect();
-        let mut hash = self.prefix.clone();
-        hash.update(shown(&parsed.body, self.trimmed).as_bytes());
-        hash.update(&self.tail);
-        let delivered = assemble(
-            plan,
-            &found,
-            false,
-            &self.diagnostic_reasons,
-            hex_digest(hash),
-        );
-        let delivered = Delivered {
-            judged: Some(self.judged),
-            ..delivered
-        };
-        Some(with_dropped(plan, delivered))
-    }
-
-    /// About how many bytes this keeps (for a cache of these to count).
-    pub fn kept_bytes(&self) -> usize {
-        let texts = self.sections.iter().flatten();
-        self.tail.len()
-            + texts
-                .chain(&self.diagnostic_reasons)
-                .map(|text| text.len() + std::mem::size_of::<String>())
-                .sum::<usize>()
-    }
-}
-
-/// A loaded body as the memory block shows it (trimmed since 2.1.79).
-fn shown(body: &str, trimmed: bool) -> &str {
-    match trimmed {
-        true => js_trim(body),
-        false => body,
-    }
-}
-
-/// A filesystem counting the bytes of the files read through it.
-struct Counted<'a> {
-    fs: &'a Snapshot,
-    read: Cell<u64>,
-}
-
-impl MemoryFs for Counted<'_> {
-    fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
-        self.fs.symlink_metadata(path)
-    }
-
-    fn metadata(&self, path: &Path) -> io::Result<Metadata> {
-        self.fs.metadata(path)
-    }
-
-    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
-        self.fs.read_link(path)
-    }
-
-    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
-        self.fs.canonicalize(path)
-    }
-
-    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
-        self.fs.read_dir(path)
-    }
-
-    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<ReadOutcome> {
-        let outcome = self.fs.read_limited(path, limit);
-        if let Ok(ReadOutcome::Bytes(bytes)) = &outcome {
-            self.read.set(self.read.get() + bytes.len() as u64);
-        }
-        outcome
-    }
 }
 
 /// The container's view of the group after compose, built from its mount table
@@ -765,8 +510,9 @@ mod tests {
     use super::*;
     use crate::config::GroupConfig;
     use crate::delivery::{Delivery, GroupInputs, Provider, plan_delivery};
+    use crate::loader::ClaudeVersion;
+    use crate::loader::markdown::js_trim;
     use std::collections::BTreeMap;
-    use std::path::Path;
 
     fn sources(base: &str) -> Sources {
         Sources::builtin(
@@ -1084,207 +830,6 @@ mod tests {
         );
     }
 
-    /// Local memories the shared verdict completes (they load as the placeholder did).
-    const PLAIN: &[&[u8]] = &[
-        b"LOCAL NOTES\n",
-        b"notes\r\nmore notes\r\n",
-        b"  padded on both sides \n\n\t",
-        b"---\ntitle: notes\n---\nbody after frontmatter\n",
-        b"control \x01 characters \x7f and a NUL \x00 inside\n",
-        b"not UTF-8: \xff\xfe\xc3 here\n",
-        b"WEB GUIDE\n",
-        b"BASE\n",
-        b"BASE\nHIDDEN\n",
-        b"<!-- a closed comment --> and text\n",
-        b"clawmdLocalMemoryPlaceholder7f3e9a1c\n",
-        b"# heading\n\n> quote\n\n- item\n",
-        b"<!-- left open\n",
-    ];
-
-    /// Local memories that need the whole load: nothing to load, imports, mentions the loader
-    /// reports, `paths:` frontmatter.
-    const INTERACTING: &[&[u8]] = &[
-        b"",
-        b" \n\t\r\n",
-        b"@./missing.md\n",
-        b"@./CLAUDE.md\n",
-        b"@./CLAUDE.local.md\n",
-        b"see @./.claude-shared.md\n",
-        b"@./.claude-fragments/mcp-s.md\n",
-        b"@/app/CLAUDE.md\n",
-        b"@/app/skills/web/instructions.md\n",
-        b"```\n@./in-code.md\n```\n",
-        b"<!-- @./in-comment.md -->\nvisible\n",
-        b"---\npaths: src/**\n---\nconditional\n",
-    ];
-
-    /// Whole-load verdict and shared verdict, side by side, for every local memory given, in
-    /// every delivery mode, approved or not, for two releases (bodies trimmed or not) and for
-    /// Codex. Returns how many the shared verdict completed.
-    fn compare(base: &str, locals: &[Option<Vec<u8>>]) -> (usize, usize) {
-        let layout = Layout::under_root(Path::new("/host"));
-        let sources = sources(base);
-        let mut completed = 0;
-        let mut whole = 0;
-        for delivery in Delivery::ALL {
-            for approve_external in [false, true] {
-                for claude_version in [
-                    crate::loader::ClaudeVersion::default(),
-                    crate::loader::ClaudeVersion::new(2, 0, 77),
-                ] {
-                    for provider in [None, Some(Provider::Codex)] {
-                        let settings = DeliverySettings {
-                            approve_external,
-                            claude_version,
-                            ..DeliverySettings::with_delivery(delivery)
-                        };
-                        let config = GroupConfig {
-                            provider,
-                            mcp_instructions: BTreeMap::from([(
-                                "s".to_owned(),
-                                "use s @./in-instructions.md".to_owned(),
-                            )]),
-                            ..GroupConfig::default()
-                        };
-                        let plan_of = |local: Option<&[u8]>| {
-                            let inputs = GroupInputs {
-                                local_memory: local,
-                                ..GroupInputs::default()
-                            };
-                            plan_delivery(&layout, &config, &sources, inputs, &settings).unwrap()
-                        };
-                        let shared =
-                            SharedVerdict::new(&layout, &plan_of(None), &sources, &settings);
-                        assert_eq!(shared.is_some(), provider.is_none(), "{delivery}");
-                        for local in locals {
-                            let mut plan = plan_of(None);
-                            plan.local_memory = local.clone();
-                            if provider.is_some() {
-                                plan = plan_of(local.as_deref());
-                            }
-                            let expected = verify(&layout, &plan, &sources, &settings);
-                            match shared.as_ref().and_then(|shared| shared.verdict(&plan)) {
-                                Some(got) => {
-                                    completed += 1;
-                                    assert_eq!(
-                                        got, expected,
-                                        "{delivery} {approve_external} {claude_version}: {local:?}"
-                                    );
-                                }
-                                None => whole += 1,
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        (completed, whole)
-    }
-
-    /// The plan of a group with the default config and nothing of its own.
-    fn default_plan(layout: &Layout, sources: &Sources, settings: &DeliverySettings) -> GroupPlan {
-        plan_delivery(
-            layout,
-            &GroupConfig::default(),
-            sources,
-            GroupInputs::default(),
-            settings,
-        )
-        .unwrap()
-    }
-
-    fn owned(locals: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
-        locals.iter().map(|l| Some(l.to_vec())).collect()
-    }
-
-    #[test]
-    fn a_shared_verdict_completes_plain_local_memories_as_the_whole_load_does() {
-        let settings_claude = Delivery::ALL.len() * 2 * 2;
-        for base in [
-            "BASE\n",
-            "BASE\n<!-- never closed\nHIDDEN\n",
-            "# Base\n@./notes.md\n",
-        ] {
-            let (completed, whole) = compare(base, &owned(PLAIN));
-            assert_eq!(completed, PLAIN.len() * settings_claude, "{base:?}");
-            assert_eq!(whole, PLAIN.len() * settings_claude, "Codex: {base:?}");
-        }
-        // Huge: over Claude Code's per-file and total size warnings (which the verdict does
-        // not read), and up to the 4 MiB a local memory may be.
-        let huge = vec![
-            Some(vec![b'x'; 50_000]),
-            Some("notes ".repeat(25_000).into_bytes()),
-            Some(vec![b'y'; MAX_FILE_BYTES as usize]),
-        ];
-        let (completed, _) = compare("BASE\n", &huge);
-        assert_eq!(completed, huge.len() * settings_claude);
-    }
-
-    #[test]
-    fn a_local_memory_that_could_interact_gets_the_whole_load() {
-        let mut locals = owned(INTERACTING);
-        locals.push(None);
-        for base in ["BASE\n", "# Base\n@./notes.md\n"] {
-            let (completed, _) = compare(base, &locals);
-            assert_eq!(completed, 0, "{base:?}");
-        }
-        // Only a comment: empty to releases that strip comments (whole load), text to older
-        // ones (completed); either way the same verdict.
-        compare("BASE\n", &owned(&[b"<!-- only a comment -->\n"]));
-    }
-
-    #[test]
-    fn no_shared_verdict_where_the_placeholder_shows_elsewhere() {
-        let layout = Layout::under_root(Path::new("/host"));
-        let sources = sources(&format!("BASE {PLACEHOLDER}\n"));
-        let settings = DeliverySettings::default();
-        let plan = default_plan(&layout, &sources, &settings);
-        assert!(SharedVerdict::new(&layout, &plan, &sources, &settings).is_none());
-    }
-
-    #[test]
-    fn the_local_memory_must_leave_the_byte_budget_untouched() {
-        let layout = Layout::under_root(Path::new("/host"));
-        // The shared base takes all but 100 bytes of the loader's 16 MiB (in four files of
-        // under 4 MiB: copy delivery).
-        let budget = crate::loader::Budgets::default().bytes as usize;
-        let sources = sources("BASE\n");
-        let settings = DeliverySettings::with_delivery(Delivery::Copy);
-        let plan = default_plan(&layout, &sources, &settings);
-        let mut shared = SharedVerdict::new(&layout, &plan, &sources, &settings).unwrap();
-        let mut local = plan.clone();
-        local.local_memory = Some(b"small\n".to_vec());
-        assert!(shared.verdict(&local).is_some());
-        shared.local_bytes_left = 5;
-        assert!(shared.verdict(&local).is_none(), "{budget}");
-    }
-
-    #[test]
-    fn counted_counts_the_bytes_read_through_it() {
-        let mut fs = Snapshot::new();
-        fs.file(Path::new("/a.md"), b"12345".to_vec());
-        fs.link(Path::new("/b.md"), Path::new("/a.md"));
-        let counted = Counted {
-            fs: &fs,
-            read: Cell::new(0),
-        };
-        counted.read_limited(Path::new("/a.md"), 10).unwrap();
-        counted.read_limited(Path::new("/b.md"), 10).unwrap();
-        counted.read_limited(Path::new("/a.md"), 2).unwrap(); // too large: not read
-        assert!(counted.read_limited(Path::new("/missing"), 10).is_err());
-        assert_eq!(counted.read.get(), 10);
-        assert_eq!(
-            counted.canonicalize(Path::new("/b.md")).unwrap(),
-            Path::new("/a.md")
-        );
-    }
-
-    #[test]
-    fn shown_trims_as_the_release_does() {
-        assert_eq!(shown(" \n a \t\n", true), "a");
-        assert_eq!(shown(" \n a \t\n", false), " \n a \t\n");
-    }
-
     #[test]
     fn hex_digest_is_sha256_in_lowercase_hex() {
         assert_eq!(
@@ -1295,29 +840,6 @@ mod tests {
         hash.update(b"a");
         hash.update(b"bc");
         assert_eq!(hex_digest(hash), digest(b"abc"));
-    }
-
-    use proptest::strategy::Strategy as _;
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
-
-        /// Any local memory made of pieces the loader treats specially gets, from the shared
-        /// verdict when it completes one, exactly the whole load's verdict.
-        #[test]
-        fn a_shared_verdict_is_the_whole_load_on_any_local_memory(
-            pieces in proptest::collection::vec(
-                proptest::sample::select(vec![
-                    "notes", " ", "\n", "\r\n", "\t", "@./x.md", "@", "a@b.c", "<!--", "-->",
-                    "```", "~~~", "`", "---\n", "paths: x\n", "WEB GUIDE", "BASE", "\u{1}",
-                    "\u{0}", "é", "# h\n", "> q\n", "- l\n", "    indented\n", PLACEHOLDER,
-                ]),
-                0..16,
-            )
-        ) {
-            let local = pieces.concat().into_bytes();
-            compare("BASE\n", &[Some(local)]);
-        }
     }
 
     #[test]
@@ -1355,6 +877,8 @@ mod tests {
             _ => vec![js_trim(&crate::sources::expand::neutralise(&lf)).to_owned()],
         }
     }
+
+    use proptest::strategy::Strategy as _;
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]

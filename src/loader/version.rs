@@ -144,6 +144,13 @@ impl serde::Serialize for ClaudeVersion {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for ClaudeVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A loader behaviour that changed between Claude Code releases. Each is "the 2.1.330
 /// behaviour"; a release before its first release (see [`FIRST_RELEASE`]) does not show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -403,7 +403,8 @@ fn comparable(tree: Tree, with_fresh: bool) -> Tree {
                 && (with_fresh
                     || !(path.starts_with("groups/fresh")
                         || path.starts_with("groups/.clawmd/binds/fresh")
-                        || path.starts_with("groups/.clawmd/journal/fresh")))
+                        || path.starts_with("groups/.clawmd/journal/fresh")
+                        || path.starts_with("groups/.clawmd/verdicts/fresh")))
         })
         .collect()
 }

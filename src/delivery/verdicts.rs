@@ -1,0 +1,327 @@
+//! What reaches each group's agent, worked out once for as long as nothing it depends on
+//! changes: the one cache of compose's and check's verdicts.
+//!
+//! [`verify_with`] is a pure function of the group's plan (every composed file, the sections,
+//! what was dropped, the warnings and the group's `CLAUDE.local.md`), the delivery settings,
+//! the layout, the shared sources mounted in link delivery, and what the agent's own settings
+//! files do to its memory ([`AgentSettings`], read afresh by every run). A [`Key`] is a
+//! SHA-256 of all of them and of the binary that judges; a verdict is kept under its key in
+//! memory for the run (groups with equal plans share it) and in a record per group in the
+//! state folder (`<state>/verdicts/<group>`, outside every group folder: no agent reads or
+//! writes it), so a run that finds a group as it was, with the same inputs, reads its verdict
+//! back instead of running the loader again. A record whose key differs, or that is not whole
+//! (it carries a SHA-256 of itself), is not used: the verdict is worked out again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use sha2::{Digest, Sha256};
+
+use super::DeliverySettings;
+use super::verify::{AgentSettings, Delivered, verify_with};
+use crate::fsops::{FsError, SafeDir, TempJournal};
+use crate::layout::Layout;
+use crate::plan::{Content, GroupPlan, Sources, Warning};
+
+/// The folder of the records in the state folder.
+pub const VERDICTS: &str = "verdicts";
+
+/// The most verdicts one run keeps in memory (each is a few hundred bytes).
+const MAX_KEPT: usize = 4096;
+
+/// The largest record read back (a verdict is a few KiB at most).
+const MAX_RECORD_BYTES: u64 = 1 << 20;
+
+/// Names a verdict: a SHA-256 of everything [`verify_with`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key([u8; 32]);
+
+/// The verdicts of one run: the same layout, settings and sources for every group.
+pub struct Verdicts {
+    /// The hash state after what is the same for every group (format, binary, layout, settings).
+    run: Sha256,
+    /// The digest of the sources mounted in link delivery, made when first needed.
+    app: OnceLock<[u8; 32]>,
+    kept: Mutex<HashMap<Key, Delivered>>,
+    /// `<state>/verdicts`, opened when first needed (when it exists).
+    dir: Mutex<Option<SafeDir>>,
+    /// Whether records are read and written (not without a known binary).
+    records: bool,
+}
+
+/// A verdict worked out in this run that its group's record does not hold yet.
+#[derive(Debug)]
+pub struct Unrecorded {
+    group: String,
+    key: Key,
+    delivered: Delivered,
+}
+
+impl Unrecorded {
+    /// The group whose record this is.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+}
+
+impl Verdicts {
+    /// The verdicts of a run with `layout` and `settings`.
+    pub fn new(layout: &Layout, settings: &DeliverySettings) -> Verdicts {
+        let binary = binary_identity();
+        let mut run = Sha256::new();
+        let mut put = |bytes: &[u8]| {
+            run.update((bytes.len() as u64).to_le_bytes());
+            run.update(bytes);
+        };
+        put(b"clawmd verdict 1");
+        put(env!("CARGO_PKG_VERSION").as_bytes());
+        put(binary.as_deref().unwrap_or_default());
+        put(format!("{:?}", relocated(layout)).as_bytes());
+        put(format!("{settings:?}").as_bytes());
+        Verdicts {
+            run,
+            app: OnceLock::new(),
+            kept: Mutex::new(HashMap::new()),
+            dir: Mutex::new(None),
+            records: binary.is_some(),
+        }
+    }
+
+    /// The key of the verdict of a group composed as `plan` whose agent's settings files do
+    /// `agent`.
+    pub fn key(
+        &self,
+        layout: &Layout,
+        plan: &GroupPlan,
+        sources: &Sources,
+        agent: &AgentSettings,
+    ) -> Key {
+        let mut hash = self.run.clone();
+        plan_into(&mut hash, plan);
+        let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
+        hash.update((evaluations.len() as u64).to_le_bytes());
+        hash.update(&evaluations);
+        if plan.target.mount_needs(false).app {
+            let app = self.app.get_or_init(|| {
+                let mut app = Sha256::new();
+                for (path, bytes) in sources.container_files(layout) {
+                    let path = path.as_os_str().as_encoded_bytes();
+                    app.update((path.len() as u64).to_le_bytes());
+                    app.update(path);
+                    app.update((bytes.len() as u64).to_le_bytes());
+                    app.update(bytes);
+                }
+                app.finalize().into()
+            });
+            hash.update(app);
+        }
+        Key(hash.finalize().into())
+    }
+
+    /// The verdict of `group` composed as `plan` ([`verify_with`]): kept in this run, else
+    /// read from the group's record, else worked out; with what the record should hold when
+    /// it does not hold it yet ([`Verdicts::record`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn delivered(
+        &self,
+        layout: &Layout,
+        group: &str,
+        plan: &GroupPlan,
+        sources: &Sources,
+        settings: &DeliverySettings,
+        agent: &AgentSettings,
+    ) -> (Delivered, Option<Unrecorded>) {
+        let key = self.key(layout, plan, sources, agent);
+        if let Some(record) = self.read(layout, group, key) {
+            self.keep(key, &record);
+            return (record, None);
+        }
+        let kept = self.lock_kept().get(&key).cloned();
+        let delivered = kept.unwrap_or_else(|| {
+            let delivered = verify_with(layout, plan, sources, settings, agent);
+            self.keep(key, &delivered);
+            delivered
+        });
+        let unrecorded = self.records.then(|| Unrecorded {
+            group: group.to_owned(),
+            key,
+            delivered: delivered.clone(),
+        });
+        (delivered, unrecorded)
+    }
+
+    /// Writes the record of a verdict (atomically; its temp recorded in `journal`, the
+    /// journal of the group's lock, which the caller holds). A record is only a saving: one
+    /// that cannot be written is left for a later run.
+    pub fn record(&self, layout: &Layout, unrecorded: Unrecorded, journal: &Arc<TempJournal>) {
+        let Unrecorded {
+            group,
+            key,
+            delivered,
+        } = unrecorded;
+        let written = open_dir(layout, true).and_then(|mut dir| {
+            dir.record_temps_in(journal);
+            let json = serde_json::to_vec(&delivered).unwrap_or_default();
+            let mut bytes = Vec::with_capacity(json.len() + 64);
+            bytes.extend_from_slice(&key.0);
+            bytes.extend_from_slice(&json);
+            let seal: [u8; 32] = Sha256::digest(&bytes).into();
+            bytes.extend_from_slice(&seal);
+            let temp = dir.stage_file(&group, &bytes, false)?;
+            dir.put_in_place(temp, &group)
+        });
+        if let Err(err) = written {
+            tracing::debug!(group, "verdict record not written: {err}");
+        }
+    }
+
+    /// The verdict `group`'s record holds under `key`, if it is whole and has that key.
+    fn read(&self, layout: &Layout, group: &str, key: Key) -> Option<Delivered> {
+        if !self.records {
+            return None;
+        }
+        let bytes = {
+            let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+            if dir.is_none() {
+                *dir = Some(open_dir(layout, false).ok()?);
+            }
+            let dir = dir.as_ref()?;
+            dir.read_file(group, MAX_RECORD_BYTES).ok()??
+        };
+        let (body, seal) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
+        if body.get(..32)? != key.0 || Sha256::digest(body).as_slice() != seal {
+            return None;
+        }
+        serde_json::from_slice(&body[32..]).ok()
+    }
+
+    fn keep(&self, key: Key, delivered: &Delivered) {
+        let mut kept = self.lock_kept();
+        if kept.len() < MAX_KEPT {
+            kept.entry(key).or_insert_with(|| delivered.clone());
+        }
+    }
+
+    fn lock_kept(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Delivered>> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// `<state>/verdicts` (never through a link), made when `create` and missing.
+fn open_dir(layout: &Layout, create: bool) -> Result<SafeDir, FsError> {
+    crate::state::check_placement(layout)?;
+    let missing = || FsError::Io {
+        op: "open",
+        path: layout.state_dir.join(VERDICTS),
+        source: std::io::ErrorKind::NotFound.into(),
+    };
+    let state = SafeDir::open_state(&layout.state_dir, create)?.ok_or_else(missing)?;
+    state.open_child(VERDICTS, create)?.ok_or_else(missing)
+}
+
+/// `layout` with its host folders made relative to the folder that holds the groups, the
+/// shared sources and the state (`<root>/groups`, …): [`verify_with`] sees the host only
+/// through where each composed file lies in the mount table, which moving the whole
+/// deployment keeps, so a verdict does not depend on where the deployment is.
+fn relocated(layout: &Layout) -> Layout {
+    let mut base = layout.groups_dir.clone();
+    while !(layout.container_dir.starts_with(&base) && layout.state_dir.starts_with(&base)) {
+        if !base.pop() {
+            return layout.clone();
+        }
+    }
+    let from_base = |path: &std::path::Path| match path.strip_prefix(&base) {
+        Ok(rest) => std::path::Path::new("<root>").join(rest),
+        Err(_) => path.to_owned(),
+    };
+    Layout {
+        groups_dir: from_base(&layout.groups_dir),
+        container_dir: from_base(&layout.container_dir),
+        state_dir: from_base(&layout.state_dir),
+        host_managed_dir: layout.host_managed_dir.as_deref().map(from_base),
+        claude_home: layout.claude_home.as_deref().map(from_base),
+        ..layout.clone()
+    }
+}
+
+/// Which binary judges: its size and modification time (a rebuilt or upgraded clawmd does not
+/// trust the records of another). `None` when it cannot be told: no record is then used.
+fn binary_identity() -> Option<Vec<u8>> {
+    let exe = std::env::current_exe().ok()?;
+    let meta = fs_err::metadata(&exe).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    let mut id = exe.as_os_str().as_encoded_bytes().to_vec();
+    id.extend_from_slice(&meta.len().to_le_bytes());
+    id.extend_from_slice(&modified.as_nanos().to_le_bytes());
+    Some(id)
+}
+
+/// Everything in `plan` that [`verify_with`] reads, each length-prefixed: the target, every
+/// entry (path and content), the sections, what was dropped, the warnings and the local memory.
+fn plan_into(hash: &mut Sha256, plan: &GroupPlan) {
+    let mut put = |bytes: &[u8]| {
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    };
+    put(format!("{:?}", plan.target).as_bytes());
+    put(&(plan.entries.len() as u64).to_le_bytes());
+    for entry in &plan.entries {
+        put(entry.path.to_string().as_bytes());
+        match &entry.content {
+            Content::File(bytes) => {
+                put(b"file");
+                put(bytes);
+            }
+            Content::Symlink(target) => {
+                put(b"link");
+                put(target.as_os_str().as_encoded_bytes());
+            }
+            Content::Seed => put(b"seed"),
+            Content::Placeholder(bytes) => {
+                put(b"placeholder");
+                put(bytes);
+            }
+        }
+    }
+    put(&(plan.sections.len() as u64).to_le_bytes());
+    for section in &plan.sections {
+        put(section.id.as_str().as_bytes());
+        put(section.origin.as_bytes());
+        put(&section.text);
+        put(format!(
+            "{:?} {} {:?} {:?}",
+            section.rank, section.file, section.link, section.scope
+        )
+        .as_bytes());
+    }
+    put(&(plan.dropped.len() as u64).to_le_bytes());
+    for dropped in &plan.dropped {
+        put(dropped.section.as_bytes());
+        put(&dropped.bytes.to_le_bytes());
+    }
+    // Of the warnings, the verdict reads only the dangling instructions (each named in its
+    // reasons); the others may name host paths, which would tie the key to where the
+    // deployment lies.
+    for warning in &plan.warnings {
+        if let Warning::DanglingInstructions { .. } = warning {
+            put(format!("{warning:?} {warning}").as_bytes());
+        }
+    }
+    // No local memory reads as an empty one (the snapshot seeds it empty; a flat document
+    // misses nothing of it): the first compose, which seeds it, and the no-op after it, which
+    // reads it empty, share a key.
+    match (&plan.local_memory, plan.local_memory_too_large) {
+        (None, Some(len)) => {
+            put(b"local memory too large");
+            put(&len.to_le_bytes());
+        }
+        (local, _) => {
+            put(b"local memory");
+            put(local.as_deref().unwrap_or_default());
+        }
+    }
+}
