@@ -764,24 +764,47 @@ mod tests {
 
     #[test]
     fn a_source_whose_text_the_document_changes_is_caught() {
-        // An unclosed HTML comment in the shared base is closed by the next section's comment
-        // line inside the document, so Claude Code strips text the base shows when read
-        // alone: the verdict says so instead of trusting the bytes written.
-        let got = verdict(
-            "BASE\n<!-- never closed\nHIDDEN\n",
-            DeliverySettings::default(),
-            None,
-        );
+        // Issue 19: an unclosed HTML comment in the shared base is text when Claude Code loads
+        // the base alone; the document used to let the next section's comment line close it,
+        // hiding that text. Now it is delivered whole (its `<` followed by a zero-width space),
+        // and the verdict says so.
+        let base = "BASE\n<!-- never closed\nHIDDEN\n";
+        let got = verdict(base, DeliverySettings::default(), None);
+        assert!(got.complete, "{got:?}");
+        let copy = verdict(base, DeliverySettings::with_delivery(Delivery::Copy), None);
+        assert!(copy.complete, "{copy:?}");
+        // A document that does change a source's text (here: written without the base's last
+        // line) is caught: the verdict reads what is written, not what was meant.
+        let layout = Layout::under_root(Path::new("/host"));
+        let settings = DeliverySettings::with_delivery(Delivery::Inline);
+        let sources = sources(base);
+        let inputs = GroupInputs {
+            local_memory: Some(b"LOCAL NOTES\n"),
+            ..GroupInputs::default()
+        };
+        let mut plan = plan_delivery(
+            &layout,
+            &GroupConfig::default(),
+            &sources,
+            inputs,
+            &settings,
+        )
+        .unwrap();
+        let mut changed = 0;
+        for entry in &mut plan.entries {
+            if let Content::File(bytes) = &mut entry.content {
+                let text = String::from_utf8(bytes.clone()).unwrap();
+                if text.contains("HIDDEN") {
+                    *bytes = text.replace("HIDDEN", "").into_bytes();
+                    changed += 1;
+                }
+            }
+        }
+        assert_eq!(changed, 1);
+        let got = verify(&layout, &plan, &sources, &settings);
         assert!(!got.complete);
         assert_eq!(got.missing, ["shared-base"], "{got:?}");
         assert!(got.reasons[0].contains("fix: close it"), "{got:?}");
-        // The same base delivered as a copy (a file of its own) is whole.
-        let copy = verdict(
-            "BASE\n<!-- never closed\nHIDDEN\n",
-            DeliverySettings::with_delivery(Delivery::Copy),
-            None,
-        );
-        assert!(copy.complete, "{copy:?}");
     }
 
     #[test]
@@ -909,9 +932,13 @@ mod tests {
             let options = claude_options(&layout, &settings, settings.consumer);
             let memory = load(&fs, &options).unwrap();
             let block = claude_block(&memory).unwrap_or_default();
+            // Compared without clawmd's zero-width spaces (a mention it could not wrap, an
+            // unclosed `<!--` it breaks so that it hides nothing).
+            let seen = block.replace('\u{200B}', "");
             let shown = texts.iter().all(|text| {
                 let truth = truth(text, mode, version);
-                truth.is_empty() || truth.iter().any(|t| block.contains(t.as_str()))
+                truth.is_empty()
+                    || truth.iter().any(|t| seen.contains(&t.replace('\u{200B}', "")))
             });
             proptest::prop_assert_eq!(
                 delivered.complete, shown,

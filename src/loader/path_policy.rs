@@ -109,6 +109,21 @@ pub(crate) fn is_device_or_process_file(p: &str, cwd: &Path, version: ClaudeVers
 /// for the agent are its working directory (`/proc/self/cwd`) and its root
 /// (`/proc/self/root`, `/proc/thread-self/root`). Other paths are read as they are.
 pub(crate) fn own_process_alias(p: &Path, cwd: &Path) -> Option<std::path::PathBuf> {
+    // An alias inside an alias (`/proc/self/root/proc/self/cwd/x.md` is the agent's root's
+    // `/proc/self/cwd/x.md`, its own cwd: measured on 2.1.328, it loads `x.md` in the cwd) is
+    // followed to the end, a few rounds at most.
+    let mut current = one_alias(p, cwd)?;
+    for _ in 0..8 {
+        match one_alias(&current, cwd) {
+            Some(next) => current = next,
+            None => break,
+        }
+    }
+    Some(current)
+}
+
+/// One round of [`own_process_alias`].
+fn one_alias(p: &Path, cwd: &Path) -> Option<std::path::PathBuf> {
     let s = p.to_str()?;
     // (`/proc/thread-self/cwd/` is refused since 2.1.311; before, it is the cwd too.)
     for own_cwd in ["/proc/self/cwd/", "/proc/thread-self/cwd/"] {

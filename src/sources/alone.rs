@@ -205,7 +205,8 @@ pub fn delivered(shown: &[ShownFile], version: ClaudeVersion) -> Delivered {
                 comment_safe(&file.path.to_string_lossy())
             ));
         }
-        parts.push(close_open(&body, version));
+        let (body, closed) = close_open(&body, version);
+        parts.push(closed);
         expected.push(body);
     }
     let mut text = parts.join("\n\n");
@@ -230,16 +231,55 @@ const CLOSERS: &[&str] = &[
     ">",
 ];
 
-/// `text` with what it leaves open (a code fence, an HTML block such as an unclosed
-/// comment) closed after it, so that what follows it in a document is read as it would be
-/// on its own and `text` itself is read as it is. Unchanged when nothing is open; when no
-/// closer is found the text is returned as it is (and the verdict, which reads the document,
-/// says the source does not reach the agent whole).
-pub fn close_open(text: &str, version: ClaudeVersion) -> String {
+/// `text` as the document holds it, and that with what it leaves open (a code fence, an HTML
+/// block) closed after it, so that what follows it in a document is read as it would be on its
+/// own and `text` itself is read as it is. Unchanged when nothing is open. An HTML block that
+/// no closer can end without changing how it reads (an unclosed `<!--`, which Claude Code shows
+/// as text in a file of its own, would become a comment and vanish) has its opener broken by a
+/// zero-width space after its `<` (`<\u{200B}!--`), so that it opens nothing and reads as the
+/// same text. When nothing works the text is returned as it is (and the verdict, which reads
+/// the document, says the source does not reach the agent whole).
+pub fn close_open(text: &str, version: ClaudeVersion) -> (String, String) {
+    if let Some(closed) = close_with(text, version) {
+        return (text.to_owned(), closed);
+    }
+    let mut current = text.to_owned();
+    for _ in 0..4 {
+        let Some(at) = last_html_opener(&current) else {
+            break;
+        };
+        current.replace_range(at..at + 1, "<\u{200B}");
+        if let Some(closed) = close_with(&current, version) {
+            return (current, closed);
+        }
+    }
+    (text.to_owned(), text.to_owned())
+}
+
+/// Where the last HTML block opener of `text` that runs past blank lines starts.
+fn last_html_opener(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    [
+        "<!--",
+        "<?",
+        "<![cdata[",
+        "<pre",
+        "<script",
+        "<style",
+        "<textarea",
+        "<!",
+    ]
+    .iter()
+    .filter_map(|opener| lower.rfind(opener))
+    .max()
+}
+
+/// `text` closed with what it leaves open, or `None` when no closer does it.
+fn close_with(text: &str, version: ClaudeVersion) -> Option<String> {
     let mut current = text.to_owned();
     for _ in 0..4 {
         if is_closed(&current, text, version) {
-            return current;
+            return Some(current);
         }
         let mut candidates: Vec<String> = fence_openers(&current);
         candidates.extend(CLOSERS.iter().map(|c| (*c).to_owned()));
@@ -248,18 +288,12 @@ pub fn close_open(text: &str, version: ClaudeVersion) -> String {
             .map(|closer| format!("{current}\n{closer}"))
             .find(|closed| is_closed(closed, text, version));
         match next {
-            Some(closed) => return closed,
+            Some(closed) => return Some(closed),
             // Close the innermost fence and try again (a fence inside an HTML block, …).
-            None => match fence_openers(&current).first() {
-                Some(fence) => current = format!("{current}\n{fence}"),
-                None => return text.to_owned(),
-            },
+            None => current = format!("{current}\n{}", fence_openers(&current).first()?),
         }
     }
-    match is_closed(&current, text, version) {
-        true => current,
-        false => text.to_owned(),
-    }
+    is_closed(&current, text, version).then_some(current)
 }
 
 /// Whether `closed` (holding `original`) leaves nothing open: `original` is read as it is,
@@ -570,7 +604,8 @@ mod tests {
             "a\n<pre>\nopen",
             "  ```python\ncode",
         ] {
-            let closed = close_open(text, V);
+            let (read, closed) = close_open(text, V);
+            assert_eq!(read, text);
             assert_ne!(closed, text);
             assert!(closed.starts_with(text));
             let doc = format!("{closed}\n\n<!-- marker -->\nnext\n");
@@ -578,7 +613,15 @@ mod tests {
             assert!(!scan.body.contains("marker"), "{text:?}: {}", scan.body);
             assert!(scan.body.contains(text), "{text:?}");
         }
-        assert_eq!(close_open("plain\n\n- list", V), "plain\n\n- list");
+        let plain = "plain\n\n- list";
+        assert_eq!(close_open(plain, V), (plain.to_owned(), plain.to_owned()));
+        // An unclosed comment is text in a file of its own: closing it would hide it.
+        let open = "a\n\n<!-- left open";
+        let (read, closed) = close_open(open, V);
+        assert_eq!(read, "a\n\n<\u{200B}!-- left open");
+        let doc = format!("{closed}\n\n<!-- marker -->\nnext\n");
+        let body = scan_markdown_as(&doc, V).unwrap().body;
+        assert!(body.contains(&read) && !body.contains("marker"), "{body}");
     }
 
     #[test]

@@ -486,6 +486,121 @@ fn windows_sources_and_an_oversized_local_memory_reach_the_agent_as_compose_says
     report.finish();
 }
 
+/// Issue 19, a live sample of the generated corpus (tests/fixtures/equivalence, recorded with
+/// this very release loading each source alone): two groups of five generated sources (the
+/// shared base and four skills, with frontmatter, BOM, CRLF and lone CR, fences and comments
+/// left open, import chains past the depth limit) composed in managed, inline and copy
+/// delivery, read by the real CLI in the sandbox built from `clawmd mounts`: each source's
+/// text as the binary showed it alone is in what the agent gets (as a document delivers it:
+/// LF line endings, import mentions as code), and compose's verdict says so.
+#[test]
+fn generated_sources_reach_the_agent_as_loaded_alone() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "tests/fixtures/equivalence/{CLAUDE_CODE_VERSION}.json"
+    ));
+    let corpus: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let sources: BTreeMap<&str, &Value> = corpus["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s))
+        .collect();
+    let alone_bodies = |id: &str| -> Vec<String> {
+        let block = sources[id]["alone"]
+            .as_str()
+            .unwrap()
+            .trim_end_matches('\n');
+        let block = block.strip_suffix("</system-reminder>").unwrap_or(block);
+        block
+            .split("\nContents of ")
+            .skip(1)
+            .map(|part| {
+                let (_, text) = part.split_once("):\n\n").unwrap_or((part, ""));
+                text.trim_end_matches('\n').to_owned()
+            })
+            .collect()
+    };
+    let mut report = Report::new("generated sources, real CLI");
+    for first in [0usize, 35] {
+        let ids: Vec<String> = (first..first + 5).map(|n| format!("s{n:03}")).collect();
+        let dep = Deployment::example();
+        for (index, id) in ids.iter().enumerate() {
+            let folder = match index {
+                0 => "container".to_owned(),
+                _ => format!("container/skills/k{index}"),
+            };
+            if index > 0 {
+                dep.write(&format!("{folder}/SKILL.md"), b"generated skill\n");
+            }
+            for (name, text) in sources[id.as_str()]["files"].as_object().unwrap() {
+                let name = match (name.as_str(), index) {
+                    ("SOURCE.md", 0) => "CLAUDE.md",
+                    ("SOURCE.md", _) => "instructions.md",
+                    (other, _) => other,
+                };
+                dep.write(
+                    &format!("{folder}/{name}"),
+                    text.as_str().unwrap().as_bytes(),
+                );
+            }
+        }
+        for delivery in ["managed", "inline", "copy"] {
+            std::fs::write(
+                dep.path("clawmd.json"),
+                json!({ "delivery": delivery, "claudeCodeVersion": CLAUDE_CODE_VERSION })
+                    .to_string(),
+            )
+            .unwrap();
+            let composed = run_clawmd(
+                [
+                    "compose",
+                    "main",
+                    "--json",
+                    "--root",
+                    dep.root().to_str().unwrap(),
+                ],
+                &[],
+            )
+            .success()
+            .json();
+            let verdict = composed["groups"][0]["delivered"]["complete"].clone();
+            let case = format!("{}, --delivery {delivery}", ids.join(" "));
+            if let Some(memory) = report.observe(&dep, "main", Consumer::Cli, false) {
+                let mut all_found = true;
+                for id in &ids {
+                    for body in alone_bodies(id) {
+                        let lf = body.replace("\r\n", "\n").replace('\r', "\n");
+                        // Compared without clawmd's zero-width spaces (a mention it could not
+                        // wrap, a comment left open).
+                        let seen = memory.text.replace('\u{200B}', "");
+                        let found = [body.as_str(), lf.as_str()].iter().any(|text| {
+                            seen.contains(
+                                &clawmd::delivery::expand::neutralise(text).replace('\u{200B}', ""),
+                            )
+                        });
+                        all_found &= found;
+                        report.check(
+                            found,
+                            &case,
+                            &format!(
+                                "{id}: the text the binary shows of it alone is not there: {body:?}"
+                            ),
+                            &memory,
+                        );
+                    }
+                }
+                report.check(
+                    verdict == json!(true) && all_found,
+                    &case,
+                    &format!("compose's verdict says complete = {verdict}, the real agent got every source = {all_found}"),
+                    &memory,
+                );
+            }
+        }
+    }
+    report.finish();
+}
+
 /// A Codex group (`"provider": "codex"` in container.json, which clawmd reads and never
 /// changes) gets one flat AGENTS.md within Codex's 32 KiB: the shared base, its enabled skills,
 /// its MCP instructions and its local memory, no import line, no CLAUDE.md. A skill too large

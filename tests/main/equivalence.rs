@@ -16,7 +16,8 @@
 //!    own comments make Claude Code rebuild the text, import mentions shown as code), in
 //!    order, and nothing else but what clawmd closes after a source (a fence, `-->`) and the
 //!    group's own memory: no source text lost, none added;
-//! 3. compose's verdict is complete exactly when every source is found.
+//! 3. compose's verdict is complete (every source is found, whole, in every mode; a source
+//!    text lost fails the test whatever the verdict says).
 
 use std::path::{Path, PathBuf};
 
@@ -351,20 +352,38 @@ fn check_group(
             });
         }
     }
-    let found = remove_in_order(&all, &expected);
-    let whole = found.is_ok();
-    if complete != Some(whole) {
+    // clawmd's zero-width spaces (after the `@` of a mention it could not wrap, after the `<`
+    // of a comment left open) are the one thing compared away.
+    let zwsp = |text: &str| text.replace('\u{200B}', "");
+    let all = zwsp(&all);
+    let expected: Vec<String> = expected.iter().map(|e| zwsp(e)).collect();
+    let rest = match remove_in_order(&all, &expected) {
+        Ok(rest) => rest,
+        // Link delivery's one documented loss (docs/delivery.md): the runner mounts
+        // `/app/CLAUDE.md` and `/app/skills`, not the files the shared base imports next to
+        // it; the verdict must say so.
+        Err(part)
+            if mode == Mode::Link
+                && complete == Some(false)
+                && bodies(recorded(&sources[ids[0]]["alone"]))
+                    .iter()
+                    .skip(1)
+                    .any(|body| zwsp(body) == part) =>
+        {
+            return Ok(());
+        }
+        Err(part) => {
+            return Err(format!(
+                "source text lost: {part:?} (verdict: complete = {complete:?})\nin:\n{all}"
+            ));
+        }
+    };
+    if complete != Some(true) {
         return Err(format!(
-            "the verdict says complete = {complete:?}, the sources are found whole = {whole} ({:?}); report: {}",
-            found.as_ref().err(),
+            "every source is there, but the verdict says complete = {complete:?}: {}",
             report["groups"][0]["delivered"]
         ));
     }
-    let rest = match found {
-        Ok(rest) => rest,
-        // Not delivered whole, and the verdict says so: nothing more to check.
-        Err(_) => return Ok(()),
-    };
     let added: Vec<&str> = rest
         .lines()
         .filter(|line| {
