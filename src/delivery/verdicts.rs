@@ -168,7 +168,11 @@ impl Verdicts {
             let seal: [u8; 32] = Sha256::digest(&bytes).into();
             bytes.extend_from_slice(&seal);
             let temp = dir.stage_file(&group, &bytes, false)?;
-            dir.put_in_place(temp, &group)
+            dir.put_in_place(temp, &group)?;
+            // A record is never synced: one a crash loses or leaves torn (its seal no longer
+            // matches) is only a verdict worked out again.
+            dir.mark_synced();
+            Ok(())
         });
         if let Err(err) = written {
             tracing::debug!(group, "verdict record not written: {err}");
