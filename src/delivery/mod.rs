@@ -390,7 +390,9 @@ pub fn plan_delivery(
         Delivery::Inline | Delivery::Managed => Form::Document,
     };
     for section in &mut all {
-        crate::sources::alone::prepare(section, settings.claude_version, form);
+        sources
+            .prepared
+            .prepare(section, settings.claude_version, form);
     }
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,

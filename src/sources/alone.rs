@@ -339,7 +339,7 @@ fn fence_openers(text: &str) -> Vec<String> {
 }
 
 /// Where a section's text goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Form {
     /// Into one document with other sections (inline, managed, flat `AGENTS.md`/`GEMINI.md`).
     Document,
@@ -432,12 +432,146 @@ pub fn own_file(
 /// Shares one tree between the sections and plans that use it.
 pub type SharedTree = Arc<SourceTree>;
 
+/// What [`prepare`] made of the shared sources of one run (those read from `container/`,
+/// with a [`SourceTree`]), so that each is composed once per run, release and form for every
+/// group that includes it: [`prepare`] is a pure function of the section's text, tree,
+/// name, origin and link, which a use checks against what it was made from.
+#[derive(Default)]
+pub struct Prepared(
+    std::sync::Mutex<std::collections::HashMap<(String, ClaudeVersion, Form), Arc<Made>>>,
+);
+
+/// The most sections a run's [`Prepared`] keeps (a deployment has tens of shared sources).
+const MAX_PREPARED: usize = 4096;
+
+/// One section as [`prepare`] made it, with what it was made from.
+struct Made {
+    from: (Vec<u8>, SharedTree, String, Option<PathBuf>),
+    text: Vec<u8>,
+    expected: Vec<String>,
+    size: u64,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prepared")
+    }
+}
+
+/// A run's memo is not part of what the sources are: a copy starts empty, and any two are
+/// equal.
+impl Clone for Prepared {
+    fn clone(&self) -> Self {
+        Prepared::default()
+    }
+}
+
+impl PartialEq for Prepared {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Prepared {}
+
+impl Prepared {
+    /// [`prepare`], once per shared source of the run: `section` becomes what it made.
+    pub fn prepare(
+        &self,
+        section: &mut crate::sources::Section,
+        version: ClaudeVersion,
+        form: Form,
+    ) {
+        let Some(tree) = section.tree.clone() else {
+            return prepare(section, version, form);
+        };
+        let key = (section.id.as_str().to_owned(), version, form);
+        let known = self.lock().get(&key).cloned();
+        let same = |made: &Made| {
+            made.from.0 == section.text
+                && Arc::ptr_eq(&made.from.1, &tree)
+                && made.from.2 == section.origin
+                && made.from.3 == section.link
+        };
+        if let Some(made) = known.filter(|made| same(made)) {
+            section.text = made.text.clone();
+            section.expected = made.expected.clone();
+            section.size = made.size;
+            return;
+        }
+        let from = (
+            section.text.clone(),
+            tree,
+            section.origin.clone(),
+            section.link.clone(),
+        );
+        prepare(section, version, form);
+        let mut kept = self.lock();
+        if kept.len() < MAX_PREPARED {
+            kept.insert(
+                key,
+                Arc::new(Made {
+                    from,
+                    text: section.text.clone(),
+                    expected: section.expected.clone(),
+                    size: section.size,
+                }),
+            );
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<(String, ClaudeVersion, Form), Arc<Made>>,
+    > {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::loader::content::scan_markdown_as;
 
     const V: ClaudeVersion = ClaudeVersion::new(2, 1, 330);
+
+    /// A run's memo gives every group what [`prepare`] gives it alone, and makes a section
+    /// again when what it was made from differs (another text, tree, release or form).
+    #[test]
+    fn prepared_once_is_what_prepare_gives() {
+        let memo = Prepared::default();
+        let shared = Arc::new(tree(&[
+            ("/app/CLAUDE.md", "# Base\n<!-- open\n@./more.md\n"),
+            ("/app/more.md", "MORE\n```\n"),
+        ]));
+        let section = |text: &str, tree: &SharedTree| {
+            let mut section = crate::sources::Section::builtin(
+                crate::sources::SectionId::shared_base(),
+                text.as_bytes(),
+            );
+            section.tree = Some(tree.clone());
+            section
+        };
+        let other = Arc::new(tree(&[("/app/CLAUDE.md", "OTHER\n")]));
+        for form in [Form::Document, Form::OwnFile, Form::Link] {
+            for version in [V, ClaudeVersion::new(2, 0, 77)] {
+                for (text, tree) in [
+                    ("# Base\n", &shared),
+                    ("# Base\n", &shared),
+                    ("changed\n", &shared),
+                    ("changed\n", &other),
+                ] {
+                    let mut alone = section(text, tree);
+                    prepare(&mut alone, version, form);
+                    let mut memoised = section(text, tree);
+                    memo.prepare(&mut memoised, version, form);
+                    assert_eq!(memoised, alone, "{form:?} {version} {text:?}");
+                }
+            }
+        }
+    }
 
     fn tree(files: &[(&str, &str)]) -> SourceTree {
         let mut snapshot = Snapshot::new();

@@ -215,6 +215,9 @@ pub struct Sources {
     /// The runner's own files the guards of Codex, Gemini CLI and opencode groups merge
     /// ([`crate::delivery::guard::Bases`]).
     pub guard_bases: crate::delivery::guard::Bases,
+    /// The shared sources as the groups of this run get them, each made once
+    /// ([`alone::Prepared`]).
+    pub prepared: alone::Prepared,
 }
 
 /// Why an item's file cannot be used: the error reading it gave.
@@ -583,6 +586,7 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
             dangling,
             host_managed: None,
             guard_bases: Default::default(),
+            prepared: Default::default(),
         },
         notes,
     ))
