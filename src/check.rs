@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use crate::delivery::DeliverySettings;
+use crate::delivery::verdicts::Verdicts;
 use crate::delivery::verify::{self, Delivered};
 use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
@@ -60,9 +61,10 @@ pub fn check_with_progress(
     let groups = selection.groups(layout)?;
     let (sources, _) = read_sources(layout)?;
     progress.start(groups.len());
+    let verdicts = Verdicts::new(layout, &options.settings);
     let groups: Vec<GroupCheck> = crate::compose::parallel_map(&groups, |group| {
         let checked = guarded(layout, group, options, || {
-            check_group(layout, &sources, group, options)
+            check_one(layout, &sources, group, options, &verdicts)
         });
         progress.done(group);
         checked
@@ -113,6 +115,19 @@ pub fn check_group(
     group: &str,
     options: &CheckOptions,
 ) -> GroupCheck {
+    let verdicts = Verdicts::new(layout, &options.settings);
+    check_one(layout, sources, group, options, &verdicts)
+}
+
+/// [`check_group`] with the verdicts of the run (read back from compose's records where the
+/// inputs are the same; check records nothing).
+fn check_one(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &CheckOptions,
+    verdicts: &Verdicts,
+) -> GroupCheck {
     let mut findings = Vec::new();
     let plan = match composition_findings(layout, sources, group, options, &mut findings) {
         Ok(plan) => Some(plan),
@@ -152,7 +167,8 @@ pub fn check_group(
     // The same verdict as compose's report: what reaches the agent once composed, with what
     // the agent's own settings files do.
     if let Some(plan) = &plan {
-        let mut delivered = verify::verify_with(layout, plan, sources, &options.settings, &agent);
+        let (mut delivered, _) =
+            verdicts.delivered(layout, group, plan, sources, &options.settings, &agent);
         if let Some(why) = agent_unreadable {
             delivered.complete = false;
             delivered.undecided.push(format!(

@@ -268,22 +268,21 @@ pub(crate) enum Place {
 pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let bytes = text.as_bytes();
+    // `i`: where the scan stands (a match may start only at an `@` that opens the text, or
+    // that follows a whitespace character starting at or after `i`); `@` is ASCII, so never
+    // part of another character, and memchr finds each candidate.
     let mut i = 0;
-    while i < bytes.len() {
-        let at = if i == 0 && bytes[0] == b'@' {
-            Some(0)
-        } else {
-            let c = scan::char_at(text, i).unwrap_or(' ');
-            if is_js_space(c) && bytes.get(i + c.len_utf8()) == Some(&b'@') {
-                Some(i + c.len_utf8())
-            } else {
-                None
-            }
+    let mut from = 0;
+    while let Some(offset) = memchr::memchr(b'@', &bytes[from..]) {
+        let at = from + offset;
+        let starts = match text[..at].chars().next_back() {
+            None => i == 0,
+            Some(c) => is_js_space(c) && at - c.len_utf8() >= i,
         };
-        let Some(at) = at else {
-            i += scan::char_len_at(text, i);
+        if !starts {
+            from = at + 1;
             continue;
-        };
+        }
         let start = at + 1;
         let mut j = start;
         loop {
@@ -296,10 +295,11 @@ pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
         if j > start {
             out.push(&text[start..j]);
             i = j;
+            from = j;
         } else {
-            i = at;
             // The `@` itself cannot start a match; step past it.
-            i += 1;
+            i = at + 1;
+            from = at + 1;
         }
     }
     out
@@ -392,6 +392,66 @@ fn walk_inline(tokens: &[Inline], out: &mut Vec<(Place, String)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The candidate-by-memchr scan of [`at_mentions`] as it was: every character in turn.
+    fn at_mentions_by_char(text: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let at = if i == 0 && bytes[0] == b'@' {
+                Some(0)
+            } else {
+                let c = scan::char_at(text, i).unwrap_or(' ');
+                if is_js_space(c) && bytes.get(i + c.len_utf8()) == Some(&b'@') {
+                    Some(i + c.len_utf8())
+                } else {
+                    None
+                }
+            };
+            let Some(at) = at else {
+                i += scan::char_len_at(text, i);
+                continue;
+            };
+            let start = at + 1;
+            let mut j = start;
+            loop {
+                match scan::char_at(text, j) {
+                    Some('\\') if bytes.get(j + 1) == Some(&b' ') => j += 2,
+                    Some(c) if c != '\\' && !is_js_space(c) => j += c.len_utf8(),
+                    _ => break,
+                }
+            }
+            if j > start {
+                out.push(&text[start..j]);
+                i = j;
+            } else {
+                i = at;
+                // The `@` itself cannot start a match; step past it.
+                i += 1;
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// [`at_mentions`] finds what a scan of every character finds, on text made of the
+        /// pieces that matter to it (whitespace of every width, escapes, `@`, multi-byte
+        /// characters).
+        #[test]
+        fn at_mentions_finds_what_a_character_scan_finds(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "@", "a", "x.md", " ", "\t", "\n", "\\", "\\ ", "\u{a0}", "\u{3000}",
+                    "\u{feff}", "\u{2028}", "é", "\u{1f600}", "@./y", "`", "#",
+                ]),
+                0..24,
+            )
+        ) {
+            let text = pieces.concat();
+            proptest::prop_assert_eq!(at_mentions(&text), at_mentions_by_char(&text));
+        }
+    }
 
     fn imports(src: &str) -> Vec<String> {
         let mut seen = Vec::new();
