@@ -567,20 +567,25 @@ mod tests {
     fn verdict_with(delivery: Delivery, files: &[(&str, &str)]) -> Delivered {
         let layout = Layout::under_root(Path::new("/host"));
         let settings = DeliverySettings::with_delivery(delivery);
-        let sources = sources("BASE\n");
+        let (sources, plan) = default_plan_of("BASE\n", &layout, &settings);
+        verify_with(&layout, &plan, &sources, &settings, &agent(files))
+    }
+
+    /// The sources with `base` as the shared base, and the plan of a group with the default
+    /// config and a local memory.
+    fn default_plan_of(
+        base: &str,
+        layout: &Layout,
+        settings: &DeliverySettings,
+    ) -> (Sources, GroupPlan) {
+        let sources = sources(base);
         let inputs = GroupInputs {
             local_memory: Some(b"LOCAL NOTES\n"),
             ..GroupInputs::default()
         };
-        let plan = plan_delivery(
-            &layout,
-            &GroupConfig::default(),
-            &sources,
-            inputs,
-            &settings,
-        )
-        .unwrap();
-        verify_with(&layout, &plan, &sources, &settings, &agent(files))
+        let plan =
+            plan_delivery(layout, &GroupConfig::default(), &sources, inputs, settings).unwrap();
+        (sources, plan)
     }
 
     const PROJECT: &str = "/workspace/agent/.claude/settings.json";
@@ -777,19 +782,7 @@ mod tests {
         // line) is caught: the verdict reads what is written, not what was meant.
         let layout = Layout::under_root(Path::new("/host"));
         let settings = DeliverySettings::with_delivery(Delivery::Inline);
-        let sources = sources(base);
-        let inputs = GroupInputs {
-            local_memory: Some(b"LOCAL NOTES\n"),
-            ..GroupInputs::default()
-        };
-        let mut plan = plan_delivery(
-            &layout,
-            &GroupConfig::default(),
-            &sources,
-            inputs,
-            &settings,
-        )
-        .unwrap();
+        let (sources, mut plan) = default_plan_of(base, &layout, &settings);
         let mut changed = 0;
         for entry in &mut plan.entries {
             if let Content::File(bytes) = &mut entry.content {

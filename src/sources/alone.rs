@@ -182,6 +182,8 @@ pub struct Delivered {
     /// The text of each file Claude Code shows loading the source alone, as the agent reads
     /// it in the document (each must be found there, whole).
     pub expected: Vec<String>,
+    /// The section's own bytes are delivered as they are (`text` is them read as UTF-8).
+    pub original: bool,
 }
 
 /// The files `shown` (a source loaded alone, [`SourceTree::shown`]) as the text of a section
@@ -211,7 +213,11 @@ pub fn delivered(shown: &[ShownFile], version: ClaudeVersion) -> Delivered {
     }
     let mut text = parts.join("\n\n");
     text.push('\n');
-    Delivered { text, expected }
+    Delivered {
+        text,
+        expected,
+        original: false,
+    }
 }
 
 /// `text` safe inside an HTML comment (no `--`, no line break).
@@ -219,8 +225,9 @@ fn comment_safe(text: &str) -> String {
     text.replace("--", "- -").replace(['\n', '\r'], " ")
 }
 
-/// What clawmd writes after a text that leaves something open, in the order tried.
-const CLOSERS: &[&str] = &[
+/// What clawmd writes after a text that leaves something open, in the order tried (besides
+/// a fence run as long as the one left open).
+pub const CLOSERS: &[&str] = &[
     "-->",
     "</pre>",
     "</script>",
@@ -367,13 +374,16 @@ pub fn prepare(section: &mut crate::sources::Section, version: ClaudeVersion, fo
         Form::OwnFile => own_file(&shown, version, section),
         _ => delivered(&shown, version),
     };
-    section.text = out.text.into_bytes();
+    if !out.original {
+        section.text = out.text.into_bytes();
+    }
     section.expected = out.expected;
 }
 
-/// The files `shown` as a file of their own (a copy fragment): a single file whose text reads
-/// back as itself is written as it is (its line endings kept, as Claude Code keeps them
-/// loading it alone); otherwise the document form after a comment naming the section (so
+/// The files `shown` as a file of their own (a copy fragment): a source that imports nothing
+/// is copied byte for byte (Claude Code reads the copy as it reads the source: frontmatter,
+/// comments, line endings); a single file whose shown text reads back as itself is written as
+/// that text; otherwise the document form after a comment naming the section (so
 /// that nothing at its start is read as frontmatter again).
 pub fn own_file(
     shown: &[ShownFile],
@@ -381,18 +391,28 @@ pub fn own_file(
     section: &crate::sources::Section,
 ) -> Delivered {
     if let [file] = shown {
+        // The source's own bytes, when they import nothing: the same bytes are read the same
+        // way wherever the file is (bytes that are not UTF-8 too: Claude Code reads them as
+        // U+FFFD either way).
+        let original = String::from_utf8_lossy(&section.text);
+        let same = crate::loader::content::parse_as(&original, version).is_ok_and(|parsed| {
+            parsed.imports.is_empty() && js_trim(&parsed.body) == js_trim(&file.body)
+        });
+        if same {
+            return Delivered {
+                text: original.into_owned(),
+                expected: vec![js_trim(&file.body).to_owned()],
+                original: true,
+            };
+        }
         let body = js_trim(&neutralise(js_trim(&file.body))).to_owned();
         let reads_back = crate::loader::content::parse_as(&body, version)
             .is_ok_and(|parsed| js_trim(&parsed.body) == body && parsed.imports.is_empty());
         if reads_back {
-            // A source that needs no change is copied byte for byte.
-            let text = match std::str::from_utf8(&section.text) {
-                Ok(original) if js_trim(original) == body => original.to_owned(),
-                _ => format!("{body}\n"),
-            };
             return Delivered {
-                text,
+                text: format!("{body}\n"),
                 expected: vec![body],
+                original: false,
             };
         }
     }
@@ -405,6 +425,7 @@ pub fn own_file(
             out.text
         ),
         expected: out.expected,
+        original: false,
     }
 }
 

@@ -152,19 +152,7 @@ enum Mode {
 fn is_closer(line: &str) -> bool {
     let t = line.trim();
     let fence = |c: char| t.len() >= 3 && t.chars().all(|x| x == c);
-    fence('`')
-        || fence('~')
-        || [
-            "-->",
-            "</pre>",
-            "</script>",
-            "</style>",
-            "</textarea>",
-            "?>",
-            "]]>",
-            ">",
-        ]
-        .contains(&t)
+    fence('`') || fence('~') || clawmd::sources::alone::CLOSERS.contains(&t)
 }
 
 /// `text` with every `part` removed once, in order; `None` when one is not there (after the
