@@ -264,6 +264,21 @@ pub(crate) enum Place {
     CommentBlockText,
 }
 
+/// Where the path of a mention starting at byte `start` (just after its `@`) ends: at the
+/// first whitespace character or backslash, except that `\ ` (an escaped space) goes on.
+fn mention_end(text: &str, start: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut j = start;
+    loop {
+        match scan::char_at(text, j) {
+            Some('\\') if bytes.get(j + 1) == Some(&b' ') => j += 2,
+            Some(c) if c != '\\' && !is_js_space(c) => j += c.len_utf8(),
+            _ => break,
+        }
+    }
+    j
+}
+
 /// JS: `/(?:^|\s)@((?:[^\s\\]|\\ )+)/g` — the raw captures, in order.
 pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -284,14 +299,7 @@ pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
             continue;
         }
         let start = at + 1;
-        let mut j = start;
-        loop {
-            match scan::char_at(text, j) {
-                Some('\\') if bytes.get(j + 1) == Some(&b' ') => j += 2,
-                Some(c) if c != '\\' && !is_js_space(c) => j += c.len_utf8(),
-                _ => break,
-            }
-        }
+        let j = mention_end(text, start);
         if j > start {
             out.push(&text[start..j]);
             i = j;
@@ -414,14 +422,7 @@ mod tests {
                 continue;
             };
             let start = at + 1;
-            let mut j = start;
-            loop {
-                match scan::char_at(text, j) {
-                    Some('\\') if bytes.get(j + 1) == Some(&b' ') => j += 2,
-                    Some(c) if c != '\\' && !is_js_space(c) => j += c.len_utf8(),
-                    _ => break,
-                }
-            }
+            let j = mention_end(text, start);
             if j > start {
                 out.push(&text[start..j]);
                 i = j;
