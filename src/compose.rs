@@ -309,22 +309,11 @@ fn compose_locked(
 ) -> Result<GroupReport, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
-    let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
-    let seen = observe(
-        layout,
-        sources,
-        &group_path,
-        &options.settings,
-        Some(&journal),
-    )?;
+    let (journal, cleaned, seen) = observe_locked(layout, sources, group, &group_path, options)?;
     let applied = apply(seen.dirs(), &seen.steps);
     let report = applied.map(|()| {
         let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
-        let (report, unrecorded) = delivered(verdicts, layout, sources, &seen, options, report);
-        if let Some(unrecorded) = unrecorded {
-            verdicts.record(layout, unrecorded, &journal);
-        }
-        report
+        delivered_recorded(verdicts, layout, sources, &seen, options, report, &journal)
     });
     let settled = journal.settle();
     let report = report?;
@@ -334,12 +323,14 @@ fn compose_locked(
 
 /// Under the group's lock: the journal of the temps this run makes, after removing the temps
 /// an interrupted run recorded in it and left (and nothing else), named as the report names
-/// them.
-fn clean_leftovers(
+/// them; then the group observed with that journal.
+fn observe_locked(
     layout: &Layout,
+    sources: &Sources,
     group: &str,
     group_path: &Path,
-) -> Result<(std::sync::Arc<TempJournal>, Vec<String>), GroupError> {
+    options: &ComposeOptions,
+) -> Result<(std::sync::Arc<TempJournal>, Vec<String>, Observation), GroupError> {
     let journal = state::journal(layout, group)?;
     let mut cleaned = Vec::new();
     if state::may_have_leftovers(layout, group) {
@@ -349,7 +340,32 @@ fn clean_leftovers(
             }
         }
     }
-    Ok((journal, cleaned))
+    let seen = observe(
+        layout,
+        sources,
+        group_path,
+        &options.settings,
+        Some(&journal),
+    )?;
+    Ok((journal, cleaned, seen))
+}
+
+/// [`delivered`] under the group's lock: a verdict worked out is recorded at once, its temp
+/// in the group's `journal`.
+fn delivered_recorded(
+    verdicts: &Verdicts,
+    layout: &Layout,
+    sources: &Sources,
+    seen: &Observation,
+    options: &ComposeOptions,
+    report: GroupReport,
+    journal: &std::sync::Arc<TempJournal>,
+) -> GroupReport {
+    let (report, unrecorded) = delivered(verdicts, layout, sources, seen, options, report);
+    if let Some(unrecorded) = unrecorded {
+        verdicts.record(layout, unrecorded, journal);
+    }
+    report
 }
 
 /// How many groups a batch composes at most: each holds its lock, up to four folders and its
@@ -431,14 +447,8 @@ fn compose_batch(
                 Err(FsError::LockTimeout { .. }) => return Ok(None),
                 Err(err) => return Err(err.into()),
             };
-            let (journal, cleaned) = clean_leftovers(layout, group, &group_path)?;
-            let seen = observe(
-                layout,
-                sources,
-                &group_path,
-                &options.settings,
-                Some(&journal),
-            )?;
+            let (journal, cleaned, seen) =
+                observe_locked(layout, sources, group, &group_path, options)?;
             let mut devices = vec![seen.dir.device()?];
             if let Some(bind) = &seen.bind {
                 let device = bind.device()?;
@@ -476,11 +486,9 @@ fn compose_batch(
             let w = work?;
             let report =
                 GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-            let (report, unrecorded) =
-                delivered(verdicts, layout, sources, &w.seen, options, report);
-            if let Some(unrecorded) = unrecorded {
-                verdicts.record(layout, unrecorded, &w.journal);
-            }
+            let report = delivered_recorded(
+                verdicts, layout, sources, &w.seen, options, report, &w.journal,
+            );
             w.journal.settle()?;
             with_spawn(layout, &w.seen, report)
         })
