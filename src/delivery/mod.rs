@@ -458,11 +458,16 @@ pub fn plan_delivery(
         _ => {
             // What the agent can write (a group file, the group's own skills) is never the
             // operator's policy: it goes in the workspace's entry point, after the guardrails.
-            let (own, policy): (Vec<Section>, Vec<Section>) =
-                fitted.kept.iter().cloned().partition(|s| s.group_owned);
-            let managed_document = match own.is_empty() {
-                true => last_document.take(),
-                false => document::document(&policy, LocalMemory::None),
+            // Split (and the policy document built again) only for a group that has such a
+            // section: every other group keeps the document `fit` built.
+            let split: Option<(Vec<Section>, Vec<Section>)> = fitted
+                .kept
+                .iter()
+                .any(|s| s.group_owned)
+                .then(|| fitted.kept.iter().cloned().partition(|s| s.group_owned));
+            let managed_document = match &split {
+                None => last_document.take(),
+                Some((_, policy)) => document::document(policy, LocalMemory::None),
             };
             entries.push(Desired {
                 path: ManagedPath::managed(names::CLAUDE_MD),
@@ -480,10 +485,10 @@ pub fn plan_delivery(
                     content: Content::File(bytes.to_vec()),
                 });
             }
-            match own.is_empty() {
-                true => composed_claude_md(&local_import),
-                false if has_memory => document::document(&own, LocalMemory::Import),
-                false => document::document(&own, LocalMemory::None),
+            match split {
+                None => composed_claude_md(&local_import),
+                Some((own, _)) if has_memory => document::document(&own, LocalMemory::Import),
+                Some((own, _)) => document::document(&own, LocalMemory::None),
             }
         }
     };
