@@ -41,9 +41,8 @@ pub fn needs_in(
     dir: &SafeDir,
     settings: &DeliverySettings,
 ) -> Result<MountNeeds, GroupError> {
-    let config = read_config(layout, dir)?;
-    let exists = dir.kind(names::CONFIG)? == Some(FileKind::File);
-    Ok(Target::of(&config, settings).mount_needs(exists))
+    let (target, exists) = target_in(layout, dir, settings)?;
+    Ok(target.mount_needs(exists))
 }
 
 /// The group's delivery target, and whether its `container.json` exists.
@@ -53,7 +52,16 @@ fn group_target(
     settings: &DeliverySettings,
 ) -> Result<(Target, bool), GroupError> {
     let dir = open_group(&checked_group_dir(layout, group)?)?;
-    let config = read_config(layout, &dir)?;
+    target_in(layout, &dir, settings)
+}
+
+/// [`group_target`] of the group folder opened as `dir`.
+fn target_in(
+    layout: &Layout,
+    dir: &SafeDir,
+    settings: &DeliverySettings,
+) -> Result<(Target, bool), GroupError> {
+    let config = read_config(layout, dir)?;
     let exists = dir.kind(names::CONFIG)? == Some(FileKind::File);
     Ok((Target::of(&config, settings), exists))
 }
