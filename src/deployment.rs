@@ -15,6 +15,7 @@ use crate::delivery::guard::{GUARD_DIR, GUARD_DIRS};
 use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
+use crate::reads::{Read, ReadLog, Root, Watch};
 use crate::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal};
 use crate::layout::{GLOBAL_GROUP, GroupConfigSource, Layout, names};
 use crate::plan::{Delivery, GroupPlan, Place, Sources};
@@ -379,6 +380,9 @@ pub struct Observation {
     pub plan: GroupPlan,
     /// The difference between the disk and the plan.
     pub steps: Vec<Step>,
+    /// Every read made through the group's folders so far, in order ([`crate::reads`]): what
+    /// the group's record keeps when it is found as planned.
+    pub reads: Arc<ReadLog>,
 }
 
 impl Observation {
@@ -425,7 +429,10 @@ pub fn observe(
     settings: &DeliverySettings,
     writer: Option<&Arc<TempJournal>>,
 ) -> Result<Observation, GroupError> {
+    let reads = Arc::new(ReadLog::default());
     let mut dir = open_group(group_path)?;
+    reads.push(Read::root(Root::Group, true));
+    dir.log_reads_in(&reads, Root::Group, Watch::Content);
     if let Some(journal) = writer {
         dir.record_temps_in(journal);
     }
@@ -447,6 +454,10 @@ pub fn observe(
         Some(_) => dir.open_child(names::FRAGMENTS, false)?,
     };
     let mut bind = state::bind_dir(layout, group)?;
+    reads.push(Read::root(Root::Bind, bind.is_some()));
+    if let Some(bind) = &mut bind {
+        bind.log_reads_in(&reads, Root::Bind, Watch::Identity);
+    }
     let mut managed = match &bind {
         Some(bind) => bind.open_child(names::MANAGED, false)?,
         None => None,
@@ -530,5 +541,22 @@ pub fn observe(
         delivery,
         plan,
         steps,
+        reads,
+    })
+}
+
+/// Whether the group `group` still reads as `reads` recorded (every read finds again what it
+/// found: [`crate::fsops::replay`]), opening its folder and its bind folder as [`observe`] does.
+pub fn reads_hold(layout: &Layout, group: &str, reads: &[Read]) -> bool {
+    crate::fsops::replay(reads, |root| match root {
+        Root::Group => open_group(&layout.group_dir(group)).map(Some).map_err(|err| match err {
+            GroupError::Fs(err) => err,
+            other => FsError::Io {
+                op: "open",
+                path: layout.group_dir(group),
+                source: std::io::Error::other(other.to_string()),
+            },
+        }),
+        Root::Bind => state::bind_dir(layout, group),
     })
 }

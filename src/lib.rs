@@ -33,6 +33,7 @@ pub mod mounts;
 pub mod pin;
 pub mod plan;
 pub mod progress;
+pub mod reads;
 pub mod recipe;
 pub mod reconcile;
 pub mod report;
