@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use crate::delivery::DeliverySettings;
 use crate::delivery::guard;
-use crate::delivery::verdicts::{Unrecorded, Verdicts};
+use crate::delivery::verdicts::{Recorded, Unrecorded, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
 use crate::deployment::{
-    Observation, Selection, checked_group_dir, observe, open_group, reads_hold, read_sources,
+    Observation, Selection, checked_group_dir, observe, observe_again, open_group, read_sources,
+    reads_hold,
 };
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, SafeDir, TempJournal};
@@ -272,8 +273,11 @@ fn first_look(
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
-    if let Some(report) = recorded(layout, sources, group, options, verdicts) {
-        return Some(Ok(report));
+    match recorded(layout, sources, group, options, verdicts) {
+        Recorded::Found(report) => return Some(Ok(*report)),
+        // A group with no record (never composed) is composed under its lock at once.
+        Recorded::Nothing if !options.dry_run => return None,
+        Recorded::Nothing | Recorded::Other => {}
     }
     match observe(layout, sources, &group_path, &options.settings, None) {
         Ok(first) if options.dry_run || first.is_up_to_date() => {
@@ -296,7 +300,7 @@ fn first_look(
     }
 }
 
-/// The report of a group as its record's last look found it, when nothing that look read
+/// What the group's record says: its report as the record's last look found it, when nothing that look read
 /// (its folders, through the same reads: [`crate::reads`]) nor anything else its plan depends
 /// on (the record's key: [`Verdicts::look_key`]) has changed since: no plan, diff or load. Not
 /// for a group whose config the runner hands over (read outside its folder), nor one an
@@ -307,13 +311,18 @@ fn recorded(
     group: &str,
     options: &ComposeOptions,
     verdicts: &Verdicts,
-) -> Option<GroupReport> {
+) -> Recorded {
     if layout.group_config == GroupConfigSource::Handed || state::may_have_leftovers(layout, group)
     {
-        return None;
+        return Recorded::Other;
     }
-    let dir = open_group(&layout.group_dir(group)).ok()?;
-    let agent = agent_settings(layout, &dir, group, &options.settings).ok()?;
+    // A missing group (or one that is not a folder) is reported by the look that follows.
+    let Ok(dir) = open_group(&layout.group_dir(group)) else {
+        return Recorded::Other;
+    };
+    let Ok(agent) = agent_settings(layout, &dir, group, &options.settings) else {
+        return Recorded::Other;
+    };
     let key = verdicts.look_key(sources, &agent);
     verdicts.recorded_report(layout, group, &key, |reads| {
         reads_hold(layout, group, reads)
@@ -414,7 +423,7 @@ fn delivered_recorded(
     let (report, unrecorded) = delivered(verdicts, layout, sources, seen, options, report);
     let report = with_spawn(layout, seen, report)?;
     if let Some(unrecorded) = unrecorded {
-        let unrecorded = relooked(layout, sources, &report.group, options, verdicts, unrecorded);
+        let unrecorded = relooked(layout, sources, seen, options, verdicts, unrecorded);
         verdicts.record(layout, unrecorded, journal);
     }
     Ok(report)
@@ -426,14 +435,16 @@ fn delivered_recorded(
 fn relooked(
     layout: &Layout,
     sources: &Sources,
-    group: &str,
+    earlier: &Observation,
     options: &ComposeOptions,
     verdicts: &Verdicts,
     unrecorded: Unrecorded,
 ) -> Unrecorded {
+    let group = unrecorded.group().to_owned();
+    let group = group.as_str();
     let look = || {
         let group_path = layout.group_dir(group);
-        let seen = observe(layout, sources, &group_path, &options.settings, None).ok()?;
+        let seen = observe_again(layout, sources, &group_path, &options.settings, earlier).ok()?;
         // The journal still holds this run's temps (all put in place or removed: no
         // leftover), which the run empties once it is done.
         let all_kept = seen
@@ -553,13 +564,28 @@ fn compose_batch(
     });
     let busy: Vec<bool> = looked.iter().map(Option::is_none).collect();
     let mut works: Vec<Result<Work, GroupError>> = looked.into_iter().flatten().collect();
-    sync_batch(&mut works);
+    // A batch whose groups were all found right under their locks has nothing to make durable.
+    let writes = works.iter().any(|work| {
+        work.as_ref().is_ok_and(|w| {
+            !w.cleaned.is_empty()
+                || w.seen
+                    .steps
+                    .iter()
+                    .any(|step| !matches!(step, Step::Keep { .. } | Step::Shadowed { .. }))
+        })
+    });
+    let sync = |works: &mut [Result<Work, GroupError>]| {
+        if writes {
+            sync_batch(works);
+        }
+    };
+    sync(&mut works);
     phase(&mut works, Staged::place_imported);
-    sync_batch(&mut works);
+    sync(&mut works);
     phase(&mut works, Staged::place_entry_points);
-    sync_batch(&mut works);
+    sync(&mut works);
     phase(&mut works, Staged::remove_stale);
-    sync_batch(&mut works);
+    sync(&mut works);
     // What reaches each agent is worked out on every core (the loader reads each group's
     // composed memory), each group still under its lock.
     let composed: Vec<(&str, Result<Work, GroupError>)> = groups
@@ -573,8 +599,9 @@ fn compose_batch(
         let w = work?;
         let report =
             GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-        let report =
-            delivered_recorded(verdicts, layout, sources, &w.seen, options, report, &w.journal);
+        let report = delivered_recorded(
+            verdicts, layout, sources, &w.seen, options, report, &w.journal,
+        );
         let settled = w.journal.settle();
         let report = report?;
         settled?;

@@ -1176,7 +1176,10 @@ fn replay_dir(
 /// What reading `name` in `dir` the way `seen` was read finds now.
 fn seen_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<Seen> {
     match seen {
-        Seen::Folder(_) => dir.open_child(name, false).ok().map(|d| Seen::Folder(d.is_some())),
+        Seen::Folder(_) => dir
+            .open_child(name, false)
+            .ok()
+            .map(|d| Seen::Folder(d.is_some())),
         Seen::Kind(_) => dir.kind(name).ok().map(Seen::Kind),
         Seen::Size(_) => dir.size(name).ok().map(Seen::Size),
         Seen::Link(_) => dir
@@ -1188,7 +1191,10 @@ fn seen_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<Seen> {
             limit: *limit,
             identity,
         }),
-        Seen::Listing(_) => dir.list_kinds().ok().map(|entries| reads::listing(&entries)),
+        Seen::Listing(_) => dir
+            .list_kinds()
+            .ok()
+            .map(|entries| reads::listing(&entries)),
     }
 }
 

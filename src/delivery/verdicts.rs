@@ -165,6 +165,17 @@ impl Found {
     }
 }
 
+/// What a group's record says of it now.
+#[derive(Debug)]
+pub enum Recorded {
+    /// The group is as its record's look found it: this is its report.
+    Found(Box<GroupReport>),
+    /// No record (a group never composed, or records not kept).
+    Nothing,
+    /// A record whose look does not hold (or that has none).
+    Other,
+}
+
 /// What a record holds besides its key and seal.
 #[derive(Debug, Serialize, Deserialize)]
 struct Body {
@@ -247,13 +258,19 @@ impl Verdicts {
         group: &str,
         look_key: &str,
         holds: impl FnOnce(&[Read]) -> bool,
-    ) -> Option<GroupReport> {
-        let (_, body) = self.read_body(layout, group)?;
-        let look = body.look?;
-        if look.key != look_key || !holds(&look.reads) {
-            return None;
+    ) -> Recorded {
+        if !self.records {
+            return Recorded::Other;
         }
-        Some(look.found.report(group, body.delivered))
+        let Some((_, body)) = self.read_body(layout, group) else {
+            return Recorded::Nothing;
+        };
+        match body.look {
+            Some(look) if look.key == look_key && holds(&look.reads) => {
+                Recorded::Found(Box::new(look.found.report(group, body.delivered)))
+            }
+            _ => Recorded::Other,
+        }
     }
 
     /// The verdict of `group` composed as `plan` ([`verify_with`]): kept in this run, else

@@ -462,7 +462,11 @@ fn a_hand_edit_at_the_mount_point_is_left_in_place_and_reported() {
         });
         (records.len(), rest)
     };
-    assert_eq!(record(d.snapshot()), record(before), "nothing written, nothing renamed");
+    assert_eq!(
+        record(d.snapshot()),
+        record(before),
+        "nothing written, nothing renamed"
+    );
     let after = d.snapshot();
     d.run(["compose", "g", "--json"]).success();
     assert_eq!(d.snapshot(), after, "the next run writes nothing at all");
