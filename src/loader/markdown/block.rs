@@ -22,8 +22,8 @@ pub(crate) struct Lexer {
     /// JS: `noSetextUntil` (a remaining-length bound, `usize::MAX` for Infinity).
     no_setext_until: usize,
     /// JS: `CFn.lexed` — for each active `blockTokens` call, the line starts (as lengths
-    /// from the end) that a setext underline below can reach.
-    reach: Vec<HashSet<usize>>,
+    /// from the end, ascending) that a setext underline below can reach.
+    reach: Vec<Vec<usize>>,
     /// Nesting spent and allowed, as a fraction of the original's stack (see `Ctx`).
     pub(crate) nest: f64,
     pub(crate) limit: f64,
@@ -170,7 +170,6 @@ impl Lexer {
                 Piece::Block(Block::Paragraph {
                     text: raw.clone(),
                     raw,
-                    inline: Vec::new(),
                 })
             }),
             M::Html => html_end(src).filter(|&len| len > 0).map(|len| {
@@ -185,7 +184,6 @@ impl Lexer {
                     Piece::Block(Block::Text {
                         text: raw.clone(),
                         raw,
-                        inline: Vec::new(),
                     })
                 })
             }
@@ -204,7 +202,7 @@ impl Lexer {
         let in_reach = self
             .reach
             .last()
-            .is_some_and(|reach| reach.contains(&src.len()));
+            .is_some_and(|reach| reach.binary_search(&src.len()).is_ok());
         if !in_reach && prev_nl {
             return None;
         }
@@ -508,10 +506,45 @@ fn breaks_setext_run(line: &str) -> bool {
     line.contains(['\u{2028}', '\u{2029}'])
 }
 
-fn setext_reach(text: &str) -> HashSet<usize> {
-    let mut reach = HashSet::new();
-    let any = text.split(is_js_line_terminator).any(is_underline_line);
-    if !any {
+/// Where the JavaScript line terminator (`[\n\r\u2028\u2029]`) at byte `i` ends, if one is
+/// there.
+fn terminator_end(bytes: &[u8], i: usize) -> Option<usize> {
+    match bytes.get(i)? {
+        b'\n' | b'\r' => Some(i + 1),
+        0xe2 if bytes.get(i + 1) == Some(&0x80) && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) => {
+            Some(i + 3)
+        }
+        _ => None,
+    }
+}
+
+/// `text.split(/[\n\r\u2028\u2029]/).some(OJr)`: is any line a setext underline?
+fn any_underline_line(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut from = 0;
+    loop {
+        let Some(offset) = memchr::memchr3(b'\n', b'\r', 0xe2, &bytes[from..]) else {
+            return is_underline_line(&text[start..]);
+        };
+        let at = from + offset;
+        let Some(next) = terminator_end(bytes, at) else {
+            from = at + 1; // another character starting with 0xE2
+            continue;
+        };
+        if is_underline_line(&text[start..at]) {
+            return true;
+        }
+        start = next;
+        from = next;
+    }
+}
+
+/// The line starts (as lengths from the end, ascending) that a setext underline below can
+/// reach.
+fn setext_reach(text: &str) -> Vec<usize> {
+    let mut reach = Vec::new();
+    if !any_underline_line(text) {
         return reach;
     }
     // Walk the lines bottom up; `in_run` (JS `y`): the lines below, up to an underline,
@@ -523,11 +556,11 @@ fn setext_reach(text: &str) -> HashSet<usize> {
         let line_start = if end == 0 {
             0
         } else {
-            text[..end].rfind('\n').map_or(0, |offset| offset + 1)
+            memchr::memrchr(b'\n', &text.as_bytes()[..end]).map_or(0, |offset| offset + 1)
         };
         let line = &text[line_start..end];
         if in_run {
-            reach.insert(text.len() - line_start);
+            reach.push(text.len() - line_start);
         }
         in_run = is_underline_line(line) || (in_run && !breaks_setext_run(line));
         scan_end = line_start as isize - 1;
@@ -621,7 +654,6 @@ fn heading(raw: &str) -> Block {
     Block::Heading {
         raw: raw.into(),
         text,
-        inline: Vec::new(),
     }
 }
 
@@ -633,7 +665,6 @@ fn setext_heading(raw: &str) -> Block {
     Block::Heading {
         raw: raw.into(),
         text,
-        inline: Vec::new(),
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use super::block::{label_end, normalize_label};
 use super::scan::*;
-use super::{Ctx, Inline};
+use super::Ctx;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum AbsentKey {
@@ -135,36 +135,73 @@ fn dispatch(first: u8) -> &'static [Method] {
     }
 }
 
-/// JS: `Wze.inlineTokens` + `#o`.
-pub(crate) fn inline_tokens(text: &str, links: &Ctx) -> Vec<Inline> {
-    // Each nested call is one more JavaScript stack level in the original.
-    if !links.enter(super::INLINE_LEVEL) || !links.spend(text.len()) {
-        return Vec::new();
-    }
-    let tokens = inline_tokens_at_depth(text, links);
-    links.leave(super::INLINE_LEVEL);
-    tokens
+/// What an inline tokenizer found at the current position. The original builds tokens and
+/// walks them afterwards for `@` mentions; here the mentions are collected as the tokens are
+/// found (those of a link's or an emphasis's own text by the nested call, before it returns).
+enum Tok<'a> {
+    /// A text token: its raw text is `src[..len]` (text tokens that follow each other are
+    /// merged, as in the original, so a text token's mentions are searched once it ends).
+    Text,
+    /// A code span: its raw text.
+    Codespan(&'a str),
+    /// Inline HTML: its raw text.
+    Html(&'a str),
+    /// A link whose text is the autolink's address (searched as text).
+    Autolink(&'a str),
+    /// Any other token (escape, break, image, or a link or emphasis whose text was already
+    /// searched by the nested call).
+    Other,
 }
 
-fn inline_tokens_at_depth(text: &str, links: &Ctx) -> Vec<Inline> {
+/// Where `@` mentions go: the walk's output (JS `GZr`, see [`super::import_mentions`]).
+pub(crate) type Mentions = Vec<(super::Place, String)>;
+
+/// JS: `Wze.inlineTokens` + `#o`, and the walk of the tokens it makes: the `@` mentions of
+/// `text`, in the order the original's walk finds them, go to `out`.
+pub(crate) fn inline_mentions(text: &str, cx: &Ctx, out: &mut Mentions) {
+    // Each nested call is one more JavaScript stack level in the original.
+    if !cx.enter(super::INLINE_LEVEL) || !cx.spend(text.len()) {
+        return;
+    }
+    inline_at_depth(text, cx, out);
+    cx.leave(super::INLINE_LEVEL);
+}
+
+/// The mentions of the text token `text[start..end]`, put at `at` in `out` (before those a
+/// nested call found in the token that ended it).
+fn text_mentions(text: &str, (start, end): (usize, usize), at: usize, out: &mut Mentions) {
+    let found = super::at_mentions(&text[start..end]);
+    if !found.is_empty() {
+        out.splice(
+            at..at,
+            found
+                .into_iter()
+                .map(|mention| (super::Place::Text, mention.to_owned())),
+        );
+    }
+}
+
+fn inline_at_depth(text: &str, cx: &Ctx, out: &mut Mentions) {
     let mut notes = Notes::default();
     let mut mask: Option<String> = None;
-    let mut tokens: Vec<Inline> = Vec::new();
+    // The last token, when it is text: its extent in `text`.
+    let mut open_text: Option<(usize, usize)> = None;
     let mut before = Before::None;
     let mut pos = 0;
-    while pos < text.len() && !links.overflowed() {
+    while pos < text.len() && !cx.overflowed() {
         let rest = &text[pos..];
+        let mark = out.len();
         let mut produced = None;
         for &method in dispatch(rest.as_bytes()[0]) {
             let tok = match method {
                 Method::EmStrong => {
                     let mask = mask.get_or_insert_with(|| {
-                        links.spend(text.len());
-                        make_mask(text, links)
+                        cx.spend(text.len());
+                        make_mask(text, cx)
                     });
-                    em_strong(rest, mask, before, &mut notes, links)
+                    em_strong(rest, mask, before, &mut notes, cx, out)
                 }
-                _ => run(method, rest, &mut notes, links),
+                _ => run(method, rest, &mut notes, cx, out),
             };
             if let Some(found) = tok {
                 produced = Some((method, found));
@@ -175,30 +212,36 @@ fn inline_tokens_at_depth(text: &str, links: &Ctx) -> Vec<Inline> {
             break;
         };
         let is_text = method == Method::InlineText;
-        let tok_is_text = matches!(tok, Inline::Text { .. });
-        let raw_owned = match &tok {
-            Inline::Text { raw } => Some(raw.clone()),
-            _ => None,
-        };
-        match (tokens.last_mut(), tok) {
-            (Some(Inline::Text { raw: last }), Inline::Text { raw })
-                if is_text || (method == Method::Reflink && tok_is_text) =>
-            {
-                last.push_str(&raw);
-            }
-            (_, tok) => tokens.push(tok),
-        }
         let consumed = ceil_boundary(rest, raw_len.max(1));
+        if let Tok::Text = tok {
+            // Merged into the text token before it, if any.
+            let start = open_text.map_or(pos, |(start, _)| start);
+            open_text = Some((start, pos + consumed));
+        } else {
+            if let Some(extent) = open_text.take() {
+                text_mentions(text, extent, mark, out);
+            }
+            match tok {
+                Tok::Codespan(raw) => {
+                    super::push_all(raw.trim_matches('`'), super::Place::Code, out)
+                }
+                Tok::Html(raw) => super::html_mentions(raw, false, out),
+                Tok::Autolink(address) => super::push_all(address, super::Place::Text, out),
+                Tok::Text | Tok::Other => {}
+            }
+        }
         if !is_text || !rest[..consumed].ends_with('_') {
             before = if is_text {
-                Before::of_last(raw_owned.as_deref().unwrap_or(""))
+                Before::of_last(&rest[..consumed])
             } else {
                 Before::None
             };
         }
         pos += consumed;
     }
-    tokens
+    if let Some(extent) = open_text {
+        text_mentions(text, extent, out.len(), out);
+    }
 }
 
 fn ceil_boundary(s: &str, mut i: usize) -> usize {
@@ -209,53 +252,24 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-fn run(method: Method, src: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
+fn run<'a>(
+    method: Method,
+    src: &'a str,
+    notes: &mut Notes,
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> Option<(Tok<'a>, usize)> {
     match method {
-        Method::Escape => escape(src).map(|len| {
-            (
-                Inline::Escape {
-                    raw: src[..len].into(),
-                },
-                len,
-            )
-        }),
-        Method::Br => br(src, notes).map(|len| (Inline::Br, len)),
-        Method::Tag => tag(src, notes).map(|len| {
-            (
-                Inline::Html {
-                    raw: src[..len].into(),
-                },
-                len,
-            )
-        }),
-        Method::Autolink => autolink(src).map(|(len, text)| {
-            (
-                Inline::Link {
-                    tokens: vec![Inline::Text { raw: text }],
-                },
-                len,
-            )
-        }),
-        Method::Link => link(src, notes, links),
-        Method::Reflink => reflink(src, notes, links),
-        Method::Codespan => codespan(src, notes).map(|len| {
-            (
-                Inline::Codespan {
-                    raw: src[..len].into(),
-                },
-                len,
-            )
-        }),
+        Method::Escape => escape(src).map(|len| (Tok::Other, len)),
+        Method::Br => br(src, notes).map(|len| (Tok::Other, len)),
+        Method::Tag => tag(src, notes).map(|len| (Tok::Html(&src[..len]), len)),
+        Method::Autolink => autolink(src).map(|(len, address)| (Tok::Autolink(address), len)),
+        Method::Link => link(src, notes, cx, out),
+        Method::Reflink => reflink(src, notes, cx, out),
+        Method::Codespan => codespan(src, notes).map(|len| (Tok::Codespan(&src[..len]), len)),
         Method::InlineText => {
             let len = inline_text_end(src, notes);
-            (len > 0).then(|| {
-                (
-                    Inline::Text {
-                        raw: src[..len].into(),
-                    },
-                    len,
-                )
-            })
+            (len > 0).then_some((Tok::Text, len))
         }
         Method::EmStrong => None,
     }
@@ -283,6 +297,19 @@ fn br(src: &str, notes: &mut Notes) -> Option<usize> {
     notes.before_end_space(src, end).then_some(end)
 }
 
+/// The bytes [`inline_text_end`] stops at: those that may start another inline token, and
+/// `\n` (where a hard break of two spaces may end).
+const TEXT_STOPS: [bool; 256] = {
+    let mut stops = [false; 256];
+    let mut i = 0;
+    let special = b"!*<[\\_`\n";
+    while i < special.len() {
+        stops[special[i] as usize] = true;
+        i += 1;
+    }
+    stops
+};
+
 /// JS: `SS` (non-GFM) — end of a run of plain text.
 fn inline_text_end(src: &str, notes: &mut Notes) -> usize {
     let bytes = src.as_bytes();
@@ -294,21 +321,27 @@ fn inline_text_end(src: &str, notes: &mut Notes) -> usize {
     };
     let mut pos = first_len;
     while pos < bytes.len() {
-        match bytes[pos] {
-            b'!' | b'*' | b'<' | b'[' | b'\\' | b'_' | b'`' => return pos,
-            b' ' if bytes.get(pos + 1) == Some(&b' ') && bytes.get(pos + 2) == Some(&b'\n') => {
-                let nl = pos + 2;
-                if !notes.before_end_space(src, nl) {
-                    return src.len();
-                }
-                let mut end = nl;
-                while end > first_len && bytes[end - 1] == b' ' {
-                    end -= 1;
-                }
-                return end;
-            }
-            _ => pos += 1,
+        if !TEXT_STOPS[bytes[pos] as usize] {
+            pos += 1;
+            continue;
         }
+        if bytes[pos] != b'\n' {
+            return pos;
+        }
+        // `  \n` (the regex's ` {2,}\n` alternative, tried at the first space of the pair
+        // before the newline).
+        let nl = pos;
+        if nl >= first_len + 2 && bytes[nl - 1] == b' ' && bytes[nl - 2] == b' ' {
+            if !notes.before_end_space(src, nl) {
+                return src.len();
+            }
+            let mut end = nl;
+            while end > first_len && bytes[end - 1] == b' ' {
+                end -= 1;
+            }
+            return end;
+        }
+        pos += 1;
     }
     src.len()
 }
@@ -402,7 +435,7 @@ fn tag_name_end_at(src: &str, i: usize) -> usize {
 }
 
 /// JS: `Hxe.autolink` — `<scheme:…>` or `<address@domain>`; returns (raw length, text).
-fn autolink(src: &str) -> Option<(usize, String)> {
+fn autolink(src: &str) -> Option<(usize, &str)> {
     let bytes = src.as_bytes();
     if bytes.first() != Some(&b'<') {
         return None;
@@ -424,7 +457,7 @@ fn autolink(src: &str) -> Option<(usize, String)> {
             if bytes.get(end) == Some(&b'>') {
                 let raw = &src[..end + 1];
                 if !raw.chars().any(is_js_space) {
-                    return Some((end + 1, raw[1..raw.len() - 1].to_string()));
+                    return Some((end + 1, &raw[1..raw.len() - 1]));
                 }
             }
         }
@@ -446,7 +479,7 @@ fn autolink(src: &str) -> Option<(usize, String)> {
         return None;
     }
     let end = domain_label(src, pos, b'>')?;
-    Some((end, src[1..end - 1].to_string()))
+    Some((end, &src[1..end - 1]))
 }
 
 fn is_email_local(c: u8) -> bool {
@@ -641,21 +674,33 @@ fn link_dest(src: &str, open: usize, notes: &mut Notes) -> Option<usize> {
 }
 
 /// JS: `OS` — a link (its text lexed again) or an image (text not lexed).
-fn link_token(raw_len: usize, src: &str, text: &str, links: &Ctx) -> (Inline, usize) {
+fn link_token<'a>(
+    raw_len: usize,
+    src: &str,
+    text: &str,
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> (Tok<'a>, usize) {
     if src.starts_with('!') {
-        return (Inline::Image, raw_len);
+        return (Tok::Other, raw_len);
     }
-    let inner = text.replace("\\[", "[").replace("\\]", "]");
-    (
-        Inline::Link {
-            tokens: inline_tokens(&inner, links),
-        },
-        raw_len,
-    )
+    // `replace("\\[", "[")` cannot make a `\]`: without either, the text is kept as is.
+    let inner: std::borrow::Cow<str> = if text.contains("\\[") || text.contains("\\]") {
+        text.replace("\\[", "[").replace("\\]", "]").into()
+    } else {
+        text.into()
+    };
+    inline_mentions(&inner, cx, out);
+    (Tok::Other, raw_len)
 }
 
 /// JS: `Hxe.link`.
-fn link(src: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
+fn link<'a>(
+    src: &'a str,
+    notes: &mut Notes,
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> Option<(Tok<'a>, usize)> {
     let open = usize::from(src.starts_with('!'));
     if byte(src, open) != Some(b'[') {
         return None;
@@ -665,19 +710,19 @@ fn link(src: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
         return None;
     }
     let end = link_dest(src, text_end + 1, notes)?;
-    Some(link_token(end, src, &src[open + 1..text_end], links))
+    Some(link_token(end, src, &src[open + 1..text_end], cx, out))
 }
 
-struct RefLabel {
+struct RefLabel<'a> {
     end: usize,
     text_start: usize,
     text_end: usize,
-    label: String,
+    label: &'a str,
     is_short: bool,
 }
 
 /// JS: `Al` — `[text][label]`, `[label][]` or `[label]` starting at `open`.
-fn ref_label(src: &str, open: usize) -> Option<RefLabel> {
+fn ref_label(src: &str, open: usize) -> Option<RefLabel<'_>> {
     if let Some(text_end) = link_text_end(src, open + 1)
         && byte(src, text_end + 1) == Some(b'[')
         && let Some(label_close) = label_end(src, text_end + 2)
@@ -692,7 +737,7 @@ fn ref_label(src: &str, open: usize) -> Option<RefLabel> {
             end: label_close + 1,
             text_start: open + 1,
             text_end,
-            label: label.into(),
+            label,
             is_short: false,
         });
     }
@@ -706,31 +751,32 @@ fn ref_label(src: &str, open: usize) -> Option<RefLabel> {
         end,
         text_start: open + 1,
         text_end: label_close,
-        label: src[open + 1..label_close].into(),
+        label: &src[open + 1..label_close],
         is_short: true,
     })
 }
 
 /// JS: `Hxe.reflink`.
-fn reflink(src: &str, _notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
+fn reflink<'a>(
+    src: &'a str,
+    _notes: &mut Notes,
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> Option<(Tok<'a>, usize)> {
     let open = usize::from(src.starts_with('!'));
     if byte(src, open) != Some(b'[') {
         return None;
     }
     let found = ref_label(src, open)?;
-    if !links.links.contains(&normalize_label(&found.label)) {
-        return Some((
-            Inline::Text {
-                raw: src[..1].into(),
-            },
-            1,
-        ));
+    if !cx.links.contains(&normalize_label(found.label)) {
+        return Some((Tok::Text, 1));
     }
     Some(link_token(
         found.end,
         src,
         &src[found.text_start..found.text_end],
-        links,
+        cx,
+        out,
     ))
 }
 
@@ -738,13 +784,14 @@ fn reflink(src: &str, _notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)
 // Emphasis (JS: lD, V_, Y_, KP) and the mask it runs on (JS: rS, tI, nS, oS)
 
 /// JS: `lD` — `*em*`/`**strong**` starting here; the inner text is lexed again.
-fn em_strong(
-    src: &str,
+fn em_strong<'a>(
+    src: &'a str,
     mask: &str,
     before: Before,
     notes: &mut Notes,
-    links: &Ctx,
-) -> Option<(Inline, usize)> {
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> Option<(Tok<'a>, usize)> {
     let delim = *src.as_bytes().first()?;
     if delim != b'*' && delim != b'_' {
         return None;
@@ -770,13 +817,8 @@ fn em_strong(
     let raw = &src[..end];
     let marks = 2 - (run.min(closer.size) & 1);
     let inner = js_slice(raw, marks, raw.len().saturating_sub(marks));
-    let tokens = inline_tokens(inner, links);
-    let tok = if marks == 1 {
-        Inline::Em { tokens }
-    } else {
-        Inline::Strong { tokens }
-    };
-    Some((tok, end))
+    inline_mentions(inner, cx, out);
+    Some((Tok::Other, end))
 }
 
 /// JS: `V_` with the non-GFM flag.

@@ -30,7 +30,6 @@ pub(crate) enum Block {
     Heading {
         raw: String,
         text: String,
-        inline: Vec<Inline>,
     },
     Hr {
         raw: String,
@@ -49,12 +48,10 @@ pub(crate) enum Block {
     Paragraph {
         raw: String,
         text: String,
-        inline: Vec<Inline>,
     },
     Text {
         raw: String,
         text: String,
-        inline: Vec<Inline>,
     },
 }
 
@@ -63,36 +60,6 @@ pub(crate) enum Block {
 #[derive(Debug, Clone)]
 pub(crate) struct ListItem {
     pub(crate) tokens: Vec<Block>,
-}
-
-/// An inline token. Text tokens are merged as in the original, so a text token starts right
-/// after some other token (or at the start of its block).
-#[derive(Debug, Clone)]
-pub(crate) enum Inline {
-    Text {
-        raw: String,
-    },
-    #[allow(dead_code)]
-    Escape {
-        raw: String,
-    },
-    Br,
-    Codespan {
-        raw: String,
-    },
-    Html {
-        raw: String,
-    },
-    Link {
-        tokens: Vec<Inline>,
-    },
-    Image,
-    Em {
-        tokens: Vec<Inline>,
-    },
-    Strong {
-        tokens: Vec<Inline>,
-    },
 }
 
 /// How deep the original can nest before its JavaScript stack runs out, measured with
@@ -155,9 +122,25 @@ impl Ctx {
     }
 }
 
+/// The block tokens of a text, and what its inline pass needs (the link definitions).
+pub(crate) struct Lexed {
+    tokens: Vec<Block>,
+    cx: Ctx,
+}
+
+impl std::ops::Deref for Lexed {
+    type Target = [Block];
+
+    fn deref(&self) -> &[Block] {
+        &self.tokens
+    }
+}
+
 /// Lex `src` (JS: `new AFn().lex(src)`): CRLF and lone CR become LF first. `limit` is the
-/// share of the original's stack the nesting may use (1.0 = all of it).
-pub(crate) fn lex(src: &str, limit: f64) -> Result<Vec<Block>, TooDeep> {
+/// share of the original's stack the nesting may use (1.0 = all of it). This is the block
+/// pass; the inline pass runs during [`import_mentions`], when every link definition is
+/// known (its nesting can still fail the lexing there).
+pub(crate) fn lex(src: &str, limit: f64) -> Result<Lexed, TooDeep> {
     let normalized;
     let text = if src.contains('\r') {
         normalized = src.replace("\r\n", "\n").replace('\r', "\n");
@@ -178,30 +161,7 @@ pub(crate) fn lex(src: &str, limit: f64) -> Result<Vec<Block>, TooDeep> {
         overflow: std::cell::Cell::new(false),
         spent: std::cell::Cell::new(0),
     };
-    fill_inline(&mut tokens, &cx);
-    if cx.overflowed() {
-        return Err(TooDeep);
-    }
-    Ok(tokens)
-}
-
-/// The inline pass runs after the block pass, when every link definition is known.
-fn fill_inline(tokens: &mut [Block], cx: &Ctx) {
-    let mut stack: Vec<&mut Block> = tokens.iter_mut().collect();
-    while let Some(token) = stack.pop() {
-        match token {
-            Block::Heading { text, inline, .. }
-            | Block::Paragraph { text, inline, .. }
-            | Block::Text { text, inline, .. } => *inline = inline::inline_tokens(text, cx),
-            Block::Blockquote { tokens, .. } => stack.extend(tokens.iter_mut()),
-            Block::List { items, .. } => {
-                for item in items.iter_mut() {
-                    stack.extend(item.tokens.iter_mut());
-                }
-            }
-            _ => {}
-        }
-    }
+    Ok(Lexed { tokens, cx })
 }
 
 /// Remove every `<!-- … -->` (lazy, across lines) from `text`.
@@ -314,11 +274,16 @@ pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
 }
 
 /// JS: `GZr` — every `@` capture in the places Claude Code searches, plus (for diagnostics)
-/// the ones it skips, in document order. Duplicates are kept; callers dedupe.
-pub(crate) fn import_mentions(tokens: &[Block]) -> Vec<(Place, String)> {
+/// the ones it skips, in document order. Duplicates are kept; callers dedupe. The inline
+/// pass runs here (each text's inline tokens are walked as they are found, never kept), so
+/// this is where nesting too deep for the original shows (an error).
+pub(crate) fn import_mentions(lexed: &Lexed) -> Result<Vec<(Place, String)>, TooDeep> {
     let mut out = Vec::new();
-    walk_blocks(tokens, &mut out);
-    out
+    walk_blocks(&lexed.tokens, &lexed.cx, &mut out);
+    if lexed.cx.overflowed() {
+        return Err(TooDeep);
+    }
+    Ok(out)
 }
 
 fn push_all(text: &str, place: Place, out: &mut Vec<(Place, String)>) {
@@ -360,39 +325,28 @@ fn comment_bodies(text: &str) -> Vec<&str> {
     out
 }
 
-fn walk_blocks(tokens: &[Block], out: &mut Vec<(Place, String)>) {
+fn walk_blocks(tokens: &[Block], cx: &Ctx, out: &mut Vec<(Place, String)>) {
     for token in tokens {
+        if cx.overflowed() {
+            return;
+        }
         match token {
             Block::Code { raw } => push_all(raw, Place::Code, out),
             Block::Html { raw } => html_mentions(raw, true, out),
-            Block::Text { text, inline, .. } => {
+            Block::Text { text, .. } => {
                 push_all(text, Place::Text, out);
-                walk_inline(inline, out);
+                inline::inline_mentions(text, cx, out);
             }
-            Block::Heading { inline, .. } | Block::Paragraph { inline, .. } => {
-                walk_inline(inline, out)
+            Block::Heading { text, .. } | Block::Paragraph { text, .. } => {
+                inline::inline_mentions(text, cx, out)
             }
-            Block::Blockquote { tokens, .. } => walk_blocks(tokens, out),
+            Block::Blockquote { tokens, .. } => walk_blocks(tokens, cx, out),
             Block::List { items, .. } => {
                 for item in items {
-                    walk_blocks(&item.tokens, out);
+                    walk_blocks(&item.tokens, cx, out);
                 }
             }
             Block::Space { .. } | Block::Hr { .. } => {}
-        }
-    }
-}
-
-fn walk_inline(tokens: &[Inline], out: &mut Vec<(Place, String)>) {
-    for token in tokens {
-        match token {
-            Inline::Text { raw } => push_all(raw, Place::Text, out),
-            Inline::Codespan { raw } => push_all(raw.trim_matches('`'), Place::Code, out),
-            Inline::Html { raw } => html_mentions(raw, false, out),
-            Inline::Link { tokens } | Inline::Em { tokens } | Inline::Strong { tokens } => {
-                walk_inline(tokens, out)
-            }
-            Inline::Escape { .. } | Inline::Br | Inline::Image => {}
         }
     }
 }
@@ -456,7 +410,7 @@ mod tests {
 
     fn imports(src: &str) -> Vec<String> {
         let mut seen = Vec::new();
-        for (place, m) in import_mentions(&lex(src, 1.0).unwrap()) {
+        for (place, m) in import_mentions(&lex(src, 1.0).unwrap()).unwrap() {
             if matches!(place, Place::Text | Place::CommentBlockText) && !seen.contains(&m) {
                 seen.push(m);
             }
