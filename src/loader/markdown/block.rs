@@ -178,7 +178,7 @@ impl Lexer {
                 })
             }),
             M::Text => {
-                let len = src.find('\n').unwrap_or(src.len());
+                let len = line_end(src, 0);
                 (len > 0).then(|| {
                     let raw = src[..len].to_string();
                     Piece::Block(Block::Text {
@@ -224,11 +224,11 @@ impl Lexer {
     fn list(&mut self, src: &str) -> Option<Block> {
         list_test(src)?;
         let (raw, items) = list_items(src)?;
-        if !self.spend(items.iter().map(|(_, text)| text.len()).sum()) {
+        if !self.spend(items.iter().map(String::len).sum()) {
             return None;
         }
         let mut out = Vec::with_capacity(items.len());
-        for (_item_raw, item_text) in items {
+        for item_text in items {
             let mut tokens = Vec::new();
             self.top = false;
             if !self.enter(super::LIST_LEVEL) {
@@ -778,8 +778,7 @@ fn fence_open(src: &str) -> Option<usize> {
 fn fence_close(src: &str, marks_end: usize) -> Option<usize> {
     let marks = js_trim_start(&src[..marks_end]);
     let mut pos = marks_end;
-    while let Some(offset) = src[pos..].find('\n') {
-        let nl = pos + offset;
+    while let Some(nl) = find_byte(src, pos, b'\n') {
         let j = skip_3_spaces(src, nl + 1);
         pos = nl + 1;
         if !matches!(byte(src, j), Some(b'`' | b'~')) {
@@ -1170,8 +1169,7 @@ fn tag_name_end(src: &str, i: usize) -> usize {
 fn until_blank_line(src: &str, from: usize) -> usize {
     let bytes = src.as_bytes();
     let mut i = from;
-    while let Some(offset) = src.get(i..).and_then(|tail| tail.find('\n')) {
-        let nl = i + offset;
+    while let Some(nl) = find_byte(src, i, b'\n') {
         let mut blanks_end = nl + 1;
         while matches!(bytes.get(blanks_end), Some(b'\t' | b' ')) {
             blanks_end += 1;
@@ -1689,10 +1687,11 @@ fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
     }
 }
 
-/// JS: `fD` — the list's raw text and each item's (raw, text).
-fn list_items(src: &str) -> Option<(String, Vec<(String, String)>)> {
+/// JS: `fD` — the list's raw text and each item's text (the items' raw texts are not kept:
+/// nothing reads them).
+fn list_items(src: &str) -> Option<(String, Vec<String>)> {
     let mut bullet: Option<u8> = None;
-    let mut items: Vec<(String, String)> = Vec::new();
+    let mut items: Vec<String> = Vec::new();
     let mut pos = 0;
     while pos < src.len() {
         let Some(after_marker) = list_marker(src, pos) else {
@@ -1704,11 +1703,10 @@ fn list_items(src: &str) -> Option<(String, Vec<(String, String)>)> {
             break;
         }
         let scan = list_item(src, pos, after_marker);
-        items.push((src[pos..scan.end].to_string(), scan.content));
+        items.push(scan.content);
         pos = scan.end.max(pos + 1);
     }
     let last = items.last_mut()?;
-    last.0 = js_trim_end(&last.0).to_string();
-    last.1 = js_trim_end(&last.1).to_string();
+    last.truncate(js_trim_end(last).len());
     Some((js_trim_end(&src[..pos.min(src.len())]).to_string(), items))
 }

@@ -7,6 +7,7 @@
 //! results in corner cases. As in [`super::block`], locals have readable names (the text
 //! being lexed, JS `e`, is `src`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::block::{label_end, normalize_label};
@@ -183,7 +184,7 @@ fn text_mentions(text: &str, (start, end): (usize, usize), at: usize, out: &mut 
 
 fn inline_at_depth(text: &str, cx: &Ctx, out: &mut Mentions) {
     let mut notes = Notes::default();
-    let mut mask: Option<String> = None;
+    let mut mask: Option<Cow<str>> = None;
     // The last token, when it is text: its extent in `text`.
     let mut open_text: Option<(usize, usize)> = None;
     let mut before = Before::None;
@@ -357,13 +358,13 @@ fn codespan(src: &str, notes: &mut Notes) -> Option<usize> {
     if notes.is_absent(src, key, open_len) {
         return None;
     }
-    let mut next_tick = src[open_len..].find('`').map(|offset| open_len + offset);
+    let mut next_tick = find_byte(src, open_len, b'`');
     while let Some(run_start) = next_tick {
         let run_end = skip_byte(src, run_start, b'`');
         if run_end - run_start == open_len {
             return Some(run_end);
         }
-        next_tick = src[run_end..].find('`').map(|offset| run_end + offset);
+        next_tick = find_byte(src, run_end, b'`');
     }
     notes.note_absent(src, key, open_len)
 }
@@ -518,7 +519,7 @@ fn link_text_end(src: &str, start: usize) -> Option<usize> {
                 continue;
             }
             b'`' if !nested => {
-                pos = pos + 1 + src[pos + 1..].find('`')?;
+                pos = find_byte(src, pos + 1, b'`')?;
             }
             b'[' => {
                 if nested {
@@ -958,31 +959,38 @@ fn find_closer(
     None
 }
 
-/// JS: `sS` — a mask of `len` bytes.
-fn mask_of(len: usize) -> String {
-    let mut mask = String::from("[");
-    while mask.len() < len.saturating_sub(1) {
-        mask.push('a');
-    }
-    mask.push(']');
-    mask
+/// JS: `sS` — a mask of `len` bytes (at least 2), appended to `out`.
+fn push_mask(out: &mut String, len: usize) {
+    out.push('[');
+    out.extend(std::iter::repeat_n('a', len.saturating_sub(2)));
+    out.push(']');
 }
 
 /// JS: `rS` — the text with links, code spans and escapes masked, for emphasis matching.
-fn make_mask(text: &str, links: &Ctx) -> String {
+fn make_mask<'a>(text: &'a str, links: &Ctx) -> Cow<'a, str> {
     let masked = if links.links.is_empty() {
-        text.to_string()
+        Cow::Borrowed(text)
     } else {
         mask_reflinks(text, links)
     };
-    mask_escapes(&mask_inline_spans(&masked))
+    // Each step returns its input borrowed when it changes nothing.
+    let spans = match mask_inline_spans(&masked) {
+        Cow::Owned(owned) => Some(owned),
+        Cow::Borrowed(_) => None,
+    };
+    let masked = spans.map_or(masked, Cow::Owned);
+    let escapes = match mask_escapes(&masked) {
+        Cow::Owned(owned) => Some(owned),
+        Cow::Borrowed(_) => None,
+    };
+    escapes.map_or(masked, Cow::Owned)
 }
 
 /// JS: `tI`.
-fn mask_reflinks(src: &str, links: &Ctx) -> String {
+fn mask_reflinks<'a>(src: &'a str, links: &Ctx) -> Cow<'a, str> {
     let mut out = String::new();
     let mut copied = 0;
-    let mut next_bracket = src.find('[');
+    let mut next_bracket = find_byte(src, 0, b'[');
     while let Some(bracket) = next_bracket {
         let found = ref_label(src, bracket);
         let mut end = found.as_ref().map(|found| found.end);
@@ -996,9 +1004,7 @@ fn mask_reflinks(src: &str, links: &Ctx) -> String {
                 .then(|| ref_end - 2);
         }
         let Some(end) = end else {
-            next_bracket = src[bracket + 1..]
-                .find('[')
-                .map(|offset| bracket + 1 + offset);
+            next_bracket = find_byte(src, bracket + 1, b'[');
             continue;
         };
         let open = src[..end.saturating_sub(1)]
@@ -1013,20 +1019,18 @@ fn mask_reflinks(src: &str, links: &Ctx) -> String {
             } else {
                 bracket
             };
+            out.reserve(src.len());
             out.push_str(&src[copied..mask_start]);
-            out.push_str(&mask_of(end - mask_start));
+            push_mask(&mut out, end - mask_start);
             copied = end;
         }
-        next_bracket = src
-            .get(end..)
-            .and_then(|tail| tail.find('['))
-            .map(|offset| end + offset);
+        next_bracket = find_byte(src, end, b'[');
     }
     if copied == 0 {
-        return src.to_string();
+        return Cow::Borrowed(src);
     }
     out.push_str(&src[copied..]);
-    out
+    Cow::Owned(out)
 }
 
 /// JS: `nI` — end of `(...)` with at most one nested pair, from `start` (after `](`).
@@ -1088,8 +1092,8 @@ fn next_span(src: &str, from: usize) -> Option<(usize, usize)> {
                 }
             }
             b'`' => {
-                if let Some(offset) = src[i + 1..].find('`') {
-                    return Some((i, i + offset + 2));
+                if let Some(close) = find_byte(src, i + 1, b'`') {
+                    return Some((i, close + 1));
                 }
             }
             _ => {}
@@ -1100,8 +1104,9 @@ fn next_span(src: &str, from: usize) -> Option<(usize, usize)> {
 }
 
 /// JS: `nS`.
-fn mask_inline_spans(src: &str) -> String {
+fn mask_inline_spans(src: &str) -> Cow<'_, str> {
     let mut out = String::new();
+    let mut changed = false;
     let mut copied = 0;
     let mut last = 0;
     while let Some((span_start, end)) = next_span(src, last) {
@@ -1111,36 +1116,48 @@ fn mask_inline_spans(src: &str) -> String {
             Some(end)
         };
         if let Some(span_end) = span_end {
+            if !changed {
+                out.reserve(src.len());
+                changed = true;
+            }
             out.push_str(&src[copied.min(span_start)..span_start]);
-            out.push_str(&mask_of(span_end - span_start));
+            push_mask(&mut out, span_end - span_start);
             copied = span_end;
         }
         last = span_end.unwrap_or(0).max(span_start + 1);
     }
+    if !changed {
+        return Cow::Borrowed(src);
+    }
     out.push_str(&src[copied.min(src.len())..]);
-    out
+    Cow::Owned(out)
 }
 
 /// JS: `oS` — `\` + punctuation becomes `++` (padded to keep byte offsets aligned).
-fn mask_escapes(src: &str) -> String {
+fn mask_escapes(src: &str) -> Cow<'_, str> {
     let mut out = String::new();
+    let mut changed = false;
     let mut copied = 0;
-    let mut next_backslash = src.find('\\');
+    let mut next_backslash = find_byte(src, 0, b'\\');
     while let Some(backslash) = next_backslash {
         let escaped = char_at(src, backslash + 1);
         let mut next_from = backslash + 1;
         if class_of(escaped) == 1 {
             let len = 1 + escaped.map_or(0, char::len_utf8);
+            if !changed {
+                out.reserve(src.len());
+                changed = true;
+            }
             out.push_str(&src[copied..backslash]);
-            out.push_str(&"+".repeat(len));
+            out.extend(std::iter::repeat_n('+', len));
             copied = backslash + len;
             next_from = copied;
         }
-        next_backslash = src
-            .get(next_from..)
-            .and_then(|tail| tail.find('\\'))
-            .map(|offset| next_from + offset);
+        next_backslash = find_byte(src, next_from, b'\\');
+    }
+    if !changed {
+        return Cow::Borrowed(src);
     }
     out.push_str(&src[copied.min(src.len())..]);
-    out
+    Cow::Owned(out)
 }
