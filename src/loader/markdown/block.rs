@@ -511,7 +511,9 @@ fn breaks_setext_run(line: &str) -> bool {
 fn terminator_end(bytes: &[u8], i: usize) -> Option<usize> {
     match bytes.get(i)? {
         b'\n' | b'\r' => Some(i + 1),
-        0xe2 if bytes.get(i + 1) == Some(&0x80) && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) => {
+        0xe2 if bytes.get(i + 1) == Some(&0x80)
+            && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) =>
+        {
             Some(i + 3)
         }
         _ => None,

@@ -10,9 +10,9 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use super::Ctx;
 use super::block::{label_end, normalize_label};
 use super::scan::*;
-use super::Ctx;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum AbsentKey {

@@ -21,38 +21,15 @@ pub(crate) use scan::{is_js_space, js_is_blank, js_trim};
 /// the input, which is what comment stripping relies on).
 #[derive(Debug, Clone)]
 pub(crate) enum Block {
-    Space {
-        raw: String,
-    },
-    Code {
-        raw: String,
-    },
-    Heading {
-        raw: String,
-        text: String,
-    },
-    Hr {
-        raw: String,
-    },
-    Blockquote {
-        raw: String,
-        tokens: Vec<Block>,
-    },
-    List {
-        raw: String,
-        items: Vec<ListItem>,
-    },
-    Html {
-        raw: String,
-    },
-    Paragraph {
-        raw: String,
-        text: String,
-    },
-    Text {
-        raw: String,
-        text: String,
-    },
+    Space { raw: String },
+    Code { raw: String },
+    Heading { raw: String, text: String },
+    Hr { raw: String },
+    Blockquote { raw: String, tokens: Vec<Block> },
+    List { raw: String, items: Vec<ListItem> },
+    Html { raw: String },
+    Paragraph { raw: String, text: String },
+    Text { raw: String, text: String },
 }
 
 /// One list item: its own block tokens (its raw text is not kept: nothing reads it, and
