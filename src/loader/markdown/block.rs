@@ -166,10 +166,9 @@ impl Lexer {
                 })
             }),
             M::Paragraph => paragraph_end(src).filter(|&len| len > 0).map(|len| {
-                let raw = src[..len].to_string();
                 Piece::Block(Block::Paragraph {
-                    text: raw.clone(),
-                    raw,
+                    raw: src[..len].to_string(),
+                    text: None,
                 })
             }),
             M::Html => html_end(src).filter(|&len| len > 0).map(|len| {
@@ -180,10 +179,9 @@ impl Lexer {
             M::Text => {
                 let len = line_end(src, 0);
                 (len > 0).then(|| {
-                    let raw = src[..len].to_string();
                     Piece::Block(Block::Text {
-                        text: raw.clone(),
-                        raw,
+                        raw: src[..len].to_string(),
+                        text: None,
                     })
                 })
             }
@@ -224,7 +222,7 @@ impl Lexer {
     fn list(&mut self, src: &str) -> Option<Block> {
         list_test(src)?;
         let (raw, items) = list_items(src)?;
-        if !self.spend(items.iter().map(String::len).sum()) {
+        if !self.spend(items.iter().map(|item| item.len()).sum()) {
             return None;
         }
         let mut out = Vec::with_capacity(items.len());
@@ -315,10 +313,11 @@ struct Quote {
 /// What a tokenizer produced: a token, or a link definition (never pushed as a token).
 pub(crate) enum Piece {
     Block(Block),
-    /// A code block carries its text for the rare merge into a paragraph.
+    /// A code block; its text (made only for the rare merge into a paragraph) is the
+    /// de-indented raw text for an indented block, empty for a fenced one.
     Code {
         raw: String,
-        text: String,
+        indented: bool,
     },
     Def {
         label: String,
@@ -379,6 +378,12 @@ fn push_or_merge(
         && raw_len(&piece) == 1
         && let Some(last) = tokens.last_mut()
     {
+        // The text of a paragraph or text token stays as it was.
+        if let Block::Paragraph { raw, text } | Block::Text { raw, text } = last
+            && text.is_none()
+        {
+            *text = Some(raw.clone());
+        }
         raw_mut(last).push('\n');
         return;
     }
@@ -389,35 +394,40 @@ fn push_or_merge(
         _ => false,
     };
     if merge {
+        // (`text`: `None` when the piece's text is its raw text.)
         let (raw, text) = match piece {
-            Piece::Block(block) => {
-                let raw = block_raw(&block).to_string();
-                let text = match block {
-                    Block::Paragraph { text, .. } | Block::Text { text, .. } => text,
-                    _ => raw.clone(),
+            Piece::Block(Block::Paragraph { raw, text } | Block::Text { raw, text }) => (raw, text),
+            Piece::Block(block) => (block_raw(&block).to_string(), None),
+            Piece::Code { raw, indented } => {
+                let text = if indented {
+                    indented_code_text(&raw)
+                } else {
+                    String::new()
                 };
-                (raw, text)
+                (raw, Some(text))
             }
-            Piece::Code { raw, text } => (raw, text),
-            Piece::Def { raw, .. } => (raw.clone(), raw),
+            Piece::Def { raw, .. } => (raw, None),
         };
         if let Some(
             Block::Paragraph {
                 raw: last_raw,
                 text: last_text,
-                ..
             }
             | Block::Text {
                 raw: last_raw,
                 text: last_text,
-                ..
             },
         ) = tokens.last_mut()
         {
+            if last_text.is_none() && text.is_some() {
+                *last_text = Some(last_raw.clone());
+            }
             last_raw.push('\n');
             last_raw.push_str(&raw);
-            last_text.push('\n');
-            last_text.push_str(&text);
+            if let Some(last_text) = last_text {
+                last_text.push('\n');
+                last_text.push_str(text.as_deref().unwrap_or(&raw));
+            }
         }
         return;
     }
@@ -719,16 +729,11 @@ fn indented_code_end(src: &str) -> Option<usize> {
     }
 }
 
-/// JS: `rD`/`sD` — a code token (indented or fenced); `text` matters only for merges.
+/// JS: `rD`/`sD` — a code token (indented or fenced).
 fn code_piece(raw: &str, indented: bool) -> Piece {
-    let text = if indented {
-        indented_code_text(raw)
-    } else {
-        String::new()
-    };
     Piece::Code {
         raw: raw.into(),
-        text,
+        indented,
     }
 }
 
@@ -1604,13 +1609,14 @@ fn allows_lazy(prev: &str, max_indent: usize) -> bool {
     !looks_indented(prev) && (indent > max_indent || !ends_lazy_run(prev, indent))
 }
 
-struct ItemScan {
+struct ItemScan<'a> {
     end: usize,
-    content: String,
+    /// Borrowed from the list's text while the item is the rest of its marker line.
+    content: Cow<'a, str>,
 }
 
 /// JS: `vS` — one list item starting at `start` whose marker ends at `after_marker`.
-fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
+fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan<'_> {
     let mut eol = line_end(src, after_marker);
     let after_tabs = after_marker
         + src.as_bytes()[after_marker..]
@@ -1628,13 +1634,16 @@ fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
     }
     let mut blank_seen = js_is_blank(&prev_line);
     let mut width = after_marker - start;
-    let mut content = String::new();
+    let mut content: Cow<str> = Cow::Borrowed("");
     if blank_seen {
         width += 1;
     } else {
         let spaces = skip_byte(src, after_marker, b' ') - after_marker;
         let indent = if spaces > 4 { 1 } else { spaces };
-        content.push_str(skip_utf16_units(&prev_line, indent));
+        content = match &prev_line {
+            Cow::Borrowed(line) => Cow::Borrowed(skip_utf16_units(line, indent)),
+            Cow::Owned(line) => Cow::Owned(skip_utf16_units(line, indent).to_owned()),
+        };
         width += indent;
     }
     if blank_seen {
@@ -1669,11 +1678,13 @@ fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
             Cow::Owned(ref owned) => Cow::Owned(skip_utf16_units(owned, width).to_string()),
         };
         if blank || first_non_space(&expanded) >= width {
+            let content = content.to_mut();
             content.push('\n');
             content.push_str(&dedented);
         } else if blank_seen || !allows_lazy(&prev_line, max_indent) {
             break;
         } else {
+            let content = content.to_mut();
             content.push('\n');
             content.push_str(line);
         }
@@ -1691,9 +1702,9 @@ fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
 
 /// JS: `fD` — the list's raw text and each item's text (the items' raw texts are not kept:
 /// nothing reads them).
-fn list_items(src: &str) -> Option<(String, Vec<String>)> {
+fn list_items(src: &str) -> Option<(String, Vec<Cow<'_, str>>)> {
     let mut bullet: Option<u8> = None;
-    let mut items: Vec<String> = Vec::new();
+    let mut items: Vec<Cow<str>> = Vec::new();
     let mut pos = 0;
     while pos < src.len() {
         let Some(after_marker) = list_marker(src, pos) else {
@@ -1709,6 +1720,9 @@ fn list_items(src: &str) -> Option<(String, Vec<String>)> {
         pos = scan.end.max(pos + 1);
     }
     let last = items.last_mut()?;
-    last.truncate(js_trim_end(last).len());
+    match last {
+        Cow::Borrowed(text) => *text = js_trim_end(text),
+        Cow::Owned(text) => text.truncate(js_trim_end(text).len()),
+    }
     Some((js_trim_end(&src[..pos.min(src.len())]).to_string(), items))
 }

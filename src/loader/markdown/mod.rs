@@ -28,8 +28,11 @@ pub(crate) enum Block {
     Blockquote { raw: String, tokens: Vec<Block> },
     List { raw: String, items: Vec<ListItem> },
     Html { raw: String },
-    Paragraph { raw: String, text: String },
-    Text { raw: String, text: String },
+    /// `text` is `None` while it is the same as `raw` (it differs once a newline or an
+    /// indented code block is merged in: see `block::push_or_merge`).
+    Paragraph { raw: String, text: Option<String> },
+    /// As [`Block::Paragraph`].
+    Text { raw: String, text: Option<String> },
 }
 
 /// One list item: its own block tokens (its raw text is not kept: nothing reads it, and
@@ -166,7 +169,7 @@ fn is_comment_block(raw: &str) -> bool {
 /// JS: `iht` — rebuild the text from top-level raws, dropping HTML comment blocks (what is
 /// left of such a block besides its comments is kept when it is not blank).
 pub(crate) fn strip_comments(tokens: &[Block]) -> (String, bool) {
-    let mut out = String::new();
+    let mut out = String::with_capacity(tokens.iter().map(|token| block_raw(token).len()).sum());
     let mut removed_any = false;
     for token in tokens {
         let raw = block_raw(token);
@@ -310,13 +313,15 @@ fn walk_blocks(tokens: &[Block], cx: &Ctx, out: &mut Vec<(Place, String)>) {
         match token {
             Block::Code { raw } => push_all(raw, Place::Code, out),
             Block::Html { raw } => html_mentions(raw, true, out),
-            Block::Text { text, .. } => {
+            Block::Text { raw, text } => {
+                let text = text.as_deref().unwrap_or(raw);
                 push_all(text, Place::Text, out);
                 inline::inline_mentions(text, cx, out);
             }
-            Block::Heading { text, .. } | Block::Paragraph { text, .. } => {
-                inline::inline_mentions(text, cx, out)
+            Block::Paragraph { raw, text } => {
+                inline::inline_mentions(text.as_deref().unwrap_or(raw), cx, out)
             }
+            Block::Heading { text, .. } => inline::inline_mentions(text, cx, out),
             Block::Blockquote { tokens, .. } => walk_blocks(tokens, cx, out),
             Block::List { items, .. } => {
                 for item in items {
