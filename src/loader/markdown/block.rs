@@ -513,7 +513,7 @@ fn breaks_setext_run(line: &str) -> bool {
     {
         return true;
     }
-    line.contains(['\u{2028}', '\u{2029}'])
+    line.contains('\u{2028}') || line.contains('\u{2029}')
 }
 
 /// Where the JavaScript line terminator (`[\n\r\u2028\u2029]`) at byte `i` ends, if one is
@@ -530,26 +530,35 @@ fn terminator_end(bytes: &[u8], i: usize) -> Option<usize> {
     }
 }
 
-/// `text.split(/[\n\r\u2028\u2029]/).some(OJr)`: is any line a setext underline?
+/// `text.split(/[\n\r\u2028\u2029]/).some(OJr)`: is any line a setext underline? Only the
+/// `=` and `-` runs that start a line (after up to three spaces) are looked at.
 fn any_underline_line(text: &str) -> bool {
     let bytes = text.as_bytes();
-    let mut start = 0;
     let mut from = 0;
-    loop {
-        let Some(offset) = memchr::memchr3(b'\n', b'\r', 0xe2, &bytes[from..]) else {
-            return is_underline_line(&text[start..]);
-        };
+    while let Some(offset) = bytes
+        .get(from..)
+        .and_then(|tail| memchr::memchr2(b'=', b'-', tail))
+    {
         let at = from + offset;
-        let Some(next) = terminator_end(bytes, at) else {
-            from = at + 1; // another character starting with 0xE2
-            continue;
-        };
-        if is_underline_line(&text[start..at]) {
-            return true;
+        let mark = bytes[at];
+        let mut start = at;
+        while start > 0 && at - start < 3 && bytes[start - 1] == b' ' {
+            start -= 1;
         }
-        start = next;
-        from = next;
+        let starts_line = start == 0
+            || matches!(bytes[start - 1], b'\n' | b'\r')
+            || (start >= 3 && terminator_end(bytes, start - 3) == Some(start));
+        // The run of marks, then spaces to the end of the line.
+        let run_end = skip_byte(text, at, mark);
+        if starts_line {
+            let end = skip_byte(text, run_end, b' ');
+            if end == bytes.len() || terminator_end(bytes, end).is_some() {
+                return true;
+            }
+        }
+        from = run_end;
     }
+    false
 }
 
 /// The line starts (as lengths from the end, ascending) that a setext underline below can

@@ -1070,33 +1070,31 @@ fn paren_end(src: &str, start: usize) -> Option<usize> {
 fn next_span(src: &str, from: usize) -> Option<(usize, usize)> {
     let bytes = src.as_bytes();
     let mut i = from;
-    while i < bytes.len() {
+    while let Some(offset) = bytes
+        .get(i..)
+        .and_then(|tail| memchr::memchr3(b'[', b'<', b'`', tail))
+    {
+        i += offset;
         match bytes[i] {
             b'[' => {
-                let len = bytes[i + 1..]
-                    .iter()
-                    .take_while(|&&c| c != b'[' && c != b']')
-                    .count();
-                let close = i + 1 + len;
+                let close = memchr::memchr2(b'[', b']', &bytes[i + 1..])
+                    .map_or(bytes.len(), |offset| i + 1 + offset);
                 if bytes.get(close) == Some(&b']') && bytes.get(close + 1) == Some(&b'(') {
                     return Some((i, close + 2));
                 }
             }
             b'<' => {
-                let len = bytes[i + 1..]
-                    .iter()
-                    .take_while(|&&c| c != b'<' && c != b'>')
-                    .count();
-                if bytes.get(i + 1 + len) == Some(&b'>') {
-                    return Some((i, i + len + 2));
+                let close = memchr::memchr2(b'<', b'>', &bytes[i + 1..])
+                    .map_or(bytes.len(), |offset| i + 1 + offset);
+                if bytes.get(close) == Some(&b'>') {
+                    return Some((i, close + 1));
                 }
             }
-            b'`' => {
+            _ => {
                 if let Some(close) = find_byte(src, i + 1, b'`') {
                     return Some((i, close + 1));
                 }
             }
-            _ => {}
         }
         i += 1;
     }
