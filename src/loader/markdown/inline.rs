@@ -168,6 +168,27 @@ pub(crate) fn inline_mentions(text: &str, cx: &Ctx, out: &mut Mentions) {
     cx.leave(super::INLINE_LEVEL);
 }
 
+/// When the inline pass of `text` need not run: the most it could spend (see
+/// [`super::MAX_DERIVED_BYTES`]), if it can find no mention and cannot nest past `limit`.
+///
+/// Without an `@` there is no mention to find (every text the pass searches is a piece of
+/// `text`; a link's text only loses backslashes). The pass calls itself again only for the
+/// text inside an emphasis or a link, which leaves out the `*`, `_` or `[` opening it, so it
+/// nests at most one level more than `text` holds those (kept a level short of `limit`, so
+/// that rounding cannot matter), and it runs at most once more than that: each run spends at
+/// most twice its text (the text and its emphasis mask).
+pub(crate) fn pass_bound(text: &str, limit: f64) -> Option<usize> {
+    let bytes = text.as_bytes();
+    if memchr::memchr(b'@', bytes).is_some() {
+        return None;
+    }
+    let openers = memchr::memchr3_iter(b'*', b'_', b'[', bytes).count();
+    if (openers + 2) as f64 * super::INLINE_LEVEL >= limit {
+        return None;
+    }
+    Some(text.len().saturating_mul(2).saturating_mul(openers + 1))
+}
+
 /// The mentions of the text token `text[start..end]`, put at `at` in `out` (before those a
 /// nested call found in the token that ended it).
 fn text_mentions(text: &str, (start, end): (usize, usize), at: usize, out: &mut Mentions) {

@@ -258,12 +258,41 @@ pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
 /// pass runs here (each text's inline tokens are walked as they are found, never kept), so
 /// this is where nesting too deep for the original shows (an error).
 pub(crate) fn import_mentions(lexed: &Lexed) -> Result<Vec<(Place, String)>, TooDeep> {
+    let cx = &lexed.cx;
     let mut out = Vec::new();
-    walk_blocks(&lexed.tokens, &lexed.cx, &mut out);
-    if lexed.cx.overflowed() {
+    let mut skipped = Some(0);
+    walk_blocks(&lexed.tokens, cx, &mut out, &mut skipped);
+    if !cx.overflowed()
+        && cx.spent.get().saturating_add(skipped.unwrap_or(0)) > MAX_DERIVED_BYTES
+    {
+        // The passes left out might have spent past the cap: run every one of them.
+        cx.nest.set(0.0);
+        cx.spent.set(0);
+        out.clear();
+        walk_blocks(&lexed.tokens, cx, &mut out, &mut None);
+    }
+    if cx.overflowed() {
         return Err(TooDeep);
     }
     Ok(out)
+}
+
+/// The inline pass of a block's text. With `skipped` (a running total), a text whose pass
+/// can find no mention and cannot nest too deep is left out, and the most that pass could
+/// have spent (see [`inline::pass_bound`]) is added to `skipped` instead.
+fn inline_pass(
+    text: &str,
+    cx: &Ctx,
+    out: &mut Vec<(Place, String)>,
+    skipped: &mut Option<usize>,
+) {
+    if let Some(total) = skipped
+        && let Some(most) = inline::pass_bound(text, cx.limit)
+    {
+        *total = total.saturating_add(most);
+        return;
+    }
+    inline::inline_mentions(text, cx, out);
 }
 
 fn push_all(text: &str, place: Place, out: &mut Vec<(Place, String)>) {
@@ -305,7 +334,12 @@ fn comment_bodies(text: &str) -> Vec<&str> {
     out
 }
 
-fn walk_blocks(tokens: &[Block], cx: &Ctx, out: &mut Vec<(Place, String)>) {
+fn walk_blocks(
+    tokens: &[Block],
+    cx: &Ctx,
+    out: &mut Vec<(Place, String)>,
+    skipped: &mut Option<usize>,
+) {
     for token in tokens {
         if cx.overflowed() {
             return;
@@ -316,16 +350,16 @@ fn walk_blocks(tokens: &[Block], cx: &Ctx, out: &mut Vec<(Place, String)>) {
             Block::Text { raw, text } => {
                 let text = text.as_deref().unwrap_or(raw);
                 push_all(text, Place::Text, out);
-                inline::inline_mentions(text, cx, out);
+                inline_pass(text, cx, out, skipped);
             }
             Block::Paragraph { raw, text } => {
-                inline::inline_mentions(text.as_deref().unwrap_or(raw), cx, out)
+                inline_pass(text.as_deref().unwrap_or(raw), cx, out, skipped)
             }
-            Block::Heading { text, .. } => inline::inline_mentions(text, cx, out),
-            Block::Blockquote { tokens, .. } => walk_blocks(tokens, cx, out),
+            Block::Heading { text, .. } => inline_pass(text, cx, out, skipped),
+            Block::Blockquote { tokens, .. } => walk_blocks(tokens, cx, out, skipped),
             Block::List { items, .. } => {
                 for item in items {
-                    walk_blocks(&item.tokens, cx, out);
+                    walk_blocks(&item.tokens, cx, out, skipped);
                 }
             }
             Block::Space { .. } | Block::Hr { .. } => {}
@@ -388,6 +422,56 @@ mod tests {
             let text = pieces.concat();
             proptest::prop_assert_eq!(at_mentions(&text), at_mentions_by_char(&text));
         }
+    }
+
+    /// [`import_mentions`] with every inline pass run (none left out).
+    fn full_walk(src: &str, limit: f64) -> Result<Vec<(Place, String)>, TooDeep> {
+        let lexed = lex(src, limit)?;
+        let mut out = Vec::new();
+        walk_blocks(&lexed.tokens, &lexed.cx, &mut out, &mut None);
+        if lexed.cx.overflowed() {
+            return Err(TooDeep);
+        }
+        Ok(out)
+    }
+
+    fn mentions(src: &str, limit: f64) -> Result<Vec<(Place, String)>, TooDeep> {
+        import_mentions(&lex(src, limit)?)
+    }
+
+    proptest::proptest! {
+        /// The inline passes [`import_mentions`] leaves out change nothing: with every pass
+        /// run, the same mentions are found, and nesting too deep fails alike.
+        #[test]
+        fn inline_passes_left_out_change_nothing(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", " ", "\n", "\n\n", "- ", "> ", "    ", "*", "**", "_", "[", "]", "(u)",
+                    "[l]: /u\n", "[l]", "`", "<!-- c -->", "<b>", "@x.md", "\\", "# ", "---\n",
+                    "*x ", " x*",
+                ]),
+                0..48,
+            ),
+            limit in proptest::sample::select(vec![0.001, 0.02, 1.0]),
+        ) {
+            let text = pieces.concat();
+            proptest::prop_assert_eq!(mentions(&text, limit), full_walk(&text, limit));
+        }
+    }
+
+    #[test]
+    fn inline_passes_left_out_still_fail_when_too_deep() {
+        // Emphasis nested 300 levels (no `@` anywhere): past 2% of the original's stack.
+        let deep = format!("{}y{}\n", "*x ".repeat(300), " x*".repeat(300));
+        assert_eq!(mentions(&deep, 0.02), Err(TooDeep));
+        assert_eq!(full_walk(&deep, 0.02), Err(TooDeep));
+        assert!(mentions(&deep, 1.0).unwrap().is_empty());
+        // Paragraphs whose passes, left out, might have spent past the cap (each could nest
+        // 250 levels): they are all run then, and the mention after them is found.
+        let starry = format!("{}@x.md\n", format!("{}x\n\n", "a*b ".repeat(250)).repeat(300));
+        let found = mentions(&starry, 0.02).unwrap();
+        assert_eq!(found, vec![(Place::Text, "x.md".to_owned())]);
+        assert_eq!(found, full_walk(&starry, 0.02).unwrap());
     }
 
     fn imports(src: &str) -> Vec<String> {
