@@ -21,18 +21,41 @@ pub(crate) use scan::{is_js_space, js_is_blank, js_trim};
 /// the input, which is what comment stripping relies on).
 #[derive(Debug, Clone)]
 pub(crate) enum Block {
-    Space { raw: String },
-    Code { raw: String },
-    Heading { raw: String, text: String },
-    Hr { raw: String },
-    Blockquote { raw: String, tokens: Vec<Block> },
-    List { raw: String, items: Vec<ListItem> },
-    Html { raw: String },
+    Space {
+        raw: String,
+    },
+    Code {
+        raw: String,
+    },
+    Heading {
+        raw: String,
+        text: String,
+    },
+    Hr {
+        raw: String,
+    },
+    Blockquote {
+        raw: String,
+        tokens: Vec<Block>,
+    },
+    List {
+        raw: String,
+        items: Vec<ListItem>,
+    },
+    Html {
+        raw: String,
+    },
     /// `text` is `None` while it is the same as `raw` (it differs once a newline or an
     /// indented code block is merged in: see `block::push_or_merge`).
-    Paragraph { raw: String, text: Option<String> },
+    Paragraph {
+        raw: String,
+        text: Option<String>,
+    },
     /// As [`Block::Paragraph`].
-    Text { raw: String, text: Option<String> },
+    Text {
+        raw: String,
+        text: Option<String>,
+    },
 }
 
 /// One list item: its own block tokens (its raw text is not kept: nothing reads it, and
@@ -262,9 +285,7 @@ pub(crate) fn import_mentions(lexed: &Lexed) -> Result<Vec<(Place, String)>, Too
     let mut out = Vec::new();
     let mut skipped = Some(0);
     walk_blocks(&lexed.tokens, cx, &mut out, &mut skipped);
-    if !cx.overflowed()
-        && cx.spent.get().saturating_add(skipped.unwrap_or(0)) > MAX_DERIVED_BYTES
-    {
+    if !cx.overflowed() && cx.spent.get().saturating_add(skipped.unwrap_or(0)) > MAX_DERIVED_BYTES {
         // The passes left out might have spent past the cap: run every one of them.
         cx.nest.set(0.0);
         cx.spent.set(0);
@@ -280,12 +301,7 @@ pub(crate) fn import_mentions(lexed: &Lexed) -> Result<Vec<(Place, String)>, Too
 /// The inline pass of a block's text. With `skipped` (a running total), a text whose pass
 /// can find no mention and cannot nest too deep is left out, and the most that pass could
 /// have spent (see [`inline::pass_bound`]) is added to `skipped` instead.
-fn inline_pass(
-    text: &str,
-    cx: &Ctx,
-    out: &mut Vec<(Place, String)>,
-    skipped: &mut Option<usize>,
-) {
+fn inline_pass(text: &str, cx: &Ctx, out: &mut Vec<(Place, String)>, skipped: &mut Option<usize>) {
     if let Some(total) = skipped
         && let Some(most) = inline::pass_bound(text, cx.limit)
     {
@@ -468,7 +484,10 @@ mod tests {
         assert!(mentions(&deep, 1.0).unwrap().is_empty());
         // Paragraphs whose passes, left out, might have spent past the cap (each could nest
         // 250 levels): they are all run then, and the mention after them is found.
-        let starry = format!("{}@x.md\n", format!("{}x\n\n", "a*b ".repeat(250)).repeat(300));
+        let starry = format!(
+            "{}@x.md\n",
+            format!("{}x\n\n", "a*b ".repeat(250)).repeat(300)
+        );
         let found = mentions(&starry, 0.02).unwrap();
         assert_eq!(found, vec![(Place::Text, "x.md".to_owned())]);
         assert_eq!(found, full_walk(&starry, 0.02).unwrap());
