@@ -283,7 +283,7 @@ fn scan_with_limit(
     let mut imports: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut ignored = Vec::new();
-    for (place, capture) in markdown::import_mentions(&tokens) {
+    for (place, capture) in markdown::import_mentions(&tokens)? {
         let Some(path) = import_path_as(&capture, version) else {
             continue;
         };

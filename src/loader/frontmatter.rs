@@ -176,6 +176,11 @@ fn paths(block: &str, version: ClaudeVersion, budgets: &Budgets) -> Paths {
             truncated: true,
         };
     }
+    // Without the word (nor a backslash, whose escapes could spell it in a quoted key) no key
+    // can be `paths`: whatever the block parses to, it has none.
+    if !block.contains("paths") && !block.contains('\\') {
+        return Paths::default();
+    }
     let Some(Yaml::Hash(map)) = parse_yaml(block, version) else {
         // JS `Ws`: only a mapping counts as frontmatter.
         return Paths::default();

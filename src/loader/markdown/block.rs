@@ -22,8 +22,8 @@ pub(crate) struct Lexer {
     /// JS: `noSetextUntil` (a remaining-length bound, `usize::MAX` for Infinity).
     no_setext_until: usize,
     /// JS: `CFn.lexed` — for each active `blockTokens` call, the line starts (as lengths
-    /// from the end) that a setext underline below can reach.
-    reach: Vec<HashSet<usize>>,
+    /// from the end, ascending) that a setext underline below can reach.
+    reach: Vec<Vec<usize>>,
     /// Nesting spent and allowed, as a fraction of the original's stack (see `Ctx`).
     pub(crate) nest: f64,
     pub(crate) limit: f64,
@@ -166,11 +166,9 @@ impl Lexer {
                 })
             }),
             M::Paragraph => paragraph_end(src).filter(|&len| len > 0).map(|len| {
-                let raw = src[..len].to_string();
                 Piece::Block(Block::Paragraph {
-                    text: raw.clone(),
-                    raw,
-                    inline: Vec::new(),
+                    raw: src[..len].to_string(),
+                    text: None,
                 })
             }),
             M::Html => html_end(src).filter(|&len| len > 0).map(|len| {
@@ -179,13 +177,11 @@ impl Lexer {
                 })
             }),
             M::Text => {
-                let len = src.find('\n').unwrap_or(src.len());
+                let len = line_end(src, 0);
                 (len > 0).then(|| {
-                    let raw = src[..len].to_string();
                     Piece::Block(Block::Text {
-                        text: raw.clone(),
-                        raw,
-                        inline: Vec::new(),
+                        raw: src[..len].to_string(),
+                        text: None,
                     })
                 })
             }
@@ -204,7 +200,7 @@ impl Lexer {
         let in_reach = self
             .reach
             .last()
-            .is_some_and(|reach| reach.contains(&src.len()));
+            .is_some_and(|reach| reach.binary_search(&src.len()).is_ok());
         if !in_reach && prev_nl {
             return None;
         }
@@ -226,11 +222,11 @@ impl Lexer {
     fn list(&mut self, src: &str) -> Option<Block> {
         list_test(src)?;
         let (raw, items) = list_items(src)?;
-        if !self.spend(items.iter().map(|(_, text)| text.len()).sum()) {
+        if !self.spend(items.iter().map(|item| item.len()).sum()) {
             return None;
         }
         let mut out = Vec::with_capacity(items.len());
-        for (_item_raw, item_text) in items {
+        for item_text in items {
             let mut tokens = Vec::new();
             self.top = false;
             if !self.enter(super::LIST_LEVEL) {
@@ -317,10 +313,11 @@ struct Quote {
 /// What a tokenizer produced: a token, or a link definition (never pushed as a token).
 pub(crate) enum Piece {
     Block(Block),
-    /// A code block carries its text for the rare merge into a paragraph.
+    /// A code block; its text (made only for the rare merge into a paragraph) is the
+    /// de-indented raw text for an indented block, empty for a fenced one.
     Code {
         raw: String,
-        text: String,
+        indented: bool,
     },
     Def {
         label: String,
@@ -381,6 +378,12 @@ fn push_or_merge(
         && raw_len(&piece) == 1
         && let Some(last) = tokens.last_mut()
     {
+        // The text of a paragraph or text token stays as it was.
+        if let Block::Paragraph { raw, text } | Block::Text { raw, text } = last
+            && text.is_none()
+        {
+            *text = Some(raw.clone());
+        }
         raw_mut(last).push('\n');
         return;
     }
@@ -391,35 +394,40 @@ fn push_or_merge(
         _ => false,
     };
     if merge {
+        // (`text`: `None` when the piece's text is its raw text.)
         let (raw, text) = match piece {
-            Piece::Block(block) => {
-                let raw = block_raw(&block).to_string();
-                let text = match block {
-                    Block::Paragraph { text, .. } | Block::Text { text, .. } => text,
-                    _ => raw.clone(),
+            Piece::Block(Block::Paragraph { raw, text } | Block::Text { raw, text }) => (raw, text),
+            Piece::Block(block) => (block_raw(&block).to_string(), None),
+            Piece::Code { raw, indented } => {
+                let text = if indented {
+                    indented_code_text(&raw)
+                } else {
+                    String::new()
                 };
-                (raw, text)
+                (raw, Some(text))
             }
-            Piece::Code { raw, text } => (raw, text),
-            Piece::Def { raw, .. } => (raw.clone(), raw),
+            Piece::Def { raw, .. } => (raw, None),
         };
         if let Some(
             Block::Paragraph {
                 raw: last_raw,
                 text: last_text,
-                ..
             }
             | Block::Text {
                 raw: last_raw,
                 text: last_text,
-                ..
             },
         ) = tokens.last_mut()
         {
+            if last_text.is_none() && text.is_some() {
+                *last_text = Some(last_raw.clone());
+            }
             last_raw.push('\n');
             last_raw.push_str(&raw);
-            last_text.push('\n');
-            last_text.push_str(&text);
+            if let Some(last_text) = last_text {
+                last_text.push('\n');
+                last_text.push_str(text.as_deref().unwrap_or(&raw));
+            }
         }
         return;
     }
@@ -505,13 +513,59 @@ fn breaks_setext_run(line: &str) -> bool {
     {
         return true;
     }
-    line.contains(['\u{2028}', '\u{2029}'])
+    line.contains('\u{2028}') || line.contains('\u{2029}')
 }
 
-fn setext_reach(text: &str) -> HashSet<usize> {
-    let mut reach = HashSet::new();
-    let any = text.split(is_js_line_terminator).any(is_underline_line);
-    if !any {
+/// Where the JavaScript line terminator (`[\n\r\u2028\u2029]`) at byte `i` ends, if one is
+/// there.
+fn terminator_end(bytes: &[u8], i: usize) -> Option<usize> {
+    match bytes.get(i)? {
+        b'\n' | b'\r' => Some(i + 1),
+        0xe2 if bytes.get(i + 1) == Some(&0x80)
+            && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) =>
+        {
+            Some(i + 3)
+        }
+        _ => None,
+    }
+}
+
+/// `text.split(/[\n\r\u2028\u2029]/).some(OJr)`: is any line a setext underline? Only the
+/// `=` and `-` runs that start a line (after up to three spaces) are looked at.
+fn any_underline_line(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(offset) = bytes
+        .get(from..)
+        .and_then(|tail| memchr::memchr2(b'=', b'-', tail))
+    {
+        let at = from + offset;
+        let mark = bytes[at];
+        let mut start = at;
+        while start > 0 && at - start < 3 && bytes[start - 1] == b' ' {
+            start -= 1;
+        }
+        let starts_line = start == 0
+            || matches!(bytes[start - 1], b'\n' | b'\r')
+            || (start >= 3 && terminator_end(bytes, start - 3) == Some(start));
+        // The run of marks, then spaces to the end of the line.
+        let run_end = skip_byte(text, at, mark);
+        if starts_line {
+            let end = skip_byte(text, run_end, b' ');
+            if end == bytes.len() || terminator_end(bytes, end).is_some() {
+                return true;
+            }
+        }
+        from = run_end;
+    }
+    false
+}
+
+/// The line starts (as lengths from the end, ascending) that a setext underline below can
+/// reach.
+fn setext_reach(text: &str) -> Vec<usize> {
+    let mut reach = Vec::new();
+    if !any_underline_line(text) {
         return reach;
     }
     // Walk the lines bottom up; `in_run` (JS `y`): the lines below, up to an underline,
@@ -523,11 +577,11 @@ fn setext_reach(text: &str) -> HashSet<usize> {
         let line_start = if end == 0 {
             0
         } else {
-            text[..end].rfind('\n').map_or(0, |offset| offset + 1)
+            memchr::memrchr(b'\n', &text.as_bytes()[..end]).map_or(0, |offset| offset + 1)
         };
         let line = &text[line_start..end];
         if in_run {
-            reach.insert(text.len() - line_start);
+            reach.push(text.len() - line_start);
         }
         in_run = is_underline_line(line) || (in_run && !breaks_setext_run(line));
         scan_end = line_start as isize - 1;
@@ -621,7 +675,6 @@ fn heading(raw: &str) -> Block {
     Block::Heading {
         raw: raw.into(),
         text,
-        inline: Vec::new(),
     }
 }
 
@@ -633,7 +686,6 @@ fn setext_heading(raw: &str) -> Block {
     Block::Heading {
         raw: raw.into(),
         text,
-        inline: Vec::new(),
     }
 }
 
@@ -686,16 +738,11 @@ fn indented_code_end(src: &str) -> Option<usize> {
     }
 }
 
-/// JS: `rD`/`sD` — a code token (indented or fenced); `text` matters only for merges.
+/// JS: `rD`/`sD` — a code token (indented or fenced).
 fn code_piece(raw: &str, indented: bool) -> Piece {
-    let text = if indented {
-        indented_code_text(raw)
-    } else {
-        String::new()
-    };
     Piece::Code {
         raw: raw.into(),
-        text,
+        indented,
     }
 }
 
@@ -747,8 +794,7 @@ fn fence_open(src: &str) -> Option<usize> {
 fn fence_close(src: &str, marks_end: usize) -> Option<usize> {
     let marks = js_trim_start(&src[..marks_end]);
     let mut pos = marks_end;
-    while let Some(offset) = src[pos..].find('\n') {
-        let nl = pos + offset;
+    while let Some(nl) = find_byte(src, pos, b'\n') {
         let j = skip_3_spaces(src, nl + 1);
         pos = nl + 1;
         if !matches!(byte(src, j), Some(b'`' | b'~')) {
@@ -1139,8 +1185,7 @@ fn tag_name_end(src: &str, i: usize) -> usize {
 fn until_blank_line(src: &str, from: usize) -> usize {
     let bytes = src.as_bytes();
     let mut i = from;
-    while let Some(offset) = src.get(i..).and_then(|tail| tail.find('\n')) {
-        let nl = i + offset;
+    while let Some(nl) = find_byte(src, i, b'\n') {
         let mut blanks_end = nl + 1;
         while matches!(bytes.get(blanks_end), Some(b'\t' | b' ')) {
             blanks_end += 1;
@@ -1573,13 +1618,14 @@ fn allows_lazy(prev: &str, max_indent: usize) -> bool {
     !looks_indented(prev) && (indent > max_indent || !ends_lazy_run(prev, indent))
 }
 
-struct ItemScan {
+struct ItemScan<'a> {
     end: usize,
-    content: String,
+    /// Borrowed from the list's text while the item is the rest of its marker line.
+    content: Cow<'a, str>,
 }
 
 /// JS: `vS` — one list item starting at `start` whose marker ends at `after_marker`.
-fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
+fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan<'_> {
     let mut eol = line_end(src, after_marker);
     let after_tabs = after_marker
         + src.as_bytes()[after_marker..]
@@ -1597,13 +1643,16 @@ fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
     }
     let mut blank_seen = js_is_blank(&prev_line);
     let mut width = after_marker - start;
-    let mut content = String::new();
+    let mut content: Cow<str> = Cow::Borrowed("");
     if blank_seen {
         width += 1;
     } else {
         let spaces = skip_byte(src, after_marker, b' ') - after_marker;
         let indent = if spaces > 4 { 1 } else { spaces };
-        content.push_str(skip_utf16_units(&prev_line, indent));
+        content = match &prev_line {
+            Cow::Borrowed(line) => Cow::Borrowed(skip_utf16_units(line, indent)),
+            Cow::Owned(line) => Cow::Owned(skip_utf16_units(line, indent).to_owned()),
+        };
         width += indent;
     }
     if blank_seen {
@@ -1638,11 +1687,13 @@ fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
             Cow::Owned(ref owned) => Cow::Owned(skip_utf16_units(owned, width).to_string()),
         };
         if blank || first_non_space(&expanded) >= width {
+            let content = content.to_mut();
             content.push('\n');
             content.push_str(&dedented);
         } else if blank_seen || !allows_lazy(&prev_line, max_indent) {
             break;
         } else {
+            let content = content.to_mut();
             content.push('\n');
             content.push_str(line);
         }
@@ -1658,10 +1709,11 @@ fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan {
     }
 }
 
-/// JS: `fD` — the list's raw text and each item's (raw, text).
-fn list_items(src: &str) -> Option<(String, Vec<(String, String)>)> {
+/// JS: `fD` — the list's raw text and each item's text (the items' raw texts are not kept:
+/// nothing reads them).
+fn list_items(src: &str) -> Option<(String, Vec<Cow<'_, str>>)> {
     let mut bullet: Option<u8> = None;
-    let mut items: Vec<(String, String)> = Vec::new();
+    let mut items: Vec<Cow<str>> = Vec::new();
     let mut pos = 0;
     while pos < src.len() {
         let Some(after_marker) = list_marker(src, pos) else {
@@ -1673,11 +1725,13 @@ fn list_items(src: &str) -> Option<(String, Vec<(String, String)>)> {
             break;
         }
         let scan = list_item(src, pos, after_marker);
-        items.push((src[pos..scan.end].to_string(), scan.content));
+        items.push(scan.content);
         pos = scan.end.max(pos + 1);
     }
     let last = items.last_mut()?;
-    last.0 = js_trim_end(&last.0).to_string();
-    last.1 = js_trim_end(&last.1).to_string();
+    match last {
+        Cow::Borrowed(text) => *text = js_trim_end(text),
+        Cow::Owned(text) => text.truncate(js_trim_end(text).len()),
+    }
     Some((js_trim_end(&src[..pos.min(src.len())]).to_string(), items))
 }

@@ -7,11 +7,12 @@
 //! results in corner cases. As in [`super::block`], locals have readable names (the text
 //! being lexed, JS `e`, is `src`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
+use super::Ctx;
 use super::block::{label_end, normalize_label};
 use super::scan::*;
-use super::{Ctx, Inline};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum AbsentKey {
@@ -135,36 +136,94 @@ fn dispatch(first: u8) -> &'static [Method] {
     }
 }
 
-/// JS: `Wze.inlineTokens` + `#o`.
-pub(crate) fn inline_tokens(text: &str, links: &Ctx) -> Vec<Inline> {
-    // Each nested call is one more JavaScript stack level in the original.
-    if !links.enter(super::INLINE_LEVEL) || !links.spend(text.len()) {
-        return Vec::new();
-    }
-    let tokens = inline_tokens_at_depth(text, links);
-    links.leave(super::INLINE_LEVEL);
-    tokens
+/// What an inline tokenizer found at the current position. The original builds tokens and
+/// walks them afterwards for `@` mentions; here the mentions are collected as the tokens are
+/// found (those of a link's or an emphasis's own text by the nested call, before it returns).
+enum Tok<'a> {
+    /// A text token: its raw text is `src[..len]` (text tokens that follow each other are
+    /// merged, as in the original, so a text token's mentions are searched once it ends).
+    Text,
+    /// A code span: its raw text.
+    Codespan(&'a str),
+    /// Inline HTML: its raw text.
+    Html(&'a str),
+    /// A link whose text is the autolink's address (searched as text).
+    Autolink(&'a str),
+    /// Any other token (escape, break, image, or a link or emphasis whose text was already
+    /// searched by the nested call).
+    Other,
 }
 
-fn inline_tokens_at_depth(text: &str, links: &Ctx) -> Vec<Inline> {
+/// Where `@` mentions go: the walk's output (JS `GZr`, see [`super::import_mentions`]).
+pub(crate) type Mentions = Vec<(super::Place, String)>;
+
+/// JS: `Wze.inlineTokens` + `#o`, and the walk of the tokens it makes: the `@` mentions of
+/// `text`, in the order the original's walk finds them, go to `out`.
+pub(crate) fn inline_mentions(text: &str, cx: &Ctx, out: &mut Mentions) {
+    // Each nested call is one more JavaScript stack level in the original.
+    if !cx.enter(super::INLINE_LEVEL) || !cx.spend(text.len()) {
+        return;
+    }
+    inline_at_depth(text, cx, out);
+    cx.leave(super::INLINE_LEVEL);
+}
+
+/// When the inline pass of `text` need not run: the most it could spend (see
+/// [`super::MAX_DERIVED_BYTES`]), if it can find no mention and cannot nest past `limit`.
+///
+/// Without an `@` there is no mention to find (every text the pass searches is a piece of
+/// `text`; a link's text only loses backslashes). The pass calls itself again only for the
+/// text inside an emphasis or a link, which leaves out the `*`, `_` or `[` opening it, so it
+/// nests at most one level more than `text` holds those (kept a level short of `limit`, so
+/// that rounding cannot matter), and it runs at most once more than that: each run spends at
+/// most twice its text (the text and its emphasis mask).
+pub(crate) fn pass_bound(text: &str, limit: f64) -> Option<usize> {
+    let bytes = text.as_bytes();
+    if memchr::memchr(b'@', bytes).is_some() {
+        return None;
+    }
+    let openers = memchr::memchr3_iter(b'*', b'_', b'[', bytes).count();
+    if (openers + 2) as f64 * super::INLINE_LEVEL >= limit {
+        return None;
+    }
+    Some(text.len().saturating_mul(2).saturating_mul(openers + 1))
+}
+
+/// The mentions of the text token `text[start..end]`, put at `at` in `out` (before those a
+/// nested call found in the token that ended it).
+fn text_mentions(text: &str, (start, end): (usize, usize), at: usize, out: &mut Mentions) {
+    let found = super::at_mentions(&text[start..end]);
+    if !found.is_empty() {
+        out.splice(
+            at..at,
+            found
+                .into_iter()
+                .map(|mention| (super::Place::Text, mention.to_owned())),
+        );
+    }
+}
+
+fn inline_at_depth(text: &str, cx: &Ctx, out: &mut Mentions) {
     let mut notes = Notes::default();
-    let mut mask: Option<String> = None;
-    let mut tokens: Vec<Inline> = Vec::new();
+    let mut mask: Option<Cow<str>> = None;
+    // The last token, when it is text: its extent in `text`.
+    let mut open_text: Option<(usize, usize)> = None;
     let mut before = Before::None;
     let mut pos = 0;
-    while pos < text.len() && !links.overflowed() {
+    while pos < text.len() && !cx.overflowed() {
         let rest = &text[pos..];
+        let mark = out.len();
         let mut produced = None;
         for &method in dispatch(rest.as_bytes()[0]) {
             let tok = match method {
                 Method::EmStrong => {
                     let mask = mask.get_or_insert_with(|| {
-                        links.spend(text.len());
-                        make_mask(text, links)
+                        cx.spend(text.len());
+                        make_mask(text, cx)
                     });
-                    em_strong(rest, mask, before, &mut notes, links)
+                    em_strong(rest, mask, before, &mut notes, cx, out)
                 }
-                _ => run(method, rest, &mut notes, links),
+                _ => run(method, rest, &mut notes, cx, out),
             };
             if let Some(found) = tok {
                 produced = Some((method, found));
@@ -175,30 +234,36 @@ fn inline_tokens_at_depth(text: &str, links: &Ctx) -> Vec<Inline> {
             break;
         };
         let is_text = method == Method::InlineText;
-        let tok_is_text = matches!(tok, Inline::Text { .. });
-        let raw_owned = match &tok {
-            Inline::Text { raw } => Some(raw.clone()),
-            _ => None,
-        };
-        match (tokens.last_mut(), tok) {
-            (Some(Inline::Text { raw: last }), Inline::Text { raw })
-                if is_text || (method == Method::Reflink && tok_is_text) =>
-            {
-                last.push_str(&raw);
-            }
-            (_, tok) => tokens.push(tok),
-        }
         let consumed = ceil_boundary(rest, raw_len.max(1));
+        if let Tok::Text = tok {
+            // Merged into the text token before it, if any.
+            let start = open_text.map_or(pos, |(start, _)| start);
+            open_text = Some((start, pos + consumed));
+        } else {
+            if let Some(extent) = open_text.take() {
+                text_mentions(text, extent, mark, out);
+            }
+            match tok {
+                Tok::Codespan(raw) => {
+                    super::push_all(raw.trim_matches('`'), super::Place::Code, out)
+                }
+                Tok::Html(raw) => super::html_mentions(raw, false, out),
+                Tok::Autolink(address) => super::push_all(address, super::Place::Text, out),
+                Tok::Text | Tok::Other => {}
+            }
+        }
         if !is_text || !rest[..consumed].ends_with('_') {
             before = if is_text {
-                Before::of_last(raw_owned.as_deref().unwrap_or(""))
+                Before::of_last(&rest[..consumed])
             } else {
                 Before::None
             };
         }
         pos += consumed;
     }
-    tokens
+    if let Some(extent) = open_text {
+        text_mentions(text, extent, out.len(), out);
+    }
 }
 
 fn ceil_boundary(s: &str, mut i: usize) -> usize {
@@ -209,53 +274,24 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-fn run(method: Method, src: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
+fn run<'a>(
+    method: Method,
+    src: &'a str,
+    notes: &mut Notes,
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> Option<(Tok<'a>, usize)> {
     match method {
-        Method::Escape => escape(src).map(|len| {
-            (
-                Inline::Escape {
-                    raw: src[..len].into(),
-                },
-                len,
-            )
-        }),
-        Method::Br => br(src, notes).map(|len| (Inline::Br, len)),
-        Method::Tag => tag(src, notes).map(|len| {
-            (
-                Inline::Html {
-                    raw: src[..len].into(),
-                },
-                len,
-            )
-        }),
-        Method::Autolink => autolink(src).map(|(len, text)| {
-            (
-                Inline::Link {
-                    tokens: vec![Inline::Text { raw: text }],
-                },
-                len,
-            )
-        }),
-        Method::Link => link(src, notes, links),
-        Method::Reflink => reflink(src, notes, links),
-        Method::Codespan => codespan(src, notes).map(|len| {
-            (
-                Inline::Codespan {
-                    raw: src[..len].into(),
-                },
-                len,
-            )
-        }),
+        Method::Escape => escape(src).map(|len| (Tok::Other, len)),
+        Method::Br => br(src, notes).map(|len| (Tok::Other, len)),
+        Method::Tag => tag(src, notes).map(|len| (Tok::Html(&src[..len]), len)),
+        Method::Autolink => autolink(src).map(|(len, address)| (Tok::Autolink(address), len)),
+        Method::Link => link(src, notes, cx, out),
+        Method::Reflink => reflink(src, notes, cx, out),
+        Method::Codespan => codespan(src, notes).map(|len| (Tok::Codespan(&src[..len]), len)),
         Method::InlineText => {
             let len = inline_text_end(src, notes);
-            (len > 0).then(|| {
-                (
-                    Inline::Text {
-                        raw: src[..len].into(),
-                    },
-                    len,
-                )
-            })
+            (len > 0).then_some((Tok::Text, len))
         }
         Method::EmStrong => None,
     }
@@ -283,6 +319,19 @@ fn br(src: &str, notes: &mut Notes) -> Option<usize> {
     notes.before_end_space(src, end).then_some(end)
 }
 
+/// The bytes [`inline_text_end`] stops at: those that may start another inline token, and
+/// `\n` (where a hard break of two spaces may end).
+const TEXT_STOPS: [bool; 256] = {
+    let mut stops = [false; 256];
+    let mut i = 0;
+    let special = b"!*<[\\_`\n";
+    while i < special.len() {
+        stops[special[i] as usize] = true;
+        i += 1;
+    }
+    stops
+};
+
 /// JS: `SS` (non-GFM) — end of a run of plain text.
 fn inline_text_end(src: &str, notes: &mut Notes) -> usize {
     let bytes = src.as_bytes();
@@ -294,21 +343,27 @@ fn inline_text_end(src: &str, notes: &mut Notes) -> usize {
     };
     let mut pos = first_len;
     while pos < bytes.len() {
-        match bytes[pos] {
-            b'!' | b'*' | b'<' | b'[' | b'\\' | b'_' | b'`' => return pos,
-            b' ' if bytes.get(pos + 1) == Some(&b' ') && bytes.get(pos + 2) == Some(&b'\n') => {
-                let nl = pos + 2;
-                if !notes.before_end_space(src, nl) {
-                    return src.len();
-                }
-                let mut end = nl;
-                while end > first_len && bytes[end - 1] == b' ' {
-                    end -= 1;
-                }
-                return end;
-            }
-            _ => pos += 1,
+        if !TEXT_STOPS[bytes[pos] as usize] {
+            pos += 1;
+            continue;
         }
+        if bytes[pos] != b'\n' {
+            return pos;
+        }
+        // `  \n` (the regex's ` {2,}\n` alternative, tried at the first space of the pair
+        // before the newline).
+        let nl = pos;
+        if nl >= first_len + 2 && bytes[nl - 1] == b' ' && bytes[nl - 2] == b' ' {
+            if !notes.before_end_space(src, nl) {
+                return src.len();
+            }
+            let mut end = nl;
+            while end > first_len && bytes[end - 1] == b' ' {
+                end -= 1;
+            }
+            return end;
+        }
+        pos += 1;
     }
     src.len()
 }
@@ -324,13 +379,13 @@ fn codespan(src: &str, notes: &mut Notes) -> Option<usize> {
     if notes.is_absent(src, key, open_len) {
         return None;
     }
-    let mut next_tick = src[open_len..].find('`').map(|offset| open_len + offset);
+    let mut next_tick = find_byte(src, open_len, b'`');
     while let Some(run_start) = next_tick {
         let run_end = skip_byte(src, run_start, b'`');
         if run_end - run_start == open_len {
             return Some(run_end);
         }
-        next_tick = src[run_end..].find('`').map(|offset| run_end + offset);
+        next_tick = find_byte(src, run_end, b'`');
     }
     notes.note_absent(src, key, open_len)
 }
@@ -402,7 +457,7 @@ fn tag_name_end_at(src: &str, i: usize) -> usize {
 }
 
 /// JS: `Hxe.autolink` — `<scheme:…>` or `<address@domain>`; returns (raw length, text).
-fn autolink(src: &str) -> Option<(usize, String)> {
+fn autolink(src: &str) -> Option<(usize, &str)> {
     let bytes = src.as_bytes();
     if bytes.first() != Some(&b'<') {
         return None;
@@ -424,7 +479,7 @@ fn autolink(src: &str) -> Option<(usize, String)> {
             if bytes.get(end) == Some(&b'>') {
                 let raw = &src[..end + 1];
                 if !raw.chars().any(is_js_space) {
-                    return Some((end + 1, raw[1..raw.len() - 1].to_string()));
+                    return Some((end + 1, &raw[1..raw.len() - 1]));
                 }
             }
         }
@@ -446,7 +501,7 @@ fn autolink(src: &str) -> Option<(usize, String)> {
         return None;
     }
     let end = domain_label(src, pos, b'>')?;
-    Some((end, src[1..end - 1].to_string()))
+    Some((end, &src[1..end - 1]))
 }
 
 fn is_email_local(c: u8) -> bool {
@@ -485,7 +540,7 @@ fn link_text_end(src: &str, start: usize) -> Option<usize> {
                 continue;
             }
             b'`' if !nested => {
-                pos = pos + 1 + src[pos + 1..].find('`')?;
+                pos = find_byte(src, pos + 1, b'`')?;
             }
             b'[' => {
                 if nested {
@@ -641,21 +696,33 @@ fn link_dest(src: &str, open: usize, notes: &mut Notes) -> Option<usize> {
 }
 
 /// JS: `OS` — a link (its text lexed again) or an image (text not lexed).
-fn link_token(raw_len: usize, src: &str, text: &str, links: &Ctx) -> (Inline, usize) {
+fn link_token<'a>(
+    raw_len: usize,
+    src: &str,
+    text: &str,
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> (Tok<'a>, usize) {
     if src.starts_with('!') {
-        return (Inline::Image, raw_len);
+        return (Tok::Other, raw_len);
     }
-    let inner = text.replace("\\[", "[").replace("\\]", "]");
-    (
-        Inline::Link {
-            tokens: inline_tokens(&inner, links),
-        },
-        raw_len,
-    )
+    // `replace("\\[", "[")` cannot make a `\]`: without either, the text is kept as is.
+    let inner: std::borrow::Cow<str> = if text.contains("\\[") || text.contains("\\]") {
+        text.replace("\\[", "[").replace("\\]", "]").into()
+    } else {
+        text.into()
+    };
+    inline_mentions(&inner, cx, out);
+    (Tok::Other, raw_len)
 }
 
 /// JS: `Hxe.link`.
-fn link(src: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
+fn link<'a>(
+    src: &'a str,
+    notes: &mut Notes,
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> Option<(Tok<'a>, usize)> {
     let open = usize::from(src.starts_with('!'));
     if byte(src, open) != Some(b'[') {
         return None;
@@ -665,19 +732,19 @@ fn link(src: &str, notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
         return None;
     }
     let end = link_dest(src, text_end + 1, notes)?;
-    Some(link_token(end, src, &src[open + 1..text_end], links))
+    Some(link_token(end, src, &src[open + 1..text_end], cx, out))
 }
 
-struct RefLabel {
+struct RefLabel<'a> {
     end: usize,
     text_start: usize,
     text_end: usize,
-    label: String,
+    label: &'a str,
     is_short: bool,
 }
 
 /// JS: `Al` — `[text][label]`, `[label][]` or `[label]` starting at `open`.
-fn ref_label(src: &str, open: usize) -> Option<RefLabel> {
+fn ref_label(src: &str, open: usize) -> Option<RefLabel<'_>> {
     if let Some(text_end) = link_text_end(src, open + 1)
         && byte(src, text_end + 1) == Some(b'[')
         && let Some(label_close) = label_end(src, text_end + 2)
@@ -692,7 +759,7 @@ fn ref_label(src: &str, open: usize) -> Option<RefLabel> {
             end: label_close + 1,
             text_start: open + 1,
             text_end,
-            label: label.into(),
+            label,
             is_short: false,
         });
     }
@@ -706,31 +773,32 @@ fn ref_label(src: &str, open: usize) -> Option<RefLabel> {
         end,
         text_start: open + 1,
         text_end: label_close,
-        label: src[open + 1..label_close].into(),
+        label: &src[open + 1..label_close],
         is_short: true,
     })
 }
 
 /// JS: `Hxe.reflink`.
-fn reflink(src: &str, _notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)> {
+fn reflink<'a>(
+    src: &'a str,
+    _notes: &mut Notes,
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> Option<(Tok<'a>, usize)> {
     let open = usize::from(src.starts_with('!'));
     if byte(src, open) != Some(b'[') {
         return None;
     }
     let found = ref_label(src, open)?;
-    if !links.links.contains(&normalize_label(&found.label)) {
-        return Some((
-            Inline::Text {
-                raw: src[..1].into(),
-            },
-            1,
-        ));
+    if !cx.links.contains(&normalize_label(found.label)) {
+        return Some((Tok::Text, 1));
     }
     Some(link_token(
         found.end,
         src,
         &src[found.text_start..found.text_end],
-        links,
+        cx,
+        out,
     ))
 }
 
@@ -738,13 +806,14 @@ fn reflink(src: &str, _notes: &mut Notes, links: &Ctx) -> Option<(Inline, usize)
 // Emphasis (JS: lD, V_, Y_, KP) and the mask it runs on (JS: rS, tI, nS, oS)
 
 /// JS: `lD` — `*em*`/`**strong**` starting here; the inner text is lexed again.
-fn em_strong(
-    src: &str,
+fn em_strong<'a>(
+    src: &'a str,
     mask: &str,
     before: Before,
     notes: &mut Notes,
-    links: &Ctx,
-) -> Option<(Inline, usize)> {
+    cx: &Ctx,
+    out: &mut Mentions,
+) -> Option<(Tok<'a>, usize)> {
     let delim = *src.as_bytes().first()?;
     if delim != b'*' && delim != b'_' {
         return None;
@@ -770,13 +839,8 @@ fn em_strong(
     let raw = &src[..end];
     let marks = 2 - (run.min(closer.size) & 1);
     let inner = js_slice(raw, marks, raw.len().saturating_sub(marks));
-    let tokens = inline_tokens(inner, links);
-    let tok = if marks == 1 {
-        Inline::Em { tokens }
-    } else {
-        Inline::Strong { tokens }
-    };
-    Some((tok, end))
+    inline_mentions(inner, cx, out);
+    Some((Tok::Other, end))
 }
 
 /// JS: `V_` with the non-GFM flag.
@@ -916,31 +980,38 @@ fn find_closer(
     None
 }
 
-/// JS: `sS` — a mask of `len` bytes.
-fn mask_of(len: usize) -> String {
-    let mut mask = String::from("[");
-    while mask.len() < len.saturating_sub(1) {
-        mask.push('a');
-    }
-    mask.push(']');
-    mask
+/// JS: `sS` — a mask of `len` bytes (at least 2), appended to `out`.
+fn push_mask(out: &mut String, len: usize) {
+    out.push('[');
+    out.extend(std::iter::repeat_n('a', len.saturating_sub(2)));
+    out.push(']');
 }
 
 /// JS: `rS` — the text with links, code spans and escapes masked, for emphasis matching.
-fn make_mask(text: &str, links: &Ctx) -> String {
+fn make_mask<'a>(text: &'a str, links: &Ctx) -> Cow<'a, str> {
     let masked = if links.links.is_empty() {
-        text.to_string()
+        Cow::Borrowed(text)
     } else {
         mask_reflinks(text, links)
     };
-    mask_escapes(&mask_inline_spans(&masked))
+    // Each step returns its input borrowed when it changes nothing.
+    let spans = match mask_inline_spans(&masked) {
+        Cow::Owned(owned) => Some(owned),
+        Cow::Borrowed(_) => None,
+    };
+    let masked = spans.map_or(masked, Cow::Owned);
+    let escapes = match mask_escapes(&masked) {
+        Cow::Owned(owned) => Some(owned),
+        Cow::Borrowed(_) => None,
+    };
+    escapes.map_or(masked, Cow::Owned)
 }
 
 /// JS: `tI`.
-fn mask_reflinks(src: &str, links: &Ctx) -> String {
+fn mask_reflinks<'a>(src: &'a str, links: &Ctx) -> Cow<'a, str> {
     let mut out = String::new();
     let mut copied = 0;
-    let mut next_bracket = src.find('[');
+    let mut next_bracket = find_byte(src, 0, b'[');
     while let Some(bracket) = next_bracket {
         let found = ref_label(src, bracket);
         let mut end = found.as_ref().map(|found| found.end);
@@ -954,9 +1025,7 @@ fn mask_reflinks(src: &str, links: &Ctx) -> String {
                 .then(|| ref_end - 2);
         }
         let Some(end) = end else {
-            next_bracket = src[bracket + 1..]
-                .find('[')
-                .map(|offset| bracket + 1 + offset);
+            next_bracket = find_byte(src, bracket + 1, b'[');
             continue;
         };
         let open = src[..end.saturating_sub(1)]
@@ -971,20 +1040,18 @@ fn mask_reflinks(src: &str, links: &Ctx) -> String {
             } else {
                 bracket
             };
+            out.reserve(src.len());
             out.push_str(&src[copied..mask_start]);
-            out.push_str(&mask_of(end - mask_start));
+            push_mask(&mut out, end - mask_start);
             copied = end;
         }
-        next_bracket = src
-            .get(end..)
-            .and_then(|tail| tail.find('['))
-            .map(|offset| end + offset);
+        next_bracket = find_byte(src, end, b'[');
     }
     if copied == 0 {
-        return src.to_string();
+        return Cow::Borrowed(src);
     }
     out.push_str(&src[copied..]);
-    out
+    Cow::Owned(out)
 }
 
 /// JS: `nI` — end of `(...)` with at most one nested pair, from `start` (after `](`).
@@ -1024,33 +1091,31 @@ fn paren_end(src: &str, start: usize) -> Option<usize> {
 fn next_span(src: &str, from: usize) -> Option<(usize, usize)> {
     let bytes = src.as_bytes();
     let mut i = from;
-    while i < bytes.len() {
+    while let Some(offset) = bytes
+        .get(i..)
+        .and_then(|tail| memchr::memchr3(b'[', b'<', b'`', tail))
+    {
+        i += offset;
         match bytes[i] {
             b'[' => {
-                let len = bytes[i + 1..]
-                    .iter()
-                    .take_while(|&&c| c != b'[' && c != b']')
-                    .count();
-                let close = i + 1 + len;
+                let close = memchr::memchr2(b'[', b']', &bytes[i + 1..])
+                    .map_or(bytes.len(), |offset| i + 1 + offset);
                 if bytes.get(close) == Some(&b']') && bytes.get(close + 1) == Some(&b'(') {
                     return Some((i, close + 2));
                 }
             }
             b'<' => {
-                let len = bytes[i + 1..]
-                    .iter()
-                    .take_while(|&&c| c != b'<' && c != b'>')
-                    .count();
-                if bytes.get(i + 1 + len) == Some(&b'>') {
-                    return Some((i, i + len + 2));
+                let close = memchr::memchr2(b'<', b'>', &bytes[i + 1..])
+                    .map_or(bytes.len(), |offset| i + 1 + offset);
+                if bytes.get(close) == Some(&b'>') {
+                    return Some((i, close + 1));
                 }
             }
-            b'`' => {
-                if let Some(offset) = src[i + 1..].find('`') {
-                    return Some((i, i + offset + 2));
+            _ => {
+                if let Some(close) = find_byte(src, i + 1, b'`') {
+                    return Some((i, close + 1));
                 }
             }
-            _ => {}
         }
         i += 1;
     }
@@ -1058,8 +1123,9 @@ fn next_span(src: &str, from: usize) -> Option<(usize, usize)> {
 }
 
 /// JS: `nS`.
-fn mask_inline_spans(src: &str) -> String {
+fn mask_inline_spans(src: &str) -> Cow<'_, str> {
     let mut out = String::new();
+    let mut changed = false;
     let mut copied = 0;
     let mut last = 0;
     while let Some((span_start, end)) = next_span(src, last) {
@@ -1069,36 +1135,48 @@ fn mask_inline_spans(src: &str) -> String {
             Some(end)
         };
         if let Some(span_end) = span_end {
+            if !changed {
+                out.reserve(src.len());
+                changed = true;
+            }
             out.push_str(&src[copied.min(span_start)..span_start]);
-            out.push_str(&mask_of(span_end - span_start));
+            push_mask(&mut out, span_end - span_start);
             copied = span_end;
         }
         last = span_end.unwrap_or(0).max(span_start + 1);
     }
+    if !changed {
+        return Cow::Borrowed(src);
+    }
     out.push_str(&src[copied.min(src.len())..]);
-    out
+    Cow::Owned(out)
 }
 
 /// JS: `oS` — `\` + punctuation becomes `++` (padded to keep byte offsets aligned).
-fn mask_escapes(src: &str) -> String {
+fn mask_escapes(src: &str) -> Cow<'_, str> {
     let mut out = String::new();
+    let mut changed = false;
     let mut copied = 0;
-    let mut next_backslash = src.find('\\');
+    let mut next_backslash = find_byte(src, 0, b'\\');
     while let Some(backslash) = next_backslash {
         let escaped = char_at(src, backslash + 1);
         let mut next_from = backslash + 1;
         if class_of(escaped) == 1 {
             let len = 1 + escaped.map_or(0, char::len_utf8);
+            if !changed {
+                out.reserve(src.len());
+                changed = true;
+            }
             out.push_str(&src[copied..backslash]);
-            out.push_str(&"+".repeat(len));
+            out.extend(std::iter::repeat_n('+', len));
             copied = backslash + len;
             next_from = copied;
         }
-        next_backslash = src
-            .get(next_from..)
-            .and_then(|tail| tail.find('\\'))
-            .map(|offset| next_from + offset);
+        next_backslash = find_byte(src, next_from, b'\\');
+    }
+    if !changed {
+        return Cow::Borrowed(src);
     }
     out.push_str(&src[copied.min(src.len())..]);
-    out
+    Cow::Owned(out)
 }

@@ -30,7 +30,6 @@ pub(crate) enum Block {
     Heading {
         raw: String,
         text: String,
-        inline: Vec<Inline>,
     },
     Hr {
         raw: String,
@@ -46,15 +45,16 @@ pub(crate) enum Block {
     Html {
         raw: String,
     },
+    /// `text` is `None` while it is the same as `raw` (it differs once a newline or an
+    /// indented code block is merged in: see `block::push_or_merge`).
     Paragraph {
         raw: String,
-        text: String,
-        inline: Vec<Inline>,
+        text: Option<String>,
     },
+    /// As [`Block::Paragraph`].
     Text {
         raw: String,
-        text: String,
-        inline: Vec<Inline>,
+        text: Option<String>,
     },
 }
 
@@ -63,36 +63,6 @@ pub(crate) enum Block {
 #[derive(Debug, Clone)]
 pub(crate) struct ListItem {
     pub(crate) tokens: Vec<Block>,
-}
-
-/// An inline token. Text tokens are merged as in the original, so a text token starts right
-/// after some other token (or at the start of its block).
-#[derive(Debug, Clone)]
-pub(crate) enum Inline {
-    Text {
-        raw: String,
-    },
-    #[allow(dead_code)]
-    Escape {
-        raw: String,
-    },
-    Br,
-    Codespan {
-        raw: String,
-    },
-    Html {
-        raw: String,
-    },
-    Link {
-        tokens: Vec<Inline>,
-    },
-    Image,
-    Em {
-        tokens: Vec<Inline>,
-    },
-    Strong {
-        tokens: Vec<Inline>,
-    },
 }
 
 /// How deep the original can nest before its JavaScript stack runs out, measured with
@@ -155,9 +125,25 @@ impl Ctx {
     }
 }
 
+/// The block tokens of a text, and what its inline pass needs (the link definitions).
+pub(crate) struct Lexed {
+    tokens: Vec<Block>,
+    cx: Ctx,
+}
+
+impl std::ops::Deref for Lexed {
+    type Target = [Block];
+
+    fn deref(&self) -> &[Block] {
+        &self.tokens
+    }
+}
+
 /// Lex `src` (JS: `new AFn().lex(src)`): CRLF and lone CR become LF first. `limit` is the
-/// share of the original's stack the nesting may use (1.0 = all of it).
-pub(crate) fn lex(src: &str, limit: f64) -> Result<Vec<Block>, TooDeep> {
+/// share of the original's stack the nesting may use (1.0 = all of it). This is the block
+/// pass; the inline pass runs during [`import_mentions`], when every link definition is
+/// known (its nesting can still fail the lexing there).
+pub(crate) fn lex(src: &str, limit: f64) -> Result<Lexed, TooDeep> {
     let normalized;
     let text = if src.contains('\r') {
         normalized = src.replace("\r\n", "\n").replace('\r', "\n");
@@ -178,30 +164,7 @@ pub(crate) fn lex(src: &str, limit: f64) -> Result<Vec<Block>, TooDeep> {
         overflow: std::cell::Cell::new(false),
         spent: std::cell::Cell::new(0),
     };
-    fill_inline(&mut tokens, &cx);
-    if cx.overflowed() {
-        return Err(TooDeep);
-    }
-    Ok(tokens)
-}
-
-/// The inline pass runs after the block pass, when every link definition is known.
-fn fill_inline(tokens: &mut [Block], cx: &Ctx) {
-    let mut stack: Vec<&mut Block> = tokens.iter_mut().collect();
-    while let Some(token) = stack.pop() {
-        match token {
-            Block::Heading { text, inline, .. }
-            | Block::Paragraph { text, inline, .. }
-            | Block::Text { text, inline, .. } => *inline = inline::inline_tokens(text, cx),
-            Block::Blockquote { tokens, .. } => stack.extend(tokens.iter_mut()),
-            Block::List { items, .. } => {
-                for item in items.iter_mut() {
-                    stack.extend(item.tokens.iter_mut());
-                }
-            }
-            _ => {}
-        }
-    }
+    Ok(Lexed { tokens, cx })
 }
 
 /// Remove every `<!-- … -->` (lazy, across lines) from `text`.
@@ -229,7 +192,7 @@ fn is_comment_block(raw: &str) -> bool {
 /// JS: `iht` — rebuild the text from top-level raws, dropping HTML comment blocks (what is
 /// left of such a block besides its comments is kept when it is not blank).
 pub(crate) fn strip_comments(tokens: &[Block]) -> (String, bool) {
-    let mut out = String::new();
+    let mut out = String::with_capacity(tokens.iter().map(|token| block_raw(token).len()).sum());
     let mut removed_any = false;
     for token in tokens {
         let raw = block_raw(token);
@@ -314,11 +277,38 @@ pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
 }
 
 /// JS: `GZr` — every `@` capture in the places Claude Code searches, plus (for diagnostics)
-/// the ones it skips, in document order. Duplicates are kept; callers dedupe.
-pub(crate) fn import_mentions(tokens: &[Block]) -> Vec<(Place, String)> {
+/// the ones it skips, in document order. Duplicates are kept; callers dedupe. The inline
+/// pass runs here (each text's inline tokens are walked as they are found, never kept), so
+/// this is where nesting too deep for the original shows (an error).
+pub(crate) fn import_mentions(lexed: &Lexed) -> Result<Vec<(Place, String)>, TooDeep> {
+    let cx = &lexed.cx;
     let mut out = Vec::new();
-    walk_blocks(tokens, &mut out);
-    out
+    let mut skipped = Some(0);
+    walk_blocks(&lexed.tokens, cx, &mut out, &mut skipped);
+    if !cx.overflowed() && cx.spent.get().saturating_add(skipped.unwrap_or(0)) > MAX_DERIVED_BYTES {
+        // The passes left out might have spent past the cap: run every one of them.
+        cx.nest.set(0.0);
+        cx.spent.set(0);
+        out.clear();
+        walk_blocks(&lexed.tokens, cx, &mut out, &mut None);
+    }
+    if cx.overflowed() {
+        return Err(TooDeep);
+    }
+    Ok(out)
+}
+
+/// The inline pass of a block's text. With `skipped` (a running total), a text whose pass
+/// can find no mention and cannot nest too deep is left out, and the most that pass could
+/// have spent (see [`inline::pass_bound`]) is added to `skipped` instead.
+fn inline_pass(text: &str, cx: &Ctx, out: &mut Vec<(Place, String)>, skipped: &mut Option<usize>) {
+    if let Some(total) = skipped
+        && let Some(most) = inline::pass_bound(text, cx.limit)
+    {
+        *total = total.saturating_add(most);
+        return;
+    }
+    inline::inline_mentions(text, cx, out);
 }
 
 fn push_all(text: &str, place: Place, out: &mut Vec<(Place, String)>) {
@@ -360,39 +350,35 @@ fn comment_bodies(text: &str) -> Vec<&str> {
     out
 }
 
-fn walk_blocks(tokens: &[Block], out: &mut Vec<(Place, String)>) {
+fn walk_blocks(
+    tokens: &[Block],
+    cx: &Ctx,
+    out: &mut Vec<(Place, String)>,
+    skipped: &mut Option<usize>,
+) {
     for token in tokens {
+        if cx.overflowed() {
+            return;
+        }
         match token {
             Block::Code { raw } => push_all(raw, Place::Code, out),
             Block::Html { raw } => html_mentions(raw, true, out),
-            Block::Text { text, inline, .. } => {
+            Block::Text { raw, text } => {
+                let text = text.as_deref().unwrap_or(raw);
                 push_all(text, Place::Text, out);
-                walk_inline(inline, out);
+                inline_pass(text, cx, out, skipped);
             }
-            Block::Heading { inline, .. } | Block::Paragraph { inline, .. } => {
-                walk_inline(inline, out)
+            Block::Paragraph { raw, text } => {
+                inline_pass(text.as_deref().unwrap_or(raw), cx, out, skipped)
             }
-            Block::Blockquote { tokens, .. } => walk_blocks(tokens, out),
+            Block::Heading { text, .. } => inline_pass(text, cx, out, skipped),
+            Block::Blockquote { tokens, .. } => walk_blocks(tokens, cx, out, skipped),
             Block::List { items, .. } => {
                 for item in items {
-                    walk_blocks(&item.tokens, out);
+                    walk_blocks(&item.tokens, cx, out, skipped);
                 }
             }
             Block::Space { .. } | Block::Hr { .. } => {}
-        }
-    }
-}
-
-fn walk_inline(tokens: &[Inline], out: &mut Vec<(Place, String)>) {
-    for token in tokens {
-        match token {
-            Inline::Text { raw } => push_all(raw, Place::Text, out),
-            Inline::Codespan { raw } => push_all(raw.trim_matches('`'), Place::Code, out),
-            Inline::Html { raw } => html_mentions(raw, false, out),
-            Inline::Link { tokens } | Inline::Em { tokens } | Inline::Strong { tokens } => {
-                walk_inline(tokens, out)
-            }
-            Inline::Escape { .. } | Inline::Br | Inline::Image => {}
         }
     }
 }
@@ -454,9 +440,62 @@ mod tests {
         }
     }
 
+    /// [`import_mentions`] with every inline pass run (none left out).
+    fn full_walk(src: &str, limit: f64) -> Result<Vec<(Place, String)>, TooDeep> {
+        let lexed = lex(src, limit)?;
+        let mut out = Vec::new();
+        walk_blocks(&lexed.tokens, &lexed.cx, &mut out, &mut None);
+        if lexed.cx.overflowed() {
+            return Err(TooDeep);
+        }
+        Ok(out)
+    }
+
+    fn mentions(src: &str, limit: f64) -> Result<Vec<(Place, String)>, TooDeep> {
+        import_mentions(&lex(src, limit)?)
+    }
+
+    proptest::proptest! {
+        /// The inline passes [`import_mentions`] leaves out change nothing: with every pass
+        /// run, the same mentions are found, and nesting too deep fails alike.
+        #[test]
+        fn inline_passes_left_out_change_nothing(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", " ", "\n", "\n\n", "- ", "> ", "    ", "*", "**", "_", "[", "]", "(u)",
+                    "[l]: /u\n", "[l]", "`", "<!-- c -->", "<b>", "@x.md", "\\", "# ", "---\n",
+                    "*x ", " x*",
+                ]),
+                0..48,
+            ),
+            limit in proptest::sample::select(vec![0.001, 0.02, 1.0]),
+        ) {
+            let text = pieces.concat();
+            proptest::prop_assert_eq!(mentions(&text, limit), full_walk(&text, limit));
+        }
+    }
+
+    #[test]
+    fn inline_passes_left_out_still_fail_when_too_deep() {
+        // Emphasis nested 300 levels (no `@` anywhere): past 2% of the original's stack.
+        let deep = format!("{}y{}\n", "*x ".repeat(300), " x*".repeat(300));
+        assert_eq!(mentions(&deep, 0.02), Err(TooDeep));
+        assert_eq!(full_walk(&deep, 0.02), Err(TooDeep));
+        assert!(mentions(&deep, 1.0).unwrap().is_empty());
+        // Paragraphs whose passes, left out, might have spent past the cap (each could nest
+        // 250 levels): they are all run then, and the mention after them is found.
+        let starry = format!(
+            "{}@x.md\n",
+            format!("{}x\n\n", "a*b ".repeat(250)).repeat(300)
+        );
+        let found = mentions(&starry, 0.02).unwrap();
+        assert_eq!(found, vec![(Place::Text, "x.md".to_owned())]);
+        assert_eq!(found, full_walk(&starry, 0.02).unwrap());
+    }
+
     fn imports(src: &str) -> Vec<String> {
         let mut seen = Vec::new();
-        for (place, m) in import_mentions(&lex(src, 1.0).unwrap()) {
+        for (place, m) in import_mentions(&lex(src, 1.0).unwrap()).unwrap() {
             if matches!(place, Place::Text | Place::CommentBlockText) && !seen.contains(&m) {
                 seen.push(m);
             }

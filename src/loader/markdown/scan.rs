@@ -115,12 +115,15 @@ pub(crate) fn skip_byte(s: &str, mut i: usize, target: u8) -> usize {
     i
 }
 
+/// Index of the next byte `b` at or after `i` (an ASCII byte, so on a char boundary).
+pub(crate) fn find_byte(s: &str, i: usize, b: u8) -> Option<usize> {
+    let tail = s.as_bytes().get(i..)?;
+    memchr::memchr(b, tail).map(|offset| i + offset)
+}
+
 /// `ln`: index of the next `\n` at or after `i`, or the length.
 pub(crate) fn line_end(s: &str, i: usize) -> usize {
-    if i >= s.len() {
-        return s.len();
-    }
-    s[i..].find('\n').map_or(s.len(), |offset| i + offset)
+    find_byte(s, i, b'\n').unwrap_or(s.len())
 }
 
 /// `nr`: at the end of the text or on a `\n`.
@@ -164,13 +167,22 @@ pub(crate) fn trim_trailing_newlines(s: &str) -> &str {
 /// `tr`: index of the next line terminator (`[\u2028\u2029\n\r]`) at or after `i`, or the
 /// length.
 pub(crate) fn next_terminator(s: &str, i: usize) -> usize {
-    if i >= s.len() {
-        return s.len();
+    let bytes = s.as_bytes();
+    let mut from = i;
+    // `\n`, `\r`, or the first byte of U+2028 / U+2029 (E2 80 A8 / E2 80 A9).
+    while let Some(offset) = bytes
+        .get(from..)
+        .and_then(|tail| memchr::memchr3(b'\n', b'\r', 0xe2, tail))
+    {
+        let at = from + offset;
+        if bytes[at] != 0xe2
+            || (bytes.get(at + 1) == Some(&0x80) && matches!(bytes.get(at + 2), Some(0xa8 | 0xa9)))
+        {
+            return at;
+        }
+        from = at + 1;
     }
-    s[i..]
-        .char_indices()
-        .find(|&(_, c)| is_js_line_terminator(c))
-        .map_or(s.len(), |(offset, _)| i + offset)
+    s.len()
 }
 
 /// `.*` from `i`: end of the run of chars that are not line terminators.
