@@ -8,7 +8,6 @@
 
 use std::path::Path;
 
-use crate::delivery::DeliverySettings;
 use crate::delivery::verdicts::Verdicts;
 use crate::delivery::verify::{self, Delivered};
 use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
@@ -25,6 +24,7 @@ use crate::report::{
     CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity, WarningReport,
 };
 use crate::state;
+use crate::target::DeliverySettings;
 use crate::view::{ViewOptions, load_group};
 
 /// How to check.

@@ -43,6 +43,7 @@ pub mod settings;
 pub mod sources;
 pub mod state;
 pub mod suggest;
+pub mod target;
 pub mod view;
 pub mod watch;
 

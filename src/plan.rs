@@ -14,9 +14,10 @@ use crate::layout::Layout;
 use crate::names;
 pub use crate::safe_name::short_hash;
 
-pub use crate::delivery::Delivery;
-use crate::delivery::{DeliverySettings, Dropped, GroupInputs, Section, Target, plan_delivery};
+use crate::delivery::{Dropped, GroupInputs, Section, plan_delivery};
 pub use crate::sources::{Sources, Unusable};
+pub use crate::target::Delivery;
+use crate::target::{DeliverySettings, Target};
 
 /// Where a managed path lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

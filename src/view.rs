@@ -10,7 +10,6 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::delivery::verify::AgentSettings;
-use crate::delivery::{Delivery, DeliverySettings, Provider, Target};
 use crate::error::GroupError;
 use crate::fsops::FsError;
 use crate::layout::{Layout, MountNeeds};
@@ -21,6 +20,7 @@ use crate::loader::{
 };
 use crate::names;
 use crate::report::{escape, escape_path};
+use crate::target::{Delivery, DeliverySettings, Provider, Target};
 
 pub use crate::pin::Consumer;
 
