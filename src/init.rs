@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::layout::Layout;
+use crate::pin::Consumer;
 use crate::pin::{Pins, read_pins};
-use crate::view::Consumer;
 
 /// nanoclaw's built-in module guidance, under the container folder.
 pub const NANOCLAW_MODULES: &str = "agent-runner/src/mcp-tools";

@@ -30,6 +30,7 @@ pub mod layout;
 pub mod loader;
 pub mod migrate;
 pub mod mounts;
+pub mod names;
 pub mod pin;
 pub mod plan;
 pub mod progress;

@@ -19,7 +19,8 @@ use crate::deployment::{Observation, checked_group_dir, open_group, read_config}
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
 use crate::fsops::SafeDir;
-use crate::layout::{Bind, Layout, MountNeeds, names};
+use crate::layout::{Bind, Layout, MountNeeds};
+use crate::names;
 use crate::plan::{Content, GroupPlan};
 use crate::report::{Detail, Line, Lines, Report, Tone, escape_path};
 

@@ -8,8 +8,8 @@
 //!   runs the agent through the SDK, which with `settingSources: ['project','user']` loads no
 //!   `CLAUDE.local.md` by itself.
 //!
-//! [`Judged`] is what a verdict says it judged: the release, the consumer, and where each came
-//! from.
+//! [`Consumer`] is the front end the agents run (the CLI or the Agent SDK); [`Judged`] is what a
+//! verdict says it judged: the release, the consumer, and where each came from.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::loader::ClaudeVersion;
-use crate::view::Consumer;
 
 /// The image definition that may pin the release, under the container folder.
 pub const DOCKERFILE: &str = "Dockerfile";
@@ -27,6 +26,40 @@ pub const RUNNER_PACKAGE: &str = "agent-runner/package.json";
 pub const CLI_PACKAGE: &str = "@anthropic-ai/claude-code";
 /// The Claude Agent SDK package.
 pub const SDK_PACKAGE: &str = "@anthropic-ai/claude-agent-sdk";
+
+/// Which Claude Code front end reads the memory.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Consumer {
+    /// The CLI (`claude -p`): loads `CLAUDE.local.md` by discovery too.
+    #[default]
+    Cli,
+    /// The Agent SDK with `settingSources: ['project','user']` (nanoclaw's setting): no
+    /// `CLAUDE.local.md` unless it is imported.
+    Sdk,
+}
+
+impl std::str::FromStr for Consumer {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "cli" => Ok(Consumer::Cli),
+            "sdk" => Ok(Consumer::Sdk),
+            _ => Err(format!("unknown consumer {text:?}: use cli or sdk")),
+        }
+    }
+}
 
 /// Where a judged release or consumer comes from.
 #[derive(

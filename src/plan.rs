@@ -8,10 +8,11 @@ use std::fmt;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::config::GroupConfig;
-use crate::layout::{Layout, names};
+use crate::layout::Layout;
+use crate::names;
+pub use crate::safe_name::short_hash;
 
 pub use crate::delivery::Delivery;
 use crate::delivery::{DeliverySettings, Dropped, GroupInputs, Section, Target, plan_delivery};
@@ -415,12 +416,6 @@ pub fn mount_point_placeholder(name: &str) -> Vec<u8> {
         "{PLACEHOLDER_START}{name}: the runner binds the composed {name} from clawmd's state folder over this file (see `clawmd mounts GROUP`), so nothing written here reaches the agent. Put this group's own memory in CLAUDE.local.md. -->\n"
     )
     .into_bytes()
-}
-
-/// The first 16 hex digits of the SHA-256 of `bytes`.
-pub fn short_hash(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether `text` carries clawmd's header (it was composed, possibly edited since).

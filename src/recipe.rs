@@ -31,7 +31,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::layout::names;
+use crate::names;
 
 /// The ordered sources of every group's memory, and its own memory file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use sha2::{Digest, Sha256};
+
 /// The longest name accepted, in bytes. File names are limited to 255 bytes on common
 /// filesystems; this leaves room for the `mcp-` prefix, the `.md` suffix and temp-name decoration.
 pub const MAX_NAME_LEN: usize = 100;
@@ -106,7 +108,7 @@ pub fn file_stem(name: &str) -> std::borrow::Cow<'_, str> {
         out.push('%');
     }
     if out.len() > MAX_NAME_LEN {
-        let hash = crate::plan::short_hash(name.as_bytes());
+        let hash = short_hash(name.as_bytes());
         out.truncate(MAX_NAME_LEN - hash.len() - 1);
         // Never cut inside a `%XX`.
         if let Some(at) = out
@@ -141,6 +143,12 @@ pub fn display_name(name: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// The first 16 hex digits of the SHA-256 of `bytes`.
+pub fn short_hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

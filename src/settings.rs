@@ -33,10 +33,10 @@ use crate::config::ConfigError;
 use crate::delivery::{Budgets, Delivery, DeliverySettings, Provider};
 use crate::layout::Layout;
 use crate::loader::ClaudeVersion;
+use crate::pin::Consumer;
 use crate::pin::PinSource;
 use crate::recipe::{RawMemory, RawSource, Recipe};
 use crate::report::Code;
-use crate::view::Consumer;
 
 /// The settings file's name, at the deployment root.
 pub const SETTINGS_FILE: &str = "clawmd.json";
@@ -353,7 +353,7 @@ impl Settings {
             .clone()
             .or(self.groups_dir.as_ref().map(under_root))
         {
-            layout.state_dir = dir.join(crate::layout::names::STATE_DIR);
+            layout.state_dir = dir.join(crate::names::STATE_DIR);
             layout.groups_dir = dir;
         }
         if let Some(dir) = self.state_dir.as_ref().map(under_root) {

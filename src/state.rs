@@ -17,7 +17,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use crate::fsops::{self, FsError, Leftover, SafeDir, TempJournal};
-use crate::layout::{Layout, names};
+use crate::layout::Layout;
+use crate::names;
 
 /// Refuses a state folder inside a group folder or inside `container/` (both reach agents).
 pub fn check_placement(layout: &Layout) -> Result<(), FsError> {

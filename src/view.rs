@@ -13,50 +13,19 @@ use crate::delivery::verify::AgentSettings;
 use crate::delivery::{Delivery, DeliverySettings, Provider, Target};
 use crate::error::GroupError;
 use crate::fsops::FsError;
-use crate::layout::{Layout, MountNeeds, names};
+use crate::layout::{Layout, MountNeeds};
 use crate::loader::fs::MemoryFs;
 use crate::loader::{
     ClaudeVersion, ExternalImports, LoadOptions, LoaderError, Memory, Mount, MountedFs,
     SettingsEvaluation, Severity, load,
 };
+use crate::names;
 use crate::report::{escape, escape_path};
+
+pub use crate::pin::Consumer;
 
 /// The default `$HOME` of the agent inside the container.
 pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
-
-/// Which Claude Code front end reads the memory.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Consumer {
-    /// The CLI (`claude -p`): loads `CLAUDE.local.md` by discovery too.
-    #[default]
-    Cli,
-    /// The Agent SDK with `settingSources: ['project','user']` (nanoclaw's setting): no
-    /// `CLAUDE.local.md` unless it is imported.
-    Sdk,
-}
-
-impl std::str::FromStr for Consumer {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text {
-            "cli" => Ok(Consumer::Cli),
-            "sdk" => Ok(Consumer::Sdk),
-            _ => Err(format!("unknown consumer {text:?}: use cli or sdk")),
-        }
-    }
-}
 
 /// How to look at a group.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -39,7 +39,7 @@ use crate::delivery::{AGENTS_MD, GEMINI_MD};
 use crate::deployment::{Selection, list_groups};
 use crate::file_kind::FileKind;
 use crate::fsops::{SafeDir, TEMP_PREFIX};
-use crate::layout::names;
+use crate::names;
 use crate::recipe::{Root, SourceKind};
 use crate::report::{Code, GroupReport, Status, WarningReport, WatchEvent};
 use crate::settings::{Overrides, Resolved, SETTINGS_FILE, read_settings};

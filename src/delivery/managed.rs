@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::fsops::{self, FsError};
-use crate::layout::{Layout, names};
+use crate::layout::Layout;
 use crate::loader::Mount;
+use crate::names;
 use crate::plan::{Sources, Warning};
 use crate::sources::expand::expand_source_in;
 use crate::sources::{Section, SectionId};

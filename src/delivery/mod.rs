@@ -31,7 +31,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::config::GroupConfig;
-use crate::layout::{Layout, MountNeeds, names};
+use crate::layout::{Layout, MountNeeds};
+use crate::names;
 use crate::plan::{
     Content, Desired, FragmentCollision, GroupPlan, ManagedPath, Sources, Warning,
     composed_claude_md, mount_point_placeholder,
@@ -269,7 +270,7 @@ pub struct DeliverySettings {
     /// Where `claude_version` comes from.
     pub claude_version_from: crate::pin::PinSource,
     /// The front end the agents run (the CLI, or the Agent SDK).
-    pub consumer: crate::view::Consumer,
+    pub consumer: crate::pin::Consumer,
     /// Where `consumer` comes from.
     pub consumer_from: crate::pin::PinSource,
 }

@@ -15,14 +15,16 @@ use sha2::{Digest, Sha256};
 
 use super::DeliverySettings;
 use super::snapshot::Snapshot;
-use crate::layout::{Layout, names};
+use crate::layout::Layout;
 use crate::loader::SettingsEvaluation;
+use crate::names;
 use std::path::Path;
 
 use crate::loader::fs::{MemoryFs, ReadOutcome};
 use crate::loader::{DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory, claude_block, load};
+use crate::pin::Consumer;
 use crate::plan::{Content, GroupPlan, Place, Sources, Warning};
-use crate::view::{Consumer, ViewOptions, load_options};
+use crate::view::{ViewOptions, load_options};
 
 /// What reaches a group's agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]

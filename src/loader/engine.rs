@@ -12,12 +12,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::content::{self, IgnoredReason};
-use super::fs::{FileKind, MemoryFs, ReadOutcome};
+use super::fs::{FileKind, MemoryFs, ReadOutcome, is_loop};
 use super::markdown::js_trim;
 use super::model::*;
 use super::path_policy::{self, is_special_path};
 use super::paths::{self, is_within, key, normalize, resolve_import, walk_dirs};
-use super::settings::{FileState, SettingsEvaluation};
 use super::version::Behaviour;
 
 /// Imports are followed to this depth: a file found by name is depth 0, `l4.md` (depth 4)
@@ -1217,10 +1216,6 @@ pub(super) fn civil_date(days: i64) -> String {
 /// stripping ([`content::parse_as`], cases 19, 20, 37–42).
 fn decode(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-pub(super) fn is_loop(e: &io::Error) -> bool {
-    e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
 }
 
 fn is_missing(e: &io::Error) -> bool {

@@ -220,3 +220,8 @@ impl<T: MemoryFs + ?Sized> MemoryFs for &T {
         (**self).read_limited(path, limit)
     }
 }
+
+/// Whether `e` is a symlink loop (`ELOOP`).
+pub(super) fn is_loop(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+}

@@ -30,135 +30,22 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use super::fs::{FileKind, MemoryFs, ReadOutcome};
 use super::js_json::{self, Js, ParseError};
 use super::markdown::js_trim;
 use super::model::LoadOptions;
+pub use super::model::{
+    Exclude, FileState, MemoryOff, SettingsEvaluation, SettingsFile, SettingsSource, Undecided,
+};
 use super::paths::normalize;
 use super::picomatch;
-use super::version::ClaudeVersion;
+use super::version::MEASURED;
 
 /// The largest settings file Claude Code reads (JS `Sm`); a larger one is not applied.
 pub const MAX_SETTINGS_BYTES: u64 = 2 * 1024 * 1024;
 
 /// The environment variable that turns memory off.
 pub const DISABLE_MEMORY: &str = "CLAUDE_CODE_DISABLE_CLAUDE_MDS";
-
-/// The releases on which this reading of settings was measured against the real binary (CLI
-/// and Agent SDK 0.3.328). On any other release a setting that could change memory is
-/// undecided.
-pub const MEASURED: [ClaudeVersion; 3] = [
-    ClaudeVersion::new(2, 1, 328),
-    ClaudeVersion::new(2, 1, 330),
-    ClaudeVersion::new(2, 1, 332),
-];
-
-/// Which settings file, in the order of `env` precedence (a later one wins; managed over all).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SettingsSource {
-    /// `~/.claude/settings.json` (`$CLAUDE_CONFIG_DIR/settings.json`).
-    User,
-    /// `<cwd>/.claude/settings.json`.
-    Project,
-    /// `<cwd>/.claude/settings.local.json`.
-    Local,
-    /// `/etc/claude-code/managed-settings.json`.
-    Managed,
-}
-
-/// What Claude Code does with one settings file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "state", rename_all = "kebab-case")]
-pub enum FileState {
-    /// Read and applied.
-    Applied,
-    /// Read and rejected as a whole (none of its settings apply).
-    Rejected {
-        /// Why.
-        why: String,
-    },
-    /// clawmd cannot tell whether Claude Code applies it.
-    Unknown {
-        /// Why.
-        why: String,
-    },
-}
-
-/// A settings file that exists in the agent's view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SettingsFile {
-    /// Which one.
-    pub source: SettingsSource,
-    /// Its path, as the agent sees it.
-    pub path: PathBuf,
-    /// Whether it applies.
-    #[serde(flatten)]
-    pub state: FileState,
-    /// Whether it holds a setting that changes memory (`claudeMdExcludes`, the memory switch).
-    pub about_memory: bool,
-}
-
-/// Memory turned off by a setting.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MemoryOff {
-    /// The settings file.
-    pub path: PathBuf,
-    /// `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS`.
-    pub setting: String,
-    /// The value as written.
-    pub value: String,
-}
-
-/// A `claudeMdExcludes` pattern Claude Code applies.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Exclude {
-    /// The pattern matched (backslashes made `/`).
-    pub pattern: String,
-    /// The settings file it comes from.
-    pub source: PathBuf,
-    /// For a copy Claude Code adds with its folder's real path: the pattern as written.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub written: Option<String>,
-}
-
-/// Something in the settings that may change memory and that clawmd cannot decide.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Undecided {
-    /// The settings file.
-    pub path: PathBuf,
-    /// The setting (`claudeMdExcludes`, `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS`, or the file).
-    pub setting: String,
-    /// Why clawmd cannot decide.
-    pub why: String,
-}
-
-/// What the settings files of one agent do to its memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SettingsEvaluation {
-    /// The settings files that exist, in [`SettingsSource`] order.
-    pub files: Vec<SettingsFile>,
-    /// Set when a setting turns memory off (clawmd's best reading when it is undecided).
-    pub memory_off: Option<MemoryOff>,
-    /// The exclude patterns that apply (best reading when undecided).
-    pub excludes: Vec<Exclude>,
-    /// What clawmd cannot decide. Empty when the evaluation is exact.
-    pub undecided: Vec<Undecided>,
-}
-
-impl SettingsEvaluation {
-    /// True when no settings file exists (or none was read).
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.undecided.is_empty() && self.memory_off.is_none()
-    }
-
-    /// True when nothing is undecided.
-    pub fn is_exact(&self) -> bool {
-        self.undecided.is_empty()
-    }
-}
 
 /// Reads the settings files of the agent started with `opts` in `cwd` (its real path) through
 /// `fs`. Reads only those files (at most [`MAX_SETTINGS_BYTES`] each, through
@@ -364,7 +251,7 @@ fn missing_or_unreadable<F: MemoryFs + ?Sized>(
                 "it leads out of the part of the container clawmd sees (a link to another mount)",
             )),
         },
-        _ if super::engine::is_loop(err) => Some(rejected("a symlink loop")),
+        _ if super::fs::is_loop(err) => Some(rejected("a symlink loop")),
         _ => Some(opaque(format!("clawmd cannot read it: {err}"))),
     }
 }
@@ -698,7 +585,7 @@ fn real_folder<F: MemoryFs + ?Sized>(
     let real = match fs.canonicalize(&looked_up) {
         Ok(real) => real,
         Err(err) => match err.kind() {
-            _ if super::engine::is_loop(&err) => return None,
+            _ if super::fs::is_loop(&err) => return None,
             io::ErrorKind::NotFound | io::ErrorKind::NotADirectory if covered(fs, &looked_up) => {
                 return None;
             }

@@ -37,14 +37,14 @@ impl ClaudeVersion {
     }
 
     /// The default release: the newest the conformance corpus covers whose reading of the
-    /// agent's settings was measured too ([`crate::loader::settings::MEASURED`]); a newer
+    /// agent's settings was measured too ([`MEASURED`]); a newer
     /// corpus release (2.1.331, recorded with every case and matching 2.1.330) is judged when
     /// pinned, but the default stays where every verdict, settings included, was measured.
     pub fn default_release() -> Self {
         CORPUS
             .iter()
             .copied()
-            .find(|v| crate::loader::settings::MEASURED.contains(v))
+            .find(|v| MEASURED.contains(v))
             .unwrap_or(CORPUS[0])
     }
 
@@ -292,6 +292,15 @@ pub const CORPUS: &[ClaudeVersion] = &[
     ClaudeVersion::new(2, 1, 200),
     ClaudeVersion::new(2, 1, 128),
     ClaudeVersion::new(2, 0, 77),
+];
+
+/// The releases on which the reading of the agent's settings ([`super::settings`]) was measured against the real binary (CLI
+/// and Agent SDK 0.3.328). On any other release a setting that could change memory is
+/// undecided.
+pub const MEASURED: [ClaudeVersion; 3] = [
+    ClaudeVersion::new(2, 1, 328),
+    ClaudeVersion::new(2, 1, 330),
+    ClaudeVersion::new(2, 1, 332),
 ];
 
 #[cfg(test)]

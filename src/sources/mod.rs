@@ -22,8 +22,9 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{GroupConfig, SkillSelection};
 use crate::fsops::{self, FsError, SafeDir};
-use crate::layout::{Layout, names};
+use crate::layout::Layout;
 use crate::loader::Mount;
+use crate::names;
 use crate::plan::{FragmentCollision, ManagedPath, Warning, mcp_fragment};
 use crate::recipe::{Form, Root, Select, Source, SourceKind};
 use crate::safe_name::{display_name, file_stem, validate_name};
