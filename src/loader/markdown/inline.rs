@@ -70,9 +70,8 @@ impl Notes {
             AheadKey::CloseParen => (b')', 0),
             AheadKey::Gt => (b'>', 1),
         };
-        let from_end = *self.ahead[slot].get_or_insert_with(|| {
-            memchr::memrchr(needle, src.as_bytes()).map(|i| src.len() - i)
-        });
+        let from_end = *self.ahead[slot]
+            .get_or_insert_with(|| memchr::memrchr(needle, src.as_bytes()).map(|i| src.len() - i));
         from_end.is_some_and(|last_from_end| src.len().saturating_sub(pos) >= last_from_end)
     }
 

@@ -21,38 +21,15 @@ pub(crate) use scan::{is_js_space, js_is_blank, js_trim};
 /// the input, which is what comment stripping relies on).
 #[derive(Debug, Clone)]
 pub(crate) enum Block {
-    Space {
-        raw: String,
-    },
-    Code {
-        raw: String,
-    },
-    Heading {
-        raw: String,
-        text: String,
-    },
-    Hr {
-        raw: String,
-    },
-    Blockquote {
-        raw: String,
-        tokens: Vec<Block>,
-    },
-    List {
-        raw: String,
-        items: Vec<ListItem>,
-    },
-    Html {
-        raw: String,
-    },
-    Paragraph {
-        raw: String,
-        text: Text,
-    },
-    Text {
-        raw: String,
-        text: Text,
-    },
+    Space { raw: String },
+    Code { raw: String },
+    Heading { raw: String, text: String },
+    Hr { raw: String },
+    Blockquote { raw: String, tokens: Vec<Block> },
+    List { raw: String, items: Vec<ListItem> },
+    Html { raw: String },
+    Paragraph { raw: String, text: Text },
+    Text { raw: String, text: Text },
 }
 
 /// The text of a paragraph or text token (what the inline pass reads): mostly its raw text or
