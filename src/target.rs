@@ -1,6 +1,8 @@
 //! What a group is composed as, in plain values: the agent backend ([`Provider`]), the delivery
 //! mode ([`Delivery`]), the entry points, the byte budgets ([`Budgets`]), the deployment-wide
-//! [`DeliverySettings`] and one group's [`Target`].
+//! [`DeliverySettings`] and one group's [`Target`]; and how the loader looks at a group's
+//! container for those settings ([`ViewOptions`], [`load_options`]), which `verify` and `view`
+//! share.
 //!
 //! It imports only modules below it (`names`, `layout`'s `MountNeeds`, `pin`, `loader`), so
 //! that `config` can name a group's provider and every module above can name a mode without
@@ -8,11 +10,14 @@
 //! which reads a group's config).
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::layout::MountNeeds;
+use crate::loader::{ClaudeVersion, ExternalImports, LoadOptions};
 use crate::names;
+use crate::pin::Consumer;
 
 /// How the shared base and the skills' guidance reach a Claude Code agent.
 #[derive(
@@ -297,4 +302,54 @@ impl Target {
             config,
         }
     }
+}
+
+/// The default `$HOME` of the agent inside the container.
+pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
+
+/// How to look at a group.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ViewOptions {
+    /// Treat external imports as approved for the workspace (else: as `~/.claude.json` in the
+    /// mounted home says, i.e. not approved when there is no home).
+    pub approve_external: bool,
+    /// A host folder mounted as the agent's `$HOME` (user memory, `~/.claude.json`).
+    pub home: Option<PathBuf>,
+    /// Where that home is mounted in the container (default [`DEFAULT_CONTAINER_HOME`]).
+    pub container_home: Option<PathBuf>,
+    /// The front end.
+    pub consumer: Consumer,
+    /// The Claude Code release whose loader to reproduce (default: the newest the conformance
+    /// corpus covers). Deployments pin a release; set it from their settings.
+    pub claude_version: ClaudeVersion,
+    /// The deployment's delivery mode: which binds the group's container has.
+    pub delivery: Delivery,
+    /// The backend of a group whose `container.json` names none.
+    pub provider: Provider,
+}
+
+impl ViewOptions {
+    /// The delivery settings these options stand for (what decides the container's binds).
+    pub fn delivery_settings(&self) -> DeliverySettings {
+        DeliverySettings {
+            delivery: self.delivery,
+            provider: self.provider,
+            approve_external: self.approve_external,
+            claude_version: self.claude_version,
+            ..DeliverySettings::default()
+        }
+    }
+}
+
+/// The options the loader runs with for a container started in `cwd`.
+pub fn load_options(cwd: &Path, home: Option<PathBuf>, options: &ViewOptions) -> LoadOptions {
+    let mut load_options = LoadOptions::new(cwd, home);
+    load_options.claude_version = options.claude_version;
+    if options.approve_external {
+        load_options.external_imports = ExternalImports::Approved;
+    }
+    if options.consumer == Consumer::Sdk {
+        load_options.load_local = false;
+    }
+    load_options
 }

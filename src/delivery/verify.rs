@@ -24,7 +24,7 @@ use crate::loader::fs::{MemoryFs, ReadOutcome};
 use crate::loader::{DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory, claude_block, load};
 use crate::pin::Consumer;
 use crate::plan::{Content, GroupPlan, Place, Sources, Warning};
-use crate::view::{ViewOptions, load_options};
+use crate::target::{ViewOptions, load_options};
 
 /// What reaches a group's agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
