@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::delivery::DeliverySettings;
+use crate::delivery::GroupPlan;
 use crate::delivery::guard;
 use crate::delivery::verdicts::{Unrecorded, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
@@ -16,10 +17,10 @@ use crate::deployment::{Observation, Selection, checked_group_dir, observe, read
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, TempJournal};
 use crate::layout::Layout;
-use crate::plan::{GroupPlan, Sources};
 use crate::progress::Progress;
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport, SeenWhen, Status};
+use crate::sources::Sources;
 use crate::state;
 use crate::view::ViewOptions;
 

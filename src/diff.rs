@@ -43,7 +43,7 @@ pub fn planned_diffs(
 
 fn group_diffs(
     layout: &Layout,
-    sources: &crate::plan::Sources,
+    sources: &crate::sources::Sources,
     settings: &DeliverySettings,
     group: &str,
     diffs: &mut Vec<FileDiff>,

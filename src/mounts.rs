@@ -13,6 +13,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::config::MAX_CONFIG_BYTES;
+use crate::delivery::GroupPlan;
 use crate::delivery::guard::{self, GuardPaths, GuardSettings};
 use crate::delivery::{LocalMemory, document};
 use crate::deployment::{Observation, checked_group_dir, open_group, read_config};
@@ -21,7 +22,7 @@ use crate::file_kind::FileKind;
 use crate::fsops::SafeDir;
 use crate::layout::{Bind, Layout, MountNeeds};
 use crate::names;
-use crate::plan::{Content, GroupPlan};
+use crate::plan::Content;
 use crate::report::{Detail, Line, Lines, Report, Tone, escape_path};
 use crate::target::{DeliverySettings, Target};
 

@@ -26,7 +26,8 @@ use crate::fsops::{self, FsError};
 use crate::layout::Layout;
 use crate::loader::Mount;
 use crate::names;
-use crate::plan::{Sources, Warning};
+use crate::plan::Warning;
+use crate::sources::Sources;
 use crate::sources::expand::expand_source_in;
 use crate::sources::{Section, SectionId};
 

@@ -19,9 +19,11 @@ use sha2::{Digest, Sha256};
 
 use super::DeliverySettings;
 use super::verify::{AgentSettings, Delivered, verify_with};
+use crate::delivery::GroupPlan;
 use crate::fsops::{FsError, SafeDir, TempJournal};
 use crate::layout::Layout;
-use crate::plan::{Content, GroupPlan, Sources, Warning};
+use crate::plan::{Content, Warning};
+use crate::sources::Sources;
 
 /// The folder of the records in the state folder.
 pub const VERDICTS: &str = "verdicts";

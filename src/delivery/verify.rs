@@ -20,10 +20,12 @@ use crate::loader::SettingsEvaluation;
 use crate::names;
 use std::path::Path;
 
+use crate::delivery::GroupPlan;
 use crate::loader::fs::{MemoryFs, ReadOutcome};
 use crate::loader::{DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory, claude_block, load};
 use crate::pin::Consumer;
-use crate::plan::{Content, GroupPlan, Place, Sources, Warning};
+use crate::plan::{Content, Place, Warning};
+use crate::sources::Sources;
 use crate::target::{ViewOptions, load_options};
 
 /// What reaches a group's agent.

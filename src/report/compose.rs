@@ -10,10 +10,11 @@ use super::{
     escape, escape_path,
 };
 use crate::delivery::Dropped;
+use crate::delivery::GroupPlan;
 use crate::delivery::verify::Delivered;
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
-use crate::plan::{Content, Delivery, GroupPlan, Warning};
+use crate::plan::{Content, Delivery, Warning};
 use crate::reconcile::Step;
 use crate::report::SchemaKind;
 use crate::target::Target;
