@@ -40,6 +40,7 @@ pub mod report;
 pub mod safe_name;
 pub mod schema;
 pub mod settings;
+pub mod snapshot;
 pub mod sources;
 pub mod state;
 pub mod suggest;

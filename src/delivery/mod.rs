@@ -20,10 +20,10 @@
 pub mod document;
 pub mod guard;
 pub mod managed;
-pub mod snapshot;
 pub mod verdicts;
 pub mod verify;
 
+pub use crate::snapshot;
 pub use crate::sources::expand;
 
 use crate::config::GroupConfig;

@@ -14,10 +14,10 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::DeliverySettings;
-use super::snapshot::Snapshot;
 use crate::layout::Layout;
 use crate::loader::SettingsEvaluation;
 use crate::names;
+use crate::snapshot::Snapshot;
 use std::path::Path;
 
 use crate::delivery::GroupPlan;
