@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::delivery::DeliverySettings;
+use crate::delivery::GroupPlan;
 use crate::delivery::verdicts::Verdicts;
 use crate::delivery::verify::{self, Delivered};
 use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
@@ -18,13 +18,15 @@ use crate::layout::Layout;
 use crate::loader::fs::MemoryFs;
 use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs};
 use crate::names;
-use crate::plan::{Content, Delivery, GroupPlan, Sources, Warning};
+use crate::plan::{Content, Delivery, Warning};
 use crate::progress::Progress;
 use crate::reconcile::{Step, is_rescue_name, kept_rescues};
 use crate::report::{
     CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity, WarningReport,
 };
+use crate::sources::Sources;
 use crate::state;
+use crate::target::DeliverySettings;
 use crate::view::{ViewOptions, load_group};
 
 /// How to check.

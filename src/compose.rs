@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::delivery::DeliverySettings;
+use crate::delivery::GroupPlan;
 use crate::delivery::guard;
 use crate::delivery::verdicts::{Recorded, Unrecorded, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
@@ -19,10 +20,10 @@ use crate::deployment::{
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, SafeDir, TempJournal};
 use crate::layout::{GroupConfigSource, Layout};
-use crate::plan::{GroupPlan, Sources};
 use crate::progress::Progress;
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport, SeenWhen, Status};
+use crate::sources::Sources;
 use crate::state;
 use crate::view::ViewOptions;
 

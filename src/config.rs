@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
-use crate::delivery::Provider;
 use crate::safe_name::{NameProblem, validate_name};
+use crate::target::Provider;
 
 /// The largest `container.json` clawmd reads. A config is a few kilobytes; anything near this
 /// is a mistake, and reading it whole at every spawn would be slow.

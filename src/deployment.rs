@@ -11,18 +11,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
+use crate::delivery::GroupPlan;
 use crate::delivery::guard::{GUARD_DIR, GUARD_DIRS};
 use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal};
 use crate::layout::{GLOBAL_GROUP, GroupConfigSource, Layout, names};
-use crate::plan::{Delivery, GroupPlan, Place, Sources};
+use crate::plan::{Delivery, Place};
 use crate::reads::{Read, ReadLog, Root, Watch};
 use crate::recipe::MemoryFile;
 use crate::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
+use crate::sources::Sources;
 use crate::sources::{GroupParts, NoteKind, read_group};
 use crate::state;
 

@@ -4,12 +4,12 @@
 //! It observes the groups exactly as compose does (the same plan, the same steps) and writes
 //! nothing; compose itself is not involved, so a runner's compose pays nothing for it.
 
-use crate::delivery::DeliverySettings;
 use crate::deployment::{checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
 use crate::layout::Layout;
 use crate::plan::Content;
 use crate::reconcile::Step;
+use crate::target::DeliverySettings;
 
 /// The largest current file a diff reads (a composed file is far smaller).
 const MAX_DIFF_BYTES: u64 = 64 * 1024 * 1024;
@@ -43,7 +43,7 @@ pub fn planned_diffs(
 
 fn group_diffs(
     layout: &Layout,
-    sources: &crate::plan::Sources,
+    sources: &crate::sources::Sources,
     settings: &DeliverySettings,
     group: &str,
     diffs: &mut Vec<FileDiff>,

@@ -41,9 +41,11 @@ pub mod report;
 pub mod safe_name;
 pub mod schema;
 pub mod settings;
+pub mod snapshot;
 pub mod sources;
 pub mod state;
 pub mod suggest;
+pub mod target;
 pub mod view;
 pub mod watch;
 

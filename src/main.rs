@@ -11,7 +11,6 @@ use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use clawmd::Delivery;
 use clawmd::check::{CheckOptions, check_with_progress, safely_fixable};
 use clawmd::compose::{ComposeOptions, compose_with_progress};
-use clawmd::delivery::Provider;
 use clawmd::deployment::Selection;
 use clawmd::diff::planned_diffs;
 use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
@@ -21,6 +20,7 @@ use clawmd::report::{Detail, Line, Report, RunFailure, Stream, Tone, WarningRepo
 use clawmd::report::{WatchEvent, WatchLine};
 use clawmd::schema::{SchemaKind, schema};
 use clawmd::settings::{Overrides, Resolved, read_settings};
+use clawmd::target::Provider;
 use clawmd::view::{Consumer, ViewOptions, delivery_view, load_group, load_options};
 use clawmd::watch::{WatchOptions, watch};
 

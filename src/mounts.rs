@@ -13,16 +13,18 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::config::MAX_CONFIG_BYTES;
+use crate::delivery::GroupPlan;
 use crate::delivery::guard::{self, GuardPaths, GuardSettings};
-use crate::delivery::{DeliverySettings, LocalMemory, Target, document};
+use crate::delivery::{LocalMemory, document};
 use crate::deployment::{Observation, checked_group_dir, open_group, read_config};
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
 use crate::fsops::SafeDir;
 use crate::layout::{Bind, Layout, MountNeeds};
 use crate::names;
-use crate::plan::{Content, GroupPlan};
+use crate::plan::Content;
 use crate::report::{Detail, Line, Lines, Report, Tone, escape_path};
+use crate::target::{DeliverySettings, Target};
 
 /// What the container of `group` needs bound, from its `container.json` (its `provider`, and
 /// whether it exists) and the deployment's delivery settings. The group folder is opened

@@ -1,22 +1,21 @@
-//! The desired state of a group, computed purely from its inputs.
+//! The values a group's plan is made of: where a managed path lives ([`ManagedPath`],
+//! [`Place`]), what it holds ([`Content`], [`Desired`]), the [`Warning`]s, the generated-file
+//! header with its content hash, and MCP fragments (fenced).
 //!
-//! [`plan_group`] takes the parsed `container.json`, what `container/` holds and the delivery
-//! mode, and returns the exact files and links a composed group must contain, in a fixed order.
-//! No I/O happens here, so the plan is easy to test, to print as a dry run and to diff.
+//! A plain module: it imports only lower ones (`config`'s `UnknownKey`, `layout`, `names`,
+//! `safe_name`). The plan itself, [`GroupPlan`](crate::delivery::GroupPlan), is made purely by
+//! [`crate::delivery::plan_delivery`] from a group's config and the sections
+//! [`crate::sources`] makes.
 
 use std::fmt;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::config::GroupConfig;
 use crate::layout::Layout;
 use crate::names;
 pub use crate::safe_name::short_hash;
-
-pub use crate::delivery::Delivery;
-use crate::delivery::{DeliverySettings, Dropped, GroupInputs, Section, Target, plan_delivery};
-pub use crate::sources::{Sources, Unusable};
+pub use crate::target::Delivery;
 
 /// Where a managed path lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -322,55 +321,6 @@ pub struct FragmentCollision {
     pub file: String,
 }
 
-/// The desired state of one group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupPlan {
-    /// Every managed path with its content, in the order it is applied: the fragments and the
-    /// shared base, then `CLAUDE.local.md`, then `CLAUDE.md` (which imports all of them).
-    pub entries: Vec<Desired>,
-    /// Things the operator should know.
-    pub warnings: Vec<Warning>,
-    /// What the group is composed as (backend, mode, entry point, budget).
-    pub target: Target,
-    /// The sections delivered, in order (what must reach the agent).
-    pub sections: Vec<Section>,
-    /// The sections left out over budget.
-    pub dropped: Vec<Dropped>,
-    /// The group's `CLAUDE.local.md` as it was read for the plan (`None`: missing, or too
-    /// large to read).
-    pub local_memory: Option<Vec<u8>>,
-    /// The size of a `CLAUDE.local.md` larger than Claude Code reads (then `local_memory` is
-    /// `None`): the agent gets none of it.
-    pub local_memory_too_large: Option<u64>,
-}
-
-impl GroupPlan {
-    /// The names desired in `.claude-fragments/`.
-    pub fn fragment_names(&self) -> impl Iterator<Item = &str> {
-        self.entries
-            .iter()
-            .filter(|d| d.path.place == Place::Fragments)
-            .map(|d| d.path.name.as_str())
-    }
-}
-
-/// Computes the desired state of a Claude Code group from its config and the shared sources,
-/// with the default settings and this delivery mode (see [`crate::delivery::plan_delivery`]).
-pub fn plan_group(
-    layout: &Layout,
-    config: &GroupConfig,
-    sources: &Sources,
-    delivery: Delivery,
-) -> Result<GroupPlan, FragmentCollision> {
-    plan_delivery(
-        layout,
-        config,
-        sources,
-        GroupInputs::default(),
-        &DeliverySettings::with_delivery(delivery),
-    )
-}
-
 /// The most unknown skills named one by one (each with the nearest skill that exists) in a
 /// group's warnings; the rest are counted in one warning. A config may list hundreds of
 /// thousands of names: naming (and looking for the nearest of) each would make the report,
@@ -494,192 +444,6 @@ pub fn mcp_fragment(server: &str, instructions: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::SkillSelection;
-    use std::collections::BTreeMap;
-    use std::path::Path;
-
-    fn sources() -> Sources {
-        sources_with(Some(b"BASE".to_vec()), &[])
-    }
-
-    fn sources_with(base: Option<Vec<u8>>, more: &[(&str, &[u8])]) -> Sources {
-        let mut skills = BTreeMap::from([
-            ("browser".to_owned(), Some(b"BROWSE".to_vec())),
-            ("no-guidance".to_owned(), None),
-            ("welcome".to_owned(), Some(b"HELLO".to_vec())),
-        ]);
-        for (name, text) in more {
-            skills.insert((*name).to_owned(), Some(text.to_vec()));
-        }
-        Sources::builtin(base, skills)
-    }
-
-    fn config(skills: Option<&[&str]>, servers: &[(&str, &str)]) -> GroupConfig {
-        GroupConfig {
-            skills: match skills {
-                None => SkillSelection::All,
-                Some(list) => SkillSelection::Only(list.iter().map(|s| s.to_string()).collect()),
-            },
-            mcp_instructions: servers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            provider: None,
-            ..GroupConfig::default()
-        }
-    }
-
-    fn layout() -> Layout {
-        Layout::under_root(Path::new("/host"))
-    }
-
-    fn paths(plan: &GroupPlan) -> Vec<String> {
-        plan.entries.iter().map(|d| d.path.to_string()).collect()
-    }
-
-    /// The composed entry point (in the bind folder).
-    fn claude_md(plan: &GroupPlan) -> String {
-        let entry = plan
-            .entries
-            .iter()
-            .find(|d| d.path == ManagedPath::bind("CLAUDE.md"))
-            .unwrap();
-        match &entry.content {
-            Content::File(bytes) => String::from_utf8(bytes.clone()).unwrap(),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn link_plan_for_all_skills() {
-        let plan = plan_group(
-            &layout(),
-            &config(None, &[("db", "RO")]),
-            &sources(),
-            Delivery::Link,
-        )
-        .unwrap();
-        assert_eq!(
-            paths(&plan),
-            [
-                ".claude-fragments/.claude-shared.md",
-                ".claude-fragments/browser.md",
-                ".claude-fragments/welcome.md",
-                ".claude-fragments/mcp-db.md",
-                "CLAUDE.local.md",
-                "state:CLAUDE.md",
-                "CLAUDE.md"
-            ]
-        );
-        // The group folder's CLAUDE.md is only the mount point of the composed one.
-        assert_eq!(
-            plan.entries[6].content,
-            Content::Placeholder(mount_point_placeholder("CLAUDE.md"))
-        );
-        assert_eq!(
-            plan.entries[0].content,
-            Content::Symlink(PathBuf::from("/app/CLAUDE.md"))
-        );
-        assert_eq!(
-            plan.entries[1].content,
-            Content::Symlink(PathBuf::from("/app/skills/browser/instructions.md"))
-        );
-        assert_eq!(plan.entries[4].content, Content::Seed);
-        insta::assert_snapshot!(claude_md(&plan), @r"
-        <!-- Generated by clawmd from container.json: do not edit, edits are moved aside at the next compose. Put this group's own memory in CLAUDE.local.md. clawmd-sha256:72bedd33a3dfd838 -->
-        @./.claude-fragments/.claude-shared.md
-        @./.claude-fragments/browser.md
-        @./.claude-fragments/welcome.md
-        @./.claude-fragments/mcp-db.md
-        @./CLAUDE.local.md
-        ");
-        assert!(plan.warnings.is_empty());
-    }
-
-    #[test]
-    fn only_enabled_skills_with_instructions_get_fragments() {
-        let plan = plan_group(
-            &layout(),
-            &config(Some(&["welcome", "no-guidance", "ghost"]), &[]),
-            &sources(),
-            Delivery::Link,
-        )
-        .unwrap();
-        assert_eq!(
-            plan.fragment_names().collect::<Vec<_>>(),
-            [".claude-shared.md", "welcome.md"]
-        );
-        assert_eq!(
-            plan.warnings,
-            [Warning::UnknownSkill {
-                skill: "ghost".into(),
-                suggestion: None,
-            }]
-        );
-    }
-
-    #[test]
-    fn copy_plan_holds_the_sources_bytes() {
-        let plan = plan_group(
-            &layout(),
-            &config(Some(&["browser"]), &[]),
-            &sources(),
-            Delivery::Copy,
-        )
-        .unwrap();
-        assert_eq!(plan.entries[0].content, Content::File(b"BASE".to_vec()));
-        assert_eq!(plan.entries[1].content, Content::File(b"BROWSE".to_vec()));
-    }
-
-    #[test]
-    fn copy_without_a_shared_base_omits_it_and_warns() {
-        let sources = sources_with(None, &[]);
-        let plan =
-            plan_group(&layout(), &config(Some(&[]), &[]), &sources, Delivery::Copy).unwrap();
-        assert_eq!(
-            paths(&plan),
-            ["CLAUDE.local.md", "state:CLAUDE.md", "CLAUDE.md"]
-        );
-        assert!(matches!(
-            plan.warnings[0],
-            Warning::MissingSharedBase { .. }
-        ));
-    }
-
-    #[test]
-    fn same_inputs_same_bytes() {
-        let a = plan_group(
-            &layout(),
-            &config(None, &[("b", "x"), ("a", "y")]),
-            &sources(),
-            Delivery::Link,
-        );
-        let b = plan_group(
-            &layout(),
-            &config(None, &[("a", "y"), ("b", "x")]),
-            &sources(),
-            Delivery::Link,
-        );
-        assert_eq!(a, b);
-    }
-
-    #[test]
-    fn skill_and_server_colliding_on_a_file_name_is_an_error() {
-        let sources = sources_with(Some(b"BASE".to_vec()), &[("mcp-db", b"S")]);
-        let err = plan_group(
-            &layout(),
-            &config(None, &[("db", "x")]),
-            &sources,
-            Delivery::Link,
-        )
-        .unwrap_err();
-        assert_eq!(err.file, "mcp-db.md");
-        assert_eq!(
-            (err.first.as_str(), err.second.as_str()),
-            ("skill:mcp-db", "mcp:db")
-        );
-        assert!(err.to_string().contains("fix:"));
-    }
 
     #[test]
     fn nanoclaws_generated_claude_md_is_recognised_and_an_edited_one_is_not_pristine() {

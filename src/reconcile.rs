@@ -8,14 +8,15 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::delivery::GroupPlan;
 use crate::delivery::{ENTRY_POINTS, is_entry_point_name};
 use crate::error::GroupError;
 use crate::file_kind::{self, FileKind};
 use crate::fsops::{FsError, Listing, Node, SafeDir, Temp, is_temp_name};
 use crate::layout::names;
 use crate::plan::{
-    Content, Desired, GroupPlan, ManagedPath, PLACEHOLDER_START, Place, has_nanoclaw_header,
-    is_composed, is_nanoclaw_generated, is_pristine, mount_point_placeholder, short_hash,
+    Content, Desired, ManagedPath, PLACEHOLDER_START, Place, has_nanoclaw_header, is_composed,
+    is_nanoclaw_generated, is_pristine, mount_point_placeholder, short_hash,
 };
 
 /// The largest hand-edited `CLAUDE.md` clawmd will rescue; a larger one is refused, not lost.

@@ -30,13 +30,13 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::config::ConfigError;
-use crate::delivery::{Budgets, Delivery, DeliverySettings, Provider};
 use crate::layout::Layout;
 use crate::loader::ClaudeVersion;
 use crate::pin::Consumer;
 use crate::pin::PinSource;
 use crate::recipe::{RawMemory, RawSource, Recipe};
 use crate::report::Code;
+use crate::target::{Budgets, Delivery, DeliverySettings, Provider};
 
 /// The settings file's name, at the deployment root.
 pub const SETTINGS_FILE: &str = "clawmd.json";

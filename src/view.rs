@@ -10,56 +10,19 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::delivery::verify::AgentSettings;
-use crate::delivery::{Delivery, DeliverySettings, Provider, Target};
 use crate::error::GroupError;
 use crate::fsops::FsError;
 use crate::layout::{Layout, MountNeeds};
 use crate::loader::fs::MemoryFs;
 use crate::loader::{
-    ClaudeVersion, ExternalImports, LoadOptions, LoaderError, Memory, Mount, MountedFs,
-    SettingsEvaluation, Severity, load,
+    LoadOptions, LoaderError, Memory, Mount, MountedFs, SettingsEvaluation, Severity, load,
 };
 use crate::names;
 use crate::report::{escape, escape_path};
+use crate::target::Target;
 
 pub use crate::pin::Consumer;
-
-/// The default `$HOME` of the agent inside the container.
-pub const DEFAULT_CONTAINER_HOME: &str = "/home/node";
-
-/// How to look at a group.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ViewOptions {
-    /// Treat external imports as approved for the workspace (else: as `~/.claude.json` in the
-    /// mounted home says, i.e. not approved when there is no home).
-    pub approve_external: bool,
-    /// A host folder mounted as the agent's `$HOME` (user memory, `~/.claude.json`).
-    pub home: Option<PathBuf>,
-    /// Where that home is mounted in the container (default [`DEFAULT_CONTAINER_HOME`]).
-    pub container_home: Option<PathBuf>,
-    /// The front end.
-    pub consumer: Consumer,
-    /// The Claude Code release whose loader to reproduce (default: the newest the conformance
-    /// corpus covers). Deployments pin a release; set it from their settings.
-    pub claude_version: ClaudeVersion,
-    /// The deployment's delivery mode: which binds the group's container has.
-    pub delivery: Delivery,
-    /// The backend of a group whose `container.json` names none.
-    pub provider: Provider,
-}
-
-impl ViewOptions {
-    /// The delivery settings these options stand for (what decides the container's binds).
-    pub fn delivery_settings(&self) -> DeliverySettings {
-        DeliverySettings {
-            delivery: self.delivery,
-            provider: self.provider,
-            approve_external: self.approve_external,
-            claude_version: self.claude_version,
-            ..DeliverySettings::default()
-        }
-    }
-}
+pub use crate::target::{DEFAULT_CONTAINER_HOME, ViewOptions, load_options};
 
 /// The container's mounts for `group`, whose composition needs `needs`:
 /// [`Layout::mount_table`] as the loader's [`Mount`]s.
@@ -168,19 +131,6 @@ fn container_home(options: &ViewOptions) -> PathBuf {
         .container_home
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTAINER_HOME))
-}
-
-/// The options the loader runs with for a container started in `cwd`.
-pub fn load_options(cwd: &Path, home: Option<PathBuf>, options: &ViewOptions) -> LoadOptions {
-    let mut load_options = LoadOptions::new(cwd, home);
-    load_options.claude_version = options.claude_version;
-    if options.approve_external {
-        load_options.external_imports = ExternalImports::Approved;
-    }
-    if options.consumer == Consumer::Sdk {
-        load_options.load_local = false;
-    }
-    load_options
 }
 
 /// Loads what the agent of `group` gets at spawn. Returns the memory and the mounted

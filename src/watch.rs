@@ -35,7 +35,6 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
 use crate::compose::{ComposeOptions, compose};
-use crate::delivery::{AGENTS_MD, GEMINI_MD};
 use crate::deployment::{Selection, list_groups};
 use crate::file_kind::FileKind;
 use crate::fsops::{SafeDir, TEMP_PREFIX};
@@ -43,6 +42,7 @@ use crate::names;
 use crate::recipe::{Root, SourceKind};
 use crate::report::{Code, GroupReport, Status, WarningReport, WatchEvent};
 use crate::settings::{Overrides, Resolved, SETTINGS_FILE, read_settings};
+use crate::target::{AGENTS_MD, GEMINI_MD};
 
 /// How to watch.
 #[derive(Debug, Clone, PartialEq, Eq)]

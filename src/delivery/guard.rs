@@ -44,6 +44,7 @@ use serde_json::{Map, Value};
 
 use super::{Budgets, Provider};
 use crate::plan::{Content, Desired, ManagedPath, Place};
+pub use crate::sources::host::Bases;
 
 /// The folder, inside a group's bind folder, that holds its guard files.
 pub const GUARD_DIR: &str = "guard";
@@ -93,18 +94,6 @@ impl Default for GuardSettings {
 
 /// The most bytes of the runner's Gemini system settings clawmd reads.
 pub const GEMINI_BASE_LIMIT: u64 = 1024 * 1024;
-
-/// What the runner's own files make of the guards (`geminiSystemSettings` in clawmd.json),
-/// read and merged once per run with the shared sources: the guard files do not depend on
-/// the group beyond its backend and budget.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Bases {
-    /// Gemini's system settings: the runner's own (when it names a file) with clawmd's keys.
-    pub gemini_settings: Vec<u8>,
-    /// The runner's own Codex managed configuration (when it names a file), checked: UTF-8,
-    /// not setting `project_doc_max_bytes` (clawmd's key, put first).
-    pub codex_config: Option<String>,
-}
 
 impl Bases {
     /// Reads the runner's files `layout` names (`Layout::gemini_system_settings`).

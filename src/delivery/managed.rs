@@ -18,7 +18,7 @@
 //! turns each switch off in every release; `"0"` does not in 2.1.48, which tests the variable
 //! as a JavaScript string (any non-empty value is on).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
@@ -26,8 +26,10 @@ use crate::fsops::{self, FsError};
 use crate::layout::Layout;
 use crate::loader::Mount;
 use crate::names;
-use crate::plan::{Sources, Warning};
+use crate::plan::Warning;
+use crate::sources::Sources;
 use crate::sources::expand::expand_source_in;
+pub use crate::sources::host::HostManaged;
 use crate::sources::{Section, SectionId};
 
 /// The environment variables by which a settings file's `env` turns every memory file off
@@ -46,23 +48,6 @@ pub const MEMORY_SWITCHES: [&str; 3] = [
 const MAX_HOST_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// The most files of the host's managed folder clawmd copies.
 const MAX_HOST_FILES: usize = 64;
-
-/// The host's own managed policy (`hostManagedDir`), read once per run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostManaged {
-    /// The host folder.
-    pub dir: PathBuf,
-    /// Its `CLAUDE.md`, with the imports its owner wrote expanded from the folder (as the
-    /// container would see them at the managed mount point).
-    pub claude_md: Option<Vec<u8>>,
-    /// Its `managed-settings.json`.
-    pub settings: Option<Map<String, Value>>,
-    /// Its other regular files, copied as they are (`managed-mcp.json`, …), by name.
-    pub files: Vec<(String, Vec<u8>)>,
-    /// What it holds that is not merged (a folder, a link, a special file, a name that
-    /// cannot be a file name), named in a warning.
-    pub left_out: Vec<String>,
-}
 
 /// Reads the host's managed folder, when the deployment names one. A missing folder, an
 /// unreadable file or a `managed-settings.json` that is not a JSON object stops the run: the
@@ -236,6 +221,7 @@ pub fn host_files(sources: &Sources) -> impl Iterator<Item = (&str, &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn the_switches_are_pinned_off_and_the_hosts_settings_kept() {

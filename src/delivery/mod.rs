@@ -20,298 +20,32 @@
 pub mod document;
 pub mod guard;
 pub mod managed;
-pub mod snapshot;
 pub mod verdicts;
 pub mod verify;
 
+pub use crate::snapshot;
 pub use crate::sources::expand;
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
 use crate::config::GroupConfig;
-use crate::layout::{Layout, MountNeeds};
+use crate::layout::Layout;
 use crate::names;
 use crate::plan::{
-    Content, Desired, FragmentCollision, GroupPlan, ManagedPath, Sources, Warning,
-    composed_claude_md, mount_point_placeholder,
+    Content, Desired, FragmentCollision, ManagedPath, Place, Warning, composed_claude_md,
+    mount_point_placeholder,
 };
 use crate::recipe::MemoryFile;
 use crate::sources::GroupParts;
+use crate::sources::Sources;
 use crate::sources::alone::Form;
 
 pub use crate::sources::{Section, SectionId};
+pub use crate::target::{
+    AGENTS_MD, Budgets, CODEX_BUDGET, DEFAULT_BUDGET, Delivery, DeliverySettings, ENTRY_POINTS,
+    GEMINI_MD, Provider, Target, is_entry_point_name,
+};
 pub use document::{Dropped, LocalMemory};
 
-/// How the shared base and the skills' guidance reach a Claude Code agent.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Delivery {
-    /// The composed guardrails (shared base, enabled skills, MCP instructions) as Claude
-    /// Code's managed policy: one flat `CLAUDE.md` and a `managed-settings.json` that pins the
-    /// settings by which the agent's own settings files could turn memory off, in a folder
-    /// the runner binds read-only at the managed-policy mount point (`/etc/claude-code`). No
-    /// file of the agent's can exclude or disable them, and a recompose reaches a running
-    /// container at its next session. The workspace's `CLAUDE.md` only imports
-    /// `CLAUDE.local.md`.
-    #[default]
-    Managed,
-    /// One generated `CLAUDE.md` holding the shared base, the skills' guidance and the MCP
-    /// instructions, importing only `CLAUDE.local.md`: loaded whole by stock Claude Code,
-    /// read-only in the container (bound from clawmd's state folder).
-    Inline,
-    /// Regular-file copies refreshed at every compose, imported by an import-only `CLAUDE.md`:
-    /// loaded by stock Claude Code.
-    Copy,
-    /// Symlinks into the container's `/app` mount: the real Claude Code drops these imports
-    /// unless external imports are approved.
-    Link,
-}
-
-impl Delivery {
-    /// Every mode.
-    pub const ALL: [Delivery; 4] = [
-        Delivery::Managed,
-        Delivery::Inline,
-        Delivery::Copy,
-        Delivery::Link,
-    ];
-
-    /// The lowercase name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Delivery::Managed => "managed",
-            Delivery::Inline => "inline",
-            Delivery::Copy => "copy",
-            Delivery::Link => "link",
-        }
-    }
-}
-
-impl std::str::FromStr for Delivery {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        Delivery::ALL
-            .into_iter()
-            .find(|delivery| delivery.as_str() == text)
-            .ok_or_else(|| {
-                format!("unknown delivery mode {text:?}: use managed, inline, copy or link")
-            })
-    }
-}
-
-impl fmt::Display for Delivery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Provider {
-    /// Claude Code (CLI or Agent SDK): `CLAUDE.md` in the chosen delivery mode.
-    #[default]
-    Claude,
-    /// OpenAI Codex: a flat `AGENTS.md` (Codex caps it at 32 KiB by default).
-    Codex,
-    /// opencode: a flat `AGENTS.md` (it does not expand `@` imports).
-    Opencode,
-    /// Gemini CLI: a flat `GEMINI.md`.
-    Gemini,
-}
-
-impl Provider {
-    /// Every provider, for messages.
-    pub const ALL: [Provider; 4] = [
-        Provider::Claude,
-        Provider::Codex,
-        Provider::Opencode,
-        Provider::Gemini,
-    ];
-
-    /// The provider spelled `name`, if clawmd knows it.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.as_str() == name)
-    }
-
-    /// The lowercase name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Claude => "claude",
-            Provider::Codex => "codex",
-            Provider::Opencode => "opencode",
-            Provider::Gemini => "gemini",
-        }
-    }
-
-    /// The document the backend reads in the agent's working directory.
-    pub fn entry_point(self) -> &'static str {
-        match self {
-            Provider::Claude => names::CLAUDE_MD,
-            Provider::Codex | Provider::Opencode => AGENTS_MD,
-            Provider::Gemini => GEMINI_MD,
-        }
-    }
-
-    /// Whether the backend gets one flat document (no import lines, local memory copied in).
-    pub fn is_flat(self) -> bool {
-        self != Provider::Claude
-    }
-}
-
-impl std::str::FromStr for Provider {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        Provider::parse(text).ok_or_else(|| {
-            format!(
-                "unknown provider {text:?}: use {}",
-                Provider::ALL.map(Provider::as_str).join(", ")
-            )
-        })
-    }
-}
-
-impl fmt::Display for Provider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The entry points clawmd may compose, for every backend.
-pub const ENTRY_POINTS: [&str; 3] = [names::CLAUDE_MD, AGENTS_MD, GEMINI_MD];
-
-/// The flat document of Codex and opencode agents.
-pub const AGENTS_MD: &str = "AGENTS.md";
-/// The flat document of Gemini CLI agents.
-pub const GEMINI_MD: &str = "GEMINI.md";
-
-/// Whether `name` (directly in the group folder) is an entry point clawmd composes.
-pub fn is_entry_point_name(name: &str) -> bool {
-    ENTRY_POINTS.contains(&name)
-}
-
-/// The byte budget of each backend's memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Budgets {
-    /// Claude Code: what it delivers to the agent (every file it loads; it skips a memory
-    /// file over 4 MiB).
-    pub claude: u64,
-    /// Codex's `AGENTS.md` (`project_doc_max_bytes`, 32 KiB by default).
-    pub codex: u64,
-    /// opencode's `AGENTS.md`.
-    pub opencode: u64,
-    /// Gemini CLI's `GEMINI.md`.
-    pub gemini: u64,
-}
-
-/// 4 MiB: Claude Code's limit per memory file, and nanoclaw's cap on a generated document.
-pub const DEFAULT_BUDGET: u64 = crate::loader::MAX_FILE_BYTES;
-/// Codex's default `project_doc_max_bytes`.
-pub const CODEX_BUDGET: u64 = 32 * 1024;
-
-impl Default for Budgets {
-    fn default() -> Self {
-        Budgets {
-            claude: DEFAULT_BUDGET,
-            codex: CODEX_BUDGET,
-            opencode: DEFAULT_BUDGET,
-            gemini: DEFAULT_BUDGET,
-        }
-    }
-}
-
-impl Budgets {
-    /// The budget of `provider`.
-    pub fn of(&self, provider: Provider) -> u64 {
-        match provider {
-            Provider::Claude => self.claude,
-            Provider::Codex => self.codex,
-            Provider::Opencode => self.opencode,
-            Provider::Gemini => self.gemini,
-        }
-    }
-
-    /// Sets the budget of `provider`.
-    pub fn set(&mut self, provider: Provider, bytes: u64) {
-        let slot = match provider {
-            Provider::Claude => &mut self.claude,
-            Provider::Codex => &mut self.codex,
-            Provider::Opencode => &mut self.opencode,
-            Provider::Gemini => &mut self.gemini,
-        };
-        *slot = bytes;
-    }
-}
-
-/// The deployment-wide delivery settings (from `clawmd.json`, flags and `CLAWMD_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct DeliverySettings {
-    /// The delivery mode for Claude Code groups.
-    pub delivery: Delivery,
-    /// The backend of groups whose `container.json` has no `provider`.
-    pub provider: Provider,
-    /// Byte budgets.
-    pub budgets: Budgets,
-    /// The agent's runtime approves external imports for its workspace (only matters for
-    /// link delivery): used to work out what reaches the agent.
-    pub approve_external: bool,
-    /// The Claude Code release the agents run: the loader's rules for working out what
-    /// reaches them.
-    pub claude_version: crate::loader::ClaudeVersion,
-    /// Where `claude_version` comes from.
-    pub claude_version_from: crate::pin::PinSource,
-    /// The front end the agents run (the CLI, or the Agent SDK).
-    pub consumer: crate::pin::Consumer,
-    /// Where `consumer` comes from.
-    pub consumer_from: crate::pin::PinSource,
-}
-
-impl DeliverySettings {
-    /// What a Claude Code group's verdict judges: the release and the consumer, and where
-    /// each comes from.
-    pub fn judged(&self) -> crate::pin::Judged {
-        crate::pin::Judged {
-            claude_code: self.claude_version,
-            verified: self.claude_version.is_verified(),
-            claude_code_from: self.claude_version_from,
-            consumer: self.consumer,
-            consumer_from: self.consumer_from,
-        }
-    }
-}
-
-impl DeliverySettings {
-    /// The default settings with this delivery mode.
-    pub fn with_delivery(delivery: Delivery) -> Self {
-        DeliverySettings {
-            delivery,
-            ..DeliverySettings::default()
-        }
-    }
-}
-
-/// What a group is composed as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
-pub struct Target {
-    /// The backend.
-    pub provider: Provider,
-    /// The delivery mode (for flat backends, always `inline`).
-    pub delivery: Delivery,
-    /// The entry point file.
-    pub file: &'static str,
-    /// The byte budget.
-    pub budget: u64,
-}
-
+// `Target` is a plain value of `crate::target`; reading it from a group's config stays here.
 impl Target {
     /// The target of a group with this config.
     pub fn of(config: &GroupConfig, settings: &DeliverySettings) -> Self {
@@ -329,19 +63,53 @@ impl Target {
     }
 }
 
-impl Target {
-    /// What the container of a group composed as this needs bound ([`Layout::mount_table`]);
-    /// `config`: the group has a `container.json`.
-    pub fn mount_needs(&self, config: bool) -> MountNeeds {
-        let claude = !self.provider.is_flat();
-        MountNeeds {
-            entry_point: self.file,
-            fragments: claude && matches!(self.delivery, Delivery::Copy | Delivery::Link),
-            managed: claude && self.delivery == Delivery::Managed,
-            app: claude && self.delivery == Delivery::Link,
-            config,
-        }
+/// The desired state of one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupPlan {
+    /// Every managed path with its content, in the order it is applied: the fragments and the
+    /// shared base, then `CLAUDE.local.md`, then `CLAUDE.md` (which imports all of them).
+    pub entries: Vec<Desired>,
+    /// Things the operator should know.
+    pub warnings: Vec<Warning>,
+    /// What the group is composed as (backend, mode, entry point, budget).
+    pub target: Target,
+    /// The sections delivered, in order (what must reach the agent).
+    pub sections: Vec<Section>,
+    /// The sections left out over budget.
+    pub dropped: Vec<Dropped>,
+    /// The group's `CLAUDE.local.md` as it was read for the plan (`None`: missing, or too
+    /// large to read).
+    pub local_memory: Option<Vec<u8>>,
+    /// The size of a `CLAUDE.local.md` larger than Claude Code reads (then `local_memory` is
+    /// `None`): the agent gets none of it.
+    pub local_memory_too_large: Option<u64>,
+}
+
+impl GroupPlan {
+    /// The names desired in `.claude-fragments/`.
+    pub fn fragment_names(&self) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter(|d| d.path.place == Place::Fragments)
+            .map(|d| d.path.name.as_str())
     }
+}
+
+/// Computes the desired state of a Claude Code group from its config and the shared sources,
+/// with the default settings and this delivery mode (see [`plan_delivery`]).
+pub fn plan_group(
+    layout: &Layout,
+    config: &GroupConfig,
+    sources: &Sources,
+    delivery: Delivery,
+) -> Result<GroupPlan, FragmentCollision> {
+    plan_delivery(
+        layout,
+        config,
+        sources,
+        GroupInputs::default(),
+        &DeliverySettings::with_delivery(delivery),
+    )
 }
 
 /// The group's inputs besides its config: its own memory and what the recipe reads in its
@@ -724,5 +492,196 @@ mod tests {
             Target::of(&config(Some(Provider::Claude)), &settings).file,
             "CLAUDE.md"
         );
+    }
+}
+
+#[cfg(test)]
+mod plan_group_tests {
+    use super::*;
+    use crate::config::SkillSelection;
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    fn sources() -> Sources {
+        sources_with(Some(b"BASE".to_vec()), &[])
+    }
+
+    fn sources_with(base: Option<Vec<u8>>, more: &[(&str, &[u8])]) -> Sources {
+        let mut skills = BTreeMap::from([
+            ("browser".to_owned(), Some(b"BROWSE".to_vec())),
+            ("no-guidance".to_owned(), None),
+            ("welcome".to_owned(), Some(b"HELLO".to_vec())),
+        ]);
+        for (name, text) in more {
+            skills.insert((*name).to_owned(), Some(text.to_vec()));
+        }
+        Sources::builtin(base, skills)
+    }
+
+    fn config(skills: Option<&[&str]>, servers: &[(&str, &str)]) -> GroupConfig {
+        GroupConfig {
+            skills: match skills {
+                None => SkillSelection::All,
+                Some(list) => SkillSelection::Only(list.iter().map(|s| s.to_string()).collect()),
+            },
+            mcp_instructions: servers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            provider: None,
+            ..GroupConfig::default()
+        }
+    }
+
+    fn layout() -> Layout {
+        Layout::under_root(Path::new("/host"))
+    }
+
+    fn paths(plan: &GroupPlan) -> Vec<String> {
+        plan.entries.iter().map(|d| d.path.to_string()).collect()
+    }
+
+    /// The composed entry point (in the bind folder).
+    fn claude_md(plan: &GroupPlan) -> String {
+        let entry = plan
+            .entries
+            .iter()
+            .find(|d| d.path == ManagedPath::bind("CLAUDE.md"))
+            .unwrap();
+        match &entry.content {
+            Content::File(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn link_plan_for_all_skills() {
+        let plan = plan_group(
+            &layout(),
+            &config(None, &[("db", "RO")]),
+            &sources(),
+            Delivery::Link,
+        )
+        .unwrap();
+        assert_eq!(
+            paths(&plan),
+            [
+                ".claude-fragments/.claude-shared.md",
+                ".claude-fragments/browser.md",
+                ".claude-fragments/welcome.md",
+                ".claude-fragments/mcp-db.md",
+                "CLAUDE.local.md",
+                "state:CLAUDE.md",
+                "CLAUDE.md"
+            ]
+        );
+        // The group folder's CLAUDE.md is only the mount point of the composed one.
+        assert_eq!(
+            plan.entries[6].content,
+            Content::Placeholder(mount_point_placeholder("CLAUDE.md"))
+        );
+        assert_eq!(
+            plan.entries[0].content,
+            Content::Symlink(PathBuf::from("/app/CLAUDE.md"))
+        );
+        assert_eq!(
+            plan.entries[1].content,
+            Content::Symlink(PathBuf::from("/app/skills/browser/instructions.md"))
+        );
+        assert_eq!(plan.entries[4].content, Content::Seed);
+        insta::assert_snapshot!(claude_md(&plan), @r"
+        <!-- Generated by clawmd from container.json: do not edit, edits are moved aside at the next compose. Put this group's own memory in CLAUDE.local.md. clawmd-sha256:72bedd33a3dfd838 -->
+        @./.claude-fragments/.claude-shared.md
+        @./.claude-fragments/browser.md
+        @./.claude-fragments/welcome.md
+        @./.claude-fragments/mcp-db.md
+        @./CLAUDE.local.md
+        ");
+        assert!(plan.warnings.is_empty());
+    }
+
+    #[test]
+    fn only_enabled_skills_with_instructions_get_fragments() {
+        let plan = plan_group(
+            &layout(),
+            &config(Some(&["welcome", "no-guidance", "ghost"]), &[]),
+            &sources(),
+            Delivery::Link,
+        )
+        .unwrap();
+        assert_eq!(
+            plan.fragment_names().collect::<Vec<_>>(),
+            [".claude-shared.md", "welcome.md"]
+        );
+        assert_eq!(
+            plan.warnings,
+            [Warning::UnknownSkill {
+                skill: "ghost".into(),
+                suggestion: None,
+            }]
+        );
+    }
+
+    #[test]
+    fn copy_plan_holds_the_sources_bytes() {
+        let plan = plan_group(
+            &layout(),
+            &config(Some(&["browser"]), &[]),
+            &sources(),
+            Delivery::Copy,
+        )
+        .unwrap();
+        assert_eq!(plan.entries[0].content, Content::File(b"BASE".to_vec()));
+        assert_eq!(plan.entries[1].content, Content::File(b"BROWSE".to_vec()));
+    }
+
+    #[test]
+    fn copy_without_a_shared_base_omits_it_and_warns() {
+        let sources = sources_with(None, &[]);
+        let plan =
+            plan_group(&layout(), &config(Some(&[]), &[]), &sources, Delivery::Copy).unwrap();
+        assert_eq!(
+            paths(&plan),
+            ["CLAUDE.local.md", "state:CLAUDE.md", "CLAUDE.md"]
+        );
+        assert!(matches!(
+            plan.warnings[0],
+            Warning::MissingSharedBase { .. }
+        ));
+    }
+
+    #[test]
+    fn same_inputs_same_bytes() {
+        let a = plan_group(
+            &layout(),
+            &config(None, &[("b", "x"), ("a", "y")]),
+            &sources(),
+            Delivery::Link,
+        );
+        let b = plan_group(
+            &layout(),
+            &config(None, &[("a", "y"), ("b", "x")]),
+            &sources(),
+            Delivery::Link,
+        );
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn skill_and_server_colliding_on_a_file_name_is_an_error() {
+        let sources = sources_with(Some(b"BASE".to_vec()), &[("mcp-db", b"S")]);
+        let err = plan_group(
+            &layout(),
+            &config(None, &[("db", "x")]),
+            &sources,
+            Delivery::Link,
+        )
+        .unwrap_err();
+        assert_eq!(err.file, "mcp-db.md");
+        assert_eq!(
+            (err.first.as_str(), err.second.as_str()),
+            ("skill:mcp-db", "mcp:db")
+        );
+        assert!(err.to_string().contains("fix:"));
     }
 }

@@ -28,11 +28,13 @@ use serde::{Deserialize, Serialize};
 
 use super::verify::{AgentSettings, Delivered, verify_with};
 use super::{DeliverySettings, Provider, Target};
+use crate::delivery::GroupPlan;
 use crate::fsops::{FsError, SafeDir, TempJournal};
 use crate::layout::Layout;
-use crate::plan::{Content, Delivery, GroupPlan, Sources, Warning};
+use crate::plan::{Content, Delivery, Warning};
 use crate::reads::Read;
 use crate::report::{Code, GroupReport, Status};
+use crate::sources::Sources;
 
 /// The folder of the records in the state folder.
 pub const VERDICTS: &str = "verdicts";

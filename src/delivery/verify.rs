@@ -14,17 +14,19 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::DeliverySettings;
-use super::snapshot::Snapshot;
 use crate::layout::Layout;
 use crate::loader::SettingsEvaluation;
 use crate::names;
+use crate::snapshot::Snapshot;
 use std::path::Path;
 
+use crate::delivery::GroupPlan;
 use crate::loader::fs::{MemoryFs, ReadOutcome};
 use crate::loader::{DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory, claude_block, load};
 use crate::pin::Consumer;
-use crate::plan::{Content, GroupPlan, Place, Sources, Warning};
-use crate::view::{ViewOptions, load_options};
+use crate::plan::{Content, Place, Warning};
+use crate::sources::Sources;
+use crate::target::{ViewOptions, load_options};
 
 /// What reaches a group's agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -9,13 +9,15 @@ use super::{
     Detail, ErrorReport, Line, Lines, REPORT_VERSION, Report, Status, Tone, WarningReport, count,
     escape, escape_path,
 };
+use crate::delivery::Dropped;
+use crate::delivery::GroupPlan;
 use crate::delivery::verify::Delivered;
-use crate::delivery::{Dropped, Target};
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
-use crate::plan::{Content, Delivery, GroupPlan, Warning};
+use crate::plan::{Content, Delivery, Warning};
 use crate::reconcile::Step;
 use crate::report::SchemaKind;
+use crate::target::Target;
 
 /// A created, replaced or removed managed path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]

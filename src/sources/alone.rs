@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::delivery::snapshot::Snapshot;
 use crate::loader::content::{import_path_as, scan_markdown_as};
 use crate::loader::fs::{MemoryFs, ReadOutcome};
 use crate::loader::markdown::{at_mentions, js_trim};
@@ -28,6 +27,7 @@ use crate::loader::paths::resolve_import;
 use crate::loader::{
     Behaviour, ClaudeVersion, Diagnostic, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, load_alone,
 };
+use crate::snapshot::Snapshot;
 use crate::sources::expand::neutralise;
 
 /// The most files one source's imports may bring into its tree (Claude Code's own budgets

@@ -16,6 +16,7 @@
 
 pub mod alone;
 pub mod expand;
+pub mod host;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -218,11 +219,11 @@ pub struct Sources {
     /// not reach the agent.
     pub dangling: BTreeMap<String, (PathBuf, PathBuf)>,
     /// The host's own managed policy (`hostManagedDir` in clawmd.json), merged into every
-    /// group's managed folder in managed delivery ([`crate::delivery::managed`]).
-    pub host_managed: Option<crate::delivery::managed::HostManaged>,
+    /// group's managed folder in managed delivery.
+    pub host_managed: Option<host::HostManaged>,
     /// The runner's own files the guards of Codex, Gemini CLI and opencode groups merge
-    /// ([`crate::delivery::guard::Bases`]).
-    pub guard_bases: crate::delivery::guard::Bases,
+    /// ([`host::Bases`]).
+    pub guard_bases: host::Bases,
     /// The shared sources as the groups of this run get them, each made once
     /// ([`alone::Prepared`]).
     pub prepared: alone::Prepared,

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use super::scan::*;
-use super::{Block, ListItem};
+use super::{Block, ListItem, Text};
 
 /// Lexer state shared by the block and inline passes (JS: the `Wze` instance).
 pub(crate) struct Lexer {
@@ -168,7 +168,7 @@ impl Lexer {
             M::Paragraph => paragraph_end(src).filter(|&len| len > 0).map(|len| {
                 Piece::Block(Block::Paragraph {
                     raw: src[..len].to_string(),
-                    text: None,
+                    text: Text::Raw(len),
                 })
             }),
             M::Html => html_end(src).filter(|&len| len > 0).map(|len| {
@@ -181,7 +181,7 @@ impl Lexer {
                 (len > 0).then(|| {
                     Piece::Block(Block::Text {
                         raw: src[..len].to_string(),
-                        text: None,
+                        text: Text::Raw(len),
                     })
                 })
             }
@@ -378,12 +378,7 @@ fn push_or_merge(
         && raw_len(&piece) == 1
         && let Some(last) = tokens.last_mut()
     {
-        // The text of a paragraph or text token stays as it was.
-        if let Block::Paragraph { raw, text } | Block::Text { raw, text } = last
-            && text.is_none()
-        {
-            *text = Some(raw.clone());
-        }
+        // (The text of a paragraph or text token stays as it was.)
         raw_mut(last).push('\n');
         return;
     }
@@ -396,7 +391,13 @@ fn push_or_merge(
     if merge {
         // (`text`: `None` when the piece's text is its raw text.)
         let (raw, text) = match piece {
-            Piece::Block(Block::Paragraph { raw, text } | Block::Text { raw, text }) => (raw, text),
+            Piece::Block(Block::Paragraph { raw, text } | Block::Text { raw, text }) => {
+                let text = match text {
+                    Text::Raw(len) if len == raw.len() => None,
+                    text => Some(text.of(&raw).to_owned()),
+                };
+                (raw, text)
+            }
             Piece::Block(block) => (block_raw(&block).to_string(), None),
             Piece::Code { raw, indented } => {
                 let text = if indented {
@@ -419,14 +420,20 @@ fn push_or_merge(
             },
         ) = tokens.last_mut()
         {
-            if last_text.is_none() && text.is_some() {
-                *last_text = Some(last_raw.clone());
+            let still_raw = matches!(last_text, Text::Raw(len) if *len == last_raw.len());
+            if !(still_raw && text.is_none()) {
+                let mut own = match std::mem::replace(last_text, Text::Raw(0)) {
+                    Text::Own(own) => own,
+                    Text::Raw(len) => last_raw[..len].to_owned(),
+                };
+                own.push('\n');
+                own.push_str(text.as_deref().unwrap_or(&raw));
+                *last_text = Text::Own(own);
             }
             last_raw.push('\n');
             last_raw.push_str(&raw);
-            if let Some(last_text) = last_text {
-                last_text.push('\n');
-                last_text.push_str(text.as_deref().unwrap_or(&raw));
+            if let Text::Raw(len) = last_text {
+                *len = last_raw.len();
             }
         }
         return;
@@ -514,20 +521,6 @@ fn breaks_setext_run(line: &str) -> bool {
         return true;
     }
     line.contains('\u{2028}') || line.contains('\u{2029}')
-}
-
-/// Where the JavaScript line terminator (`[\n\r\u2028\u2029]`) at byte `i` ends, if one is
-/// there.
-fn terminator_end(bytes: &[u8], i: usize) -> Option<usize> {
-    match bytes.get(i)? {
-        b'\n' | b'\r' => Some(i + 1),
-        0xe2 if bytes.get(i + 1) == Some(&0x80)
-            && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) =>
-        {
-            Some(i + 3)
-        }
-        _ => None,
-    }
 }
 
 /// `text.split(/[\n\r\u2028\u2029]/).some(OJr)`: is any line a setext underline? Only the

@@ -8,13 +8,12 @@
 //! being lexed, JS `e`, is `src`).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use super::Ctx;
 use super::block::{label_end, normalize_label};
 use super::scan::*;
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum AbsentKey {
     Backticks(usize),
     PiClose,
@@ -23,7 +22,7 @@ enum AbsentKey {
     Gt,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy)]
 enum AheadKey {
     CloseParen,
     Gt,
@@ -36,10 +35,13 @@ struct Closer {
 }
 
 /// JS: `vl` — memo tables of one `inlineTokens` call; positions are lengths from the end.
+/// (Small and mostly empty, so kept in a `Vec` and an array rather than hash maps: the
+/// distinct backtick run lengths of a text, its only open-ended keys, number at most about
+/// the square root of twice its length.)
 #[derive(Default)]
 struct Notes {
-    absent: HashMap<AbsentKey, usize>,
-    ahead: HashMap<AheadKey, Option<usize>>,
+    absent: Vec<(AbsentKey, usize)>,
+    ahead: [Option<Option<usize>>; 2],
     after_marks: Option<usize>,
     end_space: Option<usize>,
     closers: [Option<Closer>; 2],
@@ -48,25 +50,28 @@ struct Notes {
 impl Notes {
     fn is_absent(&self, src: &str, key: AbsentKey, pos: usize) -> bool {
         self.absent
-            .get(&key)
-            .is_some_and(|&absent_from| src.len().saturating_sub(pos) <= absent_from)
+            .iter()
+            .find(|(k, _)| *k == key)
+            .is_some_and(|&(_, absent_from)| src.len().saturating_sub(pos) <= absent_from)
     }
 
     fn note_absent(&mut self, src: &str, key: AbsentKey, pos: usize) -> Option<usize> {
-        self.absent.insert(key, src.len().saturating_sub(pos));
+        let absent_from = src.len().saturating_sub(pos);
+        match self.absent.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = absent_from,
+            None => self.absent.push((key, absent_from)),
+        }
         None
     }
 
     /// Is there a `)`/`>` at or after `pos`? (JS `isAhead` with `YP`/`xl`.)
     fn is_ahead(&mut self, src: &str, key: AheadKey, pos: usize) -> bool {
-        let needle = match key {
-            AheadKey::CloseParen => ')',
-            AheadKey::Gt => '>',
+        let (needle, slot) = match key {
+            AheadKey::CloseParen => (b')', 0),
+            AheadKey::Gt => (b'>', 1),
         };
-        let from_end = *self
-            .ahead
-            .entry(key)
-            .or_insert_with(|| src.rfind(needle).map(|i| src.len() - i));
+        let from_end = *self.ahead[slot]
+            .get_or_insert_with(|| memchr::memrchr(needle, src.as_bytes()).map(|i| src.len() - i));
         from_end.is_some_and(|last_from_end| src.len().saturating_sub(pos) >= last_from_end)
     }
 

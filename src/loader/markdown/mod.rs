@@ -21,41 +21,36 @@ pub(crate) use scan::{is_js_space, js_is_blank, js_trim};
 /// the input, which is what comment stripping relies on).
 #[derive(Debug, Clone)]
 pub(crate) enum Block {
-    Space {
-        raw: String,
-    },
-    Code {
-        raw: String,
-    },
-    Heading {
-        raw: String,
-        text: String,
-    },
-    Hr {
-        raw: String,
-    },
-    Blockquote {
-        raw: String,
-        tokens: Vec<Block>,
-    },
-    List {
-        raw: String,
-        items: Vec<ListItem>,
-    },
-    Html {
-        raw: String,
-    },
-    /// `text` is `None` while it is the same as `raw` (it differs once a newline or an
-    /// indented code block is merged in: see `block::push_or_merge`).
-    Paragraph {
-        raw: String,
-        text: Option<String>,
-    },
-    /// As [`Block::Paragraph`].
-    Text {
-        raw: String,
-        text: Option<String>,
-    },
+    Space { raw: String },
+    Code { raw: String },
+    Heading { raw: String, text: String },
+    Hr { raw: String },
+    Blockquote { raw: String, tokens: Vec<Block> },
+    List { raw: String, items: Vec<ListItem> },
+    Html { raw: String },
+    Paragraph { raw: String, text: Text },
+    Text { raw: String, text: Text },
+}
+
+/// The text of a paragraph or text token (what the inline pass reads): mostly its raw text or
+/// the start of it, kept as such (see `block::push_or_merge`).
+#[derive(Debug, Clone)]
+pub(crate) enum Text {
+    /// The first `len` bytes of the raw text.
+    Raw(usize),
+    /// A text of its own (an indented code block was merged in, or a newline added to the raw
+    /// text only, and then another line).
+    Own(String),
+}
+
+impl Text {
+    /// The text, given the token's raw text.
+    pub(crate) fn of<'a>(&'a self, raw: &'a str) -> &'a str {
+        match self {
+            Text::Raw(len) => &raw[..*len],
+            Text::Own(text) => text,
+        }
+    }
 }
 
 /// One list item: its own block tokens (its raw text is not kept: nothing reads it, and
@@ -364,13 +359,11 @@ fn walk_blocks(
             Block::Code { raw } => push_all(raw, Place::Code, out),
             Block::Html { raw } => html_mentions(raw, true, out),
             Block::Text { raw, text } => {
-                let text = text.as_deref().unwrap_or(raw);
+                let text = text.of(raw);
                 push_all(text, Place::Text, out);
                 inline_pass(text, cx, out, skipped);
             }
-            Block::Paragraph { raw, text } => {
-                inline_pass(text.as_deref().unwrap_or(raw), cx, out, skipped)
-            }
+            Block::Paragraph { raw, text } => inline_pass(text.of(raw), cx, out, skipped),
             Block::Heading { text, .. } => inline_pass(text, cx, out, skipped),
             Block::Blockquote { tokens, .. } => walk_blocks(tokens, cx, out, skipped),
             Block::List { items, .. } => {

@@ -175,14 +175,26 @@ pub(crate) fn next_terminator(s: &str, i: usize) -> usize {
         .and_then(|tail| memchr::memchr3(b'\n', b'\r', 0xe2, tail))
     {
         let at = from + offset;
-        if bytes[at] != 0xe2
-            || (bytes.get(at + 1) == Some(&0x80) && matches!(bytes.get(at + 2), Some(0xa8 | 0xa9)))
-        {
+        if terminator_end(bytes, at).is_some() {
             return at;
         }
-        from = at + 1;
+        from = at + 1; // another character starting with 0xE2
     }
     s.len()
+}
+
+/// Where the JavaScript line terminator (`[\n\r\u2028\u2029]`) at byte `i` ends, if one is
+/// there.
+pub(crate) fn terminator_end(bytes: &[u8], i: usize) -> Option<usize> {
+    match bytes.get(i)? {
+        b'\n' | b'\r' => Some(i + 1),
+        0xe2 if bytes.get(i + 1) == Some(&0x80)
+            && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) =>
+        {
+            Some(i + 3)
+        }
+        _ => None,
+    }
 }
 
 /// `.*` from `i`: end of the run of chars that are not line terminators.

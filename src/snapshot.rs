@@ -6,6 +6,9 @@
 //! mounts them (`<app>/CLAUDE.md`, `<app>/skills/...`). So the verdict is the same in a dry run
 //! and after the write, nothing the agent plants in its folder is ever read, and no path
 //! outside the deployment is touched.
+//!
+//! A leaf over the loader's [`MemoryFs`]: `sources` (a shared source loaded alone) and
+//! `delivery::verify` both build one.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
