@@ -326,7 +326,7 @@ fn recorded(
     };
     let key = verdicts.look_key(sources, &agent);
     verdicts.recorded_report(layout, group, &key, |reads| {
-        reads_hold(layout, group, reads)
+        reads_hold(layout, group, dir, reads)
     })
 }
 

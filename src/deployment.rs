@@ -606,18 +606,11 @@ fn plan_inputs(config: &ConfigBytes, group: &GroupParts, local: &LocalMemory) ->
 
 /// Whether the group `group` still reads as `reads` recorded (every read finds again what it
 /// found: [`crate::fsops::replay`]), opening its folder and its bind folder as [`observe`] does.
-pub fn reads_hold(layout: &Layout, group: &str, reads: &[Read]) -> bool {
+/// `dir` is the group folder, opened with [`open_group`].
+pub fn reads_hold(layout: &Layout, group: &str, dir: SafeDir, reads: &[Read]) -> bool {
+    let dir = std::cell::Cell::new(Some(dir));
     crate::fsops::replay(reads, |root| match root {
-        Root::Group => open_group(&layout.group_dir(group))
-            .map(Some)
-            .map_err(|err| match err {
-                GroupError::Fs(err) => err,
-                other => FsError::Io {
-                    op: "open",
-                    path: layout.group_dir(group),
-                    source: std::io::Error::other(other.to_string()),
-                },
-            }),
+        Root::Group => Ok(dir.take()),
         Root::Bind => state::bind_dir(layout, group),
     })
 }

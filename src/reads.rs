@@ -107,9 +107,13 @@ pub const TOO_LARGE: &str = "too-large";
 pub struct ReadLog(Mutex<Vec<Read>>);
 
 impl ReadLog {
-    /// Adds a read.
+    /// Adds a read (one made before, finding the same, is not added again: replaying it
+    /// once tells as much).
     pub fn push(&self, read: Read) {
-        self.lock().push(read);
+        let mut reads = self.lock();
+        if !reads.contains(&read) {
+            reads.push(read);
+        }
     }
 
     /// The reads so far.

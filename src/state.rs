@@ -21,7 +21,27 @@ use crate::layout::Layout;
 use crate::names;
 
 /// Refuses a state folder inside a group folder or inside `container/` (both reach agents).
+/// A placement found right is remembered for the process (it is asked for every group).
 pub fn check_placement(layout: &Layout) -> Result<(), FsError> {
+    static PLACED: std::sync::Mutex<Vec<[PathBuf; 3]>> = std::sync::Mutex::new(Vec::new());
+    let key = [
+        layout.state_dir.clone(),
+        layout.groups_dir.clone(),
+        layout.container_dir.clone(),
+    ];
+    let placed = || PLACED.lock().unwrap_or_else(|p| p.into_inner());
+    if placed().contains(&key) {
+        return Ok(());
+    }
+    placement(layout)?;
+    let mut known = placed();
+    if known.len() < 16 {
+        known.push(key);
+    }
+    Ok(())
+}
+
+fn placement(layout: &Layout) -> Result<(), FsError> {
     let state = lexical(&layout.state_dir);
     let inside = |outer: &Path| state.strip_prefix(lexical(outer)).ok().map(Path::to_owned);
     let reason = match inside(&layout.groups_dir) {
