@@ -11,12 +11,15 @@ use std::time::Duration;
 use crate::delivery::DeliverySettings;
 use crate::delivery::GroupPlan;
 use crate::delivery::guard;
-use crate::delivery::verdicts::{Unrecorded, Verdicts};
+use crate::delivery::verdicts::{Recorded, Unrecorded, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
-use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
+use crate::deployment::{
+    Observation, Selection, checked_group_dir, observe, observe_again, open_group, read_sources,
+    reads_hold,
+};
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, TempJournal};
-use crate::layout::Layout;
+use crate::fsops::{self, FsError, SafeDir, TempJournal};
+use crate::layout::{GroupConfigSource, Layout};
 use crate::progress::Progress;
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport, SeenWhen, Status};
@@ -135,8 +138,14 @@ pub fn compose_with_progress(
 /// lock), returning the results in the items' order. Sequential for small inputs and under
 /// crash injection, where the step numbering must be deterministic.
 pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    parallel_map_owned(items.iter().collect(), work)
+}
+
+/// [`parallel_map`] on items that move to the worker that takes them (a group's folders and
+/// lock, which are not shared between threads).
+fn parallel_map_owned<T: Send, R: Send>(items: Vec<T>, work: impl Fn(T) -> R + Sync) -> Vec<R> {
     if items.len() < 32 || fsops::crash_injection_enabled() {
-        return items.iter().map(work).collect();
+        return items.into_iter().map(work).collect();
     }
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get().min(8))
@@ -145,6 +154,13 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R
                 .div_ceil(DESCRIPTORS_PER_THREAD * 2)
                 .max(1) as usize,
         );
+    let count = items.len();
+    let items: std::sync::Mutex<Vec<Option<T>>> =
+        std::sync::Mutex::new(items.into_iter().map(Some).collect());
+    let take = |index: usize| {
+        let mut items = items.lock().unwrap_or_else(|p| p.into_inner());
+        items.get_mut(index).and_then(Option::take)
+    };
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
@@ -153,8 +169,12 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R
                     let mut done = Vec::new();
                     loop {
                         let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(item) = items.get(index) else { break };
-                        done.push((index, work(item)));
+                        if index >= count {
+                            break;
+                        }
+                        if let Some(item) = take(index) {
+                            done.push((index, work(item)));
+                        }
                     }
                     done
                 })
@@ -254,24 +274,62 @@ fn first_look(
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
+    match recorded(layout, sources, group, options, verdicts) {
+        Recorded::Found(report) => return Some(Ok(*report)),
+        // A group with no record (never composed) is composed under its lock at once.
+        Recorded::Nothing if !options.dry_run => return None,
+        Recorded::Nothing | Recorded::Other => {}
+    }
     match observe(layout, sources, &group_path, &options.settings, None) {
         Ok(first) if options.dry_run || first.is_up_to_date() => {
             let report = GroupReport::from_steps(group, &first.steps, &first.plan)
                 .with_cleaned(first.leftover_names());
             let (report, unrecorded) =
                 delivered(verdicts, layout, sources, &first, options, report);
-            if let Some(unrecorded) = unrecorded.filter(|_| !options.dry_run) {
+            let report = with_spawn(layout, &first, report);
+            if let (Ok(report), Some(unrecorded)) = (&report, unrecorded)
+                && !options.dry_run
+                && first.is_up_to_date()
+            {
+                let unrecorded = unrecorded.with_look(first.reads.reads(), report);
                 record_unlocked(layout, verdicts, unrecorded);
             }
-            Some(with_spawn(layout, &first, report))
+            Some(report)
         }
         Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => Some(Err(err)),
         Ok(_) | Err(_) => None,
     }
 }
 
-/// Composes one group under its lock, every file fsynced before it is renamed and the folders
-/// after each phase ([`apply`]).
+/// What the group's record says: its report as the record's last look found it, when nothing that look read
+/// (its folders, through the same reads: [`crate::reads`]) nor anything else its plan depends
+/// on (the record's key: [`Verdicts::look_key`]) has changed since: no plan, diff or load. Not
+/// for a group whose config the runner hands over (read outside its folder), nor one an
+/// interrupted run left temps for.
+fn recorded(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &ComposeOptions,
+    verdicts: &Verdicts,
+) -> Recorded {
+    if layout.group_config == GroupConfigSource::Handed || state::may_have_leftovers(layout, group)
+    {
+        return Recorded::Other;
+    }
+    // A missing group (or one that is not a folder) is reported by the look that follows.
+    let Ok(dir) = open_group(&layout.group_dir(group)) else {
+        return Recorded::Other;
+    };
+    let Ok(agent) = agent_settings(layout, &dir, group, &options.settings) else {
+        return Recorded::Other;
+    };
+    let key = verdicts.look_key(sources, &agent);
+    verdicts.recorded_report(layout, group, &key, |reads| {
+        reads_hold(layout, group, reads)
+    })
+}
+
 /// How long a run waits for a group's lock before it says that it is waiting.
 const LOCK_NOTICE_AFTER: Duration = Duration::from_millis(500);
 
@@ -312,14 +370,14 @@ fn compose_locked(
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
     let (journal, cleaned, seen) = observe_locked(layout, sources, group, &group_path, options)?;
     let applied = apply(seen.dirs(), &seen.steps);
-    let report = applied.map(|()| {
+    let report = applied.map_err(GroupError::from).and_then(|()| {
         let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
         delivered_recorded(verdicts, layout, sources, &seen, options, report, &journal)
     });
     let settled = journal.settle();
     let report = report?;
     settled?;
-    with_spawn(layout, &seen, report)
+    Ok(report)
 }
 
 /// Under the group's lock: the journal of the temps this run makes, after removing the temps
@@ -351,8 +409,9 @@ fn observe_locked(
     Ok((journal, cleaned, seen))
 }
 
-/// [`delivered`] under the group's lock: a verdict worked out is recorded at once, its temp
-/// in the group's `journal`.
+/// [`delivered`] and [`with_spawn`] under the group's lock, once its steps are applied: the
+/// group's record is written at once (its temp in the group's `journal`), with the look of
+/// the group as it now is ([`relooked`]).
 fn delivered_recorded(
     verdicts: &Verdicts,
     layout: &Layout,
@@ -361,12 +420,47 @@ fn delivered_recorded(
     options: &ComposeOptions,
     report: GroupReport,
     journal: &std::sync::Arc<TempJournal>,
-) -> GroupReport {
+) -> Result<GroupReport, GroupError> {
     let (report, unrecorded) = delivered(verdicts, layout, sources, seen, options, report);
+    let report = with_spawn(layout, seen, report)?;
     if let Some(unrecorded) = unrecorded {
+        let unrecorded = relooked(layout, sources, seen, options, verdicts, unrecorded);
         verdicts.record(layout, unrecorded, journal);
     }
-    report
+    Ok(report)
+}
+
+/// `unrecorded` with the look of its group as it is now that it is composed (under its
+/// lock): the group observed again, when it is found exactly as planned (a concurrent edit
+/// may have changed it already). What a later run replays is what this look read.
+fn relooked(
+    layout: &Layout,
+    sources: &Sources,
+    earlier: &Observation,
+    options: &ComposeOptions,
+    verdicts: &Verdicts,
+    unrecorded: Unrecorded,
+) -> Unrecorded {
+    let group = unrecorded.group().to_owned();
+    let group = group.as_str();
+    let look = || {
+        let group_path = layout.group_dir(group);
+        let seen = observe_again(layout, sources, &group_path, &options.settings, earlier).ok()?;
+        // The journal still holds this run's temps (all put in place or removed: no
+        // leftover), which the run empties once it is done.
+        let all_kept = seen
+            .steps
+            .iter()
+            .all(|step| matches!(step, Step::Keep { .. } | Step::Shadowed { .. }));
+        if !(all_kept && seen.leftovers.is_empty()) {
+            return None;
+        }
+        let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
+        let (report, again) = delivered(verdicts, layout, sources, &seen, options, report);
+        let report = with_spawn(layout, &seen, report).ok()?;
+        Some(again?.with_look(seen.reads.reads(), &report))
+    };
+    look().unwrap_or(unrecorded)
 }
 
 /// How many groups a batch composes at most: each holds its lock, up to four folders and its
@@ -471,30 +565,50 @@ fn compose_batch(
     });
     let busy: Vec<bool> = looked.iter().map(Option::is_none).collect();
     let mut works: Vec<Result<Work, GroupError>> = looked.into_iter().flatten().collect();
-    sync_batch(&mut works);
+    // A batch whose groups were all found right under their locks has nothing to make durable.
+    let writes = works.iter().any(|work| {
+        work.as_ref().is_ok_and(|w| {
+            !w.cleaned.is_empty()
+                || w.seen
+                    .steps
+                    .iter()
+                    .any(|step| !matches!(step, Step::Keep { .. } | Step::Shadowed { .. }))
+        })
+    });
+    let sync = |works: &mut [Result<Work, GroupError>]| {
+        if writes {
+            sync_batch(works);
+        }
+    };
+    sync(&mut works);
     phase(&mut works, Staged::place_imported);
-    sync_batch(&mut works);
+    sync(&mut works);
     phase(&mut works, Staged::place_entry_points);
-    sync_batch(&mut works);
+    sync(&mut works);
     phase(&mut works, Staged::remove_stale);
-    sync_batch(&mut works);
-    let mut done = groups
+    sync(&mut works);
+    // What reaches each agent is worked out on every core (the loader reads each group's
+    // composed memory), each group still under its lock.
+    let composed: Vec<(&str, Result<Work, GroupError>)> = groups
         .iter()
         .zip(&busy)
         .filter(|(_, busy)| !**busy)
+        .map(|(group, _)| *group)
         .zip(works)
-        .map(|((group, _), work)| {
-            let w = work?;
-            let report =
-                GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-            let report = delivered_recorded(
-                verdicts, layout, sources, &w.seen, options, report, &w.journal,
-            );
-            w.journal.settle()?;
-            with_spawn(layout, &w.seen, report)
-        })
-        .collect::<Vec<_>>()
-        .into_iter();
+        .collect();
+    let mut done = parallel_map_owned(composed, |(group, work)| {
+        let w = work?;
+        let report =
+            GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
+        let report = delivered_recorded(
+            verdicts, layout, sources, &w.seen, options, report, &w.journal,
+        );
+        let settled = w.journal.settle();
+        let report = report?;
+        settled?;
+        Ok(report)
+    })
+    .into_iter();
     // The batch's locks are released (its works dropped): the busy groups, one at a time.
     groups
         .iter()
@@ -574,7 +688,7 @@ fn delivered(
 ) -> (GroupReport, Option<Unrecorded>) {
     let plan = &seen.plan;
     let settings = &options.settings;
-    let agent = match agent_settings(layout, seen, &report.group, settings) {
+    let agent = match agent_settings(layout, &seen.dir, &report.group, settings) {
         Ok(agent) => agent,
         Err(err) => {
             report.set_delivered(settings_unreadable(layout, plan, sources, options, &err));
@@ -608,11 +722,11 @@ fn record_unlocked(layout: &Layout, verdicts: &Verdicts, unrecorded: Unrecorded)
 /// `fstatat`, the common case), else read in its container's view.
 fn agent_settings(
     layout: &Layout,
-    seen: &Observation,
+    dir: &SafeDir,
     group: &str,
     settings: &DeliverySettings,
 ) -> Result<AgentSettings, GroupError> {
-    if layout.claude_home.is_none() && seen.dir.kind(".claude")?.is_none() {
+    if layout.claude_home.is_none() && dir.kind(".claude")?.is_none() {
         return Ok(AgentSettings::default());
     }
     let view = ViewOptions {
@@ -724,7 +838,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let agent = agent_settings(layout, &seen, group, &options.settings).unwrap();
+        let agent = agent_settings(layout, &seen.dir, group, &options.settings).unwrap();
         let mut expected = GroupReport::from_steps(group, &[], &seen.plan);
         expected.set_delivered(crate::delivery::verify::verify_with(
             layout,
@@ -847,10 +961,14 @@ mod tests {
         let planted = |record: &Path| {
             let bytes = fs::read(record).unwrap();
             let body = &bytes[..bytes.len() - 32];
-            let mut delivered: Delivered = serde_json::from_slice(&body[32..]).unwrap();
+            // The record's body: the verdict, and the look that found the group as planned.
+            let mut json: serde_json::Value = serde_json::from_slice(&body[32..]).unwrap();
+            let mut delivered: Delivered =
+                serde_json::from_value(json["delivered"].clone()).unwrap();
             delivered.missing = vec!["planted".to_owned()];
+            json["delivered"] = serde_json::to_value(&delivered).unwrap();
             let mut planted = body[..32].to_vec();
-            planted.extend(serde_json::to_vec(&delivered).unwrap());
+            planted.extend(serde_json::to_vec(&json).unwrap());
             let seal: [u8; 32] = sha2::Sha256::digest(&planted).into();
             planted.extend(seal);
             fs::write(record, planted).unwrap();

@@ -19,6 +19,7 @@ use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal};
 use crate::layout::{GLOBAL_GROUP, GroupConfigSource, Layout, names};
 use crate::plan::{Delivery, Place};
+use crate::reads::{Read, ReadLog, Root, Watch};
 use crate::recipe::MemoryFile;
 use crate::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
 use crate::report::{Code, WarningReport};
@@ -381,6 +382,12 @@ pub struct Observation {
     pub plan: GroupPlan,
     /// The difference between the disk and the plan.
     pub steps: Vec<Step>,
+    /// Every read made through the group's folders so far, in order ([`crate::reads`]): what
+    /// the group's record keeps when it is found as planned.
+    pub reads: Arc<ReadLog>,
+    /// A SHA-256 of what the plan was made from in the group (its config's bytes, the
+    /// recipe's group-side sources, its local memory): equal inputs, equal plan.
+    plan_inputs: [u8; 32],
 }
 
 impl Observation {
@@ -427,7 +434,33 @@ pub fn observe(
     settings: &DeliverySettings,
     writer: Option<&Arc<TempJournal>>,
 ) -> Result<Observation, GroupError> {
+    observe_with(layout, sources, group_path, settings, writer, None)
+}
+
+/// [`observe`] again (only to look) after `earlier`, in the same run: its plan is taken when
+/// what it was made from reads the same.
+pub fn observe_again(
+    layout: &Layout,
+    sources: &Sources,
+    group_path: &Path,
+    settings: &DeliverySettings,
+    earlier: &Observation,
+) -> Result<Observation, GroupError> {
+    observe_with(layout, sources, group_path, settings, None, Some(earlier))
+}
+
+fn observe_with(
+    layout: &Layout,
+    sources: &Sources,
+    group_path: &Path,
+    settings: &DeliverySettings,
+    writer: Option<&Arc<TempJournal>>,
+    earlier: Option<&Observation>,
+) -> Result<Observation, GroupError> {
+    let reads = Arc::new(ReadLog::default());
     let mut dir = open_group(group_path)?;
+    reads.push(Read::root(Root::Group, true));
+    dir.log_reads_in(&reads, Root::Group, Watch::Content);
     if let Some(journal) = writer {
         dir.record_temps_in(journal);
     }
@@ -438,8 +471,22 @@ pub fn observe(
     // One listing of the group folder gives the kind of every entry (no `stat` each) and the
     // leftover temp files.
     let listed = dir.listing()?;
-    let config = read_config(layout, &dir)?;
-    let plan = plan_for(layout, &dir, &listed, &config, sources, settings)?;
+    let config_bytes = read_config_bytes(layout, &dir)?;
+    let config = parse_config_bytes(&config_bytes)?;
+    let group_parts = read_group(layout, &dir)?;
+    let local = read_local_memory(layout, &dir, &listed)?;
+    let plan_inputs = plan_inputs(&config_bytes, &group_parts, &local);
+    let plan = match earlier {
+        Some(earlier) if earlier.plan_inputs == plan_inputs => earlier.plan.clone(),
+        _ => plan_with(
+            layout,
+            &dir,
+            &config,
+            sources,
+            settings,
+            local.inputs(&group_parts),
+        )?,
+    };
     let delivery = plan.target.delivery;
     // The folders that exist are opened (for what is stale in them too); a missing one is
     // created (under the lock) only once the diff found nothing to refuse, and only when the
@@ -449,6 +496,10 @@ pub fn observe(
         Some(_) => dir.open_child(names::FRAGMENTS, false)?,
     };
     let mut bind = state::bind_dir(layout, group)?;
+    reads.push(Read::root(Root::Bind, bind.is_some()));
+    if let Some(bind) = &mut bind {
+        bind.log_reads_in(&reads, Root::Bind, Watch::Identity);
+    }
     let mut managed = match &bind {
         Some(bind) => bind.open_child(names::MANAGED, false)?,
         None => None,
@@ -532,5 +583,41 @@ pub fn observe(
         delivery,
         plan,
         steps,
+        reads,
+        plan_inputs,
+    })
+}
+
+/// What [`Observation::plan_inputs`] holds.
+fn plan_inputs(config: &ConfigBytes, group: &GroupParts, local: &LocalMemory) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    let mut put = |bytes: &[u8]| {
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    };
+    put(config.bytes.as_deref().unwrap_or(b"-"));
+    put(config.path.as_os_str().as_encoded_bytes());
+    put(&group.key());
+    put(local.bytes.as_deref().unwrap_or(b"-"));
+    put(format!("{:?}", local.too_large).as_bytes());
+    hash.finalize().into()
+}
+
+/// Whether the group `group` still reads as `reads` recorded (every read finds again what it
+/// found: [`crate::fsops::replay`]), opening its folder and its bind folder as [`observe`] does.
+pub fn reads_hold(layout: &Layout, group: &str, reads: &[Read]) -> bool {
+    crate::fsops::replay(reads, |root| match root {
+        Root::Group => open_group(&layout.group_dir(group))
+            .map(Some)
+            .map_err(|err| match err {
+                GroupError::Fs(err) => err,
+                other => FsError::Io {
+                    op: "open",
+                    path: layout.group_dir(group),
+                    source: std::io::Error::other(other.to_string()),
+                },
+            }),
+        Root::Bind => state::bind_dir(layout, group),
     })
 }

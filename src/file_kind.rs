@@ -6,7 +6,17 @@
 //! `Option<FileKind>`, `None` meaning missing.
 
 /// The kind of a filesystem entry. Reports serialise it in lowercase (`"file"`, `"symlink"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum FileKind {
     /// A regular file.

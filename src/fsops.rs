@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{AtFlags, Mode, OFlags, Stat};
 
 use crate::file_kind::{self, FileKind};
+use crate::reads::{self, Root, Seen, Tap, Watch};
 
 /// Names of temp files and links start with this; a run that holds the group lock removes them.
 pub const TEMP_PREFIX: &str = ".clawmd-tmp-";
@@ -190,6 +191,8 @@ pub struct SafeDir {
     journal: Option<Arc<TempJournal>>,
     /// `path` made absolute, for the journal (worked out the first time it is needed).
     absolute: std::cell::OnceCell<PathBuf>,
+    /// Where what is read here is logged ([`SafeDir::log_reads_in`]).
+    tap: Option<Tap>,
 }
 
 /// The opened folder itself (for a caller that must name exactly this folder, as
@@ -222,7 +225,26 @@ impl SafeDir {
             listed: std::cell::Cell::new(false),
             journal: None,
             absolute: std::cell::OnceCell::new(),
+            tap: None,
         }
+    }
+
+    /// Logs every read made here (and in the folders opened from it) in `log`, as the folder
+    /// `root` ([`crate::reads`]): by content, or by identity in clawmd's own folders.
+    pub fn log_reads_in(&mut self, log: &Arc<reads::ReadLog>, root: Root, watch: Watch) {
+        self.tap = Some(Tap {
+            log: log.clone(),
+            root,
+            dir: String::new(),
+            watch,
+        });
+    }
+
+    fn logged<T>(&self, name: &str, result: Result<T>, seen: impl FnOnce(&T) -> Seen) -> Result<T> {
+        if let (Some(tap), Ok(value)) = (&self.tap, &result) {
+            tap.push(name, seen(value));
+        }
+        result
     }
 
     /// Records every temp file or link made in this folder (and in the folders opened from
@@ -303,12 +325,13 @@ impl SafeDir {
                 Err(err) => return Err(FsError::io("create directory", path, err)),
             }
         }
-        match rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
+        let opened = match rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
             Ok(fd) => Ok(Some(self.child(path, fd))),
             Err(rustix::io::Errno::NOENT) if !create => Ok(None),
             // With `create`, a folder removed between mkdir and open is an error, never `None`.
             Err(err) => Err(Self::explain_open_failure(&path, err, || self.kind(name))),
-        }
+        };
+        self.logged(name, opened, |dir| Seen::Folder(dir.is_some()))
     }
 
     /// Opens the child directory `name`, creating it when missing with the owner and
@@ -350,6 +373,10 @@ impl SafeDir {
     fn child(&self, path: PathBuf, fd: OwnedFd) -> SafeDir {
         let mut child = SafeDir::new(path, fd);
         child.journal = self.journal.clone();
+        child.tap = self.tap.as_ref().and_then(|tap| {
+            let name = child.path.file_name()?.to_str()?;
+            Some(tap.child(name))
+        });
         child
     }
 
@@ -381,36 +408,67 @@ impl SafeDir {
 
     /// What `name` is, without following a symlink (`None`: nothing by that name).
     pub fn kind(&self, name: &str) -> Result<Option<FileKind>> {
-        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        let kind = match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => Ok(Some(FileKind::from_mode(stat.st_mode))),
             Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
-        }
+        };
+        self.logged(name, kind, |kind| Seen::Kind(*kind))
     }
 
     /// The size of `name` (not following a link); 0 when it is missing.
     pub fn size(&self, name: &str) -> Result<u64> {
-        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        let size = match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => Ok(stat.st_size as u64),
             Err(rustix::io::Errno::NOENT) => Ok(0),
             Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
-        }
+        };
+        self.logged(name, size, |size| Seen::Size(*size))
     }
 
     /// The target of the symlink `name` (never followed).
     pub fn read_link(&self, name: &str) -> Result<PathBuf> {
-        rustix::fs::readlinkat(&self.fd, name, Vec::new())
+        let target = rustix::fs::readlinkat(&self.fd, name, Vec::new())
             .map(|target| PathBuf::from(OsString::from_vec(target.into_bytes())))
-            .map_err(|err| FsError::io("read link", self.path.join(name), err))
+            .map_err(|err| FsError::io("read link", self.path.join(name), err));
+        self.logged(name, target, |target| {
+            Seen::Link(reads::digest(target.as_os_str().as_encoded_bytes()))
+        })
     }
 
     /// Reads the regular file `name` (never through a symlink, never opening anything else).
     /// `None` when it is missing.
     pub fn read_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        let Some((file, stat)) = self.open_regular(name, OFlags::RDONLY)? else {
-            return Ok(None);
+        let opened = self.open_regular(name, OFlags::RDONLY)?;
+        if let Some(tap) = self.tap.as_ref().filter(|tap| tap.watch == Watch::Identity) {
+            let identity = opened.as_ref().map(|(_, stat)| reads::identity(stat));
+            tap.push(name, Seen::Identity { limit, identity });
+        }
+        let read = match opened {
+            None => Ok(None),
+            Some((file, stat)) => {
+                read_limited(file, &self.path.join(name), stat.st_size as u64, limit).map(Some)
+            }
         };
-        read_limited(file, &self.path.join(name), stat.st_size as u64, limit).map(Some)
+        if let Some(tap) = self.tap.as_ref().filter(|tap| tap.watch == Watch::Content)
+            && let Some(seen) = file_seen(limit, &read)
+        {
+            tap.push(name, seen);
+        }
+        read
+    }
+
+    /// The identity of the regular file `name` ([`reads::identity`]; `None` when missing,
+    /// an error when it is not a regular file).
+    fn identity(&self, name: &str) -> Result<Option<[i64; 8]>> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => {
+                refuse_non_regular(&self.path.join(name), FileKind::from_mode(stat.st_mode))?;
+                Ok(Some(reads::identity(&stat)))
+            }
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
+        }
     }
 
     /// Opens `name` with `access` only when it is a regular file: the kind is read from an
@@ -508,6 +566,11 @@ impl SafeDir {
             rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(0))
                 .map_err(|err| FsError::io("list", &self.path, err))?;
         }
+        let names = self.read_entries();
+        self.logged("", names, |names| reads::listing(names))
+    }
+
+    fn read_entries(&self) -> Result<Vec<(OsString, Option<FileKind>)>> {
         let mut buf = Vec::with_capacity(8192);
         let mut dir = rustix::fs::RawDir::new(&self.fd, buf.spare_capacity_mut());
         let mut names = Vec::new();
@@ -1046,6 +1109,92 @@ impl TempJournal {
         checkpoint("truncate", &path);
         file.set_len(0)
             .map_err(|err| FsError::io("truncate", &path, err))
+    }
+}
+
+/// What a file read found ([`Seen::File`]); `None` for an error other than the file being
+/// over `limit` (the look that made it fails).
+fn file_seen(limit: u64, read: &Result<Option<Vec<u8>>>) -> Option<Seen> {
+    let digest = match read {
+        Ok(Some(bytes)) => Some(reads::digest(bytes)),
+        Ok(None) => None,
+        Err(FsError::TooLarge { .. }) => Some(reads::TOO_LARGE.to_owned()),
+        Err(_) => return None,
+    };
+    Some(Seen::File { limit, digest })
+}
+
+/// Whether every read of `log` finds again what it found ([`crate::reads`]), reading through
+/// the folders `open_root` opens (the group folder, its bind folder) and the folders opened
+/// from them (never through a link), each the way the read was made. Anything that cannot
+/// be read again counts as a change.
+pub fn replay(log: &[reads::Read], open_root: impl Fn(Root) -> Result<Option<SafeDir>>) -> bool {
+    let mut dirs: std::collections::HashMap<(Root, String), Option<SafeDir>> =
+        std::collections::HashMap::new();
+    for read in log {
+        replay_dir(&mut dirs, read.root, &read.dir, &open_root);
+        let dir = dirs
+            .get(&(read.root, read.dir.clone()))
+            .and_then(Option::as_ref);
+        let again = match (dir, &read.seen) {
+            (dir, Seen::Folder(_)) if read.dir.is_empty() && read.name.is_empty() => {
+                Some(Seen::Folder(dir.is_some()))
+            }
+            (None, _) => None,
+            (Some(dir), seen) => seen_again(dir, &read.name, seen),
+        };
+        if again.as_ref() != Some(&read.seen) {
+            tracing::trace!(?read, ?again, "a read finds something else");
+            return false;
+        }
+    }
+    true
+}
+
+/// Opens (once) the folder `dir` of `root` and its parents for [`replay`].
+fn replay_dir(
+    dirs: &mut std::collections::HashMap<(Root, String), Option<SafeDir>>,
+    root: Root,
+    dir: &str,
+    open_root: &impl Fn(Root) -> Result<Option<SafeDir>>,
+) {
+    if dirs.contains_key(&(root, dir.to_owned())) {
+        return;
+    }
+    let opened = if dir.is_empty() {
+        open_root(root).ok().flatten()
+    } else {
+        let (parent, name) = dir.rsplit_once('/').unwrap_or(("", dir));
+        replay_dir(dirs, root, parent, open_root);
+        dirs.get(&(root, parent.to_owned()))
+            .and_then(Option::as_ref)
+            .and_then(|parent| parent.open_child(name, false).ok().flatten())
+    };
+    dirs.insert((root, dir.to_owned()), opened);
+}
+
+/// What reading `name` in `dir` the way `seen` was read finds now.
+fn seen_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<Seen> {
+    match seen {
+        Seen::Folder(_) => dir
+            .open_child(name, false)
+            .ok()
+            .map(|d| Seen::Folder(d.is_some())),
+        Seen::Kind(_) => dir.kind(name).ok().map(Seen::Kind),
+        Seen::Size(_) => dir.size(name).ok().map(Seen::Size),
+        Seen::Link(_) => dir
+            .read_link(name)
+            .ok()
+            .map(|target| Seen::Link(reads::digest(target.as_os_str().as_encoded_bytes()))),
+        Seen::File { limit, .. } => file_seen(*limit, &dir.read_file(name, *limit)),
+        Seen::Identity { limit, .. } => dir.identity(name).ok().map(|identity| Seen::Identity {
+            limit: *limit,
+            identity,
+        }),
+        Seen::Listing(_) => dir
+            .list_kinds()
+            .ok()
+            .map(|entries| reads::listing(&entries)),
     }
 }
 

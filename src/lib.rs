@@ -34,6 +34,7 @@ pub mod names;
 pub mod pin;
 pub mod plan;
 pub mod progress;
+pub mod reads;
 pub mod recipe;
 pub mod reconcile;
 pub mod report;

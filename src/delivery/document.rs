@@ -127,9 +127,15 @@ pub fn document(sections: &[Section], local: LocalMemory<'_>) -> Vec<u8> {
         ));
         push_text(&mut parts, &section.text);
     }
-    // Each source was neutralised on its own; side by side, a backtick one leaves open can
-    // pair with one in the next and expose a mention, so the whole is neutralised again.
-    body.push_str(&neutralise(&parts));
+    // A sealed section imports nothing and changes nothing after the blank line and comment
+    // block that follow it, so a document of sealed sections is read as each alone. Otherwise
+    // (a section not made by `sources::alone`, or one defining a link reference) side by side
+    // a backtick one leaves open can pair with one in the next and expose a mention, so the
+    // whole is neutralised again.
+    match sections.iter().all(|section| section.sealed) {
+        true => body.push_str(&parts),
+        false => body.push_str(&neutralise(&parts)),
+    }
     if let LocalMemory::Inline(bytes) = local {
         body.push_str(&format!(
             "\n<!-- clawmd section local-memory: from {} (the group's own memory) -->\n",

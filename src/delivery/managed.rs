@@ -154,6 +154,7 @@ pub fn host_section(sources: &Sources) -> Option<Section> {
         expected: Vec::new(),
         size: 0,
         group_owned: false,
+        sealed: false,
     })
 }
 

@@ -11,18 +11,29 @@
 //! writes it), so a run that finds a group as it was, with the same inputs, reads its verdict
 //! back instead of running the loader again. A record whose key differs, or that is not whole
 //! (it carries a SHA-256 of itself), is not used: the verdict is worked out again.
+//!
+//! A record also keeps the last [`Look`] that found its group exactly as planned: every read
+//! that look made through the group's folders ([`crate::reads`]) and what it reported. A run
+//! whose [`Verdicts::look_key`] is the record's (the same binary, layout, settings, shared
+//! sources and agent settings) and whose reads all find again what they found then
+//! ([`crate::deployment::reads_hold`]) reports the group as recorded, without planning,
+//! diffing or loading it: a no-op costs what reading the group's own files costs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
-use super::DeliverySettings;
+use serde::{Deserialize, Serialize};
+
 use super::verify::{AgentSettings, Delivered, verify_with};
+use super::{DeliverySettings, Provider, Target};
 use crate::delivery::GroupPlan;
 use crate::fsops::{FsError, SafeDir, TempJournal};
 use crate::layout::Layout;
-use crate::plan::{Content, Warning};
+use crate::plan::{Content, Delivery, Warning};
+use crate::reads::Read;
+use crate::report::{Code, GroupReport, Status};
 use crate::sources::Sources;
 
 /// The folder of the records in the state folder.
@@ -44,6 +55,8 @@ pub struct Verdicts {
     run: Sha256,
     /// The digest of the sources mounted in link delivery, made when first needed.
     app: OnceLock<[u8; 32]>,
+    /// The digest of all the sources ([`Sources::digest`]), made when first needed.
+    sources: OnceLock<[u8; 32]>,
     kept: Mutex<HashMap<Key, Delivered>>,
     /// `<state>/verdicts`, opened when first needed (when it exists).
     dir: Mutex<Option<SafeDir>>,
@@ -57,6 +70,8 @@ pub struct Unrecorded {
     group: String,
     key: Key,
     delivered: Delivered,
+    look_key: String,
+    look: Option<Look>,
 }
 
 impl Unrecorded {
@@ -64,6 +79,110 @@ impl Unrecorded {
     pub fn group(&self) -> &str {
         &self.group
     }
+
+    /// With the look that found the group as planned: its `reads` and its `report` (a
+    /// report of a group found unchanged, nothing cleaned; anything else is not kept).
+    pub fn with_look(mut self, reads: Vec<Read>, report: &GroupReport) -> Self {
+        self.look = Found::of(report).map(|found| Look {
+            key: self.look_key.clone(),
+            reads,
+            found,
+        });
+        self
+    }
+}
+
+/// What a record keeps of the last look that found its group exactly as planned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Look {
+    /// [`Verdicts::look_key`] of that run.
+    key: String,
+    /// Every read it made through the group's folders, in order.
+    reads: Vec<Read>,
+    /// What it reported.
+    found: Found,
+}
+
+/// The report of a group found unchanged, as a record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Found {
+    unchanged: Vec<String>,
+    warnings: Vec<(Code, String)>,
+    provider: Provider,
+    delivery: Delivery,
+    budget: u64,
+    dropped: Vec<(String, u64)>,
+    spawn_digest: String,
+}
+
+impl Found {
+    fn of(report: &GroupReport) -> Option<Found> {
+        let target = report.target?;
+        let spawn_digest = report.spawn_digest.clone()?;
+        let unchanged = report.status == Status::Unchanged
+            && report.cleaned.is_empty()
+            && report.error.is_none()
+            && report.created.is_empty()
+            && report.replaced.is_empty()
+            && report.removed.is_empty()
+            && report.rescued.is_empty();
+        unchanged.then(|| Found {
+            unchanged: report.unchanged.clone(),
+            warnings: (report.warnings.iter())
+                .map(|w| (w.code, w.message.clone()))
+                .collect(),
+            provider: target.provider,
+            delivery: target.delivery,
+            budget: target.budget,
+            dropped: (report.dropped.iter())
+                .map(|d| (d.section.clone(), d.bytes))
+                .collect(),
+            spawn_digest,
+        })
+    }
+
+    fn report(self, group: &str, delivered: Delivered) -> GroupReport {
+        let target = Target {
+            provider: self.provider,
+            delivery: self.delivery,
+            file: self.provider.entry_point(),
+            budget: self.budget,
+        };
+        let mut report = GroupReport::unchanged(
+            group,
+            self.unchanged,
+            self.warnings
+                .into_iter()
+                .map(|(code, message)| crate::report::WarningReport { code, message })
+                .collect(),
+            target,
+            self.dropped
+                .into_iter()
+                .map(|(section, bytes)| super::document::Dropped { section, bytes })
+                .collect(),
+        );
+        report.set_delivered(delivered);
+        report.spawn_digest = Some(self.spawn_digest);
+        report
+    }
+}
+
+/// What a group's record says of it now.
+#[derive(Debug)]
+pub enum Recorded {
+    /// The group is as its record's look found it: this is its report.
+    Found(Box<GroupReport>),
+    /// No record (a group never composed, or records not kept).
+    Nothing,
+    /// A record whose look does not hold (or that has none).
+    Other,
+}
+
+/// What a record holds besides its key and seal.
+#[derive(Debug, Serialize, Deserialize)]
+struct Body {
+    delivered: Delivered,
+    look: Option<Look>,
 }
 
 impl Verdicts {
@@ -75,7 +194,7 @@ impl Verdicts {
             run.update((bytes.len() as u64).to_le_bytes());
             run.update(bytes);
         };
-        put(b"clawmd verdict 1");
+        put(b"clawmd verdict 2");
         put(env!("CARGO_PKG_VERSION").as_bytes());
         put(binary.as_deref().unwrap_or_default());
         put(format!("{:?}", relocated(layout)).as_bytes());
@@ -83,6 +202,7 @@ impl Verdicts {
         Verdicts {
             run,
             app: OnceLock::new(),
+            sources: OnceLock::new(),
             kept: Mutex::new(HashMap::new()),
             dir: Mutex::new(None),
             records: binary.is_some(),
@@ -120,6 +240,41 @@ impl Verdicts {
         Key(hash.finalize().into())
     }
 
+    /// What a group's plan and verdict depend on besides what is read in its folders: the
+    /// run's binary, layout and settings, the shared sources and what the agent's settings
+    /// files do ([`Look`]).
+    pub fn look_key(&self, sources: &Sources, agent: &AgentSettings) -> String {
+        let mut hash = self.run.clone();
+        hash.update(self.sources.get_or_init(|| sources.digest()));
+        let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
+        hash.update((evaluations.len() as u64).to_le_bytes());
+        hash.update(&evaluations);
+        crate::reads::digest(&hash.finalize())
+    }
+
+    /// The report of `group` as its record's look found it, when the record has a look made
+    /// with this run's `look_key` and every read of it finds again what it found (`holds`).
+    pub fn recorded_report(
+        &self,
+        layout: &Layout,
+        group: &str,
+        look_key: &str,
+        holds: impl FnOnce(&[Read]) -> bool,
+    ) -> Recorded {
+        if !self.records {
+            return Recorded::Other;
+        }
+        let Some((_, body)) = self.read_body(layout, group) else {
+            return Recorded::Nothing;
+        };
+        match body.look {
+            Some(look) if look.key == look_key && holds(&look.reads) => {
+                Recorded::Found(Box::new(look.found.report(group, body.delivered)))
+            }
+            _ => Recorded::Other,
+        }
+    }
+
     /// The verdict of `group` composed as `plan` ([`verify_with`]): kept in this run, else
     /// read from the group's record, else worked out; with what the record should hold when
     /// it does not hold it yet ([`Verdicts::record`]).
@@ -134,20 +289,28 @@ impl Verdicts {
         agent: &AgentSettings,
     ) -> (Delivered, Option<Unrecorded>) {
         let key = self.key(layout, plan, sources, agent);
-        if let Some(record) = self.read(layout, group, key) {
-            self.keep(key, &record);
-            return (record, None);
-        }
-        let kept = self.lock_kept().get(&key).cloned();
-        let delivered = kept.unwrap_or_else(|| {
-            let delivered = verify_with(layout, plan, sources, settings, agent);
-            self.keep(key, &delivered);
-            delivered
-        });
+        let delivered = match self.read(layout, group, key) {
+            Some(record) => {
+                self.keep(key, &record);
+                record
+            }
+            None => {
+                let kept = self.lock_kept().get(&key).cloned();
+                kept.unwrap_or_else(|| {
+                    let delivered = verify_with(layout, plan, sources, settings, agent);
+                    self.keep(key, &delivered);
+                    delivered
+                })
+            }
+        };
+        // The record is written again with the look the caller adds (a run that reads the
+        // verdict back has not found the group by its look).
         let unrecorded = self.records.then(|| Unrecorded {
             group: group.to_owned(),
             key,
             delivered: delivered.clone(),
+            look_key: self.look_key(sources, agent),
+            look: None,
         });
         (delivered, unrecorded)
     }
@@ -160,10 +323,12 @@ impl Verdicts {
             group,
             key,
             delivered,
+            look,
+            ..
         } = unrecorded;
         let written = open_dir(layout, true).and_then(|mut dir| {
             dir.record_temps_in(journal);
-            let json = serde_json::to_vec(&delivered).unwrap_or_default();
+            let json = serde_json::to_vec(&Body { delivered, look }).unwrap_or_default();
             let mut bytes = Vec::with_capacity(json.len() + 64);
             bytes.extend_from_slice(&key.0);
             bytes.extend_from_slice(&json);
@@ -183,6 +348,12 @@ impl Verdicts {
 
     /// The verdict `group`'s record holds under `key`, if it is whole and has that key.
     fn read(&self, layout: &Layout, group: &str, key: Key) -> Option<Delivered> {
+        let (recorded, body) = self.read_body(layout, group)?;
+        (recorded == key).then_some(body.delivered)
+    }
+
+    /// `group`'s record, if it is whole: its key and body.
+    fn read_body(&self, layout: &Layout, group: &str) -> Option<(Key, Body)> {
         if !self.records {
             return None;
         }
@@ -195,10 +366,11 @@ impl Verdicts {
             dir.read_file(group, MAX_RECORD_BYTES).ok()??
         };
         let (body, seal) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
-        if body.get(..32)? != key.0 || Sha256::digest(body).as_slice() != seal {
+        if Sha256::digest(body).as_slice() != seal {
             return None;
         }
-        serde_json::from_slice(&body[32..]).ok()
+        let key = Key(body.get(..32)?.try_into().ok()?);
+        Some((key, serde_json::from_slice(&body[32..]).ok()?))
     }
 
     fn keep(&self, key: Key, delivered: &Delivered) {

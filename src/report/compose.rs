@@ -155,6 +155,24 @@ impl GroupReport {
         }
     }
 
+    /// A group found unchanged: `unchanged` already right, with its `warnings`, composed as
+    /// `target`, with the sections `dropped` over budget.
+    pub fn unchanged(
+        group: &str,
+        unchanged: Vec<String>,
+        warnings: Vec<WarningReport>,
+        target: Target,
+        dropped: Vec<Dropped>,
+    ) -> Self {
+        GroupReport {
+            unchanged,
+            warnings,
+            target: Some(target),
+            dropped,
+            ..GroupReport::empty(group)
+        }
+    }
+
     /// Records what reaches the agent.
     pub fn set_delivered(&mut self, delivered: Delivered) {
         self.memory_digest = Some(delivered.memory_digest);

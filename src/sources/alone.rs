@@ -184,6 +184,9 @@ pub struct Delivered {
     pub expected: Vec<String>,
     /// The section's own bytes are delivered as they are (`text` is them read as UTF-8).
     pub original: bool,
+    /// `text` is sealed ([`crate::sources::Section::sealed`]): every file was closed, read
+    /// back importing nothing, and no link reference is defined in it.
+    pub sealed: bool,
 }
 
 /// The files `shown` (a source loaded alone, [`SourceTree::shown`]) as the text of a section
@@ -195,6 +198,7 @@ pub fn delivered(shown: &[ShownFile], version: ClaudeVersion) -> Delivered {
     let normalise = version.has(Behaviour::CommentBlocksStripped);
     let mut parts: Vec<String> = Vec::new();
     let mut expected = Vec::new();
+    let mut sealed = true;
     for (index, file) in shown.iter().enumerate() {
         let mut body = js_trim(&file.body).to_owned();
         if normalise && body.contains('\r') {
@@ -207,17 +211,27 @@ pub fn delivered(shown: &[ShownFile], version: ClaudeVersion) -> Delivered {
                 comment_safe(&file.path.to_string_lossy())
             ));
         }
-        let (body, closed) = close_open(&body, version);
+        let (body, closed, was_closed) = close_open(&body, version);
+        sealed &= was_closed;
         parts.push(closed);
         expected.push(body);
     }
     let mut text = parts.join("\n\n");
     text.push('\n');
     Delivered {
+        sealed: sealed && !may_define_link_reference(&text),
         text,
         expected,
         original: false,
     }
+}
+
+/// Whether `text` may define a link reference (`[label]: destination`): a definition
+/// anywhere in a document (marked keeps them in one table) turns a `[text][label]` of
+/// another section into a link whose text is searched for imports. Every definition holds
+/// `]:`, so a text without it defines none.
+fn may_define_link_reference(text: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), b"]:").is_some()
 }
 
 /// `text` safe inside an HTML comment (no `--`, no line break).
@@ -244,11 +258,12 @@ pub const CLOSERS: &[&str] = &[
 /// no closer can end without changing how it reads (an unclosed `<!--`, which Claude Code shows
 /// as text in a file of its own, would become a comment and vanish) has its opener broken by a
 /// zero-width space after its `<` (`<\u{200B}!--`), so that it opens nothing and reads as the
-/// same text. When nothing works the text is returned as it is (and the verdict, which reads
-/// the document, says the source does not reach the agent whole).
-pub fn close_open(text: &str, version: ClaudeVersion) -> (String, String) {
+/// same text. The third value says whether that worked (the result imports nothing and leaves
+/// nothing open); when nothing works the text is returned as it is (and the verdict, which
+/// reads the document, says the source does not reach the agent whole).
+pub fn close_open(text: &str, version: ClaudeVersion) -> (String, String, bool) {
     if let Some(closed) = close_with(text, version) {
-        return (text.to_owned(), closed);
+        return (text.to_owned(), closed, true);
     }
     let mut current = text.to_owned();
     for _ in 0..4 {
@@ -257,10 +272,10 @@ pub fn close_open(text: &str, version: ClaudeVersion) -> (String, String) {
         };
         current.replace_range(at..at + 1, "<\u{200B}");
         if let Some(closed) = close_with(&current, version) {
-            return (current, closed);
+            return (current, closed, true);
         }
     }
-    (text.to_owned(), text.to_owned())
+    (text.to_owned(), text.to_owned(), false)
 }
 
 /// Where the last HTML block opener of `text` that runs past blank lines starts.
@@ -303,15 +318,16 @@ fn close_with(text: &str, version: ClaudeVersion) -> Option<String> {
     is_closed(&current, text, version).then_some(current)
 }
 
-/// Whether `closed` (holding `original`) leaves nothing open: `original` is read as it is,
-/// and a comment block and a line after it are read fresh.
+/// Whether `closed` (holding `original`) leaves nothing open and imports nothing: `original`
+/// is read as it is, and a comment block and a line after it are read fresh (the line's
+/// mention is the only import).
 fn is_closed(closed: &str, original: &str, version: ClaudeVersion) -> bool {
     const PROBE: &str = "clawmd-probe-9f2c.md";
     let probe = format!("{closed}\n\n<!-- clawmd probe -->\n@{PROBE}\n");
     let Ok(scan) = scan_markdown_as(&probe, version) else {
         return false;
     };
-    scan.imports.iter().any(|i| i == PROBE)
+    scan.imports == [PROBE]
         && scan.body.contains(original)
         && (!version.has(Behaviour::CommentBlocksStripped) || !scan.body.contains("clawmd probe"))
 }
@@ -378,6 +394,7 @@ pub fn prepare(section: &mut crate::sources::Section, version: ClaudeVersion, fo
         section.text = out.text.into_bytes();
     }
     section.expected = out.expected;
+    section.sealed = out.sealed;
 }
 
 /// The files `shown` as a file of their own (a copy fragment): a source that imports nothing
@@ -403,6 +420,7 @@ pub fn own_file(
                 text: original.into_owned(),
                 expected: vec![js_trim(&file.body).to_owned()],
                 original: true,
+                sealed: false,
             };
         }
         let body = js_trim(&neutralise(js_trim(&file.body))).to_owned();
@@ -413,6 +431,7 @@ pub fn own_file(
                 text: format!("{body}\n"),
                 expected: vec![body],
                 original: false,
+                sealed: false,
             };
         }
     }
@@ -426,6 +445,7 @@ pub fn own_file(
         ),
         expected: out.expected,
         original: false,
+        sealed: false,
     }
 }
 
@@ -450,6 +470,7 @@ struct Made {
     text: Vec<u8>,
     expected: Vec<String>,
     size: u64,
+    sealed: bool,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -497,6 +518,7 @@ impl Prepared {
             section.text = made.text.clone();
             section.expected = made.expected.clone();
             section.size = made.size;
+            section.sealed = made.sealed;
             return;
         }
         let from = (
@@ -515,6 +537,7 @@ impl Prepared {
                     text: section.text.clone(),
                     expected: section.expected.clone(),
                     size: section.size,
+                    sealed: section.sealed,
                 }),
             );
         }
@@ -625,7 +648,8 @@ mod tests {
             "a\n<pre>\nopen",
             "  ```python\ncode",
         ] {
-            let (read, closed) = close_open(text, V);
+            let (read, closed, was_closed) = close_open(text, V);
+            assert!(was_closed, "{text:?}");
             assert_eq!(read, text);
             assert_ne!(closed, text);
             assert!(closed.starts_with(text));
@@ -635,10 +659,14 @@ mod tests {
             assert!(scan.body.contains(text), "{text:?}");
         }
         let plain = "plain\n\n- list";
-        assert_eq!(close_open(plain, V), (plain.to_owned(), plain.to_owned()));
+        assert_eq!(
+            close_open(plain, V),
+            (plain.to_owned(), plain.to_owned(), true)
+        );
         // An unclosed comment is text in a file of its own: closing it would hide it.
         let open = "a\n\n<!-- left open";
-        let (read, closed) = close_open(open, V);
+        let (read, closed, was_closed) = close_open(open, V);
+        assert!(was_closed);
         assert_eq!(read, "a\n\n<\u{200B}!-- left open");
         let doc = format!("{closed}\n\n<!-- marker -->\nnext\n");
         let body = scan_markdown_as(&doc, V).unwrap().body;

@@ -112,6 +112,12 @@ pub struct Section {
     /// Its text comes from the group folder (a group file, the group's own skills), which the
     /// agent can write: never delivered as the operator's managed policy.
     pub group_owned: bool,
+    /// Its text was proven, read on its own by the plan's release, to import nothing, to leave
+    /// nothing open (a line after a blank line and a comment block is read fresh) and to
+    /// define no link reference (the one thing a section could change in another that follows
+    /// a comment block): set by [`alone::prepare`]. A document of sealed sections is their
+    /// concatenation, with nothing to neutralise across them.
+    pub sealed: bool,
 }
 
 impl Section {
@@ -138,6 +144,7 @@ impl Section {
             expected: Vec::new(),
             size: text.len() as u64,
             group_owned: false,
+            sealed: false,
         }
     }
 }
@@ -358,6 +365,73 @@ impl GroupParts {
             push(warning.to_string().as_bytes());
         }
         key
+    }
+}
+
+impl Sources {
+    /// A SHA-256 of everything the container side holds for the plans of a run (each file's
+    /// text and host bytes, what its imports reach, the skills' metadata, what cannot be
+    /// used, the host's managed policy, the guards' bases): two runs whose sources have the
+    /// same digest plan every group the same.
+    pub fn digest(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        let mut put = |bytes: &[u8]| {
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(bytes);
+        };
+        let file = |put: &mut dyn FnMut(&[u8]), file: &Option<SourceFile>| match file {
+            None => put(b"-"),
+            Some(file) => {
+                put(b"f");
+                put(&file.text);
+                put(file.original.as_deref().unwrap_or(b"="));
+                match &file.tree {
+                    None => put(b"no tree"),
+                    Some(tree) => {
+                        put(tree.root.as_os_str().as_encoded_bytes());
+                        for (path, node) in &tree.files {
+                            put(path.as_os_str().as_encoded_bytes());
+                            match node {
+                                alone::TreeNode::File(bytes) => {
+                                    put(b"file");
+                                    put(bytes);
+                                }
+                                alone::TreeNode::Link(to) => {
+                                    put(b"link");
+                                    put(to.as_os_str().as_encoded_bytes());
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        for part in &self.parts {
+            match part {
+                Part::Nothing => put(b"nothing"),
+                Part::File(one) => {
+                    put(b"file");
+                    file(&mut put, one);
+                }
+                Part::Items(items) => {
+                    put(b"items");
+                    for (name, one) in items {
+                        put(name.as_bytes());
+                        file(&mut put, one);
+                    }
+                }
+                Part::Index(items) => put(format!("index {items:?}").as_bytes()),
+            }
+        }
+        let unusable: Vec<(&String, String)> = self
+            .unusable
+            .iter()
+            .map(|(name, why)| (name, why.0.to_string()))
+            .collect();
+        put(format!("{unusable:?} {:?}", self.dangling).as_bytes());
+        put(format!("{:?} {:?}", self.host_managed, self.guard_bases).as_bytes());
+        hash.finalize().into()
     }
 }
 
@@ -982,6 +1056,7 @@ pub fn sections(
                     expected: Vec::new(),
                     size: 0,
                     group_owned: false,
+                    sealed: false,
                 }),
                 None if source.name == "shared-base" => warnings.push(Warning::MissingSharedBase {
                     path: host_path(layout, source),
@@ -1000,6 +1075,7 @@ pub fn sections(
                 expected: Vec::new(),
                 size: 0,
                 group_owned: true,
+                sealed: false,
             }),
             (
                 SourceKind::Skills {
@@ -1050,6 +1126,7 @@ pub fn sections(
                                 expected: Vec::new(),
                                 size: 0,
                                 group_owned: *root == Root::Group,
+                                sealed: false,
                                 id: SectionId::new(name),
                             });
                         }
@@ -1096,6 +1173,7 @@ pub fn sections(
                             expected: Vec::new(),
                             size: 0,
                             group_owned: *root == Root::Group,
+                            sealed: false,
                             id: SectionId::new(name),
                         });
                     }
@@ -1132,6 +1210,7 @@ pub fn sections(
                         expected: Vec::new(),
                         size: 0,
                         group_owned: false,
+                        sealed: false,
                         id: SectionId::new(id),
                     });
                 }
@@ -1151,6 +1230,7 @@ pub fn sections(
                         expected: Vec::new(),
                         size: 0,
                         group_owned: false,
+                        sealed: false,
                         id: SectionId::new(id),
                     });
                 }

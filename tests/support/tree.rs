@@ -263,15 +263,39 @@ pub fn walk(root: &Path) -> Vec<(String, PathBuf, std::fs::Metadata)> {
     out
 }
 
-/// A content-only snapshot of a deployment (paths relative to `root`).
+/// A content-only snapshot of a deployment (paths relative to `root`). A group's record in
+/// the state folder (`groups/.clawmd/verdicts/<group>`) stands as its key and verdict: the
+/// look it also keeps names files by identity (inode, times), which two equal deployments
+/// never share.
 pub fn tree(root: &Path) -> Tree {
     walk(root)
         .into_iter()
         .map(|(rel, path, _)| {
             let entry = entry_at(&path).expect("entry vanished while walking");
+            let entry = match entry {
+                Entry::File(bytes) if rel.starts_with("groups/.clawmd/verdicts/") => {
+                    Entry::File(record_verdict(bytes))
+                }
+                other => other,
+            };
             (rel, entry)
         })
         .collect()
+}
+
+/// A record's key and verdict (a torn or foreign record as it is).
+fn record_verdict(bytes: Vec<u8>) -> Vec<u8> {
+    let Some(body) = bytes.get(32..bytes.len().saturating_sub(32)) else {
+        return bytes;
+    };
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(json) => {
+            let mut out = bytes[..32].to_vec();
+            out.extend(serde_json::to_vec(&json["delivered"]).unwrap());
+            out
+        }
+        Err(_) => bytes,
+    }
 }
 
 /// What is at `path` right now (`None`: nothing).

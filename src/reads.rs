@@ -1,0 +1,201 @@
+//! What a look at a group read, so that a later run can tell, without looking the same way
+//! again, whether any of it changed.
+//!
+//! `compose` plans a group from what it reads in the group's folder and in clawmd's state
+//! folder, then diffs the plan against them. Every read made through a folder that carries a
+//! [`Tap`] ([`crate::fsops::SafeDir::log_reads_in`]) is kept in the look's [`ReadLog`], in
+//! order, as what it found ([`Seen`]). When a group is found exactly as planned, its record
+//! keeps that log with the report ([`crate::delivery::verdicts`]); the next run replays the
+//! reads ([`crate::fsops::replay`]) and, when every one finds what it found then (and the
+//! record's key says the shared sources, the settings and the binary are the same), the group
+//! is as it was: its report is the recorded one, without planning, diffing or loading again.
+//!
+//! What a read keeps depends on who writes the folder ([`Watch`]): in the group folder, which
+//! the agent writes, a file read keeps its content's SHA-256 (it is read again and compared);
+//! in clawmd's own state folder, which nothing else writes, a file read keeps its identity
+//! (device, inode, size, modification and change times), so that a no-op does not read the
+//! composed documents again. A listing keeps the SHA-256 of its names and kinds.
+
+use std::ffi::OsString;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::file_kind::FileKind;
+
+/// Which folder a read's path starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Root {
+    /// The group folder.
+    Group,
+    /// The group's bind folder in clawmd's state (`<state>/binds/<group>`).
+    Bind,
+}
+
+/// How a folder's file reads are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// By content (a folder the agent can write).
+    Content,
+    /// By identity (clawmd's own folders).
+    Identity,
+}
+
+/// One read: in the folder `dir` (relative to `root`, `""` for the root itself), of `name`
+/// (`""` for the folder itself), and what it found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Read {
+    /// Where the path starts.
+    pub root: Root,
+    /// The folder, relative to the root, `/`-separated.
+    pub dir: String,
+    /// The name read in it.
+    pub name: String,
+    /// What the read found.
+    pub seen: Seen,
+}
+
+impl Read {
+    /// Whether the root folder itself was there.
+    pub fn root(root: Root, present: bool) -> Read {
+        Read {
+            root,
+            dir: String::new(),
+            name: String::new(),
+            seen: Seen::Folder(present),
+        }
+    }
+}
+
+/// What a read found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Seen {
+    /// A folder opened (`true`) or missing.
+    Folder(bool),
+    /// The kind of an entry (`None`: missing).
+    Kind(Option<FileKind>),
+    /// The size of an entry (0 when missing).
+    Size(u64),
+    /// A symlink's target, as a SHA-256.
+    Link(String),
+    /// A regular file read with a size limit: the SHA-256 of its bytes, `None` when missing,
+    /// [`TOO_LARGE`] when over the limit.
+    File {
+        /// The limit of the read.
+        limit: u64,
+        /// What was read.
+        digest: Option<String>,
+    },
+    /// A regular file of clawmd's own folders read with a size limit: its identity (`None`
+    /// when missing).
+    Identity {
+        /// The limit of the read.
+        limit: u64,
+        /// Device, inode, size, mode, modification and change times (seconds, nanoseconds).
+        identity: Option<[i64; 8]>,
+    },
+    /// A listing: the SHA-256 of its names and kinds.
+    Listing(String),
+}
+
+/// What [`Seen::File`] holds for a file over the read's limit.
+pub const TOO_LARGE: &str = "too-large";
+
+/// The reads of one look at a group, in order.
+#[derive(Debug, Default)]
+pub struct ReadLog(Mutex<Vec<Read>>);
+
+impl ReadLog {
+    /// Adds a read.
+    pub fn push(&self, read: Read) {
+        self.lock().push(read);
+    }
+
+    /// The reads so far.
+    pub fn reads(&self) -> Vec<Read> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Read>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Where a folder's reads go: the log, the folder's place and how its file reads are kept.
+#[derive(Debug, Clone)]
+pub struct Tap {
+    /// The log.
+    pub log: Arc<ReadLog>,
+    /// Where the folder's path starts.
+    pub root: Root,
+    /// The folder, relative to the root.
+    pub dir: String,
+    /// How its file reads are kept.
+    pub watch: Watch,
+}
+
+impl Tap {
+    /// Logs that `name` was found to be `seen`.
+    pub fn push(&self, name: &str, seen: Seen) {
+        self.log.push(Read {
+            root: self.root,
+            dir: self.dir.clone(),
+            name: name.to_owned(),
+            seen,
+        });
+    }
+
+    /// The tap of the child folder `name`.
+    pub fn child(&self, name: &str) -> Tap {
+        Tap {
+            dir: join(&self.dir, name),
+            ..self.clone()
+        }
+    }
+}
+
+/// `dir/name` (`name` when `dir` is the root).
+pub fn join(dir: &str, name: &str) -> String {
+    match dir.is_empty() {
+        true => name.to_owned(),
+        false => format!("{dir}/{name}"),
+    }
+}
+
+/// The lowercase hex SHA-256 of `bytes`.
+pub fn digest(bytes: &[u8]) -> String {
+    let hash: [u8; 32] = Sha256::digest(bytes).into();
+    let mut out = String::with_capacity(64);
+    for byte in hash {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}
+
+/// What a listing of `entries` found.
+pub fn listing(entries: &[(OsString, Option<FileKind>)]) -> Seen {
+    let mut hash = Sha256::new();
+    for (name, kind) in entries {
+        let name = name.as_encoded_bytes();
+        hash.update((name.len() as u64).to_le_bytes());
+        hash.update(name);
+        hash.update(format!("{kind:?}").as_bytes());
+    }
+    let hash: [u8; 32] = hash.finalize().into();
+    Seen::Listing(digest(&hash))
+}
+
+/// The identity [`Seen::Identity`] keeps of a file whose status is `stat`.
+pub fn identity(stat: &rustix::fs::Stat) -> [i64; 8] {
+    [
+        stat.st_dev as i64,
+        stat.st_ino as i64,
+        stat.st_size,
+        i64::from(stat.st_mode),
+        stat.st_mtime,
+        stat.st_mtime_nsec as i64,
+        stat.st_ctime,
+        stat.st_ctime_nsec as i64,
+    ]
+}
