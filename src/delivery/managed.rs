@@ -29,7 +29,7 @@ use crate::names;
 use crate::plan::Warning;
 use crate::sources::Sources;
 use crate::sources::expand::expand_source_in;
-pub use crate::sources::host::HostManaged;
+use crate::sources::host::HostManaged;
 use crate::sources::{Section, SectionId};
 
 /// The environment variables by which a settings file's `env` turns every memory file off
