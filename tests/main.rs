@@ -32,6 +32,8 @@ mod migrate;
 mod nanoclaw;
 #[path = "main/recipes.rs"]
 mod recipes;
+#[path = "main/records.rs"]
+mod records;
 #[path = "main/render.rs"]
 mod render;
 #[path = "main/settings_oracle.rs"]

@@ -1,0 +1,203 @@
+//! A group's record stands for the group only while everything its last look read finds the
+//! same (`clawmd::reads`): after any edit an agent, an operator or a crash can make, a compose
+//! that may answer from the record reports exactly what a compose without records reports.
+
+use crate::support::Deployment;
+
+const CONFIG: &str =
+    r#"{"skills": "all", "mcpServers": {"db": {"command": "db", "instructions": "Read only."}}}"#;
+
+/// The edits, each on a group composed twice (its record holds a look).
+fn edits() -> Vec<(&'static str, Box<dyn Fn(&Deployment)>)> {
+    vec![
+        (
+            "local memory, same size",
+            Box::new(|d: &Deployment| {
+                let text = d.read("groups/g/CLAUDE.local.md");
+                d.write("groups/g/CLAUDE.local.md", b"NOTE A\n");
+                d.write(
+                    "groups/g/CLAUDE.local.md",
+                    format!("{text}NOTE B\n").as_bytes(),
+                );
+            }),
+        ),
+        (
+            "local memory grown past what Claude Code reads",
+            Box::new(|d: &Deployment| {
+                d.write("groups/g/CLAUDE.local.md", &vec![b'x'; 41_000]);
+            }),
+        ),
+        (
+            "mount point edited",
+            Box::new(|d: &Deployment| {
+                let text = d.read("groups/g/CLAUDE.md");
+                d.write("groups/g/CLAUDE.md", format!("{text}edited\n").as_bytes());
+            }),
+        ),
+        (
+            "settings planted",
+            Box::new(|d: &Deployment| {
+                d.write(
+                    "groups/g/.claude/settings.json",
+                    br#"{"claudeMdExcludes": ["**/CLAUDE.md"]}"#,
+                );
+            }),
+        ),
+        (
+            "local memory replaced by a FIFO",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_file(d.path("groups/g/CLAUDE.local.md")).unwrap();
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    d.path("groups/g/CLAUDE.local.md"),
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(0o644),
+                    0,
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "local memory replaced by a link to the same text",
+            Box::new(|d: &Deployment| {
+                let text = d.read("groups/g/CLAUDE.local.md");
+                d.write("elsewhere.md", text.as_bytes());
+                std::fs::remove_file(d.path("groups/g/CLAUDE.local.md")).unwrap();
+                d.symlink("groups/g/CLAUDE.local.md", d.path("elsewhere.md"));
+            }),
+        ),
+        (
+            "container.json edited",
+            Box::new(|d: &Deployment| {
+                d.write("groups/g/container.json", br#"{"skills": ["web"]}"#)
+            }),
+        ),
+        (
+            "container.json removed",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_file(d.path("groups/g/container.json")).unwrap()
+            }),
+        ),
+        (
+            "a file of the agent's own",
+            Box::new(|d: &Deployment| d.write("groups/g/notes.txt", b"mine\n")),
+        ),
+        (
+            "a shared source changed",
+            Box::new(|d: &Deployment| d.write("container/skills/web/instructions.md", b"WEB 2\n")),
+        ),
+        (
+            "a skill added",
+            Box::new(|d: &Deployment| d.write("container/skills/new/instructions.md", b"NEW\n")),
+        ),
+        (
+            "the composed document edited in the state folder, same size",
+            Box::new(|d: &Deployment| {
+                for path in [
+                    Deployment::managed("g", "CLAUDE.md"),
+                    "groups/.clawmd/binds/g/CLAUDE.md".to_owned(),
+                ] {
+                    if d.path(&path).exists() {
+                        let text = d
+                            .read(&path)
+                            .replace("BASE", "BAZE")
+                            .replace("local", "LOCAL");
+                        d.write(&path, text.as_bytes());
+                    }
+                }
+            }),
+        ),
+        (
+            "the bind folder removed",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_dir_all(d.path("groups/.clawmd/binds/g")).unwrap()
+            }),
+        ),
+        (
+            "a stray temp-like file",
+            Box::new(|d: &Deployment| {
+                d.write("groups/.clawmd/journal/g", b"");
+                d.write("groups/g/.CLAUDE.md.clawmd-tmp-1", b"half");
+            }),
+        ),
+        (
+            "the record torn",
+            Box::new(|d: &Deployment| {
+                let path = d.path("groups/.clawmd/verdicts/g");
+                let bytes = std::fs::read(&path).unwrap();
+                std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+            }),
+        ),
+    ]
+}
+
+/// Marks the look kept in `group`'s record: a report that answers from the record names
+/// `sha256:planted` as the group's spawn digest.
+fn plant(d: &Deployment, group: &str) {
+    use sha2::Digest;
+    let path = d.path(&format!("groups/.clawmd/verdicts/{group}"));
+    let bytes = std::fs::read(&path).unwrap();
+    let body = &bytes[..bytes.len() - 32];
+    let mut json: serde_json::Value = serde_json::from_slice(&body[32..]).unwrap();
+    json["look"]["found"]["spawn_digest"] = "sha256:planted".into();
+    let mut planted = body[..32].to_vec();
+    planted.extend(serde_json::to_vec(&json).unwrap());
+    let seal: [u8; 32] = sha2::Sha256::digest(&planted).into();
+    planted.extend(seal);
+    std::fs::write(&path, planted).unwrap();
+}
+
+fn spawn_digest(report: &serde_json::Value) -> &serde_json::Value {
+    &report["groups"][0]["spawn_digest"]
+}
+
+/// What a report says, without the run's own figures.
+fn report(d: &Deployment, args: &[&str]) -> serde_json::Value {
+    let mut json = d.run(args).json();
+    json.as_object_mut().unwrap().remove("elapsed_ms");
+    json
+}
+
+#[test]
+fn a_recorded_look_reports_what_a_fresh_look_does_after_every_edit() {
+    for delivery in ["managed", "inline", "copy", "link"] {
+        for (name, edit) in edits() {
+            let d = Deployment::standard().group("g", Some(CONFIG));
+            d.write("groups/g/CLAUDE.local.md", b"my notes\n");
+            let compose = ["compose", "g", "--delivery", delivery, "--json"];
+            d.run(compose).success();
+            let steady = report(&d, &compose);
+            assert_eq!(steady["groups"][0]["status"], "unchanged", "{delivery}");
+            let dry = [
+                "compose",
+                "g",
+                "--delivery",
+                delivery,
+                "--json",
+                "--dry-run",
+            ];
+            // Nothing changed: the report is the record's.
+            plant(&d, "g");
+            assert_eq!(
+                spawn_digest(&report(&d, &dry)),
+                "sha256:planted",
+                "{delivery}"
+            );
+            edit(&d);
+            let from_record = report(&d, &dry);
+            assert_ne!(
+                spawn_digest(&from_record),
+                "sha256:planted",
+                "{delivery}: {name}: the record was believed"
+            );
+            let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
+            let fresh = report(&d, &dry);
+            assert_eq!(from_record, fresh, "{delivery}: {name}");
+            // And composing for real converges to a group found by its record again.
+            let _ = d.run(compose);
+            let again = report(&d, &compose);
+            let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
+            assert_eq!(again, report(&d, &compose), "{delivery}: {name}: after");
+        }
+    }
+}
