@@ -7,8 +7,11 @@ use crate::support::Deployment;
 const CONFIG: &str =
     r#"{"skills": "all", "mcpServers": {"db": {"command": "db", "instructions": "Read only."}}}"#;
 
+/// An edit, by name.
+type Edit = (&'static str, Box<dyn Fn(&Deployment)>);
+
 /// The edits, each on a group composed twice (its record holds a look).
-fn edits() -> Vec<(&'static str, Box<dyn Fn(&Deployment)>)> {
+fn edits() -> Vec<Edit> {
     vec![
         (
             "local memory, same size",
