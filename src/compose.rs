@@ -313,8 +313,7 @@ fn recorded(
     options: &ComposeOptions,
     verdicts: &Verdicts,
 ) -> Recorded {
-    if layout.group_config == GroupConfigSource::Handed || state::may_have_leftovers(layout, group)
-    {
+    if layout.group_config == GroupConfigSource::Handed || verdicts.journal_pending(layout, group) {
         return Recorded::Other;
     }
     // A missing group (or one that is not a folder) is reported by the look that follows.
@@ -326,7 +325,7 @@ fn recorded(
     };
     let key = verdicts.look_key(sources, &agent);
     verdicts.recorded_report(layout, group, &key, |reads| {
-        reads_hold(layout, group, dir, reads)
+        reads_hold(dir, || verdicts.bind_dir(layout, group), reads)
     })
 }
 

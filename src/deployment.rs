@@ -606,11 +606,16 @@ fn plan_inputs(config: &ConfigBytes, group: &GroupParts, local: &LocalMemory) ->
 
 /// Whether the group `group` still reads as `reads` recorded (every read finds again what it
 /// found: [`crate::fsops::replay`]), opening its folder and its bind folder as [`observe`] does.
-/// `dir` is the group folder, opened with [`open_group`].
-pub fn reads_hold(layout: &Layout, group: &str, dir: SafeDir, reads: &[Read]) -> bool {
+/// `dir` is the group folder, opened with [`open_group`]; `bind` opens its bind folder (as
+/// [`state::bind_dir`] does).
+pub fn reads_hold(
+    dir: SafeDir,
+    bind: impl Fn() -> Result<Option<SafeDir>, FsError>,
+    reads: &[Read],
+) -> bool {
     let dir = std::cell::Cell::new(Some(dir));
     crate::fsops::replay(reads, |root| match root {
         Root::Group => Ok(dir.take()),
-        Root::Bind => state::bind_dir(layout, group),
+        Root::Bind => bind(),
     })
 }

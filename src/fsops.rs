@@ -439,9 +439,13 @@ impl SafeDir {
     /// Reads the regular file `name` (never through a symlink, never opening anything else).
     /// `None` when it is missing.
     pub fn read_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        // The time before the file is opened: its identity stands for what is read only when
+        // its last change was well before ([`reads::settled`]).
+        let before = self.tap.as_ref().map(|_| std::time::SystemTime::now());
         let opened = self.open_regular(name, OFlags::RDONLY)?;
+        let identity = opened.as_ref().map(|(_, stat)| *stat);
         if let Some(tap) = self.tap.as_ref().filter(|tap| tap.watch == Watch::Identity) {
-            let identity = opened.as_ref().map(|(_, stat)| reads::identity(stat));
+            let identity = identity.as_ref().map(reads::identity);
             tap.push(name, Seen::Identity { limit, identity });
         }
         let read = match opened {
@@ -451,11 +455,27 @@ impl SafeDir {
             }
         };
         if let Some(tap) = self.tap.as_ref().filter(|tap| tap.watch == Watch::Content)
-            && let Some(seen) = file_seen(limit, &read)
+            && let Some(seen) = file_seen(limit, &read, identity.as_ref().zip(before))
         {
             tap.push(name, seen);
         }
         read
+    }
+
+    /// Reads the regular file `name` of a folder only clawmd writes (its state folder: a
+    /// record): opened once, never through a link, without blocking, and refused when it is
+    /// not a regular file. `None` when it is missing.
+    pub fn read_own_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let path = self.path.join(name);
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(err) => return Err(FsError::io("open", path, err)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|err| FsError::io("inspect", &path, err))?;
+        refuse_non_regular(&path, FileKind::from_mode(stat.st_mode))?;
+        read_limited(std::fs::File::from(fd), &path, stat.st_size as u64, limit).map(Some)
     }
 
     /// The identity of the regular file `name` ([`reads::identity`]; `None` when missing,
@@ -1112,16 +1132,26 @@ impl TempJournal {
     }
 }
 
-/// What a file read found ([`Seen::File`]); `None` for an error other than the file being
-/// over `limit` (the look that made it fails).
-fn file_seen(limit: u64, read: &Result<Option<Vec<u8>>>) -> Option<Seen> {
+/// What a file read found ([`Seen::File`]), with the identity of the file when it was settled
+/// at the time of the read (`opened`: its status, and the time before it was opened); `None`
+/// for an error other than the file being over `limit` (the look that made it fails).
+fn file_seen(
+    limit: u64,
+    read: &Result<Option<Vec<u8>>>,
+    opened: Option<(&Stat, std::time::SystemTime)>,
+) -> Option<Seen> {
     let digest = match read {
         Ok(Some(bytes)) => Some(reads::digest(bytes)),
         Ok(None) => None,
         Err(FsError::TooLarge { .. }) => Some(reads::TOO_LARGE.to_owned()),
         Err(_) => return None,
     };
-    Some(Seen::File { limit, digest })
+    let identity = opened.and_then(|(stat, before)| reads::settled(stat, before));
+    Some(Seen::File {
+        limit,
+        digest,
+        identity,
+    })
 }
 
 /// Whether every read of `log` finds again what it found ([`crate::reads`]), reading through
@@ -1136,15 +1166,15 @@ pub fn replay(log: &[reads::Read], open_root: impl Fn(Root) -> Result<Option<Saf
         let dir = dirs
             .get(&(read.root, read.dir.clone()))
             .and_then(Option::as_ref);
-        let again = match (dir, &read.seen) {
-            (dir, Seen::Folder(_)) if read.dir.is_empty() && read.name.is_empty() => {
-                Some(Seen::Folder(dir.is_some()))
+        let holds = match (dir, &read.seen) {
+            (dir, Seen::Folder(present)) if read.dir.is_empty() && read.name.is_empty() => {
+                dir.is_some() == *present
             }
-            (None, _) => None,
-            (Some(dir), seen) => seen_again(dir, &read.name, seen),
+            (None, _) => false,
+            (Some(dir), seen) => holds_again(dir, &read.name, seen),
         };
-        if again.as_ref() != Some(&read.seen) {
-            tracing::trace!(?read, ?again, "a read finds something else");
+        if !holds {
+            tracing::trace!(?read, "a read finds something else");
             return false;
         }
     }
@@ -1173,7 +1203,29 @@ fn replay_dir(
     dirs.insert((root, dir.to_owned()), opened);
 }
 
-/// What reading `name` in `dir` the way `seen` was read finds now.
+/// Whether reading `name` in `dir` the way `seen` was read finds it again. A file kept with
+/// its identity and found with the same is not read again.
+fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> bool {
+    match seen {
+        Seen::File {
+            limit,
+            digest,
+            identity,
+        } => {
+            if identity.is_some() && dir.identity(name).ok().flatten() == *identity {
+                return true;
+            }
+            matches!(
+                file_seen(*limit, &dir.read_file(name, *limit), None),
+                Some(Seen::File { digest: again, .. }) if again == *digest
+            )
+        }
+        other => seen_again(dir, name, other).as_ref() == Some(other),
+    }
+}
+
+/// What reading `name` in `dir` the way `seen` was read finds now (not for a file's content:
+/// [`holds_again`]).
 fn seen_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<Seen> {
     match seen {
         Seen::Folder(_) => dir
@@ -1186,7 +1238,7 @@ fn seen_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<Seen> {
             .read_link(name)
             .ok()
             .map(|target| Seen::Link(reads::digest(target.as_os_str().as_encoded_bytes()))),
-        Seen::File { limit, .. } => file_seen(*limit, &dir.read_file(name, *limit)),
+        Seen::File { limit, .. } => file_seen(*limit, &dir.read_file(name, *limit), None),
         Seen::Identity { limit, .. } => dir.identity(name).ok().map(|identity| Seen::Identity {
             limit: *limit,
             identity,

@@ -80,12 +80,16 @@ pub enum Seen {
     /// A symlink's target, as a SHA-256.
     Link(String),
     /// A regular file read with a size limit: the SHA-256 of its bytes, `None` when missing,
-    /// [`TOO_LARGE`] when over the limit.
+    /// [`TOO_LARGE`] when over the limit; and its identity when it was settled ([`settled`]):
+    /// a file found again with that identity holds the same bytes (every write changes its
+    /// change time, which nobody can set back), so it is not read again.
     File {
         /// The limit of the read.
         limit: u64,
         /// What was read.
         digest: Option<String>,
+        /// Its identity, when its last change was well before the read.
+        identity: Option<[i64; 8]>,
     },
     /// A regular file of clawmd's own folders read with a size limit: its identity (`None`
     /// when missing).
@@ -188,6 +192,23 @@ pub fn listing(entries: &[(OsString, Option<FileKind>)]) -> Seen {
     }
     let hash: [u8; 32] = hash.finalize().into();
     Seen::Listing(digest(&hash))
+}
+
+/// How long before a read a file's last change must be for its identity to stand for its
+/// bytes: a write in the same tick of the kernel's clock as the read would leave the change
+/// time as it was (the same race as git's "racy" index entries); two seconds is hundreds of
+/// ticks.
+pub const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The identity of a file whose status is `stat`, when its last change is at least
+/// [`SETTLED`] before `now` (else `None`: its bytes must be read again).
+pub fn settled(stat: &rustix::fs::Stat, now: std::time::SystemTime) -> Option<[i64; 8]> {
+    let since_epoch = now.duration_since(std::time::UNIX_EPOCH).ok()?;
+    let changed = std::time::Duration::new(
+        u64::try_from(stat.st_ctime).ok()?,
+        u32::try_from(stat.st_ctime_nsec).ok()?,
+    );
+    (changed + SETTLED <= since_epoch).then(|| identity(stat))
 }
 
 /// The identity [`Seen::Identity`] keeps of a file whose status is `stat`.

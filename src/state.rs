@@ -105,12 +105,30 @@ pub fn leftovers(layout: &Layout, lock: &str) -> Result<Vec<Leftover>, FsError> 
 /// through a link; a run that finds a group right asks this before anything more, and one
 /// that finds it a link refuses when it opens the journal).
 pub fn may_have_leftovers(layout: &Layout, lock: &str) -> bool {
+    journals_are_folders(layout) && journal_has_records(layout, lock)
+}
+
+/// Whether the state folder and its journal folder are real folders (the first half of
+/// [`may_have_leftovers`], which a run asking for many groups asks once).
+pub fn journals_are_folders(layout: &Layout) -> bool {
     let real_dir =
         |path: &Path| fsops::kind_no_follow(path) == Some(crate::file_kind::FileKind::Dir);
-    let journals = layout.state_dir.join(names::JOURNAL);
-    real_dir(&layout.state_dir)
-        && real_dir(&journals)
-        && fsops::journal_has_records(&journals.join(lock))
+    real_dir(&layout.state_dir) && real_dir(&layout.state_dir.join(names::JOURNAL))
+}
+
+/// Whether the journal of the lock `lock` records something (the second half of
+/// [`may_have_leftovers`]).
+pub fn journal_has_records(layout: &Layout, lock: &str) -> bool {
+    fsops::journal_has_records(&layout.state_dir.join(names::JOURNAL).join(lock))
+}
+
+/// `<state>/binds`, when it exists (read only): a run opens each group's bind folder from it.
+pub fn binds_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
+    check_placement(layout)?;
+    let Some(state) = SafeDir::open_state(&layout.state_dir, false)? else {
+        return Ok(None);
+    };
+    state.open_child(names::BINDS, false)
 }
 
 /// A group's rescue folder, when it exists (read only).

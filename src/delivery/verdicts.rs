@@ -35,6 +35,7 @@ use crate::plan::{Content, Delivery, Warning};
 use crate::reads::Read;
 use crate::report::{Code, GroupReport, Status};
 use crate::sources::Sources;
+use crate::state;
 
 /// The folder of the records in the state folder.
 pub const VERDICTS: &str = "verdicts";
@@ -60,6 +61,10 @@ pub struct Verdicts {
     kept: Mutex<HashMap<Key, Delivered>>,
     /// `<state>/verdicts`, opened when first needed (when it exists).
     dir: Mutex<Option<SafeDir>>,
+    /// `<state>/binds`, opened when first needed (`Some(None)`: it does not exist).
+    binds: Mutex<Option<Option<SafeDir>>>,
+    /// Whether the state folder and its journal folder are real folders, asked once.
+    journals: OnceLock<bool>,
     /// Whether records are read and written (not without a known binary).
     records: bool,
 }
@@ -205,6 +210,8 @@ impl Verdicts {
             sources: OnceLock::new(),
             kept: Mutex::new(HashMap::new()),
             dir: Mutex::new(None),
+            binds: Mutex::new(None),
+            journals: OnceLock::new(),
             records: binary.is_some(),
         }
     }
@@ -250,6 +257,28 @@ impl Verdicts {
         hash.update((evaluations.len() as u64).to_le_bytes());
         hash.update(&evaluations);
         crate::reads::digest(&hash.finalize())
+    }
+
+    /// Whether runs may have left temps for `group` ([`state::may_have_leftovers`], the
+    /// state folder's part asked once per run).
+    pub fn journal_pending(&self, layout: &Layout, group: &str) -> bool {
+        *self
+            .journals
+            .get_or_init(|| state::journals_are_folders(layout))
+            && state::journal_has_records(layout, group)
+    }
+
+    /// The bind folder of `group` ([`state::bind_dir`]), opened from `<state>/binds`, which
+    /// is opened once per run.
+    pub fn bind_dir(&self, layout: &Layout, group: &str) -> Result<Option<SafeDir>, FsError> {
+        let mut binds = self.binds.lock().unwrap_or_else(|p| p.into_inner());
+        if binds.is_none() {
+            *binds = Some(state::binds_dir(layout)?);
+        }
+        match binds.as_ref().and_then(Option::as_ref) {
+            Some(binds) => binds.open_child(group, false),
+            None => Ok(None),
+        }
     }
 
     /// The report of `group` as its record's look found it, when the record has a look made
@@ -363,7 +392,7 @@ impl Verdicts {
                 *dir = Some(open_dir(layout, false).ok()?);
             }
             let dir = dir.as_ref()?;
-            dir.read_file(group, MAX_RECORD_BYTES).ok()??
+            dir.read_own_file(group, MAX_RECORD_BYTES).ok()??
         };
         let (body, seal) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
         if Sha256::digest(body).as_slice() != seal {
