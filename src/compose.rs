@@ -367,7 +367,8 @@ fn compose_locked(
 ) -> Result<GroupReport, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
-    let (journal, cleaned, seen) = observe_locked(layout, sources, group, &group_path, options)?;
+    let (journal, cleaned, seen) =
+        observe_locked(layout, sources, group, &group_path, options, false)?;
     let applied = apply(seen.dirs(), &seen.steps);
     let report = applied.map_err(GroupError::from).and_then(|()| {
         let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
@@ -381,15 +382,20 @@ fn compose_locked(
 
 /// Under the group's lock: the journal of the temps this run makes, after removing the temps
 /// an interrupted run recorded in it and left (and nothing else), named as the report names
-/// them; then the group observed with that journal.
+/// them; then the group observed with that journal. `batched`: the group is composed in a
+/// batch, whose `syncfs` makes the folders it creates durable.
 fn observe_locked(
     layout: &Layout,
     sources: &Sources,
     group: &str,
     group_path: &Path,
     options: &ComposeOptions,
+    batched: bool,
 ) -> Result<(std::sync::Arc<TempJournal>, Vec<String>, Observation), GroupError> {
     let journal = state::journal(layout, group)?;
+    if batched {
+        journal.defer_folder_syncs();
+    }
     let mut cleaned = Vec::new();
     if state::may_have_leftovers(layout, group) {
         for leftover in state::leftovers(layout, group)? {
@@ -542,7 +548,7 @@ fn compose_batch(
                 Err(err) => return Err(err.into()),
             };
             let (journal, cleaned, seen) =
-                observe_locked(layout, sources, group, &group_path, options)?;
+                observe_locked(layout, sources, group, &group_path, options, true)?;
             let mut devices = vec![seen.dir.device()?];
             if let Some(bind) = &seen.bind {
                 let device = bind.device()?;

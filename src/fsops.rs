@@ -994,6 +994,10 @@ pub struct TempJournal {
     file: std::sync::Mutex<Option<std::fs::File>>,
     /// Whether [`TempJournal::settle`] ran (after the last temp was recorded).
     settled: std::sync::atomic::AtomicBool,
+    /// Whether the folders made for this run (the journal's own file, the group's folders in
+    /// the state folder) are left to the run's `syncfs` instead of being fsynced one by one
+    /// ([`TempJournal::defer_folder_syncs`]).
+    deferred: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for TempJournal {
@@ -1021,7 +1025,22 @@ impl TempJournal {
             name: name.to_owned(),
             file: std::sync::Mutex::new(None),
             settled: std::sync::atomic::AtomicBool::new(false),
+            deferred: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// For a run that syncs the whole filesystem (`syncfs`) after making its temps and before
+    /// renaming anything into place (a batch of groups): the entries it makes for this
+    /// journal's lock in the state folder (the journal file, the group's bind folder) are made
+    /// durable by that sync rather than by an fsync of their folder each. Nothing relies on
+    /// them before it.
+    pub fn defer_folder_syncs(&self) {
+        self.deferred.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`TempJournal::defer_folder_syncs`] was asked.
+    pub fn folder_syncs_deferred(&self) -> bool {
+        self.deferred.load(Ordering::Relaxed)
     }
 
     /// The journal's path.
@@ -1052,6 +1071,7 @@ impl TempJournal {
             flags | OFlags::EXCL | OFlags::WRONLY,
             Mode::from_raw_mode(0o600),
         ) {
+            Ok(_) if self.folder_syncs_deferred() => {}
             Ok(_) => folder.unsynced.set(true),
             Err(rustix::io::Errno::EXIST) => {}
             Err(err) => return Err(FsError::io("create", &path, err)),
