@@ -323,7 +323,7 @@ fn recorded(
     let Ok(agent) = agent_settings(layout, &dir, group, &options.settings) else {
         return Recorded::Other;
     };
-    let key = verdicts.look_key(sources, &agent);
+    let key = verdicts.look_key(layout, sources, &agent);
     verdicts.recorded_report(layout, group, &key, |reads| {
         reads_hold(dir, || verdicts.bind_dir(layout, group), reads)
     })

@@ -385,9 +385,6 @@ pub struct Observation {
     /// Every read made through the group's folders so far, in order ([`crate::reads`]): what
     /// the group's record keeps when it is found as planned.
     pub reads: Arc<ReadLog>,
-    /// A SHA-256 of what the plan was made from in the group (its config's bytes, the
-    /// recipe's group-side sources, its local memory): equal inputs, equal plan.
-    plan_inputs: [u8; 32],
 }
 
 impl Observation {
@@ -475,17 +472,20 @@ fn observe_with(
     let config = parse_config_bytes(&config_bytes)?;
     let group_parts = read_group(layout, &dir)?;
     let local = read_local_memory(layout, &dir, &listed)?;
-    let plan_inputs = plan_inputs(&config_bytes, &group_parts, &local);
+    let plan_inputs = plan_inputs(layout, &dir, &config_bytes, &group_parts, &local);
     let plan = match earlier {
-        Some(earlier) if earlier.plan_inputs == plan_inputs => earlier.plan.clone(),
-        _ => plan_with(
-            layout,
-            &dir,
-            &config,
-            sources,
-            settings,
-            local.inputs(&group_parts),
-        )?,
+        Some(earlier) if earlier.plan.made_from == Some(plan_inputs) => earlier.plan.clone(),
+        _ => GroupPlan {
+            made_from: Some(plan_inputs),
+            ..plan_with(
+                layout,
+                &dir,
+                &config,
+                sources,
+                settings,
+                local.inputs(&group_parts),
+            )?
+        },
     };
     let delivery = plan.target.delivery;
     // The folders that exist are opened (for what is stale in them too); a missing one is
@@ -584,12 +584,20 @@ fn observe_with(
         plan,
         steps,
         reads,
-        plan_inputs,
     })
 }
 
-/// What [`Observation::plan_inputs`] holds.
-fn plan_inputs(config: &ConfigBytes, group: &GroupParts, local: &LocalMemory) -> [u8; 32] {
+/// What a plan made from a look at a group is made from there ([`GroupPlan::made_from`]):
+/// equal inputs, equal plan.
+/// The config counts by where it came from relative to the group folder or the state folder,
+/// so that a deployment composed elsewhere names the same plans.
+fn plan_inputs(
+    layout: &Layout,
+    dir: &SafeDir,
+    config: &ConfigBytes,
+    group: &GroupParts,
+    local: &LocalMemory,
+) -> [u8; 32] {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     let mut put = |bytes: &[u8]| {
@@ -597,7 +605,10 @@ fn plan_inputs(config: &ConfigBytes, group: &GroupParts, local: &LocalMemory) ->
         hash.update(bytes);
     };
     put(config.bytes.as_deref().unwrap_or(b"-"));
-    put(config.path.as_os_str().as_encoded_bytes());
+    let origin = (config.path.strip_prefix(dir.path()))
+        .or_else(|_| config.path.strip_prefix(&layout.state_dir))
+        .unwrap_or(&config.path);
+    put(origin.as_os_str().as_encoded_bytes());
     put(&group.key());
     put(local.bytes.as_deref().unwrap_or(b"-"));
     put(format!("{:?}", local.too_large).as_bytes());

@@ -788,6 +788,7 @@ mod tests {
             dropped: Vec::new(),
             local_memory: None,
             local_memory_too_large: None,
+            made_from: None,
         }
     }
 

@@ -83,6 +83,11 @@ pub struct GroupPlan {
     /// The size of a `CLAUDE.local.md` larger than Claude Code reads (then `local_memory` is
     /// `None`): the agent gets none of it.
     pub local_memory_too_large: Option<u64>,
+    /// A SHA-256 of what the plan was made from in the group folder (its config's bytes, the
+    /// recipe's group-side sources, its local memory), when it was made from a look at the
+    /// group ([`crate::deployment::observe`]): with the run's binary, settings and shared
+    /// sources, it names the plan ([`verdicts::Verdicts::key`]).
+    pub made_from: Option<[u8; 32]>,
 }
 
 impl GroupPlan {
@@ -283,6 +288,7 @@ pub fn plan_delivery(
         dropped: fitted.dropped,
         local_memory: inputs.local_memory.map(<[u8]>::to_vec),
         local_memory_too_large: inputs.local_memory_too_large,
+        made_from: None,
     })
 }
 

@@ -5,7 +5,9 @@
 //! what was dropped, the warnings and the group's `CLAUDE.local.md`), the delivery settings,
 //! the layout, the shared sources mounted in link delivery, and what the agent's own settings
 //! files do to its memory ([`AgentSettings`], read afresh by every run). A [`Key`] is a
-//! SHA-256 of all of them and of the binary that judges; a verdict is kept under its key in
+//! SHA-256 of all of them and of the binary that judges (a plan made from a look at its group
+//! counts by what it was made from, with the shared sources' digest: the plan is a pure
+//! function of those); a verdict is kept under its key in
 //! memory for the run (groups with equal plans share it) and in a record per group in the
 //! state folder (`<state>/verdicts/<group>`, outside every group folder: no agent reads or
 //! writes it), so a run that finds a group as it was, with the same inputs, reads its verdict
@@ -217,7 +219,8 @@ impl Verdicts {
     }
 
     /// The key of the verdict of a group composed as `plan` whose agent's settings files do
-    /// `agent`.
+    /// `agent`: the plan by what it was made from ([`GroupPlan::made_from`]) with the run's
+    /// sources, or, for a plan not made from a look, by everything in it.
     pub fn key(
         &self,
         layout: &Layout,
@@ -226,7 +229,16 @@ impl Verdicts {
         agent: &AgentSettings,
     ) -> Key {
         let mut hash = self.run.clone();
-        plan_into(&mut hash, plan);
+        match plan.made_from {
+            // The plan is a pure function of what it was made from and of the run: its name
+            // with the sources' digest stands for everything in it.
+            Some(made_from) => {
+                hash.update(b"made from");
+                hash.update(made_from);
+                hash.update(self.sources.get_or_init(|| sources.digest()));
+            }
+            None => plan_into(&mut hash, plan),
+        }
         let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
         hash.update((evaluations.len() as u64).to_le_bytes());
         hash.update(&evaluations);
@@ -248,10 +260,17 @@ impl Verdicts {
     }
 
     /// What a group's plan and verdict depend on besides what is read in its folders: the
-    /// run's binary, layout and settings, the shared sources and what the agent's settings
-    /// files do ([`Look`]).
-    pub fn look_key(&self, sources: &Sources, agent: &AgentSettings) -> String {
+    /// run's binary, layout (where it is, too: a report names host paths) and settings, the
+    /// shared sources and what the agent's settings files do ([`Look`]).
+    pub fn look_key(&self, layout: &Layout, sources: &Sources, agent: &AgentSettings) -> String {
         let mut hash = self.run.clone();
+        // A look's report names host paths: it stands only where it was made.
+        let here = format!(
+            "{:?} {:?} {:?}",
+            layout.groups_dir, layout.container_dir, layout.state_dir
+        );
+        hash.update((here.len() as u64).to_le_bytes());
+        hash.update(here.as_bytes());
         hash.update(self.sources.get_or_init(|| sources.digest()));
         let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
         hash.update((evaluations.len() as u64).to_le_bytes());
@@ -338,7 +357,7 @@ impl Verdicts {
             group: group.to_owned(),
             key,
             delivered: delivered.clone(),
-            look_key: self.look_key(sources, agent),
+            look_key: self.look_key(layout, sources, agent),
             look: None,
         });
         (delivered, unrecorded)
