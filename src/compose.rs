@@ -21,6 +21,7 @@ use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, SafeDir, TempJournal};
 use crate::layout::{GroupConfigSource, Layout};
 use crate::progress::Progress;
+use crate::reads::{Read, Root, Seen};
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{ComposeReport, GroupReport, SeenWhen, Status};
 use crate::sources::Sources;
@@ -320,11 +321,26 @@ fn recorded(
     let Ok(dir) = open_group(&layout.group_dir(group)) else {
         return Recorded::Other;
     };
-    let Ok(agent) = agent_settings(layout, &dir, group, &options.settings) else {
-        return Recorded::Other;
+    // A look that found no `.claude` in the group folder, in a deployment that mounts no
+    // `~/.claude`: the key without settings files of the agent's own (the look's read of
+    // `.claude`, replayed, says there is still none); else what the agent's settings files do
+    // now.
+    let keyed = |recorded: &str, reads: &[Read]| {
+        let no_settings = AgentSettings::default();
+        let none = Read {
+            root: Root::Group,
+            dir: String::new(),
+            name: ".claude".to_owned(),
+            seen: Seen::Kind(None),
+        };
+        (layout.claude_home.is_none()
+            && reads.contains(&none)
+            && recorded == verdicts.look_key(layout, sources, &no_settings))
+            || open_group(&layout.group_dir(group))
+                .and_then(|dir| agent_settings(layout, &dir, group, &options.settings))
+                .is_ok_and(|agent| recorded == verdicts.look_key(layout, sources, &agent))
     };
-    let key = verdicts.look_key(layout, sources, &agent);
-    verdicts.recorded_report(layout, group, &key, |reads| {
+    verdicts.recorded_report(layout, group, keyed, |reads| {
         reads_hold(dir, || verdicts.bind_dir(layout, group), reads)
     })
 }

@@ -300,13 +300,14 @@ impl Verdicts {
         }
     }
 
-    /// The report of `group` as its record's look found it, when the record has a look made
-    /// with this run's `look_key` and every read of it finds again what it found (`holds`).
+    /// The report of `group` as its record's look found it, when the record has a look whose
+    /// key is this run's (`keyed`: [`Verdicts::look_key`]) and every read of it finds again
+    /// what it found (`holds`).
     pub fn recorded_report(
         &self,
         layout: &Layout,
         group: &str,
-        look_key: &str,
+        keyed: impl FnOnce(&str, &[Read]) -> bool,
         holds: impl FnOnce(&[Read]) -> bool,
     ) -> Recorded {
         if !self.records {
@@ -316,7 +317,7 @@ impl Verdicts {
             return Recorded::Nothing;
         };
         match body.look {
-            Some(look) if look.key == look_key && holds(&look.reads) => {
+            Some(look) if keyed(&look.key, &look.reads) && holds(&look.reads) => {
                 Recorded::Found(Box::new(look.found.report(group, body.delivered)))
             }
             _ => Recorded::Other,

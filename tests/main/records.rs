@@ -204,3 +204,25 @@ fn a_recorded_look_reports_what_a_fresh_look_does_after_every_edit() {
         }
     }
 }
+
+/// A group whose agent has a settings file that changes nothing: its record's look stands
+/// until that file changes (what the file does is part of the record's key).
+#[test]
+fn a_settings_file_of_the_agents_own_is_read_again_by_every_run() {
+    let d = Deployment::standard().group("g", Some(CONFIG));
+    d.write("groups/g/.claude/settings.json", b"{}");
+    let compose = ["compose", "g", "--json"];
+    d.run(compose).success();
+    d.run(compose).success();
+    plant(&d, "g");
+    let dry = ["compose", "g", "--json", "--dry-run"];
+    assert_eq!(spawn_digest(&report(&d, &dry)), "sha256:planted");
+    d.write(
+        "groups/g/.claude/settings.json",
+        br#"{"claudeMdExcludes": ["**/CLAUDE.md"]}"#,
+    );
+    let from_record = report(&d, &dry);
+    assert_ne!(spawn_digest(&from_record), "sha256:planted");
+    let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
+    assert_eq!(from_record, report(&d, &dry));
+}
