@@ -8,6 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::delivery::DeliverySettings;
 use crate::delivery::GroupPlan;
 use crate::delivery::guard;
@@ -23,9 +25,10 @@ use crate::layout::{GroupConfigSource, Layout};
 use crate::progress::Progress;
 use crate::reads::{Read, Root, Seen};
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
-use crate::report::{ComposeReport, GroupReport, SeenWhen, Status};
+use crate::report::{Code, ComposeReport, GroupReport, SeenWhen, Status, WarningReport};
 use crate::sources::Sources;
 use crate::state;
+use crate::target::{Delivery, Provider, Target};
 use crate::view::ViewOptions;
 
 /// How to compose.
@@ -276,7 +279,11 @@ fn first_look(
         Err(err) => return Some(Err(err)),
     };
     match recorded(layout, sources, group, options, verdicts) {
-        Recorded::Found(report) => return Some(Ok(*report)),
+        Recorded::Found { delivered, found } => {
+            if let Ok(found) = serde_json::from_value::<Found>(found) {
+                return Some(Ok(found.report(group, *delivered)));
+            }
+        }
         // A group with no record (never composed) is composed under its lock at once.
         Recorded::Nothing if !options.dry_run => return None,
         Recorded::Nothing | Recorded::Other => {}
@@ -292,7 +299,7 @@ fn first_look(
                 && !options.dry_run
                 && first.is_up_to_date()
             {
-                let unrecorded = unrecorded.with_look(first.reads.reads(), report);
+                let unrecorded = with_look(unrecorded, first.reads.reads(), report);
                 record_unlocked(layout, verdicts, unrecorded);
             }
             Some(report)
@@ -343,6 +350,79 @@ fn recorded(
     verdicts.recorded_report(layout, group, keyed, |reads| {
         reads_hold(dir, || verdicts.bind_dir(layout, group), reads)
     })
+}
+
+/// The report of a group found unchanged, as a record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Found {
+    unchanged: Vec<String>,
+    warnings: Vec<(Code, String)>,
+    provider: Provider,
+    delivery: Delivery,
+    budget: u64,
+    dropped: Vec<(String, u64)>,
+    spawn_digest: String,
+}
+
+impl Found {
+    fn of(report: &GroupReport) -> Option<Found> {
+        let target = report.target?;
+        let spawn_digest = report.spawn_digest.clone()?;
+        let unchanged = report.status == Status::Unchanged
+            && report.cleaned.is_empty()
+            && report.error.is_none()
+            && report.created.is_empty()
+            && report.replaced.is_empty()
+            && report.removed.is_empty()
+            && report.rescued.is_empty();
+        unchanged.then(|| Found {
+            unchanged: report.unchanged.clone(),
+            warnings: (report.warnings.iter())
+                .map(|w| (w.code, w.message.clone()))
+                .collect(),
+            provider: target.provider,
+            delivery: target.delivery,
+            budget: target.budget,
+            dropped: (report.dropped.iter())
+                .map(|d| (d.section.clone(), d.bytes))
+                .collect(),
+            spawn_digest,
+        })
+    }
+
+    fn report(self, group: &str, delivered: Delivered) -> GroupReport {
+        let target = Target {
+            provider: self.provider,
+            delivery: self.delivery,
+            file: self.provider.entry_point(),
+            budget: self.budget,
+        };
+        let mut report = GroupReport::unchanged(
+            group,
+            self.unchanged,
+            self.warnings
+                .into_iter()
+                .map(|(code, message)| WarningReport { code, message })
+                .collect(),
+            target,
+            self.dropped
+                .into_iter()
+                .map(|(section, bytes)| crate::delivery::Dropped { section, bytes })
+                .collect(),
+        );
+        report.set_delivered(delivered);
+        report.spawn_digest = Some(self.spawn_digest);
+        report
+    }
+}
+
+/// `unrecorded` with the look that found its group unchanged: its `reads` and its `report`
+/// (a report of a group found otherwise is not kept).
+fn with_look(unrecorded: Unrecorded, reads: Vec<Read>, report: &GroupReport) -> Unrecorded {
+    match Found::of(report).and_then(|found| serde_json::to_value(found).ok()) {
+        Some(found) => unrecorded.with_look(reads, found),
+        None => unrecorded,
+    }
 }
 
 /// How long a run waits for a group's lock before it says that it is waiting.
@@ -479,7 +559,7 @@ fn relooked(
         let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
         let (report, again) = delivered(verdicts, layout, sources, &seen, options, report);
         let report = with_spawn(layout, &seen, report).ok()?;
-        Some(again?.with_look(seen.reads.reads(), &report))
+        Some(with_look(again?, seen.reads.reads(), &report))
     };
     look().unwrap_or(unrecorded)
 }

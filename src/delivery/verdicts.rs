@@ -28,14 +28,13 @@ use sha2::{Digest, Sha256};
 
 use serde::{Deserialize, Serialize};
 
+use super::DeliverySettings;
 use super::verify::{AgentSettings, Delivered, verify_with};
-use super::{DeliverySettings, Provider, Target};
 use crate::delivery::GroupPlan;
 use crate::fsops::{FsError, SafeDir, TempJournal};
 use crate::layout::Layout;
-use crate::plan::{Content, Delivery, Warning};
+use crate::plan::{Content, Warning};
 use crate::reads::Read;
-use crate::report::{Code, GroupReport, Status};
 use crate::sources::Sources;
 use crate::state;
 
@@ -87,10 +86,10 @@ impl Unrecorded {
         &self.group
     }
 
-    /// With the look that found the group as planned: its `reads` and its `report` (a
-    /// report of a group found unchanged, nothing cleaned; anything else is not kept).
-    pub fn with_look(mut self, reads: Vec<Read>, report: &GroupReport) -> Self {
-        self.look = Found::of(report).map(|found| Look {
+    /// With the look that found the group as planned: its `reads` and what it `found` (the
+    /// caller's report of the group, as the caller reads it back).
+    pub fn with_look(mut self, reads: Vec<Read>, found: serde_json::Value) -> Self {
+        self.look = Some(Look {
             key: self.look_key.clone(),
             reads,
             found,
@@ -107,78 +106,19 @@ pub struct Look {
     /// Every read it made through the group's folders, in order.
     reads: Vec<Read>,
     /// What it reported.
-    found: Found,
-}
-
-/// The report of a group found unchanged, as a record keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Found {
-    unchanged: Vec<String>,
-    warnings: Vec<(Code, String)>,
-    provider: Provider,
-    delivery: Delivery,
-    budget: u64,
-    dropped: Vec<(String, u64)>,
-    spawn_digest: String,
-}
-
-impl Found {
-    fn of(report: &GroupReport) -> Option<Found> {
-        let target = report.target?;
-        let spawn_digest = report.spawn_digest.clone()?;
-        let unchanged = report.status == Status::Unchanged
-            && report.cleaned.is_empty()
-            && report.error.is_none()
-            && report.created.is_empty()
-            && report.replaced.is_empty()
-            && report.removed.is_empty()
-            && report.rescued.is_empty();
-        unchanged.then(|| Found {
-            unchanged: report.unchanged.clone(),
-            warnings: (report.warnings.iter())
-                .map(|w| (w.code, w.message.clone()))
-                .collect(),
-            provider: target.provider,
-            delivery: target.delivery,
-            budget: target.budget,
-            dropped: (report.dropped.iter())
-                .map(|d| (d.section.clone(), d.bytes))
-                .collect(),
-            spawn_digest,
-        })
-    }
-
-    fn report(self, group: &str, delivered: Delivered) -> GroupReport {
-        let target = Target {
-            provider: self.provider,
-            delivery: self.delivery,
-            file: self.provider.entry_point(),
-            budget: self.budget,
-        };
-        let mut report = GroupReport::unchanged(
-            group,
-            self.unchanged,
-            self.warnings
-                .into_iter()
-                .map(|(code, message)| crate::report::WarningReport { code, message })
-                .collect(),
-            target,
-            self.dropped
-                .into_iter()
-                .map(|(section, bytes)| super::document::Dropped { section, bytes })
-                .collect(),
-        );
-        report.set_delivered(delivered);
-        report.spawn_digest = Some(self.spawn_digest);
-        report
-    }
+    found: serde_json::Value,
 }
 
 /// What a group's record says of it now.
 #[derive(Debug)]
 pub enum Recorded {
-    /// The group is as its record's look found it: this is its report.
-    Found(Box<GroupReport>),
+    /// The group is as its record's look found it: its verdict and what the look found.
+    Found {
+        /// The recorded verdict.
+        delivered: Box<Delivered>,
+        /// What the look found, as the caller gave it.
+        found: serde_json::Value,
+    },
     /// No record (a group never composed, or records not kept).
     Nothing,
     /// A record whose look does not hold (or that has none).
@@ -317,9 +257,10 @@ impl Verdicts {
             return Recorded::Nothing;
         };
         match body.look {
-            Some(look) if keyed(&look.key, &look.reads) && holds(&look.reads) => {
-                Recorded::Found(Box::new(look.found.report(group, body.delivered)))
-            }
+            Some(look) if keyed(&look.key, &look.reads) && holds(&look.reads) => Recorded::Found {
+                delivered: Box::new(body.delivered),
+                found: look.found,
+            },
             _ => Recorded::Other,
         }
     }
