@@ -149,22 +149,31 @@ impl Node {
 }
 
 /// What a directory held when it was listed: names and, where the filesystem says, kinds.
+///
+/// A listing of a folder whose reads are logged ([`SafeDir::log_reads_in`]) logs what is
+/// asked of it: all its names when they are walked, or only the kind of each name looked up
+/// (so that a file of the agent's own next to them changes no look that never asked for it).
 #[derive(Debug, Clone, Default)]
 pub struct Listing {
     /// Each name with its kind when the listing gave one (`None`: ask the directory).
     entries: Vec<(OsString, Option<FileKind>)>,
+    /// Where what is asked of it is logged.
+    tap: Option<Tap>,
 }
 
 impl Listing {
     /// The names listed, sorted.
     pub fn names(&self) -> impl Iterator<Item = &OsString> {
+        if let Some(tap) = &self.tap {
+            tap.push("", reads::listing(&self.entries));
+        }
         self.entries.iter().map(|(name, _)| name)
     }
 
     /// What `name` was when listed (`None` when it was not there), asking `dir` when the
     /// listing did not say. Whatever is then read is still checked when it is opened.
     pub fn kind(&self, dir: &SafeDir, name: &str) -> Result<Option<FileKind>> {
-        match self
+        let kind = match self
             .entries
             .binary_search_by(|(listed, _)| listed.as_os_str().cmp(std::ffi::OsStr::new(name)))
         {
@@ -173,7 +182,11 @@ impl Listing {
                 None => dir.kind(name),
             },
             Err(_) => Ok(None),
+        };
+        if let (Some(tap), Ok(kind)) = (&self.tap, &kind) {
+            tap.push(name, Seen::Kind(*kind));
         }
+        kind
     }
 }
 
@@ -562,7 +575,8 @@ impl SafeDir {
     /// One listing of this directory, to look names up in without a system call each.
     pub fn listing(&self) -> Result<Listing> {
         Ok(Listing {
-            entries: self.list_kinds()?,
+            entries: self.read_entries()?,
+            tap: self.tap.clone(),
         })
     }
 
@@ -580,17 +594,17 @@ impl SafeDir {
     /// (`None` when the filesystem does not say: ask [`SafeDir::kind`]). A kind is what the
     /// entry was when listed; anything read afterwards is still checked when it is opened.
     pub fn list_kinds(&self) -> Result<Vec<(OsString, Option<FileKind>)>> {
+        let names = self.read_entries();
+        self.logged("", names, |names| reads::listing(names))
+    }
+
+    fn read_entries(&self) -> Result<Vec<(OsString, Option<FileKind>)>> {
         // The listing reads this very descriptor (no second open of the folder): rewind it
         // when it was listed before.
         if self.listed.replace(true) {
             rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(0))
                 .map_err(|err| FsError::io("list", &self.path, err))?;
         }
-        let names = self.read_entries();
-        self.logged("", names, |names| reads::listing(names))
-    }
-
-    fn read_entries(&self) -> Result<Vec<(OsString, Option<FileKind>)>> {
         let mut buf = Vec::with_capacity(8192);
         let mut dir = rustix::fs::RawDir::new(&self.fd, buf.spare_capacity_mut());
         let mut names = Vec::new();

@@ -82,10 +82,6 @@ fn edits() -> Vec<Edit> {
             }),
         ),
         (
-            "a file of the agent's own",
-            Box::new(|d: &Deployment| d.write("groups/g/notes.txt", b"mine\n")),
-        ),
-        (
             "a shared source changed",
             Box::new(|d: &Deployment| d.write("container/skills/web/instructions.md", b"WEB 2\n")),
         ),
@@ -114,13 +110,6 @@ fn edits() -> Vec<Edit> {
             "the bind folder removed",
             Box::new(|d: &Deployment| {
                 std::fs::remove_dir_all(d.path("groups/.clawmd/binds/g")).unwrap()
-            }),
-        ),
-        (
-            "a stray temp-like file",
-            Box::new(|d: &Deployment| {
-                d.write("groups/.clawmd/journal/g", b"");
-                d.write("groups/g/.CLAUDE.md.clawmd-tmp-1", b"half");
             }),
         ),
         (
@@ -225,4 +214,36 @@ fn a_settings_file_of_the_agents_own_is_read_again_by_every_run() {
     assert_ne!(spawn_digest(&from_record), "sha256:planted");
     let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
     assert_eq!(from_record, report(&d, &dry));
+}
+
+/// Files of the agent's own beside the composed ones (its workspace is the group folder)
+/// change nothing composed: the record still stands for the group, and says what a run without
+/// records says.
+#[test]
+fn files_of_the_agents_own_leave_the_record_standing() {
+    for delivery in ["managed", "inline", "copy", "link"] {
+        let d = Deployment::standard().group("g", Some(CONFIG));
+        let compose = ["compose", "g", "--delivery", delivery, "--json"];
+        d.run(compose).success();
+        d.run(compose).success();
+        plant(&d, "g");
+        d.write("groups/g/notes.txt", b"mine\n");
+        d.write("groups/g/work/draft.md", b"@./CLAUDE.md and more\n");
+        // Named like a temp, but no journal records it: not a leftover of clawmd's.
+        d.write("groups/g/.CLAUDE.md.clawmd-tmp-1", b"half");
+        let dry = [
+            "compose",
+            "g",
+            "--delivery",
+            delivery,
+            "--json",
+            "--dry-run",
+        ];
+        let from_record = report(&d, &dry);
+        assert_eq!(spawn_digest(&from_record), "sha256:planted", "{delivery}");
+        let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
+        let mut fresh = report(&d, &dry);
+        fresh["groups"][0]["spawn_digest"] = "sha256:planted".into();
+        assert_eq!(from_record, fresh, "{delivery}");
+    }
 }
