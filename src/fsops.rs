@@ -479,8 +479,19 @@ impl SafeDir {
     /// record): opened once, never through a link, without blocking, and refused when it is
     /// not a regular file. `None` when it is missing.
     pub fn read_own_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let Some((fd, stat)) = self.open_if_regular(name, OFlags::RDONLY | OFlags::NONBLOCK)?
+        else {
+            return Ok(None);
+        };
         let path = self.path.join(name);
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        read_limited(std::fs::File::from(fd), &path, stat.st_size as u64, limit).map(Some)
+    }
+
+    /// `name` opened with `flags` (never through a link) and its status, refused when it is not
+    /// a regular file; `None` when it is missing.
+    fn open_if_regular(&self, name: &str, flags: OFlags) -> Result<Option<(OwnedFd, Stat)>> {
+        let path = self.path.join(name);
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
             Ok(fd) => fd,
             Err(rustix::io::Errno::NOENT) => return Ok(None),
@@ -488,7 +499,7 @@ impl SafeDir {
         };
         let stat = rustix::fs::fstat(&fd).map_err(|err| FsError::io("inspect", &path, err))?;
         refuse_non_regular(&path, FileKind::from_mode(stat.st_mode))?;
-        read_limited(std::fs::File::from(fd), &path, stat.st_size as u64, limit).map(Some)
+        Ok(Some((fd, stat)))
     }
 
     /// The identity of the regular file `name` ([`reads::identity`]; `None` when missing,
@@ -508,14 +519,9 @@ impl SafeDir {
     /// `O_PATH` handle, and the file is reopened through that handle. `None` when missing.
     fn open_regular(&self, name: &str, access: OFlags) -> Result<Option<(std::fs::File, Stat)>> {
         let path = self.path.join(name);
-        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let handle = match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(rustix::io::Errno::NOENT) => return Ok(None),
-            Err(err) => return Err(FsError::io("open", path, err)),
+        let Some((handle, stat)) = self.open_if_regular(name, OFlags::PATH)? else {
+            return Ok(None);
         };
-        let stat = rustix::fs::fstat(&handle).map_err(|err| FsError::io("inspect", &path, err))?;
-        refuse_non_regular(&path, FileKind::from_mode(stat.st_mode))?;
         let file = reopen(&handle, &stat, access, || {
             rustix::fs::openat(
                 &self.fd,

@@ -143,6 +143,18 @@ fn spawn_digest(report: &serde_json::Value) -> &serde_json::Value {
     &report["groups"][0]["spawn_digest"]
 }
 
+/// A dry run of compose for the group `g` in `delivery`, as JSON.
+fn dry_run(delivery: &str) -> [&str; 6] {
+    [
+        "compose",
+        "g",
+        "--delivery",
+        delivery,
+        "--json",
+        "--dry-run",
+    ]
+}
+
 /// What a report says, without the run's own figures.
 fn report(d: &Deployment, args: &[&str]) -> serde_json::Value {
     let mut json = d.run(args).json();
@@ -160,14 +172,7 @@ fn a_recorded_look_reports_what_a_fresh_look_does_after_every_edit() {
             d.run(compose).success();
             let steady = report(&d, &compose);
             assert_eq!(steady["groups"][0]["status"], "unchanged", "{delivery}");
-            let dry = [
-                "compose",
-                "g",
-                "--delivery",
-                delivery,
-                "--json",
-                "--dry-run",
-            ];
+            let dry = dry_run(delivery);
             // Nothing changed: the report is the record's.
             plant(&d, "g");
             assert_eq!(
@@ -231,14 +236,7 @@ fn files_of_the_agents_own_leave_the_record_standing() {
         d.write("groups/g/work/draft.md", b"@./CLAUDE.md and more\n");
         // Named like a temp, but no journal records it: not a leftover of clawmd's.
         d.write("groups/g/.CLAUDE.md.clawmd-tmp-1", b"half");
-        let dry = [
-            "compose",
-            "g",
-            "--delivery",
-            delivery,
-            "--json",
-            "--dry-run",
-        ];
+        let dry = dry_run(delivery);
         let from_record = report(&d, &dry);
         assert_eq!(spawn_digest(&from_record), "sha256:planted", "{delivery}");
         let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
