@@ -342,10 +342,10 @@ fn recorded(
         };
         (layout.claude_home.is_none()
             && reads.contains(&none)
-            && recorded == verdicts.look_key(layout, sources, &no_settings))
+            && recorded == verdicts.look_key(sources, &no_settings))
             || open_group(&layout.group_dir(group))
                 .and_then(|dir| agent_settings(layout, &dir, group, &options.settings))
-                .is_ok_and(|agent| recorded == verdicts.look_key(layout, sources, &agent))
+                .is_ok_and(|agent| recorded == verdicts.look_key(sources, &agent))
     };
     verdicts.recorded_report(layout, group, keyed, |reads| {
         reads_hold(dir, || verdicts.bind_dir(layout, group), reads)
@@ -368,14 +368,8 @@ impl Found {
     fn of(report: &GroupReport) -> Option<Found> {
         let target = report.target?;
         let spawn_digest = report.spawn_digest.clone()?;
-        let unchanged = report.status == Status::Unchanged
-            && report.cleaned.is_empty()
-            && report.error.is_none()
-            && report.created.is_empty()
-            && report.replaced.is_empty()
-            && report.removed.is_empty()
-            && report.rescued.is_empty();
-        unchanged.then(|| Found {
+        // Unchanged: nothing created, replaced, removed, rescued or cleaned, and no error.
+        (report.status == Status::Unchanged).then(|| Found {
             unchanged: report.unchanged.clone(),
             warnings: (report.warnings.iter())
                 .map(|w| (w.code, w.message.clone()))
@@ -549,11 +543,7 @@ fn relooked(
         let seen = observe_again(layout, sources, &group_path, &options.settings, earlier).ok()?;
         // The journal still holds this run's temps (all put in place or removed: no
         // leftover), which the run empties once it is done.
-        let all_kept = seen
-            .steps
-            .iter()
-            .all(|step| matches!(step, Step::Keep { .. } | Step::Shadowed { .. }));
-        if !(all_kept && seen.leftovers.is_empty()) {
+        if !(seen.all_kept() && seen.leftovers.is_empty()) {
             return None;
         }
         let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
@@ -668,13 +658,8 @@ fn compose_batch(
     let mut works: Vec<Result<Work, GroupError>> = looked.into_iter().flatten().collect();
     // A batch whose groups were all found right under their locks has nothing to make durable.
     let writes = works.iter().any(|work| {
-        work.as_ref().is_ok_and(|w| {
-            !w.cleaned.is_empty()
-                || w.seen
-                    .steps
-                    .iter()
-                    .any(|step| !matches!(step, Step::Keep { .. } | Step::Shadowed { .. }))
-        })
+        work.as_ref()
+            .is_ok_and(|w| !w.cleaned.is_empty() || !w.seen.all_kept())
     });
     let sync = |works: &mut [Result<Work, GroupError>]| {
         if writes {

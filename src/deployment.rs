@@ -140,22 +140,9 @@ pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), Er
     Ok((sources, warnings))
 }
 
-/// Plans a group: reads what its target needs from the group (`CLAUDE.local.md`, read once and
-/// never through a link, and what the recipe reads in the group folder) and calls
-/// [`plan_delivery`]. `listed` is a listing of the group folder.
-pub fn plan_for(
-    layout: &Layout,
-    dir: &SafeDir,
-    listed: &Listing,
-    config: &GroupConfig,
-    sources: &Sources,
-    settings: &DeliverySettings,
-) -> Result<GroupPlan, GroupError> {
-    let group = read_group(layout, dir)?;
-    let local = read_local_memory(layout, dir, listed)?;
-    plan_with(layout, dir, config, sources, settings, local.inputs(&group))
-}
-
+/// Plans a group from its config and what was read in its folder (`inputs`: its
+/// `CLAUDE.local.md`, read once and never through a link, and what the recipe reads there) with
+/// [`plan_delivery`], and adds its backend's guard files.
 fn plan_with(
     layout: &Layout,
     dir: &SafeDir,
@@ -390,12 +377,14 @@ pub struct Observation {
 impl Observation {
     /// Whether the group is exactly as planned (every step is a [`Step::Keep`]).
     pub fn is_up_to_date(&self) -> bool {
-        self.leftovers.is_empty()
-            && !self.journal_pending
-            && self
-                .steps
-                .iter()
-                .all(|step| matches!(step, Step::Keep { .. } | Step::Shadowed { .. }))
+        self.leftovers.is_empty() && !self.journal_pending && self.all_kept()
+    }
+
+    /// Whether every step keeps what is there ([`Step::Keep`], [`Step::Shadowed`]).
+    pub fn all_kept(&self) -> bool {
+        self.steps
+            .iter()
+            .all(|step| matches!(step, Step::Keep { .. } | Step::Shadowed { .. }))
     }
 
     /// The group's folders (under the lock, every folder the steps write in is made).

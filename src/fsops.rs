@@ -1243,10 +1243,19 @@ fn replay_dir(
     dirs.insert((root, dir.to_owned()), opened);
 }
 
-/// Whether reading `name` in `dir` the way `seen` was read finds it again. A file kept with
-/// its identity and found with the same is not read again.
+/// Whether reading `name` in `dir` the way `seen` was read finds the same again (a read that
+/// fails finds something else). A file kept with its identity and found with the same is not
+/// read again.
 fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> bool {
     match seen {
+        Seen::Folder(present) => dir
+            .open_child(name, false)
+            .is_ok_and(|found| found.is_some() == *present),
+        Seen::Kind(kind) => dir.kind(name).is_ok_and(|found| found == *kind),
+        Seen::Size(size) => dir.size(name).is_ok_and(|found| found == *size),
+        Seen::Link(digest) => dir
+            .read_link(name)
+            .is_ok_and(|target| reads::digest(target.as_os_str().as_encoded_bytes()) == *digest),
         Seen::File {
             limit,
             digest,
@@ -1260,33 +1269,10 @@ fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> bool {
                 Some(Seen::File { digest: again, .. }) if again == *digest
             )
         }
-        other => seen_again(dir, name, other).as_ref() == Some(other),
-    }
-}
-
-/// What reading `name` in `dir` the way `seen` was read finds now (not for a file's content:
-/// [`holds_again`]).
-fn seen_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<Seen> {
-    match seen {
-        Seen::Folder(_) => dir
-            .open_child(name, false)
-            .ok()
-            .map(|d| Seen::Folder(d.is_some())),
-        Seen::Kind(_) => dir.kind(name).ok().map(Seen::Kind),
-        Seen::Size(_) => dir.size(name).ok().map(Seen::Size),
-        Seen::Link(_) => dir
-            .read_link(name)
-            .ok()
-            .map(|target| Seen::Link(reads::digest(target.as_os_str().as_encoded_bytes()))),
-        Seen::File { limit, .. } => file_seen(*limit, &dir.read_file(name, *limit), None),
-        Seen::Identity { limit, .. } => dir.identity(name).ok().map(|identity| Seen::Identity {
-            limit: *limit,
-            identity,
-        }),
+        Seen::Identity { identity, .. } => dir.identity(name).is_ok_and(|found| found == *identity),
         Seen::Listing(_) => dir
             .list_kinds()
-            .ok()
-            .map(|entries| reads::listing(&entries)),
+            .is_ok_and(|entries| reads::listing(&entries) == *seen),
     }
 }
 

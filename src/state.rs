@@ -124,11 +124,7 @@ pub fn journal_has_records(layout: &Layout, lock: &str) -> bool {
 
 /// `<state>/binds`, when it exists (read only): a run opens each group's bind folder from it.
 pub fn binds_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
-    check_placement(layout)?;
-    let Some(state) = SafeDir::open_state(&layout.state_dir, false)? else {
-        return Ok(None);
-    };
-    state.open_child(names::BINDS, false)
+    existing_kind_folder(layout, names::BINDS)
 }
 
 /// A group's rescue folder, when it exists (read only).
@@ -176,14 +172,19 @@ fn existing_group_folder(
     kind: &str,
     group: &str,
 ) -> Result<Option<SafeDir>, FsError> {
+    match existing_kind_folder(layout, kind)? {
+        Some(folders) => folders.open_child(group, false),
+        None => Ok(None),
+    }
+}
+
+/// `<state>/<kind>/`, when it exists (read only).
+fn existing_kind_folder(layout: &Layout, kind: &str) -> Result<Option<SafeDir>, FsError> {
     check_placement(layout)?;
-    let Some(state) = SafeDir::open_state(&layout.state_dir, false)? else {
-        return Ok(None);
-    };
-    let Some(folders) = state.open_child(kind, false)? else {
-        return Ok(None);
-    };
-    folders.open_child(group, false)
+    match SafeDir::open_state(&layout.state_dir, false)? {
+        Some(state) => state.open_child(kind, false),
+        None => Ok(None),
+    }
 }
 
 /// `<state>/<kind>/`, created when missing and recording its temps in `journal`, and the

@@ -55,6 +55,8 @@ pub struct Key([u8; 32]);
 pub struct Verdicts {
     /// The hash state after what is the same for every group (format, binary, layout, settings).
     run: Sha256,
+    /// `run` and where the deployment is: the start of every [`Verdicts::look_key`].
+    here: Sha256,
     /// The digest of the sources mounted in link delivery, made when first needed.
     app: OnceLock<[u8; 32]>,
     /// The digest of all the sources ([`Sources::digest`]), made when first needed.
@@ -146,8 +148,17 @@ impl Verdicts {
         put(binary.as_deref().unwrap_or_default());
         put(format!("{:?}", relocated(layout)).as_bytes());
         put(format!("{settings:?}").as_bytes());
+        // A look's report names host paths: it stands only where it was made.
+        let mut here = run.clone();
+        let place = format!(
+            "{:?} {:?} {:?}",
+            layout.groups_dir, layout.container_dir, layout.state_dir
+        );
+        here.update((place.len() as u64).to_le_bytes());
+        here.update(place.as_bytes());
         Verdicts {
             run,
+            here,
             app: OnceLock::new(),
             sources: OnceLock::new(),
             kept: Mutex::new(HashMap::new()),
@@ -202,15 +213,8 @@ impl Verdicts {
     /// What a group's plan and verdict depend on besides what is read in its folders: the
     /// run's binary, layout (where it is, too: a report names host paths) and settings, the
     /// shared sources and what the agent's settings files do ([`Look`]).
-    pub fn look_key(&self, layout: &Layout, sources: &Sources, agent: &AgentSettings) -> String {
-        let mut hash = self.run.clone();
-        // A look's report names host paths: it stands only where it was made.
-        let here = format!(
-            "{:?} {:?} {:?}",
-            layout.groups_dir, layout.container_dir, layout.state_dir
-        );
-        hash.update((here.len() as u64).to_le_bytes());
-        hash.update(here.as_bytes());
+    pub fn look_key(&self, sources: &Sources, agent: &AgentSettings) -> String {
+        let mut hash = self.here.clone();
         hash.update(self.sources.get_or_init(|| sources.digest()));
         let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
         hash.update((evaluations.len() as u64).to_le_bytes());
@@ -299,7 +303,7 @@ impl Verdicts {
             group: group.to_owned(),
             key,
             delivered: delivered.clone(),
-            look_key: self.look_key(layout, sources, agent),
+            look_key: self.look_key(sources, agent),
             look: None,
         });
         (delivered, unrecorded)
