@@ -173,12 +173,7 @@ pub fn join(dir: &str, name: &str) -> String {
 
 /// The lowercase hex SHA-256 of `bytes`.
 pub fn digest(bytes: &[u8]) -> String {
-    let hash: [u8; 32] = Sha256::digest(bytes).into();
-    let mut out = String::with_capacity(64);
-    for byte in hash {
-        out.push_str(&format!("{byte:02x}"));
-    }
-    out
+    crate::safe_name::hex(&Sha256::digest(bytes))
 }
 
 /// What a listing of `entries` found.
@@ -190,8 +185,7 @@ pub fn listing(entries: &[(OsString, Option<FileKind>)]) -> Seen {
         hash.update(name);
         hash.update(format!("{kind:?}").as_bytes());
     }
-    let hash: [u8; 32] = hash.finalize().into();
-    Seen::Listing(digest(&hash))
+    Seen::Listing(crate::safe_name::hex(&hash.finalize()))
 }
 
 /// How long before a read a file's last change must be for its identity to stand for its

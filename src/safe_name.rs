@@ -147,8 +147,18 @@ pub fn display_name(name: &str) -> std::borrow::Cow<'_, str> {
 
 /// The first 16 hex digits of the SHA-256 of `bytes`.
 pub fn short_hash(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    hex(&Sha256::digest(bytes)[..8])
+}
+
+/// `bytes` in lowercase hex, two digits a byte.
+pub fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    out
 }
 
 #[cfg(test)]

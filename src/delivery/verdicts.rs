@@ -219,7 +219,7 @@ impl Verdicts {
         let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
         hash.update((evaluations.len() as u64).to_le_bytes());
         hash.update(&evaluations);
-        crate::reads::digest(&hash.finalize())
+        crate::safe_name::hex(&hash.finalize())
     }
 
     /// Whether runs may have left temps for `group` ([`state::may_have_leftovers`], the

@@ -499,14 +499,7 @@ pub fn digest(bytes: &[u8]) -> String {
 
 /// `sha256:<64 hex digits>` of what `hash` was given.
 pub(crate) fn hex_digest(hash: Sha256) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in hash.finalize() {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
-    out
+    format!("sha256:{}", crate::safe_name::hex(&hash.finalize()))
 }
 
 #[cfg(test)]
