@@ -617,5 +617,7 @@ pub fn reads_hold(
     crate::fsops::replay(reads, |root| match root {
         Root::Group => Ok(dir.take()),
         Root::Bind => bind(),
+        // A container view's reads are replayed by the view (`MountedFs::holds`).
+        Root::Mount(_) => Ok(None),
     })
 }

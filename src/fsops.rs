@@ -596,6 +596,23 @@ impl SafeDir {
             .collect())
     }
 
+    /// The names in this directory (as text, lossily) that start with one of `prefixes`,
+    /// sorted; logged as those names only ([`Seen::Prefixed`]), so that other names coming
+    /// and going leave a record standing.
+    pub fn names_starting_with(&self, prefixes: &[&str]) -> Result<Vec<String>> {
+        let names: Vec<String> = (self.read_entries()?.into_iter())
+            .map(|(name, _)| name.to_string_lossy().into_owned())
+            .filter(|name| prefixes.iter().any(|prefix| name.starts_with(prefix)))
+            .collect();
+        if let Some(tap) = &self.tap {
+            tap.push(
+                "",
+                reads::prefixed(names.iter().map(String::as_str), prefixes),
+            );
+        }
+        Ok(names)
+    }
+
     /// The names in this directory, sorted, each with its kind as the listing gives it
     /// (`None` when the filesystem does not say: ask [`SafeDir::kind`]). A kind is what the
     /// entry was when listed; anything read afterwards is still checked when it is opened.
@@ -1273,6 +1290,15 @@ fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> bool {
         Seen::Listing(_) => dir
             .list_kinds()
             .is_ok_and(|entries| reads::listing(&entries) == *seen),
+        Seen::Prefixed { prefixes, .. } => {
+            let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+            dir.names_starting_with(&prefixes).is_ok_and(|names| {
+                reads::prefixed(names.iter().map(String::as_str), &prefixes) == *seen
+            })
+        }
+        // Only a container view logs these, and replays them itself
+        // (`MountedFs::holds`): a folder read never finds one.
+        Seen::Entry(_) => false,
     }
 }
 

@@ -31,6 +31,9 @@ pub enum Root {
     Group,
     /// The group's bind folder in clawmd's state (`<state>/binds/<group>`).
     Bind,
+    /// The source of a mount of the group's container view, by its place in the view's
+    /// table ([`crate::loader::MountedFs::log_reads_in`]).
+    Mount(u16),
 }
 
 /// How a folder's file reads are kept.
@@ -101,6 +104,17 @@ pub enum Seen {
     },
     /// A listing: the SHA-256 of its names and kinds.
     Listing(String),
+    /// The names of a listing that start with one of `prefixes`: the SHA-256 of them, sorted
+    /// (a reader that wants only those names leaves the record standing when others come).
+    Prefixed {
+        /// The prefixes asked for.
+        prefixes: Vec<String>,
+        /// What was found.
+        digest: String,
+    },
+    /// An entry found by a lookup that does not follow a final link: its kind and size
+    /// (`None`: missing).
+    Entry(Option<(FileKind, u64)>),
 }
 
 /// What [`Seen::File`] holds for a file over the read's limit.
@@ -108,7 +122,12 @@ pub const TOO_LARGE: &str = "too-large";
 
 /// The reads of one look at a group, in order.
 #[derive(Debug, Default)]
-pub struct ReadLog(Mutex<Vec<Read>>);
+pub struct ReadLog {
+    reads: Mutex<Vec<Read>>,
+    /// Set when a read found something a log cannot keep (an error other than a missing
+    /// entry, a name that is not UTF-8): no record is made from it.
+    spoiled: std::sync::atomic::AtomicBool,
+}
 
 impl ReadLog {
     /// Adds a read (one made before, finding the same, is not added again: replaying it
@@ -125,8 +144,19 @@ impl ReadLog {
         self.lock().clone()
     }
 
+    /// Says that a read found something the log cannot keep.
+    pub fn spoil(&self) {
+        self.spoiled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The reads, unless one could not be kept ([`ReadLog::spoil`]).
+    pub fn kept_reads(&self) -> Option<Vec<Read>> {
+        (!self.spoiled.load(std::sync::atomic::Ordering::Relaxed)).then(|| self.reads())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Read>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.reads.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -186,6 +216,24 @@ pub fn listing(entries: &[(OsString, Option<FileKind>)]) -> Seen {
         hash.update(format!("{kind:?}").as_bytes());
     }
     Seen::Listing(crate::safe_name::hex(&hash.finalize()))
+}
+
+/// What a listing of `names` found of the names that start with one of `prefixes`.
+pub fn prefixed<'a>(names: impl IntoIterator<Item = &'a str>, prefixes: &[&str]) -> Seen {
+    let mut found: Vec<&str> = names
+        .into_iter()
+        .filter(|name| prefixes.iter().any(|prefix| name.starts_with(prefix)))
+        .collect();
+    found.sort_unstable();
+    let mut hash = Sha256::new();
+    for name in found {
+        hash.update((name.len() as u64).to_le_bytes());
+        hash.update(name.as_bytes());
+    }
+    Seen::Prefixed {
+        prefixes: prefixes.iter().map(|p| (*p).to_owned()).collect(),
+        digest: crate::safe_name::hex(&hash.finalize()),
+    }
 }
 
 /// How long before a read a file's last change must be for its identity to stand for its

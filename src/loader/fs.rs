@@ -160,14 +160,22 @@ pub(crate) fn handle_metadata(handle: BorrowedFd<'_>) -> io::Result<Metadata> {
 /// handle* (`/proc/self/fd/N`), never by its path, so a name swapped for a link or a FIFO in
 /// the meantime changes nothing: the bytes read are those of the inode that was checked.
 pub(crate) fn read_through(handle: BorrowedFd<'_>, limit: u64) -> io::Result<ReadOutcome> {
+    read_through_stat(handle, limit).map(|(outcome, _)| outcome)
+}
+
+/// [`read_through`], with the status of the file the bytes are from.
+pub(crate) fn read_through_stat(
+    handle: BorrowedFd<'_>,
+    limit: u64,
+) -> io::Result<(ReadOutcome, rustix::fs::Stat)> {
     let stat = rustix::fs::fstat(handle)?;
     let kind = FileKind::from_mode(stat.st_mode);
     if kind != FileKind::File {
-        return Ok(ReadOutcome::NotAFile { kind });
+        return Ok((ReadOutcome::NotAFile { kind }, stat));
     }
     let len = stat.st_size.max(0) as u64;
     if len > limit {
-        return Ok(ReadOutcome::TooLarge { len });
+        return Ok((ReadOutcome::TooLarge { len }, stat));
     }
     let proc_path = format!("/proc/self/fd/{}", handle.as_raw_fd());
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
@@ -193,11 +201,10 @@ pub(crate) fn read_through(handle: BorrowedFd<'_>, limit: u64) -> io::Result<Rea
         .take(limit + 1)
         .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
-        return Ok(ReadOutcome::TooLarge {
-            len: bytes.len() as u64,
-        });
+        let len = bytes.len() as u64;
+        return Ok((ReadOutcome::TooLarge { len }, stat));
     }
-    Ok(ReadOutcome::Bytes(bytes))
+    Ok((ReadOutcome::Bytes(bytes), stat))
 }
 
 impl<T: MemoryFs + ?Sized> MemoryFs for &T {

@@ -8,7 +8,7 @@
 //! then maps the result to a host path through the longest matching mount. Paths outside
 //! every mount do not exist, except the directories that hold mount points.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -22,7 +22,9 @@ use rustix::io::Errno;
 
 use super::fs::{
     DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, read_through,
+    read_through_stat,
 };
+use crate::reads::{Read, ReadLog, Root as ReadRoot, Seen};
 
 /// Linux gives up after 40 symlinks in one resolution (`ELOOP`); so do we.
 pub const MAX_SYMLINKS: usize = 40;
@@ -87,6 +89,8 @@ pub struct MountedFs {
     /// Path components looked up so far, and how many this view may look up.
     steps: Arc<AtomicU64>,
     step_budget: u64,
+    /// Where every read of a host source is logged ([`MountedFs::log_reads_in`]).
+    log: Option<Arc<ReadLog>>,
 }
 
 /// Path components one view may look up in all (each is one `openat` and one `fstat`), so
@@ -108,8 +112,8 @@ struct Root {
 /// Where a resolved container path is.
 #[derive(Debug, Clone)]
 enum Loc {
-    /// On the host, behind this `O_PATH` handle.
-    Host(Arc<OwnedFd>),
+    /// On the host, behind this `O_PATH` handle (where it is, when reads are logged).
+    Host(Arc<OwnedFd>, Option<At>),
     /// A directory that exists only because mount points lie below it.
     Implied,
 }
@@ -123,6 +127,46 @@ struct Step {
     boundary: bool,
     /// Components of the path.
     depth: usize,
+}
+
+/// Where a host handle is, for the log: the mount (its place in the table) and the path
+/// below the mount's source (`/`-separated, `""` for the source itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct At {
+    mount: u16,
+    rel: String,
+}
+
+impl At {
+    fn child(&self, name: &str) -> At {
+        At {
+            mount: self.mount,
+            rel: crate::reads::join(&self.rel, name),
+        }
+    }
+
+    fn parent(&self) -> At {
+        At {
+            mount: self.mount,
+            rel: self.split().0.to_owned(),
+        }
+    }
+
+    /// The folder and the name of the path (both `""` for the source itself).
+    fn split(&self) -> (&str, &str) {
+        self.rel.rsplit_once('/').unwrap_or(("", &self.rel))
+    }
+
+    /// The read of this path that found `seen`.
+    fn read(&self, seen: Seen) -> Read {
+        let (dir, name) = self.split();
+        Read {
+            root: ReadRoot::Mount(self.mount),
+            dir: dir.to_owned(),
+            name: name.to_owned(),
+            seen,
+        }
+    }
 }
 
 const PATH_NOFOLLOW: OFlags = OFlags::PATH.union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
@@ -167,6 +211,37 @@ impl MountedFs {
             max_mount_depth,
             steps: Arc::new(AtomicU64::new(0)),
             step_budget: DEFAULT_STEP_BUDGET,
+            log: None,
+        }
+    }
+
+    /// Logs every read of a host source made through this view (and its clones) in `log`,
+    /// as what it found ([`crate::reads`]), so that [`MountedFs::holds`] can tell later
+    /// whether a view of the same table would find the same: the loader is a function of
+    /// what its reads find, so the same reads load the same memory. A file read keeps its
+    /// bytes' SHA-256, and its identity once settled ([`crate::reads::settled`]).
+    pub fn log_reads_in(&mut self, log: &Arc<ReadLog>) {
+        self.log = Some(log.clone());
+    }
+
+    /// Logs `seen` at `at` (when reads are logged; a read whose place is unknown, a name that
+    /// is not UTF-8, spoils the log).
+    fn logged(&self, at: Option<&At>, seen: impl FnOnce() -> Option<Seen>) {
+        let Some(log) = &self.log else {
+            return;
+        };
+        match (at, seen()) {
+            (Some(at), Some(seen)) => log.push(at.read(seen)),
+            _ => log.spoil(),
+        }
+    }
+
+    /// Where the entry `name` of the folder at `at` is, when reads are logged.
+    fn at_child(&self, at: Option<&At>, name: &OsStr) -> Option<At> {
+        self.log.as_ref()?;
+        match (at, name.to_str()) {
+            (Some(at), Some(name)) => Some(at.child(name)),
+            _ => None,
         }
     }
 
@@ -217,8 +292,10 @@ impl MountedFs {
         })
     }
 
-    fn mount_at(&self, p: &Path) -> Option<&Root> {
-        self.roots.iter().find(|r| r.mount.container == p)
+    /// The mount at `p`, with its place in the table.
+    fn mount_at(&self, p: &Path) -> Option<(u16, &Root)> {
+        let index = self.roots.iter().position(|r| r.mount.container == p)?;
+        Some((u16::try_from(index).ok()?, &self.roots[index]))
     }
 
     /// The step for `p` (of `depth` components) if it is a mount point or a directory implied
@@ -228,17 +305,23 @@ impl MountedFs {
         if depth > self.max_mount_depth {
             return None;
         }
-        if let Some(root) = self.mount_at(p) {
-            return Some(match &root.handle {
+        if let Some((index, root)) = self.mount_at(p) {
+            let at = self.log.as_ref().map(|_| At {
+                mount: index,
+                rel: String::new(),
+            });
+            let step = match &root.handle {
                 Ok(fd) => handle_metadata(fd.as_fd()).map(|meta| Step {
-                    loc: Loc::Host(fd.clone()),
+                    loc: Loc::Host(fd.clone(), at.clone()),
                     meta,
                     boundary: true,
                     depth,
                 }),
                 Err(errno) if *errno == Errno::NOENT => Err(not_found(p)),
                 Err(errno) => Err(io::Error::from(*errno)),
-            });
+            };
+            self.logged(at.as_ref(), || entry_seen(&step));
+            return Some(step);
         }
         let implied = self.roots.iter().any(|r| r.mount.container.starts_with(p))
             && !self
@@ -271,16 +354,20 @@ impl MountedFs {
             return step;
         }
         match &dir.loc {
-            Loc::Host(fd) => {
-                let handle = rustix::fs::openat(fd.as_fd(), name, PATH_NOFOLLOW, Mode::empty())
-                    .map_err(|e| errno_at(e, path))?;
-                let meta = handle_metadata(handle.as_fd())?;
-                Ok(Step {
-                    loc: Loc::Host(Arc::new(handle)),
-                    meta,
-                    boundary: false,
-                    depth,
-                })
+            Loc::Host(fd, at) => {
+                let at = self.at_child(at.as_ref(), name);
+                let step = rustix::fs::openat(fd.as_fd(), name, PATH_NOFOLLOW, Mode::empty())
+                    .map_err(|e| errno_at(e, path))
+                    .and_then(|handle| {
+                        Ok(Step {
+                            meta: handle_metadata(handle.as_fd())?,
+                            loc: Loc::Host(Arc::new(handle), at.clone()),
+                            boundary: false,
+                            depth,
+                        })
+                    });
+                self.logged(at.as_ref(), || entry_seen(&step));
+                step
             }
             Loc::Implied => Err(not_found(path)),
         }
@@ -295,18 +382,26 @@ impl MountedFs {
         self.spend_step()?;
         let depth = step.depth.saturating_sub(1);
         match (&step.loc, step.boundary) {
-            (Loc::Host(fd), false) => {
+            (Loc::Host(fd, at), false) => {
                 let flags = PATH_NOFOLLOW | OFlags::DIRECTORY;
-                let handle = rustix::fs::openat(fd.as_fd(), "..", flags, Mode::empty())?;
+                let handle = rustix::fs::openat(fd.as_fd(), "..", flags, Mode::empty());
+                let handle = handle.inspect_err(|_| self.logged(None, || None))?;
                 Ok(match self.boundary(path, depth) {
                     // The parent is a mount point: the mount's own handle, not the host's.
                     Some(step) => step?,
-                    None => Step {
-                        meta: handle_metadata(handle.as_fd())?,
-                        loc: Loc::Host(Arc::new(handle)),
-                        boundary: false,
-                        depth,
-                    },
+                    None => {
+                        // Inside a mount, the parent of a folder reached from the mount's
+                        // source is the folder it was reached through.
+                        let at = at.as_ref().map(At::parent);
+                        let step = handle_metadata(handle.as_fd()).map(|meta| Step {
+                            meta,
+                            loc: Loc::Host(Arc::new(handle), at.clone()),
+                            boundary: false,
+                            depth,
+                        });
+                        self.logged(at.as_ref(), || entry_seen(&step));
+                        step?
+                    }
                 })
             }
             // Leaving a mount point: walk down to its parent again from the root (a few
@@ -316,11 +411,15 @@ impl MountedFs {
     }
 
     /// The target of a resolved symlink, read from its own handle.
-    fn link_target(step: &Step, path: &Path) -> io::Result<PathBuf> {
+    fn link_target(&self, step: &Step, path: &Path) -> io::Result<PathBuf> {
         match &step.loc {
-            Loc::Host(fd) if step.meta.kind == FileKind::Symlink => {
-                let target = rustix::fs::readlinkat(fd.as_fd(), "", Vec::new())?;
-                Ok(PathBuf::from(OsString::from_vec(target.into_bytes())))
+            Loc::Host(fd, at) if step.meta.kind == FileKind::Symlink => {
+                let target = rustix::fs::readlinkat(fd.as_fd(), "", Vec::new());
+                self.logged(at.as_ref(), || {
+                    let target = target.as_ref().ok()?;
+                    Some(Seen::Link(crate::reads::digest(target.as_bytes())))
+                });
+                Ok(PathBuf::from(OsString::from_vec(target?.into_bytes())))
             }
             _ => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -364,7 +463,7 @@ impl MountedFs {
                 if links > MAX_SYMLINKS {
                     return Err(io::Error::from(Errno::LOOP));
                 }
-                let target = Self::link_target(&next, &real)?;
+                let target = self.link_target(&next, &real)?;
                 real.pop();
                 if target.is_absolute() {
                     real = PathBuf::from("/");
@@ -382,7 +481,13 @@ impl MountedFs {
 
     fn entries_of(&self, dir: &Step, dir_path: &Path) -> io::Result<Vec<DirEntry>> {
         let mut out = match &dir.loc {
-            Loc::Host(fd) => list(fd.as_fd())?,
+            Loc::Host(fd, at) => {
+                let listed = list(fd.as_fd());
+                self.logged(at.as_ref(), || {
+                    listed.as_ref().ok().map(|l| listing_seen(l))
+                });
+                listed?
+            }
             Loc::Implied => Vec::new(),
         };
         // Mount points directly below `dir` shadow (or add) entries.
@@ -418,6 +523,38 @@ impl MountedFs {
             }
         }
         Ok(out)
+    }
+}
+
+/// What a lookup of an entry found, for the log (`None`: an error the log cannot keep).
+fn entry_seen(step: &io::Result<Step>) -> Option<Seen> {
+    match step {
+        Ok(step) => Some(Seen::Entry(Some((step.meta.kind, step.meta.len)))),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Some(Seen::Entry(None)),
+        Err(_) => None,
+    }
+}
+
+/// What a listing found, for the log: its names and kinds in the filesystem's order.
+fn listing_seen(entries: &[DirEntry]) -> Seen {
+    let entries: Vec<(OsString, Option<FileKind>)> = (entries.iter())
+        .map(|entry| (entry.name.clone(), Some(entry.kind)))
+        .collect();
+    crate::reads::listing(&entries)
+}
+
+/// What a file read found, for the log: the SHA-256 of its bytes (or what it was instead of
+/// bytes), with its identity when settled.
+fn file_seen(limit: u64, outcome: &ReadOutcome, identity: Option<[i64; 8]>) -> Seen {
+    let digest = match outcome {
+        ReadOutcome::Bytes(bytes) => crate::reads::digest(bytes),
+        ReadOutcome::TooLarge { len } => format!("{} {len}", crate::reads::TOO_LARGE),
+        ReadOutcome::NotAFile { kind } => format!("not a file: {kind:?}"),
+    };
+    Seen::File {
+        limit,
+        digest: Some(digest),
+        identity,
     }
 }
 
@@ -477,6 +614,98 @@ fn not_a_dir(p: &Path) -> io::Error {
     )
 }
 
+impl MountedFs {
+    /// Whether every read of `reads` (logged by a view of the same mount table,
+    /// [`MountedFs::log_reads_in`]) finds again what it found, through this view's handles:
+    /// each path opened again from its mount's source one name at a time, never following a
+    /// link. A file kept with its identity and found with the same is not read again.
+    /// Anything that cannot be read again counts as a change.
+    pub fn holds(&self, reads: &[Read]) -> bool {
+        let mut opened: HashMap<(u16, String), Option<Arc<OwnedFd>>> = HashMap::new();
+        reads.iter().all(|read| {
+            let ReadRoot::Mount(mount) = read.root else {
+                return false;
+            };
+            let rel = crate::reads::join(&read.dir, &read.name);
+            let handle = self.reopen(&mut opened, mount, &rel);
+            let handle =
+                (handle.as_ref().map_err(|_| ())).map(|fd| fd.as_ref().map(|fd| fd.as_fd()));
+            let holds = holds_again(handle, &read.seen);
+            if !holds {
+                tracing::trace!(?read, "a read of the container view finds something else");
+            }
+            holds
+        })
+    }
+
+    /// The handle of `rel` below the source of mount `mount` (`Err` when it cannot be
+    /// opened: `Ok(None)` when it is missing), opened once per replay.
+    fn reopen(
+        &self,
+        opened: &mut HashMap<(u16, String), Option<Arc<OwnedFd>>>,
+        mount: u16,
+        rel: &str,
+    ) -> Result<Option<Arc<OwnedFd>>, ()> {
+        if let Some(handle) = opened.get(&(mount, rel.to_owned())) {
+            return Ok(handle.clone());
+        }
+        let handle = match rel.rsplit_once('/').unwrap_or(("", rel)) {
+            (_, "") => match &self.roots.get(usize::from(mount)).ok_or(())?.handle {
+                Ok(fd) => Some(fd.clone()),
+                Err(Errno::NOENT) => None,
+                Err(_) => return Err(()),
+            },
+            (dir, name) => {
+                let Some(dir) = self.reopen(opened, mount, dir)? else {
+                    return Err(());
+                };
+                match rustix::fs::openat(dir.as_fd(), name, PATH_NOFOLLOW, Mode::empty()) {
+                    Ok(fd) => Some(Arc::new(fd)),
+                    Err(Errno::NOENT) => None,
+                    Err(_) => return Err(()),
+                }
+            }
+        };
+        opened.insert((mount, rel.to_owned()), handle.clone());
+        Ok(handle)
+    }
+}
+
+/// Whether what is behind `handle` (`Ok(None)`: nothing) is found as `seen` again.
+fn holds_again(handle: Result<Option<BorrowedFd<'_>>, ()>, seen: &Seen) -> bool {
+    let Ok(handle) = handle else {
+        return false;
+    };
+    match (handle, seen) {
+        (None, Seen::Entry(None)) => true,
+        (Some(fd), Seen::Entry(Some(entry))) => {
+            handle_metadata(fd).is_ok_and(|meta| (meta.kind, meta.len) == *entry)
+        }
+        (Some(fd), Seen::Link(digest)) => rustix::fs::readlinkat(fd, "", Vec::new())
+            .is_ok_and(|target| crate::reads::digest(target.as_bytes()) == *digest),
+        (Some(fd), Seen::Listing(_)) => {
+            list(fd).is_ok_and(|entries| listing_seen(&entries) == *seen)
+        }
+        (
+            Some(fd),
+            Seen::File {
+                limit,
+                digest,
+                identity,
+            },
+        ) => {
+            let same = |stat: &rustix::fs::Stat| Some(crate::reads::identity(stat)) == *identity;
+            if identity.is_some() && rustix::fs::fstat(fd).is_ok_and(|stat| same(&stat)) {
+                return true;
+            }
+            read_through_stat(fd, *limit).is_ok_and(|(outcome, _)| {
+                matches!(file_seen(*limit, &outcome, None), Seen::File { digest: again, .. } if again == *digest)
+            })
+        }
+        _ => false,
+    }
+}
+
 impl MemoryFs for MountedFs {
     fn symlink_metadata(&self, path: &Path) -> io::Result<Metadata> {
         self.resolve(path, false).map(|(_, s)| s.meta)
@@ -488,7 +717,7 @@ impl MemoryFs for MountedFs {
 
     fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
         let (real, step) = self.resolve(path, false)?;
-        Self::link_target(&step, &real)
+        self.link_target(&step, &real)
     }
 
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
@@ -507,7 +736,22 @@ impl MemoryFs for MountedFs {
         let (_, step) = self.resolve(path, true)?;
         match (&step.loc, step.meta.kind) {
             // Read through the handle the resolution ended on: never reopened by path.
-            (Loc::Host(fd), FileKind::File) => read_through(fd.as_fd(), limit),
+            (Loc::Host(fd, _), FileKind::File) if self.log.is_none() => {
+                read_through(fd.as_fd(), limit)
+            }
+            (Loc::Host(fd, at), FileKind::File) => {
+                let before = std::time::SystemTime::now();
+                let read = read_through_stat(fd.as_fd(), limit);
+                self.logged(at.as_ref(), || {
+                    let (outcome, stat) = read.as_ref().ok()?;
+                    Some(file_seen(
+                        limit,
+                        outcome,
+                        crate::reads::settled(stat, before),
+                    ))
+                });
+                read.map(|(outcome, _)| outcome)
+            }
             (_, kind) => Ok(ReadOutcome::NotAFile { kind }),
         }
     }
@@ -548,6 +792,78 @@ mod tests {
             Mount::new("/app/skills", r.join("container/skills")),
         ]);
         (root, fs)
+    }
+
+    /// Reads a few things through `fs` the way the loader does.
+    fn look(fs: &MountedFs) {
+        let agent = Path::new("/workspace/agent");
+        let _ = fs.read_limited(&agent.join("CLAUDE.md"), 1 << 20).unwrap();
+        let _ = fs
+            .read_limited(&agent.join(".claude-shared.md"), 1 << 20)
+            .unwrap();
+        let _ = fs.read_dir(&agent.join(".claude-fragments")).unwrap();
+        let _ = fs.read_limited(&agent.join(".claude-fragments/web.md"), 1 << 20);
+        assert!(fs.metadata(&agent.join("missing.md")).is_err());
+        let _ = fs
+            .canonicalize(&agent.join(".claude-fragments/../CLAUDE.md"))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_logged_view_holds_until_a_read_would_find_something_else() {
+        type Change = fn(&Path);
+        let changes: [(&str, Change, bool); 7] = [
+            ("nothing", |_| {}, true),
+            (
+                "a file the look never read",
+                |r| std::fs::write(r.join("groups/main/notes.txt"), "mine").unwrap(),
+                true,
+            ),
+            (
+                "a source, same size",
+                |r| std::fs::write(r.join("container/CLAUDE.md"), "BASX\n").unwrap(),
+                false,
+            ),
+            (
+                "a file where one was missing",
+                |r| std::fs::write(r.join("groups/main/missing.md"), "x").unwrap(),
+                false,
+            ),
+            (
+                "a listed folder",
+                |r| std::fs::write(r.join("groups/main/.claude-fragments/new.md"), "x").unwrap(),
+                false,
+            ),
+            (
+                "a link's target",
+                |r| {
+                    let link = r.join("groups/main/.claude-shared.md");
+                    std::fs::remove_file(&link).unwrap();
+                    symlink("/app/skills/web/instructions.md", link).unwrap();
+                },
+                false,
+            ),
+            (
+                "a folder swapped for a link to its copy",
+                |r| {
+                    let group = r.join("groups/main");
+                    std::fs::rename(group.join(".claude-fragments"), r.join("copy")).unwrap();
+                    symlink(r.join("copy"), group.join(".claude-fragments")).unwrap();
+                },
+                false,
+            ),
+        ];
+        for (what, change, holds) in changes {
+            let (root, mut fs) = setup();
+            let log = Arc::new(ReadLog::default());
+            fs.log_reads_in(&log);
+            look(&fs);
+            let reads = log.kept_reads().expect("nothing spoils these reads");
+            assert!(reads.len() > 5, "{reads:?}");
+            change(root.path());
+            let again = MountedFs::new(fs.mounts());
+            assert_eq!(again.holds(&reads), holds, "{what}");
+        }
     }
 
     #[test]
