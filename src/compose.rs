@@ -791,16 +791,10 @@ fn delivered(
 /// only when its lock is free at once (another run holding it records its own), with the
 /// record's temp in the lock's journal.
 fn record_unlocked(layout: &Layout, verdicts: &Verdicts, unrecorded: Unrecorded) {
-    let Ok(_lock) = fsops::lock(&layout.lock_file(unrecorded.group()), Duration::ZERO) else {
-        return;
-    };
-    let Ok(journal) = state::journal(layout, unrecorded.group()) else {
-        return;
-    };
-    verdicts.record(layout, unrecorded, &journal);
-    if let Err(err) = journal.settle() {
-        tracing::debug!("{err}");
-    }
+    let group = unrecorded.group().to_owned();
+    state::with_free_lock(layout, &group, |journal| {
+        verdicts.record(layout, unrecorded, journal)
+    });
 }
 
 /// What the settings files of the agent of the group seen in `seen` do to its memory: none

@@ -8,11 +8,14 @@
 //!   nothing that is merely named like a temp file.
 //! - `verdicts/<group>`: the group's last verdict, under the key of everything it depends on
 //!   ([`crate::delivery::verdicts`]).
+//! - `checks/<group>`: the group's last findings of `check`, with every read they were made
+//!   from ([`crate::check`]'s records).
 //!
 //! The state folder is the host's, but it is still opened defensively: it must be a real
 //! folder (never a link), and it must not be inside a group folder or `container/`, where an
 //! agent could read it.
 
+use sha2::Digest as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -125,6 +128,69 @@ pub fn journal_has_records(layout: &Layout, lock: &str) -> bool {
 /// `<state>/binds`, when it exists (read only): a run opens each group's bind folder from it.
 pub fn binds_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
     existing_kind_folder(layout, names::BINDS)
+}
+
+/// `<state>/<folder>` (never through a link), a folder of sealed records, made when
+/// `create` and missing.
+pub fn records_dir(layout: &Layout, folder: &str, create: bool) -> Result<SafeDir, FsError> {
+    check_placement(layout)?;
+    let missing = || FsError::Io {
+        op: "open",
+        path: layout.state_dir.join(folder),
+        source: std::io::ErrorKind::NotFound.into(),
+    };
+    let state = SafeDir::open_state(&layout.state_dir, create)?.ok_or_else(missing)?;
+    state.open_child(folder, create)?.ok_or_else(missing)
+}
+
+/// The record `name` in `dir`, when it is whole: its key and body. A record is the 32 bytes
+/// of its key, its body, and a SHA-256 of both (its seal: a torn record is never used).
+pub fn read_record(dir: &SafeDir, name: &str, limit: u64) -> Option<([u8; 32], Vec<u8>)> {
+    let mut bytes = dir.read_own_file(name, limit).ok()??;
+    let sealed = bytes.len().checked_sub(32)?;
+    let (whole, seal) = bytes.split_at(sealed);
+    if sha2::Sha256::digest(whole).as_slice() != seal {
+        return None;
+    }
+    let key = whole.get(..32)?.try_into().ok()?;
+    bytes.truncate(sealed);
+    bytes.drain(..32);
+    Some((key, bytes))
+}
+
+/// Writes the record `name` in `dir` with `key` and `body` ([`read_record`]), atomically.
+/// A record is never synced: one a crash loses or leaves torn is only worked out again.
+pub fn write_record(dir: &SafeDir, name: &str, key: &[u8; 32], body: &[u8]) -> Result<(), FsError> {
+    let mut bytes = Vec::with_capacity(body.len() + 64);
+    bytes.extend_from_slice(key);
+    bytes.extend_from_slice(body);
+    let seal: [u8; 32] = sha2::Sha256::digest(&bytes).into();
+    bytes.extend_from_slice(&seal);
+    let temp = dir.stage_file(name, &bytes, false)?;
+    dir.put_in_place(temp, name)?;
+    dir.mark_synced();
+    Ok(())
+}
+
+/// `<state>/rescues`, when it exists (read only).
+pub fn rescues_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
+    existing_kind_folder(layout, names::RESCUES)
+}
+
+/// Runs `write` with the journal of `group`'s lock, when the lock is free at once (a run
+/// holding it writes what it has to itself): for a record, only a saving, of a run that
+/// looked at the group without its lock.
+pub fn with_free_lock(layout: &Layout, group: &str, write: impl FnOnce(&Arc<TempJournal>)) {
+    let Ok(_lock) = fsops::lock(&layout.lock_file(group), std::time::Duration::ZERO) else {
+        return;
+    };
+    let Ok(journal) = journal(layout, group) else {
+        return;
+    };
+    write(&journal);
+    if let Err(err) = journal.settle() {
+        tracing::debug!("{err}");
+    }
 }
 
 /// A group's rescue folder, when it exists (read only).

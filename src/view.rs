@@ -105,20 +105,28 @@ pub fn agent_settings(
     group: &str,
     options: &ViewOptions,
 ) -> Result<AgentSettings, GroupError> {
-    let fs = group_view(layout, group, options)?;
+    agent_settings_in(layout, &group_view(layout, group, options)?, options)
+}
+
+/// [`agent_settings`], read through `fs`, the group's view ([`group_view`]).
+pub fn agent_settings_in(
+    layout: &Layout,
+    fs: &MountedFs,
+    options: &ViewOptions,
+) -> Result<AgentSettings, GroupError> {
     let evaluate = |consumer: Consumer| -> Result<SettingsEvaluation, GroupError> {
         let options = ViewOptions {
             consumer,
             ..options.clone()
         };
-        let load_options = group_load_options(layout, &fs, &options);
+        let load_options = group_load_options(layout, fs, &options);
         let cwd = fs
             .canonicalize(&load_options.cwd)
             .map_err(|source| LoaderError::Cwd {
                 path: load_options.cwd.clone(),
                 source,
             })?;
-        Ok(crate::loader::settings::evaluate(&fs, &load_options, &cwd))
+        Ok(crate::loader::settings::evaluate(fs, &load_options, &cwd))
     };
     Ok(AgentSettings {
         cli: evaluate(Consumer::Cli)?,
@@ -146,13 +154,22 @@ pub fn load_group(
     options: &ViewOptions,
 ) -> Result<(Memory, MountedFs), GroupError> {
     let fs = group_view(layout, group, options)?;
-    let load_options = group_load_options(layout, &fs, options);
-    let memory = load(&fs, &load_options)?;
+    let memory = load_in(layout, &fs, options)?;
     Ok((memory, fs))
 }
 
-/// The container view of `group`, through its mount table for `options`' delivery settings.
-fn group_view(
+/// [`load_group`] through `fs`, the group's view ([`group_view`]).
+pub fn load_in(
+    layout: &Layout,
+    fs: &MountedFs,
+    options: &ViewOptions,
+) -> Result<Memory, GroupError> {
+    Ok(load(fs, &group_load_options(layout, fs, options))?)
+}
+
+/// The container view of `group`, through its mount table for `options`' delivery settings
+/// (see [`load_group`] for what is refused).
+pub fn group_view(
     layout: &Layout,
     group: &str,
     options: &ViewOptions,
@@ -180,6 +197,31 @@ fn open_group_view(
     needs: &MountNeeds,
     options: &ViewOptions,
 ) -> Result<MountedFs, GroupError> {
+    open_view(
+        layout,
+        group_dir,
+        group_mounts(layout, group, needs, options),
+    )
+}
+
+/// The container view of `group` through `mounts`, a table [`group_view`] made before (its
+/// [`MountedFs::mounts`]) from the same config and settings: no config is read.
+pub fn view_of_table(
+    layout: &Layout,
+    group: &str,
+    mounts: Vec<Mount>,
+) -> Result<MountedFs, GroupError> {
+    let group_dir = crate::deployment::checked_group_dir(layout, group)?;
+    open_view(layout, &group_dir, mounts)
+}
+
+/// The view through `mounts`, the mounts whose source is in the group folder `group_dir`
+/// opened without following links.
+fn open_view(
+    layout: &Layout,
+    group_dir: &Path,
+    mounts: Vec<Mount>,
+) -> Result<MountedFs, GroupError> {
     let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let dir = match rustix::fs::open(group_dir, dir_flags, Mode::empty()) {
         Ok(fd) => fd,
@@ -203,7 +245,7 @@ fn open_group_view(
         }
     };
     let mut sources = Vec::new();
-    for mount in group_mounts(layout, group, needs, options) {
+    for mount in mounts {
         let handle = match mount.host.strip_prefix(group_dir) {
             Ok(rel) if rel.as_os_str().is_empty() => {
                 rustix::fs::openat(&dir, ".", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())

@@ -214,12 +214,23 @@ impl Verdicts {
     /// run's binary, layout (where it is, too: a report names host paths) and settings, the
     /// shared sources and what the agent's settings files do ([`Look`]).
     pub fn look_key(&self, sources: &Sources, agent: &AgentSettings) -> String {
+        let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
+        crate::safe_name::hex(&self.here_key(sources, &evaluations))
+    }
+
+    /// A SHA-256 of what a record made here depends on besides what it read: the binary,
+    /// the layout and where it is, the settings, the shared sources, and `more`.
+    pub fn here_key(&self, sources: &Sources, more: &[u8]) -> [u8; 32] {
         let mut hash = self.here.clone();
         hash.update(self.sources.get_or_init(|| sources.digest()));
-        let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
-        hash.update((evaluations.len() as u64).to_le_bytes());
-        hash.update(&evaluations);
-        crate::safe_name::hex(&hash.finalize())
+        hash.update((more.len() as u64).to_le_bytes());
+        hash.update(more);
+        hash.finalize().into()
+    }
+
+    /// Whether records are read and written (not without a known binary).
+    pub fn keeps_records(&self) -> bool {
+        self.records
     }
 
     /// Whether runs may have left temps for `group` ([`state::may_have_leftovers`], the
@@ -320,20 +331,10 @@ impl Verdicts {
             look,
             ..
         } = unrecorded;
-        let written = open_dir(layout, true).and_then(|mut dir| {
+        let written = state::records_dir(layout, VERDICTS, true).and_then(|mut dir| {
             dir.record_temps_in(journal);
             let json = serde_json::to_vec(&Body { delivered, look }).unwrap_or_default();
-            let mut bytes = Vec::with_capacity(json.len() + 64);
-            bytes.extend_from_slice(&key.0);
-            bytes.extend_from_slice(&json);
-            let seal: [u8; 32] = Sha256::digest(&bytes).into();
-            bytes.extend_from_slice(&seal);
-            let temp = dir.stage_file(&group, &bytes, false)?;
-            dir.put_in_place(temp, &group)?;
-            // A record is never synced: one a crash loses or leaves torn (its seal no longer
-            // matches) is only a verdict worked out again.
-            dir.mark_synced();
-            Ok(())
+            state::write_record(&dir, &group, &key.0, &json)
         });
         if let Err(err) = written {
             tracing::debug!(group, "verdict record not written: {err}");
@@ -351,20 +352,13 @@ impl Verdicts {
         if !self.records {
             return None;
         }
-        let bytes = {
-            let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
-            if dir.is_none() {
-                *dir = Some(open_dir(layout, false).ok()?);
-            }
-            let dir = dir.as_ref()?;
-            dir.read_own_file(group, MAX_RECORD_BYTES).ok()??
-        };
-        let (body, seal) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
-        if Sha256::digest(body).as_slice() != seal {
-            return None;
+        let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+        if dir.is_none() {
+            *dir = Some(state::records_dir(layout, VERDICTS, false).ok()?);
         }
-        let key = Key(body.get(..32)?.try_into().ok()?);
-        Some((key, serde_json::from_slice(&body[32..]).ok()?))
+        let (key, body) = state::read_record(dir.as_ref()?, group, MAX_RECORD_BYTES)?;
+        drop(dir);
+        Some((Key(key), serde_json::from_slice(&body).ok()?))
     }
 
     fn keep(&self, key: Key, delivered: &Delivered) {
@@ -377,18 +371,6 @@ impl Verdicts {
     fn lock_kept(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Delivered>> {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// `<state>/verdicts` (never through a link), made when `create` and missing.
-fn open_dir(layout: &Layout, create: bool) -> Result<SafeDir, FsError> {
-    crate::state::check_placement(layout)?;
-    let missing = || FsError::Io {
-        op: "open",
-        path: layout.state_dir.join(VERDICTS),
-        source: std::io::ErrorKind::NotFound.into(),
-    };
-    let state = SafeDir::open_state(&layout.state_dir, create)?.ok_or_else(missing)?;
-    state.open_child(VERDICTS, create)?.ok_or_else(missing)
 }
 
 /// `layout` with its host folders made relative to the folder that holds the groups, the

@@ -86,7 +86,18 @@ impl LoadedFile {
 
 /// How serious a diagnostic or a `check` finding is (the one severity scale of the crate,
 /// from the least serious).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Severity {
     /// Worth knowing; nothing is lost that the author probably wanted.

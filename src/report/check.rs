@@ -3,14 +3,14 @@
 use std::cmp::Reverse;
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Code, Detail, Line, Lines, Report, Stream, Tone, count, escape, escape_path};
 pub use crate::loader::Severity;
 use crate::plan::Delivery;
 
 /// One problem, with where it is and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     /// Error or warning.
     pub severity: Severity,
@@ -25,7 +25,7 @@ pub struct Finding {
 }
 
 /// The findings of one group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GroupCheck {
     /// The group.
     pub group: String,

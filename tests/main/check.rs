@@ -258,10 +258,48 @@ fn a_malformed_config_is_an_error_finding() {
     );
 }
 
+/// Check changes nothing of the deployment: no group folder, composed file or compose record.
+/// It keeps only its own records (`<state>/checks/<group>`, clawmd's cache, which no agent
+/// sees, written under the group's lock with its temp in the lock's journal), and a check
+/// that finds every group as recorded writes nothing at all.
 #[test]
-fn check_writes_nothing() {
+fn check_writes_nothing_but_its_records() {
     let d = Deployment::standard().group("g", None).group("h", None);
     d.run(["compose", "g"]).success();
+    let bookkeeping = [
+        "groups/.clawmd/checks",
+        "groups/.clawmd/journal",
+        "groups/.clawmd-locks",
+    ];
+    let deployment = |snapshot: Vec<(String, String, u64, i64, i64)>| {
+        (snapshot.into_iter())
+            .filter(|entry| !bookkeeping.iter().any(|b| entry.0.starts_with(b)))
+            // The state folder's own time changes when its `checks` folder is made.
+            .map(|entry| match entry.0 == "groups/.clawmd" {
+                true => (entry.0, entry.1, entry.2, 0, 0),
+                false => entry,
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = d.snapshot();
+    d.run(["check", "--all"]).expect_code(1);
+    let checked = d.snapshot();
+    assert_eq!(deployment(checked.clone()), deployment(before));
+    for group in ["g", "h"] {
+        let record = format!("groups/.clawmd/checks/{group}");
+        assert!(
+            checked.iter().any(|entry| entry.0 == record),
+            "{checked:#?}"
+        );
+    }
+    d.run(["check", "--all"]).expect_code(1);
+    assert_eq!(d.snapshot(), checked);
+}
+
+/// A deployment never composed has no state folder, and check makes none.
+#[test]
+fn check_makes_no_state_folder() {
+    let d = Deployment::standard().group("g", None);
     let before = d.snapshot();
     d.run(["check", "--all"]).expect_code(1);
     assert_eq!(d.snapshot(), before);

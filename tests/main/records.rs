@@ -245,3 +245,116 @@ fn files_of_the_agents_own_leave_the_record_standing() {
         assert_eq!(from_record, fresh, "{delivery}");
     }
 }
+
+/// Marks the findings kept in `group`'s check record: a check that answers from the record
+/// reports a finding whose message is `planted`.
+fn plant_check(d: &Deployment, group: &str) {
+    use sha2::Digest;
+    let path = d.path(&format!("groups/.clawmd/checks/{group}"));
+    let bytes = std::fs::read(&path).expect("check keeps a record of the group");
+    let body = &bytes[..bytes.len() - 32];
+    let mut json: serde_json::Value = serde_json::from_slice(&body[32..]).unwrap();
+    json["found"]["findings"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "severity": "info", "code": "import-missing", "file": "/planted",
+            "message": "planted", "fix": "none",
+        }));
+    let mut planted = body[..32].to_vec();
+    planted.extend(serde_json::to_vec(&json).unwrap());
+    let seal: [u8; 32] = sha2::Sha256::digest(&planted).into();
+    planted.extend(seal);
+    std::fs::write(&path, planted).unwrap();
+}
+
+fn is_planted(report: &serde_json::Value) -> bool {
+    report["groups"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["message"] == "planted")
+}
+
+/// `report` without the planted finding.
+fn unplanted(mut report: serde_json::Value) -> serde_json::Value {
+    report["groups"][0]["findings"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|f| f["message"] != "planted");
+    report
+}
+
+/// What the loader reads beyond the composition: the files local memory imports, the agent's
+/// rules, the names in its folder that look like rescues.
+fn check_edits() -> Vec<Edit> {
+    // Compose's record torn changes nothing check finds (its verdict is worked out again,
+    // the same): the check record rightly stands.
+    let mut edits: Vec<Edit> = (edits().into_iter())
+        .filter(|(name, _)| *name != "the record torn")
+        .collect();
+    edits.extend::<[Edit; 4]>([
+        (
+            "the file local memory imports written",
+            Box::new(|d: &Deployment| d.write("groups/g/todo.md", b"buy milk\n")),
+        ),
+        (
+            "a rule of the agent's importing a missing file",
+            Box::new(|d: &Deployment| d.write("groups/g/.claude/rules/r.md", b"@./gone.md\n")),
+        ),
+        (
+            "a name like a rescue's planted",
+            Box::new(|d: &Deployment| d.write("groups/g/CLAUDE.md.rescued-1", b"mine\n")),
+        ),
+        (
+            "the check record torn",
+            Box::new(|d: &Deployment| {
+                let path = d.path("groups/.clawmd/checks/g");
+                let bytes = std::fs::read(&path).unwrap();
+                std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+            }),
+        ),
+    ]);
+    edits
+}
+
+#[test]
+fn a_recorded_check_reports_what_a_fresh_check_does_after_every_edit() {
+    for delivery in ["managed", "inline", "copy", "link"] {
+        for (name, edit) in check_edits() {
+            let d = Deployment::standard().group("g", Some(CONFIG));
+            d.write("groups/g/CLAUDE.local.md", b"my notes\n@./todo.md\n");
+            d.run(["compose", "g", "--delivery", delivery]).success();
+            let check = ["check", "g", "--delivery", delivery, "--json"];
+            let _ = d.run(check);
+            plant_check(&d, "g");
+            assert!(is_planted(&report(&d, &check)), "{delivery}: unchanged");
+            edit(&d);
+            let from_record = report(&d, &check);
+            assert!(
+                !is_planted(&from_record),
+                "{delivery}: {name}: the check record was believed"
+            );
+            let _ = std::fs::remove_file(d.path("groups/.clawmd/checks/g"));
+            assert_eq!(from_record, report(&d, &check), "{delivery}: {name}");
+        }
+    }
+}
+
+/// Files of the agent's own that nothing loads leave the check record standing.
+#[test]
+fn files_of_the_agents_own_leave_the_check_record_standing() {
+    for delivery in ["managed", "inline", "copy", "link"] {
+        let d = Deployment::standard().group("g", Some(CONFIG));
+        d.run(["compose", "g", "--delivery", delivery]).success();
+        let check = ["check", "g", "--delivery", delivery, "--json"];
+        let _ = d.run(check);
+        plant_check(&d, "g");
+        d.write("groups/g/notes.txt", b"mine\n");
+        d.write("groups/g/work/draft.md", b"@./CLAUDE.md and more\n");
+        let from_record = report(&d, &check);
+        assert!(is_planted(&from_record), "{delivery}");
+        let _ = std::fs::remove_file(d.path("groups/.clawmd/checks/g"));
+        assert_eq!(unplanted(from_record), report(&d, &check), "{delivery}");
+    }
+}

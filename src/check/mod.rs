@@ -6,7 +6,13 @@
 //! inside its container (computed by the [`loader`](crate::loader) through the mount table:
 //! dropped, dangling or oversized imports). Each finding names the file and a one-line fix.
 
+mod record;
+
 use std::path::Path;
+use std::sync::Arc;
+
+pub use record::CHECKS;
+use record::{CheckRecords, Look};
 
 use crate::delivery::GroupPlan;
 use crate::delivery::verdicts::Verdicts;
@@ -20,6 +26,7 @@ use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs
 use crate::names;
 use crate::plan::{Content, Delivery, Warning};
 use crate::progress::Progress;
+use crate::reads::ReadLog;
 use crate::reconcile::{Step, is_rescue_name, kept_rescues};
 use crate::report::{
     CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity, WarningReport,
@@ -27,7 +34,7 @@ use crate::report::{
 use crate::sources::Sources;
 use crate::state;
 use crate::target::DeliverySettings;
-use crate::view::{ViewOptions, load_group};
+use crate::view::{ViewOptions, agent_settings_in, group_view, load_in};
 
 /// How to check.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,9 +72,10 @@ pub fn check_with_progress(
     let (sources, _) = read_sources(layout)?;
     progress.start(groups.len());
     let verdicts = Verdicts::new(layout, &options.settings);
+    let records = CheckRecords::new(&verdicts, &sources, options);
     let groups: Vec<GroupCheck> = crate::compose::parallel_map(&groups, |group| {
         let checked = guarded(layout, group, options, || {
-            check_one(layout, &sources, group, options, &verdicts)
+            check_one(layout, &sources, group, options, &records)
         });
         progress.done(group);
         checked
@@ -119,21 +127,69 @@ pub fn check_group(
     options: &CheckOptions,
 ) -> GroupCheck {
     let verdicts = Verdicts::new(layout, &options.settings);
-    check_one(layout, sources, group, options, &verdicts)
+    check_one(
+        layout,
+        sources,
+        group,
+        options,
+        &CheckRecords::new(&verdicts, sources, options),
+    )
 }
 
-/// [`check_group`] with the verdicts of the run (read back from compose's records where the
-/// inputs are the same; check records nothing).
+/// [`check_group`] with the records of the run: the group's findings as its record keeps
+/// them when every read they were made from finds the same again ([`record`]), else worked
+/// out (with the verdicts read back from compose's records where the inputs are the same)
+/// and recorded.
 fn check_one(
     layout: &Layout,
     sources: &Sources,
     group: &str,
     options: &CheckOptions,
+    records: &CheckRecords,
+) -> GroupCheck {
+    let view = ViewOptions {
+        approve_external: options.settings.approve_external,
+        claude_version: options.claude_version,
+        delivery: options.settings.delivery,
+        provider: options.settings.provider,
+        ..ViewOptions::default()
+    };
+    let recorded = records.apply_to(layout, group);
+    if recorded && let Some(found) = records.found(layout, group) {
+        return found;
+    }
+    let mut look = Look::default();
+    let checked = check_afresh(
+        layout,
+        sources,
+        group,
+        options,
+        records.verdicts(),
+        &view,
+        &mut look,
+    );
+    if recorded {
+        records.record(layout, group, look, &checked);
+    }
+    checked
+}
+
+/// [`check_one`] without records, logging what it reads in `look`.
+fn check_afresh(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &CheckOptions,
     verdicts: &Verdicts,
+    view: &ViewOptions,
+    look: &mut Look,
 ) -> GroupCheck {
     let mut findings = Vec::new();
     let plan = match composition_findings(layout, sources, group, options, &mut findings) {
-        Ok(plan) => Some(plan),
+        Ok((plan, reads)) => {
+            look.reads = Some(reads);
+            Some(plan)
+        }
         Err(err) => {
             findings.push(group_error_finding(layout, group, &err));
             None
@@ -147,23 +203,24 @@ fn check_one(
     let mut agent = verify::AgentSettings::default();
     let mut agent_unreadable = None;
     if !findings.iter().any(|f| is_group_error(f.code)) && !flat {
-        let view = ViewOptions {
-            approve_external: options.settings.approve_external,
-            claude_version: options.claude_version,
-            delivery: options.settings.delivery,
-            provider: options.settings.provider,
-            ..ViewOptions::default()
-        };
-        match load_group(layout, group, &view) {
-            Ok((memory, fs)) => {
-                memory_findings(layout, group, delivery, &fix, &memory, &fs, &mut findings)
+        match group_view(layout, group, view) {
+            Ok(mut fs) => {
+                fs.log_reads_in(&look.view_reads);
+                look.view = Some(record::table(&fs));
+                match load_in(layout, &fs, view) {
+                    Ok(memory) => {
+                        memory_findings(layout, group, delivery, &fix, &memory, &fs, &mut findings)
+                    }
+                    Err(err) => findings.push(group_error_finding(layout, group, &err)),
+                }
+                match agent_settings_in(layout, &fs, view) {
+                    Ok(read) => agent = read,
+                    Err(err) => agent_unreadable = Some(err.to_string()),
+                }
             }
-            Err(err) => findings.push(group_error_finding(layout, group, &err)),
-        }
-        match crate::view::agent_settings(layout, group, &view) {
-            Ok(read) => agent = read,
             Err(err) => {
                 agent_unreadable = Some(err.to_string());
+                findings.push(group_error_finding(layout, group, &err));
             }
         }
     }
@@ -590,7 +647,7 @@ fn composition_findings(
     group: &str,
     options: &CheckOptions,
     findings: &mut Vec<Finding>,
-) -> Result<GroupPlan, GroupError> {
+) -> Result<(GroupPlan, Arc<ReadLog>), GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     let Observation {
         dir,
@@ -599,6 +656,7 @@ fn composition_findings(
         plan,
         steps,
         leftovers,
+        reads,
         ..
     } = observe(layout, sources, &group_path, &options.settings, None)?;
     let group_path = dir.path().to_owned();
@@ -675,7 +733,7 @@ fn composition_findings(
     rescued_files(layout, group, findings)?;
     legacy_rescues(&dir, layout, group, findings)?;
     instruction_imports(&dir, &config.mcp_instructions, findings);
-    Ok(plan)
+    Ok((plan, reads))
 }
 
 /// A group still laid out the way clawmd composed groups before bind folders: the composed
@@ -807,10 +865,14 @@ fn legacy_rescues(
     group: &str,
     findings: &mut Vec<Finding>,
 ) -> Result<(), GroupError> {
+    // Only the names that start like a rescue's are asked for (the log keeps those alone).
+    let prefixes: Vec<String> = (crate::delivery::ENTRY_POINTS.iter())
+        .map(|entry| format!("{entry}{}", names::RESCUE_INFIX))
+        .collect();
+    let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
     let names: Vec<String> = dir
-        .list()?
+        .names_starting_with(&prefixes)?
         .into_iter()
-        .map(|name| name.to_string_lossy().into_owned())
         .filter(|name| is_rescue_name(name))
         .collect();
     if names.is_empty() {

@@ -1,0 +1,205 @@
+//! Check's records: a group's findings kept with every read that made them, so that a
+//! `check` that finds every one of those reads as it was reports the recorded findings
+//! without planning, diffing or loading the group again.
+//!
+//! The mechanism is compose's ([`crate::reads`]): the look at the composition logs its reads
+//! of the group folder and the bind folder, and the container view the loader reads through
+//! logs its reads of every mount's source ([`crate::loader::MountedFs::log_reads_in`]). The
+//! findings are a function of those reads and of what the record's key covers (the binary,
+//! the layout and where it is, the settings, the shared sources, the Claude Code release
+//! checked against). A record is `<state>/checks/<group>`, sealed like compose's
+//! ([`crate::state::write_record`]) and written only when the group's lock is free at once.
+//!
+//! What a look does not log keeps a group out of the records: a config handed to clawmd
+//! (`groupConfig: handed`), a journal with records (temps of an interrupted run), rescued
+//! text waiting for a person, a read that cannot be kept ([`ReadLog::spoil`]), and a group
+//! that could not be read.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+use super::CheckOptions;
+use crate::delivery::verdicts::Verdicts;
+use crate::deployment::{open_group, reads_hold};
+use crate::file_kind::FileKind;
+use crate::fsops::{self, SafeDir};
+use crate::layout::{GroupConfigSource, Layout};
+use crate::loader::{Mount, MountedFs};
+use crate::reads::{Read, ReadLog};
+use crate::report::{Code, GroupCheck};
+use crate::sources::Sources;
+use crate::state;
+use crate::view::view_of_table;
+
+/// The folder of check's records in the state folder.
+pub const CHECKS: &str = "checks";
+
+/// The largest record read back.
+const MAX_RECORD_BYTES: u64 = 4 << 20;
+
+/// What a record keeps besides its key and seal.
+#[derive(Debug, Serialize, Deserialize)]
+struct Body {
+    /// The look at the composition: its reads of the group folder and the bind folder.
+    reads: Vec<Read>,
+    /// The container view's mount table (container and host paths), when the view was read:
+    /// a function of the config and settings the reads and the key cover.
+    view: Option<Vec<(PathBuf, PathBuf)>>,
+    /// Every read of the container view.
+    view_reads: Vec<Read>,
+    /// What was found.
+    found: GroupCheck,
+}
+
+/// What one check of a group read, to keep with its findings.
+#[derive(Debug, Default)]
+pub struct Look {
+    /// The look at the composition (the observation's log), when it got that far.
+    pub reads: Option<Arc<ReadLog>>,
+    /// The container view's mount table ([`table`]), when the view was opened.
+    pub view: Option<Vec<(PathBuf, PathBuf)>>,
+    /// The container view's reads.
+    pub view_reads: Arc<ReadLog>,
+}
+
+/// The records of one `check` run: the same key for every group.
+pub struct CheckRecords<'a> {
+    verdicts: &'a Verdicts,
+    key: [u8; 32],
+    /// `<state>/checks`, opened when first needed (`Some(None)`: it does not exist).
+    dir: Mutex<Option<Option<SafeDir>>>,
+    /// `<state>/rescues`, opened once (`None`: it does not exist).
+    rescues: OnceLock<Mutex<Option<SafeDir>>>,
+}
+
+impl<'a> CheckRecords<'a> {
+    /// The records of a run with `verdicts`' binary, layout and settings, `sources` and
+    /// `options`.
+    pub fn new(verdicts: &'a Verdicts, sources: &Sources, options: &CheckOptions) -> Self {
+        let checked = format!(
+            "check 1 {:?} {}",
+            options.claude_version, options.delivery_given
+        );
+        CheckRecords {
+            verdicts,
+            key: verdicts.here_key(sources, checked.as_bytes()),
+            dir: Mutex::new(None),
+            rescues: OnceLock::new(),
+        }
+    }
+
+    /// The verdicts of the run.
+    pub fn verdicts(&self) -> &Verdicts {
+        self.verdicts
+    }
+
+    /// Whether `group` may be answered by its record, or recorded: not when its look would
+    /// read what no log keeps (see the module docs).
+    pub fn apply_to(&self, layout: &Layout, group: &str) -> bool {
+        self.verdicts.keeps_records()
+            && layout.group_config != GroupConfigSource::Handed
+            && !self.verdicts.journal_pending(layout, group)
+            && !self.has_rescues(layout, group)
+    }
+
+    /// The findings of `group` as its record keeps them, when every read of the record finds
+    /// again what it found.
+    pub fn found(&self, layout: &Layout, group: &str) -> Option<GroupCheck> {
+        let (key, body) = {
+            let dir = self.lock_dir(layout, false);
+            state::read_record(dir.as_ref()?.as_ref()?, group, MAX_RECORD_BYTES)?
+        };
+        if key != self.key {
+            return None;
+        }
+        let body: Body = serde_json::from_slice(&body).ok()?;
+        let dir = open_group(&layout.group_dir(group)).ok()?;
+        if !reads_hold(dir, || self.verdicts.bind_dir(layout, group), &body.reads) {
+            return None;
+        }
+        // The reads hold, so the config is the one the table was made from.
+        if let Some(table) = body.view {
+            let mounts = (table.into_iter())
+                .map(|(container, host)| Mount::new(container, host))
+                .collect();
+            let fs = view_of_table(layout, group, mounts).ok()?;
+            if !fs.holds(&body.view_reads) {
+                return None;
+            }
+        }
+        Some(body.found)
+    }
+
+    /// Keeps `found` with what `look` read as `group`'s record, when the look could keep
+    /// every read and found nothing that depends on what it does not log.
+    pub fn record(&self, layout: &Layout, group: &str, look: Look, found: &GroupCheck) {
+        let unlogged = [Code::StaleTemp, Code::RescuedText, Code::InternalError];
+        if (found.findings.iter())
+            .any(|f| unlogged.contains(&f.code) || super::is_group_error(f.code))
+        {
+            return;
+        }
+        let (Some(reads), Some(view_reads)) = (
+            look.reads.and_then(|log| log.kept_reads()),
+            look.view_reads.kept_reads(),
+        ) else {
+            return;
+        };
+        let body = Body {
+            reads,
+            view: look.view,
+            view_reads,
+            found: found.clone(),
+        };
+        let Ok(json) = serde_json::to_vec(&body) else {
+            return;
+        };
+        // Check makes no state folder: a deployment never composed gets no records.
+        if fsops::kind_no_follow(&layout.state_dir) != Some(FileKind::Dir) {
+            return;
+        }
+        state::with_free_lock(layout, group, |journal| {
+            let mut dir = self.lock_dir(layout, true);
+            let Some(Some(dir)) = dir.as_mut() else {
+                return;
+            };
+            dir.record_temps_in(journal);
+            if let Err(err) = state::write_record(dir, group, &self.key, &json) {
+                tracing::debug!(group, "check record not written: {err}");
+            }
+        });
+    }
+
+    /// `<state>/checks`, opened once (made when `create`).
+    fn lock_dir(
+        &self,
+        layout: &Layout,
+        create: bool,
+    ) -> std::sync::MutexGuard<'_, Option<Option<SafeDir>>> {
+        let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+        if dir.is_none() || (create && matches!(*dir, Some(None))) {
+            *dir = Some(state::records_dir(layout, CHECKS, create).ok());
+        }
+        dir
+    }
+
+    /// Whether rescued text of `group` waits in the state folder.
+    fn has_rescues(&self, layout: &Layout, group: &str) -> bool {
+        let rescues = self
+            .rescues
+            .get_or_init(|| Mutex::new(state::rescues_dir(layout).ok().flatten()));
+        let rescues = rescues.lock().unwrap_or_else(|p| p.into_inner());
+        rescues
+            .as_ref()
+            .is_some_and(|dir| !matches!(dir.kind(group), Ok(None)))
+    }
+}
+
+/// The mount table of a container view, as a record keeps it.
+pub fn table(fs: &MountedFs) -> Vec<(PathBuf, PathBuf)> {
+    (fs.mounts().into_iter())
+        .map(|mount| (mount.container, mount.host))
+        .collect()
+}
