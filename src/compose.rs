@@ -75,7 +75,7 @@ pub fn compose_with_progress(
     let verdicts = Verdicts::new(layout, &options.settings);
     // First a look at every group without its lock (in parallel): a group already right is
     // reported as it is. The others are composed under their locks: one alone durably file by
-    // file, several in batches whose syncs are shared ([`compose_batch`]).
+    // file, several in batches whose syncs are shared ([`Batch::compose_all`]).
     let looks = parallel_map(&groups, |group| {
         let look = first_look(layout, &sources, group, options, &verdicts);
         if look.is_some() {
@@ -105,14 +105,28 @@ pub fn compose_with_progress(
         ));
         progress.done(&groups[index]);
     } else {
-        for batch in pending.chunks(batch_groups(open_file_limit())) {
-            let names: Vec<&str> = batch.iter().map(|&i| groups[i].as_str()).collect();
-            let composed = compose_batch(layout, &sources, &names, options, &verdicts, progress);
-            for (&index, result) in batch.iter().zip(composed) {
-                results[index] = Some(result);
-                progress.done(&groups[index]);
-            }
-        }
+        // Two batches are in flight: each holds its groups' descriptors.
+        let batches: Vec<&[usize]> = pending
+            .chunks(batch_groups(open_file_limit() / 2))
+            .collect();
+        let names =
+            |batch: &[usize]| -> Vec<&str> { batch.iter().map(|&i| groups[i].as_str()).collect() };
+        let batch = Batch {
+            layout,
+            sources: &sources,
+            options,
+            verdicts: &verdicts,
+            progress,
+        };
+        batch.compose_all(
+            batches.iter().map(|b| names(b)).collect(),
+            |number, composed| {
+                for (&index, result) in batches[number].iter().zip(composed) {
+                    results[index] = Some(result);
+                    progress.done(&groups[index]);
+                }
+            },
+        );
     }
     let reports = groups
         .iter()
@@ -602,110 +616,178 @@ struct Work {
     _lock: fsops::GroupLock,
 }
 
-/// Composes `groups` (several) durably with four `syncfs` calls per filesystem for the whole
-/// batch instead of an fsync per file and per folder:
-///
-/// 1. every group is locked, observed again, and every file and link it needs is written under
-///    a temp name (not fsynced); then one `syncfs`: all their data is durable;
-/// 2. rescues and everything an entry point imports are renamed (linked) in place; `syncfs`;
-/// 3. the entry points are renamed in place; `syncfs`;
-/// 4. what they no longer import is removed; `syncfs`; only then are the groups reported.
-///
-/// Each phase of every group happens after the previous phase of every group is durable, so
-/// the order a crash can reveal is the order of [`apply`] for each group. A group that fails
-/// stops there (its temps removed); the others go on.
-fn compose_batch(
-    layout: &Layout,
-    sources: &Sources,
-    groups: &[&str],
-    options: &ComposeOptions,
-    verdicts: &Verdicts,
-    progress: &dyn Progress,
-) -> Vec<Result<GroupReport, GroupError>> {
-    // A lock another run holds is not waited for while this batch holds others (two runs
-    // taking locks in different orders would wait for each other): that group is composed on
-    // its own once the batch is done and its locks released.
-    let looked: Vec<Option<Result<Work, GroupError>>> = parallel_map(groups, |group| {
-        let work = || {
-            let group_path = checked_group_dir(layout, group)?;
-            let lock = match fsops::lock(&layout.lock_file(group), Duration::ZERO) {
-                Ok(lock) => lock,
-                Err(FsError::LockTimeout { .. }) => return Ok(None),
-                Err(err) => return Err(err.into()),
-            };
-            let (journal, cleaned, seen) =
-                observe_locked(layout, sources, group, &group_path, options, true)?;
-            let mut devices = vec![seen.dir.device()?];
-            if let Some(bind) = &seen.bind {
-                let device = bind.device()?;
-                if !devices.contains(&device) {
-                    devices.push(device);
-                }
+/// What every batch of a run shares.
+struct Batch<'a> {
+    layout: &'a Layout,
+    sources: &'a Sources,
+    options: &'a ComposeOptions,
+    verdicts: &'a Verdicts,
+    progress: &'a dyn Progress,
+}
+
+/// A batch locked, observed and staged ([`Batch::stage`]): its groups' works, and which of
+/// its groups another run held the lock of.
+struct StagedBatch {
+    busy: Vec<bool>,
+    works: Vec<Result<Work, GroupError>>,
+}
+
+impl Batch<'_> {
+    /// Composes `batches` in order, giving each one's results to `done` with its number. The
+    /// next batch is locked, observed and staged while the one before is made durable and put
+    /// in place (its `syncfs` calls wait for the disk, and its renames run one group after
+    /// another): every group's phases still follow each other, each after its own batch's
+    /// sync. With crash injection, one batch after the other, so that the order of steps
+    /// stays the same from run to run.
+    fn compose_all(
+        &self,
+        batches: Vec<Vec<&str>>,
+        mut done: impl FnMut(usize, Vec<Result<GroupReport, GroupError>>),
+    ) {
+        if fsops::crash_injection_enabled() {
+            for (number, groups) in batches.iter().enumerate() {
+                done(number, self.finish(groups, self.stage(groups)));
             }
-            let staged = stage(seen.dirs(), &seen.steps, false)?;
-            Ok(Some(Work {
-                _lock: lock,
-                journal,
-                cleaned,
-                seen,
-                staged,
-                devices,
-            }))
-        };
-        work().transpose()
-    });
-    let busy: Vec<bool> = looked.iter().map(Option::is_none).collect();
-    let mut works: Vec<Result<Work, GroupError>> = looked.into_iter().flatten().collect();
-    // A batch whose groups were all found right under their locks has nothing to make durable.
-    let writes = works.iter().any(|work| {
-        work.as_ref()
-            .is_ok_and(|w| !w.cleaned.is_empty() || !w.seen.all_kept())
-    });
-    let sync = |works: &mut [Result<Work, GroupError>]| {
-        if writes {
-            sync_batch(works);
+            return;
         }
-    };
-    sync(&mut works);
-    phase(&mut works, Staged::place_imported);
-    sync(&mut works);
-    phase(&mut works, Staged::place_entry_points);
-    sync(&mut works);
-    phase(&mut works, Staged::remove_stale);
-    sync(&mut works);
-    // What reaches each agent is worked out on every core (the loader reads each group's
-    // composed memory), each group still under its lock.
-    let composed: Vec<(&str, Result<Work, GroupError>)> = groups
-        .iter()
-        .zip(&busy)
-        .filter(|(_, busy)| !**busy)
-        .map(|(group, _)| *group)
-        .zip(works)
-        .collect();
-    let mut done = parallel_map_owned(composed, |(group, work)| {
-        let w = work?;
-        let report =
-            GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-        let report = delivered_recorded(
-            verdicts, layout, sources, &w.seen, options, report, &w.journal,
-        );
-        let settled = w.journal.settle();
-        let report = report?;
-        settled?;
-        Ok(report)
-    })
-    .into_iter();
-    // The batch's locks are released (its works dropped): the busy groups, one at a time.
-    groups
-        .iter()
-        .zip(busy)
-        .map(|(group, busy)| match busy {
-            true => compose_locked(layout, sources, group, options, verdicts, progress),
-            false => done
-                .next()
-                .expect("one result per group composed in the batch"),
+        std::thread::scope(|scope| {
+            let mut next = batches
+                .first()
+                .map(|groups| scope.spawn(|| self.stage(groups)));
+            for (number, groups) in batches.iter().enumerate() {
+                let staged = match next.take().map(|handle| handle.join()) {
+                    Some(Ok(staged)) => staged,
+                    Some(Err(panic)) => std::panic::resume_unwind(panic),
+                    None => break,
+                };
+                next = batches
+                    .get(number + 1)
+                    .map(|groups| scope.spawn(|| self.stage(groups)));
+                done(number, self.finish(groups, staged));
+            }
+        });
+    }
+
+    /// Locks, observes and stages `groups` (in parallel): every file and link each needs is
+    /// written under a temp name, not synced. A lock another run holds is not waited for
+    /// while this batch holds others (two runs taking locks in different orders would wait
+    /// for each other): that group is composed on its own once the batch is done.
+    fn stage(&self, groups: &[&str]) -> StagedBatch {
+        let Batch {
+            layout,
+            sources,
+            options,
+            ..
+        } = *self;
+        let looked: Vec<Option<Result<Work, GroupError>>> = parallel_map(groups, |group| {
+            let work = || {
+                let group_path = checked_group_dir(layout, group)?;
+                let lock = match fsops::lock(&layout.lock_file(group), Duration::ZERO) {
+                    Ok(lock) => lock,
+                    Err(FsError::LockTimeout { .. }) => return Ok(None),
+                    Err(err) => return Err(err.into()),
+                };
+                let (journal, cleaned, seen) =
+                    observe_locked(layout, sources, group, &group_path, options, true)?;
+                let mut devices = vec![seen.dir.device()?];
+                if let Some(bind) = &seen.bind {
+                    let device = bind.device()?;
+                    if !devices.contains(&device) {
+                        devices.push(device);
+                    }
+                }
+                let staged = stage(seen.dirs(), &seen.steps, false)?;
+                Ok(Some(Work {
+                    _lock: lock,
+                    journal,
+                    cleaned,
+                    seen,
+                    staged,
+                    devices,
+                }))
+            };
+            work().transpose()
+        });
+        StagedBatch {
+            busy: looked.iter().map(Option::is_none).collect(),
+            works: looked.into_iter().flatten().collect(),
+        }
+    }
+
+    /// Composes the staged `groups` durably with four `syncfs` calls per filesystem for the
+    /// whole batch instead of an fsync per file and per folder:
+    ///
+    /// 1. (staged: every file and link written under a temp name) one `syncfs`: all their
+    ///    data is durable;
+    /// 2. rescues and everything an entry point imports are renamed (linked) in place;
+    ///    `syncfs`;
+    /// 3. the entry points are renamed in place; `syncfs`;
+    /// 4. what they no longer import is removed; `syncfs`; only then are the groups reported.
+    ///
+    /// Each phase of every group happens after the previous phase of every group is durable,
+    /// so the order a crash can reveal is the order of [`apply`] for each group. A group that
+    /// fails stops there (its temps removed); the others go on.
+    fn finish(&self, groups: &[&str], batch: StagedBatch) -> Vec<Result<GroupReport, GroupError>> {
+        let Batch {
+            layout,
+            sources,
+            options,
+            verdicts,
+            progress,
+        } = *self;
+        let StagedBatch { busy, mut works } = batch;
+        // A batch whose groups were all found right under their locks has nothing to make
+        // durable.
+        let writes = works.iter().any(|work| {
+            work.as_ref()
+                .is_ok_and(|w| !w.cleaned.is_empty() || !w.seen.all_kept())
+        });
+        let sync = |works: &mut [Result<Work, GroupError>]| {
+            if writes {
+                sync_batch(works);
+            }
+        };
+        sync(&mut works);
+        phase(&mut works, Staged::place_imported);
+        sync(&mut works);
+        phase(&mut works, Staged::place_entry_points);
+        sync(&mut works);
+        phase(&mut works, Staged::remove_stale);
+        sync(&mut works);
+        // What reaches each agent is worked out on every core (the loader reads each group's
+        // composed memory), each group still under its lock.
+        let composed: Vec<(&str, Result<Work, GroupError>)> = groups
+            .iter()
+            .zip(&busy)
+            .filter(|(_, busy)| !**busy)
+            .map(|(group, _)| *group)
+            .zip(works)
+            .collect();
+        let mut done = parallel_map_owned(composed, |(group, work)| {
+            let w = work?;
+            let report =
+                GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
+            let report = delivered_recorded(
+                verdicts, layout, sources, &w.seen, options, report, &w.journal,
+            );
+            let settled = w.journal.settle();
+            let report = report?;
+            settled?;
+            Ok(report)
         })
-        .collect()
+        .into_iter();
+        // The batch's locks are released (its works dropped): the busy groups, one at a time.
+        groups
+            .iter()
+            .zip(busy)
+            .map(|(group, busy)| match busy {
+                true => compose_locked(layout, sources, group, options, verdicts, progress),
+                false => done
+                    .next()
+                    .expect("one result per group composed in the batch"),
+            })
+            .collect()
+    }
 }
 
 /// Runs one phase on every group of the batch still going; a group that fails stops.

@@ -47,7 +47,7 @@ pub enum Watch {
 
 /// One read: in the folder `dir` (relative to `root`, `""` for the root itself), of `name`
 /// (`""` for the folder itself), and what it found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Read {
     /// Where the path starts.
     pub root: Root,
@@ -72,7 +72,7 @@ impl Read {
 }
 
 /// What a read found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Seen {
     /// A folder opened (`true`) or missing.
     Folder(bool),
@@ -123,7 +123,9 @@ pub const TOO_LARGE: &str = "too-large";
 /// The reads of one look at a group, in order.
 #[derive(Debug, Default)]
 pub struct ReadLog {
-    reads: Mutex<Vec<Read>>,
+    /// The reads in order, and the hashes of them (a read is looked for in the list only
+    /// when its hash is there).
+    reads: Mutex<(Vec<Read>, std::collections::HashSet<u64>)>,
     /// Set when a read found something a log cannot keep (an error other than a missing
     /// entry, a name that is not UTF-8): no record is made from it.
     spoiled: std::sync::atomic::AtomicBool,
@@ -133,15 +135,19 @@ impl ReadLog {
     /// Adds a read (one made before, finding the same, is not added again: replaying it
     /// once tells as much).
     pub fn push(&self, read: Read) {
+        use std::hash::BuildHasher;
+        let hash =
+            std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(&read);
         let mut reads = self.lock();
-        if !reads.contains(&read) {
-            reads.push(read);
+        let (order, hashes) = &mut *reads;
+        if hashes.insert(hash) || !order.contains(&read) {
+            order.push(read);
         }
     }
 
     /// The reads so far.
     pub fn reads(&self) -> Vec<Read> {
-        self.lock().clone()
+        self.lock().0.clone()
     }
 
     /// Says that a read found something the log cannot keep.
@@ -155,7 +161,7 @@ impl ReadLog {
         (!self.spoiled.load(std::sync::atomic::Ordering::Relaxed)).then(|| self.reads())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Read>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<Read>, std::collections::HashSet<u64>)> {
         self.reads.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -309,6 +309,37 @@ fn link_bytes(plan: &GroupPlan, fs: &Snapshot) -> Vec<u8> {
     bytes
 }
 
+/// How many bytes of `needle` [`occurs`] looks for first.
+const NEEDLE_START: usize = 64;
+
+/// Whether `needle` occurs in one of `haystacks`. A searcher for a whole section costs as much
+/// to build as the section is long, for every section of every group: the needle is looked for
+/// by its first [`NEEDLE_START`] bytes, and each place they occur compared whole. A haystack
+/// that repeats the needle's start (an agent's file can) makes that quadratic: past a budget of
+/// bytes compared, the two-way search over the whole needle decides.
+fn occurs<'a>(needle: &[u8], haystacks: impl Iterator<Item = &'a [u8]> + Clone) -> bool {
+    if needle.len() <= NEEDLE_START {
+        let finder = memmem::Finder::new(needle);
+        return haystacks.into_iter().any(|h| finder.find(h).is_some());
+    }
+    let start = memmem::Finder::new(&needle[..NEEDLE_START]);
+    let mut budget = 4 * needle.len() + haystacks.clone().map(<[u8]>::len).sum::<usize>();
+    for haystack in haystacks.clone() {
+        for at in start.find_iter(haystack) {
+            let candidate = &haystack[at..haystack.len().min(at + needle.len())];
+            if candidate == needle {
+                return true;
+            }
+            budget = budget.saturating_sub(candidate.len());
+            if budget == 0 {
+                let finder = memmem::Finder::new(needle);
+                return haystacks.into_iter().any(|h| finder.find(h).is_some());
+            }
+        }
+    }
+    false
+}
+
 /// The verdict for a Claude Code group whose memory the loader produced, with the digest
 /// of what it receives ([`link_digest`]).
 fn from_memory(
@@ -322,12 +353,8 @@ fn from_memory(
         .iter()
         .map(|section| {
             section.expected.iter().all(|expected| {
-                let finder = memmem::Finder::new(expected.as_bytes());
-                expected.is_empty()
-                    || memory
-                        .files
-                        .iter()
-                        .any(|f| finder.find(f.body.as_bytes()).is_some())
+                let bodies = memory.files.iter().map(|f| f.body.as_bytes());
+                expected.is_empty() || occurs(expected.as_bytes(), bodies)
             })
         })
         .collect();
@@ -504,6 +531,31 @@ pub(crate) fn hex_digest(hash: Sha256) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_needle_occurs_where_the_two_way_search_finds_it() {
+        let needle: Vec<u8> = (0..200u8).map(|i| b'a' + i % 26).collect();
+        let start = &needle[..super::NEEDLE_START];
+        let mut decoy = start.repeat(3000);
+        decoy.extend_from_slice(&needle[..150]);
+        let cases: [(Vec<u8>, bool); 5] = [
+            (needle.clone(), true),
+            ([b"x".as_slice(), &needle, b"y"].concat(), true),
+            (needle[..199].to_vec(), false),
+            (decoy.clone(), false),
+            ([decoy.as_slice(), &needle].concat(), true),
+        ];
+        for (haystack, expected) in cases {
+            let found = super::occurs(&needle, [b"other".as_slice(), &haystack].into_iter());
+            let two_way = super::memmem::find(&haystack, &needle).is_some();
+            assert_eq!(found, two_way);
+            assert_eq!(found, expected);
+        }
+        assert!(super::occurs(
+            b"short",
+            [b"a short one".as_slice()].into_iter()
+        ));
+    }
+
     use super::*;
     use crate::config::GroupConfig;
     use crate::delivery::{Delivery, GroupInputs, Provider, plan_delivery};
