@@ -423,8 +423,9 @@ pub fn observe(
     observe_with(layout, sources, group_path, settings, writer, None)
 }
 
-/// [`observe`] again (only to look) after `earlier`, in the same run: its plan is taken when
-/// what it was made from reads the same.
+/// [`observe`] again (only to look) after `earlier`, in the same run, under the lock the run
+/// composed the group with: its plan is taken when what it was made from reads the same, and
+/// the journal (the run's own temps, all put in place or removed) is not read.
 pub fn observe_again(
     layout: &Layout,
     sources: &Sources,
@@ -554,7 +555,10 @@ fn observe_with(
             }
         }
     }
-    let journal_pending = state::may_have_leftovers(layout, group);
+    // A look again after a compose (under the same lock, every temp of its run put in place
+    // or removed) finds only that run's own records in the journal, which it empties when done:
+    // they are not read back. (A later run reads the journal before it trusts a record.)
+    let journal_pending = earlier.is_none() && state::may_have_leftovers(layout, group);
     let leftovers = match journal_pending {
         true => state::leftovers(layout, group)?,
         false => Vec::new(),

@@ -864,7 +864,8 @@ impl SafeDir {
         checkpoint("create temp file", &path);
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = match rustix::fs::openat(&self.fd, &name, flags, Mode::from_raw_mode(0o600)) {
+        let mode = Mode::from_raw_mode(owner.mode);
+        let fd = match rustix::fs::openat(&self.fd, &name, flags, mode) {
             Ok(fd) => fd,
             Err(err) => {
                 self.not_made(&name);
@@ -881,7 +882,7 @@ impl SafeDir {
                     identity: (stat.st_dev, stat.st_ino),
                 };
                 self.made(&temp)?;
-                give(&file, owner, &path)?;
+                give(&file, owner, &stat, &path)?;
                 write_contents(&mut file, bytes, &path, durable)?;
                 Ok(temp)
             });
@@ -1491,8 +1492,17 @@ struct Owner {
     mode: u32,
 }
 
-/// Gives the open file `owner`'s owner (when permitted) and mode.
-fn give(file: &std::fs::File, owner: &Owner, path: &Path) -> Result<()> {
+/// Gives the open file, whose status is `stat`, `owner`'s owner (when permitted) and mode,
+/// where they differ.
+fn give(file: &std::fs::File, owner: &Owner, stat: &Stat, path: &Path) -> Result<()> {
+    let mode = stat.st_mode & 0o7777;
+    if (stat.st_uid, stat.st_gid, mode) == (owner.uid, owner.gid, owner.mode) {
+        return Ok(());
+    }
+    if (stat.st_uid, stat.st_gid) == (owner.uid, owner.gid) {
+        return rustix::fs::fchmod(file, Mode::from_raw_mode(owner.mode))
+            .map_err(|err| FsError::io("set the mode of", path, err));
+    }
     match rustix::fs::fchown(
         file,
         Some(rustix::fs::Uid::from_raw(owner.uid)),
@@ -1520,9 +1530,13 @@ fn write_contents(
     let half = bytes.len() / 2;
     write_sparse(file, bytes, 0, half).map_err(|err| FsError::io("write", path, err))?;
     checkpoint("write second half", path);
-    write_sparse(file, bytes, half, bytes.len()).map_err(|err| FsError::io("write", path, err))?;
-    file.set_len(bytes.len() as u64)
+    let written = write_sparse(file, bytes, half, bytes.len())
         .map_err(|err| FsError::io("write", path, err))?;
+    // A new file is as long as what was written into it: only a hole at its end is set.
+    if written < bytes.len() {
+        file.set_len(bytes.len() as u64)
+            .map_err(|err| FsError::io("write", path, err))?;
+    }
     if !durable {
         return Ok(());
     }
@@ -1531,19 +1545,31 @@ fn write_contents(
 }
 
 /// Writes `bytes[start..end]` at its offset, skipping every whole block of zeros (aligned to
-/// [`HOLE_BLOCK`]) so that it stays a hole; the caller sets the final length.
-fn write_sparse(file: &std::fs::File, bytes: &[u8], start: usize, end: usize) -> io::Result<()> {
+/// [`HOLE_BLOCK`]) so that it stays a hole, each run of other blocks in one write; returns
+/// where the last write ended (`start` when nothing was written), so the caller sets the final
+/// length when the file ends in a hole.
+fn write_sparse(file: &std::fs::File, bytes: &[u8], start: usize, end: usize) -> io::Result<usize> {
     let mut at = start;
+    let mut run = start;
+    let mut written = start;
     while at < end {
         let block_end = ((at / HOLE_BLOCK + 1) * HOLE_BLOCK).min(end);
         let block = &bytes[at..block_end];
         let whole_block = at.is_multiple_of(HOLE_BLOCK) && block.len() == HOLE_BLOCK;
-        if !(whole_block && block.iter().all(|&b| b == 0)) {
-            file.write_all_at(block, at as u64)?;
+        if whole_block && block.iter().all(|&b| b == 0) {
+            if run < at {
+                file.write_all_at(&bytes[run..at], run as u64)?;
+                written = at;
+            }
+            run = block_end;
         }
         at = block_end;
     }
-    Ok(())
+    if run < end {
+        file.write_all_at(&bytes[run..end], run as u64)?;
+        written = end;
+    }
+    Ok(written)
 }
 
 /// Whether `name` has the shape of a temp name this module makes (the prefix and 32 hex
@@ -1771,6 +1797,41 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(temp.path()).unwrap();
         (temp, safe)
+    }
+
+    #[test]
+    fn blocks_of_zeros_stay_holes_and_every_byte_is_written() {
+        use std::os::unix::fs::MetadataExt;
+        let (temp, dir) = dir();
+        let zeros = vec![0u8; 4 * HOLE_BLOCK];
+        let cases: [(&str, Vec<u8>); 5] = [
+            ("text", b"text".repeat(5000)),
+            ("empty", Vec::new()),
+            ("zeros", zeros.clone()),
+            (
+                "zeros inside",
+                [b"a".repeat(100), zeros.clone(), b"b".repeat(5000)].concat(),
+            ),
+            (
+                "zeros at the end",
+                [b"a".repeat(HOLE_BLOCK), zeros.clone()].concat(),
+            ),
+        ];
+        for (name, bytes) in cases {
+            dir.write_file(name, &bytes).unwrap();
+            let limit = bytes.len() as u64 + 1;
+            assert_eq!(
+                dir.read_file(name, limit).unwrap(),
+                Some(bytes.clone()),
+                "{name}"
+            );
+            let meta = std::fs::metadata(temp.path().join(name)).unwrap();
+            assert_eq!(meta.len(), bytes.len() as u64, "{name}");
+            // (The block where the two halves meet is written whole.)
+            if name.starts_with("zeros") {
+                assert!(meta.blocks() * 512 < bytes.len() as u64, "{name}: {meta:?}");
+            }
+        }
     }
 
     #[test]
