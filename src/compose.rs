@@ -533,7 +533,16 @@ fn delivered_recorded(
     let (report, unrecorded) = delivered(verdicts, layout, sources, seen, options, report);
     let report = with_spawn(layout, seen, report)?;
     if let Some(unrecorded) = unrecorded {
-        let unrecorded = relooked(layout, sources, seen, options, verdicts, unrecorded);
+        let spawn_digest = report.spawn_digest.as_deref();
+        let unrecorded = relooked(
+            layout,
+            sources,
+            seen,
+            options,
+            verdicts,
+            unrecorded,
+            spawn_digest,
+        );
         verdicts.record(layout, unrecorded, journal);
     }
     Ok(report)
@@ -541,7 +550,9 @@ fn delivered_recorded(
 
 /// `unrecorded` with the look of its group as it is now that it is composed (under its
 /// lock): the group observed again, when it is found exactly as planned (a concurrent edit
-/// may have changed it already). What a later run replays is what this look read.
+/// may have changed it already). What a later run replays is what this look read. The files
+/// the composed group binds at spawn are the ones `spawn_digest` was made of when the look
+/// finds every one as the same plan has it.
 fn relooked(
     layout: &Layout,
     sources: &Sources,
@@ -549,6 +560,7 @@ fn relooked(
     options: &ComposeOptions,
     verdicts: &Verdicts,
     unrecorded: Unrecorded,
+    spawn_digest: Option<&str>,
 ) -> Unrecorded {
     let group = unrecorded.group().to_owned();
     let group = group.as_str();
@@ -561,8 +573,16 @@ fn relooked(
             return None;
         }
         let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
-        let (report, again) = delivered(verdicts, layout, sources, &seen, options, report);
-        let report = with_spawn(layout, &seen, report).ok()?;
+        let (mut report, again) = delivered(verdicts, layout, sources, &seen, options, report);
+        let same_plan =
+            seen.plan.made_from.is_some() && seen.plan.made_from == earlier.plan.made_from;
+        let report = match spawn_digest {
+            Some(digest) if same_plan => {
+                report.spawn_digest = Some(digest.to_owned());
+                report
+            }
+            _ => with_spawn(layout, &seen, report).ok()?,
+        };
         Some(with_look(again?, seen.reads.reads(), &report))
     };
     look().unwrap_or(unrecorded)

@@ -459,13 +459,23 @@ fn observe_with(
     // leftover temp files.
     let listed = dir.listing()?;
     let config_bytes = read_config_bytes(layout, &dir)?;
-    let config = parse_config_bytes(&config_bytes)?;
+    // A look again parses the config only when what the plan was made from changed.
+    let parsed = match earlier {
+        None => Some(parse_config_bytes(&config_bytes)?),
+        Some(_) => None,
+    };
     let group_parts = read_group(layout, &dir)?;
     let local = read_local_memory(layout, &dir, &listed)?;
     let plan_inputs = plan_inputs(layout, &dir, &config_bytes, &group_parts, &local);
-    let plan = match earlier {
-        Some(earlier) if earlier.plan.made_from == Some(plan_inputs) => earlier.plan.clone(),
-        _ => GroupPlan {
+    let same = earlier.filter(|earlier| earlier.plan.made_from == Some(plan_inputs));
+    let config = match (parsed, same) {
+        (Some(config), _) => config,
+        (None, Some(earlier)) => earlier.config.clone(),
+        (None, None) => parse_config_bytes(&config_bytes)?,
+    };
+    let plan = match same {
+        Some(earlier) => earlier.plan.clone(),
+        None => GroupPlan {
             made_from: Some(plan_inputs),
             ..plan_with(
                 layout,
