@@ -126,12 +126,19 @@ fn edits() -> Vec<Edit> {
 /// Marks the look kept in `group`'s record: a report that answers from the record names
 /// `sha256:planted` as the group's spawn digest.
 fn plant(d: &Deployment, group: &str) {
+    edit_record(d, &format!("groups/.clawmd/verdicts/{group}"), |json| {
+        json["look"]["found"]["spawn_digest"] = "sha256:planted".into();
+    });
+}
+
+/// Edits the body of the sealed record at `rel` (its key kept, sealed again).
+fn edit_record(d: &Deployment, rel: &str, edit: impl FnOnce(&mut serde_json::Value)) {
     use sha2::Digest;
-    let path = d.path(&format!("groups/.clawmd/verdicts/{group}"));
-    let bytes = std::fs::read(&path).unwrap();
+    let path = d.path(rel);
+    let bytes = std::fs::read(&path).expect("the record is there");
     let body = &bytes[..bytes.len() - 32];
     let mut json: serde_json::Value = serde_json::from_slice(&body[32..]).unwrap();
-    json["look"]["found"]["spawn_digest"] = "sha256:planted".into();
+    edit(&mut json);
     let mut planted = body[..32].to_vec();
     planted.extend(serde_json::to_vec(&json).unwrap());
     let seal: [u8; 32] = sha2::Sha256::digest(&planted).into();
@@ -249,23 +256,16 @@ fn files_of_the_agents_own_leave_the_record_standing() {
 /// Marks the findings kept in `group`'s check record: a check that answers from the record
 /// reports a finding whose message is `planted`.
 fn plant_check(d: &Deployment, group: &str) {
-    use sha2::Digest;
-    let path = d.path(&format!("groups/.clawmd/checks/{group}"));
-    let bytes = std::fs::read(&path).expect("check keeps a record of the group");
-    let body = &bytes[..bytes.len() - 32];
-    let mut json: serde_json::Value = serde_json::from_slice(&body[32..]).unwrap();
-    json["found"]["findings"]
-        .as_array_mut()
-        .unwrap()
-        .push(serde_json::json!({
+    edit_record(d, &format!("groups/.clawmd/checks/{group}"), |json| {
+        let finding = serde_json::json!({
             "severity": "info", "code": "import-missing", "file": "/planted",
             "message": "planted", "fix": "none",
-        }));
-    let mut planted = body[..32].to_vec();
-    planted.extend(serde_json::to_vec(&json).unwrap());
-    let seal: [u8; 32] = sha2::Sha256::digest(&planted).into();
-    planted.extend(seal);
-    std::fs::write(&path, planted).unwrap();
+        });
+        json["found"]["findings"]
+            .as_array_mut()
+            .unwrap()
+            .push(finding);
+    });
 }
 
 fn is_planted(report: &serde_json::Value) -> bool {
