@@ -1219,7 +1219,10 @@ fn file_seen(
 pub fn replay(log: &[reads::Read], open_root: impl Fn(Root) -> Result<Option<SafeDir>>) -> bool {
     let mut dirs: std::collections::HashMap<(Root, String), Option<SafeDir>> =
         std::collections::HashMap::new();
-    for read in log {
+    for (at, read) in log.iter().enumerate() {
+        if implied_by_a_later_read(read, &log[at + 1..]) {
+            continue;
+        }
         replay_dir(&mut dirs, read.root, &read.dir, &open_root);
         let dir = dirs
             .get(&(read.root, read.dir.clone()))
@@ -1229,6 +1232,16 @@ pub fn replay(log: &[reads::Read], open_root: impl Fn(Root) -> Result<Option<Saf
                 dir.is_some() == *present
             }
             (None, _) => false,
+            // A folder found is kept for the reads in it.
+            (Some(dir), Seen::Folder(present)) => match dir.open_child(&read.name, false) {
+                Ok(child) => {
+                    let found = child.is_some() == *present;
+                    let path = reads::join(&read.dir, &read.name);
+                    dirs.entry((read.root, path)).or_insert(child);
+                    found
+                }
+                Err(_) => false,
+            },
             (Some(dir), seen) => holds_again(dir, &read.name, seen),
         };
         if !holds {
@@ -1237,6 +1250,31 @@ pub fn replay(log: &[reads::Read], open_root: impl Fn(Root) -> Result<Option<Saf
         }
     }
     true
+}
+
+/// Whether `read` found a regular file that a later read of the same name (in `later`) finds
+/// again only if it still is one: a file's bytes or identity (which holds its type). Replaying
+/// the later read tells as much.
+fn implied_by_a_later_read(read: &reads::Read, later: &[reads::Read]) -> bool {
+    if read.seen != Seen::Kind(Some(FileKind::File)) {
+        return false;
+    }
+    later.iter().any(|other| {
+        (other.root, &other.dir, &other.name) == (read.root, &read.dir, &read.name)
+            && matches!(
+                other.seen,
+                Seen::File {
+                    digest: Some(_),
+                    ..
+                } | Seen::File {
+                    identity: Some(_),
+                    ..
+                } | Seen::Identity {
+                    identity: Some(_),
+                    ..
+                }
+            )
+    })
 }
 
 /// Opens (once) the folder `dir` of `root` and its parents for [`replay`].
@@ -1797,6 +1835,39 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(temp.path()).unwrap();
         (temp, safe)
+    }
+
+    #[test]
+    fn a_kind_read_left_to_the_content_read_after_it_still_decides() {
+        let (temp, dir) = dir();
+        dir.write_file("a.md", b"text").unwrap();
+        let read = |seen| reads::Read {
+            root: Root::Group,
+            dir: String::new(),
+            name: "a.md".to_owned(),
+            seen,
+        };
+        let log = [
+            read(Seen::Kind(Some(FileKind::File))),
+            read(Seen::File {
+                limit: 100,
+                digest: Some(reads::digest(b"text")),
+                identity: None,
+            }),
+        ];
+        let holds = || replay(&log, |_| SafeDir::open(temp.path()).map(Some));
+        assert!(holds());
+        std::fs::remove_file(temp.path().join("a.md")).unwrap();
+        assert!(!holds(), "missing");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            temp.path().join("a.md"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        assert!(!holds(), "a FIFO");
     }
 
     #[test]
