@@ -105,10 +105,11 @@ pub fn compose_with_progress(
         ));
         progress.done(&groups[index]);
     } else {
-        // Two batches are in flight: each holds its groups' descriptors.
-        let batches: Vec<&[usize]> = pending
-            .chunks(batch_groups(open_file_limit() / 2))
-            .collect();
+        // Two batches in flight (when the descriptors allow it) share the limit.
+        let limit = open_file_limit();
+        let pipelined = limit >= PIPELINED_LIMIT;
+        let share = if pipelined { limit / 2 } else { limit };
+        let batches: Vec<&[usize]> = pending.chunks(batch_groups(share)).collect();
         let names =
             |batch: &[usize]| -> Vec<&str> { batch.iter().map(|&i| groups[i].as_str()).collect() };
         let batch = Batch {
@@ -120,6 +121,7 @@ pub fn compose_with_progress(
         };
         batch.compose_all(
             batches.iter().map(|b| names(b)).collect(),
+            pipelined,
             |number, composed| {
                 for (&index, result) in batches[number].iter().zip(composed) {
                     results[index] = Some(result);
@@ -606,6 +608,10 @@ const DESCRIPTORS_PER_THREAD: u64 = 16;
 /// The descriptors kept for everything but a batch's groups: stdio, the workers' own opens.
 const DESCRIPTORS_KEPT: u64 = 16 + 8 * DESCRIPTORS_PER_THREAD;
 
+/// The descriptor limit from which two batches are in flight: room for two full batches and
+/// two sets of workers.
+const PIPELINED_LIMIT: u64 = 2 * (DESCRIPTORS_KEPT + BATCH_GROUPS as u64 * DESCRIPTORS_PER_GROUP);
+
 /// The process's soft limit on open files (`RLIMIT_NOFILE`; the binary raises it to the hard
 /// limit at start).
 fn open_file_limit() -> u64 {
@@ -657,14 +663,16 @@ impl Batch<'_> {
     /// next batch is locked, observed and staged while the one before is made durable and put
     /// in place (its `syncfs` calls wait for the disk, and its renames run one group after
     /// another): every group's phases still follow each other, each after its own batch's
-    /// sync. With crash injection, one batch after the other, so that the order of steps
-    /// stays the same from run to run.
+    /// sync. Not `pipelined` (a descriptor limit too low for two batches and their workers),
+    /// or with crash injection (so that the order of steps stays the same from run to run):
+    /// one batch after the other.
     fn compose_all(
         &self,
         batches: Vec<Vec<&str>>,
+        pipelined: bool,
         mut done: impl FnMut(usize, Vec<Result<GroupReport, GroupError>>),
     ) {
-        if fsops::crash_injection_enabled() {
+        if !pipelined || fsops::crash_injection_enabled() {
             for (number, groups) in batches.iter().enumerate() {
                 done(number, self.finish(groups, self.stage(groups)));
             }
