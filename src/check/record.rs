@@ -98,7 +98,10 @@ impl<'a> CheckRecords<'a> {
     /// Whether `group` may be answered by its record, or recorded: not when its look would
     /// read what no log keeps (see the module docs).
     pub fn apply_to(&self, layout: &Layout, group: &str) -> bool {
-        self.verdicts.keeps_records()
+        // A name that is not a group's (`..`, a path, `global`) names no record: it is never
+        // joined to a path here.
+        crate::deployment::checked_group_dir(layout, group).is_ok()
+            && self.verdicts.keeps_records()
             && layout.group_config != GroupConfigSource::Handed
             && !self.verdicts.journal_pending(layout, group)
             && !self.has_rescues(layout, group)

@@ -296,6 +296,40 @@ fn check_writes_nothing_but_its_records() {
     assert_eq!(d.snapshot(), checked);
 }
 
+/// A name that is not a group's is a finding, and check opens and writes nothing for it: no
+/// record is read (an empty file planted where `checks/../g` leads is never opened: inotify sees no
+/// `IN_OPEN`), and no record, lock or journal is written, inside the state folder or out of it.
+#[test]
+fn a_name_that_is_not_a_groups_gets_no_record() {
+    use rustix::fs::inotify;
+    let d = Deployment::standard().group("g", None);
+    d.run(["compose", "g"]).success();
+    d.run(["check", "g"]).success();
+    d.write("groups/.clawmd/g", b"");
+    let before = d.snapshot();
+    let watch =
+        inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(
+        &watch,
+        d.path("groups/.clawmd/g"),
+        inotify::WatchFlags::OPEN,
+    )
+    .unwrap();
+    for name in ["../g", "../../x", "global", "g/..", ".clawmd"] {
+        let json = d.run(["check", name, "--json"]).expect_code(1).json();
+        let code = &json["groups"][0]["findings"][0]["code"];
+        assert!(
+            ["bad-group-name", "reserved-group"].contains(&code.as_str().unwrap_or_default()),
+            "{name}: {json}"
+        );
+    }
+    let mut events = [0u8; 256];
+    let opened = rustix::io::read(&watch, &mut events).unwrap_or(0);
+    assert_eq!(opened, 0, "a file outside the records was opened as one");
+    assert_eq!(d.snapshot(), before);
+    assert!(!d.path("x.lock").exists() && !d.path("../x.lock").exists());
+}
+
 /// A deployment never composed has no state folder, and check makes none.
 #[test]
 fn check_makes_no_state_folder() {
