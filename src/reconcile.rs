@@ -230,9 +230,17 @@ fn stale_entry_points(
 /// Whether `name` is named like a rescued entry point (`CLAUDE.md.rescued-…`). In a group
 /// folder such a name says nothing about who wrote it: the agent can name files anything.
 pub fn is_rescue_name(name: &str) -> bool {
+    rescue_name_starts()
+        .iter()
+        .any(|start| name.starts_with(start))
+}
+
+/// How every name [`is_rescue_name`] accepts starts (`CLAUDE.md.rescued-`, …).
+pub fn rescue_name_starts() -> Vec<String> {
     ENTRY_POINTS
         .iter()
-        .any(|entry| name.starts_with(&format!("{entry}{}", names::RESCUE_INFIX)))
+        .map(|entry| format!("{entry}{}", names::RESCUE_INFIX))
+        .collect()
 }
 
 /// Whether `name` is exactly a name [`rescue_name`] gives (`<entry point>.rescued-<16 hex>`).

@@ -132,7 +132,7 @@ pub fn binds_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
 
 /// `<state>/<folder>` (never through a link), a folder of sealed records, made when
 /// `create` and missing.
-pub fn records_dir(layout: &Layout, folder: &str, create: bool) -> Result<SafeDir, FsError> {
+fn records_dir(layout: &Layout, folder: &str, create: bool) -> Result<SafeDir, FsError> {
     check_placement(layout)?;
     let missing = || FsError::Io {
         op: "open",
@@ -143,9 +143,53 @@ pub fn records_dir(layout: &Layout, folder: &str, create: bool) -> Result<SafeDi
     state.open_child(folder, create)?.ok_or_else(missing)
 }
 
-/// The record `name` in `dir`, when it is whole: its key and body. A record is the 32 bytes
-/// of its key, its body, and a SHA-256 of both (its seal: a torn record is never used).
-pub fn read_record(dir: &SafeDir, name: &str, limit: u64) -> Option<([u8; 32], Vec<u8>)> {
+/// A folder of sealed records in the state folder (`<state>/<folder>/<name>`): one per group,
+/// read through a handle opened once per run, each written atomically under the group's lock
+/// with its temp in the lock's journal. A record is the 32 bytes of its key, its body, and a
+/// SHA-256 of both (its seal: a torn record is never used); it is never synced: one a crash
+/// loses or leaves torn is only worked out again.
+pub struct Records {
+    folder: &'static str,
+    /// The folder, once opened (a missing one is looked for again at the next read).
+    dir: std::sync::Mutex<Option<SafeDir>>,
+}
+
+impl Records {
+    /// The records of `<state>/<folder>`.
+    pub const fn new(folder: &'static str) -> Records {
+        Records {
+            folder,
+            dir: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The record `name`, when it is whole: its key and body.
+    pub fn read(&self, layout: &Layout, name: &str, limit: u64) -> Option<([u8; 32], Vec<u8>)> {
+        let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+        if dir.is_none() {
+            *dir = Some(records_dir(layout, self.folder, false).ok()?);
+        }
+        read_record(dir.as_ref()?, name, limit)
+    }
+
+    /// Writes the record `name` with `key` and `body`, its temp recorded in `journal` (the
+    /// journal of the lock the caller holds); the folder is made when missing.
+    pub fn write(
+        &self,
+        layout: &Layout,
+        name: &str,
+        key: &[u8; 32],
+        body: &[u8],
+        journal: &Arc<TempJournal>,
+    ) -> Result<(), FsError> {
+        let mut dir = records_dir(layout, self.folder, true)?;
+        dir.record_temps_in(journal);
+        write_record(&dir, name, key, body)
+    }
+}
+
+/// The record `name` in `dir`, when it is whole: its key and body ([`Records`]).
+fn read_record(dir: &SafeDir, name: &str, limit: u64) -> Option<([u8; 32], Vec<u8>)> {
     let mut bytes = dir.read_own_file(name, limit).ok()??;
     let sealed = bytes.len().checked_sub(32)?;
     let (whole, seal) = bytes.split_at(sealed);
@@ -158,9 +202,8 @@ pub fn read_record(dir: &SafeDir, name: &str, limit: u64) -> Option<([u8; 32], V
     Some((key, bytes))
 }
 
-/// Writes the record `name` in `dir` with `key` and `body` ([`read_record`]), atomically.
-/// A record is never synced: one a crash loses or leaves torn is only worked out again.
-pub fn write_record(dir: &SafeDir, name: &str, key: &[u8; 32], body: &[u8]) -> Result<(), FsError> {
+/// Writes the record `name` in `dir` with `key` and `body` ([`Records`]), atomically.
+fn write_record(dir: &SafeDir, name: &str, key: &[u8; 32], body: &[u8]) -> Result<(), FsError> {
     let mut bytes = Vec::with_capacity(body.len() + 64);
     bytes.extend_from_slice(key);
     bytes.extend_from_slice(body);

@@ -27,7 +27,7 @@ use crate::names;
 use crate::plan::{Content, Delivery, Warning};
 use crate::progress::Progress;
 use crate::reads::ReadLog;
-use crate::reconcile::{Step, is_rescue_name, kept_rescues};
+use crate::reconcile::{Step, kept_rescues, rescue_name_starts};
 use crate::report::{
     CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity, WarningReport,
 };
@@ -206,7 +206,7 @@ fn check_afresh(
         match group_view(layout, group, view) {
             Ok(mut fs) => {
                 fs.log_reads_in(&look.view_reads);
-                look.view = Some(record::table(&fs));
+                look.view = Some(fs.mounts());
                 match load_in(layout, &fs, view) {
                     Ok(memory) => {
                         memory_findings(layout, group, delivery, &fix, &memory, &fs, &mut findings)
@@ -866,15 +866,9 @@ fn legacy_rescues(
     findings: &mut Vec<Finding>,
 ) -> Result<(), GroupError> {
     // Only the names that start like a rescue's are asked for (the log keeps those alone).
-    let prefixes: Vec<String> = (crate::delivery::ENTRY_POINTS.iter())
-        .map(|entry| format!("{entry}{}", names::RESCUE_INFIX))
-        .collect();
-    let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-    let names: Vec<String> = dir
-        .names_starting_with(&prefixes)?
-        .into_iter()
-        .filter(|name| is_rescue_name(name))
-        .collect();
+    let starts = rescue_name_starts();
+    let starts: Vec<&str> = starts.iter().map(String::as_str).collect();
+    let names = dir.names_starting_with(&starts)?;
     if names.is_empty() {
         return Ok(());
     }

@@ -8,14 +8,13 @@
 //! findings are a function of those reads and of what the record's key covers (the binary,
 //! the layout and where it is, the settings, the shared sources, the Claude Code release
 //! checked against). A record is `<state>/checks/<group>`, sealed like compose's
-//! ([`crate::state::write_record`]) and written only when the group's lock is free at once.
+//! ([`crate::state::Records`]) and written only when the group's lock is free at once.
 //!
 //! What a look does not log keeps a group out of the records: a config handed to clawmd
 //! (`groupConfig: handed`), a journal with records (temps of an interrupted run), rescued
 //! text waiting for a person, a read that cannot be kept ([`ReadLog::spoil`]), and a group
 //! that could not be read.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
@@ -26,7 +25,7 @@ use crate::deployment::{open_group, reads_hold};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, SafeDir};
 use crate::layout::{GroupConfigSource, Layout};
-use crate::loader::{Mount, MountedFs};
+use crate::loader::Mount;
 use crate::reads::{Read, ReadLog};
 use crate::report::{Code, GroupCheck};
 use crate::sources::Sources;
@@ -44,9 +43,9 @@ const MAX_RECORD_BYTES: u64 = 4 << 20;
 struct Body {
     /// The look at the composition: its reads of the group folder and the bind folder.
     reads: Vec<Read>,
-    /// The container view's mount table (container and host paths), when the view was read:
-    /// a function of the config and settings the reads and the key cover.
-    view: Option<Vec<(PathBuf, PathBuf)>>,
+    /// The container view's mount table, when the view was read: a function of the config
+    /// and settings the reads and the key cover.
+    view: Option<Vec<Mount>>,
     /// Every read of the container view.
     view_reads: Vec<Read>,
     /// What was found.
@@ -58,8 +57,9 @@ struct Body {
 pub struct Look {
     /// The look at the composition (the observation's log), when it got that far.
     pub reads: Option<Arc<ReadLog>>,
-    /// The container view's mount table ([`table`]), when the view was opened.
-    pub view: Option<Vec<(PathBuf, PathBuf)>>,
+    /// The container view's mount table ([`crate::loader::MountedFs::mounts`]), when the
+    /// view was opened.
+    pub view: Option<Vec<Mount>>,
     /// The container view's reads.
     pub view_reads: Arc<ReadLog>,
 }
@@ -68,8 +68,8 @@ pub struct Look {
 pub struct CheckRecords<'a> {
     verdicts: &'a Verdicts,
     key: [u8; 32],
-    /// `<state>/checks`, opened when first needed (`Some(None)`: it does not exist).
-    dir: Mutex<Option<Option<SafeDir>>>,
+    /// The records, `<state>/checks/<group>`.
+    folder: state::Records,
     /// `<state>/rescues`, opened once (`None`: it does not exist).
     rescues: OnceLock<Mutex<Option<SafeDir>>>,
 }
@@ -85,7 +85,7 @@ impl<'a> CheckRecords<'a> {
         CheckRecords {
             verdicts,
             key: verdicts.here_key(sources, checked.as_bytes()),
-            dir: Mutex::new(None),
+            folder: state::Records::new(CHECKS),
             rescues: OnceLock::new(),
         }
     }
@@ -110,10 +110,7 @@ impl<'a> CheckRecords<'a> {
     /// The findings of `group` as its record keeps them, when every read of the record finds
     /// again what it found.
     pub fn found(&self, layout: &Layout, group: &str) -> Option<GroupCheck> {
-        let (key, body) = {
-            let dir = self.lock_dir(layout, false);
-            state::read_record(dir.as_ref()?.as_ref()?, group, MAX_RECORD_BYTES)?
-        };
+        let (key, body) = self.folder.read(layout, group, MAX_RECORD_BYTES)?;
         if key != self.key {
             return None;
         }
@@ -123,10 +120,7 @@ impl<'a> CheckRecords<'a> {
             return None;
         }
         // The reads hold, so the config is the one the table was made from.
-        if let Some(table) = body.view {
-            let mounts = (table.into_iter())
-                .map(|(container, host)| Mount::new(container, host))
-                .collect();
+        if let Some(mounts) = body.view {
             let fs = view_of_table(layout, group, mounts).ok()?;
             if !fs.holds(&body.view_reads) {
                 return None;
@@ -164,28 +158,11 @@ impl<'a> CheckRecords<'a> {
             return;
         }
         state::with_free_lock(layout, group, |journal| {
-            let mut dir = self.lock_dir(layout, true);
-            let Some(Some(dir)) = dir.as_mut() else {
-                return;
-            };
-            dir.record_temps_in(journal);
-            if let Err(err) = state::write_record(dir, group, &self.key, &json) {
+            let written = (self.folder).write(layout, group, &self.key, &json, journal);
+            if let Err(err) = written {
                 tracing::debug!(group, "check record not written: {err}");
             }
         });
-    }
-
-    /// `<state>/checks`, opened once (made when `create`).
-    fn lock_dir(
-        &self,
-        layout: &Layout,
-        create: bool,
-    ) -> std::sync::MutexGuard<'_, Option<Option<SafeDir>>> {
-        let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
-        if dir.is_none() || (create && matches!(*dir, Some(None))) {
-            *dir = Some(state::records_dir(layout, CHECKS, create).ok());
-        }
-        dir
     }
 
     /// Whether rescued text of `group` waits in the state folder.
@@ -198,11 +175,4 @@ impl<'a> CheckRecords<'a> {
             .as_ref()
             .is_some_and(|dir| !matches!(dir.kind(group), Ok(None)))
     }
-}
-
-/// The mount table of a container view, as a record keeps it.
-pub fn table(fs: &MountedFs) -> Vec<(PathBuf, PathBuf)> {
-    (fs.mounts().into_iter())
-        .map(|mount| (mount.container, mount.host))
-        .collect()
 }

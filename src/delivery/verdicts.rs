@@ -62,8 +62,8 @@ pub struct Verdicts {
     /// The digest of all the sources ([`Sources::digest`]), made when first needed.
     sources: OnceLock<[u8; 32]>,
     kept: Mutex<HashMap<Key, Delivered>>,
-    /// `<state>/verdicts`, opened when first needed (when it exists).
-    dir: Mutex<Option<SafeDir>>,
+    /// The records, `<state>/verdicts/<group>`.
+    folder: state::Records,
     /// `<state>/binds`, opened when first needed (`Some(None)`: it does not exist).
     binds: Mutex<Option<Option<SafeDir>>>,
     /// Whether the state folder and its journal folder are real folders, asked once.
@@ -162,7 +162,7 @@ impl Verdicts {
             app: OnceLock::new(),
             sources: OnceLock::new(),
             kept: Mutex::new(HashMap::new()),
-            dir: Mutex::new(None),
+            folder: state::Records::new(VERDICTS),
             binds: Mutex::new(None),
             journals: OnceLock::new(),
             records: binary.is_some(),
@@ -331,11 +331,8 @@ impl Verdicts {
             look,
             ..
         } = unrecorded;
-        let written = state::records_dir(layout, VERDICTS, true).and_then(|mut dir| {
-            dir.record_temps_in(journal);
-            let json = serde_json::to_vec(&Body { delivered, look }).unwrap_or_default();
-            state::write_record(&dir, &group, &key.0, &json)
-        });
+        let json = serde_json::to_vec(&Body { delivered, look }).unwrap_or_default();
+        let written = (self.folder).write(layout, &group, &key.0, &json, journal);
         if let Err(err) = written {
             tracing::debug!(group, "verdict record not written: {err}");
         }
@@ -352,12 +349,7 @@ impl Verdicts {
         if !self.records {
             return None;
         }
-        let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
-        if dir.is_none() {
-            *dir = Some(state::records_dir(layout, VERDICTS, false).ok()?);
-        }
-        let (key, body) = state::read_record(dir.as_ref()?, group, MAX_RECORD_BYTES)?;
-        drop(dir);
+        let (key, body) = self.folder.read(layout, group, MAX_RECORD_BYTES)?;
         Some((Key(key), serde_json::from_slice(&body).ok()?))
     }
 

@@ -21,8 +21,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::fs::{
-    DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, read_through,
-    read_through_stat,
+    DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, read_through_stat,
 };
 use crate::reads::{Read, ReadLog, Root as ReadRoot, Seen};
 
@@ -30,7 +29,7 @@ use crate::reads::{Read, ReadLog, Root as ReadRoot, Seen};
 pub const MAX_SYMLINKS: usize = 40;
 
 /// One bind mount: `container` (absolute, in the container) shows `host`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Mount {
     /// The mount point inside the container.
     pub container: PathBuf,
@@ -627,10 +626,9 @@ impl MountedFs {
                 return false;
             };
             let rel = crate::reads::join(&read.dir, &read.name);
-            let handle = self.reopen(&mut opened, mount, &rel);
-            let handle =
-                (handle.as_ref().map_err(|_| ())).map(|fd| fd.as_ref().map(|fd| fd.as_fd()));
-            let holds = holds_again(handle, &read.seen);
+            let holds = self
+                .reopen(&mut opened, mount, &rel)
+                .is_ok_and(|handle| holds_again(handle.as_deref().map(AsFd::as_fd), &read.seen));
             if !holds {
                 tracing::trace!(?read, "a read of the container view finds something else");
             }
@@ -671,11 +669,8 @@ impl MountedFs {
     }
 }
 
-/// Whether what is behind `handle` (`Ok(None)`: nothing) is found as `seen` again.
-fn holds_again(handle: Result<Option<BorrowedFd<'_>>, ()>, seen: &Seen) -> bool {
-    let Ok(handle) = handle else {
-        return false;
-    };
+/// Whether what is behind `handle` (`None`: nothing) is found as `seen` again.
+fn holds_again(handle: Option<BorrowedFd<'_>>, seen: &Seen) -> bool {
     match (handle, seen) {
         (None, Seen::Entry(None)) => true,
         (Some(fd), Seen::Entry(Some(entry))) => {
@@ -736,9 +731,6 @@ impl MemoryFs for MountedFs {
         let (_, step) = self.resolve(path, true)?;
         match (&step.loc, step.meta.kind) {
             // Read through the handle the resolution ended on: never reopened by path.
-            (Loc::Host(fd, _), FileKind::File) if self.log.is_none() => {
-                read_through(fd.as_fd(), limit)
-            }
             (Loc::Host(fd, at), FileKind::File) => {
                 let before = std::time::SystemTime::now();
                 let read = read_through_stat(fd.as_fd(), limit);
