@@ -16,8 +16,8 @@ use crate::delivery::guard;
 use crate::delivery::verdicts::{Recorded, Unrecorded, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
 use crate::deployment::{
-    Observation, Selection, checked_group_dir, observe, observe_again, open_group, read_sources,
-    reads_hold,
+    Observation, Selection, checked_group_dir, observe, observe_again, open_group,
+    read_sources_logged, reads_hold, source_warnings,
 };
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, SafeDir, TempJournal};
@@ -27,6 +27,7 @@ use crate::reads::{Read, Root, Seen};
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{Code, ComposeReport, GroupReport, SeenWhen, Status, WarningReport};
 use crate::sources::Sources;
+use crate::sources::host_reads::HostLog;
 use crate::state;
 use crate::target::{Delivery, Provider, Target};
 use crate::view::ViewOptions;
@@ -70,28 +71,55 @@ pub fn compose_with_progress(
     progress: &dyn Progress,
 ) -> Result<ComposeReport, Error> {
     let groups = selection.groups(layout)?;
-    let (sources, warnings) = read_sources(layout)?;
     progress.start(groups.len());
+    // When the shared sources' record says they are as recorded, first every group its own
+    // record answers (in parallel), without reading the sources.
+    let known = crate::sources::record::recorded(layout);
+    let mut results: Vec<Look> = match &known {
+        Some(known) => {
+            let verdicts = Verdicts::new(layout, &options.settings).knowing_sources(known.digest);
+            parallel_map(&groups, |group| {
+                let look = answered_by_record(layout, None, group, options, &verdicts);
+                if look.is_some() {
+                    progress.done(group);
+                }
+                look
+            })
+        }
+        None => groups.iter().map(|_| None).collect(),
+    };
+    if let Some(known) = &known
+        && results.iter().all(Option::is_some)
+    {
+        return Ok(report(
+            options,
+            &groups,
+            results,
+            source_warnings(&known.notes),
+        ));
+    }
+    let log = HostLog::new();
+    let (sources, notes) = read_sources_logged(layout, &log)?;
     let verdicts = Verdicts::new(layout, &options.settings);
-    // First a look at every group without its lock (in parallel): a group already right is
-    // reported as it is. The others are composed under their locks: one alone durably file by
-    // file, several in batches whose syncs are shared ([`Batch::compose_all`]).
-    let looks = parallel_map(&groups, |group| {
+    // Then a look at every other group without its lock (in parallel): a group already right
+    // is reported as it is. The others are composed under their locks: one alone durably file
+    // by file, several in batches whose syncs are shared ([`Batch::compose_all`]).
+    let unanswered: Vec<usize> = (0..groups.len())
+        .filter(|&i| results[i].is_none())
+        .collect();
+    let looks = parallel_map(&unanswered, |&index| {
+        let group = &groups[index];
         let look = first_look(layout, &sources, group, options, &verdicts);
         if look.is_some() {
             progress.done(group);
         }
         look
     });
-    let mut results: Vec<Option<Result<GroupReport, GroupError>>> = Vec::new();
     let mut pending = Vec::new();
-    for (index, look) in looks.into_iter().enumerate() {
+    for (index, look) in unanswered.into_iter().zip(looks) {
         match look {
-            Some(result) => results.push(Some(result)),
-            None => {
-                results.push(None);
-                pending.push(index);
-            }
+            Some(result) => results[index] = Some(result),
+            None => pending.push(index),
         }
     }
     if let [index] = pending[..] {
@@ -130,6 +158,26 @@ pub fn compose_with_progress(
             },
         );
     }
+    // The sources as read, for the runs to come (not by a dry run, nor by one that composed
+    // no group: it writes nothing).
+    if known.is_none()
+        && !options.dry_run
+        && results.iter().any(|result| matches!(result, Some(Ok(_))))
+        && let Some(reads) = log.kept()
+    {
+        crate::sources::record::record(layout, &sources, &notes, reads);
+    }
+    Ok(report(options, &groups, results, source_warnings(&notes)))
+}
+
+/// The run's report from each group's result (every group is answered, looked at or
+/// composed by now).
+fn report(
+    options: &ComposeOptions,
+    groups: &[String],
+    results: Vec<Look>,
+    warnings: Vec<WarningReport>,
+) -> ComposeReport {
     let reports = groups
         .iter()
         .zip(results)
@@ -146,12 +194,12 @@ pub fn compose_with_progress(
             }
         })
         .collect();
-    Ok(ComposeReport::new(
+    ComposeReport::new(
         options.dry_run,
         options.settings.delivery,
         reports,
         warnings,
-    ))
+    )
 }
 
 /// Applies `work` to every item on a few threads (groups are independent and each takes its own
@@ -294,7 +342,7 @@ fn first_look(
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
-    match recorded(layout, sources, group, options, verdicts) {
+    match recorded(layout, Some(sources), group, options, verdicts) {
         Recorded::Found { delivered, found } => {
             if let Ok(found) = serde_json::from_value::<Found>(found) {
                 return Some(Ok(found.report(group, *delivered)));
@@ -325,6 +373,25 @@ fn first_look(
     }
 }
 
+/// The report of a group its record answers ([`recorded`]), with the digest of the shared
+/// sources `verdicts` know when `sources` is `None`.
+fn answered_by_record(
+    layout: &Layout,
+    sources: Option<&Sources>,
+    group: &str,
+    options: &ComposeOptions,
+    verdicts: &Verdicts,
+) -> Look {
+    checked_group_dir(layout, group).ok()?;
+    match recorded(layout, sources, group, options, verdicts) {
+        Recorded::Found { delivered, found } => {
+            let found = serde_json::from_value::<Found>(found).ok()?;
+            Some(Ok(found.report(group, *delivered)))
+        }
+        Recorded::Nothing | Recorded::Other => None,
+    }
+}
+
 /// What the group's record says: its report as the record's last look found it, when nothing that look read
 /// (its folders, through the same reads: [`crate::reads`]) nor anything else its plan depends
 /// on (the record's key: [`Verdicts::look_key`]) has changed since: no plan, diff or load. Not
@@ -332,7 +399,7 @@ fn first_look(
 /// interrupted run left temps for.
 fn recorded(
     layout: &Layout,
-    sources: &Sources,
+    sources: Option<&Sources>,
     group: &str,
     options: &ComposeOptions,
     verdicts: &Verdicts,
@@ -348,6 +415,10 @@ fn recorded(
     // `~/.claude`: the key without settings files of the agent's own (the look's read of
     // `.claude`, replayed, says there is still none); else what the agent's settings files do
     // now.
+    let look_key = |agent: &AgentSettings| match sources {
+        Some(sources) => Some(verdicts.look_key(sources, agent)),
+        None => verdicts.known_look_key(agent),
+    };
     let keyed = |recorded: &str, reads: &[Read]| {
         let no_settings = AgentSettings::default();
         let none = Read {
@@ -358,10 +429,10 @@ fn recorded(
         };
         (layout.claude_home.is_none()
             && reads.contains(&none)
-            && recorded == verdicts.look_key(sources, &no_settings))
+            && look_key(&no_settings).as_deref() == Some(recorded))
             || open_group(&layout.group_dir(group))
                 .and_then(|dir| agent_settings(layout, &dir, group, &options.settings))
-                .is_ok_and(|agent| recorded == verdicts.look_key(sources, &agent))
+                .is_ok_and(|agent| look_key(&agent).as_deref() == Some(recorded))
     };
     verdicts.recorded_report(layout, group, keyed, |reads| {
         reads_hold(dir, || verdicts.bind_dir(layout, group), reads)
@@ -1019,7 +1090,7 @@ mod tests {
     /// What a group gets alone: its own observation, its agent's settings files and
     /// [`verify_with`](crate::delivery::verify::verify_with), nothing kept or recorded.
     fn alone(layout: &Layout, options: &ComposeOptions, group: &str) -> GroupReport {
-        let (sources, _) = read_sources(layout).unwrap();
+        let (sources, _) = crate::deployment::read_sources(layout).unwrap();
         let seen = observe(
             layout,
             &sources,

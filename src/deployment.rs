@@ -25,7 +25,8 @@ use crate::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
 use crate::sources::Sources;
-use crate::sources::{GroupParts, NoteKind, read_group};
+use crate::sources::host_reads::HostLog;
+use crate::sources::{GroupParts, NoteKind, SourceNote, read_group};
 use crate::state;
 
 pub use crate::sources::MAX_SOURCE_BYTES;
@@ -122,22 +123,35 @@ pub fn missing_group(path: &Path) -> GroupError {
 /// shared files, skill roots and fragment folders, with their own imports expanded where
 /// their owner put them. Names that cannot be file names are skipped with a warning.
 pub fn read_sources(layout: &Layout) -> Result<(Sources, Vec<WarningReport>), Error> {
-    let (mut sources, notes) = crate::sources::read_container(layout).map_err(Error::Sources)?;
+    let (sources, notes) = read_sources_logged(layout, &HostLog::new())?;
+    Ok((sources, source_warnings(&notes)))
+}
+
+/// [`read_sources`] with every host read logged in `log`, and the notes as they are.
+pub fn read_sources_logged(
+    layout: &Layout,
+    log: &HostLog,
+) -> Result<(Sources, Vec<SourceNote>), Error> {
+    let (mut sources, notes) =
+        crate::sources::read_container(layout, log).map_err(Error::Sources)?;
     sources.host_managed =
-        crate::delivery::managed::read_host_managed(layout).map_err(Error::Sources)?;
-    sources.guard_bases = crate::delivery::guard::Bases::read(layout)?;
-    let warnings = notes
-        .into_iter()
+        crate::delivery::managed::read_host_managed(layout, log).map_err(Error::Sources)?;
+    sources.guard_bases = crate::delivery::guard::Bases::read(layout, log)?;
+    Ok((sources, notes))
+}
+
+/// The run's warnings about the container side.
+pub fn source_warnings(notes: &[SourceNote]) -> Vec<WarningReport> {
+    (notes.iter())
         .map(|note| WarningReport {
             code: match note.kind {
                 NoteKind::BadName => Code::BadSkillName,
                 NoteKind::ImportNotDelivered => Code::SharedImportNotDelivered,
                 NoteKind::MissingSource => Code::MissingSource,
             },
-            message: note.message,
+            message: note.message.clone(),
         })
-        .collect();
-    Ok((sources, warnings))
+        .collect()
 }
 
 /// Plans a group from its config and what was read in its folder (`inputs`: its

@@ -1624,6 +1624,15 @@ pub fn is_temp_name(name: &str) -> bool {
 /// Reads at most `limit` bytes of `path` (following links: for trusted host files only; but
 /// never opening anything that is not a regular file). `None` when it is missing.
 pub fn read_host_file(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    Ok(read_host_file_as_found(path, limit)?.map(|(bytes, _)| bytes))
+}
+
+/// [`read_host_file`], with the status of the file read, taken before its bytes were (what
+/// a later run compares to tell whether they can have changed).
+pub fn read_host_file_as_found(
+    path: &Path,
+    limit: u64,
+) -> Result<Option<(Vec<u8>, rustix::fs::Stat)>> {
     let handle = match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return Ok(None),
@@ -1639,7 +1648,8 @@ pub fn read_host_file(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
         )
     })
     .map_err(|err| FsError::io("open", path, err))?;
-    read_limited(file, path, stat.st_size as u64, limit).map(Some)
+    let bytes = read_limited(file, path, stat.st_size as u64, limit)?;
+    Ok(Some((bytes, stat)))
 }
 
 /// Refuses anything but a regular file, before it is opened.

@@ -334,6 +334,28 @@ pub fn describe_leftover(leftover: &Leftover, group_dir: &Path) -> String {
     }
 }
 
+/// Which binary judges: its size and modification time (a rebuilt or upgraded clawmd does not
+/// trust the records of another). `None` when it cannot be told: no record is then used.
+/// Looked up once per process.
+pub fn binary_identity() -> Option<Vec<u8>> {
+    static IDENTITY: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    IDENTITY.get_or_init(identify_binary).clone()
+}
+
+fn identify_binary() -> Option<Vec<u8>> {
+    let exe = std::env::current_exe().ok()?;
+    let meta = fs_err::metadata(&exe).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    let mut id = exe.as_os_str().as_encoded_bytes().to_vec();
+    id.extend_from_slice(&meta.len().to_le_bytes());
+    id.extend_from_slice(&modified.as_nanos().to_le_bytes());
+    Some(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,6 +45,7 @@ use serde_json::{Map, Value};
 use super::{Budgets, Provider};
 use crate::plan::{Content, Desired, ManagedPath, Place};
 pub use crate::sources::host::Bases;
+use crate::sources::host_reads::HostLog;
 
 /// The folder, inside a group's bind folder, that holds its guard files.
 pub const GUARD_DIR: &str = "guard";
@@ -97,15 +98,15 @@ pub const GEMINI_BASE_LIMIT: u64 = 1024 * 1024;
 
 impl Bases {
     /// Reads the runner's files `layout` names (`Layout::gemini_system_settings`).
-    pub fn read(layout: &crate::layout::Layout) -> Result<Self, GuardError> {
+    pub fn read(layout: &crate::layout::Layout, log: &HostLog) -> Result<Self, GuardError> {
         let base = match &layout.gemini_system_settings {
             None => None,
-            Some(path) => Some((path.clone(), read_runner_file(path)?)),
+            Some(path) => Some((path.clone(), read_runner_file(path, log)?)),
         };
         let base = base.as_ref().map(|(p, b)| (p.as_path(), b.as_slice()));
         let codex_config = match &layout.codex_managed_config {
             None => None,
-            Some(path) => Some(codex_base(path, &read_runner_file(path)?)?),
+            Some(path) => Some(codex_base(path, &read_runner_file(path, log)?)?),
         };
         Ok(Bases {
             gemini_settings: gemini_system_settings(base)?,
@@ -129,8 +130,8 @@ impl Default for Bases {
 }
 
 /// A runner's file the guards merge: its bytes (a missing file is an error naming it).
-fn read_runner_file(path: &Path) -> Result<Vec<u8>, GuardError> {
-    crate::fsops::read_host_file(path, GEMINI_BASE_LIMIT)
+fn read_runner_file(path: &Path, log: &HostLog) -> Result<Vec<u8>, GuardError> {
+    log.read_file(path, GEMINI_BASE_LIMIT)
         .map_err(GuardError::Read)?
         .ok_or_else(|| GuardError::RunnerFile {
             path: path.to_owned(),

@@ -22,14 +22,15 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::fsops::{self, FsError};
+use crate::fsops::FsError;
 use crate::layout::Layout;
 use crate::loader::Mount;
 use crate::names;
 use crate::plan::Warning;
 use crate::sources::Sources;
-use crate::sources::expand::expand_source_in;
+use crate::sources::expand::expand_source_with;
 use crate::sources::host::HostManaged;
+use crate::sources::host_reads::HostLog;
 use crate::sources::{Section, SectionId};
 
 /// The environment variables by which a settings file's `env` turns every memory file off
@@ -52,7 +53,7 @@ const MAX_HOST_FILES: usize = 64;
 /// Reads the host's managed folder, when the deployment names one. A missing folder, an
 /// unreadable file or a `managed-settings.json` that is not a JSON object stops the run: the
 /// managed folder would hide the image's policy, and dropping it silently is not an option.
-pub fn read_host_managed(layout: &Layout) -> Result<Option<HostManaged>, FsError> {
+pub fn read_host_managed(layout: &Layout, log: &HostLog) -> Result<Option<HostManaged>, FsError> {
     let Some(dir) = &layout.host_managed_dir else {
         return Ok(None);
     };
@@ -63,21 +64,14 @@ pub fn read_host_managed(layout: &Layout) -> Result<Option<HostManaged>, FsError
         files: Vec::new(),
         left_out: Vec::new(),
     };
-    let entries = fs_err::read_dir(dir).map_err(|err| FsError::Io {
-        op: "list the host's managed-policy folder (hostManagedDir in clawmd.json)",
-        path: dir.clone(),
-        source: err,
-    })?;
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|err| FsError::Io {
-            op: "list",
+    let names = log
+        .list(dir)
+        .and_then(|names| names.ok_or_else(|| std::io::ErrorKind::NotFound.into()))
+        .map_err(|err| FsError::Io {
+            op: "list the host's managed-policy folder (hostManagedDir in clawmd.json)",
             path: dir.clone(),
             source: err,
         })?;
-        names.push(entry.file_name());
-    }
-    names.sort();
     for name in names {
         let path = dir.join(&name);
         let Some(name) = name
@@ -87,8 +81,9 @@ pub fn read_host_managed(layout: &Layout) -> Result<Option<HostManaged>, FsError
             host.left_out.push(path.display().to_string());
             continue;
         };
-        let kind = fs_err::symlink_metadata(&path)
-            .map(|meta| crate::file_kind::FileKind::from_std(meta.file_type()))
+        let kind = log
+            .kind(&path, false)
+            .and_then(|kind| kind.ok_or_else(|| std::io::ErrorKind::NotFound.into()))
             .map_err(|err| FsError::Io {
                 op: "inspect",
                 path: path.clone(),
@@ -98,12 +93,14 @@ pub fn read_host_managed(layout: &Layout) -> Result<Option<HostManaged>, FsError
             host.left_out.push(path.display().to_string());
             continue;
         }
-        let bytes = fsops::read_host_file(&path, MAX_HOST_FILE_BYTES)?.unwrap_or_default();
+        let bytes = log
+            .read_file(&path, MAX_HOST_FILE_BYTES)?
+            .unwrap_or_default();
         match name {
             names::CLAUDE_MD => {
                 let at = layout.managed_mount.join(names::CLAUDE_MD);
                 let view = [Mount::new(&layout.managed_mount, dir)];
-                host.claude_md = Some(expand_source_in(&view, &at, &bytes).text);
+                host.claude_md = Some(expand_source_with(&log.view(&view), &at, &bytes).text);
             }
             names::MANAGED_SETTINGS => host.settings = Some(parse_settings(&path, &bytes)?),
             _ => host.files.push((name.to_owned(), bytes)),
@@ -266,7 +263,9 @@ mod tests {
         std::fs::write(dir.join("managed-settings.json"), "\u{feff}{\"a\": 1}").unwrap();
         let mut layout = Layout::under_root(root.path());
         layout.host_managed_dir = Some(dir.clone());
-        let host = read_host_managed(&layout).unwrap().unwrap();
+        let host = read_host_managed(&layout, &HostLog::new())
+            .unwrap()
+            .unwrap();
         let text = String::from_utf8(host.claude_md.unwrap()).unwrap();
         assert!(
             text.contains("ORG POLICY") && text.contains("MORE POLICY"),
@@ -289,12 +288,14 @@ mod tests {
             [dir.join("managed-settings.d").display().to_string()]
         );
         std::fs::write(dir.join("managed-settings.json"), "[1]").unwrap();
-        let err = read_host_managed(&layout).unwrap_err().to_string();
+        let err = read_host_managed(&layout, &HostLog::new())
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("not an object") && err.contains("fix:"),
             "{err}"
         );
         layout.host_managed_dir = Some(root.path().join("nowhere"));
-        assert!(read_host_managed(&layout).is_err());
+        assert!(read_host_managed(&layout, &HostLog::new()).is_err());
     }
 }

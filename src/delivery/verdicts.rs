@@ -137,7 +137,7 @@ struct Body {
 impl Verdicts {
     /// The verdicts of a run with `layout` and `settings`.
     pub fn new(layout: &Layout, settings: &DeliverySettings) -> Verdicts {
-        let binary = binary_identity();
+        let binary = state::binary_identity();
         let mut run = Sha256::new();
         let mut put = |bytes: &[u8]| {
             run.update((bytes.len() as u64).to_le_bytes());
@@ -190,7 +190,7 @@ impl Verdicts {
             }
             None => plan_into(&mut hash, plan),
         }
-        let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
+        let evaluations = evaluations(agent);
         hash.update((evaluations.len() as u64).to_le_bytes());
         hash.update(&evaluations);
         if plan.target.mount_needs(false).app {
@@ -214,15 +214,34 @@ impl Verdicts {
     /// run's binary, layout (where it is, too: a report names host paths) and settings, the
     /// shared sources and what the agent's settings files do ([`Look`]).
     pub fn look_key(&self, sources: &Sources, agent: &AgentSettings) -> String {
-        let evaluations = serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default();
-        crate::safe_name::hex(&self.here_key(sources, &evaluations))
+        crate::safe_name::hex(&self.here_key(sources, &evaluations(agent)))
+    }
+
+    /// These verdicts, for a run whose shared sources have the digest `digest` (their record
+    /// says so, [`crate::sources::record`]) though they were not read.
+    pub fn knowing_sources(self, digest: [u8; 32]) -> Verdicts {
+        let _ = self.sources.set(digest);
+        self
+    }
+
+    /// [`Verdicts::look_key`] with the digest of the sources these verdicts know
+    /// ([`Verdicts::knowing_sources`]); `None` when they know none yet.
+    pub fn known_look_key(&self, agent: &AgentSettings) -> Option<String> {
+        let digest = self.sources.get()?;
+        Some(crate::safe_name::hex(
+            &self.here_key_with(digest, &evaluations(agent)),
+        ))
     }
 
     /// A SHA-256 of what a record made here depends on besides what it read: the binary,
     /// the layout and where it is, the settings, the shared sources, and `more`.
     pub fn here_key(&self, sources: &Sources, more: &[u8]) -> [u8; 32] {
+        self.here_key_with(self.sources.get_or_init(|| sources.digest()), more)
+    }
+
+    fn here_key_with(&self, sources: &[u8; 32], more: &[u8]) -> [u8; 32] {
         let mut hash = self.here.clone();
-        hash.update(self.sources.get_or_init(|| sources.digest()));
+        hash.update(sources);
         hash.update((more.len() as u64).to_le_bytes());
         hash.update(more);
         hash.finalize().into()
@@ -365,6 +384,11 @@ impl Verdicts {
     }
 }
 
+/// What the agent's settings files do, as a key takes it.
+fn evaluations(agent: &AgentSettings) -> Vec<u8> {
+    serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default()
+}
+
 /// `layout` with its host folders made relative to the folder that holds the groups, the
 /// shared sources and the state (`<root>/groups`, …): [`verify_with`] sees the host only
 /// through where each composed file lies in the mount table, which moving the whole
@@ -388,22 +412,6 @@ fn relocated(layout: &Layout) -> Layout {
         claude_home: layout.claude_home.as_deref().map(from_base),
         ..layout.clone()
     }
-}
-
-/// Which binary judges: its size and modification time (a rebuilt or upgraded clawmd does not
-/// trust the records of another). `None` when it cannot be told: no record is then used.
-fn binary_identity() -> Option<Vec<u8>> {
-    let exe = std::env::current_exe().ok()?;
-    let meta = fs_err::metadata(&exe).ok()?;
-    let modified = meta
-        .modified()
-        .ok()?
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?;
-    let mut id = exe.as_os_str().as_encoded_bytes().to_vec();
-    id.extend_from_slice(&meta.len().to_le_bytes());
-    id.extend_from_slice(&modified.as_nanos().to_le_bytes());
-    Some(id)
 }
 
 /// Everything in `plan` that [`verify_with`] reads, each length-prefixed: the target, every

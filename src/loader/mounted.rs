@@ -620,20 +620,33 @@ impl MountedFs {
     /// link. A file kept with its identity and found with the same is not read again.
     /// Anything that cannot be read again counts as a change.
     pub fn holds(&self, reads: &[Read]) -> bool {
+        self.replay(reads, std::time::SystemTime::now()).is_some()
+    }
+
+    /// [`MountedFs::holds`], saying too whether a file was found the same by its bytes
+    /// though its identity would now stand for them ([`crate::reads::settled`] at `now`):
+    /// `Some(true)`, the reads are worth making again once. `None`: a read finds something
+    /// else.
+    pub fn replay(&self, reads: &[Read], now: std::time::SystemTime) -> Option<bool> {
         let mut opened: HashMap<(u16, String), Option<Arc<OwnedFd>>> = HashMap::new();
-        reads.iter().all(|read| {
-            let ReadRoot::Mount(mount) = read.root else {
-                return false;
+        let mut stale = false;
+        for read in reads {
+            let again = match read.root {
+                ReadRoot::Mount(mount) => {
+                    let rel = crate::reads::join(&read.dir, &read.name);
+                    (self.reopen(&mut opened, mount, &rel).ok()).and_then(|handle| {
+                        holds_again(handle.as_deref().map(AsFd::as_fd), &read.seen, now)
+                    })
+                }
+                _ => None,
             };
-            let rel = crate::reads::join(&read.dir, &read.name);
-            let holds = self
-                .reopen(&mut opened, mount, &rel)
-                .is_ok_and(|handle| holds_again(handle.as_deref().map(AsFd::as_fd), &read.seen));
-            if !holds {
+            let Some(again) = again else {
                 tracing::trace!(?read, "a read of the container view finds something else");
-            }
-            holds
-        })
+                return None;
+            };
+            stale |= again;
+        }
+        Some(stale)
     }
 
     /// The handle of `rel` below the source of mount `mount` (`Err` when it cannot be
@@ -669,9 +682,14 @@ impl MountedFs {
     }
 }
 
-/// Whether what is behind `handle` (`None`: nothing) is found as `seen` again.
-fn holds_again(handle: Option<BorrowedFd<'_>>, seen: &Seen) -> bool {
-    match (handle, seen) {
+/// Whether what is behind `handle` (`None`: nothing) is found as `seen` again (`None`: not),
+/// and whether a file found the same by its bytes would be kept by its identity at `now`.
+fn holds_again(
+    handle: Option<BorrowedFd<'_>>,
+    seen: &Seen,
+    now: std::time::SystemTime,
+) -> Option<bool> {
+    let holds = match (handle, seen) {
         (None, Seen::Entry(None)) => true,
         (Some(fd), Seen::Entry(Some(entry))) => {
             handle_metadata(fd).is_ok_and(|meta| (meta.kind, meta.len) == *entry)
@@ -689,16 +707,19 @@ fn holds_again(handle: Option<BorrowedFd<'_>>, seen: &Seen) -> bool {
                 identity,
             },
         ) => {
-            let same = |stat: &rustix::fs::Stat| Some(crate::reads::identity(stat)) == *identity;
-            if identity.is_some() && rustix::fs::fstat(fd).is_ok_and(|stat| same(&stat)) {
-                return true;
+            let stat = rustix::fs::fstat(fd).ok();
+            if identity.is_some() && stat.as_ref().map(crate::reads::identity) == *identity {
+                return Some(false);
             }
-            read_through_stat(fd, *limit).is_ok_and(|(outcome, _)| {
+            let same = read_through_stat(fd, *limit).is_ok_and(|(outcome, _)| {
                 matches!(file_seen(*limit, &outcome, None), Seen::File { digest: again, .. } if again == *digest)
-            })
+            });
+            return same
+                .then(|| stat.is_some_and(|stat| crate::reads::settled(&stat, now).is_some()));
         }
         _ => false,
-    }
+    };
+    holds.then_some(false)
 }
 
 impl MemoryFs for MountedFs {

@@ -65,15 +65,19 @@ pub fn expand_source(app: &Path, container_dir: &Path, path: &Path, bytes: &[u8]
 /// over `container/`, and each fragment folder where its recipe entry mounts it): only what
 /// they show is visible.
 pub fn expand_source_in(mounts: &[Mount], path: &Path, bytes: &[u8]) -> Expanded {
+    expand_source_with(&MountedFs::new(mounts.iter().cloned()), path, bytes)
+}
+
+/// [`expand_source_in`] through the view `fs` (one whose reads are logged, say).
+pub fn expand_source_with(fs: &MountedFs, path: &Path, bytes: &[u8]) -> Expanded {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return Expanded {
             text: bytes.to_vec(),
             notes: Vec::new(),
         };
     };
-    let fs = MountedFs::new(mounts.iter().cloned());
     let mut expander = Expander {
-        fs: &fs,
+        fs,
         seen: HashSet::new(),
         notes: Vec::new(),
     };

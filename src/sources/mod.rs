@@ -17,19 +17,23 @@
 pub mod alone;
 pub mod expand;
 pub mod host;
+pub mod host_reads;
+pub mod record;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::config::{GroupConfig, SkillSelection};
-use crate::fsops::{self, FsError, SafeDir};
+use crate::file_kind::FileKind;
+use crate::fsops::{FsError, SafeDir};
 use crate::layout::Layout;
 use crate::loader::Mount;
 use crate::names;
 use crate::plan::{FragmentCollision, ManagedPath, Warning, mcp_fragment};
 use crate::recipe::{Form, Root, Select, Source, SourceKind};
 use crate::safe_name::{display_name, file_stem, validate_name};
-use expand::{expand_source_in, neutralise};
+use expand::{expand_source_with, neutralise};
+use host_reads::HostLog;
 
 /// The largest shared source (`container/CLAUDE.md`, a skill's `instructions.md`) clawmd
 /// reads, and so the largest shared base `migrate` may leave behind.
@@ -436,7 +440,7 @@ impl Sources {
 }
 
 /// A note about the container side, for the run's warnings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SourceNote {
     /// What kind.
     pub kind: NoteKind,
@@ -445,7 +449,7 @@ pub struct SourceNote {
 }
 
 /// What a [`SourceNote`] is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum NoteKind {
     /// A skill folder or fragment whose name cannot be a file name.
     BadName,
@@ -525,10 +529,15 @@ pub fn source_mounts(layout: &Layout) -> Vec<Mount> {
 
 /// Reads what `container/` holds for the recipe: each shared file and each container skill
 /// root and fragment folder, with their own imports expanded where their owner put them.
-/// Names that cannot be file names are skipped with a note.
-pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsError> {
+/// Names that cannot be file names are skipped with a note. Every host read is logged in
+/// `log`.
+pub fn read_container(
+    layout: &Layout,
+    log: &HostLog,
+) -> Result<(Sources, Vec<SourceNote>), FsError> {
     let mounts = source_mounts(layout);
     let mut reader = Reader {
+        log,
         mounts: &mounts,
         notes: Vec::new(),
         import_notes: Vec::new(),
@@ -539,9 +548,9 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
     // An item's file: its bytes, or `None` (missing; a dangling link or an unusable file is
     // kept aside for the groups that get it).
     let mut item = |section: String, path: &Path| -> Option<Vec<u8>> {
-        match fsops::read_host_file(path, MAX_SOURCE_BYTES) {
+        match log.read_file(path, MAX_SOURCE_BYTES) {
             Ok(None) => {
-                if let Some(target) = dangling_link(path) {
+                if let Some(target) = log.link(path) {
                     dangling.insert(section, (path.to_owned(), target));
                 }
                 None
@@ -557,7 +566,7 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
         let part = match &source.kind {
             SourceKind::Shared { .. } => {
                 let host = host_path(layout, source);
-                let bytes = fsops::read_host_file(&host, MAX_SOURCE_BYTES)?;
+                let bytes = log.read_file(&host, MAX_SOURCE_BYTES)?;
                 if bytes.is_none() && source.name != "shared-base" {
                     reader.notes.push(SourceNote {
                         kind: NoteKind::MissingSource,
@@ -589,10 +598,8 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
                             items.insert(name, bytes.map(|b| reader.expand(&target, b)));
                         }
                         Form::Index => {
-                            let bytes = fsops::read_host_file(
-                                &folder.join(SKILL_MD),
-                                crate::loader::MAX_FILE_BYTES,
-                            )?;
+                            let bytes = log
+                                .read_file(&folder.join(SKILL_MD), crate::loader::MAX_FILE_BYTES)?;
                             let meta = bytes.map(|b| skill_meta(&name, &b));
                             index.insert(name, meta);
                         }
@@ -623,7 +630,7 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
                             // A folder is not a fragment; anything else is read (a FIFO or a
                             // device is refused, failing the groups that get it).
                             if file_name.starts_with('.')
-                                || (!is_file && dir.join(&file_name).is_dir())
+                                || (!is_file && reader.is_dir(&dir.join(&file_name)))
                             {
                                 continue;
                             }
@@ -668,22 +675,11 @@ pub fn read_container(layout: &Layout) -> Result<(Sources, Vec<SourceNote>), FsE
     ))
 }
 
-/// Where `path` points when it is a symlink to nothing (`None`: missing, or not a link).
-fn dangling_link(path: &Path) -> Option<PathBuf> {
-    let is_link = fs_err::symlink_metadata(path)
-        .ok()?
-        .file_type()
-        .is_symlink();
-    match is_link {
-        true => fs_err::read_link(path).ok(),
-        false => None,
-    }
-}
-
 /// A skill's description file.
 const SKILL_MD: &str = "SKILL.md";
 
 struct Reader<'a> {
+    log: &'a HostLog,
     mounts: &'a [Mount],
     notes: Vec<SourceNote>,
     import_notes: Vec<SourceNote>,
@@ -692,10 +688,9 @@ struct Reader<'a> {
 impl Reader<'_> {
     /// A container-side source at `target` (its container path) with its imports expanded.
     fn expand(&mut self, target: &Path, bytes: Vec<u8>) -> SourceFile {
-        let expanded = expand_source_in(self.mounts, target, &bytes);
-        let fs = crate::loader::MountedFs::new(self.mounts.iter().cloned());
+        let expanded = expand_source_with(&self.log.view(self.mounts), target, &bytes);
         let tree = Some(std::sync::Arc::new(alone::SourceTree::gather(
-            &fs,
+            &self.log.view(self.mounts),
             target,
             bytes.clone(),
         )));
@@ -722,34 +717,27 @@ impl Reader<'_> {
     /// (following links, as the runner's bind mount does); `None` when the folder does not
     /// exist.
     fn list(&mut self, dir: &Path) -> Result<Option<Vec<(String, bool)>>, FsError> {
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "a trusted host folder, and FsError names the path"
-        )]
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => {
-                return Err(FsError::Io {
-                    op: "list",
-                    path: dir.to_owned(),
-                    source: err,
-                });
-            }
+        let io_error = |err| FsError::Io {
+            op: "list",
+            path: dir.to_owned(),
+            source: err,
+        };
+        let Some(names) = self.log.list(dir).map_err(io_error)? else {
+            return Ok(None);
         };
         let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|err| FsError::Io {
-                op: "list",
-                path: dir.to_owned(),
-                source: err,
-            })?;
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            out.push((name, path.is_file()));
+        for name in names {
+            let is_file =
+                self.log.kind(&dir.join(&name), true).ok().flatten() == Some(FileKind::File);
+            out.push((name.to_string_lossy().into_owned(), is_file));
         }
         out.sort();
         Ok(Some(out))
+    }
+
+    /// Whether `path` is a folder, following links (logged).
+    fn is_dir(&self, path: &Path) -> bool {
+        self.log.kind(path, true).ok().flatten() == Some(FileKind::Dir)
     }
 
     /// The folder names in a trusted host folder that can be file names (the others are
@@ -758,7 +746,7 @@ impl Reader<'_> {
         let mut names = Vec::new();
         for (name, _) in self.list(dir)?.unwrap_or_default() {
             let path = dir.join(&name);
-            if name.starts_with('.') || !path.is_dir() {
+            if name.starts_with('.') || !self.is_dir(&path) {
                 continue;
             }
             if let Err(problem) = validate_name(&name) {

@@ -358,3 +358,237 @@ fn files_of_the_agents_own_leave_the_check_record_standing() {
         assert_eq!(unplanted(from_record), report(&d, &check), "{delivery}");
     }
 }
+
+/// The container side of [`sources_deployment`]: every kind of host read the shared sources
+/// are made from (a shared base and the file it imports, skills, a fragment folder, the host's
+/// managed policy, the runner's Gemini settings).
+const SOURCES_CONFIG: &str = r#"{
+  "sources": [
+    { "kind": "shared" },
+    { "kind": "fragments", "dir": "fragments", "pattern": "*.md", "name": "fragment" },
+    { "kind": "skills" },
+    { "kind": "mcp" }
+  ],
+  "hostManagedDir": "host-managed",
+  "geminiSystemSettings": "runner/gemini.json"
+}"#;
+
+fn sources_deployment() -> Deployment {
+    let d = Deployment::standard()
+        .file("clawmd.json", SOURCES_CONFIG)
+        .file("container/CLAUDE.md", "BASE\n@extra.md\n")
+        .file("container/extra.md", "EXTRA\n")
+        .file("container/other.md", "OTHER\n")
+        .file("container/fragments/a.md", "FRAG A\n")
+        .file("host-managed/CLAUDE.md", "HOST POLICY\n")
+        .file("host-managed/managed-settings.json", "{}")
+        .file("runner/gemini.json", "{}")
+        .file("container/skills/README", "not a skill\n")
+        .group("g", Some(CONFIG))
+        .group("web", Some(r#"{"skills": ["web"]}"#));
+    d.symlink("container/skills/broken/instructions.md", "missing.md");
+    d
+}
+
+/// Edits of the container side, each changing what the shared sources hold.
+fn source_edits() -> Vec<Edit> {
+    let replace = |rel: &'static str, with: &'static [u8]| -> Box<dyn Fn(&Deployment)> {
+        Box::new(move |d: &Deployment| d.write(rel, with))
+    };
+    vec![
+        (
+            "shared base, same size",
+            replace("container/CLAUDE.md", b"BASX\n@extra.md\n"),
+        ),
+        (
+            "a file the shared base imports",
+            replace("container/extra.md", b"EXTRB\n"),
+        ),
+        (
+            "skill instructions, same size",
+            replace("container/skills/web/instructions.md", b"WEX\n"),
+        ),
+        (
+            "skill added",
+            replace("container/skills/new/instructions.md", b"NEW\n"),
+        ),
+        (
+            "skill removed",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_dir_all(d.path("container/skills/hello")).unwrap()
+            }),
+        ),
+        (
+            "skill instructions replaced by a link to nothing",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_file(d.path("container/skills/web/instructions.md")).unwrap();
+                d.symlink("container/skills/web/instructions.md", "missing.md");
+            }),
+        ),
+        (
+            "skill instructions replaced by a link to other text",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_file(d.path("container/skills/web/instructions.md")).unwrap();
+                d.symlink(
+                    "container/skills/web/instructions.md",
+                    d.path("container/other.md"),
+                );
+            }),
+        ),
+        (
+            "skill instructions replaced by a FIFO",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_file(d.path("container/skills/web/instructions.md")).unwrap();
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    d.path("container/skills/web/instructions.md"),
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(0o644),
+                    0,
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "skills folder replaced by a link to an edited copy",
+            Box::new(|d: &Deployment| {
+                std::fs::rename(d.path("container/skills"), d.path("skills-copy")).unwrap();
+                d.write("skills-copy/hello/instructions.md", b"HELLO AGAIN\n");
+                d.symlink("container/skills", d.path("skills-copy"));
+            }),
+        ),
+        (
+            "a file in the skills folder replaced by a folder",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_file(d.path("container/skills/README")).unwrap();
+                std::fs::create_dir(d.path("container/skills/README")).unwrap();
+            }),
+        ),
+        (
+            "a link to nothing pointed at another nothing",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_file(d.path("container/skills/broken/instructions.md")).unwrap();
+                d.symlink("container/skills/broken/instructions.md", "gone.md");
+            }),
+        ),
+        (
+            "fragment added",
+            replace("container/fragments/b.md", b"FRAG B\n"),
+        ),
+        (
+            "fragment, same size",
+            replace("container/fragments/a.md", b"FRAG X\n"),
+        ),
+        (
+            "fragment replaced by a folder",
+            Box::new(|d: &Deployment| {
+                std::fs::remove_file(d.path("container/fragments/a.md")).unwrap();
+                std::fs::create_dir(d.path("container/fragments/a.md")).unwrap();
+            }),
+        ),
+        (
+            "host's managed CLAUDE.md",
+            replace("host-managed/CLAUDE.md", b"HOST POLICX\n"),
+        ),
+        (
+            "host's managed settings",
+            replace("host-managed/managed-settings.json", br#"{"a": 1}"#),
+        ),
+        (
+            "a file planted in the host's managed folder",
+            replace("host-managed/notes.md", b"N\n"),
+        ),
+        (
+            "the runner's Gemini settings",
+            replace("runner/gemini.json", br#"{"b": 2}"#),
+        ),
+    ]
+}
+
+/// Marks the shared sources' record: a run that believes it reports a warning `planted`.
+fn plant_sources(d: &Deployment) {
+    edit_record(d, "groups/.clawmd/sources/container", |json| {
+        let note = serde_json::json!({"kind": "MissingSource", "message": "planted"});
+        json["recorded"]["notes"].as_array_mut().unwrap().push(note);
+    });
+}
+
+fn sources_planted(report: &serde_json::Value) -> bool {
+    (report["warnings"].as_array().unwrap().iter()).any(|w| w["message"] == "planted")
+}
+
+/// The shared sources' record stands for them only while every host read they were made
+/// from finds the same: after any edit of the container side, of the host's managed policy or
+/// of the runner's files, a compose reports what a compose without that record reports (and,
+/// before the edit, the record is what answers).
+#[test]
+fn the_shared_sources_record_stands_only_while_their_reads_find_the_same() {
+    let all: Vec<(Edit, Deployment)> = (source_edits().into_iter())
+        .map(|edit| (edit, sources_deployment()))
+        .collect();
+    // Files changed in the last two seconds are recorded by their bytes alone: wait, so the
+    // record keeps each file by its identity as it would in a deployment long in place.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let dry = ["compose", "--all", "--json", "--dry-run"];
+    for ((name, edit), d) in all {
+        d.run(["compose", "--all", "--json"]).success();
+        d.run(["compose", "--all", "--json"]).success();
+        plant_sources(&d);
+        assert!(
+            sources_planted(&report(&d, &dry)),
+            "{name}: before the edit, the record answers"
+        );
+        edit(&d);
+        let from_record = report(&d, &dry);
+        assert!(
+            !sources_planted(&from_record),
+            "{name}: the sources' record was believed"
+        );
+        std::fs::remove_file(d.path("groups/.clawmd/sources/container")).unwrap();
+        assert_eq!(from_record, report(&d, &dry), "{name}");
+    }
+}
+
+/// A record made right after a source file changed keeps that file by its bytes (its identity
+/// cannot stand for them yet), and every run reads it again. Once it has settled, the next
+/// run makes the record again, once, keeping it by its identity; the runs after it write
+/// nothing. The same after a file is written again with the same bytes (a copy, a deploy).
+#[test]
+fn the_shared_sources_record_is_made_again_once_its_files_settle() {
+    use std::os::unix::fs::MetadataExt;
+    let d = sources_deployment();
+    let record = || {
+        let path = d.path("groups/.clawmd/sources/container");
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        (inode, std::fs::read(&path).unwrap())
+    };
+    // Every file read by its bytes is kept by its identity too.
+    let by_identity = |bytes: &[u8]| {
+        let json: serde_json::Value = serde_json::from_slice(&bytes[32..bytes.len() - 32]).unwrap();
+        let files: Vec<&serde_json::Value> = (json["reads"]["probes"].as_array().unwrap().iter())
+            .filter_map(|probe| probe.get("File"))
+            .filter(|file| !file["digest"].is_null())
+            .collect();
+        assert!(files.len() >= 6, "{json}");
+        files.iter().all(|file| !file["identity"].is_null())
+    };
+    let no_op = || {
+        let run = d.run(["compose", "--all", "--json"]).success().json();
+        assert_eq!(run["summary"]["unchanged"], 2, "{run}");
+    };
+    d.run(["compose", "--all"]).success();
+    assert!(!by_identity(&record().1), "made at once, by the bytes");
+    for change in ["none", "the same bytes written again"] {
+        if change != "none" {
+            d.write("container/extra.md", b"EXTRA\n");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        let before = record();
+        no_op();
+        let remade = record();
+        assert_ne!(remade.0, before.0, "{change}: made again");
+        assert!(by_identity(&remade.1), "{change}");
+        no_op();
+        assert_eq!(record(), remade, "{change}: the next run writes nothing");
+    }
+}

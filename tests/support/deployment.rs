@@ -246,10 +246,14 @@ impl Deployment {
     }
 
     /// A snapshot of every path under `groups/` and `container/` with its kind, content or
-    /// target, inode and mtime: equal snapshots mean nothing was written.
+    /// target, inode and mtime: equal snapshots mean nothing was written. The shared sources'
+    /// record (`groups/.clawmd/sources/`) is left out: a run makes it again, once, when a
+    /// source file it found the same by its bytes has settled since
+    /// (`records::the_shared_sources_record_is_made_again_once_its_files_settle` checks when).
     pub fn snapshot(&self) -> Vec<(String, String, u64, i64, i64)> {
         super::tree::walk(self.root())
             .into_iter()
+            .filter(|(rel, ..)| !rel.starts_with(super::tree::SOURCES_RECORD))
             .map(|(rel, path, meta)| {
                 let what = if meta.file_type().is_symlink() {
                     format!("-> {}", std::fs::read_link(&path).unwrap().display())

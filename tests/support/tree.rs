@@ -263,13 +263,17 @@ pub fn walk(root: &Path) -> Vec<(String, PathBuf, std::fs::Metadata)> {
     out
 }
 
+/// The shared sources' record in a deployment's state folder.
+pub const SOURCES_RECORD: &str = "groups/.clawmd/sources/";
+
 /// A content-only snapshot of a deployment (paths relative to `root`). A group's record in
 /// the state folder (`groups/.clawmd/verdicts/<group>`) stands as its key and verdict: the
 /// look it also keeps names files by identity (inode, times), which two equal deployments
-/// never share.
+/// never share. The shared sources' record is left out, as in `Deployment::snapshot`.
 pub fn tree(root: &Path) -> Tree {
     walk(root)
         .into_iter()
+        .filter(|(rel, ..)| !rel.starts_with(SOURCES_RECORD))
         .map(|(rel, path, _)| {
             let entry = entry_at(&path).expect("entry vanished while walking");
             let entry = match entry {

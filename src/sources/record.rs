@@ -1,0 +1,116 @@
+//! The container side's record (`<state>/sources/container`): the digest of what a reading of
+//! the shared sources held ([`Sources::digest`]) and its notes, with every host read it was
+//! made from ([`HostReads`]).
+//!
+//! A group whose own record holds needs nothing of the shared sources but their digest (its
+//! record's key, [`crate::delivery::verdicts::Verdicts::look_key`]). So a run first asks this
+//! record: when every host read finds what it found, the digest and the notes are the
+//! recorded ones, and the sources are read (and their imports expanded) only for a group its
+//! own record does not answer. The record is keyed by the binary and the whole layout (every
+//! host path it reads comes from there), sealed like the groups' records
+//! ([`state::Records`]), and written only when the deployment-wide lock is free at once.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::host_reads::{HostReads, Stale};
+use super::{SourceNote, Sources};
+use crate::layout::{GLOBAL_GROUP, Layout};
+use crate::state;
+
+/// The records' folder in the state folder, and the record's name in it.
+const FOLDER: &str = "sources";
+const NAME: &str = "container";
+
+/// The largest record read back.
+const MAX_RECORD_BYTES: u64 = 16 * 1024 * 1024;
+
+/// What a record says the shared sources hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recorded {
+    /// [`Sources::digest`].
+    pub digest: [u8; 32],
+    /// The notes of the reading ([`super::read_container`]'s).
+    pub notes: Vec<SourceNote>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Body {
+    recorded: Recorded,
+    reads: HostReads,
+}
+
+/// The recorded digest and notes, when a record made by this binary for this layout is
+/// whole and every host read it was made from finds the same. Not when a file was found the
+/// same by its bytes though its identity would now stand for them ([`HostReads::replay`]):
+/// reading the sources once more, and recording them, spares the runs to come reading that
+/// file again. Nor while the deployment-wide lock's journal has records.
+pub fn recorded(layout: &Layout) -> Option<Recorded> {
+    let key = key(layout)?;
+    // A run that held the deployment-wide lock left temps, or a journal not yet settled: the
+    // record is made again, which cleans them.
+    if state::may_have_leftovers(layout, GLOBAL_GROUP) {
+        return None;
+    }
+    let (found, body) = state::Records::new(FOLDER).read(layout, NAME, MAX_RECORD_BYTES)?;
+    if found != key {
+        return None;
+    }
+    let body: Body = serde_json::from_slice(&body).ok()?;
+    match body.reads.replay(std::time::SystemTime::now())? {
+        Stale(false) => Some(body.recorded),
+        Stale(true) => None,
+    }
+}
+
+/// Records `sources` and their `notes`, read through `reads`, when the deployment-wide lock is
+/// free at once (else another run is changing the deployment: nothing is recorded).
+pub fn record(layout: &Layout, sources: &Sources, notes: &[SourceNote], reads: HostReads) {
+    let Some(key) = key(layout) else {
+        return;
+    };
+    let body = Body {
+        recorded: Recorded {
+            digest: sources.digest(),
+            notes: notes.to_vec(),
+        },
+        reads,
+    };
+    let Ok(body) = serde_json::to_vec(&body) else {
+        return;
+    };
+    state::with_free_lock(layout, GLOBAL_GROUP, |journal| {
+        let written = remove_leftovers(layout)
+            .and_then(|()| state::Records::new(FOLDER).write(layout, NAME, &key, &body, journal));
+        if let Err(err) = written {
+            tracing::debug!("the shared sources are not recorded: {err}");
+        }
+    });
+}
+
+/// Removes the temps a run holding the deployment-wide lock left (a record's, torn by a crash;
+/// or `migrate`'s), as every run holding a lock does before it writes.
+fn remove_leftovers(layout: &Layout) -> Result<(), crate::fsops::FsError> {
+    if state::may_have_leftovers(layout, GLOBAL_GROUP) {
+        for leftover in state::leftovers(layout, GLOBAL_GROUP)? {
+            leftover.remove()?;
+        }
+    }
+    Ok(())
+}
+
+/// What the record depends on besides its reads: the binary and the layout.
+fn key(layout: &Layout) -> Option<[u8; 32]> {
+    let binary = state::binary_identity()?;
+    let mut hash = Sha256::new();
+    for part in [
+        b"clawmd sources 1".as_slice(),
+        env!("CARGO_PKG_VERSION").as_bytes(),
+        &binary,
+        format!("{layout:?}").as_bytes(),
+    ] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    Some(hash.finalize().into())
+}
