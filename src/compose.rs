@@ -28,6 +28,7 @@ use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{Code, ComposeReport, GroupReport, SeenWhen, Status, WarningReport};
 use crate::sources::Sources;
 use crate::sources::host_reads::HostLog;
+use crate::sources::record::Proof;
 use crate::state;
 use crate::target::{Delivery, Provider, Target};
 use crate::view::ViewOptions;
@@ -72,14 +73,17 @@ pub fn compose_with_progress(
 ) -> Result<ComposeReport, Error> {
     let groups = selection.groups(layout)?;
     progress.start(groups.len());
-    // When the shared sources' record says they are as recorded, first every group its own
-    // record answers (in parallel), without reading the sources.
-    let known = crate::sources::record::recorded(layout);
-    let mut results: Vec<Look> = match &known {
-        Some(known) => {
-            let verdicts = Verdicts::new(layout, &options.settings).knowing_sources(known.digest);
+    // With the shared sources' record, first every group its own record answers (in
+    // parallel), without reading the sources: the record's reads that group depends on are
+    // replayed instead (each once per run, [`Proof::holds_for`]).
+    let proof = crate::sources::record::load(layout);
+    let mut results: Vec<Look> = match &proof {
+        Some(proof) => {
+            let digest = proof.recorded().digest;
+            let verdicts = Verdicts::new(layout, &options.settings).knowing_sources(digest);
             parallel_map(&groups, |group| {
-                let look = answered_by_record(layout, None, group, options, &verdicts);
+                let shared = Shared::Recorded(proof);
+                let look = answered_by_record(layout, shared, group, options, &verdicts);
                 if look.is_some() {
                     progress.done(group);
                 }
@@ -88,15 +92,12 @@ pub fn compose_with_progress(
         }
         None => groups.iter().map(|_| None).collect(),
     };
-    if let Some(known) = &known
+    if let Some(proof) = &proof
         && results.iter().all(Option::is_some)
+        && !proof.stale()
     {
-        return Ok(report(
-            options,
-            &groups,
-            results,
-            source_warnings(&known.notes),
-        ));
+        let warnings = source_warnings(&proof.recorded().notes);
+        return Ok(report(options, &groups, results, warnings));
     }
     let log = HostLog::new();
     let (sources, notes) = read_sources_logged(layout, &log)?;
@@ -160,7 +161,10 @@ pub fn compose_with_progress(
     }
     // The sources as read, for the runs to come (not by a dry run, nor by one that composed
     // no group: it writes nothing).
-    if known.is_none()
+    let recorded = proof
+        .as_ref()
+        .is_some_and(|proof| !proof.stale() && proof.recorded().digest == sources.digest());
+    if !recorded
         && !options.dry_run
         && results.iter().any(|result| matches!(result, Some(Ok(_))))
         && let Some(reads) = log.kept()
@@ -342,7 +346,7 @@ fn first_look(
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
-    match recorded(layout, Some(sources), group, options, verdicts) {
+    match recorded(layout, Shared::Read(sources), group, options, verdicts) {
         Recorded::Found { delivered, found } => {
             if let Ok(found) = serde_json::from_value::<Found>(found) {
                 return Some(Ok(found.report(group, *delivered)));
@@ -373,17 +377,25 @@ fn first_look(
     }
 }
 
-/// The report of a group its record answers ([`recorded`]), with the digest of the shared
-/// sources `verdicts` know when `sources` is `None`.
+/// What a run knows of the shared sources when it asks a group's record.
+#[derive(Clone, Copy)]
+enum Shared<'a> {
+    /// They were read.
+    Read(&'a Sources),
+    /// Their record, whose digest the run's verdicts know ([`Verdicts::knowing_sources`]).
+    Recorded(&'a Proof),
+}
+
+/// The report of a group its record answers ([`recorded`]).
 fn answered_by_record(
     layout: &Layout,
-    sources: Option<&Sources>,
+    shared: Shared<'_>,
     group: &str,
     options: &ComposeOptions,
     verdicts: &Verdicts,
 ) -> Look {
     checked_group_dir(layout, group).ok()?;
-    match recorded(layout, sources, group, options, verdicts) {
+    match recorded(layout, shared, group, options, verdicts) {
         Recorded::Found { delivered, found } => {
             let found = serde_json::from_value::<Found>(found).ok()?;
             Some(Ok(found.report(group, *delivered)))
@@ -399,7 +411,7 @@ fn answered_by_record(
 /// interrupted run left temps for.
 fn recorded(
     layout: &Layout,
-    sources: Option<&Sources>,
+    shared: Shared<'_>,
     group: &str,
     options: &ComposeOptions,
     verdicts: &Verdicts,
@@ -415,9 +427,9 @@ fn recorded(
     // `~/.claude`: the key without settings files of the agent's own (the look's read of
     // `.claude`, replayed, says there is still none); else what the agent's settings files do
     // now.
-    let look_key = |agent: &AgentSettings| match sources {
-        Some(sources) => Some(verdicts.look_key(sources, agent)),
-        None => verdicts.known_look_key(agent),
+    let look_key = |agent: &AgentSettings| match shared {
+        Shared::Read(sources) => Some(verdicts.look_key(sources, agent)),
+        Shared::Recorded(_) => verdicts.known_look_key(agent),
     };
     let keyed = |recorded: &str, reads: &[Read]| {
         let no_settings = AgentSettings::default();
@@ -434,8 +446,12 @@ fn recorded(
                 .and_then(|dir| agent_settings(layout, &dir, group, &options.settings))
                 .is_ok_and(|agent| look_key(&agent).as_deref() == Some(recorded))
     };
-    verdicts.recorded_report(layout, group, keyed, |reads| {
+    verdicts.recorded_report(layout, group, keyed, |reads, uses| {
         reads_hold(dir, || verdicts.bind_dir(layout, group), reads)
+            && match shared {
+                Shared::Read(_) => true,
+                Shared::Recorded(proof) => proof.holds_for(uses),
+            }
     })
 }
 

@@ -797,6 +797,7 @@ mod tests {
             local_memory: None,
             local_memory_too_large: None,
             made_from: None,
+            uses: None,
         }
     }
 

@@ -334,8 +334,8 @@ pub fn describe_leftover(leftover: &Leftover, group_dir: &Path) -> String {
     }
 }
 
-/// Which binary judges: its size and modification time (a rebuilt or upgraded clawmd does not
-/// trust the records of another). `None` when it cannot be told: no record is then used.
+/// Which binary judges: its identity (device, inode, size, modification and change times: a
+/// rebuilt or upgraded clawmd does not trust the records of another). `None` when it cannot be told: no record is then used.
 /// Looked up once per process.
 pub fn binary_identity() -> Option<Vec<u8>> {
     static IDENTITY: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
@@ -343,6 +343,16 @@ pub fn binary_identity() -> Option<Vec<u8>> {
 }
 
 fn identify_binary() -> Option<Vec<u8>> {
+    // The very file running (device, inode, size, times), one call; else by its path.
+    if let Ok(stat) = rustix::fs::stat("/proc/self/exe") {
+        let identity = crate::reads::identity(&stat);
+        return Some(
+            identity
+                .iter()
+                .flat_map(|part| part.to_le_bytes())
+                .collect(),
+        );
+    }
     let exe = std::env::current_exe().ok()?;
     let meta = fs_err::metadata(&exe).ok()?;
     let modified = meta

@@ -72,7 +72,7 @@ pub fn read_host_managed(layout: &Layout, log: &HostLog) -> Result<Option<HostMa
             path: dir.clone(),
             source: err,
         })?;
-    for name in names {
+    for (name, _) in names {
         let path = dir.join(&name);
         let Some(name) = name
             .to_str()

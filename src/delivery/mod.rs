@@ -88,6 +88,11 @@ pub struct GroupPlan {
     /// group ([`crate::deployment::observe`]): with the run's binary, settings and shared
     /// sources, it names the plan ([`verdicts::Verdicts::key`]).
     pub made_from: Option<[u8; 32]>,
+    /// The container-side items (skills and fragments, by section name) the plan was made
+    /// from, present or not ([`crate::sources::items_used`]): a change to another item leaves
+    /// it as it is. `None`: it may depend on all of them (link delivery mounts the whole of
+    /// `container/`, which the loader may read).
+    pub uses: Option<Vec<String>>,
 }
 
 impl GroupPlan {
@@ -289,6 +294,8 @@ pub fn plan_delivery(
         local_memory: inputs.local_memory.map(<[u8]>::to_vec),
         local_memory_too_large: inputs.local_memory_too_large,
         made_from: None,
+        uses: (!target.mount_needs(false).app)
+            .then(|| crate::sources::items_used(layout, config, sources)),
     })
 }
 

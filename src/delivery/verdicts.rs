@@ -79,6 +79,8 @@ pub struct Unrecorded {
     key: Key,
     delivered: Delivered,
     look_key: String,
+    /// The container-side items the plan was made from ([`GroupPlan::uses`]).
+    uses: Option<Vec<String>>,
     look: Option<Look>,
 }
 
@@ -94,6 +96,7 @@ impl Unrecorded {
         self.look = Some(Look {
             key: self.look_key.clone(),
             reads,
+            uses: self.uses.clone(),
             found,
         });
         self
@@ -107,6 +110,10 @@ pub struct Look {
     key: String,
     /// Every read it made through the group's folders, in order.
     reads: Vec<Read>,
+    /// The container-side items its plan was made from (`None`: all, or a record made
+    /// before they were kept).
+    #[serde(default)]
+    uses: Option<Vec<String>>,
     /// What it reported.
     found: serde_json::Value,
 }
@@ -276,13 +283,14 @@ impl Verdicts {
 
     /// The report of `group` as its record's look found it, when the record has a look whose
     /// key is this run's (`keyed`: [`Verdicts::look_key`]) and every read of it finds again
-    /// what it found (`holds`).
+    /// what it found (`holds`, given the reads and the container-side items its plan was made
+    /// from, `None`: all).
     pub fn recorded_report(
         &self,
         layout: &Layout,
         group: &str,
         keyed: impl FnOnce(&str, &[Read]) -> bool,
-        holds: impl FnOnce(&[Read]) -> bool,
+        holds: impl FnOnce(&[Read], Option<&[String]>) -> bool,
     ) -> Recorded {
         if !self.records {
             return Recorded::Other;
@@ -291,10 +299,14 @@ impl Verdicts {
             return Recorded::Nothing;
         };
         match body.look {
-            Some(look) if keyed(&look.key, &look.reads) && holds(&look.reads) => Recorded::Found {
-                delivered: Box::new(body.delivered),
-                found: look.found,
-            },
+            Some(look)
+                if keyed(&look.key, &look.reads) && holds(&look.reads, look.uses.as_deref()) =>
+            {
+                Recorded::Found {
+                    delivered: Box::new(body.delivered),
+                    found: look.found,
+                }
+            }
             _ => Recorded::Other,
         }
     }
@@ -334,6 +346,7 @@ impl Verdicts {
             key,
             delivered: delivered.clone(),
             look_key: self.look_key(sources, agent),
+            uses: plan.uses.clone(),
             look: None,
         });
         (delivered, unrecorded)

@@ -613,6 +613,10 @@ fn not_a_dir(p: &Path) -> io::Error {
     )
 }
 
+/// The paths a replay opened, by mount and path below its source (`None`: missing).
+#[derive(Debug, Default)]
+pub struct Opened(HashMap<(u16, String), Option<Arc<OwnedFd>>>);
+
 impl MountedFs {
     /// Whether every read of `reads` (logged by a view of the same mount table,
     /// [`MountedFs::log_reads_in`]) finds again what it found, through this view's handles:
@@ -628,13 +632,22 @@ impl MountedFs {
     /// `Some(true)`, the reads are worth making again once. `None`: a read finds something
     /// else.
     pub fn replay(&self, reads: &[Read], now: std::time::SystemTime) -> Option<bool> {
-        let mut opened: HashMap<(u16, String), Option<Arc<OwnedFd>>> = HashMap::new();
+        self.replay_opened(reads, now, &mut Opened::default())
+    }
+
+    /// [`MountedFs::replay`], each path opened once for all the replays that share `opened`.
+    pub fn replay_opened(
+        &self,
+        reads: &[Read],
+        now: std::time::SystemTime,
+        opened: &mut Opened,
+    ) -> Option<bool> {
         let mut stale = false;
         for read in reads {
             let again = match read.root {
                 ReadRoot::Mount(mount) => {
                     let rel = crate::reads::join(&read.dir, &read.name);
-                    (self.reopen(&mut opened, mount, &rel).ok()).and_then(|handle| {
+                    (self.reopen(&mut opened.0, mount, &rel).ok()).and_then(|handle| {
                         holds_again(handle.as_deref().map(AsFd::as_fd), &read.seen, now)
                     })
                 }

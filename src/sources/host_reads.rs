@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError};
+use crate::loader::mounted::Opened;
 use crate::loader::{Mount, MountedFs};
 use crate::reads::{Read, ReadLog};
 
@@ -53,7 +54,8 @@ pub enum Probe {
         /// What was found.
         kind: Option<FileKind>,
     },
-    /// The names in a folder, following links (the SHA-256 of them, sorted; `None`: missing).
+    /// The entries of a folder, following links, with their kinds (the SHA-256 of them,
+    /// sorted; `None`: missing).
     Listing {
         /// The folder.
         path: PathBuf,
@@ -69,16 +71,27 @@ pub enum Probe {
     },
 }
 
-/// The host reads of one reading of the container side, logged as they are made.
+/// The host reads of one reading of the container side, logged as they are made, by the
+/// item being read ([`HostLog::begin_item`]).
 #[derive(Debug)]
 pub struct HostLog {
     /// When the reading started: a file changed less than [`crate::reads::SETTLED`] before
     /// is kept by its bytes only.
     now: SystemTime,
-    probes: Mutex<(Vec<Probe>, HashSet<Probe>)>,
-    /// Each container view's mount table and the log of its reads.
-    views: Mutex<Vec<(Vec<Mount>, Arc<ReadLog>)>>,
+    /// The item being read (`None`: what every group depends on).
+    item: Mutex<Option<String>>,
+    parts: Mutex<Vec<PartLog>>,
     spoiled: AtomicBool,
+}
+
+/// The reads made for one item (or for none).
+#[derive(Debug, Default)]
+struct PartLog {
+    item: Option<String>,
+    probes: Vec<Probe>,
+    seen: HashSet<Probe>,
+    /// Each container view's mount table and the log of its reads.
+    views: Vec<(Vec<Mount>, Arc<ReadLog>)>,
 }
 
 impl Default for HostLog {
@@ -92,10 +105,39 @@ impl HostLog {
     pub fn new() -> HostLog {
         HostLog {
             now: SystemTime::now(),
-            probes: Mutex::new((Vec::new(), HashSet::new())),
-            views: Mutex::new(Vec::new()),
+            item: Mutex::new(None),
+            parts: Mutex::new(Vec::new()),
             spoiled: AtomicBool::new(false),
         }
+    }
+
+    /// Logs the reads that follow as made for the item `section` (a skill or a fragment of
+    /// the container side, by its section name, [`super::container_items`]), until
+    /// [`HostLog::end_item`]: a group that does not get that item does not depend on them.
+    pub fn begin_item(&self, section: &str) {
+        *self.item.lock().unwrap_or_else(|p| p.into_inner()) = Some(section.to_owned());
+    }
+
+    /// Logs the reads that follow as what every group depends on.
+    pub fn end_item(&self) {
+        *self.item.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Runs `log` on the part of the item being read.
+    fn in_part<R>(&self, log: impl FnOnce(&mut PartLog) -> R) -> R {
+        let item = self.item.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut parts = self.parts.lock().unwrap_or_else(|p| p.into_inner());
+        let index = match parts.iter().position(|part| part.item == item) {
+            Some(index) => index,
+            None => {
+                parts.push(PartLog {
+                    item,
+                    ..PartLog::default()
+                });
+                parts.len() - 1
+            }
+        };
+        log(&mut parts[index])
     }
 
     /// [`fsops::read_host_file`], logged.
@@ -141,14 +183,14 @@ impl HostLog {
 
     /// The names in the folder `dir` (following links), sorted, logged; `None` when it is
     /// missing.
-    pub fn list(&self, dir: &Path) -> io::Result<Option<Vec<std::ffi::OsString>>> {
-        match names_in(dir) {
-            Ok(names) => {
+    pub fn list(&self, dir: &Path) -> io::Result<Option<Vec<Entry>>> {
+        match entries_in(dir) {
+            Ok(entries) => {
                 self.push(Probe::Listing {
                     path: dir.to_owned(),
-                    digest: names.as_deref().map(names_digest),
+                    digest: entries.as_deref().map(entries_digest),
                 });
-                Ok(names)
+                Ok(entries)
             }
             Err(err) => {
                 self.spoil();
@@ -169,15 +211,16 @@ impl HostLog {
 
     /// A view of the host through `mounts` whose reads are logged here.
     pub fn view(&self, mounts: &[Mount]) -> MountedFs {
-        let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
-        let log = match views.iter().find(|(table, _)| table == mounts) {
-            Some((_, log)) => log.clone(),
-            None => {
-                let log = Arc::new(ReadLog::default());
-                views.push((mounts.to_vec(), log.clone()));
-                log
-            }
-        };
+        let log = self.in_part(
+            |part| match part.views.iter().find(|(table, _)| table == mounts) {
+                Some((_, log)) => log.clone(),
+                None => {
+                    let log = Arc::new(ReadLog::default());
+                    part.views.push((mounts.to_vec(), log.clone()));
+                    log
+                }
+            },
+        );
         let mut fs = MountedFs::new(mounts.iter().cloned());
         fs.log_reads_in(&log);
         fs
@@ -188,24 +231,31 @@ impl HostLog {
         if self.spoiled.load(Ordering::Relaxed) {
             return None;
         }
-        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
-        let views = (views.iter())
-            .map(|(mounts, log)| Some((mounts.clone(), log.kept_reads()?)))
+        let parts = self.parts.lock().unwrap_or_else(|p| p.into_inner());
+        let parts = (parts.iter())
+            .map(|part| {
+                let views = (part.views.iter())
+                    .map(|(mounts, log)| Some((mounts.clone(), log.kept_reads()?)))
+                    .collect::<Option<Vec<_>>>()?;
+                Some(PartReads {
+                    item: part.item.clone(),
+                    probes: part.probes.clone(),
+                    views,
+                })
+            })
             .collect::<Option<Vec<_>>>()?;
-        let probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
         Some(HostReads {
             made: self.now,
-            probes: probes.0.clone(),
-            views,
+            parts,
         })
     }
 
     fn push(&self, probe: Probe) {
-        let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
-        let (order, seen) = &mut *probes;
-        if seen.insert(probe.clone()) {
-            order.push(probe);
-        }
+        self.in_part(|part| {
+            if part.seen.insert(probe.clone()) {
+                part.probes.push(probe);
+            }
+        });
     }
 
     fn spoil(&self) {
@@ -218,6 +268,16 @@ impl HostLog {
 pub struct HostReads {
     /// When the reads began.
     pub made: SystemTime,
+    /// The reads, by the item they were made for.
+    pub parts: Vec<PartReads>,
+}
+
+/// The reads made for one item of the container side (`item`: its section name), or for
+/// none (what every group depends on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartReads {
+    /// The item.
+    pub item: Option<String>,
     /// The host paths looked at, in order.
     pub probes: Vec<Probe>,
     /// Each container view's mount table and its reads.
@@ -238,13 +298,46 @@ impl HostReads {
     /// read finds something else.
     pub fn replay(&self, now: SystemTime) -> Option<Stale> {
         let mut stale = Stale(false);
+        let mut views = Views::default();
+        for part in &self.parts {
+            stale.0 |= part.replay(now, &mut views)?.0;
+        }
+        Some(stale)
+    }
+}
+
+impl PartReads {
+    /// [`HostReads::replay`] for this part's reads, through `views`.
+    pub fn replay(&self, now: SystemTime, views: &mut Views) -> Option<Stale> {
+        let mut stale = Stale(false);
         for probe in &self.probes {
             stale.0 |= probe.replay(now)?.0;
         }
         for (mounts, reads) in &self.views {
-            stale.0 |= MountedFs::new(mounts.iter().cloned()).replay(reads, now)?;
+            let (fs, opened) = views.of(mounts);
+            stale.0 |= fs.replay_opened(reads, now, opened)?;
         }
         Some(stale)
+    }
+}
+
+/// The container views replays go through: one per mount table, each path in it opened
+/// once.
+#[derive(Debug, Default)]
+pub struct Views(Vec<(Vec<Mount>, MountedFs, Opened)>);
+
+impl Views {
+    fn of(&mut self, mounts: &[Mount]) -> (&MountedFs, &mut Opened) {
+        let index = match self.0.iter().position(|(table, ..)| table == mounts) {
+            Some(index) => index,
+            None => {
+                let fs = MountedFs::new(mounts.iter().cloned());
+                self.0.push((mounts.to_vec(), fs, Opened::default()));
+                self.0.len() - 1
+            }
+        };
+        let (_, fs, opened) = &mut self.0[index];
+        (fs, opened)
     }
 }
 
@@ -263,12 +356,16 @@ impl Probe {
                 identity,
                 digest,
             } => {
-                let stat = rustix::fs::stat(path).ok();
-                let same =
-                    identity.is_some() && stat.as_ref().map(crate::reads::identity) == *identity;
+                let stat = rustix::fs::stat(path);
+                let same = identity.is_some()
+                    && stat.as_ref().ok().map(crate::reads::identity) == *identity;
                 if same {
                     Some(Stale(false))
+                } else if digest.is_none() {
+                    // Found missing: still missing (a file there now is read as one).
+                    matches!(stat, Err(rustix::io::Errno::NOENT)).then_some(Stale(false))
                 } else {
+                    let stat = stat.ok();
                     let bytes = fsops::read_host_file(path, *limit).ok()?;
                     (bytes.as_deref().map(crate::reads::digest) == *digest).then(|| {
                         Stale(stat.is_some_and(|stat| crate::reads::settled(&stat, now).is_some()))
@@ -278,9 +375,10 @@ impl Probe {
             Probe::Kind { path, follow, kind } => {
                 (kind_at(path, *follow).ok()? == *kind).then_some(Stale(false))
             }
-            Probe::Listing { path, digest } => (names_in(path).ok()?.as_deref().map(names_digest)
-                == *digest)
-                .then_some(Stale(false)),
+            Probe::Listing { path, digest } => {
+                let again = entries_in(path).ok()?;
+                (again.as_deref().map(entries_digest) == *digest).then_some(Stale(false))
+            }
             Probe::Link { path, target } => {
                 (link_at(path).as_deref().map(link_digest) == *target).then_some(Stale(false))
             }
@@ -305,29 +403,41 @@ fn kind_at(path: &Path, follow: bool) -> io::Result<Option<FileKind>> {
     }
 }
 
-/// The names in the folder `dir`, sorted (`None`: missing).
-fn names_in(dir: &Path) -> io::Result<Option<Vec<std::ffi::OsString>>> {
+/// An entry of a folder: its name and its kind through a final link (`None`: a link to
+/// nothing, or an entry that cannot be looked at).
+pub type Entry = (std::ffi::OsString, Option<FileKind>);
+
+/// The entries of the folder `dir`, sorted (`None`: missing).
+fn entries_in(dir: &Path) -> io::Result<Option<Vec<Entry>>> {
     #[expect(
         clippy::disallowed_methods,
         reason = "a trusted host folder, listed following links as the runner's bind mount does"
     )]
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
+    let listing = match std::fs::read_dir(dir) {
+        Ok(listing) => listing,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(err),
     };
-    let mut names =
-        (entries.map(|entry| entry.map(|e| e.file_name()))).collect::<io::Result<Vec<_>>>()?;
-    names.sort();
-    Ok(Some(names))
+    let mut entries = Vec::new();
+    for entry in listing {
+        let entry = entry?;
+        let kind = match entry.file_type() {
+            Ok(kind) if !kind.is_symlink() => Some(FileKind::from_std(kind)),
+            _ => kind_at(&entry.path(), true).ok().flatten(),
+        };
+        entries.push((entry.file_name(), kind));
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Some(entries))
 }
 
-fn names_digest(names: &[std::ffi::OsString]) -> String {
+fn entries_digest(entries: &[Entry]) -> String {
     let mut bytes = Vec::new();
-    for name in names {
+    for (name, kind) in entries {
         let name = name.as_encoded_bytes();
         bytes.extend_from_slice(&(name.len() as u64).to_le_bytes());
         bytes.extend_from_slice(name);
+        bytes.extend_from_slice(format!("{kind:?}").as_bytes());
     }
     crate::reads::digest(&bytes)
 }
@@ -364,6 +474,10 @@ mod tests {
             Some(FileKind::Dir)
         );
         assert_eq!(log.list(&root.join("d")).unwrap().unwrap().len(), 2);
+        assert_eq!(
+            log.kind(&root.join("d/one"), true).unwrap(),
+            Some(FileKind::File)
+        );
         assert_eq!(log.link(&root.join("l")), Some(PathBuf::from("x")));
         assert_eq!(log.read_file(&root.join("missing.md"), 1024).unwrap(), None);
         log.kept().unwrap()
@@ -382,7 +496,7 @@ mod tests {
     #[test]
     fn a_logged_reading_holds_until_a_read_would_find_something_else() {
         type Change = (&'static str, fn(&Path));
-        let changes: [Change; 7] = [
+        let changes: [Change; 8] = [
             ("file, same size", |r| {
                 fs_err::write(r.join("a.md"), "AAAB\n").unwrap()
             }),
@@ -392,6 +506,10 @@ mod tests {
             }),
             ("entry added", |r| {
                 fs_err::write(r.join("d/three"), "3").unwrap()
+            }),
+            ("entry replaced by a folder", |r| {
+                fs_err::remove_file(r.join("d/two")).unwrap();
+                fs_err::create_dir(r.join("d/two")).unwrap();
             }),
             ("entry renamed", |r| {
                 fs_err::rename(r.join("d/two"), r.join("d/deux")).unwrap()
@@ -423,7 +541,7 @@ mod tests {
         let reads = logged(root.path());
         let Probe::File {
             identity, digest, ..
-        } = &reads.probes[0]
+        } = &reads.parts[0].probes[0]
         else {
             panic!("the file's read comes first");
         };

@@ -593,9 +593,11 @@ pub fn read_container(
                     match form {
                         Form::Full => {
                             let section = format!("{}:{name}", source.name);
+                            log.begin_item(&section);
                             let bytes = item(section, &folder.join(file));
                             let target = container_path(layout, source, Some(&name));
                             items.insert(name, bytes.map(|b| reader.expand(&target, b)));
+                            log.end_item();
                         }
                         Form::Index => {
                             let bytes = log
@@ -623,15 +625,13 @@ pub fn read_container(
                         ),
                     }),
                     Some(entries) => {
-                        for (file_name, is_file) in entries {
+                        for (file_name, kind) in entries {
                             let Some(name) = pattern.matches(&file_name) else {
                                 continue;
                             };
                             // A folder is not a fragment; anything else is read (a FIFO or a
                             // device is refused, failing the groups that get it).
-                            if file_name.starts_with('.')
-                                || (!is_file && reader.is_dir(&dir.join(&file_name)))
-                            {
+                            if file_name.starts_with('.') || kind == Some(FileKind::Dir) {
                                 continue;
                             }
                             if let Err(problem) = validate_name(name) {
@@ -646,9 +646,11 @@ pub fn read_container(
                             }
                             let name = name.to_owned();
                             let section = format!("{}:{name}", source.name);
+                            log.begin_item(&section);
                             let bytes = item(section, &dir.join(&file_name));
                             let target = container_path(layout, source, Some(&name));
                             items.insert(name, bytes.map(|b| reader.expand(&target, b)));
+                            log.end_item();
                         }
                     }
                 }
@@ -716,37 +718,29 @@ impl Reader<'_> {
     /// The entries of a trusted host folder, sorted, each with whether it is a regular file
     /// (following links, as the runner's bind mount does); `None` when the folder does not
     /// exist.
-    fn list(&mut self, dir: &Path) -> Result<Option<Vec<(String, bool)>>, FsError> {
-        let io_error = |err| FsError::Io {
+    fn list(&mut self, dir: &Path) -> Result<Option<Vec<(String, Option<FileKind>)>>, FsError> {
+        let entries = self.log.list(dir).map_err(|err| FsError::Io {
             op: "list",
             path: dir.to_owned(),
             source: err,
-        };
-        let Some(names) = self.log.list(dir).map_err(io_error)? else {
+        })?;
+        let Some(entries) = entries else {
             return Ok(None);
         };
-        let mut out = Vec::new();
-        for name in names {
-            let is_file =
-                self.log.kind(&dir.join(&name), true).ok().flatten() == Some(FileKind::File);
-            out.push((name.to_string_lossy().into_owned(), is_file));
-        }
-        out.sort();
+        let mut out: Vec<(String, Option<FileKind>)> = (entries.into_iter())
+            .map(|(name, kind)| (name.to_string_lossy().into_owned(), kind))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(Some(out))
-    }
-
-    /// Whether `path` is a folder, following links (logged).
-    fn is_dir(&self, path: &Path) -> bool {
-        self.log.kind(path, true).ok().flatten() == Some(FileKind::Dir)
     }
 
     /// The folder names in a trusted host folder that can be file names (the others are
     /// noted), sorted.
     fn list_folders(&mut self, dir: &Path, what: &str) -> Result<Vec<String>, FsError> {
         let mut names = Vec::new();
-        for (name, _) in self.list(dir)?.unwrap_or_default() {
+        for (name, kind) in self.list(dir)?.unwrap_or_default() {
             let path = dir.join(&name);
-            if name.starts_with('.') || !self.is_dir(&path) {
+            if name.starts_with('.') || kind != Some(FileKind::Dir) {
                 continue;
             }
             if let Err(problem) = validate_name(&name) {
@@ -1327,6 +1321,15 @@ fn container_items<'a>(
         }
     }
     items
+}
+
+/// The container-side items (skills and fragments, by section name) a group with `config`
+/// gets, present or not: what its plan depends on besides the shared files, the listings and
+/// the host's and runner's files ([`host_reads::HostLog::begin_item`]).
+pub fn items_used(layout: &Layout, config: &GroupConfig, sources: &Sources) -> Vec<String> {
+    (container_items(layout, config, sources).into_iter())
+        .map(|(_, _, section)| section)
+        .collect()
 }
 
 /// The first container item a group with this config gets whose file cannot be used, as

@@ -10,10 +10,14 @@
 //! host path it reads comes from there), sealed like the groups' records
 //! ([`state::Records`]), and written only when the deployment-wide lock is free at once.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::host_reads::{HostReads, Stale};
+use super::host_reads::{HostReads, PartReads, Stale, Views};
 use super::{SourceNote, Sources};
 use crate::layout::{GLOBAL_GROUP, Layout};
 use crate::state;
@@ -40,15 +44,24 @@ struct Body {
     reads: HostReads,
 }
 
-/// The recorded digest and notes, when a record made by this binary for this layout is
-/// whole and every host read it was made from finds the same. Not when a file was found the
-/// same by its bytes though its identity would now stand for them ([`HostReads::replay`]):
-/// reading the sources once more, and recording them, spares the runs to come reading that
-/// file again. Nor while the deployment-wide lock's journal has records.
-pub fn recorded(layout: &Layout) -> Option<Recorded> {
+/// The record of the shared sources as read back, not yet replayed: what it says they hold,
+/// and the reads it was made from, each part replayed the first time a group depends on it
+/// ([`Proof::holds_for`]), once per run.
+#[derive(Debug)]
+pub struct Proof {
+    recorded: Recorded,
+    reads: HostReads,
+    now: SystemTime,
+    /// Each part's replay by its item (`None` when a read finds something else), and the
+    /// views they went through.
+    replayed: Mutex<(HashMap<Option<String>, Option<Stale>>, Views)>,
+}
+
+/// The record made by this binary for this layout, when it is whole (and no run holding the
+/// deployment-wide lock left temps or a journal not yet settled: the record is then made
+/// again, which cleans them).
+pub fn load(layout: &Layout) -> Option<Proof> {
     let key = key(layout)?;
-    // A run that held the deployment-wide lock left temps, or a journal not yet settled: the
-    // record is made again, which cleans them.
     if state::may_have_leftovers(layout, GLOBAL_GROUP) {
         return None;
     }
@@ -57,9 +70,55 @@ pub fn recorded(layout: &Layout) -> Option<Recorded> {
         return None;
     }
     let body: Body = serde_json::from_slice(&body).ok()?;
-    match body.reads.replay(std::time::SystemTime::now())? {
-        Stale(false) => Some(body.recorded),
-        Stale(true) => None,
+    Some(Proof {
+        recorded: body.recorded,
+        reads: body.reads,
+        now: SystemTime::now(),
+        replayed: Mutex::new((HashMap::new(), Views::default())),
+    })
+}
+
+/// The recorded digest and notes, when [`load`] finds the record and every read it was made
+/// from finds the same, none by its bytes where its identity would do now ([`Proof::stale`]).
+pub fn recorded(layout: &Layout) -> Option<Recorded> {
+    let proof = load(layout)?;
+    (proof.holds_for(None) && !proof.stale()).then_some(proof.recorded)
+}
+
+impl Proof {
+    /// What the record says the sources hold.
+    pub fn recorded(&self) -> &Recorded {
+        &self.recorded
+    }
+
+    /// Whether the reads every group depends on, and those made for the items `uses` (by
+    /// section name, [`crate::sources::items_used`]; `None`: every item), find the same.
+    pub fn holds_for(&self, uses: Option<&[String]>) -> bool {
+        let needed = |part: &&PartReads| match (&part.item, uses) {
+            (None, _) | (Some(_), None) => true,
+            (Some(item), Some(uses)) => uses.contains(item),
+        };
+        let parts: Vec<&PartReads> = self.reads.parts.iter().filter(needed).collect();
+        // Every item used has its reads (an item never read is not the one recorded).
+        let all_there = uses.is_none_or(|uses| {
+            (uses.iter()).all(|item| parts.iter().any(|p| p.item.as_ref() == Some(item)))
+        });
+        all_there && parts.into_iter().all(|part| self.replay(part).is_some())
+    }
+
+    /// Whether a part replayed so far was found the same by a file's bytes where its identity
+    /// would do now: the record is worth making again.
+    pub fn stale(&self) -> bool {
+        let replayed = self.replayed.lock().unwrap_or_else(|p| p.into_inner());
+        replayed.0.values().any(|found| *found == Some(Stale(true)))
+    }
+
+    fn replay(&self, part: &PartReads) -> Option<Stale> {
+        let mut replayed = self.replayed.lock().unwrap_or_else(|p| p.into_inner());
+        let (found, views) = &mut *replayed;
+        *found
+            .entry(part.item.clone())
+            .or_insert_with(|| part.replay(self.now, views))
     }
 }
 

@@ -565,7 +565,9 @@ fn the_shared_sources_record_is_made_again_once_its_files_settle() {
     // Every file read by its bytes is kept by its identity too.
     let by_identity = |bytes: &[u8]| {
         let json: serde_json::Value = serde_json::from_slice(&bytes[32..bytes.len() - 32]).unwrap();
-        let files: Vec<&serde_json::Value> = (json["reads"]["probes"].as_array().unwrap().iter())
+        let parts = json["reads"]["parts"].as_array().unwrap();
+        let files: Vec<&serde_json::Value> = (parts.iter())
+            .flat_map(|part| part["probes"].as_array().unwrap())
             .filter_map(|probe| probe.get("File"))
             .filter(|file| !file["digest"].is_null())
             .collect();
@@ -590,5 +592,53 @@ fn the_shared_sources_record_is_made_again_once_its_files_settle() {
         assert!(by_identity(&remade.1), "{change}");
         no_op();
         assert_eq!(record(), remade, "{change}: the next run writes nothing");
+    }
+}
+
+/// `report` without the planted warning.
+fn without_planted_warning(mut report: serde_json::Value) -> serde_json::Value {
+    (report["warnings"].as_array_mut().unwrap()).retain(|w| w["message"] != "planted");
+    report
+}
+
+/// A group depends on the container-side items it gets: after an edit of a skill another
+/// group gets, its record still answers for it, and says what a run without records says. A
+/// group that gets that skill is looked at again, and so is every group in link delivery (the
+/// whole of `container/` is mounted, which the loader may read).
+#[test]
+fn an_edit_of_a_skill_is_looked_at_only_by_the_groups_that_get_it() {
+    let managed = sources_deployment();
+    let linked = sources_deployment();
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    for (d, delivery) in [(&managed, "managed"), (&linked, "link")] {
+        let compose = ["compose", "--all", "--delivery", delivery, "--json"];
+        d.run(compose).success();
+        d.run(compose).success();
+        plant_sources(d);
+        d.write("container/skills/hello/instructions.md", b"HELLX\n");
+        let dry = |group| {
+            [
+                "compose",
+                group,
+                "--delivery",
+                delivery,
+                "--json",
+                "--dry-run",
+            ]
+        };
+        let from_record = [report(d, &dry("web")), report(d, &dry("g"))];
+        let answered = from_record.iter().map(sources_planted).collect::<Vec<_>>();
+        let expected = match delivery {
+            "managed" => [true, false],
+            _ => [false, false],
+        };
+        assert_eq!(
+            answered, expected,
+            "{delivery}: web, g answered by the record"
+        );
+        std::fs::remove_file(d.path("groups/.clawmd/sources/container")).unwrap();
+        let fresh = [report(d, &dry("web")), report(d, &dry("g"))];
+        let from_record = from_record.map(without_planted_warning);
+        assert_eq!(from_record, fresh, "{delivery}");
     }
 }
