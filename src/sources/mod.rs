@@ -680,6 +680,9 @@ pub fn read_container(
 /// A skill's description file.
 const SKILL_MD: &str = "SKILL.md";
 
+/// An entry of a trusted host folder, by its name as text, with its kind through a final link.
+type Named = (String, Option<FileKind>);
+
 struct Reader<'a> {
     log: &'a HostLog,
     mounts: &'a [Mount],
@@ -718,7 +721,7 @@ impl Reader<'_> {
     /// The entries of a trusted host folder, sorted, each with whether it is a regular file
     /// (following links, as the runner's bind mount does); `None` when the folder does not
     /// exist.
-    fn list(&mut self, dir: &Path) -> Result<Option<Vec<(String, Option<FileKind>)>>, FsError> {
+    fn list(&mut self, dir: &Path) -> Result<Option<Vec<Named>>, FsError> {
         let entries = self.log.list(dir).map_err(|err| FsError::Io {
             op: "list",
             path: dir.to_owned(),
@@ -727,7 +730,7 @@ impl Reader<'_> {
         let Some(entries) = entries else {
             return Ok(None);
         };
-        let mut out: Vec<(String, Option<FileKind>)> = (entries.into_iter())
+        let mut out: Vec<Named> = (entries.into_iter())
             .map(|(name, kind)| (name.to_string_lossy().into_owned(), kind))
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));

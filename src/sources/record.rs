@@ -54,8 +54,11 @@ pub struct Proof {
     now: SystemTime,
     /// Each part's replay by its item (`None` when a read finds something else), and the
     /// views they went through.
-    replayed: Mutex<(HashMap<Option<String>, Option<Stale>>, Views)>,
+    replayed: Mutex<(Replayed, Views)>,
 }
+
+/// Each part's replay by its item: `None` when a read finds something else.
+type Replayed = HashMap<Option<String>, Option<Stale>>;
 
 /// The record made by this binary for this layout, when it is whole (and no run holding the
 /// deployment-wide lock left temps or a journal not yet settled: the record is then made
