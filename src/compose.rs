@@ -17,7 +17,7 @@ use crate::delivery::verdicts::{Recorded, Unrecorded, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
 use crate::deployment::{
     Observation, Selection, checked_group_dir, observe, observe_again, open_group,
-    read_sources_logged, reads_hold, source_warnings,
+    read_sources_logged, reads_found, source_warnings,
 };
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, SafeDir, TempJournal};
@@ -159,15 +159,14 @@ pub fn compose_with_progress(
             },
         );
     }
-    // The sources as read, for the runs to come (not by a dry run, nor by one that composed
-    // no group: it writes nothing).
-    let recorded = proof
-        .as_ref()
-        .is_some_and(|proof| !proof.stale() && proof.recorded().digest == sources.digest());
-    if !recorded
+    // The sources as read, for the runs to come, unless the record says the same from the
+    // same reads (not by a dry run, nor by one that composed no group: it writes nothing).
+    if let Some(reads) = log.kept()
+        && !proof
+            .as_ref()
+            .is_some_and(|proof| proof.says(&sources, &notes, &reads))
         && !options.dry_run
         && results.iter().any(|result| matches!(result, Some(Ok(_))))
-        && let Some(reads) = log.kept()
     {
         crate::sources::record::record(layout, &sources, &notes, reads);
     }
@@ -446,8 +445,11 @@ fn recorded(
                 .and_then(|dir| agent_settings(layout, &dir, group, &options.settings))
                 .is_ok_and(|agent| look_key(&agent).as_deref() == Some(recorded))
     };
+    // A look that found a file by its bytes though its identity would now do is made again
+    // (once), so that the runs to come do not read that file again; not by a dry run.
     verdicts.recorded_report(layout, group, keyed, |reads, uses| {
-        reads_hold(dir, || verdicts.bind_dir(layout, group), reads)
+        let found = reads_found(dir, || verdicts.bind_dir(layout, group), reads);
+        (found == Some(false) || (found == Some(true) && options.dry_run))
             && match shared {
                 Shared::Read(_) => true,
                 Shared::Recorded(proof) => proof.holds_for(uses),

@@ -1217,8 +1217,20 @@ fn file_seen(
 /// from them (never through a link), each the way the read was made. Anything that cannot
 /// be read again counts as a change.
 pub fn replay(log: &[reads::Read], open_root: impl Fn(Root) -> Result<Option<SafeDir>>) -> bool {
+    replay_settled(log, open_root).is_some()
+}
+
+/// [`replay`], saying too whether a file was found the same by its bytes though its identity
+/// would now stand for them ([`reads::settled`]): `Some(true)`, the reads are worth making
+/// again once, so that the runs to come do not read that file again. `None`: a read finds
+/// something else.
+pub fn replay_settled(
+    log: &[reads::Read],
+    open_root: impl Fn(Root) -> Result<Option<SafeDir>>,
+) -> Option<bool> {
     let mut dirs: std::collections::HashMap<(Root, String), Option<SafeDir>> =
         std::collections::HashMap::new();
+    let mut settled_since = false;
     for (at, read) in log.iter().enumerate() {
         if implied_by_a_later_read(read, &log[at + 1..]) {
             continue;
@@ -1229,27 +1241,28 @@ pub fn replay(log: &[reads::Read], open_root: impl Fn(Root) -> Result<Option<Saf
             .and_then(Option::as_ref);
         let holds = match (dir, &read.seen) {
             (dir, Seen::Folder(present)) if read.dir.is_empty() && read.name.is_empty() => {
-                dir.is_some() == *present
+                (dir.is_some() == *present).then_some(false)
             }
-            (None, _) => false,
+            (None, _) => None,
             // A folder found is kept for the reads in it.
             (Some(dir), Seen::Folder(present)) => match dir.open_child(&read.name, false) {
                 Ok(child) => {
                     let found = child.is_some() == *present;
                     let path = reads::join(&read.dir, &read.name);
                     dirs.entry((read.root, path)).or_insert(child);
-                    found
+                    found.then_some(false)
                 }
-                Err(_) => false,
+                Err(_) => None,
             },
             (Some(dir), seen) => holds_again(dir, &read.name, seen),
         };
-        if !holds {
+        let Some(settled) = holds else {
             tracing::trace!(?read, "a read finds something else");
-            return false;
-        }
+            return None;
+        };
+        settled_since |= settled;
     }
-    true
+    Some(settled_since)
 }
 
 /// Whether `read` found a regular file that a later read of the same name (in `later`) finds
@@ -1302,8 +1315,39 @@ fn replay_dir(
 /// Whether reading `name` in `dir` the way `seen` was read finds the same again (a read that
 /// fails finds something else). A file kept with its identity and found with the same is not
 /// read again.
-fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> bool {
-    match seen {
+fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<bool> {
+    if let Seen::File {
+        limit,
+        digest,
+        identity,
+    } = seen
+    {
+        if identity.is_some() && dir.identity(name).ok().flatten() == *identity {
+            return Some(false);
+        }
+        // Read again; would its identity stand for its bytes now?
+        let before = std::time::SystemTime::now();
+        let (read, stat) = match dir.open_regular(name, OFlags::RDONLY) {
+            Ok(None) => (Ok(None), None),
+            Ok(Some((file, stat))) => {
+                let path = dir.path.join(name);
+                (
+                    read_limited(file, &path, stat.st_size as u64, *limit).map(Some),
+                    Some(stat),
+                )
+            }
+            Err(err) => (Err(err), None),
+        };
+        return match file_seen(*limit, &read, stat.as_ref().map(|stat| (stat, before))) {
+            Some(Seen::File {
+                digest: again,
+                identity: now,
+                ..
+            }) if again == *digest => Some(now.is_some()),
+            _ => None,
+        };
+    }
+    let holds = match seen {
         Seen::Folder(present) => dir
             .open_child(name, false)
             .is_ok_and(|found| found.is_some() == *present),
@@ -1312,19 +1356,8 @@ fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> bool {
         Seen::Link(digest) => dir
             .read_link(name)
             .is_ok_and(|target| reads::digest(target.as_os_str().as_encoded_bytes()) == *digest),
-        Seen::File {
-            limit,
-            digest,
-            identity,
-        } => {
-            if identity.is_some() && dir.identity(name).ok().flatten() == *identity {
-                return true;
-            }
-            matches!(
-                file_seen(*limit, &dir.read_file(name, *limit), None),
-                Some(Seen::File { digest: again, .. }) if again == *digest
-            )
-        }
+        // Above.
+        Seen::File { .. } => false,
         Seen::Identity { identity, .. } => dir.identity(name).is_ok_and(|found| found == *identity),
         Seen::Listing(_) => dir
             .list_kinds()
@@ -1338,7 +1371,8 @@ fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> bool {
         // Only a container view logs these, and replays them itself
         // (`MountedFs::holds`): a folder read never finds one.
         Seen::Entry(_) => false,
-    }
+    };
+    holds.then_some(false)
 }
 
 /// A temp file or link a run recorded in its journal and did not put in place or remove.

@@ -109,6 +109,14 @@ impl Proof {
         all_there && parts.into_iter().all(|part| self.replay(part).is_some())
     }
 
+    /// Whether the record holds what a reading of `sources` with `notes` through `reads` would
+    /// record: making it again would change nothing but when it was made.
+    pub fn says(&self, sources: &Sources, notes: &[SourceNote], reads: &HostReads) -> bool {
+        self.reads.parts == reads.parts
+            && self.recorded.notes == notes
+            && self.recorded.digest == sources.digest()
+    }
+
     /// Whether a part replayed so far was found the same by a file's bytes where its identity
     /// would do now: the record is worth making again.
     pub fn stale(&self) -> bool {

@@ -642,3 +642,56 @@ fn an_edit_of_a_skill_is_looked_at_only_by_the_groups_that_get_it() {
         assert_eq!(from_record, fresh, "{delivery}");
     }
 }
+
+/// A look recorded right after compose wrote the group's files keeps them by their bytes (their
+/// identity cannot stand for them yet), and every run reads them again. Once they have
+/// settled, the next run (not a dry run) looks at the group again and records the look, once,
+/// keeping them by their identity; nothing else is written, and the runs after it write
+/// nothing at all.
+#[test]
+fn a_groups_record_is_made_again_once_its_files_settle() {
+    use std::os::unix::fs::MetadataExt;
+    let d = Deployment::standard().group("g", Some(CONFIG));
+    let record = || {
+        let path = d.path("groups/.clawmd/verdicts/g");
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        (inode, std::fs::read(&path).unwrap())
+    };
+    // Whether every file of the group folder read by its bytes is kept by its identity too.
+    let by_identity = |bytes: &[u8]| {
+        let json: serde_json::Value = serde_json::from_slice(&bytes[32..bytes.len() - 32]).unwrap();
+        let files: Vec<&serde_json::Value> = (json["look"]["reads"].as_array().unwrap().iter())
+            .filter(|read| read["root"] == "Group")
+            .filter_map(|read| read["seen"].get("File"))
+            .filter(|file| !file["digest"].is_null())
+            .collect();
+        assert!(files.len() >= 2, "{json}");
+        files.iter().all(|file| !file["identity"].is_null())
+    };
+    let compose = ["compose", "g", "--json"];
+    let unchanged =
+        |run: serde_json::Value| assert_eq!(run["groups"][0]["status"], "unchanged", "{run}");
+    d.run(compose).success();
+    assert!(!by_identity(&record().1), "recorded at once, by the bytes");
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let before = (record(), d.snapshot());
+    unchanged(
+        d.run(["compose", "g", "--json", "--dry-run"])
+            .success()
+            .json(),
+    );
+    assert_eq!(record(), before.0, "a dry run writes nothing");
+    unchanged(d.run(compose).success().json());
+    let remade = record();
+    assert_ne!(remade.0, before.0.0, "made again");
+    assert!(by_identity(&remade.1));
+    let after = d.snapshot();
+    let differ: Vec<_> = (after.iter())
+        .filter(|entry| !before.1.contains(entry))
+        .map(|entry| &entry.0)
+        .collect();
+    assert!(differ.is_empty(), "nothing else is written: {differ:?}");
+    assert_eq!(after, before.1);
+    unchanged(d.run(compose).success().json());
+    assert_eq!(record(), remade, "the next run writes nothing");
+}

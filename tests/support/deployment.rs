@@ -246,15 +246,30 @@ impl Deployment {
     }
 
     /// A snapshot of every path under `groups/` and `container/` with its kind, content or
-    /// target, inode and mtime: equal snapshots mean nothing was written. The shared sources'
-    /// record (`groups/.clawmd/sources/`) is left out: a run makes it again, once, when a
-    /// source file it found the same by its bytes has settled since
-    /// (`records::the_shared_sources_record_is_made_again_once_its_files_settle` checks when).
+    /// target, inode and mtime: equal snapshots mean nothing was written. clawmd's records are
+    /// made again, once, when a file their look found the same by its bytes has settled since
+    /// (`records::a_groups_record_is_made_again_once_its_files_settle` and
+    /// `records::the_shared_sources_record_is_made_again_once_its_files_settle` check when and
+    /// that nothing is written after): the shared sources' record (`groups/.clawmd/sources/`)
+    /// is left out, a group's record (`groups/.clawmd/verdicts/<group>`) stands as its key
+    /// and verdict (and their folder as a folder), the journals (`groups/.clawmd/journal/<lock>`, which such a write settles)
+    /// as their content.
     pub fn snapshot(&self) -> Vec<(String, String, u64, i64, i64)> {
         super::tree::walk(self.root())
             .into_iter()
             .filter(|(rel, ..)| !rel.starts_with(super::tree::SOURCES_RECORD))
             .map(|(rel, path, meta)| {
+                if rel == super::tree::VERDICTS.trim_end_matches('/') {
+                    return (rel, "dir".to_owned(), 0, 0, 0);
+                }
+                if rel.starts_with(super::tree::VERDICTS) && meta.is_file() {
+                    let verdict = super::tree::record_verdict(std::fs::read(&path).unwrap());
+                    return (rel, String::from_utf8_lossy(&verdict).into_owned(), 0, 0, 0);
+                }
+                if rel.starts_with("groups/.clawmd/journal/") && meta.is_file() {
+                    let journal = std::fs::read(&path).unwrap();
+                    return (rel, String::from_utf8_lossy(&journal).into_owned(), 0, 0, 0);
+                }
                 let what = if meta.file_type().is_symlink() {
                     format!("-> {}", std::fs::read_link(&path).unwrap().display())
                 } else if meta.is_file() {

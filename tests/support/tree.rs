@@ -263,8 +263,11 @@ pub fn walk(root: &Path) -> Vec<(String, PathBuf, std::fs::Metadata)> {
     out
 }
 
-/// The shared sources' record in a deployment's state folder.
-pub const SOURCES_RECORD: &str = "groups/.clawmd/sources/";
+/// The folder of the shared sources' record in a deployment's state folder.
+pub const SOURCES_RECORD: &str = "groups/.clawmd/sources";
+
+/// The groups' records in a deployment's state folder.
+pub const VERDICTS: &str = "groups/.clawmd/verdicts/";
 
 /// A content-only snapshot of a deployment (paths relative to `root`). A group's record in
 /// the state folder (`groups/.clawmd/verdicts/<group>`) stands as its key and verdict: the
@@ -277,7 +280,7 @@ pub fn tree(root: &Path) -> Tree {
         .map(|(rel, path, _)| {
             let entry = entry_at(&path).expect("entry vanished while walking");
             let entry = match entry {
-                Entry::File(bytes) if rel.starts_with("groups/.clawmd/verdicts/") => {
+                Entry::File(bytes) if rel.starts_with(VERDICTS) => {
                     Entry::File(record_verdict(bytes))
                 }
                 other => other,
@@ -288,7 +291,7 @@ pub fn tree(root: &Path) -> Tree {
 }
 
 /// A record's key and verdict (a torn or foreign record as it is).
-fn record_verdict(bytes: Vec<u8>) -> Vec<u8> {
+pub fn record_verdict(bytes: Vec<u8>) -> Vec<u8> {
     let Some(body) = bytes.get(32..bytes.len().saturating_sub(32)) else {
         return bytes;
     };
