@@ -159,13 +159,22 @@ pub struct Listing {
     entries: Vec<(OsString, Option<FileKind>)>,
     /// Where what is asked of it is logged.
     tap: Option<Tap>,
+    /// The folder's identity when only clawmd writes it and it was settled when listed: what
+    /// a walk of its names is logged as ([`Seen::Entries`]).
+    settled: Option<[i64; 8]>,
 }
 
 impl Listing {
     /// The names listed, sorted.
     pub fn names(&self) -> impl Iterator<Item = &OsString> {
         if let Some(tap) = &self.tap {
-            tap.push("", reads::listing(&self.entries));
+            tap.push(
+                "",
+                match self.settled {
+                    Some(identity) => Seen::Entries(identity),
+                    None => reads::listing(&self.entries),
+                },
+            );
         }
         self.entries.iter().map(|(name, _)| name)
     }
@@ -580,10 +589,24 @@ impl SafeDir {
 
     /// One listing of this directory, to look names up in without a system call each.
     pub fn listing(&self) -> Result<Listing> {
+        let settled = self.settled_identity();
         Ok(Listing {
             entries: self.read_entries()?,
             tap: self.tap.clone(),
+            settled,
         })
+    }
+
+    /// This folder's identity, when its reads are logged by identity (a folder only clawmd
+    /// writes) and its last change was well before now ([`reads::settled`]); taken before it
+    /// is listed, so that an entry made meanwhile changes it.
+    fn settled_identity(&self) -> Option<[i64; 8]> {
+        self.tap
+            .as_ref()
+            .filter(|tap| tap.watch == Watch::Identity)?;
+        let before = std::time::SystemTime::now();
+        let stat = rustix::fs::fstat(&self.fd).ok()?;
+        reads::settled(&stat, before)
     }
 
     /// The names in this directory, sorted. Names that are not valid UTF-8 are returned lossily
@@ -617,8 +640,14 @@ impl SafeDir {
     /// (`None` when the filesystem does not say: ask [`SafeDir::kind`]). A kind is what the
     /// entry was when listed; anything read afterwards is still checked when it is opened.
     pub fn list_kinds(&self) -> Result<Vec<(OsString, Option<FileKind>)>> {
+        // A folder only clawmd writes counts by its identity once settled, else by what the
+        // listing found.
+        let settled = self.settled_identity();
         let names = self.read_entries();
-        self.logged("", names, |names| reads::listing(names))
+        self.logged("", names, |names| match settled {
+            Some(identity) => Seen::Entries(identity),
+            None => reads::listing(names),
+        })
     }
 
     fn read_entries(&self) -> Result<Vec<(OsString, Option<FileKind>)>> {
@@ -1231,8 +1260,8 @@ pub fn replay_settled(
     let mut dirs: std::collections::HashMap<(Root, String), Option<SafeDir>> =
         std::collections::HashMap::new();
     let mut settled_since = false;
-    for (at, read) in log.iter().enumerate() {
-        if implied_by_a_later_read(read, &log[at + 1..]) {
+    for read in log {
+        if implied_by_another_read(read, log) {
             continue;
         }
         replay_dir(&mut dirs, read.root, &read.dir, &open_root);
@@ -1265,16 +1294,16 @@ pub fn replay_settled(
     Some(settled_since)
 }
 
-/// Whether `read` found a regular file that a later read of the same name (in `later`) finds
-/// again only if it still is one: a file's bytes or identity (which holds its type). Replaying
-/// the later read tells as much.
-fn implied_by_a_later_read(read: &reads::Read, later: &[reads::Read]) -> bool {
-    if read.seen != Seen::Kind(Some(FileKind::File)) {
-        return false;
-    }
-    later.iter().any(|other| {
+/// Whether what `read` found is implied by another read of the same name in `log` that
+/// replaying tells as much: a regular file's kind by a read of its bytes or identity (which
+/// holds its type), a folder's kind by the folder opened (never through a link).
+fn implied_by_another_read(read: &reads::Read, log: &[reads::Read]) -> bool {
+    let same_name = |other: &&reads::Read| {
         (other.root, &other.dir, &other.name) == (read.root, &read.dir, &read.name)
-            && matches!(
+    };
+    match read.seen {
+        Seen::Kind(Some(FileKind::File)) => log.iter().filter(same_name).any(|other| {
+            matches!(
                 other.seen,
                 Seen::File {
                     digest: Some(_),
@@ -1287,7 +1316,12 @@ fn implied_by_a_later_read(read: &reads::Read, later: &[reads::Read]) -> bool {
                     ..
                 }
             )
-    })
+        }),
+        Seen::Kind(Some(FileKind::Dir)) => {
+            (log.iter().filter(same_name)).any(|other| other.seen == Seen::Folder(true))
+        }
+        _ => false,
+    }
 }
 
 /// Opens (once) the folder `dir` of `root` and its parents for [`replay`].
@@ -1362,6 +1396,10 @@ fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<bool> {
         Seen::Listing(_) => dir
             .list_kinds()
             .is_ok_and(|entries| reads::listing(&entries) == *seen),
+        Seen::Entries(identity) => {
+            name.is_empty()
+                && rustix::fs::fstat(&dir.fd).is_ok_and(|stat| reads::identity(&stat) == *identity)
+        }
         Seen::Prefixed { prefixes, .. } => {
             let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
             dir.names_starting_with(&prefixes).is_ok_and(|names| {

@@ -104,6 +104,10 @@ pub enum Seen {
     },
     /// A listing: the SHA-256 of its names and kinds.
     Listing(String),
+    /// A listing of a folder of clawmd's own (the state folder's), by the folder's identity,
+    /// taken before it was listed and settled ([`settled`]): every entry made, removed or
+    /// renamed in it changes its change time.
+    Entries([i64; 8]),
     /// The names of a listing that start with one of `prefixes`: the SHA-256 of them, sorted
     /// (a reader that wants only those names leaves the record standing when others come).
     Prefixed {

@@ -113,6 +113,21 @@ fn edits() -> Vec<Edit> {
             }),
         ),
         (
+            "a file planted in the bind folder",
+            Box::new(|d: &Deployment| d.write("groups/.clawmd/binds/g/planted.md", b"x\n")),
+        ),
+        (
+            "a file planted in the managed folder",
+            Box::new(|d: &Deployment| {
+                let folder = d.path("groups/.clawmd/binds/g/managed");
+                if folder.is_dir() {
+                    d.write("groups/.clawmd/binds/g/managed/planted.json", b"{}");
+                } else {
+                    d.write("groups/.clawmd/binds/g/CLAUDE.md.planted", b"x\n");
+                }
+            }),
+        ),
+        (
             "the record torn",
             Box::new(|d: &Deployment| {
                 let path = d.path("groups/.clawmd/verdicts/g");
@@ -173,37 +188,79 @@ fn report(d: &Deployment, args: &[&str]) -> serde_json::Value {
 fn a_recorded_look_reports_what_a_fresh_look_does_after_every_edit() {
     for delivery in ["managed", "inline", "copy", "link"] {
         for (name, edit) in edits() {
-            let d = Deployment::standard().group("g", Some(CONFIG));
-            d.write("groups/g/CLAUDE.local.md", b"my notes\n");
+            let d = composed_group(delivery);
             let compose = ["compose", "g", "--delivery", delivery, "--json"];
-            d.run(compose).success();
             let steady = report(&d, &compose);
             assert_eq!(steady["groups"][0]["status"], "unchanged", "{delivery}");
-            let dry = dry_run(delivery);
-            // Nothing changed: the report is the record's.
-            plant(&d, "g");
-            assert_eq!(
-                spawn_digest(&report(&d, &dry)),
-                "sha256:planted",
-                "{delivery}"
-            );
-            edit(&d);
-            let from_record = report(&d, &dry);
-            assert_ne!(
-                spawn_digest(&from_record),
-                "sha256:planted",
-                "{delivery}: {name}: the record was believed"
-            );
-            let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
-            let fresh = report(&d, &dry);
-            assert_eq!(from_record, fresh, "{delivery}: {name}");
-            // And composing for real converges to a group found by its record again.
-            let _ = d.run(compose);
-            let again = report(&d, &compose);
-            let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
-            assert_eq!(again, report(&d, &compose), "{delivery}: {name}: after");
+            assert_edit_is_seen(&d, delivery, name, &edit);
         }
     }
+}
+
+/// The same once the group's files have settled: its record, made again, keeps them and the
+/// folders of the state by their identity (`Seen::Entries` for a listing), and still stands
+/// only while every read finds the same.
+#[test]
+fn a_record_kept_by_identities_reports_what_a_fresh_look_does_after_every_edit() {
+    let all: Vec<(&str, Edit, Deployment)> = (["managed", "link"].into_iter())
+        .flat_map(|delivery| edits().into_iter().map(move |edit| (delivery, edit)))
+        .map(|(delivery, edit)| (delivery, edit, composed_group(delivery)))
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    for (delivery, (name, edit), d) in all {
+        let compose = ["compose", "g", "--delivery", delivery, "--json"];
+        let steady = report(&d, &compose);
+        assert_eq!(steady["groups"][0]["status"], "unchanged", "{delivery}");
+        let record = std::fs::read(d.path("groups/.clawmd/verdicts/g")).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_slice(&record[32..record.len() - 32]).unwrap();
+        let reads = json["look"]["reads"].as_array().unwrap();
+        assert!(
+            reads
+                .iter()
+                .any(|read| read["seen"].get("Entries").is_some()),
+            "{delivery}: a listing of the state folder kept by its identity: {json}"
+        );
+        assert_edit_is_seen(&d, delivery, name, &edit);
+    }
+}
+
+/// A deployment with the group `g` composed in `delivery` (its record keeps a look).
+fn composed_group(delivery: &str) -> Deployment {
+    let d = Deployment::standard().group("g", Some(CONFIG));
+    d.write("groups/g/CLAUDE.local.md", b"my notes\n");
+    d.run(["compose", "g", "--delivery", delivery, "--json"])
+        .success();
+    d
+}
+
+/// With a marker planted in `g`'s record: it is reported before `edit` and not after, and a
+/// run without the record reports the same; composing for real converges to a group found by
+/// its record again.
+fn assert_edit_is_seen(d: &Deployment, delivery: &str, name: &str, edit: &dyn Fn(&Deployment)) {
+    let compose = ["compose", "g", "--delivery", delivery, "--json"];
+    let dry = dry_run(delivery);
+    // Nothing changed: the report is the record's.
+    plant(d, "g");
+    assert_eq!(
+        spawn_digest(&report(d, &dry)),
+        "sha256:planted",
+        "{delivery}: {name}"
+    );
+    edit(d);
+    let from_record = report(d, &dry);
+    assert_ne!(
+        spawn_digest(&from_record),
+        "sha256:planted",
+        "{delivery}: {name}: the record was believed"
+    );
+    let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
+    let fresh = report(d, &dry);
+    assert_eq!(from_record, fresh, "{delivery}: {name}");
+    let _ = d.run(compose);
+    let again = report(d, &compose);
+    let _ = std::fs::remove_file(d.path("groups/.clawmd/verdicts/g"));
+    assert_eq!(again, report(d, &compose), "{delivery}: {name}: after");
 }
 
 /// A group whose agent has a settings file that changes nothing: its record's look stands
