@@ -11,10 +11,12 @@
 //! is as it was: its report is the recorded one, without planning, diffing or loading again.
 //!
 //! What a read keeps depends on who writes the folder ([`Watch`]): in the group folder, which
-//! the agent writes, a file read keeps its content's SHA-256 (it is read again and compared);
-//! in clawmd's own state folder, which nothing else writes, a file read keeps its identity
-//! (device, inode, size, modification and change times), so that a no-op does not read the
-//! composed documents again. A listing keeps the SHA-256 of its names and kinds.
+//! the agent writes, a file read keeps its content's SHA-256 (it is read again and compared),
+//! and its identity too once its last change is [`SETTLED`] old; in clawmd's own state folder,
+//! which nothing else writes, a file read keeps its identity (device, inode, size, modification
+//! and change times), so that a no-op does not read the composed documents again. A listing
+//! keeps the SHA-256 of its names and kinds, or, in the state folder once settled, the
+//! folder's identity ([`Seen::Entries`]).
 
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
