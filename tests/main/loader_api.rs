@@ -203,14 +203,7 @@ fn special_files_and_loops_do_not_hang() {
     let t = Tree::new();
     t.file("p/CLAUDE.md", "@./pipe.md\n@./loop.md\nEND\n")
         .symlink("p/loop.md", "loop.md");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        t.path("p/pipe.md"),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .unwrap();
+    t.fifo("p/pipe.md");
     let m = t.load("p");
     assert_eq!(diag(&m, D::ImportNotAFile).path, t.path("p/pipe.md"));
     assert_eq!(diag(&m, D::SymlinkLoop).path, t.path("p/loop.md"));

@@ -49,15 +49,7 @@ fn edits() -> Vec<Edit> {
         (
             "local memory replaced by a FIFO",
             Box::new(|d: &Deployment| {
-                std::fs::remove_file(d.path("groups/g/CLAUDE.local.md")).unwrap();
-                rustix::fs::mknodat(
-                    rustix::fs::CWD,
-                    d.path("groups/g/CLAUDE.local.md"),
-                    rustix::fs::FileType::Fifo,
-                    rustix::fs::Mode::from_raw_mode(0o644),
-                    0,
-                )
-                .unwrap();
+                d.fifo("groups/g/CLAUDE.local.md");
             }),
         ),
         (
@@ -495,15 +487,7 @@ fn source_edits() -> Vec<Edit> {
         (
             "skill instructions replaced by a FIFO",
             Box::new(|d: &Deployment| {
-                std::fs::remove_file(d.path("container/skills/web/instructions.md")).unwrap();
-                rustix::fs::mknodat(
-                    rustix::fs::CWD,
-                    d.path("container/skills/web/instructions.md"),
-                    rustix::fs::FileType::Fifo,
-                    rustix::fs::Mode::from_raw_mode(0o644),
-                    0,
-                )
-                .unwrap();
+                d.fifo("container/skills/web/instructions.md");
             }),
         ),
         (

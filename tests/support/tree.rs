@@ -58,6 +58,22 @@ impl TempTree {
         std::fs::write(&path, content).unwrap_or_else(|e| panic!("write {rel}: {e}"));
     }
 
+    /// Replaces whatever file is at `rel` with a FIFO.
+    #[track_caller]
+    pub fn fifo(&self, rel: &str) -> &Self {
+        let path = self.path(rel);
+        let _ = std::fs::remove_file(&path);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("fifo {rel}: {e}"));
+        self
+    }
+
     /// Creates a symlink at `rel` (creating folders) pointing at `target`, as given.
     #[track_caller]
     pub fn symlink(&self, rel: &str, target: impl AsRef<Path>) -> &Self {
