@@ -347,8 +347,8 @@ fn first_look(
     };
     match recorded(layout, Shared::Read(sources), group, options, verdicts) {
         Recorded::Found { delivered, found } => {
-            if let Ok(found) = serde_json::from_value::<Found>(found) {
-                return Some(Ok(found.report(group, *delivered)));
+            if let Some(report) = found_report(group, *delivered, found) {
+                return Some(Ok(report));
             }
         }
         // A group with no record (never composed) is composed under its lock at once.
@@ -395,12 +395,20 @@ fn answered_by_record(
 ) -> Look {
     checked_group_dir(layout, group).ok()?;
     match recorded(layout, shared, group, options, verdicts) {
-        Recorded::Found { delivered, found } => {
-            let found = serde_json::from_value::<Found>(found).ok()?;
-            Some(Ok(found.report(group, *delivered)))
-        }
+        Recorded::Found { delivered, found } => found_report(group, *delivered, found).map(Ok),
         Recorded::Nothing | Recorded::Other => None,
     }
+}
+
+/// The report of `group` as its record's look `found` it, with its `delivered` verdict
+/// (`None`: a look this binary does not read).
+fn found_report(
+    group: &str,
+    delivered: Delivered,
+    found: serde_json::Value,
+) -> Option<GroupReport> {
+    let found = serde_json::from_value::<Found>(found).ok()?;
+    Some(found.report(group, delivered))
 }
 
 /// What the group's record says: its report as the record's last look found it, when nothing that look read
@@ -448,8 +456,8 @@ fn recorded(
     // A look that found a file by its bytes though its identity would now do is made again
     // (once), so that the runs to come do not read that file again; not by a dry run.
     verdicts.recorded_report(layout, group, keyed, |reads, uses| {
-        let found = reads_found(dir, || verdicts.bind_dir(layout, group), reads);
-        (found == Some(false) || (found == Some(true) && options.dry_run))
+        reads_found(dir, || verdicts.bind_dir(layout, group), reads)
+            .is_some_and(|settled_since| !settled_since || options.dry_run)
             && match shared {
                 Shared::Read(_) => true,
                 Shared::Recorded(proof) => proof.holds_for(uses),

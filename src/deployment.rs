@@ -646,14 +646,14 @@ pub fn reads_hold(
 
 /// [`reads_hold`], saying too whether a file was found the same by its bytes though its
 /// identity would now stand for them (`Some(true)`: the look is worth recording again,
-/// [`crate::fsops::replay_settled`]); `None` when a read finds something else.
+/// [`crate::fsops::replay`]); `None` when a read finds something else.
 pub fn reads_found(
     dir: SafeDir,
     bind: impl Fn() -> Result<Option<SafeDir>, FsError>,
     reads: &[Read],
 ) -> Option<bool> {
     let dir = std::cell::Cell::new(Some(dir));
-    crate::fsops::replay_settled(reads, |root| match root {
+    crate::fsops::replay(reads, |root| match root {
         Root::Group => Ok(dir.take()),
         Root::Bind => bind(),
         // A container view's reads are replayed by the view (`MountedFs::holds`).

@@ -461,23 +461,13 @@ impl SafeDir {
     /// Reads the regular file `name` (never through a symlink, never opening anything else).
     /// `None` when it is missing.
     pub fn read_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        // The time before the file is opened: its identity stands for what is read only when
-        // its last change was well before ([`reads::settled`]).
-        let before = self.tap.as_ref().map(|_| std::time::SystemTime::now());
-        let opened = self.open_regular(name, OFlags::RDONLY)?;
-        let identity = opened.as_ref().map(|(_, stat)| *stat);
+        let (read, opened) = self.read_as_found(name, limit)?;
         if let Some(tap) = self.tap.as_ref().filter(|tap| tap.watch == Watch::Identity) {
-            let identity = identity.as_ref().map(reads::identity);
+            let identity = opened.as_ref().map(|(stat, _)| reads::identity(stat));
             tap.push(name, Seen::Identity { limit, identity });
         }
-        let read = match opened {
-            None => Ok(None),
-            Some((file, stat)) => {
-                read_limited(file, &self.path.join(name), stat.st_size as u64, limit).map(Some)
-            }
-        };
         if let Some(tap) = self.tap.as_ref().filter(|tap| tap.watch == Watch::Content)
-            && let Some(seen) = file_seen(limit, &read, identity.as_ref().zip(before))
+            && let Some(seen) = file_seen(limit, &read, opened.as_ref().map(|(s, t)| (s, *t)))
         {
             tap.push(name, seen);
         }
@@ -522,6 +512,30 @@ impl SafeDir {
             Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(err) => Err(FsError::io("inspect", self.path.join(name), err)),
         }
+    }
+
+    /// [`SafeDir::read_file`] without the log: what was read, and the status of the file
+    /// opened with the time before it was opened (its identity stands for what is read only
+    /// when its last change was well before: [`reads::settled`]). `Err` when it cannot be
+    /// opened; a read that fails is in the first value.
+    #[expect(clippy::type_complexity, reason = "a read and where it was made from")]
+    fn read_as_found(
+        &self,
+        name: &str,
+        limit: u64,
+    ) -> Result<(
+        Result<Option<Vec<u8>>>,
+        Option<(Stat, std::time::SystemTime)>,
+    )> {
+        let before = std::time::SystemTime::now();
+        Ok(match self.open_regular(name, OFlags::RDONLY)? {
+            None => (Ok(None), None),
+            Some((file, stat)) => {
+                let path = self.path.join(name);
+                let read = read_limited(file, &path, stat.st_size as u64, limit).map(Some);
+                (read, Some((stat, before)))
+            }
+        })
     }
 
     /// Opens `name` with `access` only when it is a regular file: the kind is read from an
@@ -1244,16 +1258,10 @@ fn file_seen(
 /// Whether every read of `log` finds again what it found ([`crate::reads`]), reading through
 /// the folders `open_root` opens (the group folder, its bind folder) and the folders opened
 /// from them (never through a link), each the way the read was made. Anything that cannot
-/// be read again counts as a change.
-pub fn replay(log: &[reads::Read], open_root: impl Fn(Root) -> Result<Option<SafeDir>>) -> bool {
-    replay_settled(log, open_root).is_some()
-}
-
-/// [`replay`], saying too whether a file was found the same by its bytes though its identity
-/// would now stand for them ([`reads::settled`]): `Some(true)`, the reads are worth making
-/// again once, so that the runs to come do not read that file again. `None`: a read finds
-/// something else.
-pub fn replay_settled(
+/// be read again counts as a change (`None`). `Some(true)`: a file was found the same by its
+/// bytes though its identity would now stand for them ([`reads::settled`]), so the reads are
+/// worth making again once, that the runs to come do not read that file again.
+pub fn replay(
     log: &[reads::Read],
     open_root: impl Fn(Root) -> Result<Option<SafeDir>>,
 ) -> Option<bool> {
@@ -1350,38 +1358,7 @@ fn replay_dir(
 /// fails finds something else). A file kept with its identity and found with the same is not
 /// read again.
 fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<bool> {
-    if let Seen::File {
-        limit,
-        digest,
-        identity,
-    } = seen
-    {
-        if identity.is_some() && dir.identity(name).ok().flatten() == *identity {
-            return Some(false);
-        }
-        // Read again; would its identity stand for its bytes now?
-        let before = std::time::SystemTime::now();
-        let (read, stat) = match dir.open_regular(name, OFlags::RDONLY) {
-            Ok(None) => (Ok(None), None),
-            Ok(Some((file, stat))) => {
-                let path = dir.path.join(name);
-                (
-                    read_limited(file, &path, stat.st_size as u64, *limit).map(Some),
-                    Some(stat),
-                )
-            }
-            Err(err) => (Err(err), None),
-        };
-        return match file_seen(*limit, &read, stat.as_ref().map(|stat| (stat, before))) {
-            Some(Seen::File {
-                digest: again,
-                identity: now,
-                ..
-            }) if again == *digest => Some(now.is_some()),
-            _ => None,
-        };
-    }
-    let holds = match seen {
+    let same = match seen {
         Seen::Folder(present) => dir
             .open_child(name, false)
             .is_ok_and(|found| found.is_some() == *present),
@@ -1390,8 +1367,25 @@ fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<bool> {
         Seen::Link(digest) => dir
             .read_link(name)
             .is_ok_and(|target| reads::digest(target.as_os_str().as_encoded_bytes()) == *digest),
-        // Above.
-        Seen::File { .. } => false,
+        Seen::File {
+            limit,
+            digest,
+            identity,
+        } => {
+            if identity.is_some() && dir.identity(name).ok().flatten() == *identity {
+                return Some(false);
+            }
+            // Read again; would its identity stand for its bytes now?
+            let (read, opened) = dir.read_as_found(name, *limit).ok()?;
+            return match file_seen(*limit, &read, opened.as_ref().map(|(s, t)| (s, *t))) {
+                Some(Seen::File {
+                    digest: again,
+                    identity: now,
+                    ..
+                }) if again == *digest => Some(now.is_some()),
+                _ => None,
+            };
+        }
         Seen::Identity { identity, .. } => dir.identity(name).is_ok_and(|found| found == *identity),
         Seen::Listing(_) => dir
             .list_kinds()
@@ -1410,7 +1404,7 @@ fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<bool> {
         // (`MountedFs::holds`): a folder read never finds one.
         Seen::Entry(_) => false,
     };
-    holds.then_some(false)
+    same.then_some(false)
 }
 
 /// A temp file or link a run recorded in its journal and did not put in place or remove.
@@ -1913,6 +1907,12 @@ pub fn checkpoint(step: &str, path: &Path) {
 mod tests {
     use super::*;
 
+    /// Makes a FIFO at `path`.
+    fn fifo(path: &Path) {
+        let mode = Mode::from_raw_mode(0o644);
+        rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, mode, 0).unwrap();
+    }
+
     fn dir() -> (tempfile::TempDir, SafeDir) {
         let temp = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(temp.path()).unwrap();
@@ -1937,18 +1937,11 @@ mod tests {
                 identity: None,
             }),
         ];
-        let holds = || replay(&log, |_| SafeDir::open(temp.path()).map(Some));
+        let holds = || replay(&log, |_| SafeDir::open(temp.path()).map(Some)).is_some();
         assert!(holds());
         std::fs::remove_file(temp.path().join("a.md")).unwrap();
         assert!(!holds(), "missing");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            temp.path().join("a.md"),
-            rustix::fs::FileType::Fifo,
-            Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap();
+        fifo(&temp.path().join("a.md"));
         assert!(!holds(), "a FIFO");
     }
 
@@ -2199,14 +2192,7 @@ mod tests {
     #[test]
     fn a_fifo_or_device_is_refused_without_being_opened() {
         let (temp, dir) = dir();
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            temp.path().join("fifo"),
-            rustix::fs::FileType::Fifo,
-            Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap();
+        fifo(&temp.path().join("fifo"));
         // A blocking open of a FIFO with no writer would hang here.
         let err = dir.read_file("fifo", 100).unwrap_err();
         assert!(err.to_string().contains("a special file"), "{err}");

@@ -624,19 +624,15 @@ impl MountedFs {
     /// link. A file kept with its identity and found with the same is not read again.
     /// Anything that cannot be read again counts as a change.
     pub fn holds(&self, reads: &[Read]) -> bool {
-        self.replay(reads, std::time::SystemTime::now()).is_some()
+        let now = std::time::SystemTime::now();
+        self.replay(reads, now, &mut Opened::default()).is_some()
     }
 
-    /// [`MountedFs::holds`], saying too whether a file was found the same by its bytes
-    /// though its identity would now stand for them ([`crate::reads::settled`] at `now`):
-    /// `Some(true)`, the reads are worth making again once. `None`: a read finds something
-    /// else.
-    pub fn replay(&self, reads: &[Read], now: std::time::SystemTime) -> Option<bool> {
-        self.replay_opened(reads, now, &mut Opened::default())
-    }
-
-    /// [`MountedFs::replay`], each path opened once for all the replays that share `opened`.
-    pub fn replay_opened(
+    /// [`MountedFs::holds`], each path opened once for all the replays that share `opened`,
+    /// saying too whether a file was found the same by its bytes though its identity would
+    /// now stand for them ([`crate::reads::settled`] at `now`): `Some(true)`, the reads are
+    /// worth making again once. `None`: a read finds something else.
+    pub fn replay(
         &self,
         reads: &[Read],
         now: std::time::SystemTime,

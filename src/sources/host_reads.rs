@@ -1,6 +1,6 @@
 //! What reading the container side looked at on the host, so that a later run can tell,
 //! without reading and expanding it all again, whether any of it changed
-//! ([`HostReads::hold`]).
+//! ([`HostReads::replay`]).
 //!
 //! [`read_container`](super::read_container), the host's managed policy and the runner's
 //! files are read through a [`HostLog`]: every host path they look at (a file read, a folder
@@ -285,17 +285,12 @@ pub struct PartReads {
 }
 
 impl HostReads {
-    /// Whether every read finds what it found: each path looked at again the same way (a
-    /// file whose identity is the same is not read again), each view's reads replayed through
-    /// a view of the same mounts ([`MountedFs::holds`]).
-    pub fn hold(&self) -> bool {
-        self.replay(SystemTime::now()).is_some()
-    }
-
-    /// [`HostReads::hold`], saying too whether a file was found the same by its bytes though
-    /// its identity now stands for them ([`crate::reads::settled`]): the reads are then worth
-    /// making again once, so that the runs to come do not read that file again. `None`: a
-    /// read finds something else.
+    /// Whether every read finds what it found at `now` (`None` when one does not): each path
+    /// looked at again the same way (a file whose identity is the same is not read again), each
+    /// view's reads replayed through a view of the same mounts ([`MountedFs::replay`]); and
+    /// whether a file was found the same by its bytes though its identity now stands for them
+    /// ([`crate::reads::settled`]): the reads are then worth making again once, so that the
+    /// runs to come do not read that file again.
     pub fn replay(&self, now: SystemTime) -> Option<Stale> {
         let mut stale = Stale(false);
         let mut views = Views::default();
@@ -315,7 +310,7 @@ impl PartReads {
         }
         for (mounts, reads) in &self.views {
             let (fs, opened) = views.of(mounts);
-            stale.0 |= fs.replay_opened(reads, now, opened)?;
+            stale.0 |= fs.replay(reads, now, opened)?;
         }
         Some(stale)
     }
@@ -529,9 +524,10 @@ mod tests {
         for (name, change) in changes {
             let root = tree();
             let reads = logged(root.path());
-            assert!(reads.hold(), "{name}: unchanged");
+            let holds = || reads.replay(SystemTime::now()).is_some();
+            assert!(holds(), "{name}: unchanged");
             change(root.path());
-            assert!(!reads.hold(), "{name}");
+            assert!(!holds(), "{name}");
         }
     }
 

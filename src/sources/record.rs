@@ -81,13 +81,6 @@ pub fn load(layout: &Layout) -> Option<Proof> {
     })
 }
 
-/// The recorded digest and notes, when [`load`] finds the record and every read it was made
-/// from finds the same, none by its bytes where its identity would do now ([`Proof::stale`]).
-pub fn recorded(layout: &Layout) -> Option<Recorded> {
-    let proof = load(layout)?;
-    (proof.holds_for(None) && !proof.stale()).then_some(proof.recorded)
-}
-
 impl Proof {
     /// What the record says the sources hold.
     pub fn recorded(&self) -> &Recorded {
