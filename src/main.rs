@@ -41,7 +41,11 @@ Examples:
   clawmd check -q                      print only what is wrong
   clawmd compose main --json           the machine-readable report, for a runner";
 
+/// Each subcommand's arguments are built only when it is the one run (`defer`): a runner
+/// calls `compose` at every container spawn, and building every subcommand's arguments was
+/// a tenth of that process.
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 enum Command {
     /// Compose groups: one generated CLAUDE.md (or AGENTS.md, GEMINI.md) per group.
     #[command(after_help = "\
@@ -226,8 +230,9 @@ struct LockArgs {
     lock_timeout: Option<u64>,
 }
 
-/// How memory reaches the agents; every value falls back to <root>/clawmd.json, then the
-/// default.
+// How memory reaches the agents; every value falls back to <root>/clawmd.json, then the
+// default. (Plain comments on every struct flattened into a subcommand: a doc comment would
+// be its about, and a subcommand's arguments are added after its own about: `defer` below.)
 #[derive(Args, Debug, Clone, Default)]
 struct DeliveryArgs {
     /// managed (default): the guardrails as Claude Code's managed policy at /etc/claude-code,
@@ -324,7 +329,7 @@ struct WatchArgs {
     format: OutputFormat,
 }
 
-/// A group's config handed on the command line.
+// A group's config handed on the command line (a plain comment: see DeliveryArgs).
 #[derive(Args, Debug, Clone, Default)]
 struct ConfigArgs {
     /// The group's config (container.json's shape), from FILE or `-` (standard input), for a

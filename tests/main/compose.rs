@@ -983,6 +983,25 @@ fn completions_man_page_and_examples_in_help() {
             "{command}: global flags listed"
         );
     }
+    // Each subcommand's help opens with the line `clawmd --help` lists it by (its arguments
+    // are built only when it runs, after its about: a doc comment on a struct flattened into
+    // it would take that place).
+    let top = crate::support::run_clawmd(["--help"], &env)
+        .success()
+        .stdout();
+    let listed: Vec<(&str, &str)> = (top.lines())
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.trim().split_once(' '))
+        .map(|(name, about)| (name, about.trim()))
+        .collect();
+    assert!(listed.len() >= 10, "{top}");
+    for (name, about) in listed.iter().filter(|(name, _)| *name != "help") {
+        let help = crate::support::run_clawmd([name, "--help"], &env).success();
+        let first = help.stdout().lines().next().unwrap_or_default().to_owned();
+        assert_eq!(first, *about, "{name} --help");
+    }
     let render = crate::support::run_clawmd(["render", "--help"], &env)
         .success()
         .stdout();
