@@ -11,6 +11,7 @@
 //! ([`state::Records`]), and written only when the deployment-wide lock is free at once.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -38,22 +39,28 @@ pub struct Recorded {
     pub notes: Vec<SourceNote>,
 }
 
+/// The record's body: this header on one line (compact JSON has no newline), then each part
+/// of the reads ([`PartReads`], JSON), one after another, as long as the header says. A run
+/// parses the header and only the parts it replays: one group's spawn needs a few of them.
 #[derive(Debug, Serialize, Deserialize)]
-struct Body {
+struct Header {
     recorded: Recorded,
-    reads: HostReads,
+    /// Each part's item and length, in order.
+    parts: Vec<(Option<String>, usize)>,
 }
 
 /// The record of the shared sources as read back, not yet replayed: what it says they hold,
-/// and the reads it was made from, each part replayed the first time a group depends on it
-/// ([`Proof::holds_for`]), once per run.
+/// and the reads it was made from, each part parsed and replayed the first time a group
+/// depends on it ([`Proof::holds_for`]), once per run.
 #[derive(Debug)]
 pub struct Proof {
     recorded: Recorded,
-    reads: HostReads,
+    /// The record's body, and where each part's reads are in it, by item.
+    body: Vec<u8>,
+    parts: Vec<(Option<String>, Range<usize>)>,
     now: SystemTime,
-    /// Each part's replay by its item (`None` when a read finds something else), and the
-    /// views they went through.
+    /// Each part's replay by its item (`None` when a read finds something else, or the part
+    /// is not whole), and the views they went through.
     replayed: Mutex<(Replayed, Views)>,
 }
 
@@ -72,16 +79,31 @@ pub fn load(layout: &Layout) -> Option<Proof> {
     if found != key {
         return None;
     }
-    let body: Body = serde_json::from_slice(&body).ok()?;
-    Some(Proof {
-        recorded: body.recorded,
-        reads: body.reads,
-        now: SystemTime::now(),
-        replayed: Mutex::new((HashMap::new(), Views::default())),
-    })
+    Proof::from_body(body)
 }
 
 impl Proof {
+    /// The record's `body` ([`Header`]), its parts not yet parsed (`None`: its header is not
+    /// whole, or its parts do not fill the rest).
+    fn from_body(body: Vec<u8>) -> Option<Proof> {
+        let header_end = body.iter().position(|&byte| byte == b'\n')?;
+        let header: Header = serde_json::from_slice(&body[..header_end]).ok()?;
+        let mut start = header_end + 1;
+        let mut parts = Vec::with_capacity(header.parts.len());
+        for (item, len) in header.parts {
+            let end = start.checked_add(len)?;
+            parts.push((item, start..end));
+            start = end;
+        }
+        (start == body.len()).then(|| Proof {
+            recorded: header.recorded,
+            body,
+            parts,
+            now: SystemTime::now(),
+            replayed: Mutex::new((HashMap::new(), Views::default())),
+        })
+    }
+
     /// What the record says the sources hold.
     pub fn recorded(&self) -> &Recorded {
         &self.recorded
@@ -90,14 +112,15 @@ impl Proof {
     /// Whether the reads every group depends on, and those made for the items `uses` (by
     /// section name, [`crate::sources::items_used`]; `None`: every item), find the same.
     pub fn holds_for(&self, uses: Option<&[String]>) -> bool {
-        let needed = |part: &&PartReads| match (&part.item, uses) {
+        let needed = |item: &Option<String>| match (item, uses) {
             (None, _) | (Some(_), None) => true,
             (Some(item), Some(uses)) => uses.contains(item),
         };
-        let parts: Vec<&PartReads> = self.reads.parts.iter().filter(needed).collect();
+        let parts: Vec<&(Option<String>, Range<usize>)> =
+            self.parts.iter().filter(|(item, _)| needed(item)).collect();
         // Every item used has its reads (an item never read is not the one recorded).
         let all_there = uses.is_none_or(|uses| {
-            (uses.iter()).all(|item| parts.iter().any(|p| p.item.as_ref() == Some(item)))
+            (uses.iter()).all(|item| parts.iter().any(|(i, _)| i.as_ref() == Some(item)))
         });
         all_there && parts.into_iter().all(|part| self.replay(part).is_some())
     }
@@ -105,9 +128,11 @@ impl Proof {
     /// Whether the record holds what a reading of `sources` with `notes` through `reads` would
     /// record: making it again would change nothing but when it was made.
     pub fn says(&self, sources: &Sources, notes: &[SourceNote], reads: &HostReads) -> bool {
-        self.reads.parts == reads.parts
-            && self.recorded.notes == notes
+        self.recorded.notes == notes
             && self.recorded.digest == sources.digest()
+            && self.parts.len() == reads.parts.len()
+            && (self.parts.iter().zip(&reads.parts))
+                .all(|((_, range), read)| self.part(range).as_ref() == Some(read))
     }
 
     /// Whether a part replayed so far was found the same by a file's bytes where its identity
@@ -117,12 +142,18 @@ impl Proof {
         replayed.0.values().any(|found| *found == Some(Stale(true)))
     }
 
-    fn replay(&self, part: &PartReads) -> Option<Stale> {
+    fn replay(&self, (item, range): &(Option<String>, Range<usize>)) -> Option<Stale> {
         let mut replayed = self.replayed.lock().unwrap_or_else(|p| p.into_inner());
         let (found, views) = &mut *replayed;
-        *found
-            .entry(part.item.clone())
-            .or_insert_with(|| part.replay(self.now, views))
+        *found.entry(item.clone()).or_insert_with(|| {
+            let part = self.part(range).filter(|part| part.item == *item)?;
+            part.replay(self.now, views)
+        })
+    }
+
+    /// The part of the reads at `range` of the body (`None`: not whole).
+    fn part(&self, range: &Range<usize>) -> Option<PartReads> {
+        serde_json::from_slice(self.body.get(range.clone())?).ok()
     }
 }
 
@@ -132,14 +163,7 @@ pub fn record(layout: &Layout, sources: &Sources, notes: &[SourceNote], reads: H
     let Some(key) = key(layout) else {
         return;
     };
-    let body = Body {
-        recorded: Recorded {
-            digest: sources.digest(),
-            notes: notes.to_vec(),
-        },
-        reads,
-    };
-    let Ok(body) = serde_json::to_vec(&body) else {
+    let Some(body) = body(sources, notes, &reads) else {
         return;
     };
     state::with_free_lock(layout, GLOBAL_GROUP, |journal| {
@@ -149,6 +173,27 @@ pub fn record(layout: &Layout, sources: &Sources, notes: &[SourceNote], reads: H
             tracing::debug!("the shared sources are not recorded: {err}");
         }
     });
+}
+
+/// The record's body ([`Header`]) for `sources` and `notes`, read through `reads`.
+fn body(sources: &Sources, notes: &[SourceNote], reads: &HostReads) -> Option<Vec<u8>> {
+    let parts: Vec<Vec<u8>> = (reads.parts.iter())
+        .map(serde_json::to_vec)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let header = Header {
+        recorded: Recorded {
+            digest: sources.digest(),
+            notes: notes.to_vec(),
+        },
+        parts: (reads.parts.iter().zip(&parts))
+            .map(|(part, json)| (part.item.clone(), json.len()))
+            .collect(),
+    };
+    let mut body = serde_json::to_vec(&header).ok()?;
+    body.push(b'\n');
+    body.extend(parts.into_iter().flatten());
+    Some(body)
 }
 
 /// Removes the temps a run holding the deployment-wide lock left (a record's, torn by a crash;
@@ -176,4 +221,73 @@ fn key(layout: &Layout) -> Option<[u8; 32]> {
         hash.update(part);
     }
     Some(hash.finalize().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::host_reads::HostLog;
+
+    /// A reading of two files, one for the item `skill:a`, one that every group depends on.
+    fn reading(root: &std::path::Path) -> HostReads {
+        fs_err::write(root.join("a.md"), "A").unwrap();
+        fs_err::write(root.join("base.md"), "BASE").unwrap();
+        let log = HostLog::new();
+        log.begin_item("skill:a");
+        log.read_file(&root.join("a.md"), 64).unwrap();
+        log.end_item();
+        log.read_file(&root.join("base.md"), 64).unwrap();
+        log.kept().unwrap()
+    }
+
+    #[test]
+    fn a_body_read_back_says_what_was_recorded_and_replays_each_part_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let reads = reading(root.path());
+        let sources = Sources::default();
+        let body = body(&sources, &[], &reads).unwrap();
+        let proof = Proof::from_body(body.clone()).unwrap();
+        assert!(proof.says(&sources, &[], &reads));
+        assert!(proof.holds_for(Some(&["skill:a".to_owned()])));
+        assert!(
+            !proof.holds_for(Some(&["skill:b".to_owned()])),
+            "never read"
+        );
+        // An edit of the item's file is seen only by the groups that get the item.
+        fs_err::write(root.path().join("a.md"), "a").unwrap();
+        let proof = Proof::from_body(body.clone()).unwrap();
+        assert!(proof.holds_for(Some(&[])));
+        assert!(!proof.holds_for(Some(&["skill:a".to_owned()])));
+        assert!(!proof.holds_for(None));
+    }
+
+    #[test]
+    fn a_body_whose_parts_are_not_whole_answers_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let reads = reading(root.path());
+        let body = body(&Sources::default(), &[], &reads).unwrap();
+        let mut cut = body.clone();
+        cut.pop();
+        assert!(Proof::from_body(cut).is_none(), "a part cut short");
+        let mut longer = body.clone();
+        longer.push(b' ');
+        assert!(Proof::from_body(longer).is_none(), "bytes after the parts");
+        assert!(Proof::from_body(body[..body.len() / 3].to_vec()).is_none());
+        // A part spoiled in place (its length kept): the groups that depend on it are not
+        // answered; the others are.
+        let last = body.len() - 1;
+        let mut spoiled = body.clone();
+        spoiled[last] = b'!';
+        let proof = Proof::from_body(spoiled).unwrap();
+        assert!(
+            !proof.holds_for(Some(&[])),
+            "the last part is what all depend on"
+        );
+        let mut first_part = body.clone();
+        let header_end = body.iter().position(|&b| b == b'\n').unwrap();
+        first_part[header_end + 1] = b'[';
+        let proof = Proof::from_body(first_part).unwrap();
+        assert!(proof.holds_for(Some(&[])), "the first part is the item's");
+        assert!(!proof.holds_for(Some(&["skill:a".to_owned()])));
+    }
 }

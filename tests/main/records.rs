@@ -138,16 +138,19 @@ fn plant(d: &Deployment, group: &str) {
     });
 }
 
-/// Edits the body of the sealed record at `rel` (its key kept, sealed again).
+/// Edits the body of the sealed record at `rel` (its key kept, sealed again): the JSON of a
+/// group's record; the header line of the shared sources' (the parts after it kept).
 fn edit_record(d: &Deployment, rel: &str, edit: impl FnOnce(&mut serde_json::Value)) {
     use sha2::Digest;
     let path = d.path(rel);
     let bytes = std::fs::read(&path).expect("the record is there");
-    let body = &bytes[..bytes.len() - 32];
-    let mut json: serde_json::Value = serde_json::from_slice(&body[32..]).unwrap();
+    let body = &bytes[32..bytes.len() - 32];
+    let header_end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
+    let mut json: serde_json::Value = serde_json::from_slice(&body[..header_end]).unwrap();
     edit(&mut json);
-    let mut planted = body[..32].to_vec();
+    let mut planted = bytes[..32].to_vec();
     planted.extend(serde_json::to_vec(&json).unwrap());
+    planted.extend(&body[header_end..]);
     let seal: [u8; 32] = sha2::Sha256::digest(&planted).into();
     planted.extend(seal);
     std::fs::write(&path, planted).unwrap();
@@ -554,6 +557,24 @@ fn plant_sources(d: &Deployment) {
     });
 }
 
+/// The parts of the reads in the shared sources' record `bytes`: after its header line,
+/// each as long as the header says.
+fn sources_record_parts(bytes: &[u8]) -> Vec<serde_json::Value> {
+    let body = &bytes[32..bytes.len() - 32];
+    let header_end = body.iter().position(|&b| b == b'\n').unwrap();
+    let header: serde_json::Value = serde_json::from_slice(&body[..header_end]).unwrap();
+    let mut rest = &body[header_end + 1..];
+    let parts: Vec<serde_json::Value> = (header["parts"].as_array().unwrap().iter())
+        .map(|part| {
+            let (json, after) = rest.split_at(part[1].as_u64().unwrap() as usize);
+            rest = after;
+            serde_json::from_slice(json).unwrap()
+        })
+        .collect();
+    assert!(rest.is_empty(), "every byte is in a part");
+    parts
+}
+
 fn sources_planted(report: &serde_json::Value) -> bool {
     (report["warnings"].as_array().unwrap().iter()).any(|w| w["message"] == "planted")
 }
@@ -605,14 +626,13 @@ fn the_shared_sources_record_is_made_again_once_its_files_settle() {
     };
     // Every file read by its bytes is kept by its identity too.
     let by_identity = |bytes: &[u8]| {
-        let json: serde_json::Value = serde_json::from_slice(&bytes[32..bytes.len() - 32]).unwrap();
-        let parts = json["reads"]["parts"].as_array().unwrap();
+        let parts = sources_record_parts(bytes);
         let files: Vec<&serde_json::Value> = (parts.iter())
             .flat_map(|part| part["probes"].as_array().unwrap())
             .filter_map(|probe| probe.get("File"))
             .filter(|file| !file["digest"].is_null())
             .collect();
-        assert!(files.len() >= 6, "{json}");
+        assert!(files.len() >= 6, "{parts:?}");
         files.iter().all(|file| !file["identity"].is_null())
     };
     let no_op = || {
