@@ -76,11 +76,12 @@ pub fn compose_with_progress(
     // With the shared sources' record, first every group its own record answers (in
     // parallel), without reading the sources: the record's reads that group depends on are
     // replayed instead (each once per run, [`Proof::holds_for`]).
-    let proof = crate::sources::record::load(layout);
+    let verdicts = Verdicts::new(layout, &options.settings);
+    let leftovers = |lock: &str| verdicts.journal_pending(layout, lock);
+    let proof = crate::sources::record::load(layout, leftovers);
     let mut results: Vec<Look> = match &proof {
         Some(proof) => {
-            let digest = proof.recorded().digest;
-            let verdicts = Verdicts::new(layout, &options.settings).knowing_sources(digest);
+            let verdicts = verdicts.knowing_sources(proof.recorded().digest);
             parallel_map(&groups, |group| {
                 let shared = Shared::Recorded(proof);
                 let look = answered_by_record(layout, shared, group, options, &verdicts);

@@ -48,8 +48,12 @@ pub fn check_placement(layout: &Layout) -> Result<(), FsError> {
 }
 
 fn placement(layout: &Layout) -> Result<(), FsError> {
-    let state = lexical(&layout.state_dir);
-    let inside = |outer: &Path| state.strip_prefix(lexical(outer)).ok().map(Path::to_owned);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let state = lexical(&cwd, &layout.state_dir);
+    let inside = |outer: &Path| {
+        let outer = lexical(&cwd, outer);
+        state.strip_prefix(outer).ok().map(Path::to_owned)
+    };
     let reason = match inside(&layout.groups_dir) {
         Some(rest) => match rest.components().next() {
             None => Some("the groups folder itself"),
@@ -74,11 +78,10 @@ fn placement(layout: &Layout) -> Result<(), FsError> {
     }
 }
 
-/// `path` made absolute with `.` and `..` taken out, without touching the disk.
-fn lexical(path: &Path) -> PathBuf {
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+/// `path` made absolute (from `cwd`) with `.` and `..` taken out, without touching the disk.
+fn lexical(cwd: &Path, path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
-    for component in absolute.components() {
+    for component in cwd.join(path).components() {
         match component {
             Component::CurDir => {}
             Component::ParentDir => {
@@ -331,7 +334,8 @@ fn create_group_folder(
 /// in it (`.claude-fragments/.clawmd-tmp-…`), else its host path.
 pub fn describe_leftover(leftover: &Leftover, group_dir: &Path) -> String {
     let path = leftover.path();
-    match path.strip_prefix(lexical(group_dir)) {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    match path.strip_prefix(lexical(&cwd, group_dir)) {
         Ok(relative) => relative.display().to_string(),
         Err(_) => path.display().to_string(),
     }

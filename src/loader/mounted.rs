@@ -8,7 +8,7 @@
 //! then maps the result to a host path through the longest matching mount. Paths outside
 //! every mount do not exist, except the directories that hold mount points.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -613,9 +613,14 @@ fn not_a_dir(p: &Path) -> io::Error {
     )
 }
 
-/// The paths a replay opened, by mount and path below its source (`None`: missing).
+/// The paths the replays sharing it opened, by mount and path below its source (`None`:
+/// missing), and the reads that held (each looked at once: the shared folders on the way to
+/// every skill's file, say).
 #[derive(Debug, Default)]
-pub struct Opened(HashMap<(u16, String), Option<Arc<OwnedFd>>>);
+pub struct Opened {
+    handles: HashMap<(u16, String), Option<Arc<OwnedFd>>>,
+    held: HashSet<Read>,
+}
 
 impl MountedFs {
     /// Whether every read of `reads` (logged by a view of the same mount table,
@@ -640,12 +645,25 @@ impl MountedFs {
     ) -> Option<bool> {
         let mut stale = false;
         for read in reads {
+            if opened.held.contains(read) {
+                continue;
+            }
             let again = match read.root {
                 ReadRoot::Mount(mount) => {
                     let rel = crate::reads::join(&read.dir, &read.name);
-                    (self.reopen(&mut opened.0, mount, &rel).ok()).and_then(|handle| {
-                        holds_again(handle.as_deref().map(AsFd::as_fd), &read.seen, now)
-                    })
+                    match &read.seen {
+                        // An entry's kind and size, looked at from its folder (not opened).
+                        Seen::Entry(entry)
+                            if !read.name.is_empty()
+                                && !opened.handles.contains_key(&(mount, rel.clone())) =>
+                        {
+                            let found = self.entry_at(&mut opened.handles, mount, read);
+                            (found.ok()? == *entry).then_some(false)
+                        }
+                        seen => (self.reopen(&mut opened.handles, mount, &rel).ok()).and_then(
+                            |handle| holds_again(handle.as_deref().map(AsFd::as_fd), seen, now),
+                        ),
+                    }
                 }
                 _ => None,
             };
@@ -653,9 +671,34 @@ impl MountedFs {
                 tracing::trace!(?read, "a read of the container view finds something else");
                 return None;
             };
+            if !again {
+                opened.held.insert(read.clone());
+            }
             stale |= again;
         }
         Some(stale)
+    }
+
+    /// The kind and size of the entry `read` names below the source of mount `mount`, from
+    /// its folder's handle, never following a link (`Err` when it cannot be looked at:
+    /// `Ok(None)` when it is missing), as [`holds_again`] finds them through its handle.
+    fn entry_at(
+        &self,
+        opened: &mut HashMap<(u16, String), Option<Arc<OwnedFd>>>,
+        mount: u16,
+        read: &Read,
+    ) -> Result<Option<(FileKind, u64)>, ()> {
+        let Some(dir) = self.reopen(opened, mount, &read.dir)? else {
+            return Err(());
+        };
+        match rustix::fs::statat(dir.as_fd(), read.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some((
+                FileKind::from_mode(stat.st_mode),
+                stat.st_size.max(0) as u64,
+            ))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(_) => Err(()),
+        }
     }
 
     /// The handle of `rel` below the source of mount `mount` (`Err` when it cannot be
@@ -834,8 +877,36 @@ mod tests {
     #[test]
     fn a_logged_view_holds_until_a_read_would_find_something_else() {
         type Change = fn(&Path);
-        let changes: [(&str, Change, bool); 7] = [
+        let changes: [(&str, Change, bool); 11] = [
             ("nothing", |_| {}, true),
+            (
+                "a link to nothing where a file was missing",
+                |r| symlink("nowhere", r.join("groups/main/missing.md")).unwrap(),
+                false,
+            ),
+            (
+                "a folder where a file was missing",
+                |r| std::fs::create_dir(r.join("groups/main/missing.md")).unwrap(),
+                false,
+            ),
+            (
+                "a file in a mounted folder swapped for a link to its copy",
+                |r| {
+                    let source = r.join("container/skills/web/instructions.md");
+                    std::fs::rename(&source, r.join("copy.md")).unwrap();
+                    symlink(r.join("copy.md"), source).unwrap();
+                },
+                false,
+            ),
+            (
+                "a mounted file swapped for a link to its copy (a bind follows it)",
+                |r| {
+                    let source = r.join("container/CLAUDE.md");
+                    std::fs::rename(&source, r.join("copy.md")).unwrap();
+                    symlink(r.join("copy.md"), source).unwrap();
+                },
+                true,
+            ),
             (
                 "a file the look never read",
                 |r| std::fs::write(r.join("groups/main/notes.txt"), "mine").unwrap(),

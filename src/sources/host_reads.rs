@@ -439,14 +439,12 @@ fn entries_digest(entries: &[Entry]) -> String {
 
 /// Where `path` points when it is a symlink.
 fn link_at(path: &Path) -> Option<PathBuf> {
-    let is_link = fs_err::symlink_metadata(path)
-        .ok()?
-        .file_type()
-        .is_symlink();
-    match is_link {
-        true => fs_err::read_link(path).ok(),
-        false => None,
-    }
+    // One call: anything but a link (or nothing at all) is an error of readlink(2).
+    use std::os::unix::ffi::OsStringExt;
+    let target = rustix::fs::readlink(path, Vec::new()).ok()?;
+    Some(PathBuf::from(std::ffi::OsString::from_vec(
+        target.into_bytes(),
+    )))
 }
 
 fn link_digest(target: &Path) -> String {

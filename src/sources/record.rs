@@ -68,11 +68,11 @@ pub struct Proof {
 type Replayed = HashMap<Option<String>, Option<Stale>>;
 
 /// The record made by this binary for this layout, when it is whole (and no run holding the
-/// deployment-wide lock left temps or a journal not yet settled: the record is then made
-/// again, which cleans them).
-pub fn load(layout: &Layout) -> Option<Proof> {
+/// deployment-wide lock left temps or a journal not yet settled, as `leftovers` tells for a
+/// lock, [`state::may_have_leftovers`]: the record is then made again, which cleans them).
+pub fn load(layout: &Layout, leftovers: impl FnOnce(&str) -> bool) -> Option<Proof> {
     let key = key(layout)?;
-    if state::may_have_leftovers(layout, GLOBAL_GROUP) {
+    if leftovers(GLOBAL_GROUP) {
         return None;
     }
     let (found, body) = state::Records::new(FOLDER).read(layout, NAME, MAX_RECORD_BYTES)?;
