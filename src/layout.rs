@@ -72,7 +72,7 @@ pub struct MountNeeds {
 }
 
 /// The host and container paths of one deployment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Layout {
     /// `groups/`: one folder per agent group.
     pub groups_dir: PathBuf,
@@ -116,7 +116,9 @@ pub struct Layout {
 }
 
 /// Where a group's config comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize, schemars::JsonSchema,
+)]
 pub enum GroupConfigSource {
     /// `container.json` in the group folder (the default).
     #[default]

@@ -34,6 +34,7 @@ pub const SDK_PACKAGE: &str = "@anthropic-ai/claude-agent-sdk";
     Copy,
     PartialEq,
     Eq,
+    Hash,
     Default,
     serde::Serialize,
     serde::Deserialize,
@@ -63,7 +64,16 @@ impl std::str::FromStr for Consumer {
 
 /// Where a judged release or consumer comes from.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, schemars::JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum PinSource {

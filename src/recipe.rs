@@ -34,7 +34,7 @@ use serde::Deserialize;
 use crate::names;
 
 /// The ordered sources of every group's memory, and its own memory file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Recipe {
     /// The sources, in the order their sections are delivered.
     pub sources: Vec<Source>,
@@ -58,7 +58,7 @@ impl Default for Recipe {
 }
 
 /// The group's own memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MemoryFile {
     /// `CLAUDE.local.md`: created empty when missing, never changed, imported by the composed
     /// document so every consumer loads it.
@@ -70,7 +70,7 @@ pub enum MemoryFile {
 }
 
 /// One source of a group's memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Source {
     /// What it reads.
     pub kind: SourceKind,
@@ -80,7 +80,7 @@ pub struct Source {
 }
 
 /// Where a skill root lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Root {
     /// Under `container/`, mounted read-only into every container.
@@ -90,7 +90,7 @@ pub enum Root {
 }
 
 /// How a skill root is delivered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Form {
     /// Each selected skill's guidance file, whole.
@@ -102,7 +102,7 @@ pub enum Form {
 }
 
 /// Which skills of a root a group gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Select {
     /// The group config's `skills` (`"all"` or a list; missing means all).
@@ -113,7 +113,7 @@ pub enum Select {
 }
 
 /// A per-group switch that drops some items of a fragments folder.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DropRule {
     /// The group config's keys and the value each must have for the rule to apply (all of
@@ -124,7 +124,7 @@ pub struct DropRule {
 }
 
 /// What a source reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SourceKind {
     /// A file under `container/`, delivered with its imports expanded from there.
     Shared {
@@ -171,7 +171,7 @@ pub enum SourceKind {
 }
 
 /// A file-name pattern with one `*`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Pattern {
     prefix: String,
     suffix: String,
@@ -325,7 +325,7 @@ impl Recipe {
 // Parsing (clawmd.json)
 
 /// One entry of clawmd.json's `sources`, as written.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum RawSource {
     /// A file under the container folder, its imports expanded from there.
@@ -406,7 +406,7 @@ pub enum RawSource {
 }
 
 /// clawmd.json's `memory`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 pub enum RawMemory {
     /// The group's own CLAUDE.local.md (the default).
     #[serde(rename = "CLAUDE.local.md")]
@@ -417,7 +417,7 @@ pub enum RawMemory {
 }
 
 /// A recipe entry that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RecipeError {
     /// The JSON path of the field (`sources[2].dir`).
     pub field: String,

@@ -21,7 +21,7 @@ use crate::pin::Consumer;
 
 /// How the shared base and the skills' guidance reach a Claude Code agent.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Delivery {
@@ -87,7 +87,7 @@ impl fmt::Display for Delivery {
 
 /// The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
@@ -175,7 +175,7 @@ pub fn is_entry_point_name(name: &str) -> bool {
 }
 
 /// The byte budget of each backend's memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Budgets {
     /// Claude Code: what it delivers to the agent (every file it loads; it skips a memory
@@ -230,7 +230,7 @@ impl Budgets {
 }
 
 /// The deployment-wide delivery settings (from `clawmd.json`, flags and `CLAWMD_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct DeliverySettings {
     /// The delivery mode for Claude Code groups.
     pub delivery: Delivery,

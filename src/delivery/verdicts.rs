@@ -153,16 +153,11 @@ impl Verdicts {
         put(b"clawmd verdict 2");
         put(env!("CARGO_PKG_VERSION").as_bytes());
         put(binary.as_deref().unwrap_or_default());
-        put(format!("{:?}", relocated(layout)).as_bytes());
-        put(format!("{settings:?}").as_bytes());
+        state::hash_into(&mut run, &(relocated(layout), settings));
         // A look's report names host paths: it stands only where it was made.
         let mut here = run.clone();
-        let place = format!(
-            "{:?} {:?} {:?}",
-            layout.groups_dir, layout.container_dir, layout.state_dir
-        );
-        here.update((place.len() as u64).to_le_bytes());
-        here.update(place.as_bytes());
+        let place = (&layout.groups_dir, &layout.container_dir, &layout.state_dir);
+        state::hash_into(&mut here, &place);
         Verdicts {
             run,
             here,

@@ -8,7 +8,8 @@
 //! view they expand imports through logs its own reads ([`MountedFs::log_reads_in`]). A file
 //! counts by its identity when its last change was well before the read
 //! ([`crate::reads::settled`]: the status of the very file read, taken before its bytes), else
-//! by the SHA-256 of its bytes; a listing by its names; an entry by its kind; a link by its
+//! by the SHA-256 of its bytes; a listing by its names and their kinds (and by its folder's
+//! identity too, the same way, when no entry is a link); an entry by its kind; a link by its
 //! target. What the container side holds is a function of what those reads find (and of the
 //! layout), so the same reads make the same sources.
 //!
@@ -59,6 +60,10 @@ pub enum Probe {
     Listing {
         /// The folder.
         path: PathBuf,
+        /// The folder's identity, taken before it was listed, when its last change was well
+        /// before and none of its entries is a link: any entry added, removed, renamed or
+        /// replaced changes it (a link's target may change without it).
+        identity: Option<[i64; 8]>,
         /// What was found.
         digest: Option<String>,
     },
@@ -184,10 +189,14 @@ impl HostLog {
     /// The names in the folder `dir` (following links), sorted, logged; `None` when it is
     /// missing.
     pub fn list(&self, dir: &Path) -> io::Result<Option<Vec<Entry>>> {
+        let before = rustix::fs::stat(dir).ok();
         match entries_in(dir) {
-            Ok(entries) => {
+            Ok(found) => {
+                let identity = before.and_then(|stat| kept_by_identity(&stat, &found, self.now));
+                let entries = found.map(|found| found.entries);
                 self.push(Probe::Listing {
                     path: dir.to_owned(),
+                    identity,
                     digest: entries.as_deref().map(entries_digest),
                 });
                 Ok(entries)
@@ -370,9 +379,20 @@ impl Probe {
             Probe::Kind { path, follow, kind } => {
                 (kind_at(path, *follow).ok()? == *kind).then_some(Stale(false))
             }
-            Probe::Listing { path, digest } => {
+            Probe::Listing {
+                path,
+                identity,
+                digest,
+            } => {
+                let stat = rustix::fs::stat(path).ok();
+                if identity.is_some() && stat.as_ref().map(crate::reads::identity) == *identity {
+                    return Some(Stale(false));
+                }
                 let again = entries_in(path).ok()?;
-                (again.as_deref().map(entries_digest) == *digest).then_some(Stale(false))
+                let settled = stat.and_then(|stat| kept_by_identity(&stat, &again, now));
+                let entries = again.map(|found| found.entries);
+                (entries.as_deref().map(entries_digest) == *digest)
+                    .then_some(Stale(settled.is_some()))
             }
             Probe::Link { path, target } => {
                 (link_at(path).as_deref().map(link_digest) == *target).then_some(Stale(false))
@@ -402,8 +422,27 @@ fn kind_at(path: &Path, follow: bool) -> io::Result<Option<FileKind>> {
 /// nothing, or an entry that cannot be looked at).
 pub type Entry = (std::ffi::OsString, Option<FileKind>);
 
+/// The entries of a folder, and whether one of them is a link.
+struct FolderEntries {
+    entries: Vec<Entry>,
+    through_links: bool,
+}
+
+/// The identity of the folder whose status `stat` was taken before it was listed as `found`,
+/// when a look at it can stand for a listing: settled at `now`, and no entry a link.
+fn kept_by_identity(
+    stat: &rustix::fs::Stat,
+    found: &Option<FolderEntries>,
+    now: SystemTime,
+) -> Option<[i64; 8]> {
+    let found = found.as_ref()?;
+    (!found.through_links)
+        .then(|| crate::reads::settled(stat, now))
+        .flatten()
+}
+
 /// The entries of the folder `dir`, sorted (`None`: missing).
-fn entries_in(dir: &Path) -> io::Result<Option<Vec<Entry>>> {
+fn entries_in(dir: &Path) -> io::Result<Option<FolderEntries>> {
     #[expect(
         clippy::disallowed_methods,
         reason = "a trusted host folder, listed following links as the runner's bind mount does"
@@ -414,16 +453,23 @@ fn entries_in(dir: &Path) -> io::Result<Option<Vec<Entry>>> {
         Err(err) => return Err(err),
     };
     let mut entries = Vec::new();
+    let mut through_links = false;
     for entry in listing {
         let entry = entry?;
         let kind = match entry.file_type() {
             Ok(kind) if !kind.is_symlink() => Some(FileKind::from_std(kind)),
-            _ => kind_at(&entry.path(), true).ok().flatten(),
+            _ => {
+                through_links = true;
+                kind_at(&entry.path(), true).ok().flatten()
+            }
         };
         entries.push((entry.file_name(), kind));
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(Some(entries))
+    Ok(Some(FolderEntries {
+        entries,
+        through_links,
+    }))
 }
 
 fn entries_digest(entries: &[Entry]) -> String {
@@ -526,6 +572,62 @@ mod tests {
             assert!(holds(), "{name}: unchanged");
             change(root.path());
             assert!(!holds(), "{name}");
+        }
+    }
+
+    /// A listing made once its folder has settled is kept by the folder's identity, and still
+    /// finds every change of its entries; one with a link among them never is (the link's
+    /// target may change kind without the folder changing).
+    #[test]
+    fn a_settled_listing_is_kept_by_its_folders_identity_and_still_sees_every_change() {
+        type Change = (&'static str, fn(&Path));
+        let changes: [Change; 6] = [
+            ("entry added", |r| {
+                fs_err::write(r.join("d/three"), "3").unwrap()
+            }),
+            ("entry removed", |r| {
+                fs_err::remove_file(r.join("d/one")).unwrap()
+            }),
+            ("entry renamed", |r| {
+                fs_err::rename(r.join("d/two"), r.join("d/deux")).unwrap()
+            }),
+            ("file replaced by a folder", |r| {
+                fs_err::remove_file(r.join("d/one")).unwrap();
+                fs_err::create_dir(r.join("d/one")).unwrap();
+            }),
+            ("file replaced by a link to a folder", |r| {
+                fs_err::remove_file(r.join("d/one")).unwrap();
+                std::os::unix::fs::symlink(r, r.join("d/one")).unwrap();
+            }),
+            ("a linked entry's target made a folder", |r| {
+                fs_err::remove_file(r.join("target")).unwrap();
+                fs_err::create_dir(r.join("target")).unwrap();
+            }),
+        ];
+        let trees: Vec<tempfile::TempDir> = (0..changes.len())
+            .map(|_| {
+                let root = tree();
+                fs_err::write(root.path().join("target"), "t").unwrap();
+                root
+            })
+            .collect();
+        let linked = |root: &Path| root.join("d/linked");
+        std::os::unix::fs::symlink(trees[5].path().join("target"), linked(trees[5].path()))
+            .unwrap();
+        std::thread::sleep(crate::reads::SETTLED + std::time::Duration::from_millis(100));
+        for ((name, change), root) in changes.into_iter().zip(&trees) {
+            let log = HostLog::new();
+            log.list(&root.path().join("d")).unwrap();
+            let reads = log.kept().unwrap();
+            let Probe::Listing { identity, .. } = &reads.parts[0].probes[0] else {
+                panic!("{name}: a listing");
+            };
+            let through_link = linked(root.path()).exists();
+            assert_eq!(identity.is_some(), !through_link, "{name}");
+            let holds = || reads.replay(SystemTime::now());
+            assert_eq!(holds(), Some(Stale(false)), "{name}: unchanged");
+            change(root.path());
+            assert_eq!(holds(), None, "{name}");
         }
     }
 

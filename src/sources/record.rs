@@ -212,14 +212,14 @@ fn key(layout: &Layout) -> Option<[u8; 32]> {
     let binary = state::binary_identity()?;
     let mut hash = Sha256::new();
     for part in [
-        b"clawmd sources 1".as_slice(),
+        b"clawmd sources 2".as_slice(),
         env!("CARGO_PKG_VERSION").as_bytes(),
         &binary,
-        format!("{layout:?}").as_bytes(),
     ] {
         hash.update((part.len() as u64).to_le_bytes());
         hash.update(part);
     }
+    state::hash_into(&mut hash, layout);
     Some(hash.finalize().into())
 }
 
