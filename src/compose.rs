@@ -401,14 +401,25 @@ fn answered_by_record(
     }
 }
 
+/// A group's record file (`<state>/verdicts/<group>`) as its key and JSON, when it is whole:
+/// for tests, and for a person looking into a record ([`record_file`] makes one).
+#[doc(hidden)]
+pub fn record_json(bytes: Vec<u8>) -> Option<([u8; 32], serde_json::Value)> {
+    let (key, body) = crate::state::unsealed(bytes)?;
+    Some((key, crate::delivery::verdicts::body_json::<Found>(&body)?))
+}
+
+/// A group's record file with `key` and the body `json` ([`record_json`]).
+#[doc(hidden)]
+pub fn record_file(key: &[u8; 32], json: serde_json::Value) -> Option<Vec<u8>> {
+    let body = crate::delivery::verdicts::body_from_json::<Found>(json)?;
+    Some(crate::state::sealed(key, &body))
+}
+
 /// The report of `group` as its record's look `found` it, with its `delivered` verdict
 /// (`None`: a look this binary does not read).
-fn found_report(
-    group: &str,
-    delivered: Delivered,
-    found: serde_json::Value,
-) -> Option<GroupReport> {
-    let found = serde_json::from_value::<Found>(found).ok()?;
+fn found_report(group: &str, delivered: Delivered, found: Vec<u8>) -> Option<GroupReport> {
+    let found = crate::state::decode::<Found>(&found)?;
     Some(found.report(group, delivered))
 }
 
@@ -527,7 +538,7 @@ impl Found {
 /// `unrecorded` with the look that found its group unchanged: its `reads` and its `report`
 /// (a report of a group found otherwise is not kept).
 fn with_look(unrecorded: Unrecorded, reads: Vec<Read>, report: &GroupReport) -> Unrecorded {
-    match Found::of(report).and_then(|found| serde_json::to_value(found).ok()) {
+    match Found::of(report).and_then(|found| crate::state::encode(&found)) {
         Some(found) => unrecorded.with_look(reads, found),
         None => unrecorded,
     }
@@ -1247,21 +1258,14 @@ mod tests {
             .join(crate::delivery::verdicts::VERDICTS)
             .join(group);
         let planted = |record: &Path| {
-            let bytes = fs::read(record).unwrap();
-            let body = &bytes[..bytes.len() - 32];
             // The record's body: the verdict, and the look that found the group as planned.
-            let mut json: serde_json::Value = serde_json::from_slice(&body[32..]).unwrap();
+            let (key, mut json) = record_json(fs::read(record).unwrap()).unwrap();
             let mut delivered: Delivered =
                 serde_json::from_value(json["delivered"].clone()).unwrap();
             delivered.missing = vec!["planted".to_owned()];
             json["delivered"] = serde_json::to_value(&delivered).unwrap();
-            let mut planted = body[..32].to_vec();
-            planted.extend(serde_json::to_vec(&json).unwrap());
-            let seal: [u8; 32] = sha2::Sha256::digest(&planted).into();
-            planted.extend(seal);
-            fs::write(record, planted).unwrap();
+            fs::write(record, record_file(&key, json).unwrap()).unwrap();
         };
-        use sha2::Digest;
         let missing_of = |report: &ComposeReport| {
             let got = report.groups.iter().find(|g| &g.group == group).unwrap();
             got.delivered.as_ref().unwrap().missing.clone()

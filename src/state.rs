@@ -196,7 +196,13 @@ impl Records {
 
 /// The record `name` in `dir`, when it is whole: its key and body ([`Records`]).
 fn read_record(dir: &SafeDir, name: &str, limit: u64) -> Option<([u8; 32], Vec<u8>)> {
-    let mut bytes = dir.read_own_file(name, limit).ok()??;
+    unsealed(dir.read_own_file(name, limit).ok()??)
+}
+
+/// The key and body of a record file's `bytes` (`None`: not whole): the key, the body, and
+/// the SHA-256 of both after them.
+#[doc(hidden)]
+pub fn unsealed(mut bytes: Vec<u8>) -> Option<([u8; 32], Vec<u8>)> {
     let sealed = bytes.len().checked_sub(32)?;
     let (whole, seal) = bytes.split_at(sealed);
     if sha2::Sha256::digest(whole).as_slice() != seal {
@@ -208,13 +214,37 @@ fn read_record(dir: &SafeDir, name: &str, limit: u64) -> Option<([u8; 32], Vec<u
     Some((key, bytes))
 }
 
-/// Writes the record `name` in `dir` with `key` and `body` ([`Records`]), atomically.
-fn write_record(dir: &SafeDir, name: &str, key: &[u8; 32], body: &[u8]) -> Result<(), FsError> {
+/// A record file's bytes for `key` and `body` ([`unsealed`]).
+#[doc(hidden)]
+pub fn sealed(key: &[u8; 32], body: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(body.len() + 64);
     bytes.extend_from_slice(key);
     bytes.extend_from_slice(body);
     let seal: [u8; 32] = sha2::Sha256::digest(&bytes).into();
     bytes.extend_from_slice(&seal);
+    bytes
+}
+
+/// A record's body encoded (postcard: compact, and quick to decode at every spawn; a record
+/// is read only by the binary that wrote it, [`binary_identity`], so its encoding need not
+/// describe itself).
+pub fn encode<T: serde::Serialize + ?Sized>(value: &T) -> Option<Vec<u8>> {
+    postcard::to_stdvec(value).ok()
+}
+
+/// A record's body decoded ([`encode`]), when it is whole and nothing follows.
+pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    decode_prefix(bytes).and_then(|(value, rest)| rest.is_empty().then_some(value))
+}
+
+/// The value [`encode`]d at the start of `bytes`, and the bytes after it.
+pub fn decode_prefix<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<(T, &[u8])> {
+    postcard::take_from_bytes(bytes).ok()
+}
+
+/// Writes the record `name` in `dir` with `key` and `body` ([`Records`]), atomically.
+fn write_record(dir: &SafeDir, name: &str, key: &[u8; 32], body: &[u8]) -> Result<(), FsError> {
+    let bytes = sealed(key, body);
     let temp = dir.stage_file(name, &bytes, false)?;
     dir.put_in_place(temp, name)?;
     dir.mark_synced();

@@ -92,7 +92,7 @@ impl Unrecorded {
 
     /// With the look that found the group as planned: its `reads` and what it `found` (the
     /// caller's report of the group, as the caller reads it back).
-    pub fn with_look(mut self, reads: Vec<Read>, found: serde_json::Value) -> Self {
+    pub fn with_look(mut self, reads: Vec<Read>, found: Vec<u8>) -> Self {
         self.look = Some(Look {
             key: self.look_key.clone(),
             reads,
@@ -114,8 +114,8 @@ pub struct Look {
     /// before they were kept).
     #[serde(default)]
     uses: Option<Vec<String>>,
-    /// What it reported.
-    found: serde_json::Value,
+    /// What it reported, as the caller encoded it.
+    found: Vec<u8>,
 }
 
 /// What a group's record says of it now.
@@ -125,8 +125,8 @@ pub enum Recorded {
     Found {
         /// The recorded verdict.
         delivered: Box<Delivered>,
-        /// What the look found, as the caller gave it.
-        found: serde_json::Value,
+        /// What the look found, as the caller encoded it.
+        found: Vec<u8>,
     },
     /// No record (a group never composed, or records not kept).
     Nothing,
@@ -358,8 +358,10 @@ impl Verdicts {
             look,
             ..
         } = unrecorded;
-        let json = serde_json::to_vec(&Body { delivered, look }).unwrap_or_default();
-        let written = (self.folder).write(layout, &group, &key.0, &json, journal);
+        let Some(body) = state::encode(&Body { delivered, look }) else {
+            return;
+        };
+        let written = (self.folder).write(layout, &group, &key.0, &body, journal);
         if let Err(err) = written {
             tracing::debug!(group, "verdict record not written: {err}");
         }
@@ -377,7 +379,7 @@ impl Verdicts {
             return None;
         }
         let (key, body) = self.folder.read(layout, group, MAX_RECORD_BYTES)?;
-        Some((Key(key), serde_json::from_slice(&body).ok()?))
+        Some((Key(key), state::decode(&body)?))
     }
 
     fn keep(&self, key: Key, delivered: &Delivered) {
@@ -390,6 +392,34 @@ impl Verdicts {
     fn lock_kept(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Delivered>> {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// A group's record `body` as JSON, the look's report (`found`, as the caller's `F`) in
+/// place: for tests, and for a person looking into a record.
+#[doc(hidden)]
+pub fn body_json<F: Serialize + serde::de::DeserializeOwned>(
+    body: &[u8],
+) -> Option<serde_json::Value> {
+    let body: Body = state::decode(body)?;
+    let mut json = serde_json::to_value(&body).ok()?;
+    if let Some(look) = &body.look {
+        let found: F = state::decode(&look.found)?;
+        json["look"]["found"] = serde_json::to_value(found).ok()?;
+    }
+    Some(json)
+}
+
+/// The body of a group's record from its JSON ([`body_json`]).
+#[doc(hidden)]
+pub fn body_from_json<F: Serialize + serde::de::DeserializeOwned>(
+    mut json: serde_json::Value,
+) -> Option<Vec<u8>> {
+    if !json["look"].is_null() {
+        let found: F = serde_json::from_value(json["look"]["found"].take()).ok()?;
+        json["look"]["found"] = serde_json::to_value(state::encode(&found)?).ok()?;
+    }
+    let body: Body = serde_json::from_value(json).ok()?;
+    state::encode(&body)
 }
 
 /// What the agent's settings files do, as a key takes it.

@@ -39,9 +39,9 @@ pub struct Recorded {
     pub notes: Vec<SourceNote>,
 }
 
-/// The record's body: this header on one line (compact JSON has no newline), then each part
-/// of the reads ([`PartReads`], JSON), one after another, as long as the header says. A run
-/// parses the header and only the parts it replays: one group's spawn needs a few of them.
+/// The record's body: this header, then each part of the reads ([`PartReads`]), one after
+/// another, as long as the header says, each encoded on its own ([`state::encode`]). A run
+/// decodes the header and only the parts it replays: one group's spawn needs a few of them.
 #[derive(Debug, Serialize, Deserialize)]
 struct Header {
     recorded: Recorded,
@@ -86,9 +86,8 @@ impl Proof {
     /// The record's `body` ([`Header`]), its parts not yet parsed (`None`: its header is not
     /// whole, or its parts do not fill the rest).
     fn from_body(body: Vec<u8>) -> Option<Proof> {
-        let header_end = body.iter().position(|&byte| byte == b'\n')?;
-        let header: Header = serde_json::from_slice(&body[..header_end]).ok()?;
-        let mut start = header_end + 1;
+        let (header, parts_bytes) = state::decode_prefix::<Header>(&body)?;
+        let mut start = body.len() - parts_bytes.len();
         let mut parts = Vec::with_capacity(header.parts.len());
         for (item, len) in header.parts {
             let end = start.checked_add(len)?;
@@ -153,7 +152,7 @@ impl Proof {
 
     /// The part of the reads at `range` of the body (`None`: not whole).
     fn part(&self, range: &Range<usize>) -> Option<PartReads> {
-        serde_json::from_slice(self.body.get(range.clone())?).ok()
+        state::decode(self.body.get(range.clone())?)
     }
 }
 
@@ -177,23 +176,52 @@ pub fn record(layout: &Layout, sources: &Sources, notes: &[SourceNote], reads: H
 
 /// The record's body ([`Header`]) for `sources` and `notes`, read through `reads`.
 fn body(sources: &Sources, notes: &[SourceNote], reads: &HostReads) -> Option<Vec<u8>> {
+    let recorded = Recorded {
+        digest: sources.digest(),
+        notes: notes.to_vec(),
+    };
+    body_of(recorded, reads)
+}
+
+/// The record's body ([`Header`]) saying `recorded`, read through `reads`.
+fn body_of(recorded: Recorded, reads: &HostReads) -> Option<Vec<u8>> {
     let parts: Vec<Vec<u8>> = (reads.parts.iter())
-        .map(serde_json::to_vec)
-        .collect::<Result<_, _>>()
-        .ok()?;
+        .map(state::encode)
+        .collect::<Option<_>>()?;
     let header = Header {
-        recorded: Recorded {
-            digest: sources.digest(),
-            notes: notes.to_vec(),
-        },
+        recorded,
         parts: (reads.parts.iter().zip(&parts))
-            .map(|(part, json)| (part.item.clone(), json.len()))
+            .map(|(part, bytes)| (part.item.clone(), bytes.len()))
             .collect(),
     };
-    let mut body = serde_json::to_vec(&header).ok()?;
-    body.push(b'\n');
+    let mut body = state::encode(&header)?;
     body.extend(parts.into_iter().flatten());
     Some(body)
+}
+
+/// The record file's `bytes` as its key and JSON (`recorded`, and every part of `parts`),
+/// when it is whole: for tests, and for a person looking into a record.
+#[doc(hidden)]
+pub fn record_json(bytes: Vec<u8>) -> Option<([u8; 32], serde_json::Value)> {
+    let (key, body) = state::unsealed(bytes)?;
+    let proof = Proof::from_body(body)?;
+    let parts: Vec<PartReads> = (proof.parts.iter())
+        .map(|(_, range)| proof.part(range))
+        .collect::<Option<_>>()?;
+    let json = serde_json::json!({"recorded": proof.recorded, "parts": parts});
+    Some((key, json))
+}
+
+/// A record file with `key` and the JSON `json` ([`record_json`]).
+#[doc(hidden)]
+pub fn record_file(key: &[u8; 32], json: serde_json::Value) -> Option<Vec<u8>> {
+    let recorded: Recorded = serde_json::from_value(json["recorded"].clone()).ok()?;
+    let parts: Vec<PartReads> = serde_json::from_value(json["parts"].clone()).ok()?;
+    let reads = HostReads {
+        made: SystemTime::now(),
+        parts,
+    };
+    Some(state::sealed(key, &body_of(recorded, &reads)?))
 }
 
 /// Removes the temps a run holding the deployment-wide lock left (a record's, torn by a crash;
@@ -284,8 +312,9 @@ mod tests {
             "the last part is what all depend on"
         );
         let mut first_part = body.clone();
-        let header_end = body.iter().position(|&b| b == b'\n').unwrap();
-        first_part[header_end + 1] = b'[';
+        let (_, parts) = state::decode_prefix::<Header>(&body).unwrap();
+        let header_end = body.len() - parts.len();
+        first_part[header_end] = 0xff;
         let proof = Proof::from_body(first_part).unwrap();
         assert!(proof.holds_for(Some(&[])), "the first part is the item's");
         assert!(!proof.holds_for(Some(&["skill:a".to_owned()])));

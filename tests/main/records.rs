@@ -138,22 +138,37 @@ fn plant(d: &Deployment, group: &str) {
     });
 }
 
-/// Edits the body of the sealed record at `rel` (its key kept, sealed again): the JSON of a
-/// group's record; the header line of the shared sources' (the parts after it kept).
+/// Edits the body of the sealed record at `rel` (its key kept, sealed again), as JSON: a
+/// group's record, a check record, or the shared sources' record (`recorded` and `parts`).
 fn edit_record(d: &Deployment, rel: &str, edit: impl FnOnce(&mut serde_json::Value)) {
-    use sha2::Digest;
     let path = d.path(rel);
     let bytes = std::fs::read(&path).expect("the record is there");
-    let body = &bytes[32..bytes.len() - 32];
-    let header_end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
-    let mut json: serde_json::Value = serde_json::from_slice(&body[..header_end]).unwrap();
+    let (key, mut json) = record_json(rel, bytes);
     edit(&mut json);
-    let mut planted = bytes[..32].to_vec();
-    planted.extend(serde_json::to_vec(&json).unwrap());
-    planted.extend(&body[header_end..]);
-    let seal: [u8; 32] = sha2::Sha256::digest(&planted).into();
-    planted.extend(seal);
-    std::fs::write(&path, planted).unwrap();
+    let planted = if rel.contains("/verdicts/") {
+        clawmd::compose::record_file(&key, json)
+    } else if rel.contains("/sources/") {
+        clawmd::sources::record::record_file(&key, json)
+    } else {
+        Some(clawmd::state::sealed(
+            &key,
+            &serde_json::to_vec(&json).unwrap(),
+        ))
+    };
+    std::fs::write(&path, planted.expect("the edited record encodes")).unwrap();
+}
+
+/// The record file `bytes` at `rel` as its key and JSON ([`edit_record`]).
+fn record_json(rel: &str, bytes: Vec<u8>) -> ([u8; 32], serde_json::Value) {
+    let whole = if rel.contains("/verdicts/") {
+        clawmd::compose::record_json(bytes)
+    } else if rel.contains("/sources/") {
+        clawmd::sources::record::record_json(bytes)
+    } else {
+        let (key, body) = clawmd::state::unsealed(bytes).expect("a whole record");
+        Some((key, serde_json::from_slice(&body).unwrap()))
+    };
+    whole.expect("a whole record")
 }
 
 fn spawn_digest(report: &serde_json::Value) -> &serde_json::Value {
@@ -207,8 +222,7 @@ fn a_record_kept_by_identities_reports_what_a_fresh_look_does_after_every_edit()
         let steady = report(&d, &compose);
         assert_eq!(steady["groups"][0]["status"], "unchanged", "{delivery}");
         let record = std::fs::read(d.path("groups/.clawmd/verdicts/g")).unwrap();
-        let json: serde_json::Value =
-            serde_json::from_slice(&record[32..record.len() - 32]).unwrap();
+        let (_, json) = record_json("groups/.clawmd/verdicts/g", record);
         let reads = json["look"]["reads"].as_array().unwrap();
         assert!(
             reads
@@ -557,22 +571,10 @@ fn plant_sources(d: &Deployment) {
     });
 }
 
-/// The parts of the reads in the shared sources' record `bytes`: after its header line,
-/// each as long as the header says.
+/// The parts of the reads in the shared sources' record `bytes`.
 fn sources_record_parts(bytes: &[u8]) -> Vec<serde_json::Value> {
-    let body = &bytes[32..bytes.len() - 32];
-    let header_end = body.iter().position(|&b| b == b'\n').unwrap();
-    let header: serde_json::Value = serde_json::from_slice(&body[..header_end]).unwrap();
-    let mut rest = &body[header_end + 1..];
-    let parts: Vec<serde_json::Value> = (header["parts"].as_array().unwrap().iter())
-        .map(|part| {
-            let (json, after) = rest.split_at(part[1].as_u64().unwrap() as usize);
-            rest = after;
-            serde_json::from_slice(json).unwrap()
-        })
-        .collect();
-    assert!(rest.is_empty(), "every byte is in a part");
-    parts
+    let (_, json) = record_json("groups/.clawmd/sources/container", bytes.to_vec());
+    json["parts"].as_array().unwrap().clone()
 }
 
 fn sources_planted(report: &serde_json::Value) -> bool {
@@ -720,7 +722,7 @@ fn a_groups_record_is_made_again_once_its_files_settle() {
     };
     // Whether every file of the group folder read by its bytes is kept by its identity too.
     let by_identity = |bytes: &[u8]| {
-        let json: serde_json::Value = serde_json::from_slice(&bytes[32..bytes.len() - 32]).unwrap();
+        let (_, json) = record_json("groups/.clawmd/verdicts/g", bytes.to_vec());
         let files: Vec<&serde_json::Value> = (json["look"]["reads"].as_array().unwrap().iter())
             .filter(|read| read["root"] == "Group")
             .filter_map(|read| read["seen"].get("File"))

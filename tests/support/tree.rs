@@ -308,16 +308,13 @@ pub fn tree(root: &Path) -> Tree {
 
 /// A record's key and verdict (a torn or foreign record as it is).
 pub fn record_verdict(bytes: Vec<u8>) -> Vec<u8> {
-    let Some(body) = bytes.get(32..bytes.len().saturating_sub(32)) else {
-        return bytes;
-    };
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(json) => {
-            let mut out = bytes[..32].to_vec();
+    match clawmd::compose::record_json(bytes.clone()) {
+        Some((key, json)) => {
+            let mut out = key.to_vec();
             out.extend(serde_json::to_vec(&json["delivered"]).unwrap());
             out
         }
-        Err(_) => bytes,
+        None => bytes,
     }
 }
 
