@@ -56,14 +56,14 @@ Examples:
   clawmd compose main --dry-run --diff    and each file's content change
   clawmd compose main --json              the report a runner parses (docs/json-report.md)
   clawmd compose --all --delivery copy    shared base and skills as copied files")]
-    Compose(ComposeArgs),
+    Compose(With<ComposeArgs>),
     /// One-time, idempotent cutover of legacy groups (safe at every start-up).
     #[command(after_help = "\
 Examples:
   clawmd migrate --dry-run          what would move, writing nothing
   clawmd migrate --json             at host start-up, for a runner
   clawmd migrate --append-global    also append groups/global/CLAUDE.md to the shared base")]
-    Migrate(MigrateArgs),
+    Migrate(With<MigrateArgs>),
     /// Find what an agent would miss or wrongly get; exit 1 if any error.
     #[command(after_help = "\
 Examples:
@@ -72,7 +72,7 @@ Examples:
   clawmd check -q             errors only (nothing when all is well)
   clawmd check --json         findings with codes (docs/json-report.md)
   clawmd check --fix          compose what is out of date, then list what needs a person")]
-    Check(CheckArgs),
+    Check(With<CheckArgs>),
     /// Print the memory Claude Code loads: for a group inside its container, or for a folder.
     #[command(after_help = "\
 Examples:
@@ -80,20 +80,20 @@ Examples:
   clawmd render main --delivery-view      which files load, and what is dropped and why
   clawmd render main --format flat        one markdown file with every import inlined
   clawmd render --cwd ~/project           what Claude Code loads in a folder on this machine")]
-    Render(RenderArgs),
+    Render(With<RenderArgs>),
     /// Print the binds a runner makes for a group's container, in the order to apply them.
     #[command(after_help = "\
 Examples:
   clawmd mounts main                 host path -> container path, read-only or read-write
   clawmd mounts main --format json   [{\"host\": ..., \"container\": ..., \"readonly\": ...}, ...]")]
-    Mounts(MountsArgs),
+    Mounts(With<MountsArgs>),
     /// Keep groups composed as their inputs change (inotify), printing each group that changed.
     #[command(after_help = "\
 Examples:
   clawmd watch --all --format json     one JSON line per group that changed (docs/json-report.md)
   clawmd watch main ops                 keep two groups composed
   clawmd watch --all --debounce-ms 500  wait for half a second of quiet before recomposing")]
-    Watch(WatchArgs),
+    Watch(With<WatchArgs>),
     /// Write down in clawmd.json what this deployment needs that clawmd detects (on a nanoclaw
     /// checkout: its module guidance, the Claude Code release and consumer it pins, where its
     /// runner keeps a group's config); never changes a key already set.
@@ -101,7 +101,7 @@ Examples:
 Examples:
   clawmd init --dry-run        what it would write, writing nothing
   clawmd --root ~/nanoclaw init")]
-    Init(InitArgs),
+    Init(With<InitArgs>),
     /// Print a shell completion script (e.g. `clawmd completions bash > /etc/bash_completion.d/clawmd`).
     #[command(after_help = "\
 Examples:
@@ -111,6 +111,8 @@ Examples:
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+        #[command(flatten)]
+        global: GlobalArgs,
     },
     /// Print the JSON Schema of a file clawmd reads or a report it prints (derived from the code).
     #[command(after_help = "\
@@ -121,43 +123,96 @@ Examples:
         /// Which document.
         #[arg(value_parser = parse_schema())]
         kind: SchemaKind,
+        #[command(flatten)]
+        global: GlobalArgs,
     },
     /// Print the manual page (roff).
     #[command(after_help = "\
 Examples:
   clawmd man > /usr/local/share/man/man1/clawmd.1
   clawmd man | man -l -")]
-    Man,
+    Man {
+        #[command(flatten)]
+        global: GlobalArgs,
+    },
 }
 
-/// Flags every command takes, before or after the subcommand.
+// A subcommand's arguments, and the flags every command takes ([`GlobalArgs`]) as given after
+// the subcommand. (A plain comment: see DeliveryArgs.)
+#[derive(Args, Debug)]
+struct With<T: Args> {
+    #[command(flatten)]
+    args: T,
+    #[command(flatten)]
+    global: GlobalArgs,
+}
+
+impl Command {
+    /// The flags every command takes, as given after the subcommand.
+    fn global(&self) -> &GlobalArgs {
+        match self {
+            Command::Compose(with) => &with.global,
+            Command::Migrate(with) => &with.global,
+            Command::Check(with) => &with.global,
+            Command::Render(with) => &with.global,
+            Command::Mounts(with) => &with.global,
+            Command::Watch(with) => &with.global,
+            Command::Init(with) => &with.global,
+            Command::Completions { global, .. }
+            | Command::Schema { global, .. }
+            | Command::Man { global } => global,
+        }
+    }
+}
+
+/// The command line, its flags given before and after the subcommand merged
+/// ([`GlobalArgs::after`]).
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    let matches = command.get_matches_mut();
+    match Cli::from_arg_matches(&matches) {
+        Ok(mut cli) => {
+            if let Some((_, sub)) = matches.subcommand() {
+                cli.global = cli.global.after(cli.command.global(), sub);
+            }
+            cli
+        }
+        Err(err) => err.format(&mut command).exit(),
+    }
+}
+
+// Flags every command takes, before or after the subcommand: `clawmd` takes them, and so does
+// every subcommand (`With`; `GlobalArgs::after` merges the two). Not clap's `global` args: clap
+// copies those into every subcommand at every run, a tenth of a runner's spawn. (A plain
+// comment: see DeliveryArgs.)
 #[derive(Args, Debug, Clone)]
 struct GlobalArgs {
     /// The host project root holding container/ and groups/.
-    #[arg(long, env = "CLAWMD_ROOT", default_value = ".", global = true)]
+    #[arg(long, env = "CLAWMD_ROOT", default_value = ".")]
     root: PathBuf,
     /// The groups folder (default: <root>/groups).
-    #[arg(long, env = "CLAWMD_GROUPS_DIR", global = true)]
+    #[arg(long, env = "CLAWMD_GROUPS_DIR")]
     groups_dir: Option<PathBuf>,
     /// The shared container content folder (default: <root>/container).
-    #[arg(long, env = "CLAWMD_CONTAINER_DIR", global = true)]
+    #[arg(long, env = "CLAWMD_CONTAINER_DIR")]
     container_dir: Option<PathBuf>,
     /// Where container/ is mounted inside the container [default: /app].
-    #[arg(long, env = "CLAWMD_APP_MOUNT", global = true)]
+    #[arg(long, env = "CLAWMD_APP_MOUNT")]
     app_mount: Option<PathBuf>,
     /// The agent's working directory inside the container (where the group is mounted)
     /// [default: /workspace/agent].
-    #[arg(long, env = "CLAWMD_WORKSPACE_MOUNT", global = true)]
+    #[arg(long, env = "CLAWMD_WORKSPACE_MOUNT")]
     workspace_mount: Option<PathBuf>,
     /// Say more: every group, even those already right, and logs on stderr (-v info, -vv
     /// debug; RUST_LOG also works).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
     /// Print only failures.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    #[arg(short, long, conflicts_with = "verbose")]
     quiet: bool,
     /// When to colour the output (NO_COLOR is honoured by auto).
-    #[arg(long, value_enum, default_value_t = ColorWhen::Auto, global = true, value_name = "WHEN")]
+    #[arg(long, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
     color: ColorWhen,
 }
 
@@ -172,6 +227,46 @@ enum ColorWhen {
 }
 
 impl GlobalArgs {
+    /// These flags (given before the subcommand, or from `CLAWMD_*`, or the defaults) with
+    /// `later`, given after it (`sub`: the subcommand's matches): a flag given there wins, as
+    /// clap's own global flags did.
+    fn after(&self, later: &GlobalArgs, sub: &clap::ArgMatches) -> GlobalArgs {
+        let given = |id: &str| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let pick = |id: &str, before: &Option<PathBuf>, after: &Option<PathBuf>| match given(id) {
+            true => after.clone(),
+            false => before.clone(),
+        };
+        GlobalArgs {
+            root: match given("root") {
+                true => later.root.clone(),
+                false => self.root.clone(),
+            },
+            groups_dir: pick("groups_dir", &self.groups_dir, &later.groups_dir),
+            container_dir: pick("container_dir", &self.container_dir, &later.container_dir),
+            app_mount: pick("app_mount", &self.app_mount, &later.app_mount),
+            workspace_mount: pick(
+                "workspace_mount",
+                &self.workspace_mount,
+                &later.workspace_mount,
+            ),
+            verbose: if given("verbose") {
+                later.verbose
+            } else {
+                self.verbose
+            },
+            quiet: if given("quiet") {
+                later.quiet
+            } else {
+                self.quiet
+            },
+            color: if given("color") {
+                later.color
+            } else {
+                self.color
+            },
+        }
+    }
+
     fn detail(&self) -> Detail {
         match (self.quiet, self.verbose) {
             (true, _) => Detail::Quiet,
@@ -514,7 +609,7 @@ fn parse_consumer() -> impl clap::builder::TypedValueParser<Value = Consumer> {
 
 fn main() -> ExitCode {
     raise_open_file_limit();
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let printer = Printer::new(&cli.global);
     init_logging(cli.global.verbose, printer.log_ansi);
     match run(cli, &printer) {
@@ -564,24 +659,24 @@ fn error_once(err: &anyhow::Error) -> String {
 fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
     let global = &cli.global;
     match cli.command {
-        Command::Compose(args) => run_compose(global, args, printer),
-        Command::Migrate(args) => run_migrate(global, args, printer),
-        Command::Init(args) => run_init(global, args, printer),
-        Command::Check(args) => run_check(global, args, printer),
-        Command::Render(args) => run_render(global, args, printer),
-        Command::Mounts(args) => run_mounts(global, args, printer),
-        Command::Watch(args) => run_watch(global, args, printer),
-        Command::Completions { shell } => {
+        Command::Compose(with) => run_compose(global, with.args, printer),
+        Command::Migrate(with) => run_migrate(global, with.args, printer),
+        Command::Init(with) => run_init(global, with.args, printer),
+        Command::Check(with) => run_check(global, with.args, printer),
+        Command::Render(with) => run_render(global, with.args, printer),
+        Command::Mounts(with) => run_mounts(global, with.args, printer),
+        Command::Watch(with) => run_watch(global, with.args, printer),
+        Command::Completions { shell, .. } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "clawmd", &mut script);
             print_stdout(&String::from_utf8_lossy(&script))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Schema { kind } => {
+        Command::Schema { kind, .. } => {
             print_stdout(&(serde_json::to_string_pretty(&schema(kind))? + "\n"))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
+        Command::Man { .. } => {
             let mut page = Vec::new();
             clap_mangen::Man::new(Cli::command())
                 .render(&mut page)

@@ -1929,3 +1929,42 @@ fn a_runners_codex_managed_config_is_merged_into_the_guard() {
         config
     );
 }
+
+/// The flags every command takes work before and after the subcommand, over `CLAWMD_ROOT`;
+/// one given after the subcommand wins over one given before, as clap's global flags did.
+#[test]
+fn flags_every_command_takes_work_before_and_after_the_subcommand() {
+    let d = Deployment::standard().group("g", None);
+    let root = d.root().to_str().unwrap().to_owned();
+    let nowhere = d.path("nowhere");
+    let nowhere = nowhere.to_str().unwrap();
+    let no_env: [(&str, &std::ffi::OsStr); 0] = [];
+    let composed = |args: &[&str]| {
+        let run = crate::support::run_clawmd(args, &no_env);
+        run.success().json()["groups"][0]["group"].clone()
+    };
+    assert_eq!(composed(&["--root", &root, "compose", "g", "--json"]), "g");
+    assert_eq!(composed(&["compose", "g", "--json", "--root", &root]), "g");
+    assert_eq!(
+        composed(&["--root", nowhere, "compose", "g", "--json", "--root", &root]),
+        "g",
+        "the one after the subcommand wins"
+    );
+    let failed = crate::support::run_clawmd(
+        ["--root", &root, "compose", "g", "--json", "--root", nowhere],
+        &no_env,
+    );
+    assert!(failed.stdout().contains("nowhere") || failed.stderr().contains("nowhere"));
+    // Over the environment's root, either side.
+    let env = [("CLAWMD_ROOT", std::ffi::OsStr::new(nowhere))];
+    for args in [
+        ["--root", &root, "compose", "g", "--json"],
+        ["compose", "g", "--json", "--root", &root],
+    ] {
+        let run = crate::support::run_clawmd(args, &env).success().json();
+        assert_eq!(run["groups"][0]["group"], "g", "{args:?}");
+    }
+    // -q before and -v after: quiet, as before (no conflict across the subcommand).
+    let quiet = crate::support::run_clawmd(["-q", "compose", "g", "-v", "--root", &root], &no_env);
+    assert_eq!(quiet.success().stdout(), "");
+}
