@@ -11,7 +11,7 @@ mod record;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use record::CHECKS;
+pub use record::{CHECKS, record_file, record_json};
 use record::{CheckRecords, Look};
 
 use crate::delivery::GroupPlan;

@@ -7,8 +7,9 @@
 //! logs its reads of every mount's source ([`crate::loader::MountedFs::log_reads_in`]). The
 //! findings are a function of those reads and of what the record's key covers (the binary,
 //! the layout and where it is, the settings, the shared sources, the Claude Code release
-//! checked against). A record is `<state>/checks/<group>`, sealed like compose's
-//! ([`crate::state::Records`]) and written only when the group's lock is free at once.
+//! checked against). A record is `<state>/checks/<group>`, sealed and encoded like compose's
+//! ([`crate::state::Records`], [`crate::state::encode`]) and written only when the group's
+//! lock is free at once.
 //!
 //! What a look does not log keeps a group out of the records: a config handed to clawmd
 //! (`groupConfig: handed`), a journal with records (temps of an interrupted run), rescued
@@ -114,7 +115,7 @@ impl<'a> CheckRecords<'a> {
         if key != self.key {
             return None;
         }
-        let body: Body = serde_json::from_slice(&body).ok()?;
+        let body: Body = state::decode(&body)?;
         let dir = open_group(&layout.group_dir(group)).ok()?;
         if !reads_hold(dir, || self.verdicts.bind_dir(layout, group), &body.reads) {
             return None;
@@ -150,7 +151,7 @@ impl<'a> CheckRecords<'a> {
             view_reads,
             found: found.clone(),
         };
-        let Ok(json) = serde_json::to_vec(&body) else {
+        let Some(encoded) = state::encode(&body) else {
             return;
         };
         // Check makes no state folder: a deployment never composed gets no records.
@@ -158,7 +159,7 @@ impl<'a> CheckRecords<'a> {
             return;
         }
         state::with_free_lock(layout, group, |journal| {
-            let written = (self.folder).write(layout, group, &self.key, &json, journal);
+            let written = (self.folder).write(layout, group, &self.key, &encoded, journal);
             if let Err(err) = written {
                 tracing::debug!(group, "check record not written: {err}");
             }
@@ -175,4 +176,20 @@ impl<'a> CheckRecords<'a> {
             .as_ref()
             .is_some_and(|dir| !matches!(dir.kind(group), Ok(None)))
     }
+}
+
+/// A check record file's `bytes` as its key and JSON, when it is whole: for tests, and for a
+/// person looking into a record.
+#[doc(hidden)]
+pub fn record_json(bytes: Vec<u8>) -> Option<([u8; 32], serde_json::Value)> {
+    let (key, body) = state::unsealed(bytes)?;
+    let body: Body = state::decode(&body)?;
+    Some((key, serde_json::to_value(body).ok()?))
+}
+
+/// A check record file with `key` and the body `json` ([`record_json`]).
+#[doc(hidden)]
+pub fn record_file(key: &[u8; 32], json: serde_json::Value) -> Option<Vec<u8>> {
+    let body: Body = serde_json::from_value(json).ok()?;
+    Some(state::sealed(key, &state::encode(&body)?))
 }

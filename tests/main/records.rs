@@ -150,10 +150,7 @@ fn edit_record(d: &Deployment, rel: &str, edit: impl FnOnce(&mut serde_json::Val
     } else if rel.contains("/sources/") {
         clawmd::sources::record::record_file(&key, json)
     } else {
-        Some(clawmd::state::sealed(
-            &key,
-            &serde_json::to_vec(&json).unwrap(),
-        ))
+        clawmd::check::record_file(&key, json)
     };
     std::fs::write(&path, planted.expect("the edited record encodes")).unwrap();
 }
@@ -165,8 +162,7 @@ fn record_json(rel: &str, bytes: Vec<u8>) -> ([u8; 32], serde_json::Value) {
     } else if rel.contains("/sources/") {
         clawmd::sources::record::record_json(bytes)
     } else {
-        let (key, body) = clawmd::state::unsealed(bytes).expect("a whole record");
-        Some((key, serde_json::from_slice(&body).unwrap()))
+        clawmd::check::record_json(bytes)
     };
     whole.expect("a whole record")
 }
