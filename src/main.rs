@@ -231,39 +231,31 @@ impl GlobalArgs {
     /// `later`, given after it (`sub`: the subcommand's matches): a flag given there wins, as
     /// clap's own global flags did.
     fn after(&self, later: &GlobalArgs, sub: &clap::ArgMatches) -> GlobalArgs {
-        let given = |id: &str| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
-        let pick = |id: &str, before: &Option<PathBuf>, after: &Option<PathBuf>| match given(id) {
-            true => after.clone(),
-            false => before.clone(),
-        };
+        fn pick<T: Clone>(sub: &clap::ArgMatches, id: &str, before: &T, after: &T) -> T {
+            match sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
+                true => after.clone(),
+                false => before.clone(),
+            }
+        }
         GlobalArgs {
-            root: match given("root") {
-                true => later.root.clone(),
-                false => self.root.clone(),
-            },
-            groups_dir: pick("groups_dir", &self.groups_dir, &later.groups_dir),
-            container_dir: pick("container_dir", &self.container_dir, &later.container_dir),
-            app_mount: pick("app_mount", &self.app_mount, &later.app_mount),
+            root: pick(sub, "root", &self.root, &later.root),
+            groups_dir: pick(sub, "groups_dir", &self.groups_dir, &later.groups_dir),
+            container_dir: pick(
+                sub,
+                "container_dir",
+                &self.container_dir,
+                &later.container_dir,
+            ),
+            app_mount: pick(sub, "app_mount", &self.app_mount, &later.app_mount),
             workspace_mount: pick(
+                sub,
                 "workspace_mount",
                 &self.workspace_mount,
                 &later.workspace_mount,
             ),
-            verbose: if given("verbose") {
-                later.verbose
-            } else {
-                self.verbose
-            },
-            quiet: if given("quiet") {
-                later.quiet
-            } else {
-                self.quiet
-            },
-            color: if given("color") {
-                later.color
-            } else {
-                self.color
-            },
+            verbose: pick(sub, "verbose", &self.verbose, &later.verbose),
+            quiet: pick(sub, "quiet", &self.quiet, &later.quiet),
+            color: pick(sub, "color", &self.color, &later.color),
         }
     }
 

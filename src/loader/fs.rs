@@ -145,11 +145,15 @@ impl MemoryFs for HostFs {
 
 /// The metadata of an open handle (an `O_PATH` one is fine: `fstat` opens nothing).
 pub(crate) fn handle_metadata(handle: BorrowedFd<'_>) -> io::Result<Metadata> {
-    let stat = rustix::fs::fstat(handle)?;
-    Ok(Metadata {
+    Ok(metadata_of(&rustix::fs::fstat(handle)?))
+}
+
+/// The metadata a status `stat` gives.
+pub(crate) fn metadata_of(stat: &rustix::fs::Stat) -> Metadata {
+    Metadata {
         kind: FileKind::from_mode(stat.st_mode),
         len: stat.st_size.max(0) as u64,
-    })
+    }
 }
 
 /// Reads the file behind `handle` — typically an `O_PATH` handle, which opened nothing —

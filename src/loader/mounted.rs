@@ -21,7 +21,8 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::fs::{
-    DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, read_through_stat,
+    DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, metadata_of,
+    read_through_stat,
 };
 use crate::reads::{Read, ReadLog, Root as ReadRoot, Seen};
 
@@ -692,10 +693,10 @@ impl MountedFs {
             return Err(());
         };
         match rustix::fs::statat(dir.as_fd(), read.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) => Ok(Some((
-                FileKind::from_mode(stat.st_mode),
-                stat.st_size.max(0) as u64,
-            ))),
+            Ok(stat) => {
+                let meta = metadata_of(&stat);
+                Ok(Some((meta.kind, meta.len)))
+            }
             Err(Errno::NOENT) => Ok(None),
             Err(_) => Err(()),
         }

@@ -272,8 +272,9 @@ impl HostLog {
     }
 }
 
-/// The host reads of one reading of the container side, as a record keeps them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The host reads of one reading of the container side (a record keeps each part on its
+/// own, [`crate::sources::record`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostReads {
     /// When the reads began.
     pub made: SystemTime,

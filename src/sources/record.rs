@@ -180,22 +180,20 @@ fn body(sources: &Sources, notes: &[SourceNote], reads: &HostReads) -> Option<Ve
         digest: sources.digest(),
         notes: notes.to_vec(),
     };
-    body_of(recorded, reads)
+    body_of(recorded, &reads.parts)
 }
 
-/// The record's body ([`Header`]) saying `recorded`, read through `reads`.
-fn body_of(recorded: Recorded, reads: &HostReads) -> Option<Vec<u8>> {
-    let parts: Vec<Vec<u8>> = (reads.parts.iter())
-        .map(state::encode)
-        .collect::<Option<_>>()?;
+/// The record's body ([`Header`]) saying `recorded`, read through the reads `parts`.
+fn body_of(recorded: Recorded, parts: &[PartReads]) -> Option<Vec<u8>> {
+    let encoded: Vec<Vec<u8>> = parts.iter().map(state::encode).collect::<Option<_>>()?;
     let header = Header {
         recorded,
-        parts: (reads.parts.iter().zip(&parts))
+        parts: (parts.iter().zip(&encoded))
             .map(|(part, bytes)| (part.item.clone(), bytes.len()))
             .collect(),
     };
     let mut body = state::encode(&header)?;
-    body.extend(parts.into_iter().flatten());
+    body.extend(encoded.into_iter().flatten());
     Some(body)
 }
 
@@ -217,11 +215,7 @@ pub fn record_json(bytes: Vec<u8>) -> Option<([u8; 32], serde_json::Value)> {
 pub fn record_file(key: &[u8; 32], json: serde_json::Value) -> Option<Vec<u8>> {
     let recorded: Recorded = serde_json::from_value(json["recorded"].clone()).ok()?;
     let parts: Vec<PartReads> = serde_json::from_value(json["parts"].clone()).ok()?;
-    let reads = HostReads {
-        made: SystemTime::now(),
-        parts,
-    };
-    Some(state::sealed(key, &body_of(recorded, &reads)?))
+    Some(state::sealed(key, &body_of(recorded, &parts)?))
 }
 
 /// Removes the temps a run holding the deployment-wide lock left (a record's, torn by a crash;
