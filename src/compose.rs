@@ -16,8 +16,8 @@ use crate::delivery::guard;
 use crate::delivery::verdicts::{Recorded, Unrecorded, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
 use crate::deployment::{
-    Observation, Selection, checked_group_dir, observe, observe_again, open_group,
-    read_sources_logged, reads_found, source_warnings,
+    Observation, Selection, checked_group_dir, observe, open_group, read_sources_logged,
+    reads_found, source_warnings,
 };
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, SafeDir, TempJournal};
@@ -587,7 +587,7 @@ fn compose_locked(
     let applied = apply(seen.dirs(), &seen.steps);
     let report = applied.map_err(GroupError::from).and_then(|()| {
         let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
-        delivered_recorded(verdicts, layout, sources, &seen, options, report, &journal)
+        delivered_recorded(verdicts, layout, sources, &seen, options, report)
     });
     let settled = journal.settle();
     let report = report?;
@@ -630,8 +630,10 @@ fn observe_locked(
 }
 
 /// [`delivered`] and [`with_spawn`] under the group's lock, once its steps are applied: the
-/// group's record is written at once (its temp in the group's `journal`), with the look of
-/// the group as it now is ([`relooked`]).
+/// group's record is written at once, with the verdict and no look. The files this run wrote
+/// cannot be kept by their identity yet ([`crate::reads::SETTLED`]), so a look made now would
+/// be made again by the next run that finds them settled: that run, which observes the group
+/// anyway, records the look ([`first_look`]).
 fn delivered_recorded(
     verdicts: &Verdicts,
     layout: &Layout,
@@ -639,64 +641,13 @@ fn delivered_recorded(
     seen: &Observation,
     options: &ComposeOptions,
     report: GroupReport,
-    journal: &std::sync::Arc<TempJournal>,
 ) -> Result<GroupReport, GroupError> {
     let (report, unrecorded) = delivered(verdicts, layout, sources, seen, options, report);
     let report = with_spawn(layout, seen, report)?;
     if let Some(unrecorded) = unrecorded {
-        let spawn_digest = report.spawn_digest.as_deref();
-        let unrecorded = relooked(
-            layout,
-            sources,
-            seen,
-            options,
-            verdicts,
-            unrecorded,
-            spawn_digest,
-        );
-        verdicts.record(layout, unrecorded, journal);
+        verdicts.record(layout, unrecorded);
     }
     Ok(report)
-}
-
-/// `unrecorded` with the look of its group as it is now that it is composed (under its
-/// lock): the group observed again, when it is found exactly as planned (a concurrent edit
-/// may have changed it already). What a later run replays is what this look read. The files
-/// the composed group binds at spawn are the ones `spawn_digest` was made of when the look
-/// finds every one as the same plan has it.
-fn relooked(
-    layout: &Layout,
-    sources: &Sources,
-    earlier: &Observation,
-    options: &ComposeOptions,
-    verdicts: &Verdicts,
-    unrecorded: Unrecorded,
-    spawn_digest: Option<&str>,
-) -> Unrecorded {
-    let group = unrecorded.group().to_owned();
-    let group = group.as_str();
-    let look = || {
-        let group_path = layout.group_dir(group);
-        let seen = observe_again(layout, sources, &group_path, &options.settings, earlier).ok()?;
-        // The journal still holds this run's temps (all put in place or removed: no
-        // leftover), which the run empties once it is done.
-        if !(seen.all_kept() && seen.leftovers.is_empty()) {
-            return None;
-        }
-        let report = GroupReport::from_steps(group, &seen.steps, &seen.plan);
-        let (mut report, again) = delivered(verdicts, layout, sources, &seen, options, report);
-        let same_plan =
-            seen.plan.made_from.is_some() && seen.plan.made_from == earlier.plan.made_from;
-        let report = match spawn_digest {
-            Some(digest) if same_plan => {
-                report.spawn_digest = Some(digest.to_owned());
-                report
-            }
-            _ => with_spawn(layout, &seen, report).ok()?,
-        };
-        Some(with_look(again?, seen.reads.reads(), &report))
-    };
-    look().unwrap_or(unrecorded)
 }
 
 /// How many groups a batch composes at most: each holds its lock, up to four folders and its
@@ -904,9 +855,7 @@ impl Batch<'_> {
             let w = work?;
             let report =
                 GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-            let report = delivered_recorded(
-                verdicts, layout, sources, &w.seen, options, report, &w.journal,
-            );
+            let report = delivered_recorded(verdicts, layout, sources, &w.seen, options, report);
             let settled = w.journal.settle();
             let report = report?;
             settled?;
@@ -1011,9 +960,7 @@ fn delivered(
 /// record's temp in the lock's journal.
 fn record_unlocked(layout: &Layout, verdicts: &Verdicts, unrecorded: Unrecorded) {
     let group = unrecorded.group().to_owned();
-    state::with_free_lock(layout, &group, |journal| {
-        verdicts.record(layout, unrecorded, journal)
-    });
+    state::with_free_lock(layout, &group, || verdicts.record(layout, unrecorded));
 }
 
 /// What the settings files of the agent of the group seen in `seen` do to its memory: none

@@ -434,20 +434,7 @@ pub fn observe(
     settings: &DeliverySettings,
     writer: Option<&Arc<TempJournal>>,
 ) -> Result<Observation, GroupError> {
-    observe_with(layout, sources, group_path, settings, writer, None)
-}
-
-/// [`observe`] again (only to look) after `earlier`, in the same run, under the lock the run
-/// composed the group with: its plan is taken when what it was made from reads the same, and
-/// the journal (the run's own temps, all put in place or removed) is not read.
-pub fn observe_again(
-    layout: &Layout,
-    sources: &Sources,
-    group_path: &Path,
-    settings: &DeliverySettings,
-    earlier: &Observation,
-) -> Result<Observation, GroupError> {
-    observe_with(layout, sources, group_path, settings, None, Some(earlier))
+    observe_with(layout, sources, group_path, settings, writer)
 }
 
 fn observe_with(
@@ -456,7 +443,6 @@ fn observe_with(
     group_path: &Path,
     settings: &DeliverySettings,
     writer: Option<&Arc<TempJournal>>,
-    earlier: Option<&Observation>,
 ) -> Result<Observation, GroupError> {
     let reads = Arc::new(ReadLog::default());
     let mut dir = open_group(group_path)?;
@@ -473,33 +459,20 @@ fn observe_with(
     // leftover temp files.
     let listed = dir.listing()?;
     let config_bytes = read_config_bytes(layout, &dir)?;
-    // A look again parses the config only when what the plan was made from changed.
-    let parsed = match earlier {
-        None => Some(parse_config_bytes(&config_bytes)?),
-        Some(_) => None,
-    };
+    let config = parse_config_bytes(&config_bytes)?;
     let group_parts = read_group(layout, &dir)?;
     let local = read_local_memory(layout, &dir, &listed)?;
     let plan_inputs = plan_inputs(layout, &dir, &config_bytes, &group_parts, &local);
-    let same = earlier.filter(|earlier| earlier.plan.made_from == Some(plan_inputs));
-    let config = match (parsed, same) {
-        (Some(config), _) => config,
-        (None, Some(earlier)) => earlier.config.clone(),
-        (None, None) => parse_config_bytes(&config_bytes)?,
-    };
-    let plan = match same {
-        Some(earlier) => earlier.plan.clone(),
-        None => GroupPlan {
-            made_from: Some(plan_inputs),
-            ..plan_with(
-                layout,
-                &dir,
-                &config,
-                sources,
-                settings,
-                local.inputs(&group_parts),
-            )?
-        },
+    let plan = GroupPlan {
+        made_from: Some(plan_inputs),
+        ..plan_with(
+            layout,
+            &dir,
+            &config,
+            sources,
+            settings,
+            local.inputs(&group_parts),
+        )?
     };
     let delivery = plan.target.delivery;
     // The folders that exist are opened (for what is stale in them too); a missing one is
@@ -579,10 +552,7 @@ fn observe_with(
             }
         }
     }
-    // A look again after a compose (under the same lock, every temp of its run put in place
-    // or removed) finds only that run's own records in the journal, which it empties when done:
-    // they are not read back. (A later run reads the journal before it trusts a record.)
-    let journal_pending = earlier.is_none() && state::may_have_leftovers(layout, group);
+    let journal_pending = state::may_have_leftovers(layout, group);
     let leftovers = match journal_pending {
         true => state::leftovers(layout, group)?,
         false => Vec::new(),
@@ -627,7 +597,10 @@ fn plan_inputs(
         .unwrap_or(&config.path);
     put(origin.as_os_str().as_encoded_bytes());
     put(&group.key());
-    put(local.bytes.as_deref().unwrap_or(b"-"));
+    // No local memory reads as an empty one, as in the verdict's key (the plan seeds it
+    // empty, and a plan misses nothing of an empty one): the run that seeds it and the runs
+    // after it name the same plan.
+    put(local.bytes.as_deref().unwrap_or_default());
     put(format!("{:?}", local.too_large).as_bytes());
     hash.finalize().into()
 }

@@ -150,10 +150,10 @@ fn records_dir(layout: &Layout, folder: &str, create: bool) -> Result<SafeDir, F
 }
 
 /// A folder of sealed records in the state folder (`<state>/<folder>/<name>`): one per group,
-/// read through a handle opened once per run, each written atomically under the group's lock
-/// with its temp in the lock's journal. A record is the 32 bytes of its key, its body, and a
-/// SHA-256 of both (its seal: a torn record is never used); it is never synced: one a crash
-/// loses or leaves torn is only worked out again.
+/// read and written through a handle opened once per run, each written in place under the
+/// group's lock. A record is the 32 bytes of its key, its body, and a SHA-256 of both (its
+/// seal: a torn record is never used, so a record needs no temp and no rename); it is never
+/// synced: one a crash loses or leaves torn is only worked out again.
 pub struct Records {
     folder: &'static str,
     /// The folder, once opened (a missing one is looked for again at the next read).
@@ -171,26 +171,32 @@ impl Records {
 
     /// The record `name`, when it is whole: its key and body.
     pub fn read(&self, layout: &Layout, name: &str, limit: u64) -> Option<([u8; 32], Vec<u8>)> {
-        let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+        let mut dir = self.lock_dir();
         if dir.is_none() {
             *dir = Some(records_dir(layout, self.folder, false).ok()?);
         }
         read_record(dir.as_ref()?, name, limit)
     }
 
-    /// Writes the record `name` with `key` and `body`, its temp recorded in `journal` (the
-    /// journal of the lock the caller holds); the folder is made when missing.
+    /// Writes the record `name` with `key` and `body`, in place ([`SafeDir::overwrite_sealed`]),
+    /// under the lock of `name` that the caller holds; the folder is made when missing.
     pub fn write(
         &self,
         layout: &Layout,
         name: &str,
         key: &[u8; 32],
         body: &[u8],
-        journal: &Arc<TempJournal>,
     ) -> Result<(), FsError> {
-        let mut dir = records_dir(layout, self.folder, true)?;
-        dir.record_temps_in(journal);
-        write_record(&dir, name, key, body)
+        let mut dir = self.lock_dir();
+        if dir.is_none() {
+            *dir = Some(records_dir(layout, self.folder, true)?);
+        }
+        let dir = dir.as_ref().expect("opened above");
+        dir.overwrite_sealed(name, &sealed(key, body))
+    }
+
+    fn lock_dir(&self) -> std::sync::MutexGuard<'_, Option<SafeDir>> {
+        self.dir.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -242,34 +248,19 @@ pub fn decode_prefix<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<(T,
     postcard::take_from_bytes(bytes).ok()
 }
 
-/// Writes the record `name` in `dir` with `key` and `body` ([`Records`]), atomically.
-fn write_record(dir: &SafeDir, name: &str, key: &[u8; 32], body: &[u8]) -> Result<(), FsError> {
-    let bytes = sealed(key, body);
-    let temp = dir.stage_file(name, &bytes, false)?;
-    dir.put_in_place(temp, name)?;
-    dir.mark_synced();
-    Ok(())
-}
-
 /// `<state>/rescues`, when it exists (read only).
 pub fn rescues_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
     existing_kind_folder(layout, names::RESCUES)
 }
 
-/// Runs `write` with the journal of `group`'s lock, when the lock is free at once (a run
-/// holding it writes what it has to itself): for a record, only a saving, of a run that
-/// looked at the group without its lock.
-pub fn with_free_lock(layout: &Layout, group: &str, write: impl FnOnce(&Arc<TempJournal>)) {
+/// Runs `write` holding `group`'s lock, when the lock is free at once (a run holding it
+/// writes what it has to itself): for a record, only a saving, of a run that looked at the
+/// group without its lock.
+pub fn with_free_lock(layout: &Layout, group: &str, write: impl FnOnce()) {
     let Ok(_lock) = fsops::lock(&layout.lock_file(group), std::time::Duration::ZERO) else {
         return;
     };
-    let Ok(journal) = journal(layout, group) else {
-        return;
-    };
-    write(&journal);
-    if let Err(err) = journal.settle() {
-        tracing::debug!("{err}");
-    }
+    write();
 }
 
 /// A group's rescue folder, when it exists (read only).

@@ -158,8 +158,8 @@ impl<'a> CheckRecords<'a> {
         if fsops::kind_no_follow(&layout.state_dir) != Some(FileKind::Dir) {
             return;
         }
-        state::with_free_lock(layout, group, |journal| {
-            let written = (self.folder).write(layout, group, &self.key, &encoded, journal);
+        state::with_free_lock(layout, group, || {
+            let written = (self.folder).write(layout, group, &self.key, &encoded);
             if let Err(err) = written {
                 tracing::debug!(group, "check record not written: {err}");
             }

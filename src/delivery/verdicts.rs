@@ -22,7 +22,7 @@
 //! diffing or loading it: a no-op costs what reading the group's own files costs.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use super::DeliverySettings;
 use super::verify::{AgentSettings, Delivered, verify_with};
 use crate::delivery::GroupPlan;
-use crate::fsops::{FsError, SafeDir, TempJournal};
+use crate::fsops::{FsError, SafeDir};
 use crate::layout::Layout;
 use crate::plan::{Content, Warning};
 use crate::reads::Read;
@@ -350,7 +350,7 @@ impl Verdicts {
     /// Writes the record of a verdict (atomically; its temp recorded in `journal`, the
     /// journal of the group's lock, which the caller holds). A record is only a saving: one
     /// that cannot be written is left for a later run.
-    pub fn record(&self, layout: &Layout, unrecorded: Unrecorded, journal: &Arc<TempJournal>) {
+    pub fn record(&self, layout: &Layout, unrecorded: Unrecorded) {
         let Unrecorded {
             group,
             key,
@@ -361,7 +361,7 @@ impl Verdicts {
         let Some(body) = state::encode(&Body { delivered, look }) else {
             return;
         };
-        let written = (self.folder).write(layout, &group, &key.0, &body, journal);
+        let written = (self.folder).write(layout, &group, &key.0, &body);
         if let Err(err) = written {
             tracing::debug!(group, "verdict record not written: {err}");
         }

@@ -165,9 +165,9 @@ pub fn record(layout: &Layout, sources: &Sources, notes: &[SourceNote], reads: H
     let Some(body) = body(sources, notes, &reads) else {
         return;
     };
-    state::with_free_lock(layout, GLOBAL_GROUP, |journal| {
+    state::with_free_lock(layout, GLOBAL_GROUP, || {
         let written = remove_leftovers(layout)
-            .and_then(|()| state::Records::new(FOLDER).write(layout, NAME, &key, &body, journal));
+            .and_then(|()| state::Records::new(FOLDER).write(layout, NAME, &key, &body));
         if let Err(err) = written {
             tracing::debug!("the shared sources are not recorded: {err}");
         }

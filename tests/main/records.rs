@@ -647,7 +647,8 @@ fn the_shared_sources_record_is_made_again_once_its_files_settle() {
         let before = record();
         no_op();
         let remade = record();
-        assert_ne!(remade.0, before.0, "{change}: made again");
+        assert_ne!(remade.1, before.1, "{change}: made again");
+        assert_eq!(remade.0, before.0, "{change}: in place (no inode freed)");
         assert!(by_identity(&remade.1), "{change}");
         no_op();
         assert_eq!(record(), remade, "{change}: the next run writes nothing");
@@ -702,11 +703,11 @@ fn an_edit_of_a_skill_is_looked_at_only_by_the_groups_that_get_it() {
     }
 }
 
-/// A look recorded right after compose wrote the group's files keeps them by their bytes (their
-/// identity cannot stand for them yet), and every run reads them again. Once they have
-/// settled, the next run (not a dry run) looks at the group again and records the look, once,
-/// keeping them by their identity; nothing else is written, and the runs after it write
-/// nothing at all.
+/// A run that composes a group records its verdict but no look: the files it wrote cannot be
+/// kept by their identity yet, so a look made then would only be made again. Once they have
+/// settled, the next run (not a dry run) looks at the group and records the look, once,
+/// keeping every file it read by its identity; nothing else is written, and the runs after it
+/// write nothing at all.
 #[test]
 fn a_groups_record_is_made_again_once_its_files_settle() {
     use std::os::unix::fs::MetadataExt;
@@ -731,7 +732,9 @@ fn a_groups_record_is_made_again_once_its_files_settle() {
     let unchanged =
         |run: serde_json::Value| assert_eq!(run["groups"][0]["status"], "unchanged", "{run}");
     d.run(compose).success();
-    assert!(!by_identity(&record().1), "recorded at once, by the bytes");
+    let (_, json) = record_json("groups/.clawmd/verdicts/g", record().1);
+    assert!(json["look"].is_null(), "the verdict, no look: {json}");
+    assert!(json["delivered"].is_object(), "{json}");
     std::thread::sleep(std::time::Duration::from_millis(2100));
     let before = (record(), d.snapshot());
     unchanged(
@@ -742,7 +745,8 @@ fn a_groups_record_is_made_again_once_its_files_settle() {
     assert_eq!(record(), before.0, "a dry run writes nothing");
     unchanged(d.run(compose).success().json());
     let remade = record();
-    assert_ne!(remade.0, before.0.0, "made again");
+    assert_ne!(remade.1, before.0.1, "made again");
+    assert_eq!(remade.0, before.0.0, "in place (no inode freed)");
     assert!(by_identity(&remade.1));
     let after = d.snapshot();
     let differ: Vec<_> = (after.iter())
