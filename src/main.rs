@@ -776,10 +776,7 @@ fn run_watch(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow:
                             .context("cannot write to stdout")
                     })
             }
-            OutputFormat::Human => event
-                .human(printer.detail)
-                .iter()
-                .try_for_each(|line| printer.line(line)),
+            OutputFormat::Human => printer.lines(&event.human(printer.detail)),
         };
         if let Err(err) = printed {
             let _ = (&signalled).write_all(b"!");
@@ -1023,9 +1020,7 @@ fn finish<R: Report>(
     match format {
         OutputFormat::Json => print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?,
         OutputFormat::Human => {
-            for line in report.human(printer.detail) {
-                printer.line(&line)?;
-            }
+            printer.lines(&report.human(printer.detail))?;
         }
     }
     Ok(exit_code(report.ok()))
@@ -1107,22 +1102,38 @@ impl Printer {
     }
 
     fn line(&self, line: &Line) -> anyhow::Result<()> {
+        self.lines(std::slice::from_ref(line))
+    }
+
+    /// Prints `lines` in order, each run of lines bound for the same stream in one write (a
+    /// report of 10,000 groups is 70,000 lines).
+    fn lines(&self, lines: &[Line]) -> anyhow::Result<()> {
         use owo_colors::OwoColorize as _;
-        let text = match line.tone {
-            Tone::Plain => line.text.clone(),
-            Tone::Changed => line.text.green().to_string(),
-            Tone::Warning => line.text.yellow().to_string(),
-            Tone::Error => line.text.red().bold().to_string(),
-            Tone::Note => line.text.dimmed().to_string(),
-        };
-        let result = match line.stream {
-            Stream::Stdout => {
-                let mut out = anstream::stdout().lock();
-                writeln!(out, "{text}").and_then(|()| out.flush())
+        let mut run = Vec::new();
+        for (index, line) in lines.iter().enumerate() {
+            let text = &line.text;
+            let _ = match line.tone {
+                Tone::Plain => writeln!(run, "{text}"),
+                Tone::Changed => writeln!(run, "{}", text.green()),
+                Tone::Warning => writeln!(run, "{}", text.yellow()),
+                Tone::Error => writeln!(run, "{}", text.red().bold()),
+                Tone::Note => writeln!(run, "{}", text.dimmed()),
+            };
+            let next = lines.get(index + 1).map(|next| next.stream);
+            if next == Some(line.stream) {
+                continue;
             }
-            Stream::Stderr => writeln!(anstream::stderr().lock(), "{text}"),
-        };
-        ignore_broken_pipe(result).context("cannot write the report")
+            let result = match line.stream {
+                Stream::Stdout => {
+                    let mut out = anstream::stdout().lock();
+                    out.write_all(&run).and_then(|()| out.flush())
+                }
+                Stream::Stderr => anstream::stderr().lock().write_all(&run),
+            };
+            ignore_broken_pipe(result).context("cannot write the report")?;
+            run.clear();
+        }
+        Ok(())
     }
 
     fn warning(&self, message: &str) {
