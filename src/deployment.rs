@@ -434,16 +434,6 @@ pub fn observe(
     settings: &DeliverySettings,
     writer: Option<&Arc<TempJournal>>,
 ) -> Result<Observation, GroupError> {
-    observe_with(layout, sources, group_path, settings, writer)
-}
-
-fn observe_with(
-    layout: &Layout,
-    sources: &Sources,
-    group_path: &Path,
-    settings: &DeliverySettings,
-    writer: Option<&Arc<TempJournal>>,
-) -> Result<Observation, GroupError> {
     let reads = Arc::new(ReadLog::default());
     let mut dir = open_group(group_path)?;
     reads.push(Read::root(Root::Group, true));

@@ -2023,6 +2023,34 @@ mod tests {
     }
 
     #[test]
+    fn a_sealed_file_is_overwritten_in_place_and_never_through_a_link_or_into_a_fifo() {
+        use std::os::unix::fs::MetadataExt;
+        let (temp, dir) = dir();
+        let inode = |name: &str| std::fs::metadata(temp.path().join(name)).unwrap().ino();
+        dir.overwrite_sealed("r", b"a longer first record").unwrap();
+        let first = inode("r");
+        dir.overwrite_sealed("r", b"shorter").unwrap();
+        assert_eq!(std::fs::read(temp.path().join("r")).unwrap(), b"shorter");
+        assert_eq!(inode("r"), first, "the same file, written in place");
+        dir.overwrite_sealed("r", b"longer than the one before")
+            .unwrap();
+        assert_eq!(
+            std::fs::read(temp.path().join("r")).unwrap(),
+            b"longer than the one before"
+        );
+        // A link is not followed, a FIFO neither blocks nor is written: both refused.
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, temp.path().join("link")).unwrap();
+        assert!(dir.overwrite_sealed("link", b"record").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        fifo(&temp.path().join("fifo"));
+        assert!(dir.overwrite_sealed("fifo", b"record").is_err());
+        assert_eq!(dir.kind("fifo").unwrap(), Some(FileKind::Other));
+    }
+
+    #[test]
     fn replaces_a_symlink_without_a_gap_and_never_follows_it() {
         let (temp, dir) = dir();
         let outside = tempfile::tempdir().unwrap();
