@@ -956,8 +956,7 @@ fn delivered(
 }
 
 /// Writes the record of a verdict worked out for a group found up to date without its lock:
-/// only when its lock is free at once (another run holding it records its own), with the
-/// record's temp in the lock's journal.
+/// only when its lock is free at once (another run holding it records its own).
 fn record_unlocked(layout: &Layout, verdicts: &Verdicts, unrecorded: Unrecorded) {
     let group = unrecorded.group().to_owned();
     state::with_free_lock(layout, &group, || verdicts.record(layout, unrecorded));

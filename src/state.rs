@@ -12,7 +12,10 @@
 //!   from ([`crate::check`]'s records).
 //! - `sources/container`: what the shared sources hold (their digest and notes), with every
 //!   host read they were made from, by item ([`crate::sources::record`]); written under the
-//!   deployment-wide lock (`global`), its temp in that lock's journal.
+//!   deployment-wide lock (`global`).
+//!
+//! Records are sealed and written in place ([`Records`]); only the files compose puts in front
+//! of an agent go through temps and journals.
 //!
 //! The state folder is the host's, but it is still opened defensively: it must be a real
 //! folder (never a link), and it must not be inside a group folder or `container/`, where an

@@ -347,9 +347,9 @@ impl Verdicts {
         (delivered, unrecorded)
     }
 
-    /// Writes the record of a verdict (atomically; its temp recorded in `journal`, the
-    /// journal of the group's lock, which the caller holds). A record is only a saving: one
-    /// that cannot be written is left for a later run.
+    /// Writes the record of a verdict, in place ([`state::Records`]), under the group's lock,
+    /// which the caller holds. A record is only a saving: one that cannot be written is left
+    /// for a later run.
     pub fn record(&self, layout: &Layout, unrecorded: Unrecorded) {
         let Unrecorded {
             group,
