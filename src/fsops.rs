@@ -2145,6 +2145,49 @@ mod tests {
     }
 
     #[test]
+    fn a_journal_is_emptied_only_when_none_of_its_temps_is_left() {
+        // Every temp put in place (or removed): the journal is emptied.
+        let (temp, dir, journal) = journaled();
+        let file = dir.stage_file("a.md", b"A", true).unwrap();
+        dir.put_in_place(file, "a.md").unwrap();
+        let link = dir.stage_symlink("b.md", Path::new("/app/x")).unwrap();
+        dir.put_in_place(link, "b.md").unwrap();
+        let unused = dir.stage_file("c.md", b"C", true).unwrap();
+        dir.discard(unused);
+        let new = dir.stage_new_file(b"D", true).unwrap();
+        assert!(dir.link_new(new, "d.md").unwrap());
+        assert!(std::fs::metadata(journal.path()).unwrap().len() > 0);
+        journal.settle().unwrap();
+        assert_eq!(std::fs::metadata(journal.path()).unwrap().len(), 0);
+        assert!(leftovers_of(&temp).is_empty());
+        // A temp the run left where it made it keeps the journal, which names it.
+        let (temp, dir, journal) = journaled();
+        let placed = dir.stage_file("a.md", b"A", true).unwrap();
+        dir.put_in_place(placed, "a.md").unwrap();
+        let left = dir.stage_file("b.md", b"B", true).unwrap();
+        journal.settle().unwrap();
+        let found: Vec<String> = leftovers_of(&temp).into_iter().map(|l| l.name).collect();
+        assert_eq!(found, [left.name.clone()]);
+        // A later run that finds it (the journal it opens holds records) empties the journal
+        // only once it is gone.
+        let later = TempJournal::new(temp.path().join("state"), "journal", "g");
+        let mut again = SafeDir::open(&temp.path().join("group")).unwrap();
+        again.record_temps_in(&later);
+        let own = again.stage_file("c.md", b"C", true).unwrap();
+        again.put_in_place(own, "c.md").unwrap();
+        later.settle().unwrap();
+        assert_eq!(
+            leftovers_of(&temp).len(),
+            1,
+            "the earlier run's temp is still there"
+        );
+        assert!(leftovers_of(&temp)[0].remove().unwrap());
+        later.settle().unwrap();
+        assert_eq!(std::fs::metadata(later.path()).unwrap().len(), 0);
+        drop(left);
+    }
+
+    #[test]
     fn a_recorded_temp_replaced_by_another_file_is_not_clawmds() {
         let (temp, dir, journal) = journaled();
         let staged = dir.stage_file("a.md", b"mine", true).unwrap();
