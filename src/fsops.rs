@@ -2167,7 +2167,7 @@ mod tests {
         let left = dir.stage_file("b.md", b"B", true).unwrap();
         journal.settle().unwrap();
         let found: Vec<String> = leftovers_of(&temp).into_iter().map(|l| l.name).collect();
-        assert_eq!(found, [left.name.clone()]);
+        assert_eq!(found, [left.name.as_str()]);
         // A later run that finds it (the journal it opens holds records) empties the journal
         // only once it is gone.
         let later = TempJournal::new(temp.path().join("state"), "journal", "g");
