@@ -491,17 +491,27 @@ impl SafeDir {
     /// no inode freed. Only for a file that every reader checks whole before using it (a sealed
     /// record, [`crate::state::Records`]): a crash, or a reader while it is written, may find it
     /// torn, never whole and other than written. Never through a link, never into anything but
-    /// a regular file, without blocking. Not synced.
+    /// a regular file, without blocking; a file with other names (a hard link) is replaced by a
+    /// new one rather than written through. Not synced.
     pub fn overwrite_sealed(&self, name: &str, bytes: &[u8]) -> Result<()> {
         let path = self.path.join(name);
         let owner = self.owner_for_new()?;
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let open = |flags: OFlags| -> Result<(OwnedFd, Stat)> {
+            let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(owner.mode))
+                .map_err(|err| FsError::io("open", &path, err))?;
+            let stat = rustix::fs::fstat(&fd).map_err(|err| FsError::io("inspect", &path, err))?;
+            refuse_non_regular(&path, FileKind::from_mode(stat.st_mode))?;
+            Ok((fd, stat))
+        };
         checkpoint("overwrite", &path);
-        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(owner.mode))
-            .map_err(|err| FsError::io("open", &path, err))?;
-        let stat = rustix::fs::fstat(&fd).map_err(|err| FsError::io("inspect", &path, err))?;
-        refuse_non_regular(&path, FileKind::from_mode(stat.st_mode))?;
+        let (mut fd, mut stat) = open(flags)?;
+        if stat.st_nlink > 1 {
+            drop(fd);
+            self.unlink(name)?;
+            (fd, stat) = open(flags | OFlags::EXCL)?;
+        }
         let file = std::fs::File::from(fd);
         give(&file, &owner, &stat, &path)?;
         file.write_all_at(bytes, 0)
@@ -2048,6 +2058,12 @@ mod tests {
         fifo(&temp.path().join("fifo"));
         assert!(dir.overwrite_sealed("fifo", b"record").is_err());
         assert_eq!(dir.kind("fifo").unwrap(), Some(FileKind::Other));
+        // A hard link to an outside file is replaced, not written through.
+        std::fs::hard_link(&victim, temp.path().join("hard")).unwrap();
+        dir.overwrite_sealed("hard", b"record").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(std::fs::read(temp.path().join("hard")).unwrap(), b"record");
+        assert_ne!(inode("hard"), std::fs::metadata(&victim).unwrap().ino());
     }
 
     #[test]
