@@ -861,6 +861,13 @@ mod tests {
     }
 
     /// Reads a few things through `fs` the way the loader does.
+    /// Moves the file at `rel` aside (to `copy.md`) and puts a link to it in its place.
+    fn swap_for_link_to_copy(root: &Path, rel: &str) {
+        let source = root.join(rel);
+        std::fs::rename(&source, root.join("copy.md")).unwrap();
+        symlink(root.join("copy.md"), source).unwrap();
+    }
+
     fn look(fs: &MountedFs) {
         let agent = Path::new("/workspace/agent");
         let _ = fs.read_limited(&agent.join("CLAUDE.md"), 1 << 20).unwrap();
@@ -892,20 +899,12 @@ mod tests {
             ),
             (
                 "a file in a mounted folder swapped for a link to its copy",
-                |r| {
-                    let source = r.join("container/skills/web/instructions.md");
-                    std::fs::rename(&source, r.join("copy.md")).unwrap();
-                    symlink(r.join("copy.md"), source).unwrap();
-                },
+                |r| swap_for_link_to_copy(r, "container/skills/web/instructions.md"),
                 false,
             ),
             (
                 "a mounted file swapped for a link to its copy (a bind follows it)",
-                |r| {
-                    let source = r.join("container/CLAUDE.md");
-                    std::fs::rename(&source, r.join("copy.md")).unwrap();
-                    symlink(r.join("copy.md"), source).unwrap();
-                },
+                |r| swap_for_link_to_copy(r, "container/CLAUDE.md"),
                 true,
             ),
             (
