@@ -1,0 +1,70 @@
+//! clawmd check: what an agent would miss or wrongly get; with `--fix`, composes what is
+//! safely fixable first, then checks again.
+
+use std::process::ExitCode;
+
+use clawmd::check::{CheckOptions, check_with_progress, safely_fixable};
+use clawmd::compose::{ComposeOptions, compose_with_progress};
+use clawmd::deployment::Selection;
+
+use super::{finish, selection};
+use crate::args::{CheckArgs, GlobalArgs};
+use crate::printer::Printer;
+
+pub fn run(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let (mut resolved, _) = global.resolve(&args.delivery, None, printer)?;
+    args.config
+        .apply(&mut resolved.layout, &args.groups, false)?;
+    let selection = selection(&args.groups, args.all);
+    let options = CheckOptions {
+        settings: resolved.delivery,
+        delivery_given: args.delivery.delivery.is_some(),
+        claude_version: resolved.delivery.claude_version,
+    };
+    let bar = printer.progress("checking");
+    let mut result = check_with_progress(&resolved.layout, &selection, &options, &bar);
+    bar.finish();
+    if args.fix
+        && let Ok(report) = &result
+    {
+        let fixable = safely_fixable(report);
+        if !fixable.is_empty() {
+            let compose_options = ComposeOptions {
+                settings: options.settings,
+                dry_run: false,
+                lock_timeout: resolved.lock_timeout,
+            };
+            let bar = printer.progress("fixing");
+            let fixed = compose_with_progress(
+                &resolved.layout,
+                &Selection::Named(fixable),
+                &compose_options,
+                &bar,
+            );
+            bar.finish();
+            if let Ok(fixed) = &fixed {
+                let names: Vec<String> = fixed
+                    .groups
+                    .iter()
+                    .filter(|g| g.status == clawmd::report::Status::Changed)
+                    .map(|g| clawmd::report::escape(&g.group).into_owned())
+                    .collect();
+                printer.note(&format!(
+                    "fixed: composed {} group(s){}{}",
+                    names.len(),
+                    if names.is_empty() { "" } else { ": " },
+                    names.join(", ")
+                ));
+            }
+            let bar = printer.progress("checking");
+            result = check_with_progress(&resolved.layout, &selection, &options, &bar);
+            bar.finish();
+        }
+        if let Ok(report) = &result
+            && report.groups.iter().any(|g| !g.findings.is_empty())
+        {
+            printer.note("left for a person (check --fix does not change these):");
+        }
+    }
+    finish("check", result, args.output.format(), printer)
+}

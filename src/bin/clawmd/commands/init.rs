@@ -1,0 +1,48 @@
+//! clawmd init: writes down in clawmd.json what clawmd detects of the deployment, never
+//! changing a key already set.
+
+use std::process::ExitCode;
+
+use clawmd::report::{Line, Stream, Tone};
+
+use crate::args::{DeliveryArgs, GlobalArgs, InitArgs};
+use crate::printer::Printer;
+
+pub fn run(global: &GlobalArgs, args: InitArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let (resolved, _) = global.resolve(&DeliveryArgs::default(), None, printer)?;
+    let path = global.root.join(clawmd::settings::SETTINGS_FILE);
+    let existing = match fs_err::read(&path) {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => anyhow::bail!(
+                "{} is not a JSON object; fix it first (init never overwrites it)",
+                path.display()
+            ),
+        },
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => serde_json::Map::new(),
+        Err(err) => return Err(err.into()),
+    };
+    let detected = clawmd::init::detect(&global.root, &resolved.layout);
+    let plan = clawmd::init::plan(&detected, &resolved.layout, &existing);
+    for note in &plan.notes {
+        printer.line(&Line {
+            stream: Stream::Stdout,
+            tone: Tone::Plain,
+            text: format!("  {}", clawmd::report::escape(note)),
+        })?;
+    }
+    let summary = match (&plan.settings, args.dry_run) {
+        (None, _) => format!("{}: nothing to add", path.display()),
+        (Some(_), true) => format!("{}: would write (dry run: nothing written)", path.display()),
+        (Some(bytes), false) => {
+            clawmd::fsops::write_host_file(&path, bytes)?;
+            format!("{}: written", path.display())
+        }
+    };
+    printer.line(&Line {
+        stream: Stream::Stdout,
+        tone: Tone::Changed,
+        text: clawmd::report::escape(&summary).into_owned(),
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,72 @@
+//! One runner per subcommand (`clawmd compose` is `compose::run`), and what they share: the
+//! selection of groups and `finish`, which prints a report and turns it into the exit status.
+
+pub mod check;
+pub mod compose;
+pub mod docs;
+pub mod init;
+pub mod migrate;
+pub mod mounts;
+pub mod render;
+pub mod watch;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use clawmd::deployment::Selection;
+use clawmd::report::{Report, RunFailure};
+
+use crate::args::OutputFormat;
+use crate::printer::{Printer, print_stdout};
+
+/// The named groups, or all of them with `--all` or when none is named.
+pub fn selection(groups: &[String], all: bool) -> Selection {
+    if all || groups.is_empty() {
+        Selection::All
+    } else {
+        Selection::Named(groups.to_vec())
+    }
+}
+
+/// Prints a command's report (JSON or human) and turns it into the exit status.
+pub fn finish<R: Report>(
+    command: &str,
+    result: Result<R, clawmd::Error>,
+    format: OutputFormat,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let report = match (result, format) {
+        (Ok(report), _) => report,
+        (Err(err), OutputFormat::Json) => return print_json_error(command, &err, printer),
+        (Err(err), OutputFormat::Human) => {
+            return Err(err).with_context(|| format!("{command} failed"));
+        }
+    };
+    match format {
+        OutputFormat::Json => print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?,
+        OutputFormat::Human => {
+            printer.lines(&report.human(printer.detail))?;
+        }
+    }
+    Ok(exit_code(report.ok()))
+}
+
+fn print_json_error(
+    command: &str,
+    err: &clawmd::Error,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let failure = RunFailure::new(command, err);
+    print_stdout(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
+    printer.error(&err.to_string());
+    Ok(ExitCode::FAILURE)
+}
+
+pub fn exit_code(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

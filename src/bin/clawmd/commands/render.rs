@@ -1,0 +1,75 @@
+//! clawmd render: the memory Claude Code loads, for a group inside its container or for a
+//! folder on this machine.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use clawmd::loader::{HostFs, load, render};
+use clawmd::view::{ViewOptions, delivery_view, load_group, load_options};
+
+use crate::args::{DeliveryArgs, GlobalArgs, RenderArgs};
+use crate::printer::{Printer, print_stdout};
+
+pub fn run(global: &GlobalArgs, args: RenderArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    // A group is rendered as the deployment's agents run (its pinned release and consumer)
+    // unless the command line says otherwise.
+    let resolved = match &args.group {
+        Some(_) => {
+            let delivery = DeliveryArgs {
+                delivery: args.delivery,
+                provider: args.provider,
+                ..DeliveryArgs::default()
+            };
+            Some(global.resolve(&delivery, None, printer)?.0)
+        }
+        None => None,
+    };
+    let mut view = ViewOptions {
+        approve_external: args.approve_external,
+        home: args.home.clone(),
+        container_home: Some(args.container_home.clone()),
+        consumer: args
+            .consumer
+            .or(resolved.as_ref().map(|r| r.delivery.consumer))
+            .unwrap_or_default(),
+        claude_version: args
+            .claude_version
+            .or(resolved.as_ref().map(|r| r.delivery.claude_version))
+            .unwrap_or_default(),
+        ..ViewOptions::default()
+    };
+    if !view.claude_version.is_verified() {
+        printer.warning(&format!(
+            "Claude Code {} is {}",
+            view.claude_version,
+            view.claude_version.unverified_note()
+        ));
+    }
+    let memory = match (&args.group, &args.cwd) {
+        (Some(group), _) => {
+            let resolved = resolved.as_ref().expect("resolved for a group");
+            view.delivery = resolved.delivery.delivery;
+            view.provider = resolved.delivery.provider;
+            load_group(&resolved.layout, group, &view)
+                .with_context(|| format!("cannot render group {group}"))?
+                .0
+        }
+        (None, Some(cwd)) => {
+            let cwd = fs_err::canonicalize(cwd).context("cannot use --cwd")?;
+            let home = match &args.home {
+                Some(home) => Some(fs_err::canonicalize(home).context("cannot use --home")?),
+                None => None,
+            };
+            let options = load_options(&cwd, home, &view);
+            load(&HostFs, &options).context("cannot load memory")?
+        }
+        (None, None) => unreachable!("clap requires a group or --cwd"),
+    };
+    if args.delivery_view {
+        print_stdout(&delivery_view(&memory))?;
+    } else {
+        print_stdout(&render(&memory, args.format))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,65 @@
+//! clawmd watch: keeps groups composed as their inputs change, printing one event per
+//! group that changed until SIGINT or SIGTERM (or a closed stdout).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use clawmd::report::{WatchEvent, WatchLine};
+use clawmd::watch::{WatchOptions, watch};
+
+use super::selection;
+use crate::args::{GlobalArgs, OutputFormat, WatchArgs};
+use crate::printer::{Printer, is_broken_pipe};
+
+pub fn run(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    use std::os::fd::AsFd as _;
+    let overrides = global.overrides(&args.delivery, args.lock.lock_timeout);
+    let options = WatchOptions {
+        debounce: std::time::Duration::from_millis(args.debounce_ms),
+    };
+    // SIGINT and SIGTERM make `stop` readable; the watch loop sleeps on it and stops cleanly
+    // between two recomposes.
+    let (stop, signalled) =
+        std::os::unix::net::UnixStream::pair().context("cannot set up signal handling")?;
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::low_level::pipe::register(signal, signalled.try_clone()?)
+            .context("cannot set up signal handling")?;
+    }
+    // A closed stdout (the runner reading the lines is gone) or any other write error ends
+    // the watch the same way a signal does.
+    let mut failed = None;
+    let mut sink = |event: WatchEvent| {
+        let printed = match args.format {
+            OutputFormat::Json => {
+                let mut out = std::io::stdout().lock();
+                serde_json::to_string(&WatchLine::new(event))
+                    .map_err(anyhow::Error::from)
+                    .and_then(|line| {
+                        writeln!(out, "{line}")
+                            .and_then(|()| out.flush())
+                            .context("cannot write to stdout")
+                    })
+            }
+            OutputFormat::Human => printer.lines(&event.human(printer.detail)),
+        };
+        if let Err(err) = printed {
+            let _ = (&signalled).write_all(b"!");
+            failed.get_or_insert(err);
+        }
+    };
+    watch(
+        &global.root,
+        &overrides,
+        &selection(&args.groups, args.all),
+        &options,
+        stop.as_fd(),
+        &mut sink,
+    )
+    .context("watch failed")?;
+    match failed {
+        Some(err) if !is_broken_pipe(&err) => Err(err),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}

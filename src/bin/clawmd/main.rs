@@ -1,0 +1,77 @@
+//! The `clawmd` command line: parses flags (`args`), resolves the settings (`settings`), runs
+//! the subcommand (`commands`) and prints its result (`printer`). The library does the work.
+
+mod args;
+mod commands;
+mod printer;
+mod settings;
+
+use std::process::ExitCode;
+
+use args::{Cli, Command};
+use printer::{Printer, init_logging};
+
+fn main() -> ExitCode {
+    raise_open_file_limit();
+    let cli = args::parse_cli();
+    let printer = Printer::new(&cli.global);
+    init_logging(cli.global.verbose, printer.log_ansi);
+    match run(cli, &printer) {
+        Ok(code) => code,
+        Err(err) => {
+            printer.error(&error_once(&err));
+            ExitCode::FAILURE
+        }
+    }
+}
+/// Raises the soft limit on open files to the hard one, as many tools do: a run over thousands
+/// of groups holds a few descriptors per group of a batch (the library sizes its batches and
+/// threads from the limit, so it works under any limit; a higher one only means fewer syncs).
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // No hard limit: the kernel still caps descriptors (fs.nr_open, 1,048,576 by default).
+    let wanted = limit.maximum.unwrap_or(1 << 20);
+    if limit.current.is_some_and(|current| current < wanted) {
+        let raised = Rlimit {
+            current: Some(wanted),
+            maximum: limit.maximum,
+        };
+        if let Err(err) = setrlimit(Resource::Nofile, raised) {
+            tracing::debug!("cannot raise the open-file limit to {wanted}: {err}");
+        }
+    }
+}
+
+/// The error and its causes, each said once: a library error's message already includes its
+/// cause, so a cause whose text is already there is not repeated.
+fn error_once(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+/// Runs the subcommand the command line names.
+fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let global = &cli.global;
+    match cli.command {
+        Command::Compose(with) => commands::compose::run(global, with.args, printer),
+        Command::Migrate(with) => commands::migrate::run(global, with.args, printer),
+        Command::Init(with) => commands::init::run(global, with.args, printer),
+        Command::Check(with) => commands::check::run(global, with.args, printer),
+        Command::Render(with) => commands::render::run(global, with.args, printer),
+        Command::Mounts(with) => commands::mounts::run(global, with.args, printer),
+        Command::Watch(with) => commands::watch::run(global, with.args, printer),
+        Command::Completions { shell, .. } => commands::docs::completions(shell),
+        Command::Schema { kind, .. } => commands::docs::json_schema(kind),
+        Command::Man { .. } => commands::docs::man(),
+    }
+}

@@ -1,0 +1,97 @@
+//! The deployment's settings as the command line changes them: the global flags (and
+//! `CLAWMD_*`) over `<root>/clawmd.json` over the defaults, and a group's config handed with
+//! `--config`.
+
+use anyhow::Context;
+
+use clawmd::report::WarningReport;
+use clawmd::settings::{Overrides, Resolved, read_settings};
+
+use crate::args::{ConfigArgs, DeliveryArgs, GlobalArgs};
+use crate::printer::Printer;
+
+impl GlobalArgs {
+    /// The deployment's settings: these flags (and `CLAWMD_*`) over `<root>/clawmd.json` over
+    /// the defaults. Warnings about the settings file are printed and returned.
+    pub fn resolve(
+        &self,
+        delivery: &DeliveryArgs,
+        lock_timeout: Option<u64>,
+        printer: &Printer,
+    ) -> anyhow::Result<(Resolved, Vec<WarningReport>)> {
+        let (settings, warnings) = read_settings(&self.root)?;
+        let warnings: Vec<WarningReport> = warnings
+            .iter()
+            .map(|warning| WarningReport {
+                code: warning.code,
+                message: warning.to_string(),
+            })
+            .collect();
+        for warning in &warnings {
+            printer.warning(&warning.message);
+        }
+        Ok((
+            settings
+                .resolve(&self.root, &self.overrides(delivery, lock_timeout))
+                .with_deployment_pins(),
+            warnings,
+        ))
+    }
+
+    /// What these flags (and `CLAWMD_*`) say, over whatever `clawmd.json` says.
+    pub fn overrides(&self, delivery: &DeliveryArgs, lock_timeout: Option<u64>) -> Overrides {
+        Overrides {
+            groups_dir: self.groups_dir.clone(),
+            container_dir: self.container_dir.clone(),
+            app_mount: self.app_mount.clone(),
+            workspace_mount: self.workspace_mount.clone(),
+            lock_timeout,
+            delivery: delivery.delivery,
+            provider: delivery.provider,
+            approve_external: delivery.approve_external,
+            claude_version: delivery.claude_version,
+        }
+    }
+}
+
+impl ConfigArgs {
+    /// Puts the handed config, if any, into `layout` for `groups` (exactly one), and with
+    /// `keep` (compose, not a dry run) keeps it where "handed" configs are read.
+    pub fn apply(
+        &self,
+        layout: &mut clawmd::Layout,
+        groups: &[String],
+        keep: bool,
+    ) -> anyhow::Result<()> {
+        let Some(from) = &self.config else {
+            return Ok(());
+        };
+        let [group] = groups else {
+            anyhow::bail!("--config hands the config of one group: name exactly one group");
+        };
+        let bytes = if from.as_os_str() == "-" {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::io::stdin(), clawmd::config::MAX_CONFIG_BYTES + 1),
+                &mut bytes,
+            )
+            .context("cannot read the config from standard input")?;
+            bytes
+        } else {
+            fs_err::read(from).context("cannot read --config")?
+        };
+        if bytes.len() as u64 > clawmd::config::MAX_CONFIG_BYTES {
+            anyhow::bail!(
+                "the handed config is over {} bytes; a group's config is a few kilobytes",
+                clawmd::config::MAX_CONFIG_BYTES
+            );
+        }
+        if keep && layout.group_config == clawmd::layout::GroupConfigSource::Handed {
+            clawmd::deployment::keep_handed_config(layout, group, &bytes)?;
+        }
+        layout
+            .given_configs
+            .insert(group.clone(), std::sync::Arc::from(bytes));
+        Ok(())
+    }
+}
