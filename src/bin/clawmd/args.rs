@@ -156,19 +156,20 @@ impl Command {
 }
 
 /// The command line, its flags given before and after the subcommand merged
-/// ([`GlobalArgs::after`]).
-pub fn parse_cli() -> Cli {
+/// ([`GlobalArgs::after`]); or what clap has to say instead (help, version, a usage error),
+/// for the `Printer` to print.
+pub fn parse_cli() -> Result<Cli, clap::Error> {
     use clap::{CommandFactory, FromArgMatches};
     let mut command = Cli::command();
-    let matches = command.get_matches_mut();
+    let matches = command.try_get_matches_from_mut(std::env::args_os())?;
     match Cli::from_arg_matches(&matches) {
         Ok(mut cli) => {
             if let Some((_, sub)) = matches.subcommand() {
                 cli.global = cli.global.after(cli.command.global(), sub);
             }
-            cli
+            Ok(cli)
         }
-        Err(err) => err.format(&mut command).exit(),
+        Err(err) => Err(err.format(&mut command)),
     }
 }
 

@@ -1,6 +1,8 @@
 //! The `clawmd` command line: parses flags (`args`), resolves the settings (`settings`), runs
 //! the subcommand (`commands`) and prints its result (`printer`). The library does the work.
 
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
+
 mod args;
 mod commands;
 mod printer;
@@ -9,13 +11,16 @@ mod settings;
 use std::process::ExitCode;
 
 use args::{Cli, Command};
-use printer::{Printer, init_logging};
+use printer::Printer;
 
 fn main() -> ExitCode {
     raise_open_file_limit();
-    let cli = args::parse_cli();
+    let cli = match args::parse_cli() {
+        Ok(cli) => cli,
+        Err(message) => return Printer::clap_message(&message),
+    };
     let printer = Printer::new(&cli.global);
-    init_logging(cli.global.verbose, printer.log_ansi);
+    printer.start_logging(cli.global.verbose);
     match run(cli, &printer) {
         Ok(code) => code,
         Err(err) => {
@@ -70,8 +75,8 @@ fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
         Command::Render(with) => commands::render::run(global, with.args, printer),
         Command::Mounts(with) => commands::mounts::run(global, with.args, printer),
         Command::Watch(with) => commands::watch::run(global, with.args, printer),
-        Command::Completions { shell, .. } => commands::docs::completions(shell),
-        Command::Schema { kind, .. } => commands::docs::json_schema(kind),
-        Command::Man { .. } => commands::docs::man(),
+        Command::Completions { shell, .. } => commands::docs::completions(shell, printer),
+        Command::Schema { kind, .. } => commands::docs::json_schema(kind, printer),
+        Command::Man { .. } => commands::docs::man(printer),
     }
 }

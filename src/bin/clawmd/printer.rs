@@ -1,59 +1,43 @@
-//! Every byte the binary writes to the terminal: report lines coloured by tone, warnings,
-//! notes and errors on stderr, uncoloured text on stdout (JSON, rendered memory, scripts), the
-//! progress bar, and the logs of `-v`.
+//! Every byte the binary writes to the terminal goes through here: report lines coloured by
+//! tone, warnings, notes and errors on stderr, uncoloured text on stdout (JSON, rendered
+//! memory, scripts), clap's help and usage errors, the progress bar (`bar`), and the logs of
+//! `-v`. This module is the only one that opens stdout or stderr (clippy.toml refuses it
+//! elsewhere; the binary's root denies `print!` and friends).
 
-use std::io::Write;
+mod bar;
+
+use std::io::{IsTerminal as _, Write};
+use std::process::ExitCode;
 
 use anyhow::Context;
+use owo_colors::OwoColorize as _;
 
-use clawmd::progress::Progress;
 use clawmd::report::{Detail, Line, Stream, Tone};
 
 use crate::args::{ColorWhen, GlobalArgs};
+pub use bar::Bar;
 
-/// The one place that writes to stdout without colour (JSON, rendered memory, scripts). A
-/// closed pipe (`clawmd ... | head`) is not an error.
-pub fn print_stdout(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    ignore_broken_pipe(out.write_all(text.as_bytes()).and_then(|()| out.flush()))
-        .context("cannot write to stdout")
-}
-
-pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
-}
-
-pub fn ignore_broken_pipe(result: std::io::Result<()>) -> std::io::Result<()> {
-    match result {
-        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
-}
-
-/// Every human line goes through here: to the stream the report chose, coloured by its tone
-/// when colour is on (a terminal, or `--color always`; never with `NO_COLOR` under `auto`).
+/// Writes the binary's output: to the stream each line is for, coloured by its tone when
+/// colour is on (a terminal, or `--color always`; never with `NO_COLOR` under `auto`).
 pub struct Printer {
+    /// How much the human output says (`-q`, `-v`).
     pub detail: Detail,
     /// Whether `-v` logs may carry ANSI colour (stderr is a terminal and colour is allowed).
-    pub log_ansi: bool,
+    log_ansi: bool,
     /// Whether a progress bar may be drawn (stderr is a terminal and not `-q`).
-    pub bars: bool,
+    bars: bool,
 }
 
 impl Printer {
+    /// The printer the global flags ask for; sets the colour choice of every coloured stream.
     pub fn new(global: &GlobalArgs) -> Self {
-        use std::io::IsTerminal as _;
         let choice = match global.color {
             ColorWhen::Auto => anstream::ColorChoice::Auto,
             ColorWhen::Always => anstream::ColorChoice::Always,
             ColorWhen::Never => anstream::ColorChoice::Never,
         };
         choice.write_global();
-        let stderr_tty = std::io::stderr().is_terminal();
+        let stderr_tty = stderr_is_terminal();
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         let log_ansi = match global.color {
             ColorWhen::Always => true,
@@ -67,6 +51,20 @@ impl Printer {
         }
     }
 
+    /// Prints what clap has to say instead of a run (help, version, a usage error), as clap
+    /// itself would: on stdout for help and version, else on stderr, coloured on a terminal.
+    /// Returns clap's exit status (0, or 2 for a usage error).
+    pub fn clap_message(err: &clap::Error) -> ExitCode {
+        let text = err.render().ansi().to_string();
+        let choice = anstream::ColorChoice::Auto;
+        let _ = if err.use_stderr() {
+            anstream::AutoStream::new(raw_stderr(), choice).write_all(text.as_bytes())
+        } else {
+            anstream::AutoStream::new(raw_stdout(), choice).write_all(text.as_bytes())
+        };
+        ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
+    }
+
     pub fn line(&self, line: &Line) -> anyhow::Result<()> {
         self.lines(std::slice::from_ref(line))
     }
@@ -74,7 +72,6 @@ impl Printer {
     /// Prints `lines` in order, each run of lines bound for the same stream in one write (a
     /// report of 10,000 groups is 70,000 lines).
     pub fn lines(&self, lines: &[Line]) -> anyhow::Result<()> {
-        use owo_colors::OwoColorize as _;
         let mut run = Vec::new();
         for (index, line) in lines.iter().enumerate() {
             let text = &line.text;
@@ -91,10 +88,10 @@ impl Printer {
             }
             let result = match line.stream {
                 Stream::Stdout => {
-                    let mut out = anstream::stdout().lock();
+                    let mut out = coloured_stdout();
                     out.write_all(&run).and_then(|()| out.flush())
                 }
-                Stream::Stderr => anstream::stderr().lock().write_all(&run),
+                Stream::Stderr => coloured_stderr().write_all(&run),
             };
             ignore_broken_pipe(result).context("cannot write the report")?;
             run.clear();
@@ -102,11 +99,28 @@ impl Printer {
         Ok(())
     }
 
+    /// Writes `text` to stdout as it is, without colour (JSON, rendered memory, scripts). A
+    /// closed pipe (`clawmd ... | head`) is not an error.
+    pub fn plain(&self, text: &str) -> anyhow::Result<()> {
+        let mut out = raw_stdout();
+        ignore_broken_pipe(out.write_all(text.as_bytes()).and_then(|()| out.flush()))
+            .context("cannot write to stdout")
+    }
+
+    /// Writes `line` and a newline to stdout, without colour, for a reader that follows the
+    /// output as it comes (`watch --format json`): a closed pipe is an error here, so that the
+    /// caller can stop (`is_broken_pipe`).
+    pub fn streamed_line(&self, line: &str) -> anyhow::Result<()> {
+        let mut out = raw_stdout();
+        writeln!(out, "{line}")
+            .and_then(|()| out.flush())
+            .context("cannot write to stdout")
+    }
+
     pub fn warning(&self, message: &str) {
-        use owo_colors::OwoColorize as _;
         if self.detail > Detail::Quiet {
             let _ = writeln!(
-                anstream::stderr().lock(),
+                coloured_stderr(),
                 "{} {message}",
                 "clawmd: warning:".yellow()
             );
@@ -116,14 +130,13 @@ impl Printer {
     /// A line about what the run did, on stderr (stdout may hold a JSON report).
     pub fn note(&self, message: &str) {
         if self.detail > Detail::Quiet {
-            let _ = writeln!(anstream::stderr().lock(), "clawmd: {message}");
+            let _ = writeln!(coloured_stderr(), "clawmd: {message}");
         }
     }
 
     pub fn error(&self, message: &str) {
-        use owo_colors::OwoColorize as _;
         let _ = writeln!(
-            anstream::stderr().lock(),
+            coloured_stderr(),
             "{} {message}",
             "clawmd: error:".red().bold()
         );
@@ -131,98 +144,97 @@ impl Printer {
 
     /// A progress bar on stderr for a multi-group run, drawn only on a terminal.
     pub fn progress(&self, what: &'static str) -> Bar {
-        Bar {
-            bar: self.bars.then(|| {
-                // Hidden until the run says how many groups there are (see `Bar::start`).
-                let bar = indicatif::ProgressBar::with_draw_target(
-                    None,
-                    indicatif::ProgressDrawTarget::hidden(),
-                );
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template(
-                        "{prefix} [{bar:30}] {pos}/{len} groups ({eta})",
-                    )
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-                );
-                bar.set_prefix(what);
-                bar
-            }),
-            quiet: self.detail == Detail::Quiet,
-        }
-    }
-}
-
-/// The library's [`Progress`] hooks, shown as a bar (on a terminal, for more than one group)
-/// and a line when a lock is held by another run.
-pub struct Bar {
-    bar: Option<indicatif::ProgressBar>,
-    quiet: bool,
-}
-
-impl Progress for Bar {
-    fn start(&self, groups: usize) {
-        if let Some(bar) = &self.bar
-            && groups > 1
-        {
-            bar.set_length(groups as u64);
-            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        }
+        Bar::new(self.bars, what, self.detail == Detail::Quiet)
     }
 
-    fn done(&self, _group: &str) {
-        if let Some(bar) = &self.bar {
-            bar.inc(1);
-        }
-    }
-
-    fn waiting_for_lock(&self, group: &str, lock: &std::path::Path) {
-        if self.quiet {
+    /// Sends the library's `tracing` logs to stderr: at `verbose` (`-v` info, `-vv` debug)
+    /// or as `RUST_LOG` says.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the logs' writer: the Printer is the binary's one writer to the terminal"
+    )]
+    pub fn start_logging(&self, verbose: u8) {
+        use tracing_subscriber::EnvFilter;
+        // Logging is off by default: with no subscriber at all, which logs nothing too, a run
+        // does not build the filter and the formatter (part of a one-group compose's start-up
+        // memory).
+        if verbose == 0 && std::env::var_os("RUST_LOG").is_none() {
             return;
         }
-        let line = format!(
-            "clawmd: waiting for lock on {} (held by another run) to compose {}",
-            clawmd::report::escape_path(lock),
-            clawmd::report::escape(group)
-        );
-        match &self.bar {
-            Some(bar) => bar.suspend(|| {
-                let _ = writeln!(anstream::stderr().lock(), "{line}");
-            }),
-            None => {
-                let _ = writeln!(anstream::stderr().lock(), "{line}");
-            }
-        }
+        let default = match verbose {
+            0 => "off",
+            1 => "info",
+            _ => "debug",
+        };
+        let filter =
+            EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(self.log_ansi)
+            .with_target(false)
+            .without_time()
+            .init();
     }
 }
 
-impl Bar {
-    pub fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
+/// Whether the error comes from a closed stdout or stderr (`clawmd ... | head`).
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn ignore_broken_pipe(result: std::io::Result<()>) -> std::io::Result<()> {
+    match result {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }
 
-pub fn init_logging(verbose: u8, ansi: bool) {
-    use tracing_subscriber::EnvFilter;
-    // Logging is off by default: with no subscriber at all, which logs nothing too, a run
-    // does not build the filter and the formatter (part of a one-group compose's start-up
-    // memory).
-    if verbose == 0 && std::env::var_os("RUST_LOG").is_none() {
-        return;
-    }
-    let default = match verbose {
-        0 => "off",
-        1 => "info",
-        _ => "debug",
-    };
-    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .with_target(false)
-        .without_time()
-        .init();
+/// Writes one line to stderr, coloured as the global colour choice says.
+fn stderr_line(line: &str) {
+    let _ = writeln!(coloured_stderr(), "{line}");
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the Printer is the binary's one writer to the terminal"
+)]
+fn raw_stdout() -> std::io::StdoutLock<'static> {
+    std::io::stdout().lock()
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the Printer is the binary's one writer to the terminal"
+)]
+fn raw_stderr() -> std::io::StderrLock<'static> {
+    std::io::stderr().lock()
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the Printer is the binary's one writer to the terminal"
+)]
+fn stderr_is_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the Printer is the binary's one writer to the terminal"
+)]
+fn coloured_stdout() -> anstream::AutoStream<std::io::StdoutLock<'static>> {
+    anstream::stdout().lock()
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the Printer is the binary's one writer to the terminal"
+)]
+fn coloured_stderr() -> anstream::AutoStream<std::io::StderrLock<'static>> {
+    anstream::stderr().lock()
 }

@@ -18,7 +18,7 @@ use clawmd::deployment::Selection;
 use clawmd::report::{Report, RunFailure};
 
 use crate::args::OutputFormat;
-use crate::printer::{Printer, print_stdout};
+use crate::printer::Printer;
 
 /// The named groups, or all of them with `--all` or when none is named.
 pub fn selection(groups: &[String], all: bool) -> Selection {
@@ -44,7 +44,7 @@ pub fn finish<R: Report>(
         }
     };
     match format {
-        OutputFormat::Json => print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?,
+        OutputFormat::Json => printer.plain(&(serde_json::to_string_pretty(&report)? + "\n"))?,
         OutputFormat::Human => {
             printer.lines(&report.human(printer.detail))?;
         }
@@ -58,7 +58,7 @@ fn print_json_error(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let failure = RunFailure::new(command, err);
-    print_stdout(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
+    printer.plain(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
     printer.error(&err.to_string());
     Ok(ExitCode::FAILURE)
 }

@@ -9,7 +9,7 @@ use clawmd::loader::{HostFs, load, render};
 use clawmd::view::{ViewOptions, delivery_view, load_group, load_options};
 
 use crate::args::{DeliveryArgs, GlobalArgs, RenderArgs};
-use crate::printer::{Printer, print_stdout};
+use crate::printer::Printer;
 
 pub fn run(global: &GlobalArgs, args: RenderArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     // A group is rendered as the deployment's agents run (its pinned release and consumer)
@@ -67,9 +67,9 @@ pub fn run(global: &GlobalArgs, args: RenderArgs, printer: &Printer) -> anyhow::
         (None, None) => unreachable!("clap requires a group or --cwd"),
     };
     if args.delivery_view {
-        print_stdout(&delivery_view(&memory))?;
+        printer.plain(&delivery_view(&memory))?;
     } else {
-        print_stdout(&render(&memory, args.format))?;
+        printer.plain(&render(&memory, args.format))?;
     }
     Ok(ExitCode::SUCCESS)
 }

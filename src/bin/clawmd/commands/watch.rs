@@ -32,16 +32,9 @@ pub fn run(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow::R
     let mut failed = None;
     let mut sink = |event: WatchEvent| {
         let printed = match args.format {
-            OutputFormat::Json => {
-                let mut out = std::io::stdout().lock();
-                serde_json::to_string(&WatchLine::new(event))
-                    .map_err(anyhow::Error::from)
-                    .and_then(|line| {
-                        writeln!(out, "{line}")
-                            .and_then(|()| out.flush())
-                            .context("cannot write to stdout")
-                    })
-            }
+            OutputFormat::Json => serde_json::to_string(&WatchLine::new(event))
+                .map_err(anyhow::Error::from)
+                .and_then(|line| printer.streamed_line(&line)),
             OutputFormat::Human => printer.lines(&event.human(printer.detail)),
         };
         if let Err(err) = printed {

@@ -1,0 +1,73 @@
+//! The progress bar of a multi-group run, and the line saying a run waits for another's lock:
+//! the library's [`Progress`] hooks, drawn on stderr.
+
+use clawmd::progress::Progress;
+
+/// The library's [`Progress`] hooks, shown as a bar (on a terminal, for more than one group)
+/// and a line when a lock is held by another run.
+pub struct Bar {
+    bar: Option<indicatif::ProgressBar>,
+    quiet: bool,
+}
+
+impl Bar {
+    /// A bar prefixed with `what` when `drawn` (stderr is a terminal, not `-q`); else only the
+    /// lock line, unless `quiet`.
+    pub(super) fn new(drawn: bool, what: &'static str, quiet: bool) -> Self {
+        Bar {
+            bar: drawn.then(|| hidden_bar(what)),
+            quiet,
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// A bar hidden until the run says how many groups there are (see `Bar::start`).
+fn hidden_bar(what: &'static str) -> indicatif::ProgressBar {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} groups ({eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(what);
+    bar
+}
+
+impl Progress for Bar {
+    fn start(&self, groups: usize) {
+        if let Some(bar) = &self.bar
+            && groups > 1
+        {
+            bar.set_length(groups as u64);
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+    }
+
+    fn done(&self, _group: &str) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+        }
+    }
+
+    fn waiting_for_lock(&self, group: &str, lock: &std::path::Path) {
+        if self.quiet {
+            return;
+        }
+        let line = format!(
+            "clawmd: waiting for lock on {} (held by another run) to compose {}",
+            clawmd::report::escape_path(lock),
+            clawmd::report::escape(group)
+        );
+        match &self.bar {
+            Some(bar) => bar.suspend(|| super::stderr_line(&line)),
+            None => super::stderr_line(&line),
+        }
+    }
+}
