@@ -192,7 +192,7 @@ fn report(
             {
                 Ok(report) => report,
                 Err(err) => {
-                    tracing::error!(group, "{err}");
+                    tracing::error!(group, "{}", crate::error::chain_text(&err));
                     GroupReport::failed(group, &err)
                 }
             }
@@ -906,7 +906,9 @@ fn sync_batch(works: &mut [Result<Work, GroupError>]) {
                         0 => &w.seen.dir,
                         _ => w.seen.bind.as_ref().unwrap_or(&w.seen.dir),
                     };
-                    let outcome = dir.sync_filesystem().map_err(|err| err.to_string());
+                    let outcome = dir
+                        .sync_filesystem()
+                        .map_err(|err| crate::error::chain_text(&err));
                     synced.push((*device, outcome.clone()));
                     outcome
                 }
@@ -995,7 +997,8 @@ fn settings_unreadable(
 ) -> Delivered {
     let mut delivered = verify(layout, plan, sources, &options.settings);
     delivered.undecided.push(format!(
-        "the agent's settings files could not be read ({err}): what they do to its memory is undecided"
+        "the agent's settings files could not be read ({}): what they do to its memory is undecided",
+        crate::error::chain_text(err)
     ));
     delivered.complete = false;
     delivered

@@ -1,9 +1,15 @@
 //! The library's error types. Each message names the file and says how to fix the problem;
 //! the binary only decides how to print them.
+//!
+//! An error's message says only its own part: one that has a cause (`#[source]`) does not
+//! repeat it, and [`chain_text`] says the whole chain, each link once. A fix that reads after
+//! the causes (`cannot list the groups folder: <why>; fix: …`) is kept out of the message too:
+//! `chain_text` writes it after the last cause.
 
 use std::path::PathBuf;
 
 use crate::config::ConfigError;
+use crate::delivery::guard::GuardError;
 use crate::fsops::FsError;
 use crate::loader::LoaderError;
 use crate::plan::FragmentCollision;
@@ -74,7 +80,7 @@ pub enum GroupError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// Two fragments would share a file name.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Collision {
         /// The group's `container.json`.
         path: PathBuf,
@@ -86,7 +92,7 @@ pub enum GroupError {
     Fs(#[from] FsError),
     /// A skill the group enables has an `instructions.md` that cannot be used (the groups that
     /// do not enable it are composed).
-    #[error("container.json enables skill {skill:?}, which cannot be used: {source}")]
+    #[error("container.json enables skill {skill:?}, which cannot be used")]
     Skill {
         /// The skill.
         skill: String,
@@ -95,7 +101,7 @@ pub enum GroupError {
     },
     /// A file of the recipe's sources that the group gets (a fragment, a skill of another
     /// root) cannot be used (the groups that do not get it are composed).
-    #[error("the group gets {section}, which cannot be used: {source}")]
+    #[error("the group gets {section}, which cannot be used")]
     Source {
         /// The section (`module:core`).
         section: String,
@@ -130,18 +136,16 @@ impl GroupError {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The groups folder cannot be listed.
-    #[error(
-        "cannot list the groups folder: {0}; fix: check --root (or CLAWMD_ROOT) and --groups-dir"
-    )]
+    #[error("cannot list the groups folder")]
     Groups(#[source] FsError),
     /// The shared `container/` content cannot be read.
-    #[error("cannot read the shared container content: {0}")]
+    #[error("cannot read the shared container content")]
     Sources(#[source] FsError),
     /// A backend's guard cannot be composed (the runner's own settings file for it).
     #[error(transparent)]
-    Guard(#[from] crate::delivery::guard::GuardError),
+    Guard(#[from] GuardError),
     /// The one group a command is about (`clawmd mounts GROUP`) cannot be used.
-    #[error("group {group}: {source}")]
+    #[error("group {group}")]
     Group {
         /// The group.
         group: String,
@@ -149,4 +153,115 @@ pub enum Error {
         #[source]
         source: Box<GroupError>,
     },
+}
+
+impl Error {
+    /// The fix said after this error's causes, when it has one.
+    pub fn fix_after_causes(&self) -> Option<&'static str> {
+        match self {
+            Error::Groups(_) => Some("fix: check --root (or CLAWMD_ROOT) and --groups-dir"),
+            Error::Guard(err) => err.fix_after_causes(),
+            Error::Sources(_) | Error::Group { .. } => None,
+        }
+    }
+}
+
+/// `err` and its causes as one text: each link of the chain ([`source`]) once, joined with
+/// ": ", then the fixes said after the causes ([`Error::fix_after_causes`]), the innermost
+/// first, each after "; ". The binary prints errors so, and the reports carry this text.
+///
+/// [`source`]: std::error::Error::source
+pub fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let mut fixes = Vec::new();
+    let mut link = Some(err);
+    while let Some(cause) = link {
+        if !std::ptr::addr_eq(cause, err) {
+            text.push_str(": ");
+        }
+        let _ = write!(text, "{cause}");
+        fixes.extend(fix_after_causes(cause));
+        link = cause.source();
+    }
+    for fix in fixes.iter().rev() {
+        text.push_str("; ");
+        text.push_str(fix);
+    }
+    text
+}
+
+/// The fix `link` says after its causes: the library's errors that have both a cause and such
+/// a fix are [`Error`] and [`GuardError`].
+fn fix_after_causes(link: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    if let Some(err) = link.downcast_ref::<Error>() {
+        return err.fix_after_causes();
+    }
+    link.downcast_ref::<GuardError>()
+        .and_then(GuardError::fix_after_causes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_found(op: &'static str, path: &str) -> FsError {
+        FsError::Io {
+            op,
+            path: path.into(),
+            source: std::io::ErrorKind::NotFound.into(),
+        }
+    }
+
+    #[test]
+    fn a_message_says_only_its_own_part_and_the_chain_says_each_cause_once() {
+        let err = Error::Groups(not_found("open directory", "/srv/groups"));
+        assert_eq!(err.to_string(), "cannot list the groups folder");
+        assert_eq!(
+            chain_text(&err),
+            "cannot list the groups folder: cannot open directory /srv/groups: entity not found; \
+             fix: check --root (or CLAWMD_ROOT) and --groups-dir"
+        );
+    }
+
+    #[test]
+    fn the_fixes_said_after_the_causes_come_innermost_first() {
+        let unsafe_dir = FsError::Unsafe {
+            path: "/srv/groups".into(),
+            found: "a symlink".to_owned(),
+            expected: "a real directory",
+            fix: "move it aside".to_owned(),
+        };
+        let err = Error::Groups(unsafe_dir);
+        assert_eq!(
+            chain_text(&err),
+            "cannot list the groups folder: refusing to use /srv/groups: it is a symlink, not a \
+             real directory; fix: move it aside; fix: check --root (or CLAWMD_ROOT) and --groups-dir"
+        );
+        let guard = Error::Guard(GuardError::Read(not_found("read", "/srv/gemini.json")));
+        assert_eq!(
+            chain_text(&guard),
+            "cannot read the runner's Gemini system settings: cannot read /srv/gemini.json: entity \
+             not found; fix the path of `geminiSystemSettings` in clawmd.json"
+        );
+    }
+
+    #[test]
+    fn a_group_error_under_a_run_error_is_said_once() {
+        let err = Error::Group {
+            group: "main".to_owned(),
+            source: Box::new(GroupError::Skill {
+                skill: "github".to_owned(),
+                source: std::sync::Arc::new(not_found(
+                    "read",
+                    "/srv/skills/github/instructions.md",
+                )),
+            }),
+        };
+        assert_eq!(
+            chain_text(&err),
+            "group main: container.json enables skill \"github\", which cannot be used: cannot read \
+             /srv/skills/github/instructions.md: entity not found"
+        );
+    }
 }

@@ -53,7 +53,7 @@ pub const TEMP_PREFIX: &str = ".clawmd-tmp-";
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
     /// A system call failed.
-    #[error("cannot {op} {}: {source}", path.display())]
+    #[error("cannot {op} {}", path.display())]
     Io {
         /// What clawmd was doing ("read", "rename", ...).
         op: &'static str,
@@ -228,7 +228,7 @@ impl AsFd for SafeDir {
 impl Drop for SafeDir {
     fn drop(&mut self) {
         if let Err(err) = self.sync() {
-            tracing::error!("{err}");
+            tracing::error!("{}", crate::error::chain_text(&err));
         }
     }
 }
@@ -1126,7 +1126,7 @@ impl Drop for TempJournal {
         if !self.settled.load(Ordering::Relaxed)
             && let Err(err) = self.settle()
         {
-            tracing::warn!("{err}");
+            tracing::warn!("{}", crate::error::chain_text(&err));
         }
     }
 }
@@ -1467,7 +1467,7 @@ impl Leftover {
         match SafeDir::open(&self.dir) {
             Ok(dir) => Some(dir),
             Err(err) => {
-                tracing::debug!("{err}");
+                tracing::debug!("{}", crate::error::chain_text(&err));
                 None
             }
         }

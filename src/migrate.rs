@@ -196,7 +196,7 @@ fn run_one(group: &str, work: impl FnOnce() -> Result<Outcome, GroupError>) -> M
             error: None,
         },
         Err(err) => {
-            tracing::error!(group, "{err}");
+            tracing::error!(group, "{}", crate::error::chain_text(&err));
             MigrateGroupReport {
                 group: group.to_owned(),
                 status: Status::Failed,

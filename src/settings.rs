@@ -165,7 +165,7 @@ pub fn read_settings(root: &Path) -> Result<(Settings, Vec<SettingsWarning>), Co
             path: path.clone(),
             position: None,
             field: None,
-            message: err.to_string(),
+            message: crate::error::chain_text(&err),
             fix: "make the settings file a readable regular file under 1 MiB, or remove it"
                 .to_owned(),
         }),

@@ -86,14 +86,14 @@ pub enum WatchError {
     /// The groups or shared content cannot be read at start.
     #[error(transparent)]
     Run(#[from] crate::Error),
-    /// inotify or poll failed.
-    #[error("cannot watch {what}: {source}; fix: {fix}")]
+    /// inotify or poll failed. (The system's error is part of the message, not a cause of
+    /// its own, so that the fix reads after it.)
+    #[error("cannot watch {what}: {cause}; fix: {fix}")]
     Inotify {
         /// What was being watched.
         what: String,
         /// The system's error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
         /// What to do about it.
         fix: &'static str,
     },
@@ -236,7 +236,7 @@ impl<'a> State<'a> {
             inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).map_err(|err| {
                 WatchError::Inotify {
                     what: "anything (inotify_init)".to_owned(),
-                    source: err.into(),
+                    cause: err.into(),
                     fix: "raise fs.inotify.max_user_instances",
                 }
             })?;
@@ -256,7 +256,7 @@ impl<'a> State<'a> {
     fn inotify_error(&self, what: &str, err: Errno) -> WatchError {
         WatchError::Inotify {
             what: what.to_owned(),
-            source: err.into(),
+            cause: err.into(),
             fix: "check that the folder exists and is readable",
         }
     }
@@ -721,10 +721,10 @@ fn open_below(root: &SafeDir, relative: &Path) -> Option<SafeDir> {
     Some(dir)
 }
 
-fn warn_run(sink: &mut dyn FnMut(WatchEvent), err: &dyn std::fmt::Display) {
+fn warn_run(sink: &mut dyn FnMut(WatchEvent), err: &crate::Error) {
     sink(WatchEvent::Warning(WarningReport {
         code: Code::RunFailed,
-        message: format!("{err}; watching goes on"),
+        message: format!("{}; watching goes on", crate::error::chain_text(err)),
     }));
 }
 

@@ -215,11 +215,11 @@ fn check_afresh(
                 }
                 match agent_settings_in(layout, &fs, view) {
                     Ok(read) => agent = read,
-                    Err(err) => agent_unreadable = Some(err.to_string()),
+                    Err(err) => agent_unreadable = Some(crate::error::chain_text(&err)),
                 }
             }
             Err(err) => {
-                agent_unreadable = Some(err.to_string());
+                agent_unreadable = Some(crate::error::chain_text(&err));
                 findings.push(group_error_finding(layout, group, &err));
             }
         }
@@ -636,7 +636,7 @@ fn group_error_finding(layout: &Layout, group: &str, err: &GroupError) -> Findin
         severity: Severity::Error,
         code: Code::from(err),
         file: err.file().unwrap_or_else(|| layout.group_dir(group)),
-        message: err.to_string(),
+        message: crate::error::chain_text(err),
         fix: "fix the problem above, then run `clawmd compose` for the group".to_owned(),
     }
 }

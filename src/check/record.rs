@@ -161,7 +161,11 @@ impl<'a> CheckRecords<'a> {
         state::with_free_lock(layout, group, || {
             let written = (self.folder).write(layout, group, &self.key, &encoded);
             if let Err(err) = written {
-                tracing::debug!(group, "check record not written: {err}");
+                tracing::debug!(
+                    group,
+                    "check record not written: {}",
+                    crate::error::chain_text(&err)
+                );
             }
         });
     }

@@ -236,9 +236,7 @@ pub struct GuardPaths<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum GuardError {
     /// The runner's own Gemini system settings cannot be read.
-    #[error(
-        "cannot read the runner's Gemini system settings ({0}); fix the path of `geminiSystemSettings` in clawmd.json"
-    )]
+    #[error("cannot read the runner's Gemini system settings")]
     Read(#[source] crate::fsops::FsError),
     /// A runner's own file for a guard (`codexManagedConfig`, `geminiSystemSettings`) cannot
     /// be read or merged.
@@ -259,6 +257,16 @@ pub enum GuardError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl GuardError {
+    /// The fix said after this error's causes (`error::chain_text`), when it has one.
+    pub fn fix_after_causes(&self) -> Option<&'static str> {
+        match self {
+            GuardError::Read(_) => Some("fix the path of `geminiSystemSettings` in clawmd.json"),
+            GuardError::RunnerFile { .. } | GuardError::GeminiBase { .. } => None,
+        }
+    }
 }
 
 /// The guard of `provider`'s groups, or `None` for Claude Code (whose guardrails are its own

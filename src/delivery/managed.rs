@@ -288,9 +288,8 @@ mod tests {
             [dir.join("managed-settings.d").display().to_string()]
         );
         std::fs::write(dir.join("managed-settings.json"), "[1]").unwrap();
-        let err = read_host_managed(&layout, &HostLog::new())
-            .unwrap_err()
-            .to_string();
+        let err =
+            crate::error::chain_text(&read_host_managed(&layout, &HostLog::new()).unwrap_err());
         assert!(
             err.contains("not an object") && err.contains("fix:"),
             "{err}"

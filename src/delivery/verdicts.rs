@@ -363,7 +363,11 @@ impl Verdicts {
         };
         let written = (self.folder).write(layout, &group, &key.0, &body);
         if let Err(err) = written {
-            tracing::debug!(group, "verdict record not written: {err}");
+            tracing::debug!(
+                group,
+                "verdict record not written: {}",
+                crate::error::chain_text(&err)
+            );
         }
     }
 

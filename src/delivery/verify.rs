@@ -150,7 +150,7 @@ fn verify_claude(
         Err(err) => Delivered {
             complete: false,
             missing: vec!["everything".to_owned()],
-            reasons: vec![err.to_string()],
+            reasons: vec![crate::error::chain_text(&err)],
             undecided: Vec::new(),
             memory_digest: digest(b""),
             judged: None,

@@ -413,7 +413,7 @@ pub enum LoaderError {
         path: PathBuf,
     },
     /// The working directory is missing or not a directory.
-    #[error("working directory {} is not usable: {source}", path.display())]
+    #[error("working directory {} is not usable", path.display())]
     Cwd {
         /// The working directory.
         path: PathBuf,

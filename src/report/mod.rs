@@ -188,7 +188,7 @@ impl From<&GroupError> for ErrorReport {
         ErrorReport {
             code: Code::from(err),
             file: err.file(),
-            message: err.to_string(),
+            message: crate::error::chain_text(err),
         }
     }
 }
@@ -231,7 +231,7 @@ impl RunFailure {
             ok: false,
             error: RunError {
                 code: Code::RunFailed,
-                message: err.to_string(),
+                message: crate::error::chain_text(err),
             },
         }
     }

@@ -239,7 +239,7 @@ pub struct Unusable(pub std::sync::Arc<FsError>);
 
 impl PartialEq for Unusable {
     fn eq(&self, other: &Self) -> bool {
-        self.0.to_string() == other.0.to_string()
+        crate::error::chain_text(&*self.0) == crate::error::chain_text(&*other.0)
     }
 }
 
@@ -431,7 +431,7 @@ impl Sources {
         let unusable: Vec<(&String, String)> = self
             .unusable
             .iter()
-            .map(|(name, why)| (name, why.0.to_string()))
+            .map(|(name, why)| (name, crate::error::chain_text(&*why.0)))
             .collect();
         put(format!("{unusable:?} {:?}", self.dangling).as_bytes());
         put(format!("{:?} {:?}", self.host_managed, self.guard_bases).as_bytes());
@@ -901,7 +901,7 @@ fn read_group_file(
         Err(err @ (FsError::Unsafe { .. } | FsError::TooLarge { .. })) => {
             warnings.push(Warning::GroupSourceUnread {
                 path: path.display().to_string(),
-                reason: err.to_string(),
+                reason: crate::error::chain_text(&err),
             });
             Ok(None)
         }
@@ -921,7 +921,7 @@ fn read_group_skills(
     let unread = |warnings: &mut Vec<Warning>, path: String, err: FsError| {
         warnings.push(Warning::GroupSourceUnread {
             path,
-            reason: err.to_string(),
+            reason: crate::error::chain_text(&err),
         })
     };
     let root = match open_path(dir, &components(skills_dir)) {

@@ -169,7 +169,10 @@ pub fn record(layout: &Layout, sources: &Sources, notes: &[SourceNote], reads: H
         let written = remove_leftovers(layout)
             .and_then(|()| state::Records::new(FOLDER).write(layout, NAME, &key, &body));
         if let Err(err) = written {
-            tracing::debug!("the shared sources are not recorded: {err}");
+            tracing::debug!(
+                "the shared sources are not recorded: {}",
+                crate::error::chain_text(&err)
+            );
         }
     });
 }

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
     match run(cli, &printer) {
         Ok(code) => code,
         Err(err) => {
-            printer.error(&error_once(&err));
+            printer.error(err.as_ref());
             ExitCode::FAILURE
         }
     }
@@ -46,22 +46,6 @@ fn raise_open_file_limit() {
             tracing::debug!("cannot raise the open-file limit to {wanted}: {err}");
         }
     }
-}
-
-/// The error and its causes, each said once: a library error's message already includes its
-/// cause, so a cause whose text is already there is not repeated.
-fn error_once(err: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in err.chain() {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            if !text.is_empty() {
-                text.push_str(": ");
-            }
-            text.push_str(&cause);
-        }
-    }
-    text
 }
 
 /// Runs the subcommand the command line names.

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use owo_colors::OwoColorize as _;
 
+use clawmd::error::chain_text;
 use clawmd::report::{Detail, Line, Stream, Tone};
 
 use crate::args::{ColorWhen, GlobalArgs};
@@ -134,11 +135,13 @@ impl Printer {
         }
     }
 
-    pub fn error(&self, message: &str) {
+    /// The error that ended the run, with its causes ([`chain_text`]), on stderr.
+    pub fn error(&self, err: &(dyn std::error::Error + 'static)) {
         let _ = writeln!(
             coloured_stderr(),
-            "{} {message}",
-            "clawmd: error:".red().bold()
+            "{} {}",
+            "clawmd: error:".red().bold(),
+            chain_text(err)
         );
     }
 

@@ -59,7 +59,7 @@ fn print_json_error(
 ) -> anyhow::Result<ExitCode> {
     let failure = RunFailure::new(command, err);
     printer.plain(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
-    printer.error(&err.to_string());
+    printer.error(err);
     Ok(ExitCode::FAILURE)
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use clawmd::report::{WatchEvent, WatchLine};
-use clawmd::watch::{WatchOptions, watch};
+use clawmd::watch::{WatchError, WatchOptions, watch};
 
 use super::selection;
 use crate::args::{GlobalArgs, OutputFormat, WatchArgs};
@@ -50,9 +50,19 @@ pub fn run(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow::R
         stop.as_fd(),
         &mut sink,
     )
+    .map_err(unwrapped)
     .context("watch failed")?;
     match failed {
         Some(err) if !is_broken_pipe(&err) => Err(err),
         _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// The error itself of a run that could not start, not its transparent wrapper: the printed
+/// chain (`chain_text`) then finds the fix it says after its causes.
+fn unwrapped(err: WatchError) -> anyhow::Error {
+    match err {
+        WatchError::Run(err) => err.into(),
+        other => other.into(),
     }
 }
