@@ -250,6 +250,7 @@ impl GlobalArgs {
         }
     }
 
+    /// How much the human output says: `-q`, the default, or `-v`.
     pub fn detail(&self) -> Detail {
         match (self.quiet, self.verbose) {
             (true, _) => Detail::Quiet,
@@ -312,6 +313,7 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
+    /// The format asked for (`--json` is `--format json`).
     pub fn format(self) -> OutputFormat {
         if self.json {
             OutputFormat::Json

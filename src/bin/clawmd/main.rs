@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         }
     }
 }
+
 /// Raises the soft limit on open files to the hard one, as many tools do: a run over thousands
 /// of groups holds a few descriptors per group of a batch (the library sizes its batches and
 /// threads from the limit, so it works under any limit; a higher one only means fewer syncs).

@@ -66,6 +66,7 @@ impl Printer {
         ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
     }
 
+    /// Prints one report line (see [`Printer::lines`]).
     pub fn line(&self, line: &Line) -> anyhow::Result<()> {
         self.lines(std::slice::from_ref(line))
     }
@@ -118,6 +119,7 @@ impl Printer {
             .context("cannot write to stdout")
     }
 
+    /// A warning on stderr (not with `-q`).
     pub fn warning(&self, message: &str) {
         if self.detail > Detail::Quiet {
             let _ = writeln!(

@@ -2,6 +2,8 @@
 //! `CLAWMD_*`) over `<root>/clawmd.json` over the defaults, and a group's config handed with
 //! `--config`.
 
+use std::path::Path;
+
 use anyhow::Context;
 
 use clawmd::report::WarningReport;
@@ -69,23 +71,7 @@ impl ConfigArgs {
         let [group] = groups else {
             anyhow::bail!("--config hands the config of one group: name exactly one group");
         };
-        let bytes = if from.as_os_str() == "-" {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(
-                &mut std::io::Read::take(std::io::stdin(), clawmd::config::MAX_CONFIG_BYTES + 1),
-                &mut bytes,
-            )
-            .context("cannot read the config from standard input")?;
-            bytes
-        } else {
-            fs_err::read(from).context("cannot read --config")?
-        };
-        if bytes.len() as u64 > clawmd::config::MAX_CONFIG_BYTES {
-            anyhow::bail!(
-                "the handed config is over {} bytes; a group's config is a few kilobytes",
-                clawmd::config::MAX_CONFIG_BYTES
-            );
-        }
+        let bytes = read_handed_config(from)?;
         if keep && layout.group_config == clawmd::layout::GroupConfigSource::Handed {
             clawmd::deployment::keep_handed_config(layout, group, &bytes)?;
         }
@@ -94,4 +80,27 @@ impl ConfigArgs {
             .insert(group.clone(), std::sync::Arc::from(bytes));
         Ok(())
     }
+}
+
+/// The config handed with `--config FILE` (`-`: standard input), refused when over
+/// [`clawmd::config::MAX_CONFIG_BYTES`].
+fn read_handed_config(from: &Path) -> anyhow::Result<Vec<u8>> {
+    let bytes = if from.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(std::io::stdin(), clawmd::config::MAX_CONFIG_BYTES + 1),
+            &mut bytes,
+        )
+        .context("cannot read the config from standard input")?;
+        bytes
+    } else {
+        fs_err::read(from).context("cannot read --config")?
+    };
+    if bytes.len() as u64 > clawmd::config::MAX_CONFIG_BYTES {
+        anyhow::bail!(
+            "the handed config is over {} bytes; a group's config is a few kilobytes",
+            clawmd::config::MAX_CONFIG_BYTES
+        );
+    }
+    Ok(bytes)
 }

@@ -3,9 +3,12 @@
 
 use std::process::ExitCode;
 
+use clawmd::Layout;
 use clawmd::check::{CheckOptions, check_with_progress, safely_fixable};
 use clawmd::compose::{ComposeOptions, compose_with_progress};
 use clawmd::deployment::Selection;
+use clawmd::report::{CheckReport, Status};
+use clawmd::settings::Resolved;
 
 use super::{finish, selection};
 use crate::args::{CheckArgs, GlobalArgs};
@@ -21,44 +24,14 @@ pub fn run(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::R
         delivery_given: args.delivery.delivery.is_some(),
         claude_version: resolved.delivery.claude_version,
     };
-    let bar = printer.progress("checking");
-    let mut result = check_with_progress(&resolved.layout, &selection, &options, &bar);
-    bar.finish();
+    let mut result = checked(&resolved.layout, &selection, &options, printer);
     if args.fix
         && let Ok(report) = &result
     {
         let fixable = safely_fixable(report);
         if !fixable.is_empty() {
-            let compose_options = ComposeOptions {
-                settings: options.settings,
-                dry_run: false,
-                lock_timeout: resolved.lock_timeout,
-            };
-            let bar = printer.progress("fixing");
-            let fixed = compose_with_progress(
-                &resolved.layout,
-                &Selection::Named(fixable),
-                &compose_options,
-                &bar,
-            );
-            bar.finish();
-            if let Ok(fixed) = &fixed {
-                let names: Vec<String> = fixed
-                    .groups
-                    .iter()
-                    .filter(|g| g.status == clawmd::report::Status::Changed)
-                    .map(|g| clawmd::report::escape(&g.group).into_owned())
-                    .collect();
-                printer.note(&format!(
-                    "fixed: composed {} group(s){}{}",
-                    names.len(),
-                    if names.is_empty() { "" } else { ": " },
-                    names.join(", ")
-                ));
-            }
-            let bar = printer.progress("checking");
-            result = check_with_progress(&resolved.layout, &selection, &options, &bar);
-            bar.finish();
+            compose_fixable(&resolved, fixable, printer);
+            result = checked(&resolved.layout, &selection, &options, printer);
         }
         if let Ok(report) = &result
             && report.groups.iter().any(|g| !g.findings.is_empty())
@@ -67,4 +40,43 @@ pub fn run(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::R
         }
     }
     finish("check", result, args.output.format(), printer)
+}
+
+/// Checks the selected groups, with a progress bar.
+fn checked(
+    layout: &Layout,
+    selection: &Selection,
+    options: &CheckOptions,
+    printer: &Printer,
+) -> Result<CheckReport, clawmd::Error> {
+    let bar = printer.progress("checking");
+    let result = check_with_progress(layout, selection, options, &bar);
+    bar.finish();
+    result
+}
+
+/// Composes the groups `check --fix` may fix (`fixable`), and says which it composed.
+fn compose_fixable(resolved: &Resolved, fixable: Vec<String>, printer: &Printer) {
+    let options = ComposeOptions {
+        settings: resolved.delivery,
+        dry_run: false,
+        lock_timeout: resolved.lock_timeout,
+    };
+    let bar = printer.progress("fixing");
+    let fixed = compose_with_progress(&resolved.layout, &Selection::Named(fixable), &options, &bar);
+    bar.finish();
+    if let Ok(fixed) = &fixed {
+        let names: Vec<String> = fixed
+            .groups
+            .iter()
+            .filter(|g| g.status == Status::Changed)
+            .map(|g| clawmd::report::escape(&g.group).into_owned())
+            .collect();
+        printer.note(&format!(
+            "fixed: composed {} group(s){}{}",
+            names.len(),
+            if names.is_empty() { "" } else { ": " },
+            names.join(", ")
+        ));
+    }
 }

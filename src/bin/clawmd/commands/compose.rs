@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clawmd::compose::{ComposeOptions, compose_with_progress};
 use clawmd::diff::planned_diffs;
-use clawmd::report::{Line, Stream, Tone};
+use clawmd::report::{ComposeReport, Line, Status, Stream, Tone};
 
 use super::{finish, selection};
 use crate::args::{ComposeArgs, GlobalArgs, OutputFormat};
@@ -32,36 +32,51 @@ pub fn run(global: &GlobalArgs, args: ComposeArgs, printer: &Printer) -> anyhow:
     let format = args.output.format();
     let diffs = match (&result, args.diff, format) {
         (Ok(report), true, OutputFormat::Human) => {
-            let changed: Vec<String> = report
-                .groups
-                .iter()
-                .filter(|g| g.status == clawmd::report::Status::Changed)
-                .map(|g| g.group.clone())
-                .collect();
-            planned_diffs(&resolved.layout, &options.settings, &changed)?
+            planned_diffs(&resolved.layout, &options.settings, &changed_groups(report))?
         }
         _ => Vec::new(),
     };
     let code = finish("compose", result, format, printer)?;
     for diff in &diffs {
-        for text in diff.unified.lines() {
-            let tone = if text.starts_with("+++") || text.starts_with("---") {
-                Tone::Plain
-            } else if text.starts_with('+') {
-                Tone::Changed
-            } else if text.starts_with('-') {
-                Tone::Error
-            } else if text.starts_with("@@") {
-                Tone::Note
-            } else {
-                Tone::Plain
-            };
-            printer.line(&Line {
-                stream: Stream::Stdout,
-                tone,
-                text: clawmd::report::escape(text).into_owned(),
-            })?;
-        }
+        print_diff(&diff.unified, printer)?;
     }
     Ok(code)
+}
+
+/// The groups the run changed (or, in a dry run, would change).
+fn changed_groups(report: &ComposeReport) -> Vec<String> {
+    report
+        .groups
+        .iter()
+        .filter(|g| g.status == Status::Changed)
+        .map(|g| g.group.clone())
+        .collect()
+}
+
+/// Prints a unified diff on stdout, each line coloured by what it is.
+fn print_diff(unified: &str, printer: &Printer) -> anyhow::Result<()> {
+    for text in unified.lines() {
+        printer.line(&Line {
+            stream: Stream::Stdout,
+            tone: diff_tone(text),
+            text: clawmd::report::escape(text).into_owned(),
+        })?;
+    }
+    Ok(())
+}
+
+/// The tone of a unified diff's line: added lines green, removed ones red, hunk headers dim;
+/// the file headers and the context plain.
+fn diff_tone(line: &str) -> Tone {
+    if line.starts_with("+++") || line.starts_with("---") {
+        Tone::Plain
+    } else if line.starts_with('+') {
+        Tone::Changed
+    } else if line.starts_with('-') {
+        Tone::Error
+    } else if line.starts_with("@@") {
+        Tone::Note
+    } else {
+        Tone::Plain
+    }
 }

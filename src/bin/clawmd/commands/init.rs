@@ -1,6 +1,7 @@
 //! clawmd init: writes down in clawmd.json what clawmd detects of the deployment, never
 //! changing a key already set.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use clawmd::report::{Line, Stream, Tone};
@@ -11,17 +12,7 @@ use crate::printer::Printer;
 pub fn run(global: &GlobalArgs, args: InitArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     let (resolved, _) = global.resolve(&DeliveryArgs::default(), None, printer)?;
     let path = global.root.join(clawmd::settings::SETTINGS_FILE);
-    let existing = match fs_err::read(&path) {
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(serde_json::Value::Object(map)) => map,
-            _ => anyhow::bail!(
-                "{} is not a JSON object; fix it first (init never overwrites it)",
-                path.display()
-            ),
-        },
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => serde_json::Map::new(),
-        Err(err) => return Err(err.into()),
-    };
+    let existing = existing_settings(&path)?;
     let detected = clawmd::init::detect(&global.root, &resolved.layout);
     let plan = clawmd::init::plan(&detected, &resolved.layout, &existing);
     for note in &plan.notes {
@@ -45,4 +36,19 @@ pub fn run(global: &GlobalArgs, args: InitArgs, printer: &Printer) -> anyhow::Re
         text: clawmd::report::escape(&summary).into_owned(),
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The keys `clawmd.json` at `path` already sets (none when there is no such file).
+fn existing_settings(path: &Path) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+    match fs_err::read(path) {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(serde_json::Value::Object(map)) => Ok(map),
+            _ => anyhow::bail!(
+                "{} is not a JSON object; fix it first (init never overwrites it)",
+                path.display()
+            ),
+        },
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(serde_json::Map::new()),
+        Err(err) => Err(err.into()),
+    }
 }

@@ -1,11 +1,13 @@
 //! clawmd render: the memory Claude Code loads, for a group inside its container or for a
 //! folder on this machine.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
 
-use clawmd::loader::{HostFs, load, render};
+use clawmd::loader::{HostFs, Memory, load, render};
+use clawmd::settings::Resolved;
 use clawmd::view::{ViewOptions, delivery_view, load_group, load_options};
 
 use crate::args::{DeliveryArgs, GlobalArgs, RenderArgs};
@@ -25,20 +27,7 @@ pub fn run(global: &GlobalArgs, args: RenderArgs, printer: &Printer) -> anyhow::
         }
         None => None,
     };
-    let mut view = ViewOptions {
-        approve_external: args.approve_external,
-        home: args.home.clone(),
-        container_home: Some(args.container_home.clone()),
-        consumer: args
-            .consumer
-            .or(resolved.as_ref().map(|r| r.delivery.consumer))
-            .unwrap_or_default(),
-        claude_version: args
-            .claude_version
-            .or(resolved.as_ref().map(|r| r.delivery.claude_version))
-            .unwrap_or_default(),
-        ..ViewOptions::default()
-    };
+    let view = view_options(&args, resolved.as_ref());
     if !view.claude_version.is_verified() {
         printer.warning(&format!(
             "Claude Code {} is {}",
@@ -46,25 +35,10 @@ pub fn run(global: &GlobalArgs, args: RenderArgs, printer: &Printer) -> anyhow::
             view.claude_version.unverified_note()
         ));
     }
-    let memory = match (&args.group, &args.cwd) {
-        (Some(group), _) => {
-            let resolved = resolved.as_ref().expect("resolved for a group");
-            view.delivery = resolved.delivery.delivery;
-            view.provider = resolved.delivery.provider;
-            load_group(&resolved.layout, group, &view)
-                .with_context(|| format!("cannot render group {group}"))?
-                .0
-        }
-        (None, Some(cwd)) => {
-            let cwd = fs_err::canonicalize(cwd).context("cannot use --cwd")?;
-            let home = match &args.home {
-                Some(home) => Some(fs_err::canonicalize(home).context("cannot use --home")?),
-                None => None,
-            };
-            let options = load_options(&cwd, home, &view);
-            load(&HostFs, &options).context("cannot load memory")?
-        }
-        (None, None) => unreachable!("clap requires a group or --cwd"),
+    let memory = match (&args.group, &args.cwd, &resolved) {
+        (Some(group), _, Some(resolved)) => group_memory(group, resolved, view)?,
+        (None, Some(cwd), _) => folder_memory(cwd, args.home.as_deref(), &view)?,
+        _ => unreachable!("clap requires a group or --cwd, and a group's settings are resolved"),
     };
     if args.delivery_view {
         printer.plain(&delivery_view(&memory))?;
@@ -72,4 +46,43 @@ pub fn run(global: &GlobalArgs, args: RenderArgs, printer: &Printer) -> anyhow::
         printer.plain(&render(&memory, args.format))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How to load: the command line's choices, else (for a group) the deployment's, else the
+/// defaults.
+fn view_options(args: &RenderArgs, resolved: Option<&Resolved>) -> ViewOptions {
+    ViewOptions {
+        approve_external: args.approve_external,
+        home: args.home.clone(),
+        container_home: Some(args.container_home.clone()),
+        consumer: args
+            .consumer
+            .or(resolved.map(|r| r.delivery.consumer))
+            .unwrap_or_default(),
+        claude_version: args
+            .claude_version
+            .or(resolved.map(|r| r.delivery.claude_version))
+            .unwrap_or_default(),
+        ..ViewOptions::default()
+    }
+}
+
+/// The memory the agent of `group` loads inside its container.
+fn group_memory(group: &str, resolved: &Resolved, mut view: ViewOptions) -> anyhow::Result<Memory> {
+    view.delivery = resolved.delivery.delivery;
+    view.provider = resolved.delivery.provider;
+    Ok(load_group(&resolved.layout, group, &view)
+        .with_context(|| format!("cannot render group {group}"))?
+        .0)
+}
+
+/// The memory Claude Code loads when started in `cwd` on this machine.
+fn folder_memory(cwd: &Path, home: Option<&Path>, view: &ViewOptions) -> anyhow::Result<Memory> {
+    let cwd = fs_err::canonicalize(cwd).context("cannot use --cwd")?;
+    let home = match home {
+        Some(home) => Some(fs_err::canonicalize(home).context("cannot use --home")?),
+        None => None,
+    };
+    let options = load_options(&cwd, home, view);
+    load(&HostFs, &options).context("cannot load memory")
 }

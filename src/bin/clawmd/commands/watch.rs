@@ -2,6 +2,7 @@
 //! group that changed until SIGINT or SIGTERM (or a closed stdout).
 
 use std::io::Write;
+use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -19,14 +20,7 @@ pub fn run(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow::R
     let options = WatchOptions {
         debounce: std::time::Duration::from_millis(args.debounce_ms),
     };
-    // SIGINT and SIGTERM make `stop` readable; the watch loop sleeps on it and stops cleanly
-    // between two recomposes.
-    let (stop, signalled) =
-        std::os::unix::net::UnixStream::pair().context("cannot set up signal handling")?;
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::low_level::pipe::register(signal, signalled.try_clone()?)
-            .context("cannot set up signal handling")?;
-    }
+    let (stop, signalled) = stop_on_signals()?;
     // A closed stdout (the runner reading the lines is gone) or any other write error ends
     // the watch the same way a signal does.
     let mut failed = None;
@@ -56,6 +50,18 @@ pub fn run(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow::R
         Some(err) if !is_broken_pipe(&err) => Err(err),
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// A pair of connected sockets, `(stop, signalled)`: SIGINT and SIGTERM write to `signalled`,
+/// which makes `stop` readable; the watch loop sleeps on it and stops cleanly between two
+/// recomposes.
+fn stop_on_signals() -> anyhow::Result<(UnixStream, UnixStream)> {
+    let (stop, signalled) = UnixStream::pair().context("cannot set up signal handling")?;
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::low_level::pipe::register(signal, signalled.try_clone()?)
+            .context("cannot set up signal handling")?;
+    }
+    Ok((stop, signalled))
 }
 
 /// The error itself of a run that could not start, not its transparent wrapper: the printed

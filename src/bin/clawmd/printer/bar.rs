@@ -20,6 +20,7 @@ impl Bar {
         }
     }
 
+    /// Clears the bar, once the run is done.
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
