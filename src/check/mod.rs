@@ -22,7 +22,7 @@ use crate::error::{Error, GroupError};
 use crate::fsops::SafeDir;
 use crate::layout::Layout;
 use crate::loader::fs::MemoryFs;
-use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs};
+use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory};
 use crate::names;
 use crate::plan::{Content, Delivery, Warning};
 use crate::progress::Progress;
@@ -31,6 +31,7 @@ use crate::reconcile::{Step, kept_rescues, rescue_name_starts};
 use crate::report::{
     CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity, WarningReport,
 };
+use crate::runtime::mounted::MountedFs;
 use crate::sources::Sources;
 use crate::state;
 use crate::target::DeliverySettings;
@@ -248,7 +249,7 @@ fn check_afresh(
                 version.unverified_note()
             ),
             fix: format!(
-                "record the corpus on {version} (scripts/new-conformance-case --version {version} tests/fixtures/conformance/*/) or pin a recorded release"
+                "record the corpus on {version} (scripts/new-conformance-case --version {version} crates/clawmd-loader/tests/fixtures/conformance/*/) or pin a recorded release"
             ),
         });
     }

@@ -560,7 +560,7 @@ mod tests {
     use crate::config::GroupConfig;
     use crate::delivery::{Delivery, GroupInputs, Provider, plan_delivery};
     use crate::loader::ClaudeVersion;
-    use crate::loader::markdown::js_trim;
+    use crate::loader::content::js_trim;
     use std::collections::BTreeMap;
 
     fn sources(base: &str) -> Sources {

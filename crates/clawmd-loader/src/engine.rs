@@ -48,7 +48,7 @@ pub struct Candidate {
 /// when none of these holds a CLAUDE.md; see [`AgentsMd`].)
 ///
 /// ```
-/// use clawmd::loader::{discover, LoadOptions};
+/// use clawmd_loader::{discover, LoadOptions};
 ///
 /// let mut opts = LoadOptions::new("/w/p", None);
 /// opts.managed_dir = None;
