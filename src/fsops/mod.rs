@@ -36,7 +36,7 @@
 //! * `leftovers.rs`: the [`Leftover`]s read back from a journal;
 //! * `replay.rs`: whether a log of reads ([`crate::reads`]) finds the same again;
 //! * `host.rs`: reads and writes of trusted host paths;
-//! * `lock.rs`: the per-group lock;
+//! * `lock.rs`: the per-group lock and how a run waits for it;
 //! * `crash.rs`: the crash points of the crash tests.
 //!
 //! clippy.toml bans every writing call outside this module: each file here that writes opts in
@@ -66,7 +66,7 @@ pub use host::{
 };
 pub use journal::{TempJournal, is_temp_name, journal_has_records};
 pub use leftovers::{Leftover, read_leftovers};
-pub use lock::{GroupLock, lock};
+pub use lock::{GroupLock, LockWait, lock};
 pub use replay::replay;
 pub use safe_dir::{Listing, SafeDir, Temp};
 
