@@ -286,7 +286,10 @@ fn with_spawn(
             Step::Write { path, .. } | Step::Remove { path, .. } => {
                 spawn.needs_restart(&path.host_path(layout, group))
             }
-            Step::Keep { .. } | Step::Shadowed { .. } | Step::Rescue { .. } => false,
+            Step::Keep { .. }
+            | Step::Shadowed { .. }
+            | Step::LeftAlone { .. }
+            | Step::Rescue { .. } => false,
         });
         report.running_container = Some(match restart {
             true => SeenWhen::AfterRestart,

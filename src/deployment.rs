@@ -394,11 +394,15 @@ impl Observation {
         self.leftovers.is_empty() && !self.journal_pending && self.all_kept()
     }
 
-    /// Whether every step keeps what is there ([`Step::Keep`], [`Step::Shadowed`]).
+    /// Whether every step keeps what is there ([`Step::Keep`], [`Step::Shadowed`],
+    /// [`Step::LeftAlone`]).
     pub fn all_kept(&self) -> bool {
-        self.steps
-            .iter()
-            .all(|step| matches!(step, Step::Keep { .. } | Step::Shadowed { .. }))
+        self.steps.iter().all(|step| {
+            matches!(
+                step,
+                Step::Keep { .. } | Step::Shadowed { .. } | Step::LeftAlone { .. }
+            )
+        })
     }
 
     /// The group's folders (under the lock, every folder the steps write in is made).

@@ -225,6 +225,14 @@ pub enum Warning {
         /// The entry point.
         file: String,
     },
+    /// The agent's own memory file is not a regular file (a link, a FIFO, a device, a
+    /// folder): compose leaves it as it is and the group composes without it.
+    LocalMemoryUnusable {
+        /// The file (`CLAUDE.local.md`).
+        file: String,
+        /// What is there.
+        found: crate::file_kind::FileKind,
+    },
     /// Even without every optional section, what must be delivered exceeds the budget.
     OverBudget {
         /// The entry point.
@@ -279,6 +287,11 @@ impl fmt::Display for Warning {
             Warning::MountPointEdited { file } => write!(
                 f,
                 "{file} in the group folder holds text that never reaches the agent: the runner binds the composed {file} over it (clawmd mounts); it is left as it is, since replacing it would detach that bind in running containers (fix: move the text into CLAUDE.local.md, then delete {file} while the group's container is stopped; compose writes the placeholder again)"
+            ),
+            Warning::LocalMemoryUnusable { file, found } => write!(
+                f,
+                "{file} in the group folder is {}, not a regular file: the group's own memory is not read from it, and compose leaves it as it is (the guardrails are composed all the same) (fix: replace it with a regular file holding the group's memory, or delete it while the group's container is stopped; compose seeds an empty one)",
+                found.describe()
             ),
             Warning::MissingSharedBase { path } => write!(
                 f,

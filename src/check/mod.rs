@@ -701,6 +701,20 @@ fn composition_findings(
                     group_path.join(&path.name).display()
                 ),
             }),
+            Step::LeftAlone { path, found } => findings.push(Finding {
+                severity: Severity::Warning,
+                code: Code::LocalMemoryUnusable,
+                file: group_path.join(&path.name),
+                message: format!(
+                    "{} is {}, not a regular file: the group's own memory is not read from it; compose leaves it as it is and composes the guardrails all the same",
+                    path.name,
+                    found.describe()
+                ),
+                fix: format!(
+                    "replace {} with a regular file holding the group's memory, or delete it while the group's container is stopped (compose seeds an empty one)",
+                    group_path.join(&path.name).display()
+                ),
+            }),
             Step::Remove { path, .. } | Step::Write { path, .. } => pending.push(path.to_string()),
         }
     }

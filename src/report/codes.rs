@@ -102,6 +102,9 @@ codes! {
     /// The entry point in the group folder, a mount point, holds text of its own that never
     /// reaches the agent; it is left as it is (compose and check).
     MountPointEdited = "mount-point-edited",
+    /// The group's own memory file (`CLAUDE.local.md`) is a link, a FIFO, a device or a
+    /// folder: left as it is, the group composed without it (compose and check).
+    LocalMemoryUnusable = "local-memory-unusable",
 
     // `check` findings about the composition.
     /// The disk differs from what `container.json` asks for.

@@ -164,6 +164,7 @@ impl From<&Warning> for WarningReport {
             Warning::OverBudget { .. } => Code::OverBudget,
             Warning::HostManaged { .. } => Code::HostManaged,
             Warning::MountPointEdited { .. } => Code::MountPointEdited,
+            Warning::LocalMemoryUnusable { .. } => Code::LocalMemoryUnusable,
         };
         WarningReport {
             code,

@@ -1116,8 +1116,9 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             Ok(ReadOutcome::NotAFile { kind }) if report => (
                 DiagnosticCode::ImportNotAFile,
                 format!(
-                    "@{} is a {kind:?}, not a regular file: not loaded",
-                    written.unwrap_or("")
+                    "@{} is {}, not a regular file: not loaded",
+                    written.unwrap_or(""),
+                    kind.describe()
                 ),
             ),
             Ok(ReadOutcome::NotAFile { .. }) => return None,

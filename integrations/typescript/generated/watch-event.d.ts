@@ -73,6 +73,7 @@ export type Code =
   | "group-source-unread"
   | "host-managed"
   | "mount-point-edited"
+  | "local-memory-unusable"
   | "out-of-date"
   | "hand-edited"
   | "old-layout"
