@@ -233,6 +233,19 @@ pub enum Warning {
         /// What is there.
         found: crate::file_kind::FileKind,
     },
+    /// A flat document's copy of the group's memory did not fit in the room the operator's
+    /// sections leave in the budget: only its first `kept` bytes are in the document (no
+    /// operator's section is ever dropped for it).
+    LocalMemoryCut {
+        /// The memory's size.
+        bytes: u64,
+        /// The bytes of it in the document.
+        kept: u64,
+        /// The entry point.
+        target: String,
+        /// The budget.
+        budget: u64,
+    },
     /// Even without every optional section, what must be delivered exceeds the budget.
     OverBudget {
         /// The entry point.
@@ -292,6 +305,15 @@ impl fmt::Display for Warning {
                 f,
                 "{file} in the group folder is {}, not a regular file: the group's own memory is not read from it, and compose leaves it as it is (the guardrails are composed all the same) (fix: replace it with a regular file holding the group's memory, or delete it while the group's container is stopped; compose seeds an empty one)",
                 found.describe()
+            ),
+            Warning::LocalMemoryCut {
+                bytes,
+                kept,
+                target,
+                budget,
+            } => write!(
+                f,
+                "CLAUDE.local.md ({bytes} bytes) does not fit in {target}'s budget of {budget} bytes after the operator's sections: only its first {kept} bytes are in {target}, and no operator's section is dropped to make room for it (fix: shorten CLAUDE.local.md, or raise the budget in clawmd.json)"
             ),
             Warning::MissingSharedBase { path } => write!(
                 f,

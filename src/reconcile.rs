@@ -811,6 +811,7 @@ mod tests {
             dropped: Vec::new(),
             local_memory: None,
             local_memory_too_large: None,
+            local_memory_cut: None,
             made_from: None,
             uses: None,
         }

@@ -165,6 +165,7 @@ impl From<&Warning> for WarningReport {
             Warning::HostManaged { .. } => Code::HostManaged,
             Warning::MountPointEdited { .. } => Code::MountPointEdited,
             Warning::LocalMemoryUnusable { .. } => Code::LocalMemoryUnusable,
+            Warning::LocalMemoryCut { .. } => Code::LocalMemoryCut,
         };
         WarningReport {
             code,

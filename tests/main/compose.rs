@@ -1956,6 +1956,55 @@ fn spawn_digest_moves_only_with_what_a_running_container_pins() {
     assert_eq!(spawn_after, spawn, "managed: shared base");
 }
 
+/// A Codex group's agent that grows its memory past the room its 32 KiB budget leaves cannot
+/// evict an operator's section nor move `spawn_digest` (so it cannot force restarts): the
+/// sections stay, the memory is cut and reported, and the digest is the same going up and
+/// coming back (issue 38, point 4).
+#[test]
+fn a_codex_agents_growing_memory_neither_evicts_sections_nor_moves_the_spawn_digest() {
+    let d = Deployment::standard().group(
+        "g",
+        Some(r#"{"skills": "all", "provider": "codex", "mcpServers": {"db": {"command": "db", "instructions": "Read only."}}}"#),
+    );
+    let compose = || {
+        let run = d.run(["compose", "g", "--json"]);
+        assert_eq!(run.code(), 0, "{}", run.output());
+        run.json()["groups"][0].clone()
+    };
+    d.write("groups/g/CLAUDE.local.md", b"a short note\n");
+    let small = compose();
+    let line = "agent note: remember this, and this, and this too\n";
+    d.write(
+        "groups/g/CLAUDE.local.md",
+        line.repeat(33 * 1024 / line.len()).as_bytes(),
+    );
+    let big = compose();
+    assert_eq!(big["dropped"], small["dropped"], "{big:#}");
+    assert_eq!(big["spawn_digest"], small["spawn_digest"]);
+    assert_ne!(big["memory_digest"], small["memory_digest"]);
+    let codes: Vec<&str> = big["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"local-memory-cut"), "{codes:?}");
+    assert!(!codes.contains(&"section-dropped"), "{codes:?}");
+    assert_eq!(
+        big["delivered"]["missing"],
+        serde_json::json!(["local-memory"])
+    );
+    let document = d.read(&Deployment::composed("g", "AGENTS.md"));
+    assert!(document.len() <= 32 * 1024, "{}", document.len());
+    for text in ["BASE", "HELLO", "WEB", "Read only."] {
+        assert!(document.contains(text), "{text}");
+    }
+    d.write("groups/g/CLAUDE.local.md", b"a short note\n");
+    let back = compose();
+    assert_eq!(back["spawn_digest"], small["spawn_digest"]);
+    assert_eq!(back["delivered"]["complete"], true, "{back:#}");
+}
+
 /// compose says, for a changed group, whether a running container sees the change at its next
 /// session (only a bound folder's content changed) or only after a restart (a file bind's
 /// source was replaced).

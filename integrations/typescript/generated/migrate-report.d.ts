@@ -116,6 +116,7 @@ export type Code =
   | "host-managed"
   | "mount-point-edited"
   | "local-memory-unusable"
+  | "local-memory-cut"
   | "out-of-date"
   | "hand-edited"
   | "old-layout"
