@@ -240,16 +240,26 @@ fn check_afresh(
     }
     let version = options.claude_version;
     if !version.is_verified() {
+        let accepted = options.settings.accepted_unrecorded == Some(version);
         findings.push(Finding {
-            severity: Severity::Warning,
+            severity: match accepted {
+                true => Severity::Warning,
+                false => Severity::Error,
+            },
             code: Code::ClaudeVersionUnverified,
             file: layout.group_dir(group),
             message: format!(
-                "Claude Code {version} is {}",
-                version.unverified_note()
+                "Claude Code {version} ({}) is {}: the verdict rests on {}'s rules{}",
+                options.settings.claude_version_from.describe(),
+                version.unverified_note(),
+                version.nearest_verified(),
+                match accepted {
+                    true => ", as clawmd.json's acceptUnrecordedRelease accepts",
+                    false => "",
+                }
             ),
             fix: format!(
-                "record the corpus on {version} (scripts/new-conformance-case --version {version} crates/clawmd-loader/tests/fixtures/conformance/*/) or pin a recorded release"
+                "record the corpus on {version} (scripts/new-conformance-case --version {version} crates/clawmd-loader/tests/fixtures/conformance/*/; --sdk for a release the Agent SDK bundles), pin a recorded release, or accept it with \"acceptUnrecordedRelease\": \"{version}\" in clawmd.json"
             ),
         });
     }

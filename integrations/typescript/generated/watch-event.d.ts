@@ -358,6 +358,12 @@ export interface Judged {
    */
   verified: boolean;
   /**
+   * The recorded release whose rules the verdict rests on: the release itself when it is
+   * in the corpus, else the newest recorded one before it (the oldest, for an older one),
+   * with what the loader's release table knows in between.
+   */
+  modelled_on: string;
+  /**
    * Where the release came from.
    */
   claude_code_from: PinSource;
