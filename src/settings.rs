@@ -185,8 +185,7 @@ pub fn parse_settings(
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let settings: Settings =
         serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-            let field = err.path().to_string();
-            let field = (!matches!(field.as_str(), "" | "." | "?")).then_some(field);
+            let field = crate::config::known_field(&err.path().to_string());
             let inner = err.into_inner();
             ConfigError {
                 path: path.to_owned(),
