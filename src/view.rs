@@ -347,7 +347,16 @@ pub fn delivery_view(memory: &Memory) -> String {
             Severity::Warning => "warning ",
             Severity::Info => "note    ",
         };
-        let _ = writeln!(out, "  {mark} {}", escape(&diagnostic.message));
+        // Each line names its file, unless its message already does (or names the import).
+        let path = shown(&diagnostic.path);
+        let message = escape(&diagnostic.message);
+        let names_import = (diagnostic.import.as_deref())
+            .is_some_and(|import| diagnostic.message.contains(import));
+        match names_import || message.contains(&path) {
+            true => writeln!(out, "  {mark} {message}"),
+            false => writeln!(out, "  {mark} {path}: {message}"),
+        }
+        .ok();
     }
     if memory.files.is_empty() {
         let _ = writeln!(out, "  (nothing: Claude Code sends no memory block)");
