@@ -19,6 +19,19 @@ use crate::target::Provider;
 /// is a mistake, and reading it whole at every spawn would be slow.
 pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
+/// The config a group without one of its own gets, bound read-only at the workspace's
+/// `container.json` from clawmd's state folder (`<state>/binds/<group>/container.json`): a
+/// group that relies on the defaults still has its config where the agent cannot write, so
+/// the agent cannot create one that a later compose would take for the operator's.
+pub const DEFAULT_CONFIG: &[u8] = b"{}\n";
+
+/// Whether a group's `container.json`, as read (`None`: missing), is a config of its own: a
+/// file with something in it. An empty one is the mount point a runtime leaves in the group
+/// folder when it binds [`DEFAULT_CONFIG`] over a missing file, and means the defaults.
+pub fn is_own_config(bytes: Option<&[u8]>) -> bool {
+    bytes.is_some_and(|bytes| !bytes.trim_ascii().is_empty())
+}
+
 /// Which skills a group enables.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum SkillSelection {
@@ -267,8 +280,7 @@ fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
     }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let raw: RawConfig = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-        let field = err.path().to_string();
-        let field = (!matches!(field.as_str(), "" | "." | "?")).then_some(field);
+        let field = known_field(&err.path().to_string());
         json_error(path, field, err.into_inner())
     })?;
     deserializer
@@ -287,9 +299,23 @@ fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
     Ok(raw)
 }
 
+/// The field an error is at, as far as it is known: serde_path_to_error writes a segment it
+/// could not name (the parser stopped between two keys, at a trailing comma say) as `?`, which
+/// names nothing, so the field is the object holding it (`mcpServers.pager`, not
+/// `mcpServers.pager.?`); `None` at the top level.
+pub(crate) fn known_field(path: &str) -> Option<String> {
+    let mut field = path;
+    while let Some(parent) = field.strip_suffix(".?") {
+        field = parent;
+    }
+    (!matches!(field, "" | "." | "?")).then(|| field.to_owned())
+}
+
 fn json_error(path: &Path, field: Option<String>, err: serde_json::Error) -> ConfigError {
     let fix = if err.is_syntax() || err.is_eof() {
         "correct the JSON syntax at that position (the group's composition is left as it was)"
+    } else if err.to_string().starts_with("duplicate field") {
+        "keep one of the two (JSON.parse, which the runner uses, would silently keep the last)"
     } else {
         "give the field the type shown (see docs/container-json.md)"
     };
@@ -414,6 +440,32 @@ impl<'de> Visitor<'de> for SkillsVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_between_two_keys_names_the_object_it_is_in() {
+        let err = parse_config(
+            Path::new("container.json"),
+            br#"{"mcpServers": {"pager": {"instructions": "x",}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("mcpServers.pager"), "{err}");
+        assert!(!err.to_string().contains(".?"), "{err}");
+        let err = parse_config(Path::new("container.json"), br#"{"skills": "all",}"#).unwrap_err();
+        assert_eq!(err.field, None, "{err}");
+        assert_eq!(known_field("a.?.?"), Some("a".to_owned()));
+        assert_eq!(known_field("?"), None);
+        assert_eq!(known_field("skills[0]"), Some("skills[0]".to_owned()));
+    }
+
+    #[test]
+    fn a_duplicate_key_says_to_keep_one() {
+        let err = parse_config(
+            Path::new("container.json"),
+            br#"{"mcpServers": {"pager": {"instructions": "x", "instructions": "y"}}}"#,
+        )
+        .unwrap_err();
+        assert!(err.fix.contains("keep one of the two"), "{err}");
+    }
     use proptest::prelude::*;
 
     fn parse(text: &str) -> Result<GroupConfig, ConfigError> {

@@ -1,8 +1,10 @@
 //! The Claude Code a deployment pins, read from its own files, so that the verdict judges the
 //! release and the consumer the agents really run when `clawmd.json` does not say.
 //!
-//! * The release: `ARG CLAUDE_CODE_VERSION=X.Y.Z` in the container image's `Dockerfile`
-//!   (`container/Dockerfile`, nanoclaw's), the version its image installs.
+//! * The release: the `@anthropic-ai/claude-code` entry of `container/cli-tools.json` (the
+//!   global CLIs today's nanoclaw installs in its image), else `ARG CLAUDE_CODE_VERSION=X.Y.Z`
+//!   in the container image's `Dockerfile` (nanoclaw before cli-tools.json): the version its
+//!   image installs.
 //! * The consumer: a runner that depends on the Claude Agent SDK
 //!   (`@anthropic-ai/claude-agent-sdk` in `container/agent-runner/package.json`, nanoclaw's)
 //!   runs the agent through the SDK, which with `settingSources: ['project','user']` loads no
@@ -20,6 +22,9 @@ use crate::loader::ClaudeVersion;
 
 /// The image definition that may pin the release, under the container folder.
 pub const DOCKERFILE: &str = "Dockerfile";
+/// The list of global CLIs the image installs (today's nanoclaw), under the container folder:
+/// a JSON array of `{"name": …, "version": …}`.
+pub const CLI_TOOLS: &str = "cli-tools.json";
 /// The agent runner's package manifest, under the container folder.
 pub const RUNNER_PACKAGE: &str = "agent-runner/package.json";
 /// The Claude Code CLI package.
@@ -85,8 +90,8 @@ pub enum PinSource {
     Settings,
     /// A flag or `CLAWMD_*` variable of this run.
     Flag,
-    /// The deployment's own files: `container/Dockerfile`'s `ARG CLAUDE_CODE_VERSION`, the
-    /// runner's `package.json`.
+    /// The deployment's own files: `container/cli-tools.json`'s Claude Code entry or
+    /// `container/Dockerfile`'s `ARG CLAUDE_CODE_VERSION`, the runner's `package.json`.
     Deployment,
 }
 
@@ -100,7 +105,7 @@ impl PinSource {
             PinSource::Settings => "clawmd.json",
             PinSource::Flag => "this command line",
             PinSource::Deployment => {
-                "the deployment's pin (container/Dockerfile, agent-runner/package.json)"
+                "the deployment's pin (container/cli-tools.json or container/Dockerfile, agent-runner/package.json)"
             }
         }
     }
@@ -121,8 +126,13 @@ pub struct Pins {
 /// unreadable files pin nothing.
 pub fn read_pins(container_dir: &Path) -> Pins {
     let mut pins = Pins::default();
+    let cli_tools = container_dir.join(CLI_TOOLS);
     let dockerfile = container_dir.join(DOCKERFILE);
-    if let Ok(Some(bytes)) = crate::fsops::read_host_file(&dockerfile, 1024 * 1024)
+    if let Ok(Some(bytes)) = crate::fsops::read_host_file(&cli_tools, 1024 * 1024)
+        && let Some(version) = cli_tools_pin(&bytes)
+    {
+        pins.claude_code = Some((version, cli_tools));
+    } else if let Ok(Some(bytes)) = crate::fsops::read_host_file(&dockerfile, 1024 * 1024)
         && let Some(version) = dockerfile_pin(&String::from_utf8_lossy(&bytes))
     {
         pins.claude_code = Some((version, dockerfile));
@@ -145,6 +155,17 @@ pub fn read_pins(container_dir: &Path) -> Pins {
         }
     }
     pins
+}
+
+/// The release of the Claude Code CLI entry (`"name": "@anthropic-ai/claude-code"`) of a
+/// `cli-tools.json` array; a version that is not an exact release (`latest`, a range) pins
+/// nothing.
+pub fn cli_tools_pin(bytes: &[u8]) -> Option<ClaudeVersion> {
+    let tools: Vec<serde_json::Value> = serde_json::from_slice(bytes).ok()?;
+    tools.iter().find_map(|tool| {
+        (tool.get("name")?.as_str()? == CLI_PACKAGE)
+            .then(|| tool.get("version")?.as_str()?.parse().ok())?
+    })
 }
 
 /// The release of `ARG CLAUDE_CODE_VERSION=X.Y.Z` (quotes allowed) in a Dockerfile; `latest`
@@ -173,6 +194,11 @@ pub struct Judged {
     /// Whether that release is in the loader's conformance corpus (else the nearest known
     /// rules were used).
     pub verified: bool,
+    /// The recorded release whose rules the verdict rests on: the release itself when it is
+    /// in the corpus, else the newest recorded one before it (the oldest, for an older one),
+    /// with what the loader's release table knows in between.
+    #[schemars(with = "String")]
+    pub modelled_on: ClaudeVersion,
     /// Where the release came from.
     pub claude_code_from: PinSource,
     /// `cli`, or `sdk` (the Agent SDK with `settingSources: ['project','user']`).
@@ -207,6 +233,46 @@ impl fmt::Display for Judged {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cli_tools_pin_is_read_before_the_dockerfiles() {
+        let tools = br#"[{"name": "agent-browser", "version": "0.27.1", "onlyBuilt": true},
+            {"name": "@anthropic-ai/claude-code", "version": "2.1.257", "onlyBuilt": true},
+            {"name": "@openai/codex", "version": "0.154.0"}]"#;
+        assert_eq!(cli_tools_pin(tools), Some(ClaudeVersion::new(2, 1, 257)));
+        for none in [
+            &br#"[{"name": "@anthropic-ai/claude-code", "version": "latest"}]"#[..],
+            br#"[{"name": "agent-browser", "version": "2.1.1"}]"#,
+            br#"{"name": "@anthropic-ai/claude-code", "version": "2.1.1"}"#,
+            b"not json",
+        ] {
+            assert_eq!(
+                cli_tools_pin(none),
+                None,
+                "{}",
+                String::from_utf8_lossy(none)
+            );
+        }
+        let container = tempfile::tempdir().unwrap();
+        std::fs::write(
+            container.path().join(DOCKERFILE),
+            "ARG CLAUDE_CODE_VERSION=2.1.128\n",
+        )
+        .unwrap();
+        let pinned = |pins: Pins| {
+            pins.claude_code
+                .map(|(v, path)| (v, path.file_name().unwrap().to_owned()))
+        };
+        assert_eq!(
+            pinned(read_pins(container.path())),
+            Some((ClaudeVersion::new(2, 1, 128), DOCKERFILE.into()))
+        );
+        std::fs::write(container.path().join(CLI_TOOLS), tools).unwrap();
+        assert_eq!(
+            pinned(read_pins(container.path())),
+            Some((ClaudeVersion::new(2, 1, 257), CLI_TOOLS.into()))
+        );
+    }
 
     #[test]
     fn the_dockerfile_pin_is_read() {

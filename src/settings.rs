@@ -44,11 +44,12 @@ pub const SETTINGS_FILE: &str = "clawmd.json";
 /// The largest settings file clawmd reads.
 const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 
-const KEYS: [&str; 22] = [
+const KEYS: [&str; 23] = [
     "delivery",
     "provider",
     "budgets",
     "claudeCodeVersion",
+    "acceptUnrecordedRelease",
     "approveExternal",
     "groupsDir",
     "containerDir",
@@ -81,6 +82,10 @@ pub struct Settings {
     pub budgets: Option<std::collections::BTreeMap<String, u64>>,
     /// The Claude Code release the agents run.
     pub claude_code_version: Option<String>,
+    /// A Claude Code release outside the conformance corpus that the operator accepts to be
+    /// judged by the nearest recorded release's rules: `check` warns about it instead of
+    /// failing (only this release: a later unrecorded one fails again).
+    pub accept_unrecorded_release: Option<String>,
     /// Whether the agents' runtime approves external imports for the workspace.
     pub approve_external: Option<bool>,
     /// The groups folder (relative to the root).
@@ -180,8 +185,7 @@ pub fn parse_settings(
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let settings: Settings =
         serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-            let field = err.path().to_string();
-            let field = (!matches!(field.as_str(), "" | "." | "?")).then_some(field);
+            let field = crate::config::known_field(&err.path().to_string());
             let inner = err.into_inner();
             ConfigError {
                 path: path.to_owned(),
@@ -227,6 +231,15 @@ pub fn parse_settings(
             fix: "write the managed-policy mount point as an absolute container path, e.g. \"/etc/claude-code\" (where Claude Code reads its managed policy on Linux)".to_owned(),
         });
     }
+    if let Some(text) = &settings.accept_unrecorded_release {
+        text.parse::<ClaudeVersion>().map_err(|err| ConfigError {
+            path: path.to_owned(),
+            position: None,
+            field: Some("acceptUnrecordedRelease".to_owned()),
+            message: format!("{err}"),
+            fix: "write the release as MAJOR.MINOR.PATCH, e.g. \"2.1.333\"".to_owned(),
+        })?;
+    }
     if let Some(text) = &settings.claude_code_version {
         let version: ClaudeVersion = text.parse().map_err(|err| ConfigError {
             path: path.to_owned(),
@@ -235,12 +248,13 @@ pub fn parse_settings(
             message: format!("{err}"),
             fix: "write the release as MAJOR.MINOR.PATCH, e.g. \"2.1.328\"".to_owned(),
         })?;
-        if !version.is_verified() {
+        let accepted = settings.accept_unrecorded_release.as_deref() == Some(text.as_str());
+        if !version.is_verified() && !accepted {
             warnings.push(SettingsWarning {
                 code: Code::Settings,
                 path: path.to_owned(),
                 message: format!(
-                    "claudeCodeVersion {version}: {} (fix: record the corpus on it, scripts/new-conformance-case --version {version} tests/fixtures/conformance/*/, or pin a recorded release)",
+                    "claudeCodeVersion {version}: {} (fix: record the corpus on it, scripts/new-conformance-case --version {version} crates/clawmd-loader/tests/fixtures/conformance/*/, pin a recorded release, or accept it with \"acceptUnrecordedRelease\": \"{version}\")",
                     version.unverified_note()
                 ),
             });
@@ -423,6 +437,10 @@ impl Settings {
                     Some(_) => PinSource::Settings,
                     None => PinSource::Default,
                 },
+                accepted_unrecorded: self
+                    .accept_unrecorded_release
+                    .as_deref()
+                    .and_then(|text| text.parse().ok()),
             },
             delivery_chosen: delivery.is_some(),
             lock_timeout: Duration::from_secs(

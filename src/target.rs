@@ -250,6 +250,10 @@ pub struct DeliverySettings {
     pub consumer: crate::pin::Consumer,
     /// Where `consumer` comes from.
     pub consumer_from: crate::pin::PinSource,
+    /// A release outside the conformance corpus the operator accepts to be judged by the
+    /// nearest recorded rules (`acceptUnrecordedRelease` in `clawmd.json`): `check` then
+    /// warns about it instead of failing.
+    pub accepted_unrecorded: Option<crate::loader::ClaudeVersion>,
 }
 
 impl DeliverySettings {
@@ -259,6 +263,10 @@ impl DeliverySettings {
         crate::pin::Judged {
             claude_code: self.claude_version,
             verified: self.claude_version.is_verified(),
+            modelled_on: match self.claude_version.is_verified() {
+                true => self.claude_version,
+                false => self.claude_version.nearest_verified(),
+            },
             claude_code_from: self.claude_version_from,
             consumer: self.consumer,
             consumer_from: self.consumer_from,

@@ -661,3 +661,55 @@ fn schemas_validate_the_example_configs_and_real_reports() {
         assert_eq!(failed["error"]["code"], "run-failed");
     }
 }
+
+/// A release outside the conformance corpus, pinned by the deployment, fails `check` until it
+/// is recorded or the operator accepts it in clawmd.json (that release only); the report says
+/// whose rules the verdict rests on (issue 39, point 4). Today's nanoclaw pins it in
+/// `container/cli-tools.json`.
+#[test]
+fn an_unrecorded_release_fails_check_until_it_is_accepted() {
+    let d = Deployment::standard().group("g", Some(r#"{"skills": ["hello"]}"#));
+    d.write(
+        "container/cli-tools.json",
+        br#"[{"name": "agent-browser", "version": "0.27.1"}, {"name": "@anthropic-ai/claude-code", "version": "2.1.299", "onlyBuilt": true}]"#,
+    );
+    let compose = d.run(["compose", "g", "--json"]).success();
+    let judged = &compose.json()["groups"][0]["delivered"]["judged"];
+    assert_eq!(judged["claude_code"], "2.1.299", "{judged}");
+    assert_eq!(judged["claude_code_from"], "deployment", "{judged}");
+    assert_eq!(judged["verified"], false, "{judged}");
+    assert_eq!(judged["modelled_on"], "2.1.280", "{judged}");
+    let check = d.run(["check", "g", "--json"]).expect_code(1);
+    let finding = |run: &crate::support::Run| {
+        run.json()["groups"][0]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["code"] == "claude-version-unverified")
+            .cloned()
+            .unwrap()
+    };
+    let unverified = finding(&check);
+    assert_eq!(unverified["severity"], "error", "{unverified}");
+    assert!(
+        unverified["fix"]
+            .as_str()
+            .unwrap()
+            .contains(r#""acceptUnrecordedRelease": "2.1.299""#),
+        "{unverified}"
+    );
+    // Accepting another release changes nothing; accepting this one makes it a warning.
+    d.write("clawmd.json", br#"{"acceptUnrecordedRelease": "2.1.298"}"#);
+    d.run(["check", "g", "--json"]).expect_code(1);
+    d.write("clawmd.json", br#"{"acceptUnrecordedRelease": "2.1.299"}"#);
+    let accepted = d.run(["check", "g", "--json"]).success();
+    assert_eq!(finding(&accepted)["severity"], "warning");
+    // A release that is not a release is refused, naming the field.
+    d.write("clawmd.json", br#"{"acceptUnrecordedRelease": "latest"}"#);
+    let bad = d.run(["check", "g"]).expect_code(1);
+    assert!(
+        bad.stderr().contains("acceptUnrecordedRelease"),
+        "{}",
+        bad.stderr()
+    );
+}

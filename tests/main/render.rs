@@ -51,6 +51,21 @@ fn link_delivery_loses_the_shared_base_unless_external_imports_are_approved() {
     assert!(approved.contains("## Skill: welcome"));
 }
 
+/// A note about a file (not an import) names the file (issue 42: "note     is empty once…").
+#[test]
+fn delivery_view_names_the_file_of_each_note() {
+    let d = composed("managed");
+    d.write("groups/ops/CLAUDE.local.md", b"<!-- only a comment -->\n");
+    let out = d
+        .run(["render", "ops", "--delivery-view"])
+        .success()
+        .stdout();
+    assert!(
+        out.contains("note     /workspace/agent/CLAUDE.local.md: is empty once"),
+        "{out}"
+    );
+}
+
 #[test]
 fn delivery_view_says_what_is_dropped_and_why() {
     let d = composed("link");
@@ -123,7 +138,7 @@ fn the_sdk_consumer_gets_local_memory_only_through_the_import() {
 #[test]
 fn render_cwd_matches_a_conformance_case() {
     let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/conformance/03-imports-code");
+        .join("crates/clawmd-loader/tests/fixtures/conformance/03-imports-code");
     let temp = crate::support::TempTree::new();
     crate::support::copy_tree(&case.join("tree"), temp.root());
     let root = temp.root();

@@ -43,6 +43,8 @@ export type Code =
   | "group-source-unread"
   | "host-managed"
   | "mount-point-edited"
+  | "local-memory-unusable"
+  | "local-memory-cut"
   | "out-of-date"
   | "hand-edited"
   | "old-layout"
@@ -383,6 +385,12 @@ export interface Judged {
    * rules were used).
    */
   verified: boolean;
+  /**
+   * The recorded release whose rules the verdict rests on: the release itself when it is
+   * in the corpus, else the newest recorded one before it (the oldest, for an older one),
+   * with what the loader's release table knows in between.
+   */
+  modelled_on: string;
   /**
    * Where the release came from.
    */

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clawmd::migrate::{MigrateOptions, migrate_with};
+use clawmd::migrate::{MigrateOptions, migrate_with_progress};
 
 use super::finish;
 use crate::args::{DeliveryArgs, GlobalArgs, MigrateArgs};
@@ -11,17 +11,16 @@ use crate::printer::Printer;
 pub fn run(global: &GlobalArgs, args: MigrateArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     let (resolved, _) =
         global.resolve(&DeliveryArgs::default(), args.lock.lock_timeout, printer)?;
-    finish(
-        "migrate",
-        migrate_with(
-            &resolved.layout,
-            &MigrateOptions {
-                dry_run: args.dry_run,
-                lock_timeout: resolved.lock_timeout,
-                append_global: args.append_global,
-            },
-        ),
-        args.output.format(),
-        printer,
-    )
+    let bar = printer.progress("migrating").for_task("migrate");
+    let report = migrate_with_progress(
+        &resolved.layout,
+        &MigrateOptions {
+            dry_run: args.dry_run,
+            lock_timeout: resolved.lock_timeout,
+            append_global: args.append_global,
+        },
+        &bar,
+    );
+    bar.finish();
+    finish("migrate", report, args.output.format(), printer)
 }

@@ -8,6 +8,8 @@ use clawmd::progress::Progress;
 pub struct Bar {
     bar: Option<indicatif::ProgressBar>,
     quiet: bool,
+    /// What the run waiting for a group's lock does to the group ("compose", "migrate").
+    task: &'static str,
 }
 
 impl Bar {
@@ -17,7 +19,14 @@ impl Bar {
         Bar {
             bar: drawn.then(|| hidden_bar(what)),
             quiet,
+            task: "compose",
         }
+    }
+
+    /// The same bar, for a run that does `task` to a group ("migrate"; "compose" by default),
+    /// as the line saying it waits for a lock names it.
+    pub fn for_task(self, task: &'static str) -> Self {
+        Bar { task, ..self }
     }
 
     /// Clears the bar, once the run is done.
@@ -62,8 +71,9 @@ impl Progress for Bar {
             return;
         }
         let line = format!(
-            "clawmd: waiting for lock on {} (held by another run) to compose {}",
+            "clawmd: waiting for lock on {} (held by another run) to {} {}",
             clawmd::report::escape_path(lock),
+            self.task,
             clawmd::report::escape(group)
         );
         match &self.bar {
