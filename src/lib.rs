@@ -26,6 +26,7 @@ pub mod error;
 pub mod file_kind;
 pub mod fsops;
 pub mod init;
+pub mod key_hash;
 pub mod layout;
 pub mod loader;
 pub mod migrate;

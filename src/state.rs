@@ -365,22 +365,6 @@ pub fn describe_leftover(leftover: &Leftover, group_dir: &Path) -> String {
     }
 }
 
-/// Feeds `value` to `hash` through its [`std::hash::Hash`]: part of a record's key, whose
-/// encoding only has to stay the same within one binary (every key holds the binary's
-/// identity, [`binary_identity`]). Quicker than a value's `Debug` text.
-pub fn hash_into<T: std::hash::Hash + ?Sized>(hash: &mut sha2::Sha256, value: &T) {
-    struct Feed<'a>(&'a mut sha2::Sha256);
-    impl std::hash::Hasher for Feed<'_> {
-        fn write(&mut self, bytes: &[u8]) {
-            sha2::Digest::update(self.0, bytes);
-        }
-        fn finish(&self) -> u64 {
-            0
-        }
-    }
-    value.hash(&mut Feed(hash));
-}
-
 /// Which binary judges: its identity (device, inode, size, modification and change times: a
 /// rebuilt or upgraded clawmd does not trust the records of another). `None` when it cannot be told: no record is then used.
 /// Looked up once per process.

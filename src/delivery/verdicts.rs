@@ -24,14 +24,13 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use sha2::{Digest, Sha256};
-
 use serde::{Deserialize, Serialize};
 
 use super::DeliverySettings;
 use super::verify::{AgentSettings, Delivered, verify_with};
 use crate::delivery::GroupPlan;
 use crate::fsops::{FsError, SafeDir};
+use crate::key_hash::KeyHasher;
 use crate::layout::Layout;
 use crate::plan::{Content, Warning};
 use crate::reads::Read;
@@ -53,10 +52,10 @@ pub struct Key([u8; 32]);
 
 /// The verdicts of one run: the same layout, settings and sources for every group.
 pub struct Verdicts {
-    /// The hash state after what is the same for every group (format, binary, layout, settings).
-    run: Sha256,
+    /// The key after what is the same for every group (format, binary, layout, settings).
+    run: KeyHasher,
     /// `run` and where the deployment is: the start of every [`Verdicts::look_key`].
-    here: Sha256,
+    here: KeyHasher,
     /// The digest of the sources mounted in link delivery, made when first needed.
     app: OnceLock<[u8; 32]>,
     /// The digest of all the sources ([`Sources::digest`]), made when first needed.
@@ -145,19 +144,14 @@ impl Verdicts {
     /// The verdicts of a run with `layout` and `settings`.
     pub fn new(layout: &Layout, settings: &DeliverySettings) -> Verdicts {
         let binary = state::binary_identity();
-        let mut run = Sha256::new();
-        let mut put = |bytes: &[u8]| {
-            run.update((bytes.len() as u64).to_le_bytes());
-            run.update(bytes);
-        };
-        put(b"clawmd verdict 2");
-        put(env!("CARGO_PKG_VERSION").as_bytes());
-        put(binary.as_deref().unwrap_or_default());
-        state::hash_into(&mut run, &(relocated(layout), settings));
+        let mut run = KeyHasher::new();
+        run.field(b"clawmd verdict 2")
+            .field(env!("CARGO_PKG_VERSION").as_bytes())
+            .field(binary.as_deref().unwrap_or_default())
+            .hash(&(relocated(layout), settings));
         // A look's report names host paths: it stands only where it was made.
         let mut here = run.clone();
-        let place = (&layout.groups_dir, &layout.container_dir, &layout.state_dir);
-        state::hash_into(&mut here, &place);
+        here.hash(&(&layout.groups_dir, &layout.container_dir, &layout.state_dir));
         Verdicts {
             run,
             here,
@@ -181,35 +175,32 @@ impl Verdicts {
         sources: &Sources,
         agent: &AgentSettings,
     ) -> Key {
-        let mut hash = self.run.clone();
+        let mut key = self.run.clone();
         match plan.made_from {
             // The plan is a pure function of what it was made from and of the run: its name
             // with the sources' digest stands for everything in it.
             Some(made_from) => {
-                hash.update(b"made from");
-                hash.update(made_from);
-                hash.update(self.sources.get_or_init(|| sources.digest()));
+                key.field(b"made from")
+                    .field(&made_from)
+                    .field(self.sources.get_or_init(|| sources.digest()));
             }
-            None => plan_into(&mut hash, plan),
+            None => {
+                key.field(b"plan");
+                plan_into(&mut key, plan);
+            }
         }
-        let evaluations = evaluations(agent);
-        hash.update((evaluations.len() as u64).to_le_bytes());
-        hash.update(&evaluations);
+        key.field(&evaluations(agent));
         if plan.target.mount_needs(false).app {
             let app = self.app.get_or_init(|| {
-                let mut app = Sha256::new();
+                let mut app = KeyHasher::new();
                 for (path, bytes) in sources.container_files(layout) {
-                    let path = path.as_os_str().as_encoded_bytes();
-                    app.update((path.len() as u64).to_le_bytes());
-                    app.update(path);
-                    app.update((bytes.len() as u64).to_le_bytes());
-                    app.update(bytes);
+                    app.field(path.as_os_str().as_encoded_bytes()).field(bytes);
                 }
-                app.finalize().into()
+                app.finish()
             });
-            hash.update(app);
+            key.field(app);
         }
-        Key(hash.finalize().into())
+        Key(key.finish())
     }
 
     /// What a group's plan and verdict depend on besides what is read in its folders: the
@@ -242,11 +233,9 @@ impl Verdicts {
     }
 
     fn here_key_with(&self, sources: &[u8; 32], more: &[u8]) -> [u8; 32] {
-        let mut hash = self.here.clone();
-        hash.update(sources);
-        hash.update((more.len() as u64).to_le_bytes());
-        hash.update(more);
-        hash.finalize().into()
+        let mut key = self.here.clone();
+        key.field(sources).field(more);
+        key.finish()
     }
 
     /// Whether records are read and written (not without a known binary).
@@ -452,68 +441,58 @@ fn relocated(layout: &Layout) -> Layout {
     }
 }
 
-/// Everything in `plan` that [`verify_with`] reads, each length-prefixed: the target, every
-/// entry (path and content), the sections, what was dropped, the warnings and the local memory.
-fn plan_into(hash: &mut Sha256, plan: &GroupPlan) {
-    let mut put = |bytes: &[u8]| {
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(bytes);
-    };
-    put(format!("{:?}", plan.target).as_bytes());
-    put(&(plan.entries.len() as u64).to_le_bytes());
+/// Everything in `plan` that [`verify_with`] reads, each a field of `key`: the target, every
+/// entry (path and content), the sections, what was dropped, the warnings and the local
+/// memory.
+fn plan_into(key: &mut KeyHasher, plan: &GroupPlan) {
+    key.field(format!("{:?}", plan.target).as_bytes());
+    key.count(plan.entries.len());
     for entry in &plan.entries {
-        put(entry.path.to_string().as_bytes());
+        key.field(entry.path.to_string().as_bytes());
         match &entry.content {
-            Content::File(bytes) => {
-                put(b"file");
-                put(bytes);
-            }
+            Content::File(bytes) => key.field(b"file").field(bytes),
             Content::Symlink(target) => {
-                put(b"link");
-                put(target.as_os_str().as_encoded_bytes());
+                (key.field(b"link")).field(target.as_os_str().as_encoded_bytes())
             }
-            Content::Seed => put(b"seed"),
-            Content::Placeholder(bytes) => {
-                put(b"placeholder");
-                put(bytes);
-            }
-        }
+            Content::Seed => key.field(b"seed"),
+            Content::Placeholder(bytes) => key.field(b"placeholder").field(bytes),
+        };
     }
-    put(&(plan.sections.len() as u64).to_le_bytes());
+    key.count(plan.sections.len());
     for section in &plan.sections {
-        put(section.id.as_str().as_bytes());
-        put(section.origin.as_bytes());
-        put(&section.text);
-        put(format!(
-            "{:?} {} {:?} {:?}",
-            section.rank, section.file, section.link, section.scope
-        )
-        .as_bytes());
+        key.field(section.id.as_str().as_bytes())
+            .field(section.origin.as_bytes())
+            .field(&section.text)
+            .field(
+                format!(
+                    "{:?} {} {:?} {:?}",
+                    section.rank, section.file, section.link, section.scope
+                )
+                .as_bytes(),
+            );
     }
-    put(&(plan.dropped.len() as u64).to_le_bytes());
+    key.count(plan.dropped.len());
     for dropped in &plan.dropped {
-        put(dropped.section.as_bytes());
-        put(&dropped.bytes.to_le_bytes());
+        key.field(dropped.section.as_bytes())
+            .field(&dropped.bytes.to_le_bytes());
     }
     // Of the warnings, the verdict reads only the dangling instructions (each named in its
     // reasons); the others may name host paths, which would tie the key to where the
     // deployment lies.
-    for warning in &plan.warnings {
-        if let Warning::DanglingInstructions { .. } = warning {
-            put(format!("{warning:?} {warning}").as_bytes());
-        }
+    let dangling: Vec<&Warning> = (plan.warnings.iter())
+        .filter(|warning| matches!(warning, Warning::DanglingInstructions { .. }))
+        .collect();
+    key.count(dangling.len());
+    for warning in dangling {
+        key.field(format!("{warning:?} {warning}").as_bytes());
     }
     // No local memory reads as an empty one (the snapshot seeds it empty; a flat document
     // misses nothing of it): the first compose, which seeds it, and the no-op after it, which
     // reads it empty, share a key.
     match (&plan.local_memory, plan.local_memory_too_large) {
-        (None, Some(len)) => {
-            put(b"local memory too large");
-            put(&len.to_le_bytes());
-        }
-        (local, _) => {
-            put(b"local memory");
-            put(local.as_deref().unwrap_or_default());
-        }
-    }
+        (None, Some(len)) => key
+            .field(b"local memory too large")
+            .field(&len.to_le_bytes()),
+        (local, _) => (key.field(b"local memory")).field(local.as_deref().unwrap_or_default()),
+    };
 }

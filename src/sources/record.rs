@@ -16,10 +16,10 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::host_reads::{HostReads, PartReads, Stale, Views};
 use super::{SourceNote, Sources};
+use crate::key_hash::KeyHasher;
 use crate::layout::{GLOBAL_GROUP, Layout};
 use crate::state;
 
@@ -232,17 +232,12 @@ fn remove_leftovers(layout: &Layout) -> Result<(), crate::fsops::FsError> {
 /// What the record depends on besides its reads: the binary and the layout.
 fn key(layout: &Layout) -> Option<[u8; 32]> {
     let binary = state::binary_identity()?;
-    let mut hash = Sha256::new();
-    for part in [
-        b"clawmd sources 2".as_slice(),
-        env!("CARGO_PKG_VERSION").as_bytes(),
-        &binary,
-    ] {
-        hash.update((part.len() as u64).to_le_bytes());
-        hash.update(part);
-    }
-    state::hash_into(&mut hash, layout);
-    Some(hash.finalize().into())
+    let mut key = KeyHasher::new();
+    key.field(b"clawmd sources 2")
+        .field(env!("CARGO_PKG_VERSION").as_bytes())
+        .field(&binary)
+        .hash(layout);
+    Some(key.finish())
 }
 
 #[cfg(test)]
