@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::delivery::DeliverySettings;
 use crate::delivery::GroupPlan;
 use crate::delivery::guard;
-use crate::delivery::verdicts::{Recorded, Unrecorded, Verdicts};
+use crate::delivery::verdicts::{Recorded, Unrecorded, VerdictRecord, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
 use crate::deployment::{
     Observation, Selection, checked_group_dir, observe, open_group, read_sources_logged,
@@ -76,7 +76,7 @@ pub fn compose_with_progress(
     // With the shared sources' record, first every group its own record answers (in
     // parallel), without reading the sources: the record's reads that group depends on are
     // replayed instead (each once per run, [`Proof::holds_for`]).
-    let verdicts = Verdicts::new(layout, &options.settings);
+    let verdicts = GroupVerdicts::new(layout, &options.settings);
     let leftovers = |lock: &str| verdicts.journal_pending(layout, lock);
     let proof = crate::sources::record::load(layout, leftovers);
     let mut results: Vec<Look> = match &proof {
@@ -102,7 +102,7 @@ pub fn compose_with_progress(
     }
     let log = HostLog::new();
     let (sources, notes) = read_sources_logged(layout, &log)?;
-    let verdicts = Verdicts::new(layout, &options.settings);
+    let verdicts = GroupVerdicts::new(layout, &options.settings);
     // Then a look at every other group without its lock (in parallel): a group already right
     // is reported as it is. The others are composed under their locks: one alone durably file
     // by file, several in batches whose syncs are shared ([`Batch::compose_all`]).
@@ -309,7 +309,7 @@ pub fn compose_group(
         sources,
         group,
         options,
-        &Verdicts::new(layout, &options.settings),
+        &GroupVerdicts::new(layout, &options.settings),
     )
 }
 
@@ -318,7 +318,7 @@ fn compose_one(
     sources: &Sources,
     group: &str,
     options: &ComposeOptions,
-    verdicts: &Verdicts,
+    verdicts: &GroupVerdicts,
 ) -> Result<GroupReport, GroupError> {
     match first_look(layout, sources, group, options, verdicts) {
         Some(result) => result,
@@ -340,18 +340,14 @@ fn first_look(
     sources: &Sources,
     group: &str,
     options: &ComposeOptions,
-    verdicts: &Verdicts,
+    verdicts: &GroupVerdicts,
 ) -> Look {
     let group_path = match checked_group_dir(layout, group) {
         Ok(path) => path,
         Err(err) => return Some(Err(err)),
     };
     match recorded(layout, Shared::Read(sources), group, options, verdicts) {
-        Recorded::Found { delivered, found } => {
-            if let Some(report) = found_report(group, *delivered, found) {
-                return Some(Ok(report));
-            }
-        }
+        Recorded::Found { delivered, found } => return Some(Ok(found.report(group, *delivered))),
         // A group with no record (never composed) is composed under its lock at once.
         Recorded::Nothing if !options.dry_run => return None,
         Recorded::Nothing | Recorded::Other => {}
@@ -392,35 +388,13 @@ fn answered_by_record(
     shared: Shared<'_>,
     group: &str,
     options: &ComposeOptions,
-    verdicts: &Verdicts,
+    verdicts: &GroupVerdicts,
 ) -> Look {
     checked_group_dir(layout, group).ok()?;
     match recorded(layout, shared, group, options, verdicts) {
-        Recorded::Found { delivered, found } => found_report(group, *delivered, found).map(Ok),
+        Recorded::Found { delivered, found } => Some(Ok(found.report(group, *delivered))),
         Recorded::Nothing | Recorded::Other => None,
     }
-}
-
-/// A group's record file (`<state>/verdicts/<group>`) as its key and JSON, when it is whole:
-/// for tests, and for a person looking into a record ([`record_file`] makes one).
-#[doc(hidden)]
-pub fn record_json(bytes: Vec<u8>) -> Option<([u8; 32], serde_json::Value)> {
-    let (key, body) = crate::state::unsealed(bytes)?;
-    Some((key, crate::delivery::verdicts::body_json::<Found>(&body)?))
-}
-
-/// A group's record file with `key` and the body `json` ([`record_json`]).
-#[doc(hidden)]
-pub fn record_file(key: &[u8; 32], json: serde_json::Value) -> Option<Vec<u8>> {
-    let body = crate::delivery::verdicts::body_from_json::<Found>(json)?;
-    Some(crate::state::sealed(key, &body))
-}
-
-/// The report of `group` as its record's look `found` it, with its `delivered` verdict
-/// (`None`: a look this binary does not read).
-fn found_report(group: &str, delivered: Delivered, found: Vec<u8>) -> Option<GroupReport> {
-    let found = crate::state::decode::<Found>(&found)?;
-    Some(found.report(group, delivered))
 }
 
 /// What the group's record says: its report as the record's last look found it, when nothing that look read
@@ -433,8 +407,8 @@ fn recorded(
     shared: Shared<'_>,
     group: &str,
     options: &ComposeOptions,
-    verdicts: &Verdicts,
-) -> Recorded {
+    verdicts: &GroupVerdicts,
+) -> Recorded<Found> {
     if layout.group_config == GroupConfigSource::Handed || verdicts.journal_pending(layout, group) {
         return Recorded::Other;
     }
@@ -477,9 +451,16 @@ fn recorded(
     })
 }
 
+/// The verdicts of a compose run (and of check, which reads compose's records back): each
+/// group's record keeps, with its look, the report of the group found unchanged ([`Found`]).
+pub type GroupVerdicts = Verdicts<Found>;
+
+/// A group's record, `<state>/verdicts/<group>` ([`crate::state::Record`]).
+pub type GroupRecord = VerdictRecord<Found>;
+
 /// The report of a group found unchanged, as a record keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Found {
+pub struct Found {
     unchanged: Vec<String>,
     warnings: Vec<(Code, String)>,
     provider: Provider,
@@ -537,8 +518,12 @@ impl Found {
 
 /// `unrecorded` with the look that found its group unchanged: its `reads` and its `report`
 /// (a report of a group found otherwise is not kept).
-fn with_look(unrecorded: Unrecorded, reads: Vec<Read>, report: &GroupReport) -> Unrecorded {
-    match Found::of(report).and_then(|found| crate::state::encode(&found)) {
+fn with_look(
+    unrecorded: Unrecorded<Found>,
+    reads: Vec<Read>,
+    report: &GroupReport,
+) -> Unrecorded<Found> {
+    match Found::of(report) {
         Some(found) => unrecorded.with_look(reads, found),
         None => unrecorded,
     }
@@ -577,7 +562,7 @@ fn compose_locked(
     sources: &Sources,
     group: &str,
     options: &ComposeOptions,
-    verdicts: &Verdicts,
+    verdicts: &GroupVerdicts,
     progress: &dyn Progress,
 ) -> Result<GroupReport, GroupError> {
     let group_path = checked_group_dir(layout, group)?;
@@ -635,7 +620,7 @@ fn observe_locked(
 /// be made again by the next run that finds them settled: that run, which observes the group
 /// anyway, records the look ([`first_look`]).
 fn delivered_recorded(
-    verdicts: &Verdicts,
+    verdicts: &GroupVerdicts,
     layout: &Layout,
     sources: &Sources,
     seen: &Observation,
@@ -707,7 +692,7 @@ struct Batch<'a> {
     layout: &'a Layout,
     sources: &'a Sources,
     options: &'a ComposeOptions,
-    verdicts: &'a Verdicts,
+    verdicts: &'a GroupVerdicts,
     progress: &'a dyn Progress,
 }
 
@@ -933,13 +918,13 @@ fn sync_batch(works: &mut [Result<Work, GroupError>]) {
 /// verdict kept for its inputs ([`Verdicts`]), else worked out, with the record to write when
 /// its group's record does not hold it yet.
 fn delivered(
-    verdicts: &Verdicts,
+    verdicts: &GroupVerdicts,
     layout: &Layout,
     sources: &Sources,
     seen: &Observation,
     options: &ComposeOptions,
     mut report: GroupReport,
-) -> (GroupReport, Option<Unrecorded>) {
+) -> (GroupReport, Option<Unrecorded<Found>>) {
     let plan = &seen.plan;
     let settings = &options.settings;
     let agent = match agent_settings(layout, &seen.dir, &report.group, settings) {
@@ -957,7 +942,7 @@ fn delivered(
 
 /// Writes the record of a verdict worked out for a group found up to date without its lock:
 /// only when its lock is free at once (another run holding it records its own).
-fn record_unlocked(layout: &Layout, verdicts: &Verdicts, unrecorded: Unrecorded) {
+fn record_unlocked(layout: &Layout, verdicts: &GroupVerdicts, unrecorded: Unrecorded<Found>) {
     let group = unrecorded.group().to_owned();
     state::with_free_lock(layout, &group, || verdicts.record(layout, unrecorded));
 }
@@ -1205,12 +1190,14 @@ mod tests {
             .join(group);
         let planted = |record: &Path| {
             // The record's body: the verdict, and the look that found the group as planned.
-            let (key, mut json) = record_json(fs::read(record).unwrap()).unwrap();
+            let (key, mut json) =
+                crate::state::record_json::<GroupRecord>(fs::read(record).unwrap()).unwrap();
             let mut delivered: Delivered =
                 serde_json::from_value(json["delivered"].clone()).unwrap();
             delivered.missing = vec!["planted".to_owned()];
             json["delivered"] = serde_json::to_value(&delivered).unwrap();
-            fs::write(record, record_file(&key, json).unwrap()).unwrap();
+            let planted = crate::state::record_file::<GroupRecord>(&key, json).unwrap();
+            fs::write(record, planted).unwrap();
         };
         let missing_of = |report: &ComposeReport| {
             let got = report.groups.iter().find(|g| &g.group == group).unwrap();

@@ -22,8 +22,10 @@
 //! diffing or loading it: a no-op costs what reading the group's own files costs.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::{Mutex, OnceLock};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::DeliverySettings;
@@ -43,15 +45,24 @@ pub const VERDICTS: &str = "verdicts";
 /// The most verdicts one run keeps in memory (each is a few hundred bytes).
 const MAX_KEPT: usize = 4096;
 
-/// The largest record read back (a verdict is a few KiB at most).
-const MAX_RECORD_BYTES: u64 = 1 << 20;
+/// A group's record, `<state>/verdicts/<group>`, whose look keeps what the caller found as an
+/// `F` (compose's report of the group).
+pub struct VerdictRecord<F>(PhantomData<fn() -> F>);
+
+impl<F: Serialize + DeserializeOwned> state::Record for VerdictRecord<F> {
+    const FOLDER: &'static str = VERDICTS;
+    /// A verdict is a few KiB at most.
+    const MAX_BYTES: u64 = 1 << 20;
+    type Body = Body<F>;
+}
 
 /// Names a verdict: a SHA-256 of everything [`verify_with`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key([u8; 32]);
 
-/// The verdicts of one run: the same layout, settings and sources for every group.
-pub struct Verdicts {
+/// The verdicts of one run: the same layout, settings and sources for every group; what a
+/// look found is kept as an `F`.
+pub struct Verdicts<F> {
     /// The key after what is the same for every group (format, binary, layout, settings).
     run: KeyHasher,
     /// `run` and where the deployment is: the start of every [`Verdicts::look_key`].
@@ -62,7 +73,7 @@ pub struct Verdicts {
     sources: OnceLock<[u8; 32]>,
     kept: Mutex<HashMap<Key, Delivered>>,
     /// The records, `<state>/verdicts/<group>`.
-    folder: state::Records,
+    folder: state::Records<VerdictRecord<F>>,
     /// `<state>/binds`, opened when first needed (`Some(None)`: it does not exist).
     binds: Mutex<Option<Option<SafeDir>>>,
     /// Whether the state folder and its journal folder are real folders, asked once.
@@ -73,25 +84,25 @@ pub struct Verdicts {
 
 /// A verdict worked out in this run that its group's record does not hold yet.
 #[derive(Debug)]
-pub struct Unrecorded {
+pub struct Unrecorded<F> {
     group: String,
     key: Key,
     delivered: Delivered,
     look_key: String,
     /// The container-side items the plan was made from ([`GroupPlan::uses`]).
     uses: Option<Vec<String>>,
-    look: Option<Look>,
+    look: Option<Look<F>>,
 }
 
-impl Unrecorded {
+impl<F> Unrecorded<F> {
     /// The group whose record this is.
     pub fn group(&self) -> &str {
         &self.group
     }
 
     /// With the look that found the group as planned: its `reads` and what it `found` (the
-    /// caller's report of the group, as the caller reads it back).
-    pub fn with_look(mut self, reads: Vec<Read>, found: Vec<u8>) -> Self {
+    /// caller's report of the group).
+    pub fn with_look(mut self, reads: Vec<Read>, found: F) -> Self {
         self.look = Some(Look {
             key: self.look_key.clone(),
             reads,
@@ -104,7 +115,7 @@ impl Unrecorded {
 
 /// What a record keeps of the last look that found its group exactly as planned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Look {
+pub struct Look<F> {
     /// [`Verdicts::look_key`] of that run.
     key: String,
     /// Every read it made through the group's folders, in order.
@@ -113,19 +124,19 @@ pub struct Look {
     /// before they were kept).
     #[serde(default)]
     uses: Option<Vec<String>>,
-    /// What it reported, as the caller encoded it.
-    found: Vec<u8>,
+    /// What it found (the caller's report of the group).
+    found: F,
 }
 
 /// What a group's record says of it now.
 #[derive(Debug)]
-pub enum Recorded {
+pub enum Recorded<F> {
     /// The group is as its record's look found it: its verdict and what the look found.
     Found {
         /// The recorded verdict.
         delivered: Box<Delivered>,
-        /// What the look found, as the caller encoded it.
-        found: Vec<u8>,
+        /// What the look found.
+        found: F,
     },
     /// No record (a group never composed, or records not kept).
     Nothing,
@@ -133,16 +144,17 @@ pub enum Recorded {
     Other,
 }
 
-/// What a record holds besides its key and seal.
+/// What a group's record holds besides its key and seal: the verdict, and the last look that
+/// found the group as planned.
 #[derive(Debug, Serialize, Deserialize)]
-struct Body {
+pub struct Body<F> {
     delivered: Delivered,
-    look: Option<Look>,
+    look: Option<Look<F>>,
 }
 
-impl Verdicts {
+impl<F: Serialize + DeserializeOwned> Verdicts<F> {
     /// The verdicts of a run with `layout` and `settings`.
-    pub fn new(layout: &Layout, settings: &DeliverySettings) -> Verdicts {
+    pub fn new(layout: &Layout, settings: &DeliverySettings) -> Verdicts<F> {
         let binary = state::binary_identity();
         let mut run = KeyHasher::new();
         run.field(b"clawmd verdict 2")
@@ -158,7 +170,7 @@ impl Verdicts {
             app: OnceLock::new(),
             sources: OnceLock::new(),
             kept: Mutex::new(HashMap::new()),
-            folder: state::Records::new(VERDICTS),
+            folder: state::Records::new(),
             binds: Mutex::new(None),
             journals: OnceLock::new(),
             records: binary.is_some(),
@@ -212,7 +224,7 @@ impl Verdicts {
 
     /// These verdicts, for a run whose shared sources have the digest `digest` (their record
     /// says so, [`crate::sources::record`]) though they were not read.
-    pub fn knowing_sources(self, digest: [u8; 32]) -> Verdicts {
+    pub fn knowing_sources(self, digest: [u8; 32]) -> Verdicts<F> {
         let _ = self.sources.set(digest);
         self
     }
@@ -275,11 +287,11 @@ impl Verdicts {
         group: &str,
         keyed: impl FnOnce(&str, &[Read]) -> bool,
         holds: impl FnOnce(&[Read], Option<&[String]>) -> bool,
-    ) -> Recorded {
+    ) -> Recorded<F> {
         if !self.records {
             return Recorded::Other;
         }
-        let Some((_, body)) = self.read_body(layout, group) else {
+        let Some(body) = self.read_body(layout, group) else {
             return Recorded::Nothing;
         };
         match body.look {
@@ -307,7 +319,7 @@ impl Verdicts {
         sources: &Sources,
         settings: &DeliverySettings,
         agent: &AgentSettings,
-    ) -> (Delivered, Option<Unrecorded>) {
+    ) -> (Delivered, Option<Unrecorded<F>>) {
         let key = self.key(layout, plan, sources, agent);
         let delivered = match self.read(layout, group, key) {
             Some(record) => {
@@ -339,7 +351,7 @@ impl Verdicts {
     /// Writes the record of a verdict, in place ([`state::Records`]), under the group's lock,
     /// which the caller holds. A record is only a saving: one that cannot be written is left
     /// for a later run.
-    pub fn record(&self, layout: &Layout, unrecorded: Unrecorded) {
+    pub fn record(&self, layout: &Layout, unrecorded: Unrecorded<F>) {
         let Unrecorded {
             group,
             key,
@@ -347,10 +359,7 @@ impl Verdicts {
             look,
             ..
         } = unrecorded;
-        let Some(body) = state::encode(&Body { delivered, look }) else {
-            return;
-        };
-        let written = (self.folder).write(layout, &group, &key.0, &body);
+        let written = (self.folder).write(layout, &group, &key.0, &Body { delivered, look });
         if let Err(err) = written {
             tracing::debug!(group, "verdict record not written: {err}");
         }
@@ -358,17 +367,19 @@ impl Verdicts {
 
     /// The verdict `group`'s record holds under `key`, if it is whole and has that key.
     fn read(&self, layout: &Layout, group: &str, key: Key) -> Option<Delivered> {
-        let (recorded, body) = self.read_body(layout, group)?;
-        (recorded == key).then_some(body.delivered)
-    }
-
-    /// `group`'s record, if it is whole: its key and body.
-    fn read_body(&self, layout: &Layout, group: &str) -> Option<(Key, Body)> {
         if !self.records {
             return None;
         }
-        let (key, body) = self.folder.read(layout, group, MAX_RECORD_BYTES)?;
-        Some((Key(key), state::decode(&body)?))
+        let body = self.folder.read_keyed(layout, group, &key.0)?;
+        Some(body.delivered)
+    }
+
+    /// `group`'s record, if it is whole: its body.
+    fn read_body(&self, layout: &Layout, group: &str) -> Option<Body<F>> {
+        if !self.records {
+            return None;
+        }
+        Some(self.folder.read(layout, group)?.1)
     }
 
     fn keep(&self, key: Key, delivered: &Delivered) {
@@ -381,34 +392,6 @@ impl Verdicts {
     fn lock_kept(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Delivered>> {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// A group's record `body` as JSON, the look's report (`found`, as the caller's `F`) in
-/// place: for tests, and for a person looking into a record.
-#[doc(hidden)]
-pub fn body_json<F: Serialize + serde::de::DeserializeOwned>(
-    body: &[u8],
-) -> Option<serde_json::Value> {
-    let body: Body = state::decode(body)?;
-    let mut json = serde_json::to_value(&body).ok()?;
-    if let Some(look) = &body.look {
-        let found: F = state::decode(&look.found)?;
-        json["look"]["found"] = serde_json::to_value(found).ok()?;
-    }
-    Some(json)
-}
-
-/// The body of a group's record from its JSON ([`body_json`]).
-#[doc(hidden)]
-pub fn body_from_json<F: Serialize + serde::de::DeserializeOwned>(
-    mut json: serde_json::Value,
-) -> Option<Vec<u8>> {
-    if !json["look"].is_null() {
-        let found: F = serde_json::from_value(json["look"]["found"].take()).ok()?;
-        json["look"]["found"] = serde_json::to_value(state::encode(&found)?).ok()?;
-    }
-    let body: Body = serde_json::from_value(json).ok()?;
-    state::encode(&body)
 }
 
 /// What the agent's settings files do, as a key takes it.
