@@ -435,8 +435,19 @@ pub fn observe(
     settings: &DeliverySettings,
     writer: Option<&Arc<TempJournal>>,
 ) -> Result<Observation, GroupError> {
+    observe_opened(layout, sources, open_group(group_path)?, settings, writer)
+}
+
+/// [`observe`] of a group folder `dir` already opened ([`open_group`]), not read through yet.
+pub fn observe_opened(
+    layout: &Layout,
+    sources: &Sources,
+    mut dir: SafeDir,
+    settings: &DeliverySettings,
+    writer: Option<&Arc<TempJournal>>,
+) -> Result<Observation, GroupError> {
+    let group_path = dir.path().to_owned();
     let reads = Arc::new(ReadLog::default());
-    let mut dir = open_group(group_path)?;
     reads.push(Read::root(Root::Group, true));
     dir.log_reads_in(&reads, Root::Group, Watch::Content);
     if let Some(journal) = writer {

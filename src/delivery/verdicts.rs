@@ -69,7 +69,8 @@ pub struct Verdicts<F> {
     here: KeyHasher,
     /// The digest of the sources mounted in link delivery, made when first needed.
     app: OnceLock<[u8; 32]>,
-    /// The digest of all the sources ([`Sources::digest`]), made when first needed.
+    /// The digest of the run's sources as read ([`Sources::digest`]), made when first needed
+    /// (a run reads its sources once: these verdicts are asked of one [`Sources`] only).
     sources: OnceLock<[u8; 32]>,
     kept: Mutex<HashMap<Key, Delivered>>,
     /// The records, `<state>/verdicts/<group>`.
@@ -128,19 +129,44 @@ pub struct Look<F> {
     found: F,
 }
 
-/// What a group's record says of it now.
+impl<F> Look<F> {
+    /// [`Verdicts::look_key`] of the run that made the look: it stands only for a run with
+    /// the same key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Every read the look made through the group's folders, in order.
+    pub fn reads(&self) -> &[Read] {
+        &self.reads
+    }
+
+    /// The container-side items its plan was made from (`None`: all).
+    pub fn uses(&self) -> Option<&[String]> {
+        self.uses.as_deref()
+    }
+
+    /// What the look found.
+    pub fn into_found(self) -> F {
+        self.found
+    }
+}
+
+/// What a group's record holds for a run that asks it before looking at the group.
 #[derive(Debug)]
 pub enum Recorded<F> {
-    /// The group is as its record's look found it: its verdict and what the look found.
-    Found {
+    /// The record's verdict and the last look that found the group as planned: the group is
+    /// still as that look found it when the look's key is the run's and every read of it finds
+    /// again what it found (the caller's to tell).
+    Look {
         /// The recorded verdict.
         delivered: Box<Delivered>,
-        /// What the look found.
-        found: F,
+        /// The look.
+        look: Look<F>,
     },
-    /// No record (a group never composed, or records not kept).
+    /// No record (a group never composed, or a record torn).
     Nothing,
-    /// A record whose look does not hold (or that has none).
+    /// A record without a look, or records not kept.
     Other,
 }
 
@@ -222,20 +248,10 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
         crate::safe_name::hex(&self.here_key(sources, &evaluations(agent)))
     }
 
-    /// These verdicts, for a run whose shared sources have the digest `digest` (their record
-    /// says so, [`crate::sources::record`]) though they were not read.
-    pub fn knowing_sources(self, digest: [u8; 32]) -> Verdicts<F> {
-        let _ = self.sources.set(digest);
-        self
-    }
-
-    /// [`Verdicts::look_key`] with the digest of the sources these verdicts know
-    /// ([`Verdicts::knowing_sources`]); `None` when they know none yet.
-    pub fn known_look_key(&self, agent: &AgentSettings) -> Option<String> {
-        let digest = self.sources.get()?;
-        Some(crate::safe_name::hex(
-            &self.here_key_with(digest, &evaluations(agent)),
-        ))
+    /// [`Verdicts::look_key`] for shared sources whose digest is `digest` (their record says
+    /// so, [`crate::sources::record`]) though they were not read.
+    pub fn look_key_of_digest(&self, digest: &[u8; 32], agent: &AgentSettings) -> String {
+        crate::safe_name::hex(&self.here_key_with(digest, &evaluations(agent)))
     }
 
     /// A SHA-256 of what a record made here depends on besides what it read: the binary,
@@ -277,17 +293,9 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
         }
     }
 
-    /// The report of `group` as its record's look found it, when the record has a look whose
-    /// key is this run's (`keyed`: [`Verdicts::look_key`]) and every read of it finds again
-    /// what it found (`holds`, given the reads and the container-side items its plan was made
-    /// from, `None`: all).
-    pub fn recorded_report(
-        &self,
-        layout: &Layout,
-        group: &str,
-        keyed: impl FnOnce(&str, &[Read]) -> bool,
-        holds: impl FnOnce(&[Read], Option<&[String]>) -> bool,
-    ) -> Recorded<F> {
+    /// What `group`'s record holds for a run that asks it before looking at the group: its
+    /// verdict and last look, when it has one.
+    pub fn recorded(&self, layout: &Layout, group: &str) -> Recorded<F> {
         if !self.records {
             return Recorded::Other;
         }
@@ -295,15 +303,11 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
             return Recorded::Nothing;
         };
         match body.look {
-            Some(look)
-                if keyed(&look.key, &look.reads) && holds(&look.reads, look.uses.as_deref()) =>
-            {
-                Recorded::Found {
-                    delivered: Box::new(body.delivered),
-                    found: look.found,
-                }
-            }
-            _ => Recorded::Other,
+            Some(look) => Recorded::Look {
+                delivered: Box::new(body.delivered),
+                look,
+            },
+            None => Recorded::Other,
         }
     }
 
