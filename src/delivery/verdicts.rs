@@ -9,17 +9,24 @@
 //! counts by what it was made from, with the shared sources' digest: the plan is a pure
 //! function of those); a verdict is kept under its key in
 //! memory for the run (groups with equal plans share it) and in a record per group in the
-//! state folder (`<state>/verdicts/<group>`, outside every group folder: no agent reads or
-//! writes it), so a run that finds a group as it was, with the same inputs, reads its verdict
-//! back instead of running the loader again. A record whose key differs, or that is not whole
-//! (it carries a SHA-256 of itself), is not used: the verdict is worked out again.
+//! state folder (`<state>/verdicts/<group>`, [`VerdictRecord`], through the one store of
+//! records, [`state::Records`]; outside every group folder: no agent reads or writes it), so a
+//! run that finds a group as it was, with the same inputs, reads its verdict back instead of
+//! running the loader again. A record whose key differs, or that is not whole (it carries a
+//! SHA-256 of itself), is not used: the verdict is worked out again.
 //!
 //! A record also keeps the last [`Look`] that found its group exactly as planned: every read
-//! that look made through the group's folders ([`crate::reads`]) and what it reported. A run
-//! whose [`Verdicts::look_key`] is the record's (the same binary, layout, settings, shared
-//! sources and agent settings) and whose reads all find again what they found then
-//! ([`crate::deployment::reads_hold`]) reports the group as recorded, without planning,
-//! diffing or loading it: a no-op costs what reading the group's own files costs.
+//! that look made through the group's folders ([`crate::reads`]) and what it found, as the
+//! caller's own value `F` (compose's report of the unchanged group: this module never imports
+//! `report`). A run whose [`Verdicts::look_key`] is the look's (the same binary, layout,
+//! settings, shared sources and agent settings) and whose reads all find again what they found
+//! then ([`crate::deployment::reads_found`]) reports the group as recorded, without planning,
+//! diffing or loading it: a no-op costs what reading the group's own files costs. The
+//! verdicts hand the look back ([`Verdicts::recorded`]); the caller tells whether it stands.
+//!
+//! One [`Verdicts`] serves a whole run: a run that knows the shared sources only by their
+//! record asks for the look key of their recorded digest ([`Verdicts::look_key_of_digest`]);
+//! once it reads them, the keys are made from their digest ([`Sources::digest`]).
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
