@@ -250,6 +250,7 @@ pub struct Found {
 }
 
 impl Found {
+    /// What a record keeps of `report`: only of a group found unchanged.
     fn of(report: &GroupReport) -> Option<Found> {
         let target = report.target?;
         let spawn_digest = report.spawn_digest.clone()?;
@@ -269,6 +270,7 @@ impl Found {
         })
     }
 
+    /// The report of `group` as the record keeps it, with its `delivered` verdict.
     fn report(self, group: &str, delivered: Delivered) -> GroupReport {
         let target = Target {
             provider: self.provider,
