@@ -33,7 +33,7 @@ use crate::deployment::{
     read_sources_logged, reads_found, source_warnings,
 };
 use crate::error::{Error, GroupError};
-use crate::fsops::{self, FsError, SafeDir, TempJournal};
+use crate::fsops::{self, FsError, LockWait, SafeDir, TempJournal};
 use crate::layout::{GroupConfigSource, Layout};
 use crate::progress::Progress;
 use crate::reads::{Read, Root, Seen};
@@ -548,32 +548,17 @@ impl Run<'_, &Sources> {
     }
 }
 
-/// How long a run waits for a group's lock before it says that it is waiting.
-const LOCK_NOTICE_AFTER: Duration = Duration::from_millis(500);
-
 /// Takes the group's lock, telling `progress` when another run holds it for more than a
-/// moment. A timeout reports the whole wait.
+/// moment ([`LockWait::up_to`]). A timeout reports the whole wait.
 fn lock_group(
     layout: &Layout,
     group: &str,
     timeout: Duration,
     progress: &dyn Progress,
 ) -> Result<fsops::GroupLock, GroupError> {
-    let path = layout.lock_file(group);
-    match fsops::lock(&path, timeout.min(LOCK_NOTICE_AFTER)) {
-        Err(FsError::LockTimeout { .. }) if timeout > LOCK_NOTICE_AFTER => {
-            progress.waiting_for_lock(group, &path);
-            fsops::lock(&path, timeout - LOCK_NOTICE_AFTER).map_err(|err| match err {
-                FsError::LockTimeout { path, waited } => FsError::LockTimeout {
-                    path,
-                    waited: waited + LOCK_NOTICE_AFTER,
-                }
-                .into(),
-                other => other.into(),
-            })
-        }
-        other => Ok(other?),
-    }
+    let on_wait = |lock: &Path| progress.waiting_for_lock(group, lock);
+    let wait = LockWait::up_to(timeout, &on_wait);
+    Ok(fsops::lock(&layout.lock_file(group), wait)?)
 }
 
 /// Composing under the lock.
@@ -817,7 +802,7 @@ impl Run<'_, &Sources> {
     fn stage_group(&self, group: &str) -> Result<Option<Work>, GroupError> {
         let layout = self.layout;
         let group_path = checked_group_dir(layout, group)?;
-        let lock = match fsops::lock(&layout.lock_file(group), Duration::ZERO) {
+        let lock = match fsops::lock(&layout.lock_file(group), LockWait::IF_FREE) {
             Ok(lock) => lock,
             Err(FsError::LockTimeout { .. }) => return Ok(None),
             Err(err) => return Err(err.into()),
@@ -1019,7 +1004,10 @@ fn with_spawn(
             Step::Write { path, .. } | Step::Remove { path, .. } => {
                 spawn.needs_restart(&path.host_path(layout, group))
             }
-            Step::Keep { .. } | Step::Shadowed { .. } | Step::Rescue { .. } => false,
+            Step::Keep { .. }
+            | Step::Shadowed { .. }
+            | Step::LeftAlone { .. }
+            | Step::Rescue { .. } => false,
         });
         report.running_container = Some(match restart {
             true => SeenWhen::AfterRestart,

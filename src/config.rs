@@ -19,6 +19,19 @@ use crate::target::Provider;
 /// is a mistake, and reading it whole at every spawn would be slow.
 pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
+/// The config a group without one of its own gets, bound read-only at the workspace's
+/// `container.json` from clawmd's state folder (`<state>/binds/<group>/container.json`): a
+/// group that relies on the defaults still has its config where the agent cannot write, so
+/// the agent cannot create one that a later compose would take for the operator's.
+pub const DEFAULT_CONFIG: &[u8] = b"{}\n";
+
+/// Whether a group's `container.json`, as read (`None`: missing), is a config of its own: a
+/// file with something in it. An empty one is the mount point a runtime leaves in the group
+/// folder when it binds [`DEFAULT_CONFIG`] over a missing file, and means the defaults.
+pub fn is_own_config(bytes: Option<&[u8]>) -> bool {
+    bytes.is_some_and(|bytes| !bytes.trim_ascii().is_empty())
+}
+
 /// Which skills a group enables.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum SkillSelection {

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{GroupConfig, MAX_CONFIG_BYTES, parse_config};
+use crate::config::{DEFAULT_CONFIG, GroupConfig, MAX_CONFIG_BYTES, is_own_config, parse_config};
 use crate::delivery::GroupPlan;
 use crate::delivery::guard::{GUARD_DIR, GUARD_DIRS};
 use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
@@ -19,7 +19,7 @@ use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal};
 use crate::key_hash::KeyHasher;
 use crate::layout::{GLOBAL_GROUP, GroupConfigSource, Layout, names};
-use crate::plan::{Delivery, Place};
+use crate::plan::{Content, Delivery, Desired, ManagedPath, Place};
 use crate::reads::{Read, ReadLog, Root, Watch};
 use crate::recipe::MemoryFile;
 use crate::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
@@ -162,6 +162,7 @@ fn plan_with(
     layout: &Layout,
     dir: &SafeDir,
     config: &GroupConfig,
+    own_config: bool,
     sources: &Sources,
     settings: &DeliverySettings,
     inputs: GroupInputs<'_>,
@@ -188,6 +189,12 @@ fn plan_with(
     let provider = plan.target.provider;
     let guard = crate::delivery::guard::entries(provider, &settings.budgets, &sources.guard_bases);
     plan.entries.extend(guard);
+    if !own_config {
+        plan.entries.push(Desired {
+            path: ManagedPath::bind(names::CONFIG),
+            content: Content::File(DEFAULT_CONFIG.to_vec()),
+        });
+    }
     Ok(plan)
 }
 
@@ -251,6 +258,8 @@ pub struct ConfigBytes {
     pub bytes: Option<Vec<u8>>,
     /// Where they came from (for messages).
     pub path: PathBuf,
+    /// They are the group folder's `container.json` (not a config handed by the runner).
+    pub from_group: bool,
 }
 
 /// The bytes of the group's config: the one handed on this run's command line, else (with
@@ -266,6 +275,7 @@ pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, 
         return Ok(ConfigBytes {
             bytes: Some(given.to_vec()),
             path: PathBuf::from(format!("--config ({group})")),
+            from_group: false,
         });
     }
     let too_large = |path: PathBuf, limit| FsError::TooLarge {
@@ -281,6 +291,7 @@ pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, 
                 return Ok(ConfigBytes {
                     bytes: Some(bytes),
                     path,
+                    from_group: false,
                 });
             }
             Ok(None) => {}
@@ -292,17 +303,36 @@ pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, 
     }
     let path = dir.path().join(names::CONFIG);
     match dir.read_file(names::CONFIG, MAX_CONFIG_BYTES) {
-        Ok(bytes) => Ok(ConfigBytes { bytes, path }),
+        Ok(bytes) => Ok(ConfigBytes {
+            bytes,
+            path,
+            from_group: true,
+        }),
         Err(FsError::TooLarge { path, limit, .. }) => Err(too_large(path, limit).into()),
         Err(err) => Err(err.into()),
     }
 }
 
-fn parse_config_bytes(config: &ConfigBytes) -> Result<GroupConfig, GroupError> {
+/// A config that is missing or empty means the defaults ([`is_own_config`]).
+pub fn parse_config_bytes(config: &ConfigBytes) -> Result<GroupConfig, GroupError> {
     match &config.bytes {
-        Some(bytes) => Ok(parse_config(&config.path, bytes)?),
-        None => Ok(GroupConfig::default()),
+        Some(bytes) if is_own_config(Some(bytes)) => Ok(parse_config(&config.path, bytes)?),
+        _ => Ok(GroupConfig::default()),
     }
+}
+
+/// Whether the group folder `dir` holds a `container.json` of its own ([`is_own_config`]),
+/// given its config as read (`config`, which is the group folder's unless the runner handed
+/// one): without one, the runner binds the defaults from clawmd's state over it.
+pub fn has_own_config(dir: &SafeDir, config: &ConfigBytes) -> Result<bool, GroupError> {
+    if config.from_group {
+        return Ok(is_own_config(config.bytes.as_deref()));
+    }
+    let own = match dir.kind(names::CONFIG)? {
+        Some(FileKind::File) => dir.read_file(names::CONFIG, MAX_CONFIG_BYTES)?,
+        _ => None,
+    };
+    Ok(is_own_config(own.as_deref()))
 }
 
 /// Keeps `bytes` as the config the runner handed for `group` (`<state>/configs/<group>.json`,
@@ -395,11 +425,15 @@ impl Observation {
         self.leftovers.is_empty() && !self.journal_pending && self.all_kept()
     }
 
-    /// Whether every step keeps what is there ([`Step::Keep`], [`Step::Shadowed`]).
+    /// Whether every step keeps what is there ([`Step::Keep`], [`Step::Shadowed`],
+    /// [`Step::LeftAlone`]).
     pub fn all_kept(&self) -> bool {
-        self.steps
-            .iter()
-            .all(|step| matches!(step, Step::Keep { .. } | Step::Shadowed { .. }))
+        self.steps.iter().all(|step| {
+            matches!(
+                step,
+                Step::Keep { .. } | Step::Shadowed { .. } | Step::LeftAlone { .. }
+            )
+        })
     }
 
     /// The group's folders (under the lock, every folder the steps write in is made).
@@ -471,6 +505,7 @@ pub fn observe_opened(
             layout,
             &dir,
             &config,
+            has_own_config(&dir, &config_bytes)?,
             sources,
             settings,
             local.inputs(&group_parts),

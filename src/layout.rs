@@ -66,8 +66,10 @@ pub struct MountNeeds {
     pub managed: bool,
     /// `<app>/CLAUDE.md` and `<app>/skills`, where link delivery's links point.
     pub app: bool,
-    /// The group's `container.json` exists (it is bound read-only, so the agent cannot change
-    /// its own configuration).
+    /// The group has a `container.json` of its own ([`crate::config::is_own_config`]): it is
+    /// bound read-only, so the agent cannot change its configuration. Without one, the
+    /// defaults clawmd writes in the group's bind folder are bound there instead, so the agent
+    /// cannot create one either.
     pub config: bool,
 }
 
@@ -207,7 +209,8 @@ impl Layout {
     /// `needs` (its delivery target):
     ///
     /// 1. the group folder at the workspace, read-write (the agent's cwd and its memory);
-    /// 2. read-only over it: the group's `container.json` (when it exists), the entry point
+    /// 2. read-only over it: the group's `container.json` (without one of its own, the defaults
+    ///    in the group's bind folder, `<state>/binds/<group>/container.json`), the entry point
     ///    composed in the group's bind folder (`<state>/binds/<group>/CLAUDE.md`) over its
     ///    mount point in the group folder, and `.claude-fragments` (copy and link delivery);
     /// 3. the group's managed-policy folder (`<state>/binds/<group>/managed`) at
@@ -225,12 +228,11 @@ impl Layout {
         let group_dir = self.group_dir(group);
         let workspace = &self.workspace_mount;
         let mut table = vec![Bind::read_write(&group_dir, workspace)];
-        if needs.config {
-            table.push(Bind::read_only(
-                group_dir.join(names::CONFIG),
-                workspace.join(names::CONFIG),
-            ));
-        }
+        let config = match needs.config {
+            true => group_dir.join(names::CONFIG),
+            false => self.bind_dir(group).join(names::CONFIG),
+        };
+        table.push(Bind::read_only(config, workspace.join(names::CONFIG)));
         table.push(Bind::read_only(
             self.bind_dir(group).join(needs.entry_point),
             workspace.join(needs.entry_point),

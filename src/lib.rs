@@ -23,12 +23,10 @@ pub mod delivery;
 pub mod deployment;
 pub mod diff;
 pub mod error;
-pub mod file_kind;
 pub mod fsops;
 pub mod init;
 pub mod key_hash;
 pub mod layout;
-pub mod loader;
 pub mod migrate;
 pub mod mounts;
 pub mod names;
@@ -39,6 +37,7 @@ pub mod reads;
 pub mod recipe;
 pub mod reconcile;
 pub mod report;
+pub mod runtime;
 pub mod safe_name;
 pub mod schema;
 pub mod settings;
@@ -49,6 +48,12 @@ pub mod suggest;
 pub mod target;
 pub mod view;
 pub mod watch;
+
+/// The memory loader, its own crate ([`clawmd_loader`]): what Claude Code loads, release by
+/// release. clawmd's container view of it is [`runtime::mounted`].
+pub use clawmd_loader as loader;
+/// The kind of a filesystem entry (the loader's vocabulary, shared with [`fsops`]).
+pub use clawmd_loader::file_kind;
 
 pub use error::{Error, GroupError};
 pub use layout::Layout;

@@ -14,7 +14,7 @@ use clawmd::compose::{ComposeOptions, compose_with_progress};
 use clawmd::deployment::Selection;
 use clawmd::diff::planned_diffs;
 use clawmd::loader::{ClaudeVersion, Format, HostFs, load, render};
-use clawmd::migrate::{MigrateOptions, migrate_with};
+use clawmd::migrate::{MigrateOptions, migrate_with_progress};
 use clawmd::progress::Progress;
 use clawmd::report::{Detail, Line, Report, RunFailure, Stream, Tone, WarningReport};
 use clawmd::report::{WatchEvent, WatchLine};
@@ -844,19 +844,21 @@ fn run_migrate(
 ) -> anyhow::Result<ExitCode> {
     let (resolved, _) =
         global.resolve(&DeliveryArgs::default(), args.lock.lock_timeout, printer)?;
-    finish(
-        "migrate",
-        migrate_with(
-            &resolved.layout,
-            &MigrateOptions {
-                dry_run: args.dry_run,
-                lock_timeout: resolved.lock_timeout,
-                append_global: args.append_global,
-            },
-        ),
-        args.output.format(),
-        printer,
-    )
+    let bar = Bar {
+        task: "migrate",
+        ..printer.progress("migrating")
+    };
+    let report = migrate_with_progress(
+        &resolved.layout,
+        &MigrateOptions {
+            dry_run: args.dry_run,
+            lock_timeout: resolved.lock_timeout,
+            append_global: args.append_global,
+        },
+        &bar,
+    );
+    bar.finish();
+    finish("migrate", report, args.output.format(), printer)
 }
 
 fn run_check(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
@@ -1183,6 +1185,7 @@ impl Printer {
                 bar
             }),
             quiet: self.detail == Detail::Quiet,
+            task: "compose",
         }
     }
 }
@@ -1192,6 +1195,8 @@ impl Printer {
 struct Bar {
     bar: Option<indicatif::ProgressBar>,
     quiet: bool,
+    /// What the run waiting for a group's lock does to the group ("compose", "migrate").
+    task: &'static str,
 }
 
 impl Progress for Bar {
@@ -1215,8 +1220,9 @@ impl Progress for Bar {
             return;
         }
         let line = format!(
-            "clawmd: waiting for lock on {} (held by another run) to compose {}",
+            "clawmd: waiting for lock on {} (held by another run) to {} {}",
             clawmd::report::escape_path(lock),
+            self.task,
             clawmd::report::escape(group)
         );
         match &self.bar {

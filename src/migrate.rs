@@ -32,10 +32,11 @@ use std::time::Duration;
 use crate::deployment::{MAX_SOURCE_BYTES, checked_group_dir, list_groups};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
-use crate::fsops::{self, FsError, Leftover, SafeDir};
+use crate::fsops::{self, FsError, GroupLock, Leftover, LockWait, SafeDir};
 use crate::layout::{GLOBAL_GROUP, Layout};
 use crate::names;
 use crate::plan::{PLACEHOLDER_START, has_nanoclaw_header, is_composed, short_hash};
+use crate::progress::Progress;
 use crate::report::{ActionReport, MigrateGroupReport, MigrateReport, Status};
 use crate::state;
 
@@ -154,6 +155,15 @@ pub fn migrate(
 
 /// [`migrate`] with every option.
 pub fn migrate_with(layout: &Layout, options: &MigrateOptions) -> Result<MigrateReport, Error> {
+    migrate_with_progress(layout, options, &())
+}
+
+/// [`migrate_with`], telling `progress` when a folder's lock is held by another run.
+pub fn migrate_with_progress(
+    layout: &Layout,
+    options: &MigrateOptions,
+    progress: &dyn Progress,
+) -> Result<MigrateReport, Error> {
     let MigrateOptions {
         dry_run,
         lock_timeout,
@@ -164,7 +174,7 @@ pub fn migrate_with(layout: &Layout, options: &MigrateOptions) -> Result<Migrate
         .iter()
         .map(|group| {
             run_one(group, || {
-                migrate_group(layout, group, dry_run, lock_timeout)
+                migrate_group(layout, group, dry_run, lock_timeout, progress)
             })
         })
         .collect();
@@ -174,7 +184,7 @@ pub fn migrate_with(layout: &Layout, options: &MigrateOptions) -> Result<Migrate
     if fs_err::symlink_metadata(&global).is_ok() || state::may_have_leftovers(layout, GLOBAL_GROUP)
     {
         reports.push(run_one(GLOBAL_GROUP, || {
-            migrate_global(layout, dry_run, lock_timeout, append_global)
+            migrate_global(layout, dry_run, lock_timeout, append_global, progress)
         }));
     }
     Ok(MigrateReport::new(dry_run, reports))
@@ -208,16 +218,31 @@ fn run_one(group: &str, work: impl FnOnce() -> Result<Outcome, GroupError>) -> M
     }
 }
 
+/// Takes the lock `lock` (a group's, or `global`'s) unless this is a dry run, telling
+/// `progress` when another run holds it for more than a moment ([`LockWait::up_to`]).
+fn lock_unless_dry_run(
+    layout: &Layout,
+    lock: &str,
+    dry_run: bool,
+    timeout: Duration,
+    progress: &dyn Progress,
+) -> Result<Option<GroupLock>, FsError> {
+    if dry_run {
+        return Ok(None);
+    }
+    let on_wait = |path: &Path| progress.waiting_for_lock(lock, path);
+    fsops::lock(&layout.lock_file(lock), LockWait::up_to(timeout, &on_wait)).map(Some)
+}
+
 fn migrate_group(
     layout: &Layout,
     group: &str,
     dry_run: bool,
     lock_timeout: Duration,
+    progress: &dyn Progress,
 ) -> Result<Outcome, GroupError> {
     let group_dir = checked_group_dir(layout, group)?;
-    let _lock = (!dry_run)
-        .then(|| fsops::lock(&layout.lock_file(group), lock_timeout))
-        .transpose()?;
+    let _lock = lock_unless_dry_run(layout, group, dry_run, lock_timeout, progress)?;
     let mut dir = SafeDir::open(&group_dir)?;
     let (actions, warnings) = plan_group(&observe_group(layout, group, &dir)?);
     if !dry_run {
@@ -397,10 +422,9 @@ fn migrate_global(
     dry_run: bool,
     lock_timeout: Duration,
     append: bool,
+    progress: &dyn Progress,
 ) -> Result<Outcome, GroupError> {
-    let _lock = (!dry_run)
-        .then(|| fsops::lock(&layout.lock_file(GLOBAL_GROUP), lock_timeout))
-        .transpose()?;
+    let _lock = lock_unless_dry_run(layout, GLOBAL_GROUP, dry_run, lock_timeout, progress)?;
     let mut global = match SafeDir::open(&layout.group_dir(GLOBAL_GROUP)) {
         // Retired already (by another migrate while this one waited for the lock, or by an
         // interrupted one): only what that run left is cleaned.

@@ -10,11 +10,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::MAX_CONFIG_BYTES;
+use crate::config::{MAX_CONFIG_BYTES, is_own_config};
 use crate::delivery::GroupPlan;
 use crate::delivery::guard::{self, GuardPaths, GuardSettings};
 use crate::delivery::{LocalMemory, document};
-use crate::deployment::{Observation, checked_group_dir, open_group, read_config};
+use crate::deployment::{
+    Observation, checked_group_dir, has_own_config, open_group, parse_config_bytes,
+    read_config_bytes,
+};
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
 use crate::fsops::SafeDir;
@@ -63,9 +66,10 @@ fn target_in(
     dir: &SafeDir,
     settings: &DeliverySettings,
 ) -> Result<(Target, bool), GroupError> {
-    let config = read_config(layout, dir)?;
-    let exists = dir.kind(names::CONFIG)? == Some(FileKind::File);
-    Ok((Target::of(&config, settings), exists))
+    let bytes = read_config_bytes(layout, dir)?;
+    let own = has_own_config(dir, &bytes)?;
+    let config = parse_config_bytes(&bytes)?;
+    Ok((Target::of(&config, settings), own))
 }
 
 /// The mount table of `group`'s container with every host path absolute (relative paths of
@@ -170,7 +174,8 @@ pub fn spawn(layout: &Layout, group: &str, seen: &Observation) -> Result<Spawn, 
     let config = match seen.dir.kind(names::CONFIG)? {
         Some(FileKind::File) => seen.dir.read_file(names::CONFIG, MAX_CONFIG_BYTES)?,
         _ => None,
-    };
+    }
+    .filter(|bytes| is_own_config(Some(bytes)));
     let plan = &seen.plan;
     let table = full_table(
         layout,
@@ -316,15 +321,37 @@ mod tests {
         );
         assert!(table[1..].iter().all(|bind| bind.readonly));
         assert!(table.iter().all(|bind| bind.host.is_absolute()));
-        // No container.json: nothing to bind for it; with one, it is bound read-only.
+        // No container.json: the defaults compose wrote in the bind folder are bound over
+        // it, read-only, so the agent cannot create one; an empty one (the mount point a
+        // runtime leaves for that bind) is the same; with one of its own, it is bound.
         let config = Path::new("/workspace/agent/container.json");
-        assert!(!table.iter().any(|bind| bind.container == config));
+        let config_source = |table: &[Bind]| {
+            let bind = table.iter().find(|bind| bind.container == config).unwrap();
+            assert!(bind.readonly);
+            bind.host.clone()
+        };
+        let defaults = absolute(&layout.bind_dir("main").join("container.json"));
+        assert_eq!(config_source(&table), defaults);
+        assert_eq!(
+            std::fs::read(&defaults).unwrap(),
+            crate::config::DEFAULT_CONFIG
+        );
+        std::fs::write(layout.group_dir("main").join("container.json"), "").unwrap();
+        compose(&layout);
+        let table = mounts(&layout, "main", &settings, &GuardSettings::default())
+            .unwrap()
+            .0;
+        assert_eq!(config_source(&table), defaults);
         std::fs::write(layout.group_dir("main").join("container.json"), "{}").unwrap();
         compose(&layout);
         let table = mounts(&layout, "main", &settings, &GuardSettings::default())
             .unwrap()
             .0;
-        assert!(table.iter().any(|bind| bind.container == config));
+        assert_eq!(
+            config_source(&table),
+            absolute(&layout.group_dir("main").join("container.json"))
+        );
+        assert!(!defaults.exists(), "the defaults are pruned once unused");
         // A Codex group binds its AGENTS.md.
         std::fs::write(
             layout.group_dir("main").join("container.json"),

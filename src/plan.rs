@@ -225,6 +225,27 @@ pub enum Warning {
         /// The entry point.
         file: String,
     },
+    /// The agent's own memory file is not a regular file (a link, a FIFO, a device, a
+    /// folder): compose leaves it as it is and the group composes without it.
+    LocalMemoryUnusable {
+        /// The file (`CLAUDE.local.md`).
+        file: String,
+        /// What is there.
+        found: crate::file_kind::FileKind,
+    },
+    /// A flat document's copy of the group's memory did not fit in the room the operator's
+    /// sections leave in the budget: only its first `kept` bytes are in the document (no
+    /// operator's section is ever dropped for it).
+    LocalMemoryCut {
+        /// The memory's size.
+        bytes: u64,
+        /// The bytes of it in the document.
+        kept: u64,
+        /// The entry point.
+        target: String,
+        /// The budget.
+        budget: u64,
+    },
     /// Even without every optional section, what must be delivered exceeds the budget.
     OverBudget {
         /// The entry point.
@@ -279,6 +300,20 @@ impl fmt::Display for Warning {
             Warning::MountPointEdited { file } => write!(
                 f,
                 "{file} in the group folder holds text that never reaches the agent: the runner binds the composed {file} over it (clawmd mounts); it is left as it is, since replacing it would detach that bind in running containers (fix: move the text into CLAUDE.local.md, then delete {file} while the group's container is stopped; compose writes the placeholder again)"
+            ),
+            Warning::LocalMemoryUnusable { file, found } => write!(
+                f,
+                "{file} in the group folder is {}, not a regular file: the group's own memory is not read from it, and compose leaves it as it is (the guardrails are composed all the same) (fix: replace it with a regular file holding the group's memory, or delete it while the group's container is stopped; compose seeds an empty one)",
+                found.describe()
+            ),
+            Warning::LocalMemoryCut {
+                bytes,
+                kept,
+                target,
+                budget,
+            } => write!(
+                f,
+                "CLAUDE.local.md ({bytes} bytes) does not fit in {target}'s budget of {budget} bytes after the operator's sections: only its first {kept} bytes are in {target}, and no operator's section is dropped to make room for it (fix: shorten CLAUDE.local.md, or raise the budget in clawmd.json)"
             ),
             Warning::MissingSharedBase { path } => write!(
                 f,

@@ -35,7 +35,7 @@ pub enum Root {
     /// The group's bind folder in clawmd's state (`<state>/binds/<group>`).
     Bind,
     /// The source of a mount of the group's container view, by its place in the view's
-    /// table ([`crate::loader::MountedFs::log_reads_in`]).
+    /// table ([`crate::runtime::mounted::MountedFs::log_reads_in`]).
     Mount(u16),
 }
 

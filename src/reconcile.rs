@@ -71,6 +71,15 @@ pub enum Step {
         /// Where.
         path: ManagedPath,
     },
+    /// The agent's own memory file (`CLAUDE.local.md`) is not a regular file (the agent made
+    /// it a link, a FIFO, a device or a folder): left as it is, never written through or
+    /// opened, and reported. The group still composes: its guardrails do not depend on it.
+    LeftAlone {
+        /// Where.
+        path: ManagedPath,
+        /// What is there.
+        found: FileKind,
+    },
 }
 
 /// Computes the steps that bring the group's folders (`dirs`; `dirs.rescues` is not used) to
@@ -362,6 +371,12 @@ fn diff_entry(
             Err(err) => return Err(err),
         },
     };
+    if let (Content::Seed, Some(found @ (FileKind::Symlink | FileKind::Dir | FileKind::Other))) =
+        (&desired.content, node.kind())
+    {
+        steps.push(Step::LeftAlone { path, found });
+        return Ok(());
+    }
     refuse_unsafe(dir, &desired.path, &desired.content, &node)?;
     if let (Content::Placeholder(want), Node::File(have)) = (&desired.content, &node)
         && have != want
@@ -796,6 +811,7 @@ mod tests {
             dropped: Vec::new(),
             local_memory: None,
             local_memory_too_large: None,
+            local_memory_cut: None,
             made_from: None,
             uses: None,
         }

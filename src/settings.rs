@@ -240,7 +240,7 @@ pub fn parse_settings(
                 code: Code::Settings,
                 path: path.to_owned(),
                 message: format!(
-                    "claudeCodeVersion {version}: {} (fix: record the corpus on it, scripts/new-conformance-case --version {version} tests/fixtures/conformance/*/, or pin a recorded release)",
+                    "claudeCodeVersion {version}: {} (fix: record the corpus on it, scripts/new-conformance-case --version {version} crates/clawmd-loader/tests/fixtures/conformance/*/, or pin a recorded release)",
                     version.unverified_note()
                 ),
             });

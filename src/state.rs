@@ -154,7 +154,7 @@ pub fn rescues_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
 /// writes what it has to itself): for a record, only a saving, of a run that looked at the
 /// group without its lock.
 pub fn with_free_lock(layout: &Layout, group: &str, write: impl FnOnce()) {
-    let Ok(_lock) = fsops::lock(&layout.lock_file(group), std::time::Duration::ZERO) else {
+    let Ok(_lock) = fsops::lock(&layout.lock_file(group), fsops::LockWait::IF_FREE) else {
         return;
     };
     write();

@@ -14,22 +14,21 @@ use crate::error::GroupError;
 use crate::fsops::FsError;
 use crate::layout::{Layout, MountNeeds};
 use crate::loader::fs::MemoryFs;
-use crate::loader::{
-    LoadOptions, LoaderError, Memory, Mount, MountedFs, SettingsEvaluation, Severity, load,
-};
+use crate::loader::{LoadOptions, LoaderError, Memory, SettingsEvaluation, Severity, load};
 use crate::names;
 use crate::report::{escape, escape_path};
+use crate::runtime::mounted::{Mount, MountedFs};
 use crate::target::Target;
 
 pub use crate::pin::Consumer;
 pub use crate::target::{DEFAULT_CONTAINER_HOME, ViewOptions, load_options};
 
 /// The container's mounts for `group`, whose composition needs `needs`:
-/// [`Layout::mount_table`] as the loader's [`Mount`]s.
+/// [`Layout::mount_table`] as the container view's [`Mount`]s.
 ///
 /// ```
 /// use clawmd::layout::{Layout, MountNeeds};
-/// use clawmd::loader::mounted::Mount;
+/// use clawmd::runtime::mounted::Mount;
 ///
 /// let layout = Layout::under_root("/srv".as_ref());
 /// let needs = MountNeeds {

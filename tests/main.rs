@@ -16,16 +16,14 @@ mod check;
 mod compose;
 #[path = "main/conformance.rs"]
 mod conformance;
+#[path = "../crates/clawmd-loader/tests/support/conformance.rs"]
+mod conformance_harness;
 #[path = "main/equivalence.rs"]
 mod equivalence;
 #[path = "main/harness.rs"]
 mod harness;
 #[path = "main/loader_api.rs"]
 mod loader_api;
-#[path = "main/loader_markdown_oracle.rs"]
-mod loader_markdown_oracle;
-#[path = "main/loader_props.rs"]
-mod loader_props;
 #[path = "main/migrate.rs"]
 mod migrate;
 #[path = "main/nanoclaw.rs"]

@@ -22,7 +22,7 @@ use crate::error::{Error, GroupError};
 use crate::fsops::SafeDir;
 use crate::layout::Layout;
 use crate::loader::fs::MemoryFs;
-use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory, MountedFs};
+use crate::loader::{ClaudeVersion, Diagnostic, DiagnosticCode, Memory};
 use crate::names;
 use crate::plan::{Content, Delivery, Warning};
 use crate::progress::Progress;
@@ -31,6 +31,7 @@ use crate::reconcile::{Step, kept_rescues, rescue_name_starts};
 use crate::report::{
     CheckReport, Code, Finding, GroupCheck, REPORT_VERSION, Severity, WarningReport,
 };
+use crate::runtime::mounted::MountedFs;
 use crate::sources::Sources;
 use crate::state;
 use crate::target::DeliverySettings;
@@ -248,7 +249,7 @@ fn check_afresh(
                 version.unverified_note()
             ),
             fix: format!(
-                "record the corpus on {version} (scripts/new-conformance-case --version {version} tests/fixtures/conformance/*/) or pin a recorded release"
+                "record the corpus on {version} (scripts/new-conformance-case --version {version} crates/clawmd-loader/tests/fixtures/conformance/*/) or pin a recorded release"
             ),
         });
     }
@@ -697,6 +698,20 @@ fn composition_findings(
                 ),
                 fix: format!(
                     "move the text you need into CLAUDE.local.md, then delete {} while the group's container is stopped (compose writes the placeholder again)",
+                    group_path.join(&path.name).display()
+                ),
+            }),
+            Step::LeftAlone { path, found } => findings.push(Finding {
+                severity: Severity::Warning,
+                code: Code::LocalMemoryUnusable,
+                file: group_path.join(&path.name),
+                message: format!(
+                    "{} is {}, not a regular file: the group's own memory is not read from it; compose leaves it as it is and composes the guardrails all the same",
+                    path.name,
+                    found.describe()
+                ),
+                fix: format!(
+                    "replace {} with a regular file holding the group's memory, or delete it while the group's container is stopped (compose seeds an empty one)",
                     group_path.join(&path.name).display()
                 ),
             }),

@@ -4,7 +4,7 @@
 //!
 //! The mechanism is compose's ([`crate::reads`]): the look at the composition logs its reads
 //! of the group folder and the bind folder, and the container view the loader reads through
-//! logs its reads of every mount's source ([`crate::loader::MountedFs::log_reads_in`]). The
+//! logs its reads of every mount's source ([`crate::runtime::mounted::MountedFs::log_reads_in`]). The
 //! findings are a function of those reads and of what the record's key covers (the binary,
 //! the layout and where it is, the settings, the shared sources, the Claude Code release
 //! checked against). A record is `<state>/checks/<group>` ([`CheckRecord`]), sealed and
@@ -26,9 +26,9 @@ use crate::deployment::{open_group, reads_hold};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, SafeDir};
 use crate::layout::{GroupConfigSource, Layout};
-use crate::loader::Mount;
 use crate::reads::{Read, ReadLog};
 use crate::report::{Code, GroupCheck};
+use crate::runtime::mounted::Mount;
 use crate::sources::Sources;
 use crate::state;
 use crate::view::view_of_table;
@@ -64,7 +64,7 @@ pub struct Body {
 pub struct Look {
     /// The look at the composition (the observation's log), when it got that far.
     pub reads: Option<Arc<ReadLog>>,
-    /// The container view's mount table ([`crate::loader::MountedFs::mounts`]), when the
+    /// The container view's mount table ([`crate::runtime::mounted::MountedFs::mounts`]), when the
     /// view was opened.
     pub view: Option<Vec<Mount>>,
     /// The container view's reads.

@@ -146,6 +146,28 @@ pub fn document(sections: &[Section], local: LocalMemory<'_>) -> Vec<u8> {
     composed_document(&body)
 }
 
+/// The part of the group's memory `bytes` that a flat document can carry in `room` bytes (what
+/// the operator's sections leave of the budget, the memory's heading already counted): all of
+/// it when it fits, else its first lines that do (or, with no line break in reach, as many
+/// whole characters), as [`document`] writes them.
+pub fn memory_within(bytes: &[u8], room: u64) -> &[u8] {
+    let room = usize::try_from(room).unwrap_or(usize::MAX);
+    let mut body = String::new();
+    push_text(&mut body, bytes);
+    // The empty memory's line break is counted in `room` already.
+    if body.len() <= room.saturating_add(1) {
+        return bytes;
+    }
+    let mut cut = room.min(bytes.len());
+    while cut > 0 && std::str::from_utf8(&bytes[..cut]).is_err() {
+        cut -= 1;
+    }
+    match bytes[..cut].iter().rposition(|&b| b == b'\n') {
+        Some(newline) => &bytes[..newline + 1],
+        None => &bytes[..cut],
+    }
+}
+
 fn push_text(body: &mut String, bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
     body.push_str(text.trim_end_matches('\n'));

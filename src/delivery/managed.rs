@@ -24,9 +24,9 @@ use serde_json::{Map, Value};
 
 use crate::fsops::FsError;
 use crate::layout::Layout;
-use crate::loader::Mount;
 use crate::names;
 use crate::plan::Warning;
+use crate::runtime::mounted::Mount;
 use crate::sources::Sources;
 use crate::sources::expand::expand_source_with;
 use crate::sources::host::HostManaged;

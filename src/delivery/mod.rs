@@ -83,6 +83,9 @@ pub struct GroupPlan {
     /// The size of a `CLAUDE.local.md` larger than Claude Code reads (then `local_memory` is
     /// `None`): the agent gets none of it.
     pub local_memory_too_large: Option<u64>,
+    /// A flat document's copy of the group's memory, cut to the room the operator's sections
+    /// leave in the budget: the bytes kept of it, when that is not all of it.
+    pub local_memory_cut: Option<u64>,
     /// A SHA-256 of what the plan was made from in the group folder (its config's bytes, the
     /// recipe's group-side sources, its local memory), when it was made from a look at the
     /// group ([`crate::deployment::observe`]): with the run's binary, settings and shared
@@ -182,12 +185,19 @@ pub fn plan_delivery(
         _ if managed => LocalMemory::None,
         _ => LocalMemory::Import,
     };
-    // The one document is built to be measured; the last one built is the one for the
-    // sections kept (`fit` measures them last), so it is not built again.
+    // The budget is the operator's sections' first: a flat document is measured without the
+    // group's memory (with its heading), which then gets the room they leave, so nothing the
+    // agent writes can drop an operator's section (or move what the sections are). The one
+    // document is built to be measured; the last one built is the one for the sections kept
+    // (`fit` measures them last), so it is not built again unless a memory is to go in.
+    let measured = match local {
+        LocalMemory::Inline(_) => LocalMemory::Inline(b""),
+        other => other,
+    };
     let last_document = std::cell::RefCell::new(Vec::new());
     let fitted = match target.delivery {
         Delivery::Inline | Delivery::Managed => document::fit(&all, target.budget, |kept| {
-            let built = document::document(kept, local);
+            let built = document::document(kept, measured);
             let len = built.len() as u64;
             *last_document.borrow_mut() = built;
             len
@@ -196,6 +206,23 @@ pub fn plan_delivery(
             kept.iter().map(|s| s.text.len() as u64).sum()
         }),
     };
+    let mut local_memory_cut = None;
+    if let LocalMemory::Inline(bytes) = local
+        && !bytes.is_empty()
+    {
+        let room = target.budget.saturating_sub(fitted.size);
+        let kept = document::memory_within(bytes, room);
+        if kept.len() < bytes.len() {
+            local_memory_cut = Some(kept.len() as u64);
+            warnings.push(Warning::LocalMemoryCut {
+                bytes: bytes.len() as u64,
+                kept: kept.len() as u64,
+                target: target.file.to_owned(),
+                budget: target.budget,
+            });
+        }
+        *last_document.borrow_mut() = document::document(&fitted.kept, LocalMemory::Inline(kept));
+    }
     for dropped in &fitted.dropped {
         warnings.push(Warning::SectionDropped {
             section: dropped.section.clone(),
@@ -293,6 +320,7 @@ pub fn plan_delivery(
         dropped: fitted.dropped,
         local_memory: inputs.local_memory.map(<[u8]>::to_vec),
         local_memory_too_large: inputs.local_memory_too_large,
+        local_memory_cut,
         made_from: None,
         uses: (!target.mount_needs(false).app)
             .then(|| crate::sources::items_used(layout, config, sources)),
@@ -463,6 +491,86 @@ mod tests {
             text.as_bytes(),
             document::document(&plan.sections, LocalMemory::Inline(b"LOCAL\n"))
         );
+    }
+
+    /// The agent's memory never costs an operator's section its place (issue 38, point 4):
+    /// a Codex group whose `CLAUDE.local.md` outgrows the budget keeps exactly the sections
+    /// it has with a small one, and the document carries as much of the memory as fits, cut at
+    /// a line, within the budget; the verdict names the memory, and only it, as cut.
+    #[test]
+    fn a_growing_local_memory_is_cut_and_never_evicts_an_operators_section() {
+        let with_memory = |memory: &[u8]| {
+            plan_delivery(
+                &Layout::under_root(Path::new("/host")),
+                &config(Some(Provider::Codex)),
+                &sources(),
+                GroupInputs {
+                    local_memory: Some(memory),
+                    ..GroupInputs::default()
+                },
+                &DeliverySettings::with_delivery(Delivery::Inline),
+            )
+            .unwrap()
+        };
+        let small = with_memory(b"LOCAL\n");
+        let line = "agent note: the same line again and again\n";
+        let big_memory = line.repeat(40 * 1024 / line.len());
+        let big = with_memory(big_memory.as_bytes());
+        let ids = |plan: &GroupPlan| {
+            plan.sections
+                .iter()
+                .map(|s| s.id.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&big), ids(&small));
+        assert_eq!(big.dropped, small.dropped);
+        let text = file(&big, "AGENTS.md");
+        assert!(text.len() as u64 <= CODEX_BUDGET, "{}", text.len());
+        assert!(text.contains("BASE") && text.contains("SMALL"));
+        assert!(text.ends_with(line), "cut at a line");
+        let kept = big.local_memory_cut.unwrap();
+        assert!(kept > 0 && kept < big_memory.len() as u64, "{kept}");
+        assert!(big.warnings.iter().any(|w| matches!(
+            w,
+            Warning::LocalMemoryCut { bytes, kept: k, .. }
+                if *bytes == big_memory.len() as u64 && *k == kept
+        )));
+        // The sections, and so the spawn's digest of the document without the memory, are
+        // those of the small memory's plan.
+        assert_eq!(
+            document::document(&big.sections, LocalMemory::Inline(b"")),
+            document::document(&small.sections, LocalMemory::Inline(b""))
+        );
+        let verdict = |plan: &GroupPlan| {
+            verify::verify(
+                &Layout::under_root(Path::new("/host")),
+                plan,
+                &sources(),
+                &DeliverySettings::with_delivery(Delivery::Inline),
+            )
+        };
+        // The skill over the budget on its own is missing either way; the cut adds the
+        // memory, and only it.
+        let (small_verdict, big_verdict) = (verdict(&small), verdict(&big));
+        let mut expected = small_verdict.missing.clone();
+        expected.insert(0, "local-memory".to_owned());
+        assert_eq!(big_verdict.missing, expected);
+        assert!(
+            big_verdict
+                .reasons
+                .iter()
+                .any(|r| r.contains("only its first")),
+            "{big_verdict:?}"
+        );
+        assert!(small.local_memory_cut.is_none());
+    }
+
+    #[test]
+    fn memory_within_keeps_whole_lines_or_whole_characters() {
+        assert_eq!(document::memory_within(b"ab\ncd\n", 100), b"ab\ncd\n");
+        assert_eq!(document::memory_within(b"ab\ncd\n", 4), b"ab\n");
+        assert_eq!(document::memory_within("ééé".as_bytes(), 3), "é".as_bytes());
+        assert_eq!(document::memory_within(b"abc", 0), b"");
     }
 
     #[test]

@@ -491,16 +491,27 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
             missing.push("local-memory".to_owned());
         }
     }
-    let mut reasons = match missing.is_empty() {
-        true => Vec::new(),
-        false => vec![format!(
+    let mut reasons = Vec::new();
+    if let Some(kept) = plan.local_memory_cut {
+        reasons.push(format!(
+            "{} is {} bytes: only its first {kept} fit in {}'s budget of {} bytes after the operator's sections",
+            names::CLAUDE_LOCAL_MD,
+            plan.local_memory.as_ref().map_or(0, Vec::len),
+            plan.target.file,
+            plan.target.budget
+        ));
+    }
+    let over = missing.len() > usize::from(plan.local_memory_cut.is_some());
+    reasons.extend(match over {
+        false => Vec::new(),
+        true => vec![format!(
             "{} is {} bytes, over its budget of {} bytes: {} reads no further",
             plan.target.file,
             document.len(),
             plan.target.budget,
             plan.target.provider
         )],
-    };
+    });
     if let Some(len) = plan.local_memory_too_large {
         missing.push("local-memory".to_owned());
         reasons.push(format!(
@@ -565,7 +576,7 @@ mod tests {
     use crate::config::GroupConfig;
     use crate::delivery::{Delivery, GroupInputs, Provider, plan_delivery};
     use crate::loader::ClaudeVersion;
-    use crate::loader::markdown::js_trim;
+    use crate::loader::content::js_trim;
     use std::collections::BTreeMap;
 
     fn sources(base: &str) -> Sources {

@@ -102,6 +102,12 @@ codes! {
     /// The entry point in the group folder, a mount point, holds text of its own that never
     /// reaches the agent; it is left as it is (compose and check).
     MountPointEdited = "mount-point-edited",
+    /// The group's own memory file (`CLAUDE.local.md`) is a link, a FIFO, a device or a
+    /// folder: left as it is, the group composed without it (compose and check).
+    LocalMemoryUnusable = "local-memory-unusable",
+    /// A flat document (Codex, opencode, Gemini CLI) carries only the first part of the
+    /// group's memory: the rest did not fit in the room the operator's sections leave.
+    LocalMemoryCut = "local-memory-cut",
 
     // `check` findings about the composition.
     /// The disk differs from what `container.json` asks for.

@@ -212,6 +212,13 @@ impl GroupReport {
                         file: path.name.clone(),
                     });
                 }
+                Step::LeftAlone { path, found } => {
+                    report.unchanged.push(path.to_string());
+                    shadowed.push(Warning::LocalMemoryUnusable {
+                        file: path.name.clone(),
+                        found: *found,
+                    });
+                }
                 Step::Rescue { from, to, .. } => report.rescued.push(Rescued {
                     from: from.to_string(),
                     to: to.display().to_string(),

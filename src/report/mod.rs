@@ -164,6 +164,8 @@ impl From<&Warning> for WarningReport {
             Warning::OverBudget { .. } => Code::OverBudget,
             Warning::HostManaged { .. } => Code::HostManaged,
             Warning::MountPointEdited { .. } => Code::MountPointEdited,
+            Warning::LocalMemoryUnusable { .. } => Code::LocalMemoryUnusable,
+            Warning::LocalMemoryCut { .. } => Code::LocalMemoryCut,
         };
         WarningReport {
             code,

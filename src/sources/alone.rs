@@ -20,9 +20,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::loader::content::{at_mentions, js_trim};
 use crate::loader::content::{import_path_as, scan_markdown_as};
 use crate::loader::fs::{MemoryFs, ReadOutcome};
-use crate::loader::markdown::{at_mentions, js_trim};
 use crate::loader::paths::resolve_import;
 use crate::loader::{
     Behaviour, ClaudeVersion, Diagnostic, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, load_alone,

@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::loader::content::at_mentions;
 use crate::loader::content::{import_path, scan_markdown};
 use crate::loader::fs::{MemoryFs, ReadOutcome};
-use crate::loader::markdown::at_mentions;
 use crate::loader::paths::{is_text_path, resolve_import};
-use crate::loader::{MAX_FILE_BYTES, MAX_IMPORT_DEPTH, Mount, MountedFs};
+use crate::loader::{MAX_FILE_BYTES, MAX_IMPORT_DEPTH};
+use crate::runtime::mounted::{Mount, MountedFs};
 
 /// An import inside a shared source that clawmd could not deliver.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

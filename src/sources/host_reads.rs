@@ -27,9 +27,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError};
-use crate::loader::mounted::Opened;
-use crate::loader::{Mount, MountedFs};
 use crate::reads::{Read, ReadLog};
+use crate::runtime::mounted::Opened;
+use crate::runtime::mounted::{Mount, MountedFs};
 
 /// One look at a host path, and what it found.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

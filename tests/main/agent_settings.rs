@@ -1,7 +1,7 @@
 //! The settings files the agent can write, through the real binary: compose's `delivered`,
 //! `check` (one group, `--all`, JSON) and `render` see what they do to the composed memory
 //! (docs/delivery.md, "What the agent can write"). The real Claude Code's answers for these
-//! settings are in tests/fixtures/settings-oracle (replayed by `settings_oracle`) and
+//! settings are in crates/clawmd-loader/tests/fixtures/settings-oracle (replayed by `settings_oracle`) and
 //! tests/e2e/settings.rs.
 
 use serde_json::Value;

@@ -23,8 +23,10 @@ fn kind(d: &Deployment, rel: &str) -> &'static str {
         "symlink"
     } else if meta.is_file() {
         "file"
-    } else {
+    } else if meta.is_dir() {
         "dir"
+    } else {
+        "other"
     }
 }
 
@@ -177,6 +179,97 @@ fn existing_claude_local_md_is_never_modified() {
             .is_empty(),
         "{managed}"
     );
+}
+
+/// An agent that made its own memory unusable (a link, a FIFO, a folder) does not stop its
+/// group: every delivery composes the guardrails, leaves the file as it is and says so, in
+/// compose's report and in check; a second compose is a no-op (issue 38, point 5).
+#[test]
+fn unusable_local_memory_is_left_alone_and_reported_while_the_group_composes() {
+    type Plant = fn(&Deployment);
+    let plants: [(&str, Plant); 3] = [
+        ("a symlink", |d| {
+            d.symlink("groups/g/CLAUDE.local.md", "/etc/passwd");
+        }),
+        ("a special file", |d| {
+            d.fifo("groups/g/CLAUDE.local.md");
+        }),
+        ("a directory", |d| {
+            std::fs::create_dir(d.path("groups/g/CLAUDE.local.md")).unwrap();
+        }),
+    ];
+    for delivery in ["managed", "inline", "copy", "link"] {
+        for (found, plant) in plants {
+            let d = Deployment::standard().group("g", Some(ALL_WITH_DB));
+            plant(&d);
+            let run = d
+                .run(["compose", "g", "--delivery", delivery, "--json"])
+                .success();
+            let group = &run.json()["groups"][0];
+            let context = format!("{delivery}, {found}: {group:#}");
+            assert_eq!(group["error"], serde_json::Value::Null, "{context}");
+            let codes: Vec<&str> = group["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["code"].as_str().unwrap())
+                .collect();
+            assert!(codes.contains(&"local-memory-unusable"), "{context}");
+            let warning = group["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|w| w["code"] == "local-memory-unusable")
+                .unwrap();
+            assert!(
+                warning["message"].as_str().unwrap().contains(found),
+                "{context}"
+            );
+            // What the agent loads holds the guardrails: the shared base, a skill and the MCP
+            // server's instructions (link delivery's links to /app need an approval this
+            // deployment does not give: its MCP fragment, a file, shows it composed).
+            let render = d.run(["render", "g", "--delivery", delivery]).success();
+            let guardrails: &[&str] = match delivery {
+                "link" => &["Read only."],
+                _ => &["BASE", "HELLO", "Read only."],
+            };
+            for text in guardrails {
+                assert!(
+                    render.stdout().contains(text),
+                    "{context}: {text} does not reach the agent\n{}",
+                    render.stdout()
+                );
+            }
+            assert_eq!(
+                kind(&d, "groups/g/CLAUDE.local.md"),
+                expected_kind(found),
+                "{context}"
+            );
+            let again = d
+                .run(["compose", "g", "--delivery", delivery, "--json"])
+                .success();
+            assert_eq!(
+                again.json()["groups"][0]["status"],
+                "unchanged",
+                "{context}"
+            );
+            // (link delivery's unapproved links are errors of their own: exit 1 there.)
+            let check = d.run(["check", "g", "--delivery", delivery, "--json"]);
+            assert!(
+                check.stdout().contains("local-memory-unusable"),
+                "{context}: {}",
+                check.stdout()
+            );
+        }
+    }
+}
+
+fn expected_kind(found: &str) -> &'static str {
+    match found {
+        "a symlink" => "symlink",
+        "a special file" => "other",
+        _ => "dir",
+    }
 }
 
 #[test]
@@ -385,6 +478,9 @@ fn wrong_types_and_unsafe_names_are_clear_errors() {
     );
 }
 
+/// A link in place of the group folder, its fragments folder, its entry point or its config
+/// is refused; a link in place of the agent's own memory is left as it is and reported while
+/// the group composes (issue 38, point 5). Nothing outside is ever touched.
 #[test]
 fn symlinked_group_parts_are_refused_and_nothing_outside_is_touched() {
     for part in [
@@ -409,13 +505,20 @@ fn symlinked_group_parts_are_refused_and_nothing_outside_is_touched() {
             std::fs::create_dir_all(d.path("groups/g")).unwrap();
             std::os::unix::fs::symlink(&target, d.path(&format!("groups/g/{part}"))).unwrap();
         }
-        let run = d.run(["compose", "g", "--json"]).expect_code(1);
-        let error = &run.json()["groups"][0]["error"];
-        assert_eq!(error["code"], "unsafe-path", "{part}: {error}");
-        assert!(
-            error["message"].as_str().unwrap().contains("symlink"),
-            "{part}: {error}"
-        );
+        if part == "CLAUDE.local.md" {
+            let run = d.run(["compose", "g", "--json"]).success();
+            let warnings = &run.json()["groups"][0]["warnings"];
+            assert_eq!(warnings[0]["code"], "local-memory-unusable", "{warnings}");
+            assert_eq!(kind(&d, "groups/g/CLAUDE.local.md"), "symlink");
+        } else {
+            let run = d.run(["compose", "g", "--json"]).expect_code(1);
+            let error = &run.json()["groups"][0]["error"];
+            assert_eq!(error["code"], "unsafe-path", "{part}: {error}");
+            assert!(
+                error["message"].as_str().unwrap().contains("symlink"),
+                "{part}: {error}"
+            );
+        }
         assert_eq!(
             std::fs::read_to_string(&sentinel).unwrap(),
             "precious",
@@ -1851,6 +1954,55 @@ fn spawn_digest_moves_only_with_what_a_running_container_pins() {
     d.write("container/CLAUDE.md", b"BASE, edited again\n");
     let (spawn_after, _) = digests(&["--delivery", "managed"]);
     assert_eq!(spawn_after, spawn, "managed: shared base");
+}
+
+/// A Codex group's agent that grows its memory past the room its 32 KiB budget leaves cannot
+/// evict an operator's section nor move `spawn_digest` (so it cannot force restarts): the
+/// sections stay, the memory is cut and reported, and the digest is the same going up and
+/// coming back (issue 38, point 4).
+#[test]
+fn a_codex_agents_growing_memory_neither_evicts_sections_nor_moves_the_spawn_digest() {
+    let d = Deployment::standard().group(
+        "g",
+        Some(r#"{"skills": "all", "provider": "codex", "mcpServers": {"db": {"command": "db", "instructions": "Read only."}}}"#),
+    );
+    let compose = || {
+        let run = d.run(["compose", "g", "--json"]);
+        assert_eq!(run.code(), 0, "{}", run.output());
+        run.json()["groups"][0].clone()
+    };
+    d.write("groups/g/CLAUDE.local.md", b"a short note\n");
+    let small = compose();
+    let line = "agent note: remember this, and this, and this too\n";
+    d.write(
+        "groups/g/CLAUDE.local.md",
+        line.repeat(33 * 1024 / line.len()).as_bytes(),
+    );
+    let big = compose();
+    assert_eq!(big["dropped"], small["dropped"], "{big:#}");
+    assert_eq!(big["spawn_digest"], small["spawn_digest"]);
+    assert_ne!(big["memory_digest"], small["memory_digest"]);
+    let codes: Vec<&str> = big["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"local-memory-cut"), "{codes:?}");
+    assert!(!codes.contains(&"section-dropped"), "{codes:?}");
+    assert_eq!(
+        big["delivered"]["missing"],
+        serde_json::json!(["local-memory"])
+    );
+    let document = d.read(&Deployment::composed("g", "AGENTS.md"));
+    assert!(document.len() <= 32 * 1024, "{}", document.len());
+    for text in ["BASE", "HELLO", "WEB", "Read only."] {
+        assert!(document.contains(text), "{text}");
+    }
+    d.write("groups/g/CLAUDE.local.md", b"a short note\n");
+    let back = compose();
+    assert_eq!(back["spawn_digest"], small["spawn_digest"]);
+    assert_eq!(back["delivered"]["complete"], true, "{back:#}");
 }
 
 /// compose says, for a changed group, whether a running container sees the change at its next

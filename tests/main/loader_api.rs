@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use clawmd::loader::fs::{DirEntry, Metadata, ReadOutcome};
 use clawmd::loader::{
     DiagnosticCode as D, ExternalImports, Format, HostFs, LoadOptions, Memory, MemoryFs,
-    MemoryKind, Mount, MountedFs, Origin, Severity, load, render,
+    MemoryKind, Origin, Severity, load, render,
 };
+use clawmd::runtime::mounted::{Mount, MountedFs};
 
 /// A temporary tree to load memory from (printed when the test fails).
 use crate::support::TempTree as Tree;

@@ -47,6 +47,36 @@ fn redact_root(value: insta::internals::Content, _: insta::internals::ContentPat
     }
 }
 
+/// A lock held by another run is not a silent wait for migrate either: after a moment a line
+/// says so, as compose's does, and the timeout fails only that group.
+#[test]
+fn a_held_lock_is_announced_on_stderr() {
+    let d = legacy_deployment();
+    std::fs::create_dir_all(d.path("groups/.clawmd-locks")).unwrap();
+    let lock = std::fs::File::create(d.path("groups/.clawmd-locks/solo.lock")).unwrap();
+    lock.lock().unwrap();
+    let run = d
+        .run(["migrate", "--lock-timeout", "1", "--json"])
+        .expect_code(1);
+    assert!(
+        run.stderr().contains("waiting for lock on ")
+            && run
+                .stderr()
+                .contains("solo.lock (held by another run) to migrate solo"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(run.stderr().matches("waiting for lock").count(), 1);
+    assert!(d.exists("groups/solo/CLAUDE.md"), "solo waits, untouched");
+    assert!(
+        !d.exists("groups/both/CLAUDE.md"),
+        "the other groups migrate"
+    );
+    drop(lock);
+    d.run(["migrate", "--lock-timeout", "1"]).success();
+    assert!(!d.exists("groups/solo/CLAUDE.md"));
+}
+
 #[test]
 fn legacy_text_beside_an_existing_local_file_keeps_both_with_a_marker() {
     let d = legacy_deployment();

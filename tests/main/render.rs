@@ -123,7 +123,7 @@ fn the_sdk_consumer_gets_local_memory_only_through_the_import() {
 #[test]
 fn render_cwd_matches_a_conformance_case() {
     let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/conformance/03-imports-code");
+        .join("crates/clawmd-loader/tests/fixtures/conformance/03-imports-code");
     let temp = crate::support::TempTree::new();
     crate::support::copy_tree(&case.join("tree"), temp.root());
     let root = temp.root();

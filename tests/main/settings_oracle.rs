@@ -1,4 +1,4 @@
-//! Settings files against the real binary: every case of tests/fixtures/settings-oracle was run
+//! Settings files against the real binary: every case of crates/clawmd-loader/tests/fixtures/settings-oracle was run
 //! with the real Claude Code CLI 2.1.328 (and the Agent SDK 0.3.328, `settingSources:
 //! ['project','user']`) in a bubblewrap sandbox laid out like the agent's container (the group
 //! at `/workspace/agent`, the home at `/home/agent`, managed files at `/etc/claude-code`), and
@@ -9,12 +9,11 @@
 
 use std::path::{Path, PathBuf};
 
-use clawmd::loader::{
-    ClaudeVersion, DiagnosticCode, LoadOptions, Mount, MountedFs, claude_block, load,
-};
+use clawmd::loader::{ClaudeVersion, DiagnosticCode, LoadOptions, claude_block, load};
+use clawmd::runtime::mounted::{Mount, MountedFs};
 use serde_json::Value;
 
-const FIXTURE: &str = "tests/fixtures/settings-oracle/cases.json";
+const FIXTURE: &str = "crates/clawmd-loader/tests/fixtures/settings-oracle/cases.json";
 
 fn lay(root: &Path, files: &Value) {
     let Some(files) = files.as_object() else {

@@ -105,6 +105,17 @@ fn replace_with_fifo(d: &Deployment, rel: &str) {
 }
 
 fn cases() -> Vec<Case> {
+    // The agent's own memory made unusable: every compose leaves it as it is and composes the
+    // guardrails all the same (issue 38: never a permanent refusal of the group).
+    let compose_all_spare = |rel: &str| {
+        let spared = || Spares(vec![rel.to_owned()]);
+        vec![
+            (LINK, spared()),
+            (COPY, spared()),
+            (DEFAULT, spared()),
+            (ALL, spared()),
+        ]
+    };
     let compose_all_refuse = |rel: &str| {
         vec![
             (LINK, Refuse(rel)),
@@ -168,7 +179,7 @@ fn cases() -> Vec<Case> {
             "CLAUDE.local.md is a symlink to an outside file",
             |d, s| replace_with_link(d, "groups/g/CLAUDE.local.md", &s.file()),
             [
-                compose_all_refuse("groups/g/CLAUDE.local.md"),
+                compose_all_spare("groups/g/CLAUDE.local.md"),
                 vec![(MIGRATE, Untouched)],
             ]
             .concat(),
@@ -181,13 +192,13 @@ fn cases() -> Vec<Case> {
             },
             vec![
                 (MIGRATE, Refuse("groups/g/CLAUDE.local.md")),
-                (LINK, Refuse("groups/g/CLAUDE.local.md")),
+                (LINK, Spares(vec!["groups/g/CLAUDE.local.md".to_owned()])),
             ],
         ),
         case(
             "CLAUDE.local.md is a symlink to an outside folder",
             |d, s| replace_with_link(d, "groups/g/CLAUDE.local.md", &s.dir()),
-            compose_all_refuse("groups/g/CLAUDE.local.md"),
+            compose_all_spare("groups/g/CLAUDE.local.md"),
         ),
         case(
             "container.json is a symlink to an outside file",
@@ -260,7 +271,7 @@ fn cases() -> Vec<Case> {
         case(
             "CLAUDE.local.md is a fifo",
             |d, _| replace_with_fifo(d, "groups/g/CLAUDE.local.md"),
-            vec![(LINK, Refuse("groups/g/CLAUDE.local.md"))],
+            compose_all_spare("groups/g/CLAUDE.local.md"),
         ),
         case(
             "CLAUDE.md is a fifo",

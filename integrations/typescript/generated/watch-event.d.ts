@@ -73,6 +73,8 @@ export type Code =
   | "group-source-unread"
   | "host-managed"
   | "mount-point-edited"
+  | "local-memory-unusable"
+  | "local-memory-cut"
   | "out-of-date"
   | "hand-edited"
   | "old-layout"

@@ -655,7 +655,7 @@ fn skipped_real_path(real: &str) -> bool {
 /// by link, stops inside the part of the container `fs` models ([`MemoryFs::within_view`]).
 fn covered<F: MemoryFs + ?Sized>(fs: &F, path: &Path) -> bool {
     let mut current = normalize(path);
-    'hops: for _ in 0..=super::mounted::MAX_SYMLINKS {
+    'hops: for _ in 0..=crate::fs::MAX_SYMLINKS {
         let names: Vec<_> = current.components().skip(1).collect();
         let mut prefix = PathBuf::from("/");
         for (i, name) in names.iter().enumerate() {

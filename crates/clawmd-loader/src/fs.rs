@@ -2,8 +2,8 @@
 //!
 //! The same loader must answer two questions: "what does Claude Code load from this
 //! directory on this machine?" ([`HostFs`]) and "what will the agent load inside its
-//! container?" ([`MountedFs`](super::mounted::MountedFs), where paths are container paths
-//! and symlinks resolve through the mount table). Everything the loader needs goes through
+//! container?" (a container view built over a mount table by the caller, where paths are
+//! container paths and symlinks resolve through the mount table: clawmd's `MountedFs`). Everything the loader needs goes through
 //! [`MemoryFs`], and it only ever reads the files it is asked about.
 
 use std::ffi::OsString;
@@ -15,8 +15,12 @@ use rustix::fs::{Mode, OFlags};
 
 /// What a path is: without following a final symlink for [`MemoryFs::symlink_metadata`]
 /// and directory entries, after following it for [`MemoryFs::metadata`]. The crate's one
-/// kind vocabulary, shared with the write module.
+/// kind vocabulary, shared with the write module of clawmd.
 pub use crate::file_kind::FileKind;
+
+/// Linux gives up after 40 symlinks in one resolution (`ELOOP`); so does every resolution the
+/// loader, and a container view built for it, makes.
+pub const MAX_SYMLINKS: usize = 40;
 
 /// The metadata the loader looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +90,7 @@ pub trait MemoryFs {
 /// The host's own filesystem.
 ///
 /// ```
-/// use clawmd::loader::fs::{HostFs, MemoryFs, ReadOutcome};
+/// use clawmd_loader::fs::{HostFs, MemoryFs, ReadOutcome};
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// std::fs::write(dir.path().join("CLAUDE.md"), "hi\n").unwrap();
@@ -144,12 +148,12 @@ impl MemoryFs for HostFs {
 }
 
 /// The metadata of an open handle (an `O_PATH` one is fine: `fstat` opens nothing).
-pub(crate) fn handle_metadata(handle: BorrowedFd<'_>) -> io::Result<Metadata> {
+pub fn handle_metadata(handle: BorrowedFd<'_>) -> io::Result<Metadata> {
     Ok(metadata_of(&rustix::fs::fstat(handle)?))
 }
 
 /// The metadata a status `stat` gives.
-pub(crate) fn metadata_of(stat: &rustix::fs::Stat) -> Metadata {
+pub fn metadata_of(stat: &rustix::fs::Stat) -> Metadata {
     Metadata {
         kind: FileKind::from_mode(stat.st_mode),
         len: stat.st_size.max(0) as u64,
@@ -163,12 +167,12 @@ pub(crate) fn metadata_of(stat: &rustix::fs::Stat) -> Metadata {
 /// device is never opened (no side effect). A regular file is then reopened *through the
 /// handle* (`/proc/self/fd/N`), never by its path, so a name swapped for a link or a FIFO in
 /// the meantime changes nothing: the bytes read are those of the inode that was checked.
-pub(crate) fn read_through(handle: BorrowedFd<'_>, limit: u64) -> io::Result<ReadOutcome> {
+pub fn read_through(handle: BorrowedFd<'_>, limit: u64) -> io::Result<ReadOutcome> {
     read_through_stat(handle, limit).map(|(outcome, _)| outcome)
 }
 
 /// [`read_through`], with the status of the file the bytes are from.
-pub(crate) fn read_through_stat(
+pub fn read_through_stat(
     handle: BorrowedFd<'_>,
     limit: u64,
 ) -> io::Result<(ReadOutcome, rustix::fs::Stat)> {

@@ -30,7 +30,7 @@ pub(crate) fn is_js_line_terminator(c: char) -> bool {
 }
 
 /// `String.prototype.trim()`.
-pub(crate) fn js_trim(s: &str) -> &str {
+pub fn js_trim(s: &str) -> &str {
     s.trim_matches(is_js_space)
 }
 

@@ -6,8 +6,10 @@
 //! stripping and the import paths in order. The vectors were produced by running the
 //! functions extracted from the installed binary under Node; this test needs neither.
 
-use clawmd::loader::ClaudeVersion;
-use clawmd::loader::content::scan_markdown_as;
+#![allow(clippy::disallowed_methods)] // tests lay out and read their trees with std::fs
+
+use clawmd_loader::ClaudeVersion;
+use clawmd_loader::content::scan_markdown_as;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -54,7 +54,7 @@ impl std::str::FromStr for Format {
 /// Render `memory` in `format`.
 ///
 /// ```
-/// use clawmd::loader::{render, Format, LoadOptions, Memory};
+/// use clawmd_loader::{render, Format, LoadOptions, Memory};
 ///
 /// let empty = Memory {
 ///     cwd: "/w".into(),

@@ -1,5 +1,5 @@
-//! What a filesystem entry is: one vocabulary for the write module ([`fsops`](crate::fsops)),
-//! the loader's filesystems and the reports.
+//! What a filesystem entry is: one vocabulary for the loader's filesystems, clawmd's write
+//! module and the reports.
 //!
 //! A kind is always taken without following a final symlink unless a caller says otherwise.
 //! "Nothing there" is not a kind: where an entry may be missing, the type is

@@ -20,14 +20,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::fs::{
+use crate::loader::fs::{
     DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, metadata_of,
     read_through_stat,
 };
 use crate::reads::{Read, ReadLog, Root as ReadRoot, Seen};
 
-/// Linux gives up after 40 symlinks in one resolution (`ELOOP`); so do we.
-pub const MAX_SYMLINKS: usize = 40;
+pub use crate::loader::fs::MAX_SYMLINKS;
 
 /// One bind mount: `container` (absolute, in the container) shows `host`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -61,7 +60,7 @@ impl Mount {
 ///
 /// ```
 /// use clawmd::loader::fs::{MemoryFs, ReadOutcome};
-/// use clawmd::loader::mounted::{Mount, MountedFs};
+/// use clawmd::runtime::mounted::{Mount, MountedFs};
 ///
 /// let root = tempfile::tempdir().unwrap();
 /// let (group, app) = (root.path().join("groups/main"), root.path().join("container"));

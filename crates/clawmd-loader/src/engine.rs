@@ -48,7 +48,7 @@ pub struct Candidate {
 /// when none of these holds a CLAUDE.md; see [`AgentsMd`].)
 ///
 /// ```
-/// use clawmd::loader::{discover, LoadOptions};
+/// use clawmd_loader::{discover, LoadOptions};
 ///
 /// let mut opts = LoadOptions::new("/w/p", None);
 /// opts.managed_dir = None;
@@ -1116,8 +1116,9 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             Ok(ReadOutcome::NotAFile { kind }) if report => (
                 DiagnosticCode::ImportNotAFile,
                 format!(
-                    "@{} is a {kind:?}, not a regular file: not loaded",
-                    written.unwrap_or("")
+                    "@{} is {}, not a regular file: not loaded",
+                    written.unwrap_or(""),
+                    kind.describe()
                 ),
             ),
             Ok(ReadOutcome::NotAFile { .. }) => return None,

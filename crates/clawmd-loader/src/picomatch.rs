@@ -534,8 +534,7 @@ mod tests {
     #[test]
     fn the_exact_subset_agrees_with_the_real_picomatch() {
         let fixture: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/picomatch-oracle.json"))
-                .unwrap();
+            serde_json::from_str(include_str!("../tests/fixtures/picomatch-oracle.json")).unwrap();
         let paths: Vec<&str> = fixture["paths"]
             .as_array()
             .unwrap()

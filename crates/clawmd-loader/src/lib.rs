@@ -6,13 +6,13 @@
 //! Three steps, usable without the CLI:
 //! * [`discover`] lists the places Claude Code looks, in order (pure);
 //! * [`load`] reads them through a [`MemoryFs`] — the host ([`HostFs`]) or a container's
-//!   view of it ([`MountedFs`]) — and returns a [`Memory`]: the files in load order with
+//!   view of it (any [`MemoryFs`] over a mount table; clawmd's is `MountedFs`) — and returns a [`Memory`]: the files in load order with
 //!   their labels and bodies, plus [`Diagnostic`]s (imports dropped as external, missing,
 //!   too deep or cyclic, mentions in code, oversized files…);
 //! * [`render`] prints it as Claude Code's own block, a flat markdown file, or chat messages.
 //!
 //! ```
-//! use clawmd::loader::{load, render, Format, HostFs, LoadOptions};
+//! use clawmd_loader::{load, render, Format, HostFs, LoadOptions};
 //!
 //! let root = tempfile::tempdir().unwrap();
 //! let p = root.path().join("p");
@@ -29,18 +29,28 @@
 //! assert!(text.contains("(project instructions, checked into the codebase):\n\nTabs.\n"));
 //! ```
 //!
-//! The rules, and the conformance case that proves each, are in `docs/loader.md`.
+//! The rules, and the conformance case that proves each, are in `docs/loader.md`; the corpus
+//! is `tests/fixtures/conformance/` beside this crate, replayed by
+//! `cargo test -p clawmd-loader` on its own.
+//!
+//! The crate depends on nothing of clawmd: it reads, never writes, and knows no group,
+//! deployment or delivery.
+
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
+// clippy.toml keeps std::fs reads out of library code; the loader's HostFs reads the host on
+// purpose (fs.rs opts in where it does), and unit tests build their trees with std::fs.
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 mod agents;
 mod claude_json;
 pub mod content;
 mod engine;
+pub mod file_kind;
 mod frontmatter;
 pub mod fs;
 pub(crate) mod js_json;
 pub(crate) mod markdown;
 mod model;
-pub mod mounted;
 mod path_policy;
 pub mod paths;
 mod picomatch;
@@ -54,12 +64,12 @@ pub use engine::{
     Candidate, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, WARN_FILE_CHARS, WARN_TOTAL_CHARS, discover, load,
     load_alone,
 };
+pub use file_kind::FileKind;
 pub use fs::{HostFs, MemoryFs};
 pub use model::{
     AgentsMd, Budgets, Diagnostic, DiagnosticCode, ExternalImports, LoadOptions, LoadedFile,
     LoaderError, Memory, MemoryKind, Origin, Severity,
 };
-pub use mounted::{Mount, MountedFs};
 pub use render::{Format, PREAMBLE, claude_block, render};
 pub use settings::{SettingsEvaluation, Undecided};
 pub use version::{Behaviour, ClaudeVersion};

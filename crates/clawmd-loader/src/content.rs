@@ -5,10 +5,15 @@
 //! `@path` imports it will follow. It is public so that other tools (for example `check`
 //! scanning inline MCP instructions for `@path`) see text exactly as Claude Code does.
 
-use crate::loader::frontmatter;
-use crate::loader::markdown::{self, Place};
-use crate::loader::path_policy::is_special_path;
-use crate::loader::version::{Behaviour, ClaudeVersion};
+/// The raw `@` captures of a text as Claude Code's import regex finds them
+/// (`/(?:^|\s)@((?:[^\s\\]|\\ )+)/g`), and JavaScript's `trim`: for tools that scan text the
+/// way the loader does, outside a memory file (an inline section, a shared source).
+pub use crate::markdown::{at_mentions, js_trim};
+
+use crate::frontmatter;
+use crate::markdown::{self, Place};
+use crate::path_policy::is_special_path;
+use crate::version::{Behaviour, ClaudeVersion};
 
 /// The result of reading one file's text the way Claude Code does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +78,7 @@ pub enum ParseError {
 /// Read `text` (a whole file, already decoded) as Claude Code reads a memory file.
 ///
 /// ```
-/// use clawmd::loader::content::parse;
+/// use clawmd_loader::content::parse;
 ///
 /// let file = parse("---\npaths: src/**/*.rs\n---\n<!-- note -->\nSee @docs/a.md and `@b.md`.\n").unwrap();
 /// assert_eq!(file.body, "See @docs/a.md and `@b.md`.\n");
@@ -81,20 +86,17 @@ pub enum ParseError {
 /// assert_eq!(file.paths, Some(vec!["src/**/*.rs".to_string()]));
 /// ```
 pub fn parse(text: &str) -> Result<ParsedFile, ParseError> {
-    parse_within(text, &crate::loader::Budgets::default())
+    parse_within(text, &crate::Budgets::default())
 }
 
 /// [`parse`] as Claude Code release `version` reads the file.
 pub fn parse_as(text: &str, version: ClaudeVersion) -> Result<ParsedFile, ParseError> {
-    parse_as_within(text, version, &crate::loader::Budgets::default())
+    parse_as_within(text, version, &crate::Budgets::default())
 }
 
 /// [`parse`] with the glob budgets of `budgets` (`glob_patterns`, `glob_bytes`) instead of
 /// the defaults: `paths:` brace expansion stops there (see [`ParsedFile::paths_truncated`]).
-pub fn parse_within(
-    text: &str,
-    budgets: &crate::loader::Budgets,
-) -> Result<ParsedFile, ParseError> {
+pub fn parse_within(text: &str, budgets: &crate::Budgets) -> Result<ParsedFile, ParseError> {
     parse_as_within(text, ClaudeVersion::default(), budgets)
 }
 
@@ -102,7 +104,7 @@ pub fn parse_within(
 pub fn parse_as_within(
     text: &str,
     version: ClaudeVersion,
-    budgets: &crate::loader::Budgets,
+    budgets: &crate::Budgets,
 ) -> Result<ParsedFile, ParseError> {
     let (
         body,
@@ -132,7 +134,7 @@ const DEEP_STACK_BYTES: usize = 1 << 30;
 /// Comment stripping and import extraction on text without frontmatter (JS: `Pht` body).
 ///
 /// ```
-/// use clawmd::loader::content::scan_markdown;
+/// use clawmd_loader::content::scan_markdown;
 ///
 /// let scan = scan_markdown("a @x.md, b\n```\n@y.md\n```\n").unwrap();
 /// assert_eq!(scan.imports, vec!["x.md,"]); // punctuation is part of the path
@@ -318,13 +320,14 @@ fn scan_with_limit(
     })
 }
 
-/// JS: the filter in `GZr` — turn a raw `@` capture into an import path, or reject it.
-pub(crate) fn import_path(capture: &str) -> Option<String> {
+/// JS: the filter in `GZr` — turn a raw `@` capture ([`at_mentions`]) into an import path,
+/// or reject it, as the default release does.
+pub fn import_path(capture: &str) -> Option<String> {
     import_path_as(capture, ClaudeVersion::default())
 }
 
 /// [`import_path`] as release `version` does it: the `#…` cut came in 2.1.41.
-pub(crate) fn import_path_as(capture: &str, version: ClaudeVersion) -> Option<String> {
+pub fn import_path_as(capture: &str, version: ClaudeVersion) -> Option<String> {
     let cut = if version.has(Behaviour::ImportFragmentCut) {
         capture.split('#').next().unwrap_or("")
     } else {

@@ -1,11 +1,13 @@
 //! Property tests: whatever bytes a memory file holds and however a small tree is linked,
 //! the loader neither panics nor loops, and its results keep their basic invariants.
 
+#![allow(clippy::disallowed_methods)] // tests lay out and read their trees with std::fs
+
 use std::collections::HashSet;
 use std::path::Path;
 
-use clawmd::loader::content::{parse, scan_markdown};
-use clawmd::loader::{HostFs, LoadOptions, MAX_IMPORT_DEPTH, load, render};
+use clawmd_loader::content::{parse, scan_markdown};
+use clawmd_loader::{HostFs, LoadOptions, MAX_IMPORT_DEPTH, load, render};
 use proptest::prelude::*;
 
 /// Fragments that matter to the markdown lexer, so random text reaches its corners.
@@ -201,16 +203,16 @@ proptest! {
 
     #[test]
     fn random_trees_load_without_panics_or_loops(entries in tree(), approve in any::<bool>()) {
-        let tree = crate::support::TempTree::new();
-        let root = tree.root().to_path_buf();
+        let tree = tempfile::tempdir().unwrap();
+        let root = tree.path().to_path_buf();
         build(&root, &entries);
         std::fs::create_dir_all(root.join("p")).unwrap();
         let mut opts = LoadOptions::new(root.join("p"), Some(root.join("home")));
         opts.managed_dir = None;
         opts.external_imports = if approve {
-            clawmd::loader::ExternalImports::Approved
+            clawmd_loader::ExternalImports::Approved
         } else {
-            clawmd::loader::ExternalImports::Denied
+            clawmd_loader::ExternalImports::Denied
         };
         let memory = load(&HostFs, &opts).unwrap();
         // Each printed path appears once. (A real file can appear twice: the AGENTS.md plugin
@@ -222,7 +224,7 @@ proptest! {
             prop_assert!(seen.insert(f.path.clone()), "{} printed twice", f.path.display());
             prop_assert!(!f.body.trim().is_empty());
         }
-        let _ = render(&memory, clawmd::loader::Format::Flat);
-        let _ = render(&memory, clawmd::loader::Format::Messages);
+        let _ = render(&memory, clawmd_loader::Format::Flat);
+        let _ = render(&memory, clawmd_loader::Format::Messages);
     }
 }

@@ -15,7 +15,8 @@ mod inline;
 mod scan;
 mod unicode;
 
-pub(crate) use scan::{is_js_space, js_is_blank, js_trim};
+pub use scan::js_trim;
+pub(crate) use scan::{is_js_space, js_is_blank};
 
 /// A block token. `raw` is the source text the token covers (top-level raws concatenate to
 /// the input, which is what comment stripping relies on).
@@ -238,7 +239,7 @@ fn mention_end(text: &str, start: usize) -> usize {
 }
 
 /// JS: `/(?:^|\s)@((?:[^\s\\]|\\ )+)/g` — the raw captures, in order.
-pub(crate) fn at_mentions(text: &str) -> Vec<&str> {
+pub fn at_mentions(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let bytes = text.as_bytes();
     // `i`: where the scan stands (a match may start only at an `@` that opens the text, or
