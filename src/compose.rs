@@ -1,9 +1,22 @@
 //! `compose`: bring one group, or all, to the state its `container.json` describes.
 //!
-//! For each group: take the group's lock, [`observe`](crate::deployment::observe) it (read its config, compute the
-//! [`plan`](crate::plan) and [`diff`](crate::reconcile::diff) it against the disk) and apply the
-//! difference. Groups are independent: a failing group is reported and left as it was, the
-//! others are composed.
+//! For each group: take the group's lock, [`observe`](crate::deployment::observe) it (read its
+//! config, compute the [`plan`](crate::plan) and [`diff`](crate::reconcile::diff) it against
+//! the disk) and apply the difference. Groups are independent: a failing group is reported and
+//! left as it was, the others are composed.
+//!
+//! A run reads top to bottom in [`compose_with_progress`]: its context, `Run` (the layout, the
+//! options, the one cache of verdicts, where progress goes, and what the run knows of the
+//! shared sources), has a method for each stage, and each stage names what it comes to for a
+//! group:
+//!
+//! 1. with the shared sources' record, each group its own record answers (`RecordSays`),
+//!    without reading the sources (`Run::answer_from_records`);
+//! 2. the sources read, a first look at each other group without its lock (`FirstLook`: its
+//!    record asked again, else the group observed; `Run::first_looks`);
+//! 3. the groups that need it composed under their locks, one alone or in batches
+//!    (`Run::compose_pending`), each group's verdict recorded as it is composed;
+//! 4. the sources recorded for the runs to come (`Run::record_sources`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,11 +26,11 @@ use serde::{Deserialize, Serialize};
 use crate::delivery::DeliverySettings;
 use crate::delivery::GroupPlan;
 use crate::delivery::guard;
-use crate::delivery::verdicts::{Recorded, Unrecorded, Verdicts};
+use crate::delivery::verdicts::{Look, Recorded, Unrecorded, VerdictRecord, Verdicts};
 use crate::delivery::verify::{AgentSettings, Delivered, verify};
 use crate::deployment::{
-    Observation, Selection, checked_group_dir, observe, open_group, read_sources_logged,
-    reads_found, source_warnings,
+    Observation, Selection, checked_group_dir, observe, observe_opened, open_group,
+    read_sources_logged, reads_found, source_warnings,
 };
 use crate::error::{Error, GroupError};
 use crate::fsops::{self, FsError, LockWait, SafeDir, TempJournal};
@@ -26,9 +39,9 @@ use crate::progress::Progress;
 use crate::reads::{Read, Root, Seen};
 use crate::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::report::{Code, ComposeReport, GroupReport, SeenWhen, Status, WarningReport};
-use crate::sources::Sources;
 use crate::sources::host_reads::HostLog;
 use crate::sources::record::Proof;
+use crate::sources::{SourceNote, Sources};
 use crate::state;
 use crate::target::{Delivery, Provider, Target};
 use crate::view::ViewOptions;
@@ -64,7 +77,8 @@ pub fn compose(
     compose_with_progress(layout, selection, options, &())
 }
 
-/// [`compose`], telling `progress` how far it is and when it waits for a lock.
+/// [`compose`], telling `progress` how far it is and when it waits for a lock. The stages of
+/// the run are in the module docs.
 pub fn compose_with_progress(
     layout: &Layout,
     selection: &Selection,
@@ -73,68 +87,490 @@ pub fn compose_with_progress(
 ) -> Result<ComposeReport, Error> {
     let groups = selection.groups(layout)?;
     progress.start(groups.len());
-    // With the shared sources' record, first every group its own record answers (in
-    // parallel), without reading the sources: the record's reads that group depends on are
-    // replayed instead (each once per run, [`Proof::holds_for`]).
-    let verdicts = Verdicts::new(layout, &options.settings);
-    let leftovers = |lock: &str| verdicts.journal_pending(layout, lock);
-    let proof = crate::sources::record::load(layout, leftovers);
-    let mut results: Vec<Look> = match &proof {
-        Some(proof) => {
-            let verdicts = verdicts.knowing_sources(proof.recorded().digest);
-            parallel_map(&groups, |group| {
-                let shared = Shared::Recorded(proof);
-                let look = answered_by_record(layout, shared, group, options, &verdicts);
-                if look.is_some() {
-                    progress.done(group);
-                }
-                look
-            })
+    let verdicts = GroupVerdicts::new(layout, &options.settings);
+    let run = Run::new(layout, options, &verdicts, progress);
+    let mut outcomes = Outcomes::new(groups.len());
+    let proof = run.load_sources_record();
+    if let Some(proof) = &proof {
+        run.with_sources(proof)
+            .answer_from_records(&groups, &mut outcomes);
+        if outcomes.all_done() && !proof.stale() {
+            let warnings = source_warnings(&proof.recorded().notes);
+            return Ok(run.report(&groups, outcomes, warnings));
         }
-        None => groups.iter().map(|_| None).collect(),
-    };
-    if let Some(proof) = &proof
-        && results.iter().all(Option::is_some)
-        && !proof.stale()
-    {
-        let warnings = source_warnings(&proof.recorded().notes);
-        return Ok(report(options, &groups, results, warnings));
     }
     let log = HostLog::new();
     let (sources, notes) = read_sources_logged(layout, &log)?;
-    let verdicts = Verdicts::new(layout, &options.settings);
-    // Then a look at every other group without its lock (in parallel): a group already right
-    // is reported as it is. The others are composed under their locks: one alone durably file
-    // by file, several in batches whose syncs are shared ([`Batch::compose_all`]).
-    let unanswered: Vec<usize> = (0..groups.len())
-        .filter(|&i| results[i].is_none())
-        .collect();
-    let looks = parallel_map(&unanswered, |&index| {
-        let group = &groups[index];
-        let look = first_look(layout, &sources, group, options, &verdicts);
-        if look.is_some() {
-            progress.done(group);
-        }
-        look
-    });
-    let mut pending = Vec::new();
-    for (index, look) in unanswered.into_iter().zip(looks) {
-        match look {
-            Some(result) => results[index] = Some(result),
-            None => pending.push(index),
+    let run = run.with_sources(&sources);
+    let pending = run.first_looks(&groups, &mut outcomes);
+    run.compose_pending(&groups, &pending, &mut outcomes);
+    run.record_sources(proof.as_ref(), &notes, &log, &outcomes);
+    Ok(run.report(&groups, outcomes, source_warnings(&notes)))
+}
+
+/// Composes one group: lock, read config, plan, diff, apply.
+pub fn compose_group(
+    layout: &Layout,
+    sources: &Sources,
+    group: &str,
+    options: &ComposeOptions,
+) -> Result<GroupReport, GroupError> {
+    let verdicts = GroupVerdicts::new(layout, &options.settings);
+    let run = Run::new(layout, options, &verdicts, &());
+    run.with_sources(sources).compose_one(group)
+}
+
+/// What one compose run shares for every group: the deployment, the options, the one cache of
+/// verdicts, where its progress goes, and what it knows of the shared sources (`S`: nothing
+/// yet, `()`; their record, `&Proof`; or the sources read, `&Sources`).
+struct Run<'a, S> {
+    layout: &'a Layout,
+    options: &'a ComposeOptions,
+    /// The run's verdicts: one cache for the whole run, whether the shared sources are known
+    /// by their record or read (a verdict's key holds their digest either way).
+    verdicts: &'a GroupVerdicts,
+    progress: &'a dyn Progress,
+    sources: S,
+}
+
+impl<'a> Run<'a, ()> {
+    /// A run that knows nothing of the shared sources yet.
+    fn new(
+        layout: &'a Layout,
+        options: &'a ComposeOptions,
+        verdicts: &'a GroupVerdicts,
+        progress: &'a dyn Progress,
+    ) -> Self {
+        Run {
+            layout,
+            options,
+            verdicts,
+            progress,
+            sources: (),
         }
     }
-    if let [index] = pending[..] {
-        results[index] = Some(compose_locked(
-            layout,
-            &sources,
-            &groups[index],
-            options,
-            &verdicts,
-            progress,
-        ));
-        progress.done(&groups[index]);
-    } else {
+}
+
+impl<'a, S> Run<'a, S> {
+    /// The same run, knowing `sources` of the shared sources.
+    fn with_sources<T>(&self, sources: T) -> Run<'a, T> {
+        Run {
+            layout: self.layout,
+            options: self.options,
+            verdicts: self.verdicts,
+            progress: self.progress,
+            sources,
+        }
+    }
+
+    /// The shared sources' record made by this binary for this layout, when it is whole and
+    /// no run holding the deployment-wide lock left temps.
+    fn load_sources_record(&self) -> Option<Proof> {
+        let leftovers = |lock: &str| self.verdicts.journal_pending(self.layout, lock);
+        crate::sources::record::load(self.layout, leftovers)
+    }
+
+    /// The run's report from each group's outcome (every group is answered, looked at or
+    /// composed by now).
+    fn report(
+        &self,
+        groups: &[String],
+        outcomes: Outcomes,
+        warnings: Vec<WarningReport>,
+    ) -> ComposeReport {
+        let reports = (groups.iter().zip(outcomes.0))
+            .map(|(group, outcome)| {
+                let outcome = outcome.expect("every group is answered, looked at or composed");
+                match outcome.map(with_guarantee) {
+                    Ok(report) => report,
+                    Err(err) => {
+                        tracing::error!(group, "{}", crate::error::chain_text(&err));
+                        GroupReport::failed(group, &err)
+                    }
+                }
+            })
+            .collect();
+        let options = self.options;
+        ComposeReport::new(
+            options.dry_run,
+            options.settings.delivery,
+            reports,
+            warnings,
+        )
+    }
+}
+
+/// Each group's outcome, in the order of the run's groups: `None` until the group is
+/// answered by its record, looked at or composed.
+struct Outcomes(Vec<Option<Result<GroupReport, GroupError>>>);
+
+impl Outcomes {
+    /// No outcome yet for any of `groups` groups.
+    fn new(groups: usize) -> Outcomes {
+        Outcomes((0..groups).map(|_| None).collect())
+    }
+
+    fn set(&mut self, index: usize, outcome: Result<GroupReport, GroupError>) {
+        self.0[index] = Some(outcome);
+    }
+
+    /// Whether every group has its outcome.
+    fn all_done(&self) -> bool {
+        self.0.iter().all(Option::is_some)
+    }
+
+    /// The indexes of the groups without an outcome yet.
+    fn not_done(&self) -> Vec<usize> {
+        (0..self.0.len()).filter(|&i| self.0[i].is_none()).collect()
+    }
+
+    /// Whether some group is reported (composed, or found right), not failed.
+    fn any_reported(&self) -> bool {
+        (self.0.iter()).any(|outcome| matches!(outcome, Some(Ok(_))))
+    }
+}
+
+/// The verdicts of a compose run (and of check, which reads compose's records back): each
+/// group's record keeps, with its look, the report of the group found unchanged ([`Found`]).
+pub type GroupVerdicts = Verdicts<Found>;
+
+/// A group's record, `<state>/verdicts/<group>` ([`crate::state::Record`]).
+pub type GroupRecord = VerdictRecord<Found>;
+
+/// The report of a group found unchanged, as a record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Found {
+    unchanged: Vec<String>,
+    warnings: Vec<(Code, String)>,
+    provider: Provider,
+    delivery: Delivery,
+    budget: u64,
+    dropped: Vec<(String, u64)>,
+    spawn_digest: String,
+}
+
+impl Found {
+    /// What a record keeps of `report`: only of a group found unchanged.
+    fn of(report: &GroupReport) -> Option<Found> {
+        let target = report.target?;
+        let spawn_digest = report.spawn_digest.clone()?;
+        // Unchanged: nothing created, replaced, removed, rescued or cleaned, and no error.
+        (report.status == Status::Unchanged).then(|| Found {
+            unchanged: report.unchanged.clone(),
+            warnings: (report.warnings.iter())
+                .map(|w| (w.code, w.message.clone()))
+                .collect(),
+            provider: target.provider,
+            delivery: target.delivery,
+            budget: target.budget,
+            dropped: (report.dropped.iter())
+                .map(|d| (d.section.clone(), d.bytes))
+                .collect(),
+            spawn_digest,
+        })
+    }
+
+    /// The report of `group` as the record keeps it, with its `delivered` verdict.
+    fn report(self, group: &str, delivered: Delivered) -> GroupReport {
+        let target = Target {
+            provider: self.provider,
+            delivery: self.delivery,
+            file: self.provider.entry_point(),
+            budget: self.budget,
+        };
+        let mut report = GroupReport::unchanged(
+            group,
+            self.unchanged,
+            self.warnings
+                .into_iter()
+                .map(|(code, message)| WarningReport { code, message })
+                .collect(),
+            target,
+            self.dropped
+                .into_iter()
+                .map(|(section, bytes)| crate::delivery::Dropped { section, bytes })
+                .collect(),
+        );
+        report.set_delivered(delivered);
+        report.spawn_digest = Some(self.spawn_digest);
+        report
+    }
+}
+
+/// `unrecorded` with the look that found its group unchanged: its `reads` and its `report`
+/// (a report of a group found otherwise is not kept).
+fn with_look(
+    unrecorded: Unrecorded<Found>,
+    reads: Vec<Read>,
+    report: &GroupReport,
+) -> Unrecorded<Found> {
+    match Found::of(report) {
+        Some(found) => unrecorded.with_look(reads, found),
+        None => unrecorded,
+    }
+}
+
+/// What a run knows of the shared sources when it asks a group's record: their record
+/// ([`Proof`]: before the sources are read) or the sources read.
+trait SharedSources: Copy {
+    /// [`Verdicts::look_key`] for a group whose agent's settings files do `agent`.
+    fn look_key(self, verdicts: &GroupVerdicts, agent: &AgentSettings) -> String;
+
+    /// Whether what the reading of the shared sources read for a plan made from the
+    /// container-side items `uses` (`None`: all) still finds the same.
+    fn hold_for(self, uses: Option<&[String]>) -> bool;
+}
+
+impl SharedSources for &Proof {
+    fn look_key(self, verdicts: &GroupVerdicts, agent: &AgentSettings) -> String {
+        verdicts.look_key_of_digest(&self.recorded().digest, agent)
+    }
+
+    fn hold_for(self, uses: Option<&[String]>) -> bool {
+        self.holds_for(uses)
+    }
+}
+
+impl SharedSources for &Sources {
+    fn look_key(self, verdicts: &GroupVerdicts, agent: &AgentSettings) -> String {
+        verdicts.look_key(self, agent)
+    }
+
+    /// Read by this run: what they hold is in the look's key (their digest).
+    fn hold_for(self, _uses: Option<&[String]>) -> bool {
+        true
+    }
+}
+
+/// What a group's record says, asked before the group is looked at ([`Run::ask_record`]).
+enum RecordSays {
+    /// The group is as its record's last look found it: its report.
+    Answered(Box<GroupReport>),
+    /// No record (a group never composed); the group's folder, opened and not read yet.
+    Nothing(SafeDir),
+    /// The record does not answer; the group's folder when it was opened and not used up by
+    /// replaying the look's reads.
+    Unanswered(Option<SafeDir>),
+}
+
+/// Asking a group's record, whatever the run knows of the shared sources.
+impl<S: SharedSources> Run<'_, S> {
+    /// What `group`'s record says: its report as the record's last look found it, when
+    /// nothing that look read (its folders, through the same reads: [`crate::reads`]) nor
+    /// anything else its plan depends on (the look's key: [`Verdicts::look_key`]) has changed
+    /// since: no plan, diff or load. Not for a group whose config the runner hands over (read
+    /// outside its folder), nor one an interrupted run left temps for.
+    fn ask_record(&self, group: &str) -> RecordSays {
+        let layout = self.layout;
+        if layout.group_config == GroupConfigSource::Handed
+            || self.verdicts.journal_pending(layout, group)
+        {
+            return RecordSays::Unanswered(None);
+        }
+        // A missing group (or one that is not a folder) is reported by the look that follows.
+        let Ok(dir) = open_group(&layout.group_dir(group)) else {
+            return RecordSays::Unanswered(None);
+        };
+        let (delivered, look) = match self.verdicts.recorded(layout, group) {
+            Recorded::Look { delivered, look } => (delivered, look),
+            Recorded::Nothing => return RecordSays::Nothing(dir),
+            Recorded::Other => return RecordSays::Unanswered(Some(dir)),
+        };
+        if !self.has_look_key(&dir, group, &look) {
+            return RecordSays::Unanswered(Some(dir));
+        }
+        if !self.look_holds(dir, group, &look) {
+            return RecordSays::Unanswered(None);
+        }
+        RecordSays::Answered(Box::new(look.into_found().report(group, *delivered)))
+    }
+
+    /// Whether `look` was made under this run's look key: a look that found no `.claude` in
+    /// the group folder (`dir`), in a deployment that mounts no `~/.claude`, under the key
+    /// without settings files of the agent's own (the look's read of `.claude`, replayed,
+    /// says there is still none); else under the key of what the agent's settings files do
+    /// now.
+    fn has_look_key(&self, dir: &SafeDir, group: &str, look: &Look<Found>) -> bool {
+        let keyed =
+            |agent: &AgentSettings| self.sources.look_key(self.verdicts, agent) == look.key();
+        let no_settings_folder = Read {
+            root: Root::Group,
+            dir: String::new(),
+            name: ".claude".to_owned(),
+            seen: Seen::Kind(None),
+        };
+        (self.layout.claude_home.is_none()
+            && look.reads().contains(&no_settings_folder)
+            && keyed(&AgentSettings::default()))
+            || agent_settings(self.layout, dir, group, &self.options.settings)
+                .is_ok_and(|agent| keyed(&agent))
+    }
+
+    /// Whether every read of `look` finds again what it found: in the group's folders (the
+    /// group folder `dir`, used up, and its bind folder), and in the shared sources for the
+    /// items its plan was made from. A look that found a file by its bytes though its identity
+    /// would now do is made again (once), so that the runs to come do not read that file
+    /// again; not by a dry run.
+    fn look_holds(&self, dir: SafeDir, group: &str, look: &Look<Found>) -> bool {
+        let bind = || self.verdicts.bind_dir(self.layout, group);
+        reads_found(dir, bind, look.reads())
+            .is_some_and(|settled_since| !settled_since || self.options.dry_run)
+            && self.sources.hold_for(look.uses())
+    }
+}
+
+/// Answering from the records, before the shared sources are read.
+impl Run<'_, &Proof> {
+    /// Every group its own record answers, in parallel, without reading the shared sources:
+    /// the reads of the sources' record that the group depends on are replayed instead (each
+    /// once per run, [`Proof::holds_for`]).
+    fn answer_from_records(&self, groups: &[String], outcomes: &mut Outcomes) {
+        let answers = parallel_map(groups, |group| {
+            let answer = self.answered_by_record(group);
+            if answer.is_some() {
+                self.progress.done(group);
+            }
+            answer
+        });
+        for (index, answer) in answers.into_iter().enumerate() {
+            if let Some(report) = answer {
+                outcomes.set(index, Ok(report));
+            }
+        }
+    }
+
+    /// The report of `group` when its record answers ([`Run::ask_record`]).
+    fn answered_by_record(&self, group: &str) -> Option<GroupReport> {
+        checked_group_dir(self.layout, group).ok()?;
+        match self.ask_record(group) {
+            RecordSays::Answered(report) => Some(*report),
+            RecordSays::Nothing(_) | RecordSays::Unanswered(_) => None,
+        }
+    }
+}
+
+/// What a first look at a group, without its lock, comes to ([`Run::first_look`]).
+enum FirstLook {
+    /// Nothing more to do: the group is right (or this is a dry run): its report.
+    Done(Box<GroupReport>),
+    /// The group failed in a way another run cannot have caused (or this is a dry run).
+    Failed(GroupError),
+    /// There are changes to make, or a failure that may come from another run changing the
+    /// group right now: look again under the lock.
+    NeedsLock,
+}
+
+/// Looking at the groups without their locks, once the shared sources are read.
+impl Run<'_, &Sources> {
+    /// A first look, in parallel and without their locks, at the groups without an outcome
+    /// yet: a group already right is reported as it is. The others, left to compose under
+    /// their locks, are returned (by index).
+    fn first_looks(&self, groups: &[String], outcomes: &mut Outcomes) -> Vec<usize> {
+        let unanswered = outcomes.not_done();
+        let looks = parallel_map(&unanswered, |&index| {
+            let group = &groups[index];
+            let look = self.first_look(group);
+            if !matches!(look, FirstLook::NeedsLock) {
+                self.progress.done(group);
+            }
+            look
+        });
+        let mut pending = Vec::new();
+        for (index, look) in unanswered.into_iter().zip(looks) {
+            match look {
+                FirstLook::Done(report) => outcomes.set(index, Ok(*report)),
+                FirstLook::Failed(err) => outcomes.set(index, Err(err)),
+                FirstLook::NeedsLock => pending.push(index),
+            }
+        }
+        pending
+    }
+
+    /// Composes `group`: a first look without the lock, then, when it needs it, under the lock.
+    fn compose_one(&self, group: &str) -> Result<GroupReport, GroupError> {
+        match self.first_look(group) {
+            FirstLook::Done(report) => Ok(*report),
+            FirstLook::Failed(err) => Err(err),
+            FirstLook::NeedsLock => self.compose_locked(group),
+        }
+    }
+
+    /// A first look without the lock: a group that is already right (the common case at every
+    /// spawn) is reported unchanged without taking the lock or writing anything, by its record
+    /// when the record answers ([`Run::ask_record`]). Anything else is looked at again under
+    /// the lock, since another run may be changing it.
+    fn first_look(&self, group: &str) -> FirstLook {
+        let group_path = match checked_group_dir(self.layout, group) {
+            Ok(path) => path,
+            Err(err) => return FirstLook::Failed(err),
+        };
+        let dry_run = self.options.dry_run;
+        let opened = match self.ask_record(group) {
+            RecordSays::Answered(report) => return FirstLook::Done(report),
+            // A group with no record (never composed) is composed under its lock at once.
+            RecordSays::Nothing(_) if !dry_run => return FirstLook::NeedsLock,
+            RecordSays::Nothing(dir) => Some(dir),
+            RecordSays::Unanswered(dir) => dir,
+        };
+        // The group folder asking the record opened, unless replaying its look used it up.
+        let settings = &self.options.settings;
+        let seen = match opened {
+            Some(dir) => observe_opened(self.layout, self.sources, dir, settings, None),
+            None => observe(self.layout, self.sources, &group_path, settings, None),
+        };
+        match seen {
+            Ok(first) if dry_run || first.is_up_to_date() => self.report_first_look(group, &first),
+            Err(err) if dry_run || matches!(err, GroupError::Missing { .. }) => {
+                FirstLook::Failed(err)
+            }
+            Ok(_) | Err(_) => FirstLook::NeedsLock,
+        }
+    }
+
+    /// The report of a group a first look found up to date (or looked at for a dry run); the
+    /// group's record is written with that look when the group is up to date, not by a dry
+    /// run, and only when the group's lock is free at once.
+    fn report_first_look(&self, group: &str, first: &Observation) -> FirstLook {
+        let report = GroupReport::from_steps(group, &first.steps, &first.plan)
+            .with_cleaned(first.leftover_names());
+        let (report, unrecorded) = self.delivered(first, report);
+        let report = match with_spawn(self.layout, first, report) {
+            Ok(report) => report,
+            Err(err) => return FirstLook::Failed(err),
+        };
+        if let Some(unrecorded) = unrecorded
+            && !self.options.dry_run
+            && first.is_up_to_date()
+        {
+            self.record_unlocked(with_look(unrecorded, first.reads.reads(), &report));
+        }
+        FirstLook::Done(Box::new(report))
+    }
+}
+
+/// Takes the group's lock, telling `progress` when another run holds it for more than a
+/// moment ([`LockWait::up_to`]). A timeout reports the whole wait.
+fn lock_group(
+    layout: &Layout,
+    group: &str,
+    timeout: Duration,
+    progress: &dyn Progress,
+) -> Result<fsops::GroupLock, GroupError> {
+    let on_wait = |lock: &Path| progress.waiting_for_lock(group, lock);
+    let wait = LockWait::up_to(timeout, &on_wait);
+    Ok(fsops::lock(&layout.lock_file(group), wait)?)
+}
+
+/// Composing under the lock.
+impl Run<'_, &Sources> {
+    /// The groups a first look left, composed under their locks: one alone durably file by
+    /// file, several in batches whose syncs are shared ([`Run::compose_batches`]).
+    fn compose_pending(&self, groups: &[String], pending: &[usize], outcomes: &mut Outcomes) {
+        if let [index] = *pending {
+            outcomes.set(index, self.compose_locked(&groups[index]));
+            self.progress.done(&groups[index]);
+            return;
+        }
         // Two batches in flight (when the descriptors allow it) share the limit.
         let limit = open_file_limit();
         let pipelined = limit >= PIPELINED_LIMIT;
@@ -142,68 +578,350 @@ pub fn compose_with_progress(
         let batches: Vec<&[usize]> = pending.chunks(batch_groups(share)).collect();
         let names =
             |batch: &[usize]| -> Vec<&str> { batch.iter().map(|&i| groups[i].as_str()).collect() };
-        let batch = Batch {
-            layout,
-            sources: &sources,
-            options,
-            verdicts: &verdicts,
-            progress,
-        };
-        batch.compose_all(
+        self.compose_batches(
             batches.iter().map(|b| names(b)).collect(),
             pipelined,
             |number, composed| {
-                for (&index, result) in batches[number].iter().zip(composed) {
-                    results[index] = Some(result);
-                    progress.done(&groups[index]);
+                for (&index, outcome) in batches[number].iter().zip(composed) {
+                    outcomes.set(index, outcome);
+                    self.progress.done(&groups[index]);
                 }
             },
         );
     }
-    // The sources as read, for the runs to come, unless the record says the same from the
-    // same reads (not by a dry run, nor by one that composed no group: it writes nothing).
-    if let Some(reads) = log.kept()
-        && !proof
-            .as_ref()
-            .is_some_and(|proof| proof.says(&sources, &notes, &reads))
-        && !options.dry_run
-        && results.iter().any(|result| matches!(result, Some(Ok(_))))
-    {
-        crate::sources::record::record(layout, &sources, &notes, reads);
-    }
-    Ok(report(options, &groups, results, source_warnings(&notes)))
-}
 
-/// The run's report from each group's result (every group is answered, looked at or
-/// composed by now).
-fn report(
-    options: &ComposeOptions,
-    groups: &[String],
-    results: Vec<Look>,
-    warnings: Vec<WarningReport>,
-) -> ComposeReport {
-    let reports = groups
-        .iter()
-        .zip(results)
-        .map(|(group, result)| {
-            match result
-                .expect("every group is looked at or composed")
-                .map(with_guarantee)
-            {
-                Ok(report) => report,
-                Err(err) => {
-                    tracing::error!(group, "{}", crate::error::chain_text(&err));
-                    GroupReport::failed(group, &err)
+    /// Composes `group` under its lock: observe, apply, and record the verdict.
+    fn compose_locked(&self, group: &str) -> Result<GroupReport, GroupError> {
+        let group_path = checked_group_dir(self.layout, group)?;
+        let _lock = lock_group(self.layout, group, self.options.lock_timeout, self.progress)?;
+        let (journal, cleaned, seen) = self.observe_locked(group, &group_path, false)?;
+        let applied = apply(seen.dirs(), &seen.steps);
+        let report = applied.map_err(GroupError::from).and_then(|()| {
+            let report =
+                GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
+            self.delivered_recorded(&seen, report)
+        });
+        let settled = journal.settle();
+        let report = report?;
+        settled?;
+        Ok(report)
+    }
+
+    /// Under the group's lock: the journal of the temps this run makes, after removing the
+    /// temps an interrupted run recorded in it and left (and nothing else), named as the
+    /// report names them; then the group observed with that journal. `batched`: the group is
+    /// composed in a batch, whose `syncfs` makes the folders it creates durable.
+    fn observe_locked(
+        &self,
+        group: &str,
+        group_path: &Path,
+        batched: bool,
+    ) -> Result<(std::sync::Arc<TempJournal>, Vec<String>, Observation), GroupError> {
+        let layout = self.layout;
+        let journal = state::journal(layout, group)?;
+        if batched {
+            journal.defer_folder_syncs();
+        }
+        let mut cleaned = Vec::new();
+        if state::may_have_leftovers(layout, group) {
+            for leftover in state::leftovers(layout, group)? {
+                if leftover.remove()? {
+                    cleaned.push(state::describe_leftover(&leftover, group_path));
                 }
             }
+        }
+        let settings = &self.options.settings;
+        let seen = observe(layout, self.sources, group_path, settings, Some(&journal))?;
+        Ok((journal, cleaned, seen))
+    }
+
+    /// [`Run::delivered`] and [`with_spawn`] under the group's lock, once its steps are
+    /// applied: the group's record is written at once, with the verdict and no look. The
+    /// files this run wrote cannot be kept by their identity yet ([`crate::reads::SETTLED`]),
+    /// so a look made now would be made again by the next run that finds them settled: that
+    /// run, which observes the group anyway, records the look ([`Run::first_look`]).
+    fn delivered_recorded(
+        &self,
+        seen: &Observation,
+        report: GroupReport,
+    ) -> Result<GroupReport, GroupError> {
+        let (report, unrecorded) = self.delivered(seen, report);
+        let report = with_spawn(self.layout, seen, report)?;
+        if let Some(unrecorded) = unrecorded {
+            self.verdicts.record(self.layout, unrecorded);
+        }
+        Ok(report)
+    }
+
+    /// Adds to `report` what reaches the agent of the group composed as `seen.plan`: the
+    /// verdict kept for its inputs ([`Verdicts`]), else worked out, with the record to write
+    /// when its group's record does not hold it yet.
+    fn delivered(
+        &self,
+        seen: &Observation,
+        mut report: GroupReport,
+    ) -> (GroupReport, Option<Unrecorded<Found>>) {
+        let (layout, plan, settings) = (self.layout, &seen.plan, &self.options.settings);
+        let agent = match agent_settings(layout, &seen.dir, &report.group, settings) {
+            Ok(agent) => agent,
+            Err(err) => {
+                let unreadable =
+                    settings_unreadable(layout, plan, self.sources, self.options, &err);
+                report.set_delivered(unreadable);
+                return (report, None);
+            }
+        };
+        let (delivered, unrecorded) =
+            (self.verdicts).delivered(layout, &report.group, plan, self.sources, settings, &agent);
+        report.set_delivered(delivered);
+        (report, unrecorded)
+    }
+
+    /// Writes the record of a verdict worked out for a group found up to date without its
+    /// lock: only when its lock is free at once (another run holding it records its own).
+    fn record_unlocked(&self, unrecorded: Unrecorded<Found>) {
+        let group = unrecorded.group().to_owned();
+        state::with_free_lock(self.layout, &group, || {
+            self.verdicts.record(self.layout, unrecorded)
+        });
+    }
+}
+
+/// How many groups a batch composes at most: each holds its lock, up to four folders and its
+/// temp journal open while the batch runs (6 descriptors, 7 with a rescue folder), and a batch
+/// costs four `syncfs` calls, so 128 groups keep both small (0.03 syncs per group).
+const BATCH_GROUPS: usize = 128;
+
+/// The descriptors a group of a batch holds while the batch runs: its lock, its folder,
+/// `.claude-fragments`, its bind and managed folders in the state, its temp journal and, when
+/// a hand edit is kept, its rescue folder.
+const DESCRIPTORS_PER_GROUP: u64 = 7;
+
+/// The most descriptors one worker thread holds open for a moment (a group folder, its
+/// fragments, its lock, a file being read through its `O_PATH` handle, a folder listed), with
+/// room to spare.
+const DESCRIPTORS_PER_THREAD: u64 = 16;
+
+/// The descriptors kept for everything but a batch's groups: stdio, the workers' own opens.
+const DESCRIPTORS_KEPT: u64 = 16 + 8 * DESCRIPTORS_PER_THREAD;
+
+/// The descriptor limit from which two batches are in flight: room for two full batches and
+/// two sets of workers.
+const PIPELINED_LIMIT: u64 = 2 * (DESCRIPTORS_KEPT + BATCH_GROUPS as u64 * DESCRIPTORS_PER_GROUP);
+
+/// The process's soft limit on open files (`RLIMIT_NOFILE`; the binary raises it to the hard
+/// limit at start).
+fn open_file_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX)
+}
+
+/// How many groups a batch composes at once within `limit` open files: at most
+/// [`BATCH_GROUPS`], fewer when the descriptors they hold would not fit beside
+/// [`DESCRIPTORS_KEPT`], at least one (under a limit that low, a batch of one is a group
+/// composed alone).
+fn batch_groups(limit: u64) -> usize {
+    let spare = limit.saturating_sub(DESCRIPTORS_KEPT) / DESCRIPTORS_PER_GROUP;
+    spare.clamp(1, BATCH_GROUPS as u64) as usize
+}
+
+/// A group of a batch, locked, observed and staged.
+/// Fields are dropped in order: the observation (whose folders share the journal), then the
+/// journal (settled on drop, under the lock), then the lock.
+struct Work {
+    seen: Observation,
+    staged: Staged,
+    /// The filesystems of its folders (the state folder may be on another one).
+    devices: Vec<u64>,
+    cleaned: Vec<String>,
+    journal: std::sync::Arc<TempJournal>,
+    _lock: fsops::GroupLock,
+}
+
+/// A batch locked, observed and staged ([`Run::stage`]): its groups' works, and which of
+/// its groups another run held the lock of.
+struct StagedBatch {
+    busy: Vec<bool>,
+    works: Vec<Result<Work, GroupError>>,
+}
+
+/// Composing groups in batches.
+impl Run<'_, &Sources> {
+    /// Composes `batches` in order, giving each one's results to `done` with its number. The
+    /// next batch is locked, observed and staged while the one before is made durable and put
+    /// in place (its `syncfs` calls wait for the disk, and its renames run one group after
+    /// another): every group's phases still follow each other, each after its own batch's
+    /// sync. Not `pipelined` (a descriptor limit too low for two batches and their workers),
+    /// or with crash injection (so that the order of steps stays the same from run to run):
+    /// one batch after the other.
+    fn compose_batches(
+        &self,
+        batches: Vec<Vec<&str>>,
+        pipelined: bool,
+        mut done: impl FnMut(usize, Vec<Result<GroupReport, GroupError>>),
+    ) {
+        if !pipelined || fsops::crash_injection_enabled() {
+            for (number, groups) in batches.iter().enumerate() {
+                done(number, self.finish(groups, self.stage(groups)));
+            }
+            return;
+        }
+        std::thread::scope(|scope| {
+            let mut next = batches
+                .first()
+                .map(|groups| scope.spawn(|| self.stage(groups)));
+            for (number, groups) in batches.iter().enumerate() {
+                let staged = match next.take().map(|handle| handle.join()) {
+                    Some(Ok(staged)) => staged,
+                    Some(Err(panic)) => std::panic::resume_unwind(panic),
+                    None => break,
+                };
+                next = batches
+                    .get(number + 1)
+                    .map(|groups| scope.spawn(|| self.stage(groups)));
+                done(number, self.finish(groups, staged));
+            }
+        });
+    }
+
+    /// Locks, observes and stages `groups` (in parallel): every file and link each needs is
+    /// written under a temp name, not synced. A lock another run holds is not waited for
+    /// while this batch holds others (two runs taking locks in different orders would wait
+    /// for each other): that group is composed on its own once the batch is done.
+    fn stage(&self, groups: &[&str]) -> StagedBatch {
+        let looked: Vec<Option<Result<Work, GroupError>>> =
+            parallel_map(groups, |group| self.stage_group(group).transpose());
+        StagedBatch {
+            busy: looked.iter().map(Option::is_none).collect(),
+            works: looked.into_iter().flatten().collect(),
+        }
+    }
+
+    /// One group of a batch locked, observed and staged (`None`: another run holds its lock).
+    fn stage_group(&self, group: &str) -> Result<Option<Work>, GroupError> {
+        let layout = self.layout;
+        let group_path = checked_group_dir(layout, group)?;
+        let lock = match fsops::lock(&layout.lock_file(group), LockWait::IF_FREE) {
+            Ok(lock) => lock,
+            Err(FsError::LockTimeout { .. }) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        };
+        let (journal, cleaned, seen) = self.observe_locked(group, &group_path, true)?;
+        let mut devices = vec![seen.dir.device()?];
+        if let Some(bind) = &seen.bind {
+            let device = bind.device()?;
+            if !devices.contains(&device) {
+                devices.push(device);
+            }
+        }
+        let staged = stage(seen.dirs(), &seen.steps, false)?;
+        Ok(Some(Work {
+            _lock: lock,
+            journal,
+            cleaned,
+            seen,
+            staged,
+            devices,
+        }))
+    }
+
+    /// Composes the staged `groups` durably ([`put_in_place`]), then works out what reaches
+    /// each agent and records it, each group still under its lock; the groups another run
+    /// held the lock of are composed on their own once the batch's locks are released.
+    fn finish(&self, groups: &[&str], batch: StagedBatch) -> Vec<Result<GroupReport, GroupError>> {
+        let StagedBatch { busy, mut works } = batch;
+        put_in_place(&mut works);
+        // What reaches each agent is worked out on every core (the loader reads each group's
+        // composed memory), each group still under its lock.
+        let composed: Vec<(&str, Result<Work, GroupError>)> = groups
+            .iter()
+            .zip(&busy)
+            .filter(|(_, busy)| !**busy)
+            .map(|(group, _)| *group)
+            .zip(works)
+            .collect();
+        let mut done = parallel_map_owned(composed, |(group, work)| {
+            let w = work?;
+            let report =
+                GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
+            let report = self.delivered_recorded(&w.seen, report);
+            let settled = w.journal.settle();
+            let report = report?;
+            settled?;
+            Ok(report)
         })
-        .collect();
-    ComposeReport::new(
-        options.dry_run,
-        options.settings.delivery,
-        reports,
-        warnings,
-    )
+        .into_iter();
+        // The batch's locks are released (its works dropped): the busy groups, one at a time.
+        groups
+            .iter()
+            .zip(busy)
+            .map(|(group, busy)| match busy {
+                true => self.compose_locked(group),
+                false => done
+                    .next()
+                    .expect("one result per group composed in the batch"),
+            })
+            .collect()
+    }
+}
+
+/// Puts the staged `works` of a batch in place durably with four `syncfs` calls per
+/// filesystem for the whole batch instead of an fsync per file and per folder:
+///
+/// 1. (staged: every file and link written under a temp name) one `syncfs`: all their
+///    data is durable;
+/// 2. rescues and everything an entry point imports are renamed (linked) in place;
+///    `syncfs`;
+/// 3. the entry points are renamed in place; `syncfs`;
+/// 4. what they no longer import is removed; `syncfs`; only then are the groups reported.
+///
+/// Each phase of every group happens after the previous phase of every group is durable,
+/// so the order a crash can reveal is the order of [`apply`] for each group. A group that
+/// fails stops there (its temps removed); the others go on.
+fn put_in_place(works: &mut [Result<Work, GroupError>]) {
+    // A batch whose groups were all found right under their locks has nothing to make
+    // durable.
+    let writes = works.iter().any(|work| {
+        work.as_ref()
+            .is_ok_and(|w| !w.cleaned.is_empty() || !w.seen.all_kept())
+    });
+    let sync = |works: &mut [Result<Work, GroupError>]| {
+        if writes {
+            sync_batch(works);
+        }
+    };
+    sync(works);
+    phase(works, Staged::place_imported);
+    sync(works);
+    phase(works, Staged::place_entry_points);
+    sync(works);
+    phase(works, Staged::remove_stale);
+    sync(works);
+}
+
+/// Recording the shared sources.
+impl Run<'_, &Sources> {
+    /// The sources as read (with their `notes`, through the reads in `log`), for the runs to
+    /// come, unless their record (`proof`) says the same from the same reads; not by a dry
+    /// run, nor by one that reported no group (it writes nothing).
+    fn record_sources(
+        &self,
+        proof: Option<&Proof>,
+        notes: &[SourceNote],
+        log: &HostLog,
+        outcomes: &Outcomes,
+    ) {
+        if self.options.dry_run || !outcomes.any_reported() {
+            return;
+        }
+        let Some(reads) = log.kept() else {
+            return;
+        };
+        if !proof.is_some_and(|proof| proof.says(self.sources, notes, &reads)) {
+            crate::sources::record::record(self.layout, self.sources, notes, reads);
+        }
+    }
 }
 
 /// Applies `work` to every item on a few threads (groups are independent and each takes its own
@@ -300,570 +1018,6 @@ fn with_spawn(
     Ok(report)
 }
 
-/// Composes one group: lock, read config, plan, diff, apply.
-pub fn compose_group(
-    layout: &Layout,
-    sources: &Sources,
-    group: &str,
-    options: &ComposeOptions,
-) -> Result<GroupReport, GroupError> {
-    compose_one(
-        layout,
-        sources,
-        group,
-        options,
-        &Verdicts::new(layout, &options.settings),
-    )
-}
-
-fn compose_one(
-    layout: &Layout,
-    sources: &Sources,
-    group: &str,
-    options: &ComposeOptions,
-    verdicts: &Verdicts,
-) -> Result<GroupReport, GroupError> {
-    match first_look(layout, sources, group, options, verdicts) {
-        Some(result) => result,
-        None => compose_locked(layout, sources, group, options, verdicts, &()),
-    }
-}
-
-/// The outcome of looking at a group without its lock: `Some` when there is nothing more to
-/// do (the group is right, this is a dry run, or it failed in a way another run cannot have
-/// caused); `None` when there are changes to make, or a failure that may come from another run
-/// changing the group right now: look again under the lock.
-type Look = Option<Result<GroupReport, GroupError>>;
-
-/// A first look without the lock: a group that is already right (the common case at every
-/// spawn) is reported unchanged without taking the lock or writing anything. Anything else is
-/// looked at again under the lock, since another run may be changing it.
-fn first_look(
-    layout: &Layout,
-    sources: &Sources,
-    group: &str,
-    options: &ComposeOptions,
-    verdicts: &Verdicts,
-) -> Look {
-    let group_path = match checked_group_dir(layout, group) {
-        Ok(path) => path,
-        Err(err) => return Some(Err(err)),
-    };
-    match recorded(layout, Shared::Read(sources), group, options, verdicts) {
-        Recorded::Found { delivered, found } => {
-            if let Some(report) = found_report(group, *delivered, found) {
-                return Some(Ok(report));
-            }
-        }
-        // A group with no record (never composed) is composed under its lock at once.
-        Recorded::Nothing if !options.dry_run => return None,
-        Recorded::Nothing | Recorded::Other => {}
-    }
-    match observe(layout, sources, &group_path, &options.settings, None) {
-        Ok(first) if options.dry_run || first.is_up_to_date() => {
-            let report = GroupReport::from_steps(group, &first.steps, &first.plan)
-                .with_cleaned(first.leftover_names());
-            let (report, unrecorded) =
-                delivered(verdicts, layout, sources, &first, options, report);
-            let report = with_spawn(layout, &first, report);
-            if let (Ok(report), Some(unrecorded)) = (&report, unrecorded)
-                && !options.dry_run
-                && first.is_up_to_date()
-            {
-                let unrecorded = with_look(unrecorded, first.reads.reads(), report);
-                record_unlocked(layout, verdicts, unrecorded);
-            }
-            Some(report)
-        }
-        Err(err) if options.dry_run || matches!(err, GroupError::Missing { .. }) => Some(Err(err)),
-        Ok(_) | Err(_) => None,
-    }
-}
-
-/// What a run knows of the shared sources when it asks a group's record.
-#[derive(Clone, Copy)]
-enum Shared<'a> {
-    /// They were read.
-    Read(&'a Sources),
-    /// Their record, whose digest the run's verdicts know ([`Verdicts::knowing_sources`]).
-    Recorded(&'a Proof),
-}
-
-/// The report of a group its record answers ([`recorded`]).
-fn answered_by_record(
-    layout: &Layout,
-    shared: Shared<'_>,
-    group: &str,
-    options: &ComposeOptions,
-    verdicts: &Verdicts,
-) -> Look {
-    checked_group_dir(layout, group).ok()?;
-    match recorded(layout, shared, group, options, verdicts) {
-        Recorded::Found { delivered, found } => found_report(group, *delivered, found).map(Ok),
-        Recorded::Nothing | Recorded::Other => None,
-    }
-}
-
-/// A group's record file (`<state>/verdicts/<group>`) as its key and JSON, when it is whole:
-/// for tests, and for a person looking into a record ([`record_file`] makes one).
-#[doc(hidden)]
-pub fn record_json(bytes: Vec<u8>) -> Option<([u8; 32], serde_json::Value)> {
-    let (key, body) = crate::state::unsealed(bytes)?;
-    Some((key, crate::delivery::verdicts::body_json::<Found>(&body)?))
-}
-
-/// A group's record file with `key` and the body `json` ([`record_json`]).
-#[doc(hidden)]
-pub fn record_file(key: &[u8; 32], json: serde_json::Value) -> Option<Vec<u8>> {
-    let body = crate::delivery::verdicts::body_from_json::<Found>(json)?;
-    Some(crate::state::sealed(key, &body))
-}
-
-/// The report of `group` as its record's look `found` it, with its `delivered` verdict
-/// (`None`: a look this binary does not read).
-fn found_report(group: &str, delivered: Delivered, found: Vec<u8>) -> Option<GroupReport> {
-    let found = crate::state::decode::<Found>(&found)?;
-    Some(found.report(group, delivered))
-}
-
-/// What the group's record says: its report as the record's last look found it, when nothing that look read
-/// (its folders, through the same reads: [`crate::reads`]) nor anything else its plan depends
-/// on (the record's key: [`Verdicts::look_key`]) has changed since: no plan, diff or load. Not
-/// for a group whose config the runner hands over (read outside its folder), nor one an
-/// interrupted run left temps for.
-fn recorded(
-    layout: &Layout,
-    shared: Shared<'_>,
-    group: &str,
-    options: &ComposeOptions,
-    verdicts: &Verdicts,
-) -> Recorded {
-    if layout.group_config == GroupConfigSource::Handed || verdicts.journal_pending(layout, group) {
-        return Recorded::Other;
-    }
-    // A missing group (or one that is not a folder) is reported by the look that follows.
-    let Ok(dir) = open_group(&layout.group_dir(group)) else {
-        return Recorded::Other;
-    };
-    // A look that found no `.claude` in the group folder, in a deployment that mounts no
-    // `~/.claude`: the key without settings files of the agent's own (the look's read of
-    // `.claude`, replayed, says there is still none); else what the agent's settings files do
-    // now.
-    let look_key = |agent: &AgentSettings| match shared {
-        Shared::Read(sources) => Some(verdicts.look_key(sources, agent)),
-        Shared::Recorded(_) => verdicts.known_look_key(agent),
-    };
-    let keyed = |recorded: &str, reads: &[Read]| {
-        let no_settings = AgentSettings::default();
-        let none = Read {
-            root: Root::Group,
-            dir: String::new(),
-            name: ".claude".to_owned(),
-            seen: Seen::Kind(None),
-        };
-        (layout.claude_home.is_none()
-            && reads.contains(&none)
-            && look_key(&no_settings).as_deref() == Some(recorded))
-            || open_group(&layout.group_dir(group))
-                .and_then(|dir| agent_settings(layout, &dir, group, &options.settings))
-                .is_ok_and(|agent| look_key(&agent).as_deref() == Some(recorded))
-    };
-    // A look that found a file by its bytes though its identity would now do is made again
-    // (once), so that the runs to come do not read that file again; not by a dry run.
-    verdicts.recorded_report(layout, group, keyed, |reads, uses| {
-        reads_found(dir, || verdicts.bind_dir(layout, group), reads)
-            .is_some_and(|settled_since| !settled_since || options.dry_run)
-            && match shared {
-                Shared::Read(_) => true,
-                Shared::Recorded(proof) => proof.holds_for(uses),
-            }
-    })
-}
-
-/// The report of a group found unchanged, as a record keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Found {
-    unchanged: Vec<String>,
-    warnings: Vec<(Code, String)>,
-    provider: Provider,
-    delivery: Delivery,
-    budget: u64,
-    dropped: Vec<(String, u64)>,
-    spawn_digest: String,
-}
-
-impl Found {
-    fn of(report: &GroupReport) -> Option<Found> {
-        let target = report.target?;
-        let spawn_digest = report.spawn_digest.clone()?;
-        // Unchanged: nothing created, replaced, removed, rescued or cleaned, and no error.
-        (report.status == Status::Unchanged).then(|| Found {
-            unchanged: report.unchanged.clone(),
-            warnings: (report.warnings.iter())
-                .map(|w| (w.code, w.message.clone()))
-                .collect(),
-            provider: target.provider,
-            delivery: target.delivery,
-            budget: target.budget,
-            dropped: (report.dropped.iter())
-                .map(|d| (d.section.clone(), d.bytes))
-                .collect(),
-            spawn_digest,
-        })
-    }
-
-    fn report(self, group: &str, delivered: Delivered) -> GroupReport {
-        let target = Target {
-            provider: self.provider,
-            delivery: self.delivery,
-            file: self.provider.entry_point(),
-            budget: self.budget,
-        };
-        let mut report = GroupReport::unchanged(
-            group,
-            self.unchanged,
-            self.warnings
-                .into_iter()
-                .map(|(code, message)| WarningReport { code, message })
-                .collect(),
-            target,
-            self.dropped
-                .into_iter()
-                .map(|(section, bytes)| crate::delivery::Dropped { section, bytes })
-                .collect(),
-        );
-        report.set_delivered(delivered);
-        report.spawn_digest = Some(self.spawn_digest);
-        report
-    }
-}
-
-/// `unrecorded` with the look that found its group unchanged: its `reads` and its `report`
-/// (a report of a group found otherwise is not kept).
-fn with_look(unrecorded: Unrecorded, reads: Vec<Read>, report: &GroupReport) -> Unrecorded {
-    match Found::of(report).and_then(|found| crate::state::encode(&found)) {
-        Some(found) => unrecorded.with_look(reads, found),
-        None => unrecorded,
-    }
-}
-
-/// Takes the group's lock, telling `progress` when another run holds it for more than a
-/// moment ([`LockWait::up_to`]). A timeout reports the whole wait.
-fn lock_group(
-    layout: &Layout,
-    group: &str,
-    timeout: Duration,
-    progress: &dyn Progress,
-) -> Result<fsops::GroupLock, GroupError> {
-    let on_wait = |lock: &Path| progress.waiting_for_lock(group, lock);
-    let wait = LockWait::up_to(timeout, &on_wait);
-    Ok(fsops::lock(&layout.lock_file(group), wait)?)
-}
-
-fn compose_locked(
-    layout: &Layout,
-    sources: &Sources,
-    group: &str,
-    options: &ComposeOptions,
-    verdicts: &Verdicts,
-    progress: &dyn Progress,
-) -> Result<GroupReport, GroupError> {
-    let group_path = checked_group_dir(layout, group)?;
-    let _lock = lock_group(layout, group, options.lock_timeout, progress)?;
-    let (journal, cleaned, seen) =
-        observe_locked(layout, sources, group, &group_path, options, false)?;
-    let applied = apply(seen.dirs(), &seen.steps);
-    let report = applied.map_err(GroupError::from).and_then(|()| {
-        let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
-        delivered_recorded(verdicts, layout, sources, &seen, options, report)
-    });
-    let settled = journal.settle();
-    let report = report?;
-    settled?;
-    Ok(report)
-}
-
-/// Under the group's lock: the journal of the temps this run makes, after removing the temps
-/// an interrupted run recorded in it and left (and nothing else), named as the report names
-/// them; then the group observed with that journal. `batched`: the group is composed in a
-/// batch, whose `syncfs` makes the folders it creates durable.
-fn observe_locked(
-    layout: &Layout,
-    sources: &Sources,
-    group: &str,
-    group_path: &Path,
-    options: &ComposeOptions,
-    batched: bool,
-) -> Result<(std::sync::Arc<TempJournal>, Vec<String>, Observation), GroupError> {
-    let journal = state::journal(layout, group)?;
-    if batched {
-        journal.defer_folder_syncs();
-    }
-    let mut cleaned = Vec::new();
-    if state::may_have_leftovers(layout, group) {
-        for leftover in state::leftovers(layout, group)? {
-            if leftover.remove()? {
-                cleaned.push(state::describe_leftover(&leftover, group_path));
-            }
-        }
-    }
-    let seen = observe(
-        layout,
-        sources,
-        group_path,
-        &options.settings,
-        Some(&journal),
-    )?;
-    Ok((journal, cleaned, seen))
-}
-
-/// [`delivered`] and [`with_spawn`] under the group's lock, once its steps are applied: the
-/// group's record is written at once, with the verdict and no look. The files this run wrote
-/// cannot be kept by their identity yet ([`crate::reads::SETTLED`]), so a look made now would
-/// be made again by the next run that finds them settled: that run, which observes the group
-/// anyway, records the look ([`first_look`]).
-fn delivered_recorded(
-    verdicts: &Verdicts,
-    layout: &Layout,
-    sources: &Sources,
-    seen: &Observation,
-    options: &ComposeOptions,
-    report: GroupReport,
-) -> Result<GroupReport, GroupError> {
-    let (report, unrecorded) = delivered(verdicts, layout, sources, seen, options, report);
-    let report = with_spawn(layout, seen, report)?;
-    if let Some(unrecorded) = unrecorded {
-        verdicts.record(layout, unrecorded);
-    }
-    Ok(report)
-}
-
-/// How many groups a batch composes at most: each holds its lock, up to four folders and its
-/// temp journal open while the batch runs (6 descriptors, 7 with a rescue folder), and a batch
-/// costs four `syncfs` calls, so 128 groups keep both small (0.03 syncs per group).
-const BATCH_GROUPS: usize = 128;
-
-/// The descriptors a group of a batch holds while the batch runs: its lock, its folder,
-/// `.claude-fragments`, its bind and managed folders in the state, its temp journal and, when
-/// a hand edit is kept, its rescue folder.
-const DESCRIPTORS_PER_GROUP: u64 = 7;
-
-/// The most descriptors one worker thread holds open for a moment (a group folder, its
-/// fragments, its lock, a file being read through its `O_PATH` handle, a folder listed), with
-/// room to spare.
-const DESCRIPTORS_PER_THREAD: u64 = 16;
-
-/// The descriptors kept for everything but a batch's groups: stdio, the workers' own opens.
-const DESCRIPTORS_KEPT: u64 = 16 + 8 * DESCRIPTORS_PER_THREAD;
-
-/// The descriptor limit from which two batches are in flight: room for two full batches and
-/// two sets of workers.
-const PIPELINED_LIMIT: u64 = 2 * (DESCRIPTORS_KEPT + BATCH_GROUPS as u64 * DESCRIPTORS_PER_GROUP);
-
-/// The process's soft limit on open files (`RLIMIT_NOFILE`; the binary raises it to the hard
-/// limit at start).
-fn open_file_limit() -> u64 {
-    rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX)
-}
-
-/// How many groups a batch composes at once within `limit` open files: at most
-/// [`BATCH_GROUPS`], fewer when the descriptors they hold would not fit beside
-/// [`DESCRIPTORS_KEPT`], at least one (under a limit that low, a batch of one is a group
-/// composed alone).
-fn batch_groups(limit: u64) -> usize {
-    let spare = limit.saturating_sub(DESCRIPTORS_KEPT) / DESCRIPTORS_PER_GROUP;
-    spare.clamp(1, BATCH_GROUPS as u64) as usize
-}
-
-/// A group of a batch, locked, observed and staged.
-/// Fields are dropped in order: the observation (whose folders share the journal), then the
-/// journal (settled on drop, under the lock), then the lock.
-struct Work {
-    seen: Observation,
-    staged: Staged,
-    /// The filesystems of its folders (the state folder may be on another one).
-    devices: Vec<u64>,
-    cleaned: Vec<String>,
-    journal: std::sync::Arc<TempJournal>,
-    _lock: fsops::GroupLock,
-}
-
-/// What every batch of a run shares.
-struct Batch<'a> {
-    layout: &'a Layout,
-    sources: &'a Sources,
-    options: &'a ComposeOptions,
-    verdicts: &'a Verdicts,
-    progress: &'a dyn Progress,
-}
-
-/// A batch locked, observed and staged ([`Batch::stage`]): its groups' works, and which of
-/// its groups another run held the lock of.
-struct StagedBatch {
-    busy: Vec<bool>,
-    works: Vec<Result<Work, GroupError>>,
-}
-
-impl Batch<'_> {
-    /// Composes `batches` in order, giving each one's results to `done` with its number. The
-    /// next batch is locked, observed and staged while the one before is made durable and put
-    /// in place (its `syncfs` calls wait for the disk, and its renames run one group after
-    /// another): every group's phases still follow each other, each after its own batch's
-    /// sync. Not `pipelined` (a descriptor limit too low for two batches and their workers),
-    /// or with crash injection (so that the order of steps stays the same from run to run):
-    /// one batch after the other.
-    fn compose_all(
-        &self,
-        batches: Vec<Vec<&str>>,
-        pipelined: bool,
-        mut done: impl FnMut(usize, Vec<Result<GroupReport, GroupError>>),
-    ) {
-        if !pipelined || fsops::crash_injection_enabled() {
-            for (number, groups) in batches.iter().enumerate() {
-                done(number, self.finish(groups, self.stage(groups)));
-            }
-            return;
-        }
-        std::thread::scope(|scope| {
-            let mut next = batches
-                .first()
-                .map(|groups| scope.spawn(|| self.stage(groups)));
-            for (number, groups) in batches.iter().enumerate() {
-                let staged = match next.take().map(|handle| handle.join()) {
-                    Some(Ok(staged)) => staged,
-                    Some(Err(panic)) => std::panic::resume_unwind(panic),
-                    None => break,
-                };
-                next = batches
-                    .get(number + 1)
-                    .map(|groups| scope.spawn(|| self.stage(groups)));
-                done(number, self.finish(groups, staged));
-            }
-        });
-    }
-
-    /// Locks, observes and stages `groups` (in parallel): every file and link each needs is
-    /// written under a temp name, not synced. A lock another run holds is not waited for
-    /// while this batch holds others (two runs taking locks in different orders would wait
-    /// for each other): that group is composed on its own once the batch is done.
-    fn stage(&self, groups: &[&str]) -> StagedBatch {
-        let Batch {
-            layout,
-            sources,
-            options,
-            ..
-        } = *self;
-        let looked: Vec<Option<Result<Work, GroupError>>> = parallel_map(groups, |group| {
-            let work = || {
-                let group_path = checked_group_dir(layout, group)?;
-                let lock = match fsops::lock(&layout.lock_file(group), LockWait::IF_FREE) {
-                    Ok(lock) => lock,
-                    Err(FsError::LockTimeout { .. }) => return Ok(None),
-                    Err(err) => return Err(err.into()),
-                };
-                let (journal, cleaned, seen) =
-                    observe_locked(layout, sources, group, &group_path, options, true)?;
-                let mut devices = vec![seen.dir.device()?];
-                if let Some(bind) = &seen.bind {
-                    let device = bind.device()?;
-                    if !devices.contains(&device) {
-                        devices.push(device);
-                    }
-                }
-                let staged = stage(seen.dirs(), &seen.steps, false)?;
-                Ok(Some(Work {
-                    _lock: lock,
-                    journal,
-                    cleaned,
-                    seen,
-                    staged,
-                    devices,
-                }))
-            };
-            work().transpose()
-        });
-        StagedBatch {
-            busy: looked.iter().map(Option::is_none).collect(),
-            works: looked.into_iter().flatten().collect(),
-        }
-    }
-
-    /// Composes the staged `groups` durably with four `syncfs` calls per filesystem for the
-    /// whole batch instead of an fsync per file and per folder:
-    ///
-    /// 1. (staged: every file and link written under a temp name) one `syncfs`: all their
-    ///    data is durable;
-    /// 2. rescues and everything an entry point imports are renamed (linked) in place;
-    ///    `syncfs`;
-    /// 3. the entry points are renamed in place; `syncfs`;
-    /// 4. what they no longer import is removed; `syncfs`; only then are the groups reported.
-    ///
-    /// Each phase of every group happens after the previous phase of every group is durable,
-    /// so the order a crash can reveal is the order of [`apply`] for each group. A group that
-    /// fails stops there (its temps removed); the others go on.
-    fn finish(&self, groups: &[&str], batch: StagedBatch) -> Vec<Result<GroupReport, GroupError>> {
-        let Batch {
-            layout,
-            sources,
-            options,
-            verdicts,
-            progress,
-        } = *self;
-        let StagedBatch { busy, mut works } = batch;
-        // A batch whose groups were all found right under their locks has nothing to make
-        // durable.
-        let writes = works.iter().any(|work| {
-            work.as_ref()
-                .is_ok_and(|w| !w.cleaned.is_empty() || !w.seen.all_kept())
-        });
-        let sync = |works: &mut [Result<Work, GroupError>]| {
-            if writes {
-                sync_batch(works);
-            }
-        };
-        sync(&mut works);
-        phase(&mut works, Staged::place_imported);
-        sync(&mut works);
-        phase(&mut works, Staged::place_entry_points);
-        sync(&mut works);
-        phase(&mut works, Staged::remove_stale);
-        sync(&mut works);
-        // What reaches each agent is worked out on every core (the loader reads each group's
-        // composed memory), each group still under its lock.
-        let composed: Vec<(&str, Result<Work, GroupError>)> = groups
-            .iter()
-            .zip(&busy)
-            .filter(|(_, busy)| !**busy)
-            .map(|(group, _)| *group)
-            .zip(works)
-            .collect();
-        let mut done = parallel_map_owned(composed, |(group, work)| {
-            let w = work?;
-            let report =
-                GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-            let report = delivered_recorded(verdicts, layout, sources, &w.seen, options, report);
-            let settled = w.journal.settle();
-            let report = report?;
-            settled?;
-            Ok(report)
-        })
-        .into_iter();
-        // The batch's locks are released (its works dropped): the busy groups, one at a time.
-        groups
-            .iter()
-            .zip(busy)
-            .map(|(group, busy)| match busy {
-                true => compose_locked(layout, sources, group, options, verdicts, progress),
-                false => done
-                    .next()
-                    .expect("one result per group composed in the batch"),
-            })
-            .collect()
-    }
-}
-
 /// Runs one phase on every group of the batch still going; a group that fails stops.
 fn phase(
     works: &mut [Result<Work, GroupError>],
@@ -917,39 +1071,6 @@ fn sync_batch(works: &mut [Result<Work, GroupError>]) {
             }
         }
     }
-}
-
-/// Adds to `report` what reaches the agent of the group composed as `seen.plan`: the
-/// verdict kept for its inputs ([`Verdicts`]), else worked out, with the record to write when
-/// its group's record does not hold it yet.
-fn delivered(
-    verdicts: &Verdicts,
-    layout: &Layout,
-    sources: &Sources,
-    seen: &Observation,
-    options: &ComposeOptions,
-    mut report: GroupReport,
-) -> (GroupReport, Option<Unrecorded>) {
-    let plan = &seen.plan;
-    let settings = &options.settings;
-    let agent = match agent_settings(layout, &seen.dir, &report.group, settings) {
-        Ok(agent) => agent,
-        Err(err) => {
-            report.set_delivered(settings_unreadable(layout, plan, sources, options, &err));
-            return (report, None);
-        }
-    };
-    let (delivered, unrecorded) =
-        verdicts.delivered(layout, &report.group, plan, sources, settings, &agent);
-    report.set_delivered(delivered);
-    (report, unrecorded)
-}
-
-/// Writes the record of a verdict worked out for a group found up to date without its lock:
-/// only when its lock is free at once (another run holding it records its own).
-fn record_unlocked(layout: &Layout, verdicts: &Verdicts, unrecorded: Unrecorded) {
-    let group = unrecorded.group().to_owned();
-    state::with_free_lock(layout, &group, || verdicts.record(layout, unrecorded));
 }
 
 /// What the settings files of the agent of the group seen in `seen` do to its memory: none
@@ -1196,12 +1317,14 @@ mod tests {
             .join(group);
         let planted = |record: &Path| {
             // The record's body: the verdict, and the look that found the group as planned.
-            let (key, mut json) = record_json(fs::read(record).unwrap()).unwrap();
+            let (key, mut json) =
+                crate::state::record_json::<GroupRecord>(fs::read(record).unwrap()).unwrap();
             let mut delivered: Delivered =
                 serde_json::from_value(json["delivered"].clone()).unwrap();
             delivered.missing = vec!["planted".to_owned()];
             json["delivered"] = serde_json::to_value(&delivered).unwrap();
-            fs::write(record, record_file(&key, json).unwrap()).unwrap();
+            let planted = crate::state::record_file::<GroupRecord>(&key, json).unwrap();
+            fs::write(record, planted).unwrap();
         };
         let missing_of = |report: &ComposeReport| {
             let got = report.groups.iter().find(|g| &g.group == group).unwrap();

@@ -17,6 +17,7 @@ use crate::delivery::{DeliverySettings, GroupInputs, plan_delivery};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal};
+use crate::key_hash::KeyHasher;
 use crate::layout::{GLOBAL_GROUP, GroupConfigSource, Layout, names};
 use crate::plan::{Content, Delivery, Desired, ManagedPath, Place};
 use crate::reads::{Read, ReadLog, Root, Watch};
@@ -468,8 +469,19 @@ pub fn observe(
     settings: &DeliverySettings,
     writer: Option<&Arc<TempJournal>>,
 ) -> Result<Observation, GroupError> {
+    observe_opened(layout, sources, open_group(group_path)?, settings, writer)
+}
+
+/// [`observe`] of a group folder `dir` already opened ([`open_group`]), not read through yet.
+pub fn observe_opened(
+    layout: &Layout,
+    sources: &Sources,
+    mut dir: SafeDir,
+    settings: &DeliverySettings,
+    writer: Option<&Arc<TempJournal>>,
+) -> Result<Observation, GroupError> {
+    let group_path = dir.path().to_owned();
     let reads = Arc::new(ReadLog::default());
-    let mut dir = open_group(group_path)?;
     reads.push(Read::root(Root::Group, true));
     dir.log_reads_in(&reads, Root::Group, Watch::Content);
     if let Some(journal) = writer {
@@ -610,24 +622,19 @@ fn plan_inputs(
     group: &GroupParts,
     local: &LocalMemory,
 ) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    let mut put = |bytes: &[u8]| {
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(bytes);
-    };
-    put(config.bytes.as_deref().unwrap_or(b"-"));
+    let mut key = KeyHasher::new();
+    key.field(config.bytes.as_deref().unwrap_or(b"-"));
     let origin = (config.path.strip_prefix(dir.path()))
         .or_else(|_| config.path.strip_prefix(&layout.state_dir))
         .unwrap_or(&config.path);
-    put(origin.as_os_str().as_encoded_bytes());
-    put(&group.key());
+    key.field(origin.as_os_str().as_encoded_bytes());
+    key.field(&group.digest());
     // No local memory reads as an empty one, as in the verdict's key (the plan seeds it
     // empty, and a plan misses nothing of an empty one): the run that seeds it and the runs
     // after it name the same plan.
-    put(local.bytes.as_deref().unwrap_or_default());
-    put(format!("{:?}", local.too_large).as_bytes());
-    hash.finalize().into()
+    key.field(local.bytes.as_deref().unwrap_or_default());
+    key.field(format!("{:?}", local.too_large).as_bytes());
+    key.finish()
 }
 
 /// Whether the group `group` still reads as `reads` recorded (every read finds again what it

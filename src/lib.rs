@@ -25,6 +25,7 @@ pub mod diff;
 pub mod error;
 pub mod fsops;
 pub mod init;
+pub mod key_hash;
 pub mod layout;
 pub mod migrate;
 pub mod mounts;

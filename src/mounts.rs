@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use sha2::{Digest, Sha256};
-
 use crate::config::{MAX_CONFIG_BYTES, is_own_config};
 use crate::delivery::GroupPlan;
 use crate::delivery::guard::{self, GuardPaths, GuardSettings};
@@ -23,6 +21,7 @@ use crate::deployment::{
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
 use crate::fsops::SafeDir;
+use crate::key_hash::KeyHasher;
 use crate::layout::{Bind, Layout, MountNeeds};
 use crate::names;
 use crate::plan::Content;
@@ -186,7 +185,7 @@ pub fn spawn(layout: &Layout, group: &str, seen: &Observation) -> Result<Spawn, 
         &layout.agent_home,
     );
     let config_host = layout.group_dir(group).join(names::CONFIG);
-    let mut hash = Sha256::new();
+    let mut key = KeyHasher::new();
     let mut spawn = Spawn {
         digest: String::new(),
         pinned: Vec::new(),
@@ -213,14 +212,14 @@ pub fn spawn(layout: &Layout, group: &str, seen: &Observation) -> Result<Spawn, 
         };
         match pinned {
             Some(bytes) => {
-                put(&mut hash, bind.container.as_os_str().as_encoded_bytes());
-                put(&mut hash, &bytes);
+                key.field(bind.container.as_os_str().as_encoded_bytes());
+                key.field(&bytes);
                 spawn.pinned.push(bind.host.clone());
             }
             None => spawn.live.push(bind.host.clone()),
         }
     }
-    spawn.digest = crate::delivery::verify::hex_digest(hash);
+    spawn.digest = crate::delivery::verify::digest_text(&key.finish());
     Ok(spawn)
 }
 
@@ -241,11 +240,6 @@ fn host_file(host: &Path) -> Result<Option<Vec<u8>>, GroupError> {
 
 /// The most bytes of a container-side file bind the spawn digest reads.
 const MAX_PINNED_BYTES: u64 = 64 * 1024 * 1024;
-
-fn put(hash: &mut Sha256, bytes: &[u8]) {
-    hash.update((bytes.len() as u64).to_le_bytes());
-    hash.update(bytes);
-}
 
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::file_kind::FileKind;
+use crate::key_hash::KeyHasher;
 
 /// Which folder a read's path starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -220,14 +221,17 @@ pub fn digest(bytes: &[u8]) -> String {
 
 /// What a listing of `entries` found.
 pub fn listing(entries: &[(OsString, Option<FileKind>)]) -> Seen {
-    let mut hash = Sha256::new();
+    Seen::Listing(listing_digest(entries))
+}
+
+/// The digest of a listing of `entries` (each name and kind, in order), in lowercase hex.
+pub fn listing_digest(entries: &[(OsString, Option<FileKind>)]) -> String {
+    let mut key = KeyHasher::new();
     for (name, kind) in entries {
-        let name = name.as_encoded_bytes();
-        hash.update((name.len() as u64).to_le_bytes());
-        hash.update(name);
-        hash.update(format!("{kind:?}").as_bytes());
+        key.field(name.as_encoded_bytes());
+        key.field(format!("{kind:?}").as_bytes());
     }
-    Seen::Listing(crate::safe_name::hex(&hash.finalize()))
+    crate::safe_name::hex(&key.finish())
 }
 
 /// What a listing of `names` found of the names that start with one of `prefixes`.
@@ -237,14 +241,13 @@ pub fn prefixed<'a>(names: impl IntoIterator<Item = &'a str>, prefixes: &[&str])
         .filter(|name| prefixes.iter().any(|prefix| name.starts_with(prefix)))
         .collect();
     found.sort_unstable();
-    let mut hash = Sha256::new();
+    let mut key = KeyHasher::new();
     for name in found {
-        hash.update((name.len() as u64).to_le_bytes());
-        hash.update(name.as_bytes());
+        key.field(name.as_bytes());
     }
     Seen::Prefixed {
         prefixes: prefixes.iter().map(|p| (*p).to_owned()).collect(),
-        digest: crate::safe_name::hex(&hash.finalize()),
+        digest: crate::safe_name::hex(&key.finish()),
     }
 }
 

@@ -684,14 +684,15 @@ impl Staged {
         self.place(dirs, steps, Phase::EntryPoints)
     }
 
-    /// Phase 3: removals of what the (durable) entry points no longer import.
+    /// Phase 3: removals of what the (durable) entry points no longer import, then the
+    /// folders the plan no longer uses, when that left them empty.
     pub fn remove_stale(&mut self, dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
         for step in steps {
             if let Step::Remove { path, .. } = step {
                 dirs.of(path)?.remove(&path.name)?;
             }
         }
-        Ok(())
+        remove_unused_folders(dirs, steps)
     }
 
     /// Puts the temps of `phase` in place; on failure the remaining temps are removed.
@@ -760,6 +761,58 @@ enum Phase {
 
 /// An entry point: in the group folder (the mount point) or in the bind folder (the composed
 /// file bound over it).
+/// Removes `.claude-fragments`, the managed folder and the guard folders once nothing the steps keep or write is
+/// in them and they are empty (after a change of delivery or backend): a folder holding
+/// anything else, or in use, is left as it is. Guard folders go deepest first, so that an
+/// emptied parent goes too.
+fn remove_unused_folders(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
+    let used = |place: Place| {
+        steps.iter().any(|step| match step {
+            Step::Write { path, .. }
+            | Step::Keep { path }
+            | Step::Shadowed { path }
+            | Step::LeftAlone { path, .. } => match (path.place, place) {
+                (Place::Guard(file_dir), Place::Guard(dir)) => Path::new(file_dir).starts_with(dir),
+                (a, b) => a == b,
+            },
+            Step::Rescue { .. } | Step::Remove { .. } => false,
+        })
+    };
+    if dirs.fragments.is_some()
+        && !used(Place::Fragments)
+        && dirs.group.remove_empty_dir(names::FRAGMENTS)?
+    {
+        tracing::debug!(group = %dirs.group.path().display(), "removed the empty .claude-fragments");
+    }
+    let Some(bind) = dirs.bind else {
+        return Ok(());
+    };
+    if dirs.managed.is_some() && !used(Place::Managed) {
+        bind.remove_empty_dir(names::MANAGED)?;
+    }
+    for (folder, _) in dirs.guard.iter().rev() {
+        if used(Place::Guard(folder)) {
+            continue;
+        }
+        let (parent, name) = match folder.rsplit_once('/') {
+            Some((parent, name)) => (dirs.get(Place::Guard(parent_folder(dirs, parent))), name),
+            None => (Some(bind), *folder),
+        };
+        if let Some(parent) = parent {
+            parent.remove_empty_dir(name)?;
+        }
+    }
+    Ok(())
+}
+
+/// The guard folder `parent` as the `'static` name [`Dirs::guard`] knows it by.
+fn parent_folder(dirs: Dirs<'_>, parent: &str) -> &'static str {
+    dirs.guard
+        .iter()
+        .find(|(folder, _)| *folder == parent)
+        .map_or("", |(folder, _)| folder)
+}
+
 fn is_entry_point(path: &ManagedPath) -> bool {
     matches!(path.place, Place::Group | Place::Bind) && is_entry_point_name(&path.name)
 }

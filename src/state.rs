@@ -14,16 +14,22 @@
 //!   host read they were made from, by item ([`crate::sources::record`]); written under the
 //!   deployment-wide lock (`global`).
 //!
-//! Records are sealed and written in place ([`Records`]); only the files compose puts in front
-//! of an agent go through temps and journals.
+//! Records are sealed and written in place, each kind a [`Record`] read and written through
+//! the one store, [`Records`]; only the files compose puts in front of an agent
+//! go through temps and journals.
 //!
 //! The state folder is the host's, but it is still opened defensively: it must be a real
 //! folder (never a link), and it must not be inside a group folder or `container/`, where an
 //! agent could read it.
 
-use sha2::Digest as _;
+mod record;
+
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+
+pub use record::{
+    Record, RecordError, Records, decode, decode_prefix, encode, record_file, record_json,
+};
 
 use crate::fsops::{self, FsError, Leftover, SafeDir, TempJournal};
 use crate::layout::Layout;
@@ -139,118 +145,6 @@ pub fn binds_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
     existing_kind_folder(layout, names::BINDS)
 }
 
-/// `<state>/<folder>` (never through a link), a folder of sealed records, made when
-/// `create` and missing.
-fn records_dir(layout: &Layout, folder: &str, create: bool) -> Result<SafeDir, FsError> {
-    check_placement(layout)?;
-    let missing = || FsError::Io {
-        op: "open",
-        path: layout.state_dir.join(folder),
-        source: std::io::ErrorKind::NotFound.into(),
-    };
-    let state = SafeDir::open_state(&layout.state_dir, create)?.ok_or_else(missing)?;
-    state.open_child(folder, create)?.ok_or_else(missing)
-}
-
-/// A folder of sealed records in the state folder (`<state>/<folder>/<name>`): one per group,
-/// read and written through a handle opened once per run, each written in place under the
-/// group's lock. A record is the 32 bytes of its key, its body, and a SHA-256 of both (its
-/// seal: a torn record is never used, so a record needs no temp and no rename); it is never
-/// synced: one a crash loses or leaves torn is only worked out again.
-pub struct Records {
-    folder: &'static str,
-    /// The folder, once opened (a missing one is looked for again at the next read).
-    dir: std::sync::Mutex<Option<SafeDir>>,
-}
-
-impl Records {
-    /// The records of `<state>/<folder>`.
-    pub const fn new(folder: &'static str) -> Records {
-        Records {
-            folder,
-            dir: std::sync::Mutex::new(None),
-        }
-    }
-
-    /// The record `name`, when it is whole: its key and body.
-    pub fn read(&self, layout: &Layout, name: &str, limit: u64) -> Option<([u8; 32], Vec<u8>)> {
-        let mut dir = self.lock_dir();
-        if dir.is_none() {
-            *dir = Some(records_dir(layout, self.folder, false).ok()?);
-        }
-        read_record(dir.as_ref()?, name, limit)
-    }
-
-    /// Writes the record `name` with `key` and `body`, in place ([`SafeDir::overwrite_sealed`]),
-    /// under the lock of `name` that the caller holds; the folder is made when missing.
-    pub fn write(
-        &self,
-        layout: &Layout,
-        name: &str,
-        key: &[u8; 32],
-        body: &[u8],
-    ) -> Result<(), FsError> {
-        let mut dir = self.lock_dir();
-        if dir.is_none() {
-            *dir = Some(records_dir(layout, self.folder, true)?);
-        }
-        let dir = dir.as_ref().expect("opened above");
-        dir.overwrite_sealed(name, &sealed(key, body))
-    }
-
-    fn lock_dir(&self) -> std::sync::MutexGuard<'_, Option<SafeDir>> {
-        self.dir.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// The record `name` in `dir`, when it is whole: its key and body ([`Records`]).
-fn read_record(dir: &SafeDir, name: &str, limit: u64) -> Option<([u8; 32], Vec<u8>)> {
-    unsealed(dir.read_own_file(name, limit).ok()??)
-}
-
-/// The key and body of a record file's `bytes` (`None`: not whole): the key, the body, and
-/// the SHA-256 of both after them.
-#[doc(hidden)]
-pub fn unsealed(mut bytes: Vec<u8>) -> Option<([u8; 32], Vec<u8>)> {
-    let sealed = bytes.len().checked_sub(32)?;
-    let (whole, seal) = bytes.split_at(sealed);
-    if sha2::Sha256::digest(whole).as_slice() != seal {
-        return None;
-    }
-    let key = whole.get(..32)?.try_into().ok()?;
-    bytes.truncate(sealed);
-    bytes.drain(..32);
-    Some((key, bytes))
-}
-
-/// A record file's bytes for `key` and `body` ([`unsealed`]).
-#[doc(hidden)]
-pub fn sealed(key: &[u8; 32], body: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(body.len() + 64);
-    bytes.extend_from_slice(key);
-    bytes.extend_from_slice(body);
-    let seal: [u8; 32] = sha2::Sha256::digest(&bytes).into();
-    bytes.extend_from_slice(&seal);
-    bytes
-}
-
-/// A record's body encoded (postcard: compact, and quick to decode at every spawn; a record
-/// is read only by the binary that wrote it, [`binary_identity`], so its encoding need not
-/// describe itself).
-pub fn encode<T: serde::Serialize + ?Sized>(value: &T) -> Option<Vec<u8>> {
-    postcard::to_stdvec(value).ok()
-}
-
-/// A record's body decoded ([`encode`]), when it is whole and nothing follows.
-pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
-    decode_prefix(bytes).and_then(|(value, rest)| rest.is_empty().then_some(value))
-}
-
-/// The value [`encode`]d at the start of `bytes`, and the bytes after it.
-pub fn decode_prefix<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<(T, &[u8])> {
-    postcard::take_from_bytes(bytes).ok()
-}
-
 /// `<state>/rescues`, when it exists (read only).
 pub fn rescues_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
     existing_kind_folder(layout, names::RESCUES)
@@ -363,22 +257,6 @@ pub fn describe_leftover(leftover: &Leftover, group_dir: &Path) -> String {
         Ok(relative) => relative.display().to_string(),
         Err(_) => path.display().to_string(),
     }
-}
-
-/// Feeds `value` to `hash` through its [`std::hash::Hash`]: part of a record's key, whose
-/// encoding only has to stay the same within one binary (every key holds the binary's
-/// identity, [`binary_identity`]). Quicker than a value's `Debug` text.
-pub fn hash_into<T: std::hash::Hash + ?Sized>(hash: &mut sha2::Sha256, value: &T) {
-    struct Feed<'a>(&'a mut sha2::Sha256);
-    impl std::hash::Hasher for Feed<'_> {
-        fn write(&mut self, bytes: &[u8]) {
-            sha2::Digest::update(self.0, bytes);
-        }
-        fn finish(&self) -> u64 {
-            0
-        }
-    }
-    value.hash(&mut Feed(hash));
 }
 
 /// Which binary judges: its identity (device, inode, size, modification and change times: a

@@ -11,11 +11,11 @@ mod record;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use record::{CHECKS, record_file, record_json};
+pub use record::{CHECKS, CheckRecord};
 use record::{CheckRecords, Look};
 
+use crate::compose::GroupVerdicts;
 use crate::delivery::GroupPlan;
-use crate::delivery::verdicts::Verdicts;
 use crate::delivery::verify::{self, Delivered};
 use crate::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::error::{Error, GroupError};
@@ -72,7 +72,7 @@ pub fn check_with_progress(
     let groups = selection.groups(layout)?;
     let (sources, _) = read_sources(layout)?;
     progress.start(groups.len());
-    let verdicts = Verdicts::new(layout, &options.settings);
+    let verdicts = GroupVerdicts::new(layout, &options.settings);
     let records = CheckRecords::new(&verdicts, &sources, options);
     let groups: Vec<GroupCheck> = crate::compose::parallel_map(&groups, |group| {
         let checked = guarded(layout, group, options, || {
@@ -127,7 +127,7 @@ pub fn check_group(
     group: &str,
     options: &CheckOptions,
 ) -> GroupCheck {
-    let verdicts = Verdicts::new(layout, &options.settings);
+    let verdicts = GroupVerdicts::new(layout, &options.settings);
     check_one(
         layout,
         sources,
@@ -181,7 +181,7 @@ fn check_afresh(
     sources: &Sources,
     group: &str,
     options: &CheckOptions,
-    verdicts: &Verdicts,
+    verdicts: &GroupVerdicts,
     view: &ViewOptions,
     look: &mut Look,
 ) -> GroupCheck {

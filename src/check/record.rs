@@ -7,9 +7,9 @@
 //! logs its reads of every mount's source ([`crate::runtime::mounted::MountedFs::log_reads_in`]). The
 //! findings are a function of those reads and of what the record's key covers (the binary,
 //! the layout and where it is, the settings, the shared sources, the Claude Code release
-//! checked against). A record is `<state>/checks/<group>`, sealed and encoded like compose's
-//! ([`crate::state::Records`], [`crate::state::encode`]) and written only when the group's
-//! lock is free at once.
+//! checked against). A record is `<state>/checks/<group>` ([`CheckRecord`]), sealed and
+//! encoded like compose's (through the one store, [`crate::state::Records`]) and written only
+//! when the group's lock is free at once.
 //!
 //! What a look does not log keeps a group out of the records: a config handed to clawmd
 //! (`groupConfig: handed`), a journal with records (temps of an interrupted run), rescued
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use super::CheckOptions;
-use crate::delivery::verdicts::Verdicts;
+use crate::compose::GroupVerdicts;
 use crate::deployment::{open_group, reads_hold};
 use crate::file_kind::FileKind;
 use crate::fsops::{self, SafeDir};
@@ -36,12 +36,18 @@ use crate::view::view_of_table;
 /// The folder of check's records in the state folder.
 pub const CHECKS: &str = "checks";
 
-/// The largest record read back.
-const MAX_RECORD_BYTES: u64 = 4 << 20;
+/// A group's check record, `<state>/checks/<group>`.
+pub struct CheckRecord;
 
-/// What a record keeps besides its key and seal.
+impl state::Record for CheckRecord {
+    const FOLDER: &'static str = CHECKS;
+    const MAX_BYTES: u64 = 4 << 20;
+    type Body = Body;
+}
+
+/// What a check record keeps besides its key and seal.
 #[derive(Debug, Serialize, Deserialize)]
-struct Body {
+pub struct Body {
     /// The look at the composition: its reads of the group folder and the bind folder.
     reads: Vec<Read>,
     /// The container view's mount table, when the view was read: a function of the config
@@ -67,10 +73,10 @@ pub struct Look {
 
 /// The records of one `check` run: the same key for every group.
 pub struct CheckRecords<'a> {
-    verdicts: &'a Verdicts,
+    verdicts: &'a GroupVerdicts,
     key: [u8; 32],
     /// The records, `<state>/checks/<group>`.
-    folder: state::Records,
+    folder: state::Records<CheckRecord>,
     /// `<state>/rescues`, opened once (`None`: it does not exist).
     rescues: OnceLock<Mutex<Option<SafeDir>>>,
 }
@@ -78,7 +84,7 @@ pub struct CheckRecords<'a> {
 impl<'a> CheckRecords<'a> {
     /// The records of a run with `verdicts`' binary, layout and settings, `sources` and
     /// `options`.
-    pub fn new(verdicts: &'a Verdicts, sources: &Sources, options: &CheckOptions) -> Self {
+    pub fn new(verdicts: &'a GroupVerdicts, sources: &Sources, options: &CheckOptions) -> Self {
         let checked = format!(
             "check 1 {:?} {}",
             options.claude_version, options.delivery_given
@@ -86,13 +92,13 @@ impl<'a> CheckRecords<'a> {
         CheckRecords {
             verdicts,
             key: verdicts.here_key(sources, checked.as_bytes()),
-            folder: state::Records::new(CHECKS),
+            folder: state::Records::new(),
             rescues: OnceLock::new(),
         }
     }
 
     /// The verdicts of the run.
-    pub fn verdicts(&self) -> &Verdicts {
+    pub fn verdicts(&self) -> &GroupVerdicts {
         self.verdicts
     }
 
@@ -111,11 +117,7 @@ impl<'a> CheckRecords<'a> {
     /// The findings of `group` as its record keeps them, when every read of the record finds
     /// again what it found.
     pub fn found(&self, layout: &Layout, group: &str) -> Option<GroupCheck> {
-        let (key, body) = self.folder.read(layout, group, MAX_RECORD_BYTES)?;
-        if key != self.key {
-            return None;
-        }
-        let body: Body = state::decode(&body)?;
+        let body = self.folder.read_keyed(layout, group, &self.key)?;
         let dir = open_group(&layout.group_dir(group)).ok()?;
         if !reads_hold(dir, || self.verdicts.bind_dir(layout, group), &body.reads) {
             return None;
@@ -151,15 +153,12 @@ impl<'a> CheckRecords<'a> {
             view_reads,
             found: found.clone(),
         };
-        let Some(encoded) = state::encode(&body) else {
-            return;
-        };
         // Check makes no state folder: a deployment never composed gets no records.
         if fsops::kind_no_follow(&layout.state_dir) != Some(FileKind::Dir) {
             return;
         }
         state::with_free_lock(layout, group, || {
-            let written = (self.folder).write(layout, group, &self.key, &encoded);
+            let written = (self.folder).write(layout, group, &self.key, &body);
             if let Err(err) = written {
                 tracing::debug!(
                     group,
@@ -180,20 +179,4 @@ impl<'a> CheckRecords<'a> {
             .as_ref()
             .is_some_and(|dir| !matches!(dir.kind(group), Ok(None)))
     }
-}
-
-/// A check record file's `bytes` as its key and JSON, when it is whole: for tests, and for a
-/// person looking into a record.
-#[doc(hidden)]
-pub fn record_json(bytes: Vec<u8>) -> Option<([u8; 32], serde_json::Value)> {
-    let (key, body) = state::unsealed(bytes)?;
-    let body: Body = state::decode(&body)?;
-    Some((key, serde_json::to_value(body).ok()?))
-}
-
-/// A check record file with `key` and the body `json` ([`record_json`]).
-#[doc(hidden)]
-pub fn record_file(key: &[u8; 32], json: serde_json::Value) -> Option<Vec<u8>> {
-    let body: Body = serde_json::from_value(json).ok()?;
-    Some(state::sealed(key, &state::encode(&body)?))
 }

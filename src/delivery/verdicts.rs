@@ -9,29 +9,37 @@
 //! counts by what it was made from, with the shared sources' digest: the plan is a pure
 //! function of those); a verdict is kept under its key in
 //! memory for the run (groups with equal plans share it) and in a record per group in the
-//! state folder (`<state>/verdicts/<group>`, outside every group folder: no agent reads or
-//! writes it), so a run that finds a group as it was, with the same inputs, reads its verdict
-//! back instead of running the loader again. A record whose key differs, or that is not whole
-//! (it carries a SHA-256 of itself), is not used: the verdict is worked out again.
+//! state folder (`<state>/verdicts/<group>`, [`VerdictRecord`], through the one store of
+//! records, [`state::Records`]; outside every group folder: no agent reads or writes it), so a
+//! run that finds a group as it was, with the same inputs, reads its verdict back instead of
+//! running the loader again. A record whose key differs, or that is not whole (it carries a
+//! SHA-256 of itself), is not used: the verdict is worked out again.
 //!
 //! A record also keeps the last [`Look`] that found its group exactly as planned: every read
-//! that look made through the group's folders ([`crate::reads`]) and what it reported. A run
-//! whose [`Verdicts::look_key`] is the record's (the same binary, layout, settings, shared
-//! sources and agent settings) and whose reads all find again what they found then
-//! ([`crate::deployment::reads_hold`]) reports the group as recorded, without planning,
-//! diffing or loading it: a no-op costs what reading the group's own files costs.
+//! that look made through the group's folders ([`crate::reads`]) and what it found, as the
+//! caller's own value `F` (compose's report of the unchanged group: this module never imports
+//! `report`). A run whose [`Verdicts::look_key`] is the look's (the same binary, layout,
+//! settings, shared sources and agent settings) and whose reads all find again what they found
+//! then ([`crate::deployment::reads_found`]) reports the group as recorded, without planning,
+//! diffing or loading it: a no-op costs what reading the group's own files costs. The
+//! verdicts hand the look back ([`Verdicts::recorded`]); the caller tells whether it stands.
+//!
+//! One [`Verdicts`] serves a whole run: a run that knows the shared sources only by their
+//! record asks for the look key of their recorded digest ([`Verdicts::look_key_of_digest`]);
+//! once it reads them, the keys are made from their digest ([`Sources::digest`]).
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::{Mutex, OnceLock};
 
-use sha2::{Digest, Sha256};
-
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::DeliverySettings;
 use super::verify::{AgentSettings, Delivered, verify_with};
 use crate::delivery::GroupPlan;
 use crate::fsops::{FsError, SafeDir};
+use crate::key_hash::KeyHasher;
 use crate::layout::Layout;
 use crate::plan::{Content, Warning};
 use crate::reads::Read;
@@ -44,26 +52,36 @@ pub const VERDICTS: &str = "verdicts";
 /// The most verdicts one run keeps in memory (each is a few hundred bytes).
 const MAX_KEPT: usize = 4096;
 
-/// The largest record read back (a verdict is a few KiB at most).
-const MAX_RECORD_BYTES: u64 = 1 << 20;
+/// A group's record, `<state>/verdicts/<group>`, whose look keeps what the caller found as an
+/// `F` (compose's report of the group).
+pub struct VerdictRecord<F>(PhantomData<fn() -> F>);
+
+impl<F: Serialize + DeserializeOwned> state::Record for VerdictRecord<F> {
+    const FOLDER: &'static str = VERDICTS;
+    /// A verdict is a few KiB at most.
+    const MAX_BYTES: u64 = 1 << 20;
+    type Body = Body<F>;
+}
 
 /// Names a verdict: a SHA-256 of everything [`verify_with`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key([u8; 32]);
 
-/// The verdicts of one run: the same layout, settings and sources for every group.
-pub struct Verdicts {
-    /// The hash state after what is the same for every group (format, binary, layout, settings).
-    run: Sha256,
+/// The verdicts of one run: the same layout, settings and sources for every group; what a
+/// look found is kept as an `F`.
+pub struct Verdicts<F> {
+    /// The key after what is the same for every group (format, binary, layout, settings).
+    run: KeyHasher,
     /// `run` and where the deployment is: the start of every [`Verdicts::look_key`].
-    here: Sha256,
+    here: KeyHasher,
     /// The digest of the sources mounted in link delivery, made when first needed.
     app: OnceLock<[u8; 32]>,
-    /// The digest of all the sources ([`Sources::digest`]), made when first needed.
+    /// The digest of the run's sources as read ([`Sources::digest`]), made when first needed
+    /// (a run reads its sources once: these verdicts are asked of one [`Sources`] only).
     sources: OnceLock<[u8; 32]>,
     kept: Mutex<HashMap<Key, Delivered>>,
     /// The records, `<state>/verdicts/<group>`.
-    folder: state::Records,
+    folder: state::Records<VerdictRecord<F>>,
     /// `<state>/binds`, opened when first needed (`Some(None)`: it does not exist).
     binds: Mutex<Option<Option<SafeDir>>>,
     /// Whether the state folder and its journal folder are real folders, asked once.
@@ -74,25 +92,25 @@ pub struct Verdicts {
 
 /// A verdict worked out in this run that its group's record does not hold yet.
 #[derive(Debug)]
-pub struct Unrecorded {
+pub struct Unrecorded<F> {
     group: String,
     key: Key,
     delivered: Delivered,
     look_key: String,
     /// The container-side items the plan was made from ([`GroupPlan::uses`]).
     uses: Option<Vec<String>>,
-    look: Option<Look>,
+    look: Option<Look<F>>,
 }
 
-impl Unrecorded {
+impl<F> Unrecorded<F> {
     /// The group whose record this is.
     pub fn group(&self) -> &str {
         &self.group
     }
 
     /// With the look that found the group as planned: its `reads` and what it `found` (the
-    /// caller's report of the group, as the caller reads it back).
-    pub fn with_look(mut self, reads: Vec<Read>, found: Vec<u8>) -> Self {
+    /// caller's report of the group).
+    pub fn with_look(mut self, reads: Vec<Read>, found: F) -> Self {
         self.look = Some(Look {
             key: self.look_key.clone(),
             reads,
@@ -105,7 +123,7 @@ impl Unrecorded {
 
 /// What a record keeps of the last look that found its group exactly as planned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Look {
+pub struct Look<F> {
     /// [`Verdicts::look_key`] of that run.
     key: String,
     /// Every read it made through the group's folders, in order.
@@ -114,57 +132,78 @@ pub struct Look {
     /// before they were kept).
     #[serde(default)]
     uses: Option<Vec<String>>,
-    /// What it reported, as the caller encoded it.
-    found: Vec<u8>,
+    /// What it found (the caller's report of the group).
+    found: F,
 }
 
-/// What a group's record says of it now.
+impl<F> Look<F> {
+    /// [`Verdicts::look_key`] of the run that made the look: it stands only for a run with
+    /// the same key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Every read the look made through the group's folders, in order.
+    pub fn reads(&self) -> &[Read] {
+        &self.reads
+    }
+
+    /// The container-side items its plan was made from (`None`: all).
+    pub fn uses(&self) -> Option<&[String]> {
+        self.uses.as_deref()
+    }
+
+    /// What the look found.
+    pub fn into_found(self) -> F {
+        self.found
+    }
+}
+
+/// What a group's record holds for a run that asks it before looking at the group.
 #[derive(Debug)]
-pub enum Recorded {
-    /// The group is as its record's look found it: its verdict and what the look found.
-    Found {
+pub enum Recorded<F> {
+    /// The record's verdict and the last look that found the group as planned: the group is
+    /// still as that look found it when the look's key is the run's and every read of it finds
+    /// again what it found (the caller's to tell).
+    Look {
         /// The recorded verdict.
         delivered: Box<Delivered>,
-        /// What the look found, as the caller encoded it.
-        found: Vec<u8>,
+        /// The look.
+        look: Look<F>,
     },
-    /// No record (a group never composed, or records not kept).
+    /// No record (a group never composed, or a record torn).
     Nothing,
-    /// A record whose look does not hold (or that has none).
+    /// A record without a look, or records not kept.
     Other,
 }
 
-/// What a record holds besides its key and seal.
+/// What a group's record holds besides its key and seal: the verdict, and the last look that
+/// found the group as planned.
 #[derive(Debug, Serialize, Deserialize)]
-struct Body {
+pub struct Body<F> {
     delivered: Delivered,
-    look: Option<Look>,
+    look: Option<Look<F>>,
 }
 
-impl Verdicts {
+impl<F: Serialize + DeserializeOwned> Verdicts<F> {
     /// The verdicts of a run with `layout` and `settings`.
-    pub fn new(layout: &Layout, settings: &DeliverySettings) -> Verdicts {
+    pub fn new(layout: &Layout, settings: &DeliverySettings) -> Verdicts<F> {
         let binary = state::binary_identity();
-        let mut run = Sha256::new();
-        let mut put = |bytes: &[u8]| {
-            run.update((bytes.len() as u64).to_le_bytes());
-            run.update(bytes);
-        };
-        put(b"clawmd verdict 2");
-        put(env!("CARGO_PKG_VERSION").as_bytes());
-        put(binary.as_deref().unwrap_or_default());
-        state::hash_into(&mut run, &(relocated(layout), settings));
+        let mut run = KeyHasher::new();
+        run.field(b"clawmd verdict 2")
+            .field(env!("CARGO_PKG_VERSION").as_bytes())
+            .field(binary.as_deref().unwrap_or_default())
+            .hash(&(relocated(layout), settings));
         // A look's report names host paths: it stands only where it was made.
         let mut here = run.clone();
-        let place = (&layout.groups_dir, &layout.container_dir, &layout.state_dir);
-        state::hash_into(&mut here, &place);
+        here.hash(&(&layout.groups_dir, &layout.container_dir, &layout.state_dir));
         Verdicts {
             run,
             here,
             app: OnceLock::new(),
             sources: OnceLock::new(),
             kept: Mutex::new(HashMap::new()),
-            folder: state::Records::new(VERDICTS),
+            folder: state::Records::new(),
             binds: Mutex::new(None),
             journals: OnceLock::new(),
             records: binary.is_some(),
@@ -181,35 +220,32 @@ impl Verdicts {
         sources: &Sources,
         agent: &AgentSettings,
     ) -> Key {
-        let mut hash = self.run.clone();
+        let mut key = self.run.clone();
         match plan.made_from {
             // The plan is a pure function of what it was made from and of the run: its name
             // with the sources' digest stands for everything in it.
             Some(made_from) => {
-                hash.update(b"made from");
-                hash.update(made_from);
-                hash.update(self.sources.get_or_init(|| sources.digest()));
+                key.field(b"made from")
+                    .field(&made_from)
+                    .field(self.sources.get_or_init(|| sources.digest()));
             }
-            None => plan_into(&mut hash, plan),
+            None => {
+                key.field(b"plan");
+                plan_into(&mut key, plan);
+            }
         }
-        let evaluations = evaluations(agent);
-        hash.update((evaluations.len() as u64).to_le_bytes());
-        hash.update(&evaluations);
+        key.field(&evaluations(agent));
         if plan.target.mount_needs(false).app {
             let app = self.app.get_or_init(|| {
-                let mut app = Sha256::new();
+                let mut app = KeyHasher::new();
                 for (path, bytes) in sources.container_files(layout) {
-                    let path = path.as_os_str().as_encoded_bytes();
-                    app.update((path.len() as u64).to_le_bytes());
-                    app.update(path);
-                    app.update((bytes.len() as u64).to_le_bytes());
-                    app.update(bytes);
+                    app.field(path.as_os_str().as_encoded_bytes()).field(bytes);
                 }
-                app.finalize().into()
+                app.finish()
             });
-            hash.update(app);
+            key.field(app);
         }
-        Key(hash.finalize().into())
+        Key(key.finish())
     }
 
     /// What a group's plan and verdict depend on besides what is read in its folders: the
@@ -219,20 +255,10 @@ impl Verdicts {
         crate::safe_name::hex(&self.here_key(sources, &evaluations(agent)))
     }
 
-    /// These verdicts, for a run whose shared sources have the digest `digest` (their record
-    /// says so, [`crate::sources::record`]) though they were not read.
-    pub fn knowing_sources(self, digest: [u8; 32]) -> Verdicts {
-        let _ = self.sources.set(digest);
-        self
-    }
-
-    /// [`Verdicts::look_key`] with the digest of the sources these verdicts know
-    /// ([`Verdicts::knowing_sources`]); `None` when they know none yet.
-    pub fn known_look_key(&self, agent: &AgentSettings) -> Option<String> {
-        let digest = self.sources.get()?;
-        Some(crate::safe_name::hex(
-            &self.here_key_with(digest, &evaluations(agent)),
-        ))
+    /// [`Verdicts::look_key`] for shared sources whose digest is `digest` (their record says
+    /// so, [`crate::sources::record`]) though they were not read.
+    pub fn look_key_of_digest(&self, digest: &[u8; 32], agent: &AgentSettings) -> String {
+        crate::safe_name::hex(&self.here_key_with(digest, &evaluations(agent)))
     }
 
     /// A SHA-256 of what a record made here depends on besides what it read: the binary,
@@ -242,11 +268,9 @@ impl Verdicts {
     }
 
     fn here_key_with(&self, sources: &[u8; 32], more: &[u8]) -> [u8; 32] {
-        let mut hash = self.here.clone();
-        hash.update(sources);
-        hash.update((more.len() as u64).to_le_bytes());
-        hash.update(more);
-        hash.finalize().into()
+        let mut key = self.here.clone();
+        key.field(sources).field(more);
+        key.finish()
     }
 
     /// Whether records are read and written (not without a known binary).
@@ -276,33 +300,21 @@ impl Verdicts {
         }
     }
 
-    /// The report of `group` as its record's look found it, when the record has a look whose
-    /// key is this run's (`keyed`: [`Verdicts::look_key`]) and every read of it finds again
-    /// what it found (`holds`, given the reads and the container-side items its plan was made
-    /// from, `None`: all).
-    pub fn recorded_report(
-        &self,
-        layout: &Layout,
-        group: &str,
-        keyed: impl FnOnce(&str, &[Read]) -> bool,
-        holds: impl FnOnce(&[Read], Option<&[String]>) -> bool,
-    ) -> Recorded {
+    /// What `group`'s record holds for a run that asks it before looking at the group: its
+    /// verdict and last look, when it has one.
+    pub fn recorded(&self, layout: &Layout, group: &str) -> Recorded<F> {
         if !self.records {
             return Recorded::Other;
         }
-        let Some((_, body)) = self.read_body(layout, group) else {
+        let Some(body) = self.read_body(layout, group) else {
             return Recorded::Nothing;
         };
         match body.look {
-            Some(look)
-                if keyed(&look.key, &look.reads) && holds(&look.reads, look.uses.as_deref()) =>
-            {
-                Recorded::Found {
-                    delivered: Box::new(body.delivered),
-                    found: look.found,
-                }
-            }
-            _ => Recorded::Other,
+            Some(look) => Recorded::Look {
+                delivered: Box::new(body.delivered),
+                look,
+            },
+            None => Recorded::Other,
         }
     }
 
@@ -318,7 +330,7 @@ impl Verdicts {
         sources: &Sources,
         settings: &DeliverySettings,
         agent: &AgentSettings,
-    ) -> (Delivered, Option<Unrecorded>) {
+    ) -> (Delivered, Option<Unrecorded<F>>) {
         let key = self.key(layout, plan, sources, agent);
         let delivered = match self.read(layout, group, key) {
             Some(record) => {
@@ -350,7 +362,7 @@ impl Verdicts {
     /// Writes the record of a verdict, in place ([`state::Records`]), under the group's lock,
     /// which the caller holds. A record is only a saving: one that cannot be written is left
     /// for a later run.
-    pub fn record(&self, layout: &Layout, unrecorded: Unrecorded) {
+    pub fn record(&self, layout: &Layout, unrecorded: Unrecorded<F>) {
         let Unrecorded {
             group,
             key,
@@ -358,10 +370,7 @@ impl Verdicts {
             look,
             ..
         } = unrecorded;
-        let Some(body) = state::encode(&Body { delivered, look }) else {
-            return;
-        };
-        let written = (self.folder).write(layout, &group, &key.0, &body);
+        let written = (self.folder).write(layout, &group, &key.0, &Body { delivered, look });
         if let Err(err) = written {
             tracing::debug!(
                 group,
@@ -373,17 +382,19 @@ impl Verdicts {
 
     /// The verdict `group`'s record holds under `key`, if it is whole and has that key.
     fn read(&self, layout: &Layout, group: &str, key: Key) -> Option<Delivered> {
-        let (recorded, body) = self.read_body(layout, group)?;
-        (recorded == key).then_some(body.delivered)
-    }
-
-    /// `group`'s record, if it is whole: its key and body.
-    fn read_body(&self, layout: &Layout, group: &str) -> Option<(Key, Body)> {
         if !self.records {
             return None;
         }
-        let (key, body) = self.folder.read(layout, group, MAX_RECORD_BYTES)?;
-        Some((Key(key), state::decode(&body)?))
+        let body = self.folder.read_keyed(layout, group, &key.0)?;
+        Some(body.delivered)
+    }
+
+    /// `group`'s record, if it is whole: its body.
+    fn read_body(&self, layout: &Layout, group: &str) -> Option<Body<F>> {
+        if !self.records {
+            return None;
+        }
+        Some(self.folder.read(layout, group)?.1)
     }
 
     fn keep(&self, key: Key, delivered: &Delivered) {
@@ -396,34 +407,6 @@ impl Verdicts {
     fn lock_kept(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Delivered>> {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// A group's record `body` as JSON, the look's report (`found`, as the caller's `F`) in
-/// place: for tests, and for a person looking into a record.
-#[doc(hidden)]
-pub fn body_json<F: Serialize + serde::de::DeserializeOwned>(
-    body: &[u8],
-) -> Option<serde_json::Value> {
-    let body: Body = state::decode(body)?;
-    let mut json = serde_json::to_value(&body).ok()?;
-    if let Some(look) = &body.look {
-        let found: F = state::decode(&look.found)?;
-        json["look"]["found"] = serde_json::to_value(found).ok()?;
-    }
-    Some(json)
-}
-
-/// The body of a group's record from its JSON ([`body_json`]).
-#[doc(hidden)]
-pub fn body_from_json<F: Serialize + serde::de::DeserializeOwned>(
-    mut json: serde_json::Value,
-) -> Option<Vec<u8>> {
-    if !json["look"].is_null() {
-        let found: F = serde_json::from_value(json["look"]["found"].take()).ok()?;
-        json["look"]["found"] = serde_json::to_value(state::encode(&found)?).ok()?;
-    }
-    let body: Body = serde_json::from_value(json).ok()?;
-    state::encode(&body)
 }
 
 /// What the agent's settings files do, as a key takes it.
@@ -456,68 +439,58 @@ fn relocated(layout: &Layout) -> Layout {
     }
 }
 
-/// Everything in `plan` that [`verify_with`] reads, each length-prefixed: the target, every
-/// entry (path and content), the sections, what was dropped, the warnings and the local memory.
-fn plan_into(hash: &mut Sha256, plan: &GroupPlan) {
-    let mut put = |bytes: &[u8]| {
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(bytes);
-    };
-    put(format!("{:?}", plan.target).as_bytes());
-    put(&(plan.entries.len() as u64).to_le_bytes());
+/// Everything in `plan` that [`verify_with`] reads, each a field of `key`: the target, every
+/// entry (path and content), the sections, what was dropped, the warnings and the local
+/// memory.
+fn plan_into(key: &mut KeyHasher, plan: &GroupPlan) {
+    key.field(format!("{:?}", plan.target).as_bytes());
+    key.count(plan.entries.len());
     for entry in &plan.entries {
-        put(entry.path.to_string().as_bytes());
+        key.field(entry.path.to_string().as_bytes());
         match &entry.content {
-            Content::File(bytes) => {
-                put(b"file");
-                put(bytes);
-            }
+            Content::File(bytes) => key.field(b"file").field(bytes),
             Content::Symlink(target) => {
-                put(b"link");
-                put(target.as_os_str().as_encoded_bytes());
+                (key.field(b"link")).field(target.as_os_str().as_encoded_bytes())
             }
-            Content::Seed => put(b"seed"),
-            Content::Placeholder(bytes) => {
-                put(b"placeholder");
-                put(bytes);
-            }
-        }
+            Content::Seed => key.field(b"seed"),
+            Content::Placeholder(bytes) => key.field(b"placeholder").field(bytes),
+        };
     }
-    put(&(plan.sections.len() as u64).to_le_bytes());
+    key.count(plan.sections.len());
     for section in &plan.sections {
-        put(section.id.as_str().as_bytes());
-        put(section.origin.as_bytes());
-        put(&section.text);
-        put(format!(
-            "{:?} {} {:?} {:?}",
-            section.rank, section.file, section.link, section.scope
-        )
-        .as_bytes());
+        key.field(section.id.as_str().as_bytes())
+            .field(section.origin.as_bytes())
+            .field(&section.text)
+            .field(
+                format!(
+                    "{:?} {} {:?} {:?}",
+                    section.rank, section.file, section.link, section.scope
+                )
+                .as_bytes(),
+            );
     }
-    put(&(plan.dropped.len() as u64).to_le_bytes());
+    key.count(plan.dropped.len());
     for dropped in &plan.dropped {
-        put(dropped.section.as_bytes());
-        put(&dropped.bytes.to_le_bytes());
+        key.field(dropped.section.as_bytes())
+            .field(&dropped.bytes.to_le_bytes());
     }
     // Of the warnings, the verdict reads only the dangling instructions (each named in its
     // reasons); the others may name host paths, which would tie the key to where the
     // deployment lies.
-    for warning in &plan.warnings {
-        if let Warning::DanglingInstructions { .. } = warning {
-            put(format!("{warning:?} {warning}").as_bytes());
-        }
+    let dangling: Vec<&Warning> = (plan.warnings.iter())
+        .filter(|warning| matches!(warning, Warning::DanglingInstructions { .. }))
+        .collect();
+    key.count(dangling.len());
+    for warning in dangling {
+        key.field(format!("{warning:?} {warning}").as_bytes());
     }
     // No local memory reads as an empty one (the snapshot seeds it empty; a flat document
     // misses nothing of it): the first compose, which seeds it, and the no-op after it, which
     // reads it empty, share a key.
     match (&plan.local_memory, plan.local_memory_too_large) {
-        (None, Some(len)) => {
-            put(b"local memory too large");
-            put(&len.to_le_bytes());
-        }
-        (local, _) => {
-            put(b"local memory");
-            put(local.as_deref().unwrap_or_default());
-        }
-    }
+        (None, Some(len)) => key
+            .field(b"local memory too large")
+            .field(&len.to_le_bytes()),
+        (local, _) => (key.field(b"local memory")).field(local.as_deref().unwrap_or_default()),
+    };
 }

@@ -537,7 +537,12 @@ pub fn digest(bytes: &[u8]) -> String {
 
 /// `sha256:<64 hex digits>` of what `hash` was given.
 pub(crate) fn hex_digest(hash: Sha256) -> String {
-    format!("sha256:{}", crate::safe_name::hex(&hash.finalize()))
+    digest_text(&hash.finalize())
+}
+
+/// `sha256:<64 hex digits>` for the SHA-256 `digest`.
+pub(crate) fn digest_text(digest: &[u8]) -> String {
+    format!("sha256:{}", crate::safe_name::hex(digest))
 }
 
 #[cfg(test)]

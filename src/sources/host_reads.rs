@@ -474,14 +474,7 @@ fn entries_in(dir: &Path) -> io::Result<Option<FolderEntries>> {
 }
 
 fn entries_digest(entries: &[Entry]) -> String {
-    let mut bytes = Vec::new();
-    for (name, kind) in entries {
-        let name = name.as_encoded_bytes();
-        bytes.extend_from_slice(&(name.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(name);
-        bytes.extend_from_slice(format!("{kind:?}").as_bytes());
-    }
-    crate::reads::digest(&bytes)
+    crate::reads::listing_digest(entries)
 }
 
 /// Where `path` points when it is a symlink.

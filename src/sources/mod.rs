@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use crate::config::{GroupConfig, SkillSelection};
 use crate::file_kind::FileKind;
 use crate::fsops::{FsError, SafeDir};
+use crate::key_hash::KeyHasher;
 use crate::layout::Layout;
 use crate::names;
 use crate::plan::{FragmentCollision, ManagedPath, Warning, mcp_fragment};
@@ -331,44 +332,50 @@ pub struct GroupParts {
 }
 
 impl GroupParts {
-    /// Bytes that differ exactly when two groups' parts differ (to share plans between
+    /// A SHA-256 that differs exactly when two groups' parts differ (to share plans between
     /// groups whose config and group-side sources are the same).
-    pub fn key(&self) -> Vec<u8> {
-        let mut key = Vec::new();
-        let mut push = |bytes: &[u8]| {
-            key.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-            key.extend_from_slice(bytes);
-        };
+    pub fn digest(&self) -> [u8; 32] {
+        let mut key = KeyHasher::new();
+        key.count(self.parts.len());
         for part in &self.parts {
-            match part {
-                Part::Nothing => push(b"n"),
-                Part::File(file) => {
-                    push(b"f");
-                    push(file.as_ref().map_or(b"-".as_slice(), |f| &f.text));
-                }
-                Part::Items(items) => {
-                    push(b"i");
-                    for (name, file) in items {
-                        push(name.as_bytes());
-                        push(file.as_ref().map_or(b"-".as_slice(), |f| &f.text));
-                    }
-                }
-                Part::Index(items) => {
-                    push(b"x");
-                    for (name, meta) in items {
-                        push(name.as_bytes());
-                        if let Some(meta) = meta {
-                            push(meta.name.as_bytes());
-                            push(meta.description.as_deref().unwrap_or("-").as_bytes());
-                        }
-                    }
-                }
-            }
+            group_part_into(&mut key, part);
         }
         for warning in &self.warnings {
-            push(warning.to_string().as_bytes());
+            key.field(warning.to_string().as_bytes());
         }
-        key
+        key.finish()
+    }
+}
+
+/// Feeds one part of the group side to `key`: its kind, then its files' text (`-`: none).
+fn group_part_into(key: &mut KeyHasher, part: &Part) {
+    fn text(file: &Option<SourceFile>) -> &[u8] {
+        file.as_ref().map_or(b"-".as_slice(), |f| &f.text)
+    }
+    match part {
+        Part::Nothing => {
+            key.field(b"n");
+        }
+        Part::File(file) => {
+            key.field(b"f").field(text(file));
+        }
+        Part::Items(items) => {
+            key.field(b"i").count(items.len());
+            for (name, file) in items {
+                key.field(name.as_bytes()).field(text(file));
+            }
+        }
+        Part::Index(items) => {
+            key.field(b"x").count(items.len());
+            for (name, meta) in items {
+                key.field(name.as_bytes());
+                match meta {
+                    None => key.field(b"-"),
+                    Some(meta) => (key.field(b"+").field(meta.name.as_bytes()))
+                        .field(meta.description.as_deref().unwrap_or("-").as_bytes()),
+                };
+            }
+        }
     }
 }
 
@@ -378,54 +385,27 @@ impl Sources {
     /// used, the host's managed policy, the guards' bases): two runs whose sources have the
     /// same digest plan every group the same.
     pub fn digest(&self) -> [u8; 32] {
-        use sha2::{Digest, Sha256};
-        let mut hash = Sha256::new();
-        let mut put = |bytes: &[u8]| {
-            hash.update((bytes.len() as u64).to_le_bytes());
-            hash.update(bytes);
-        };
-        let file = |put: &mut dyn FnMut(&[u8]), file: &Option<SourceFile>| match file {
-            None => put(b"-"),
-            Some(file) => {
-                put(b"f");
-                put(&file.text);
-                put(file.original.as_deref().unwrap_or(b"="));
-                match &file.tree {
-                    None => put(b"no tree"),
-                    Some(tree) => {
-                        put(tree.root.as_os_str().as_encoded_bytes());
-                        for (path, node) in &tree.files {
-                            put(path.as_os_str().as_encoded_bytes());
-                            match node {
-                                alone::TreeNode::File(bytes) => {
-                                    put(b"file");
-                                    put(bytes);
-                                }
-                                alone::TreeNode::Link(to) => {
-                                    put(b"link");
-                                    put(to.as_os_str().as_encoded_bytes());
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        };
+        let mut key = KeyHasher::new();
+        key.count(self.parts.len());
         for part in &self.parts {
             match part {
-                Part::Nothing => put(b"nothing"),
+                Part::Nothing => {
+                    key.field(b"nothing");
+                }
                 Part::File(one) => {
-                    put(b"file");
-                    file(&mut put, one);
+                    key.field(b"file");
+                    source_file_into(&mut key, one);
                 }
                 Part::Items(items) => {
-                    put(b"items");
+                    key.field(b"items").count(items.len());
                     for (name, one) in items {
-                        put(name.as_bytes());
-                        file(&mut put, one);
+                        key.field(name.as_bytes());
+                        source_file_into(&mut key, one);
                     }
                 }
-                Part::Index(items) => put(format!("index {items:?}").as_bytes()),
+                Part::Index(items) => {
+                    key.field(format!("index {items:?}").as_bytes());
+                }
             }
         }
         let unusable: Vec<(&String, String)> = self
@@ -433,9 +413,35 @@ impl Sources {
             .iter()
             .map(|(name, why)| (name, crate::error::chain_text(&*why.0)))
             .collect();
-        put(format!("{unusable:?} {:?}", self.dangling).as_bytes());
-        put(format!("{:?} {:?}", self.host_managed, self.guard_bases).as_bytes());
-        hash.finalize().into()
+        key.field(format!("{unusable:?} {:?}", self.dangling).as_bytes());
+        key.field(format!("{:?} {:?}", self.host_managed, self.guard_bases).as_bytes());
+        key.finish()
+    }
+}
+
+/// Feeds a container-side file to `key` (`-`: none): its text, its host bytes, and the
+/// tree its imports reach.
+fn source_file_into(key: &mut KeyHasher, file: &Option<SourceFile>) {
+    let Some(file) = file else {
+        key.field(b"-");
+        return;
+    };
+    key.field(b"f").field(&file.text);
+    key.field(file.original.as_deref().unwrap_or(b"="));
+    let Some(tree) = &file.tree else {
+        key.field(b"no tree");
+        return;
+    };
+    key.field(tree.root.as_os_str().as_encoded_bytes());
+    key.count(tree.files.len());
+    for (path, node) in &tree.files {
+        key.field(path.as_os_str().as_encoded_bytes());
+        match node {
+            alone::TreeNode::File(bytes) => key.field(b"file").field(bytes),
+            alone::TreeNode::Link(to) => {
+                key.field(b"link").field(to.as_os_str().as_encoded_bytes())
+            }
+        };
     }
 }
 

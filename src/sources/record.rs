@@ -1,14 +1,14 @@
-//! The container side's record (`<state>/sources/container`): the digest of what a reading of
-//! the shared sources held ([`Sources::digest`]) and its notes, with every host read it was
-//! made from ([`HostReads`]).
+//! The container side's record (`<state>/sources/container`, [`SourcesRecord`]): the digest
+//! of what a reading of the shared sources held ([`Sources::digest`]) and its notes, with
+//! every host read it was made from ([`HostReads`]).
 //!
 //! A group whose own record holds needs nothing of the shared sources but their digest (its
 //! record's key, [`crate::delivery::verdicts::Verdicts::look_key`]). So a run first asks this
 //! record: when every host read finds what it found, the digest and the notes are the
 //! recorded ones, and the sources are read (and their imports expanded) only for a group its
 //! own record does not answer. The record is keyed by the binary and the whole layout (every
-//! host path it reads comes from there), sealed like the groups' records
-//! ([`state::Records`]), and written only when the deployment-wide lock is free at once.
+//! host path it reads comes from there), sealed like the groups' records (through the one
+//! store, [`state::Records`]), and written only when the deployment-wide lock is free at once.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -16,19 +16,32 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::host_reads::{HostReads, PartReads, Stale, Views};
 use super::{SourceNote, Sources};
+use crate::key_hash::KeyHasher;
 use crate::layout::{GLOBAL_GROUP, Layout};
 use crate::state;
 
-/// The records' folder in the state folder, and the record's name in it.
-const FOLDER: &str = "sources";
+/// The record's name in its folder.
 const NAME: &str = "container";
 
-/// The largest record read back.
-const MAX_RECORD_BYTES: u64 = 16 * 1024 * 1024;
+/// The shared sources' record, `<state>/sources/container`.
+pub struct SourcesRecord;
+
+impl state::Record for SourcesRecord {
+    const FOLDER: &'static str = "sources";
+    const MAX_BYTES: u64 = 16 * 1024 * 1024;
+    type Body = Body;
+
+    fn encode(body: &Body) -> Option<Vec<u8>> {
+        Some(body.bytes.clone())
+    }
+
+    fn decode(bytes: Vec<u8>) -> Option<Body> {
+        Body::from_bytes(bytes)
+    }
+}
 
 /// What a record says the shared sources hold.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,9 +52,7 @@ pub struct Recorded {
     pub notes: Vec<SourceNote>,
 }
 
-/// The record's body: this header, then each part of the reads ([`PartReads`]), one after
-/// another, as long as the header says, each encoded on its own ([`state::encode`]). A run
-/// decodes the header and only the parts it replays: one group's spawn needs a few of them.
+/// The start of the record's body ([`Body`]).
 #[derive(Debug, Serialize, Deserialize)]
 struct Header {
     recorded: Recorded,
@@ -49,15 +60,94 @@ struct Header {
     parts: Vec<(Option<String>, usize)>,
 }
 
+/// The record's body: a [`Header`], then each part of the reads ([`PartReads`]), one after
+/// another, as long as the header says, each encoded on its own ([`state::encode`]). A run
+/// decodes the header and only the parts it replays ([`Body::part`]): one group's spawn needs
+/// a few of them. As JSON: `recorded`, and every part of the reads (`parts`).
+#[derive(Debug)]
+pub struct Body {
+    recorded: Recorded,
+    /// The body as it is written, and where each part's reads are in it, by item.
+    bytes: Vec<u8>,
+    parts: Vec<(Option<String>, Range<usize>)>,
+}
+
+/// A [`Body`] as JSON.
+#[derive(Serialize, Deserialize)]
+struct BodyJson {
+    recorded: Recorded,
+    parts: Vec<PartReads>,
+}
+
+impl Body {
+    /// The body saying `recorded`, read through the reads `parts`.
+    fn of(recorded: Recorded, parts: &[PartReads]) -> Option<Body> {
+        let encoded: Vec<Vec<u8>> = parts.iter().map(state::encode).collect::<Option<_>>()?;
+        let header = Header {
+            recorded,
+            parts: (parts.iter().zip(&encoded))
+                .map(|(part, bytes)| (part.item.clone(), bytes.len()))
+                .collect(),
+        };
+        let mut bytes = state::encode(&header)?;
+        bytes.extend(encoded.into_iter().flatten());
+        Body::from_bytes(bytes)
+    }
+
+    /// The body written as `bytes`, its parts not yet parsed (`None`: its header is not
+    /// whole, or its parts do not fill the rest).
+    fn from_bytes(bytes: Vec<u8>) -> Option<Body> {
+        let (header, parts_bytes) = state::decode_prefix::<Header>(&bytes)?;
+        let mut start = bytes.len() - parts_bytes.len();
+        let mut parts = Vec::with_capacity(header.parts.len());
+        for (item, len) in header.parts {
+            let end = start.checked_add(len)?;
+            parts.push((item, start..end));
+            start = end;
+        }
+        (start == bytes.len()).then_some(Body {
+            recorded: header.recorded,
+            bytes,
+            parts,
+        })
+    }
+
+    /// The part of the reads at `range` of the body (`None`: not whole).
+    fn part(&self, range: &Range<usize>) -> Option<PartReads> {
+        state::decode(self.bytes.get(range.clone())?)
+    }
+
+    /// Every part of the reads, in order (`None`: one is not whole).
+    fn all_parts(&self) -> Option<Vec<PartReads>> {
+        (self.parts.iter())
+            .map(|(_, range)| self.part(range))
+            .collect()
+    }
+}
+
+impl Serialize for Body {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let parts = (self.all_parts())
+            .ok_or_else(|| serde::ser::Error::custom("a part of the reads is not whole"))?;
+        let recorded = self.recorded.clone();
+        BodyJson { recorded, parts }.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Body {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let BodyJson { recorded, parts } = BodyJson::deserialize(deserializer)?;
+        Body::of(recorded, &parts)
+            .ok_or_else(|| serde::de::Error::custom("the body cannot be encoded"))
+    }
+}
+
 /// The record of the shared sources as read back, not yet replayed: what it says they hold,
 /// and the reads it was made from, each part parsed and replayed the first time a group
 /// depends on it ([`Proof::holds_for`]), once per run.
 #[derive(Debug)]
 pub struct Proof {
-    recorded: Recorded,
-    /// The record's body, and where each part's reads are in it, by item.
-    body: Vec<u8>,
-    parts: Vec<(Option<String>, Range<usize>)>,
+    body: Body,
     now: SystemTime,
     /// Each part's replay by its item (`None` when a read finds something else, or the part
     /// is not whole), and the views they went through.
@@ -75,37 +165,23 @@ pub fn load(layout: &Layout, leftovers: impl FnOnce(&str) -> bool) -> Option<Pro
     if leftovers(GLOBAL_GROUP) {
         return None;
     }
-    let (found, body) = state::Records::new(FOLDER).read(layout, NAME, MAX_RECORD_BYTES)?;
-    if found != key {
-        return None;
-    }
-    Proof::from_body(body)
+    let records = state::Records::<SourcesRecord>::new();
+    Some(Proof::of(records.read_keyed(layout, NAME, &key)?))
 }
 
 impl Proof {
-    /// The record's `body` ([`Header`]), its parts not yet parsed (`None`: its header is not
-    /// whole, or its parts do not fill the rest).
-    fn from_body(body: Vec<u8>) -> Option<Proof> {
-        let (header, parts_bytes) = state::decode_prefix::<Header>(&body)?;
-        let mut start = body.len() - parts_bytes.len();
-        let mut parts = Vec::with_capacity(header.parts.len());
-        for (item, len) in header.parts {
-            let end = start.checked_add(len)?;
-            parts.push((item, start..end));
-            start = end;
-        }
-        (start == body.len()).then(|| Proof {
-            recorded: header.recorded,
+    /// The record's `body`, not yet replayed.
+    fn of(body: Body) -> Proof {
+        Proof {
             body,
-            parts,
             now: SystemTime::now(),
             replayed: Mutex::new((HashMap::new(), Views::default())),
-        })
+        }
     }
 
     /// What the record says the sources hold.
     pub fn recorded(&self) -> &Recorded {
-        &self.recorded
+        &self.body.recorded
     }
 
     /// Whether the reads every group depends on, and those made for the items `uses` (by
@@ -115,8 +191,9 @@ impl Proof {
             (None, _) | (Some(_), None) => true,
             (Some(item), Some(uses)) => uses.contains(item),
         };
-        let parts: Vec<&(Option<String>, Range<usize>)> =
-            self.parts.iter().filter(|(item, _)| needed(item)).collect();
+        let parts: Vec<&(Option<String>, Range<usize>)> = (self.body.parts.iter())
+            .filter(|(item, _)| needed(item))
+            .collect();
         // Every item used has its reads (an item never read is not the one recorded).
         let all_there = uses.is_none_or(|uses| {
             (uses.iter()).all(|item| parts.iter().any(|(i, _)| i.as_ref() == Some(item)))
@@ -127,11 +204,12 @@ impl Proof {
     /// Whether the record holds what a reading of `sources` with `notes` through `reads` would
     /// record: making it again would change nothing but when it was made.
     pub fn says(&self, sources: &Sources, notes: &[SourceNote], reads: &HostReads) -> bool {
-        self.recorded.notes == notes
-            && self.recorded.digest == sources.digest()
-            && self.parts.len() == reads.parts.len()
-            && (self.parts.iter().zip(&reads.parts))
-                .all(|((_, range), read)| self.part(range).as_ref() == Some(read))
+        let body = &self.body;
+        body.recorded.notes == notes
+            && body.recorded.digest == sources.digest()
+            && body.parts.len() == reads.parts.len()
+            && (body.parts.iter().zip(&reads.parts))
+                .all(|((_, range), read)| body.part(range).as_ref() == Some(read))
     }
 
     /// Whether a part replayed so far was found the same by a file's bytes where its identity
@@ -145,14 +223,9 @@ impl Proof {
         let mut replayed = self.replayed.lock().unwrap_or_else(|p| p.into_inner());
         let (found, views) = &mut *replayed;
         *found.entry(item.clone()).or_insert_with(|| {
-            let part = self.part(range).filter(|part| part.item == *item)?;
+            let part = self.body.part(range).filter(|part| part.item == *item)?;
             part.replay(self.now, views)
         })
-    }
-
-    /// The part of the reads at `range` of the body (`None`: not whole).
-    fn part(&self, range: &Range<usize>) -> Option<PartReads> {
-        state::decode(self.body.get(range.clone())?)
     }
 }
 
@@ -166,8 +239,10 @@ pub fn record(layout: &Layout, sources: &Sources, notes: &[SourceNote], reads: H
         return;
     };
     state::with_free_lock(layout, GLOBAL_GROUP, || {
+        let records = state::Records::<SourcesRecord>::new();
         let written = remove_leftovers(layout)
-            .and_then(|()| state::Records::new(FOLDER).write(layout, NAME, &key, &body));
+            .map_err(state::RecordError::from)
+            .and_then(|()| records.write(layout, NAME, &key, &body));
         if let Err(err) = written {
             tracing::debug!(
                 "the shared sources are not recorded: {}",
@@ -177,48 +252,13 @@ pub fn record(layout: &Layout, sources: &Sources, notes: &[SourceNote], reads: H
     });
 }
 
-/// The record's body ([`Header`]) for `sources` and `notes`, read through `reads`.
-fn body(sources: &Sources, notes: &[SourceNote], reads: &HostReads) -> Option<Vec<u8>> {
+/// The record's body for `sources` and `notes`, read through `reads`.
+fn body(sources: &Sources, notes: &[SourceNote], reads: &HostReads) -> Option<Body> {
     let recorded = Recorded {
         digest: sources.digest(),
         notes: notes.to_vec(),
     };
-    body_of(recorded, &reads.parts)
-}
-
-/// The record's body ([`Header`]) saying `recorded`, read through the reads `parts`.
-fn body_of(recorded: Recorded, parts: &[PartReads]) -> Option<Vec<u8>> {
-    let encoded: Vec<Vec<u8>> = parts.iter().map(state::encode).collect::<Option<_>>()?;
-    let header = Header {
-        recorded,
-        parts: (parts.iter().zip(&encoded))
-            .map(|(part, bytes)| (part.item.clone(), bytes.len()))
-            .collect(),
-    };
-    let mut body = state::encode(&header)?;
-    body.extend(encoded.into_iter().flatten());
-    Some(body)
-}
-
-/// The record file's `bytes` as its key and JSON (`recorded`, and every part of `parts`),
-/// when it is whole: for tests, and for a person looking into a record.
-#[doc(hidden)]
-pub fn record_json(bytes: Vec<u8>) -> Option<([u8; 32], serde_json::Value)> {
-    let (key, body) = state::unsealed(bytes)?;
-    let proof = Proof::from_body(body)?;
-    let parts: Vec<PartReads> = (proof.parts.iter())
-        .map(|(_, range)| proof.part(range))
-        .collect::<Option<_>>()?;
-    let json = serde_json::json!({"recorded": proof.recorded, "parts": parts});
-    Some((key, json))
-}
-
-/// A record file with `key` and the JSON `json` ([`record_json`]).
-#[doc(hidden)]
-pub fn record_file(key: &[u8; 32], json: serde_json::Value) -> Option<Vec<u8>> {
-    let recorded: Recorded = serde_json::from_value(json["recorded"].clone()).ok()?;
-    let parts: Vec<PartReads> = serde_json::from_value(json["parts"].clone()).ok()?;
-    Some(state::sealed(key, &body_of(recorded, &parts)?))
+    Body::of(recorded, &reads.parts)
 }
 
 /// Removes the temps a run holding the deployment-wide lock left (a record's, torn by a crash;
@@ -235,23 +275,23 @@ fn remove_leftovers(layout: &Layout) -> Result<(), crate::fsops::FsError> {
 /// What the record depends on besides its reads: the binary and the layout.
 fn key(layout: &Layout) -> Option<[u8; 32]> {
     let binary = state::binary_identity()?;
-    let mut hash = Sha256::new();
-    for part in [
-        b"clawmd sources 2".as_slice(),
-        env!("CARGO_PKG_VERSION").as_bytes(),
-        &binary,
-    ] {
-        hash.update((part.len() as u64).to_le_bytes());
-        hash.update(part);
-    }
-    state::hash_into(&mut hash, layout);
-    Some(hash.finalize().into())
+    let mut key = KeyHasher::new();
+    key.field(b"clawmd sources 2")
+        .field(env!("CARGO_PKG_VERSION").as_bytes())
+        .field(&binary)
+        .hash(layout);
+    Some(key.finish())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sources::host_reads::HostLog;
+
+    /// The record's body written as `bytes`, not yet replayed.
+    fn proof_of(bytes: Vec<u8>) -> Option<Proof> {
+        Body::from_bytes(bytes).map(Proof::of)
+    }
 
     /// A reading of two files, one for the item `skill:a`, one that every group depends on.
     fn reading(root: &std::path::Path) -> HostReads {
@@ -270,8 +310,8 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let reads = reading(root.path());
         let sources = Sources::default();
-        let body = body(&sources, &[], &reads).unwrap();
-        let proof = Proof::from_body(body.clone()).unwrap();
+        let body = body(&sources, &[], &reads).unwrap().bytes;
+        let proof = proof_of(body.clone()).unwrap();
         assert!(proof.says(&sources, &[], &reads));
         assert!(proof.holds_for(Some(&["skill:a".to_owned()])));
         assert!(
@@ -280,7 +320,7 @@ mod tests {
         );
         // An edit of the item's file is seen only by the groups that get the item.
         fs_err::write(root.path().join("a.md"), "a").unwrap();
-        let proof = Proof::from_body(body.clone()).unwrap();
+        let proof = proof_of(body.clone()).unwrap();
         assert!(proof.holds_for(Some(&[])));
         assert!(!proof.holds_for(Some(&["skill:a".to_owned()])));
         assert!(!proof.holds_for(None));
@@ -290,20 +330,20 @@ mod tests {
     fn a_body_whose_parts_are_not_whole_answers_nothing() {
         let root = tempfile::tempdir().unwrap();
         let reads = reading(root.path());
-        let body = body(&Sources::default(), &[], &reads).unwrap();
+        let body = body(&Sources::default(), &[], &reads).unwrap().bytes;
         let mut cut = body.clone();
         cut.pop();
-        assert!(Proof::from_body(cut).is_none(), "a part cut short");
+        assert!(proof_of(cut).is_none(), "a part cut short");
         let mut longer = body.clone();
         longer.push(b' ');
-        assert!(Proof::from_body(longer).is_none(), "bytes after the parts");
-        assert!(Proof::from_body(body[..body.len() / 3].to_vec()).is_none());
+        assert!(proof_of(longer).is_none(), "bytes after the parts");
+        assert!(proof_of(body[..body.len() / 3].to_vec()).is_none());
         // A part spoiled in place (its length kept): the groups that depend on it are not
         // answered; the others are.
         let last = body.len() - 1;
         let mut spoiled = body.clone();
         spoiled[last] = b'!';
-        let proof = Proof::from_body(spoiled).unwrap();
+        let proof = proof_of(spoiled).unwrap();
         assert!(
             !proof.holds_for(Some(&[])),
             "the last part is what all depend on"
@@ -312,7 +352,7 @@ mod tests {
         let (_, parts) = state::decode_prefix::<Header>(&body).unwrap();
         let header_end = body.len() - parts.len();
         first_part[header_end] = 0xff;
-        let proof = Proof::from_body(first_part).unwrap();
+        let proof = proof_of(first_part).unwrap();
         assert!(proof.holds_for(Some(&[])), "the first part is the item's");
         assert!(!proof.holds_for(Some(&["skill:a".to_owned()])));
     }

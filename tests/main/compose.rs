@@ -299,6 +299,60 @@ fn stale_fragments_are_pruned_when_the_config_changes() {
     assert!(!d.claude_md("g").contains("web.md"));
 }
 
+/// A change of delivery or backend leaves no emptied folder behind: `.claude-fragments` in
+/// the group folder, the managed folder and the guard folders in the bind folder go once
+/// nothing is left in them (issue 42); a folder holding something clawmd did not write stays.
+#[test]
+fn a_change_of_delivery_or_backend_leaves_no_empty_folder() {
+    let d = Deployment::standard().group("g", Some(ALL_WITH_DB));
+    let folders = |d: &Deployment| -> Vec<String> {
+        let mut found: Vec<String> = walkdir::WalkDir::new(d.path("groups"))
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_dir())
+            .map(|e| {
+                e.path()
+                    .strip_prefix(d.path("groups"))
+                    .unwrap()
+                    .display()
+                    .to_string()
+            })
+            .filter(|p| p.starts_with("g") || p.starts_with(".clawmd/binds/g"))
+            .collect();
+        found.sort();
+        found
+    };
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    assert!(d.exists("groups/g/.claude-fragments"));
+    d.run(["compose", "g"]).success();
+    assert_eq!(
+        folders(&d),
+        [".clawmd/binds/g", ".clawmd/binds/g/managed", "g"].map(String::from)
+    );
+    d.write(
+        "groups/g/container.json",
+        br#"{"skills": "all", "provider": "opencode"}"#,
+    );
+    d.run(["compose", "g"]).success();
+    assert!(d.exists("groups/.clawmd/binds/g/guard/opencode"));
+    assert!(
+        !d.exists("groups/.clawmd/binds/g/managed"),
+        "{:?}",
+        folders(&d)
+    );
+    d.write("groups/g/container.json", ALL_WITH_DB.as_bytes());
+    d.run(["compose", "g"]).success();
+    assert_eq!(
+        folders(&d),
+        [".clawmd/binds/g", ".clawmd/binds/g/managed", "g"].map(String::from)
+    );
+    // Something clawmd did not write keeps its folder.
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    std::fs::create_dir(d.path("groups/g/.claude-fragments/notes")).unwrap();
+    d.run(["compose", "g"]).success();
+    assert!(d.exists("groups/g/.claude-fragments/notes"));
+}
+
 #[test]
 fn a_second_compose_writes_nothing() {
     let d = Deployment::standard()
@@ -349,7 +403,7 @@ fn copy_delivery_writes_regular_files_and_switching_converges_both_ways() {
     assert_eq!(d.snapshot(), linked);
 
     // And back to the default: the same files as the first compose (the fragments folder,
-    // emptied, stays: it is a mount point of copy and link delivery).
+    // emptied, goes too: the default delivery's mount table has no bind there; issue 42).
     restore();
     d.run(["compose", "g"]).success();
     let paths = |snapshot: &[(String, String, u64, i64, i64)]| -> Vec<(String, String)> {
@@ -363,12 +417,7 @@ fn copy_delivery_writes_regular_files_and_switching_converges_both_ways() {
             .collect()
     };
     assert_eq!(paths(&d.snapshot()), paths(&managed));
-    assert_eq!(
-        std::fs::read_dir(d.path("groups/g/.claude-fragments"))
-            .unwrap()
-            .count(),
-        0
-    );
+    assert!(!d.exists("groups/g/.claude-fragments"));
 }
 
 #[test]
@@ -1764,8 +1813,9 @@ fn one_output_format_choice_for_every_command_with_json_as_an_alias() {
 #[test]
 fn only_copy_and_link_delivery_need_the_fragments_folder_the_runner_binds() {
     let d = Deployment::standard().group("g", Some(ALL_WITH_DB));
-    let binds = |d: &Deployment| -> Vec<String> {
-        d.run(["mounts", "g", "--json"])
+    // `mounts` with the settings the group was composed with (the delivery, here).
+    let binds = |d: &Deployment, delivery: &str| -> Vec<String> {
+        d.run(["mounts", "g", "--json", "--delivery", delivery])
             .success()
             .json()
             .as_array()
@@ -1777,7 +1827,7 @@ fn only_copy_and_link_delivery_need_the_fragments_folder_the_runner_binds() {
     for delivery in ["managed", "inline"] {
         d.run(["compose", "g", "--delivery", delivery]).success();
         assert!(!d.exists("groups/g/.claude-fragments"), "{delivery}");
-        let table = binds(&d);
+        let table = binds(&d, delivery);
         assert!(
             !table.iter().any(|c| c.ends_with(".claude-fragments")),
             "{table:?}"
@@ -1793,7 +1843,7 @@ fn only_copy_and_link_delivery_need_the_fragments_folder_the_runner_binds() {
         std::fs::remove_dir_all(d.path("groups/g/.claude-fragments")).unwrap();
         d.run(["compose", "g"]).success();
         assert_eq!(kind(&d, "groups/g/.claude-fragments"), "dir");
-        assert!(binds(&d).contains(&"/workspace/agent/.claude-fragments".to_owned()));
+        assert!(binds(&d, delivery).contains(&"/workspace/agent/.claude-fragments".to_owned()));
     }
 }
 

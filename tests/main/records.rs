@@ -3,6 +3,10 @@
 //! that may answer from the record reports exactly what a compose without records reports.
 
 use crate::support::Deployment;
+use clawmd::check::CheckRecord;
+use clawmd::compose::GroupRecord;
+use clawmd::sources::record::SourcesRecord;
+use clawmd::state::record_file;
 
 const CONFIG: &str =
     r#"{"skills": "all", "mcpServers": {"db": {"command": "db", "instructions": "Read only."}}}"#;
@@ -146,11 +150,11 @@ fn edit_record(d: &Deployment, rel: &str, edit: impl FnOnce(&mut serde_json::Val
     let (key, mut json) = record_json(rel, bytes);
     edit(&mut json);
     let planted = if rel.contains("/verdicts/") {
-        clawmd::compose::record_file(&key, json)
+        record_file::<GroupRecord>(&key, json)
     } else if rel.contains("/sources/") {
-        clawmd::sources::record::record_file(&key, json)
+        record_file::<SourcesRecord>(&key, json)
     } else {
-        clawmd::check::record_file(&key, json)
+        record_file::<CheckRecord>(&key, json)
     };
     std::fs::write(&path, planted.expect("the edited record encodes")).unwrap();
 }
@@ -158,11 +162,11 @@ fn edit_record(d: &Deployment, rel: &str, edit: impl FnOnce(&mut serde_json::Val
 /// The record file `bytes` at `rel` as its key and JSON ([`edit_record`]).
 fn record_json(rel: &str, bytes: Vec<u8>) -> ([u8; 32], serde_json::Value) {
     let whole = if rel.contains("/verdicts/") {
-        clawmd::compose::record_json(bytes)
+        clawmd::state::record_json::<GroupRecord>(bytes)
     } else if rel.contains("/sources/") {
-        clawmd::sources::record::record_json(bytes)
+        clawmd::state::record_json::<SourcesRecord>(bytes)
     } else {
-        clawmd::check::record_json(bytes)
+        clawmd::state::record_json::<CheckRecord>(bytes)
     };
     whole.expect("a whole record")
 }

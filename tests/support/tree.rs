@@ -308,7 +308,7 @@ pub fn tree(root: &Path) -> Tree {
 
 /// A record's key and verdict (a torn or foreign record as it is).
 pub fn record_verdict(bytes: Vec<u8>) -> Vec<u8> {
-    match clawmd::compose::record_json(bytes.clone()) {
+    match clawmd::state::record_json::<clawmd::compose::GroupRecord>(bytes.clone()) {
         Some((key, json)) => {
             let mut out = key.to_vec();
             out.extend(serde_json::to_vec(&json["delivered"]).unwrap());
