@@ -643,12 +643,27 @@ fn guarded(
 }
 
 fn group_error_finding(layout: &Layout, group: &str, err: &GroupError) -> Finding {
+    let (message, fix) = message_and_fix(group, err);
     Finding {
         severity: Severity::Error,
         code: Code::from(err),
         file: err.file().unwrap_or_else(|| layout.group_dir(group)),
-        message: crate::error::chain_text(err),
-        fix: "fix the problem above, then run `clawmd compose` for the group".to_owned(),
+        message,
+        fix,
+    }
+}
+
+/// A group's error as a finding's message and fix: the error's own fix (its text after
+/// "; fix: "), then the compose that clears the finding.
+fn message_and_fix(group: &str, err: &GroupError) -> (String, String) {
+    let text = crate::error::chain_text(err);
+    let compose = format!("run `clawmd compose {group}`");
+    match text.split_once("; fix: ") {
+        Some((message, fix)) => (message.to_owned(), format!("{fix}; then {compose}")),
+        None => (
+            text,
+            format!("correct what the message names, then {compose}"),
+        ),
     }
 }
 

@@ -713,3 +713,23 @@ fn an_unrecorded_release_fails_check_until_it_is_accepted() {
         bad.stderr()
     );
 }
+
+/// A group that cannot be composed is a finding whose fix is the error's own, then the compose
+/// that clears it (issue 42: it said "fix the problem above").
+#[test]
+fn a_group_error_finding_gives_the_errors_own_fix() {
+    let d = Deployment::standard().group("g", Some(r#"{"skills": [1]}"#));
+    let run = d.run(["check", "g", "--json"]).expect_code(1);
+    let finding = &run.json()["groups"][0]["findings"][0];
+    assert_eq!(finding["code"], "bad-config", "{finding}");
+    let message = finding["message"].as_str().unwrap();
+    let fix = finding["fix"].as_str().unwrap();
+    assert!(
+        message.contains("skills[0]") && !message.contains("fix:"),
+        "{finding}"
+    );
+    assert_eq!(
+        fix,
+        "give the field the type shown (see docs/container-json.md); then run `clawmd compose g`"
+    );
+}
