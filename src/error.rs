@@ -8,11 +8,11 @@
 
 use std::path::PathBuf;
 
-use crate::config::ConfigError;
-use crate::delivery::guard::GuardError;
-use crate::fsops::FsError;
+use crate::disk::fsops::FsError;
+use crate::input::config::ConfigError;
 use crate::loader::LoaderError;
 use crate::plan::FragmentCollision;
+use crate::plan::delivery::guard::GuardError;
 use crate::safe_name::NameProblem;
 
 /// Why one group could not be composed or migrated. Other groups are unaffected.

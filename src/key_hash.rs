@@ -33,7 +33,7 @@ impl KeyHasher {
 
     /// Feeds `value` as one field, through its [`std::hash::Hash`]: for a value whose
     /// encoding only has to stay the same within one binary (every record's key holds the
-    /// binary's identity, [`crate::state::binary_identity`]). Quicker than its `Debug` text.
+    /// binary's identity, [`crate::disk::state::binary_identity`]). Quicker than its `Debug` text.
     pub fn hash<T: std::hash::Hash + ?Sized>(&mut self, value: &T) -> &mut KeyHasher {
         let mut bytes = Collect(Vec::new());
         value.hash(&mut bytes);

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::disk::fsops::FsError;
 use crate::error::GroupError;
-use crate::fsops::FsError;
 
 macro_rules! codes {
     ($( $(#[$doc:meta])* $variant:ident = $text:literal, )*) => {

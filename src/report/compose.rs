@@ -9,15 +9,15 @@ use super::{
     Detail, ErrorReport, Line, Lines, REPORT_VERSION, Report, Status, Tone, WarningReport, count,
     escape, escape_path,
 };
-use crate::delivery::Dropped;
-use crate::delivery::GroupPlan;
-use crate::delivery::verify::Delivered;
+use crate::disk::reconcile::Step;
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
+use crate::plan::delivery::Dropped;
+use crate::plan::delivery::GroupPlan;
+use crate::plan::delivery::verify::Delivered;
+use crate::plan::target::Target;
 use crate::plan::{Content, Delivery, Warning};
-use crate::reconcile::Step;
 use crate::report::SchemaKind;
-use crate::target::Target;
 
 /// A created, replaced or removed managed path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -112,7 +112,7 @@ pub struct DeliveredReport {
     pub reasons: Vec<String>,
     /// The Claude Code release and consumer this verdict judged, and where each came from
     /// (`null` for a flat backend, which reads its document as it is).
-    pub judged: Option<crate::pin::Judged>,
+    pub judged: Option<crate::input::pin::Judged>,
     /// Settings the agent can write that may keep composed memory from it and that clawmd
     /// cannot evaluate exactly, each naming the file and the setting: the guardrails *may
     /// not* reach the agent (`complete` is then `false`).
@@ -122,7 +122,7 @@ pub struct DeliveredReport {
     /// (`cannot-be-dropped`; docs/delivery.md, "Guardrails on every backend"). Absent for
     /// Claude Code groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub guarantee: Option<crate::delivery::guard::Guarantee>,
+    pub guarantee: Option<crate::plan::delivery::guard::Guarantee>,
 }
 
 impl GroupReport {
@@ -531,7 +531,7 @@ fn write_delivery(out: &mut Lines, group: &GroupReport) {
             let by_settings = delivered
                 .reasons
                 .iter()
-                .any(|r| crate::delivery::verify::reason_is_a_setting(r));
+                .any(|r| crate::plan::delivery::verify::reason_is_a_setting(r));
             if by_settings {
                 out.out(
                     Tone::Note,

@@ -1,7 +1,7 @@
 //! The identity of every JSON document clawmd has a schema for: [`SchemaKind`] and its `$id`.
 //!
 //! It lives with the reports, which carry their kind's `$id` as `$schema`, so that the reports
-//! do not depend on [`crate::schema`] (which builds the schemas from the report types).
+//! do not depend on [`crate::commands::schema`] (which builds the schemas from the report types).
 
 /// A document clawmd has a schema for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

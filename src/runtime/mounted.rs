@@ -20,11 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::disk::reads::{Read, ReadLog, Root as ReadRoot, Seen};
 use crate::loader::fs::{
     DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, metadata_of,
     read_through_stat,
 };
-use crate::reads::{Read, ReadLog, Root as ReadRoot, Seen};
 
 pub use crate::loader::fs::MAX_SYMLINKS;
 
@@ -140,7 +140,7 @@ impl At {
     fn child(&self, name: &str) -> At {
         At {
             mount: self.mount,
-            rel: crate::reads::join(&self.rel, name),
+            rel: crate::disk::reads::join(&self.rel, name),
         }
     }
 
@@ -215,10 +215,10 @@ impl MountedFs {
     }
 
     /// Logs every read of a host source made through this view (and its clones) in `log`,
-    /// as what it found ([`crate::reads`]), so that [`MountedFs::holds`] can tell later
+    /// as what it found ([`crate::disk::reads`]), so that [`MountedFs::holds`] can tell later
     /// whether a view of the same table would find the same: the loader is a function of
     /// what its reads find, so the same reads load the same memory. A file read keeps its
-    /// bytes' SHA-256, and its identity once settled ([`crate::reads::settled`]).
+    /// bytes' SHA-256, and its identity once settled ([`crate::disk::reads::settled`]).
     pub fn log_reads_in(&mut self, log: &Arc<ReadLog>) {
         self.log = Some(log.clone());
     }
@@ -416,7 +416,7 @@ impl MountedFs {
                 let target = rustix::fs::readlinkat(fd.as_fd(), "", Vec::new());
                 self.logged(at.as_ref(), || {
                     let target = target.as_ref().ok()?;
-                    Some(Seen::Link(crate::reads::digest(target.as_bytes())))
+                    Some(Seen::Link(crate::disk::reads::digest(target.as_bytes())))
                 });
                 Ok(PathBuf::from(OsString::from_vec(target?.into_bytes())))
             }
@@ -539,15 +539,15 @@ fn listing_seen(entries: &[DirEntry]) -> Seen {
     let entries: Vec<(OsString, Option<FileKind>)> = (entries.iter())
         .map(|entry| (entry.name.clone(), Some(entry.kind)))
         .collect();
-    crate::reads::listing(&entries)
+    crate::disk::reads::listing(&entries)
 }
 
 /// What a file read found, for the log: the SHA-256 of its bytes (or what it was instead of
 /// bytes), with its identity when settled.
 fn file_seen(limit: u64, outcome: &ReadOutcome, identity: Option<[i64; 8]>) -> Seen {
     let digest = match outcome {
-        ReadOutcome::Bytes(bytes) => crate::reads::digest(bytes),
-        ReadOutcome::TooLarge { len } => format!("{} {len}", crate::reads::TOO_LARGE),
+        ReadOutcome::Bytes(bytes) => crate::disk::reads::digest(bytes),
+        ReadOutcome::TooLarge { len } => format!("{} {len}", crate::disk::reads::TOO_LARGE),
         ReadOutcome::NotAFile { kind } => format!("not a file: {kind:?}"),
     };
     Seen::File {
@@ -635,7 +635,7 @@ impl MountedFs {
 
     /// [`MountedFs::holds`], each path opened once for all the replays that share `opened`,
     /// saying too whether a file was found the same by its bytes though its identity would
-    /// now stand for them ([`crate::reads::settled`] at `now`): `Some(true)`, the reads are
+    /// now stand for them ([`crate::disk::reads::settled`] at `now`): `Some(true)`, the reads are
     /// worth making again once. `None`: a read finds something else.
     pub fn replay(
         &self,
@@ -650,7 +650,7 @@ impl MountedFs {
             }
             let again = match read.root {
                 ReadRoot::Mount(mount) => {
-                    let rel = crate::reads::join(&read.dir, &read.name);
+                    let rel = crate::disk::reads::join(&read.dir, &read.name);
                     match &read.seen {
                         // An entry's kind and size, looked at from its folder (not opened).
                         Seen::Entry(entry)
@@ -747,7 +747,7 @@ fn holds_again(
             handle_metadata(fd).is_ok_and(|meta| (meta.kind, meta.len) == *entry)
         }
         (Some(fd), Seen::Link(digest)) => rustix::fs::readlinkat(fd, "", Vec::new())
-            .is_ok_and(|target| crate::reads::digest(target.as_bytes()) == *digest),
+            .is_ok_and(|target| crate::disk::reads::digest(target.as_bytes()) == *digest),
         (Some(fd), Seen::Listing(_)) => {
             list(fd).is_ok_and(|entries| listing_seen(&entries) == *seen)
         }
@@ -760,14 +760,15 @@ fn holds_again(
             },
         ) => {
             let stat = rustix::fs::fstat(fd).ok();
-            if identity.is_some() && stat.as_ref().map(crate::reads::identity) == *identity {
+            if identity.is_some() && stat.as_ref().map(crate::disk::reads::identity) == *identity {
                 return Some(false);
             }
             let same = read_through_stat(fd, *limit).is_ok_and(|(outcome, _)| {
                 matches!(file_seen(*limit, &outcome, None), Seen::File { digest: again, .. } if again == *digest)
             });
-            return same
-                .then(|| stat.is_some_and(|stat| crate::reads::settled(&stat, now).is_some()));
+            return same.then(|| {
+                stat.is_some_and(|stat| crate::disk::reads::settled(&stat, now).is_some())
+            });
         }
         _ => false,
     };
@@ -812,7 +813,7 @@ impl MemoryFs for MountedFs {
                     Some(file_seen(
                         limit,
                         outcome,
-                        crate::reads::settled(stat, before),
+                        crate::disk::reads::settled(stat, before),
                     ))
                 });
                 read.map(|(outcome, _)| outcome)

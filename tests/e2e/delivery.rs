@@ -233,7 +233,7 @@ fn probe_imports_are_live_outside_a_fence() {
 }
 
 /// clawmd's last resort for a mention it cannot wrap in a code span is a zero-width space after
-/// the `@` (src/delivery/expand.rs): the real CLI does not follow `@\u{200B}./container.json`,
+/// the `@` (src/plan/delivery/expand.rs): the real CLI does not follow `@\u{200B}./container.json`,
 /// while the same line without it is followed (the control above).
 #[test]
 fn a_zero_width_space_after_the_at_is_not_an_import() {

@@ -1,0 +1,173 @@
+//! The one module that changes the disk.
+//!
+//! Everything clawmd writes goes through a [`SafeDir`]: a directory opened once with
+//! `O_NOFOLLOW` and then used only through `*at` system calls on single-component names, so an
+//! agent that swaps a file or folder inside its (read-write mounted) group for a symlink can
+//! never make clawmd read, write or delete anything outside the group.
+//!
+//! Writes are atomic and durable: a file is written to a temp name in the same directory,
+//! fsynced, and renamed over the target; a symlink is created under a temp name and renamed
+//! over (never unlink-then-create). Renames, links and unlinks in a directory become durable
+//! when the directory is fsynced: [`SafeDir::sync`] does that once for a batch of changes (the
+//! callers sync wherever the order of two changes matters), and a `SafeDir` dropped with
+//! unsynced changes syncs itself. Temp names start with
+//! [`TEMP_PREFIX`] so a later run can clear what a crash left behind.
+//!
+//! Nothing that is not a regular file is ever opened for reading or writing: the decision is
+//! made from an `O_PATH` handle (which neither blocks on a FIFO nor runs a device's `open`), and
+//! the file is then reopened through that same handle (`/proc/self/fd/N`), so a name swapped in
+//! between cannot be opened instead. A file clawmd creates or replaces takes the owner and
+//! mode of the file it replaces, or, for a new file, the owner of the folder it is in (and
+//! that folder's permissions, without the execute bits): a runner working as root never
+//! leaves a group's files root-owned. Runs of zero bytes are written as holes, so a sparse
+//! file copied (a rescued hand edit) stays sparse.
+//!
+//! For crash tests, the environment variable `CLAWMD_CRASH_AT=N` aborts the process just before
+//! the N-th disk-changing step (see [`checkpoint`]). It is read once and costs nothing when unset.
+//!
+//! One file per concern:
+//!
+//! * `safe_dir/`: [`SafeDir`] itself, opened without following links (`mod.rs`), its reads
+//!   (`read.rs`) and listings (`listing.rs`), its atomic writes and [`Temp`]s (`write.rs`), its
+//!   in-place writes (`in_place.rs`), the owner and mode a written file takes (`owner.rs`) and
+//!   the holes a file's zeros become (`sparse.rs`);
+//! * `regular.rs`: opening only regular files, and reading them within a limit;
+//! * `journal.rs`: temp names and the [`TempJournal`] that records them;
+//! * `leftovers.rs`: the [`Leftover`]s read back from a journal;
+//! * `replay.rs`: whether a log of reads ([`crate::disk::reads`]) finds the same again;
+//! * `host.rs`: reads and writes of trusted host paths;
+//! * `lock.rs`: the per-group lock and how a run waits for it;
+//! * `crash.rs`: the crash points of the crash tests.
+//!
+//! clippy.toml bans every writing call outside this module: each file here that writes opts in
+//! with its own `#![expect(clippy::disallowed_methods)]` (an `expect`, so one that stops
+//! writing must drop it).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::file_kind::FileKind;
+
+mod crash;
+mod host;
+mod journal;
+mod leftovers;
+mod lock;
+mod regular;
+mod replay;
+mod safe_dir;
+#[cfg(test)]
+mod testing;
+
+pub use crash::{checkpoint, crash_injection_enabled};
+pub use host::{
+    create_dir_all, kind_no_follow, read_host_file, read_host_file_as_found, write_host_file,
+};
+pub use journal::{TempJournal, is_temp_name, journal_has_records};
+pub use leftovers::{Leftover, read_leftovers};
+pub use lock::{GroupLock, LockWait, lock};
+pub use replay::replay;
+pub use safe_dir::{Listing, SafeDir, Temp};
+
+/// Names of temp files and links start with this; a run that holds the group lock removes them.
+pub const TEMP_PREFIX: &str = ".clawmd-tmp-";
+
+/// An I/O failure, with the operation and the path it concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    /// A system call failed.
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        /// What clawmd was doing ("read", "rename", ...).
+        op: &'static str,
+        /// The path concerned.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A path that must be a real directory or file is something else (typically a symlink).
+    #[error("refusing to use {}: it is {found}, not {expected}; fix: {fix}", path.display())]
+    Unsafe {
+        /// The path concerned.
+        path: PathBuf,
+        /// What it is ("a symlink", "a directory", ...).
+        found: String,
+        /// What clawmd needs there.
+        expected: &'static str,
+        /// How to repair it.
+        fix: String,
+    },
+    /// A file is larger than clawmd is willing to read.
+    #[error("{} is larger than {limit} bytes; fix: {fix}", path.display())]
+    TooLarge {
+        /// The path concerned.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+        /// How to repair it.
+        fix: String,
+    },
+    /// Another clawmd process held the lock for too long.
+    #[error(
+        "timed out after {}s waiting for the lock {} held by another clawmd run; fix: wait for it to finish, or raise CLAWMD_LOCK_TIMEOUT (seconds)",
+        waited.as_secs(), path.display()
+    )]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long clawmd waited.
+        waited: Duration,
+    },
+}
+
+impl FsError {
+    fn io(op: &'static str, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+        FsError::Io {
+            op,
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+
+    /// The path the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            FsError::Io { path, .. }
+            | FsError::Unsafe { path, .. }
+            | FsError::TooLarge { path, .. }
+            | FsError::LockTimeout { path, .. } => path,
+        }
+    }
+}
+
+type Result<T, E = FsError> = std::result::Result<T, E>;
+
+/// A directory entry's state, with a file's bytes or a link's target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// Nothing by that name.
+    Missing,
+    /// A regular file and its bytes.
+    File(Vec<u8>),
+    /// A symbolic link and its target (never followed).
+    Symlink(PathBuf),
+    /// A directory.
+    Dir,
+    /// A device, socket or fifo.
+    Other,
+}
+
+impl Node {
+    /// The kind of this node (`None`: missing).
+    pub fn kind(&self) -> Option<FileKind> {
+        match self {
+            Node::Missing => None,
+            Node::File(_) => Some(FileKind::File),
+            Node::Symlink(_) => Some(FileKind::Symlink),
+            Node::Dir => Some(FileKind::Dir),
+            Node::Other => Some(FileKind::Other),
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The one store of clawmd's sealed records: a [`Record`] says where its records are, how
+//! large one may be and what its body holds; [`Records`] reads and writes them, and
+//! [`record_json`] and [`record_file`] show one as JSON and make one from JSON (for tests,
+//! and for a person looking into a record).
+//!
+//! A record file is the 32 bytes of its key, its body, and a SHA-256 of both (its seal: a
+//! torn record is never used, so a record needs no temp and no rename). Its body is encoded
+//! with postcard ([`encode`]): compact, and quick to decode at every spawn; a record is read
+//! only by the binary that wrote it (every key holds its identity,
+//! [`super::binary_identity`]), so the encoding need not describe itself.
+//!
+//! The records: a group's verdict and last look (`verdicts/<group>`,
+//! [`crate::plan::delivery::verdicts::VerdictRecord`]), a group's findings of `check`
+//! (`checks/<group>`, [`crate::commands::check::CheckRecord`]), and the shared sources
+//! (`sources/container`, [`crate::input::sources::record::SourcesRecord`]).
+
+use std::marker::PhantomData;
+use std::sync::{Mutex, MutexGuard};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sha2::Digest as _;
+
+use super::check_placement;
+use crate::disk::fsops::{FsError, SafeDir};
+use crate::input::layout::Layout;
+
+/// A kind of sealed record in the state folder.
+pub trait Record {
+    /// The folder of these records in the state folder (`<state>/<FOLDER>/<name>`).
+    const FOLDER: &'static str;
+    /// The largest record read back.
+    const MAX_BYTES: u64;
+    /// What a record keeps besides its key and seal (its serde form is its JSON).
+    type Body: Serialize + DeserializeOwned;
+
+    /// The body's bytes ([`encode`], unless the record lays its body out itself).
+    fn encode(body: &Self::Body) -> Option<Vec<u8>> {
+        encode(body)
+    }
+
+    /// The body of `bytes`, when it is whole ([`decode`], unless the record lays its body out
+    /// itself).
+    fn decode(bytes: Vec<u8>) -> Option<Self::Body> {
+        decode(&bytes)
+    }
+}
+
+/// The records of one kind (`<state>/<R::FOLDER>/<name>`): one per group (or one for the
+/// deployment), read and written through a handle opened once per run, each written in place
+/// under the lock of its name. A record is never synced: one a crash loses or leaves torn is
+/// only worked out again.
+pub struct Records<R> {
+    /// The folder, once opened (a missing one is looked for again at the next read).
+    dir: Mutex<Option<SafeDir>>,
+    record: PhantomData<fn() -> R>,
+}
+
+/// Why a record was not written (a record is only a saving: the caller notes it and goes on).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Its body could not be encoded.
+    #[error("its body cannot be encoded")]
+    Encode,
+    /// Its folder or file could not be written.
+    #[error(transparent)]
+    Fs(#[from] FsError),
+}
+
+impl<R: Record> Default for Records<R> {
+    fn default() -> Self {
+        Records::new()
+    }
+}
+
+impl<R: Record> Records<R> {
+    /// The records of `<state>/<R::FOLDER>`, the folder not opened yet.
+    pub const fn new() -> Records<R> {
+        Records {
+            dir: Mutex::new(None),
+            record: PhantomData,
+        }
+    }
+
+    /// The record `name`, when it is whole: its key and body.
+    pub fn read(&self, layout: &Layout, name: &str) -> Option<([u8; 32], R::Body)> {
+        let (key, body) = self.read_sealed(layout, name)?;
+        Some((key, R::decode(body)?))
+    }
+
+    /// The body of the record `name` when it is whole and its key is `key` (a body under
+    /// another key is not decoded).
+    pub fn read_keyed(&self, layout: &Layout, name: &str, key: &[u8; 32]) -> Option<R::Body> {
+        let (found, body) = self.read_sealed(layout, name)?;
+        (found == *key).then(|| R::decode(body))?
+    }
+
+    /// Writes the record `name` with `key` and `body`, in place ([`SafeDir::overwrite_sealed`]),
+    /// under the lock of `name` that the caller holds; the folder is made when missing.
+    pub fn write(
+        &self,
+        layout: &Layout,
+        name: &str,
+        key: &[u8; 32],
+        body: &R::Body,
+    ) -> Result<(), RecordError> {
+        let body = R::encode(body).ok_or(RecordError::Encode)?;
+        let mut dir = self.lock_dir();
+        if dir.is_none() {
+            *dir = Some(records_dir(layout, R::FOLDER, true)?);
+        }
+        let dir = dir.as_ref().expect("opened above");
+        Ok(dir.overwrite_sealed(name, &sealed(key, &body))?)
+    }
+
+    /// The key and the body's bytes of the record `name`, when it is whole.
+    fn read_sealed(&self, layout: &Layout, name: &str) -> Option<([u8; 32], Vec<u8>)> {
+        let mut dir = self.lock_dir();
+        if dir.is_none() {
+            *dir = Some(records_dir(layout, R::FOLDER, false).ok()?);
+        }
+        let bytes = dir.as_ref()?.read_own_file(name, R::MAX_BYTES).ok()??;
+        unsealed(bytes)
+    }
+
+    fn lock_dir(&self) -> MutexGuard<'_, Option<SafeDir>> {
+        self.dir.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// `<state>/<folder>` (never through a link), a folder of sealed records, made when
+/// `create` and missing.
+fn records_dir(layout: &Layout, folder: &str, create: bool) -> Result<SafeDir, FsError> {
+    check_placement(layout)?;
+    let missing = || FsError::Io {
+        op: "open",
+        path: layout.state_dir.join(folder),
+        source: std::io::ErrorKind::NotFound.into(),
+    };
+    let state = SafeDir::open_state(&layout.state_dir, create)?.ok_or_else(missing)?;
+    state.open_child(folder, create)?.ok_or_else(missing)
+}
+
+/// A record file's `bytes` as its key and the JSON of its body, when it is whole: for tests,
+/// and for a person looking into a record ([`record_file`] makes one).
+#[doc(hidden)]
+pub fn record_json<R: Record>(bytes: Vec<u8>) -> Option<([u8; 32], serde_json::Value)> {
+    let (key, body) = unsealed(bytes)?;
+    Some((key, serde_json::to_value(R::decode(body)?).ok()?))
+}
+
+/// A record file with `key` and the body whose JSON is `json` ([`record_json`]).
+#[doc(hidden)]
+pub fn record_file<R: Record>(key: &[u8; 32], json: serde_json::Value) -> Option<Vec<u8>> {
+    let body: R::Body = serde_json::from_value(json).ok()?;
+    Some(sealed(key, &R::encode(&body)?))
+}
+
+/// The key and body of a record file's `bytes` (`None`: not whole): the key, the body, and
+/// the SHA-256 of both after them.
+fn unsealed(mut bytes: Vec<u8>) -> Option<([u8; 32], Vec<u8>)> {
+    let sealed = bytes.len().checked_sub(32)?;
+    let (whole, seal) = bytes.split_at(sealed);
+    if sha2::Sha256::digest(whole).as_slice() != seal {
+        return None;
+    }
+    let key = whole.get(..32)?.try_into().ok()?;
+    bytes.truncate(sealed);
+    bytes.drain(..32);
+    Some((key, bytes))
+}
+
+/// A record file's bytes for `key` and `body` ([`unsealed`]).
+fn sealed(key: &[u8; 32], body: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(body.len() + 64);
+    bytes.extend_from_slice(key);
+    bytes.extend_from_slice(body);
+    let seal: [u8; 32] = sha2::Sha256::digest(&bytes).into();
+    bytes.extend_from_slice(&seal);
+    bytes
+}
+
+/// A value encoded as (part of) a record's body (postcard).
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Option<Vec<u8>> {
+    postcard::to_stdvec(value).ok()
+}
+
+/// A value decoded from a record's body ([`encode`]), when it is whole and nothing follows.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    decode_prefix(bytes).and_then(|(value, rest)| rest.is_empty().then_some(value))
+}
+
+/// The value [`encode`]d at the start of `bytes`, and the bytes after it.
+pub fn decode_prefix<T: DeserializeOwned>(bytes: &[u8]) -> Option<(T, &[u8])> {
+    postcard::take_from_bytes(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Note;
+
+    impl Record for Note {
+        const FOLDER: &'static str = "notes";
+        const MAX_BYTES: u64 = 128;
+        type Body = (String, u32);
+    }
+
+    #[test]
+    fn a_record_file_is_its_key_its_body_and_their_seal() {
+        let key = [7u8; 32];
+        let file = record_file::<Note>(&key, serde_json::json!(["note", 3])).unwrap();
+        assert_eq!(file[..32], key);
+        assert_eq!(file.len(), 32 + encode(&("note", 3u32)).unwrap().len() + 32);
+        let (read_key, json) = record_json::<Note>(file.clone()).unwrap();
+        assert_eq!((read_key, json), (key, serde_json::json!(["note", 3])));
+        // Torn, or changed in any byte: not whole.
+        assert!(record_json::<Note>(file[..file.len() - 1].to_vec()).is_none());
+        for at in [0, 32, file.len() - 1] {
+            let mut changed = file.clone();
+            changed[at] ^= 1;
+            assert!(record_json::<Note>(changed).is_none(), "{at}");
+        }
+    }
+
+    #[test]
+    fn records_are_read_back_by_their_key_and_written_in_place() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::under_root(root.path());
+        let records = Records::<Note>::new();
+        assert!(records.read(&layout, "g").is_none(), "no state folder yet");
+        let key = [1u8; 32];
+        let body = ("verdict".to_owned(), 1);
+        records.write(&layout, "g", &key, &body).unwrap();
+        assert_eq!(records.read(&layout, "g"), Some((key, body.clone())));
+        assert_eq!(records.read_keyed(&layout, "g", &key), Some(body.clone()));
+        assert_eq!(records.read_keyed(&layout, "g", &[2u8; 32]), None);
+        let path = layout.state_dir.join("notes/g");
+        assert_eq!(std::fs::read(&path).unwrap()[..32], key);
+        // Longer than the record kind reads: not read.
+        let long = ("x".repeat(128), 2);
+        records.write(&layout, "g", &key, &long).unwrap();
+        assert!(Records::<Note>::new().read(&layout, "g").is_none());
+    }
+}

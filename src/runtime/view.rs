@@ -1,0 +1,371 @@
+//! The agent's view of its memory: the [`loader`](crate::loader) evaluated inside a group's
+//! container, through the runner's mount table (DESIGN §1), so links that dangle on the host
+//! (`.claude-shared.md -> /app/CLAUDE.md`) resolve as they do in the container and every path
+//! is printed as the agent sees it.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::disk::fsops::FsError;
+use crate::error::GroupError;
+use crate::input::layout::{Layout, MountNeeds};
+use crate::input::names;
+use crate::loader::fs::MemoryFs;
+use crate::loader::{LoadOptions, LoaderError, Memory, SettingsEvaluation, Severity, load};
+use crate::plan::delivery::verify::AgentSettings;
+use crate::plan::target::Target;
+use crate::report::{escape, escape_path};
+use crate::runtime::mounted::{Mount, MountedFs};
+
+pub use crate::input::pin::Consumer;
+pub use crate::plan::target::{DEFAULT_CONTAINER_HOME, ViewOptions, load_options};
+
+/// The container's mounts for `group`, whose composition needs `needs`:
+/// [`Layout::mount_table`] as the container view's [`Mount`]s.
+///
+/// ```
+/// use clawmd::layout::{Layout, MountNeeds};
+/// use clawmd::runtime::mounted::Mount;
+///
+/// let layout = Layout::under_root("/srv".as_ref());
+/// let needs = MountNeeds {
+///     entry_point: "CLAUDE.md",
+///     fragments: true,
+///     managed: false,
+///     app: true,
+///     config: true,
+/// };
+/// let mounts = clawmd::view::container_mounts(&layout, "main", &needs);
+/// assert!(mounts.contains(&Mount::new("/app/CLAUDE.md", "/srv/container/CLAUDE.md")));
+/// assert!(mounts.contains(&Mount::new("/workspace/agent", "/srv/groups/main")));
+/// ```
+pub fn container_mounts(layout: &Layout, group: &str, needs: &MountNeeds) -> Vec<Mount> {
+    layout
+        .mount_table(group, needs)
+        .into_iter()
+        .map(|bind| Mount::new(bind.container, bind.host))
+        .collect()
+}
+
+/// The mounts of the container of `group` (the group's `~/.claude` among them where the
+/// deployment says it lives, [`Layout::claude_home`]), the home in its place when given.
+pub fn group_mounts(
+    layout: &Layout,
+    group: &str,
+    needs: &MountNeeds,
+    options: &ViewOptions,
+) -> Vec<Mount> {
+    let mut mounts = container_mounts(layout, group, needs);
+    // A home given for the view stands for the whole home, `~/.claude` included.
+    if let Some(home) = &options.home {
+        let claude = layout.claude_home_mount();
+        mounts.retain(|mount| mount.container != claude);
+        mounts.push(Mount::new(container_home(options), home));
+    }
+    mounts
+}
+
+/// The agent's `$HOME` in the view: the mounted home, or the deployment's `agentHome` when
+/// only its `~/.claude` is mounted.
+fn view_home(layout: &Layout, options: &ViewOptions) -> Option<PathBuf> {
+    match &options.home {
+        Some(_) => Some(container_home(options)),
+        None => layout
+            .claude_home
+            .as_ref()
+            .map(|_| layout.agent_home.clone()),
+    }
+}
+
+/// The options the loader runs with for `group`'s container seen through `fs`.
+fn group_load_options(layout: &Layout, fs: &MountedFs, options: &ViewOptions) -> LoadOptions {
+    let mut load_options =
+        load_options(&layout.workspace_mount, view_home(layout, options), options);
+    // The managed-policy mount point, where the table binds the group's managed folder
+    // (managed delivery); the image's own managed policy is not modelled.
+    let managed = &layout.managed_mount;
+    load_options.managed_dir = fs
+        .mounts()
+        .iter()
+        .any(|m| m.container.starts_with(managed))
+        .then(|| managed.to_owned());
+    load_options
+}
+
+/// What the settings files the agent can write do to its memory, for the CLI and for the
+/// Agent SDK (`settingSources: ['project','user']`), read in the view of `group`'s container
+/// (the group folder and the group's `~/.claude` where the deployment says where it is; every
+/// read bounded, never following a link on the host, never opening a FIFO or device).
+pub fn agent_settings(
+    layout: &Layout,
+    group: &str,
+    options: &ViewOptions,
+) -> Result<AgentSettings, GroupError> {
+    agent_settings_in(layout, &group_view(layout, group, options)?, options)
+}
+
+/// [`agent_settings`], read through `fs`, the group's view ([`group_view`]).
+pub fn agent_settings_in(
+    layout: &Layout,
+    fs: &MountedFs,
+    options: &ViewOptions,
+) -> Result<AgentSettings, GroupError> {
+    let evaluate = |consumer: Consumer| -> Result<SettingsEvaluation, GroupError> {
+        let options = ViewOptions {
+            consumer,
+            ..options.clone()
+        };
+        let load_options = group_load_options(layout, fs, &options);
+        let cwd = fs
+            .canonicalize(&load_options.cwd)
+            .map_err(|source| LoaderError::Cwd {
+                path: load_options.cwd.clone(),
+                source,
+            })?;
+        Ok(crate::loader::settings::evaluate(fs, &load_options, &cwd))
+    };
+    Ok(AgentSettings {
+        cli: evaluate(Consumer::Cli)?,
+        sdk: evaluate(Consumer::Sdk)?,
+    })
+}
+
+fn container_home(options: &ViewOptions) -> PathBuf {
+    options
+        .container_home
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTAINER_HOME))
+}
+
+/// Loads what the agent of `group` gets at spawn. Returns the memory and the mounted
+/// filesystem it was read through (to map container paths back to the host).
+///
+/// The group folder, and the group's `CLAUDE.md`, `.claude-fragments` and `container.json`
+/// (mounted on their own, so the runner would bind whatever a link there points to), are
+/// refused when they are symlinks, as compose and check refuse them; everything else in the
+/// group is resolved as the container resolves it.
+pub fn load_group(
+    layout: &Layout,
+    group: &str,
+    options: &ViewOptions,
+) -> Result<(Memory, MountedFs), GroupError> {
+    let fs = group_view(layout, group, options)?;
+    let memory = load_in(layout, &fs, options)?;
+    Ok((memory, fs))
+}
+
+/// [`load_group`] through `fs`, the group's view ([`group_view`]).
+pub fn load_in(
+    layout: &Layout,
+    fs: &MountedFs,
+    options: &ViewOptions,
+) -> Result<Memory, GroupError> {
+    Ok(load(fs, &group_load_options(layout, fs, options))?)
+}
+
+/// The container view of `group`, through its mount table for `options`' delivery settings
+/// (see [`load_group`] for what is refused).
+pub fn group_view(
+    layout: &Layout,
+    group: &str,
+    options: &ViewOptions,
+) -> Result<MountedFs, GroupError> {
+    let group_dir = crate::disk::deployment::checked_group_dir(layout, group)?;
+    let settings = options.delivery_settings();
+    let dir = crate::disk::deployment::open_group(&group_dir)?;
+    // A config that cannot be read (malformed, a device, a link: check reports it) gives the
+    // binds of a group with the default config; whatever is at `container.json` is bound (and
+    // a link there refused below, as the runner would bind through it).
+    let present = dir.kind(names::CONFIG)?.is_some();
+    let mut needs =
+        crate::runtime::mounts::needs_in(layout, &dir, &settings).unwrap_or_else(|_| {
+            Target::of(&crate::input::config::GroupConfig::default(), &settings)
+                .mount_needs(present)
+        });
+    needs.config = present;
+    drop(dir);
+    open_group_view(layout, group, &group_dir, &needs, options)
+}
+
+/// The container view of a group, its group-folder mounts opened without following links.
+fn open_group_view(
+    layout: &Layout,
+    group: &str,
+    group_dir: &Path,
+    needs: &MountNeeds,
+    options: &ViewOptions,
+) -> Result<MountedFs, GroupError> {
+    open_view(
+        layout,
+        group_dir,
+        group_mounts(layout, group, needs, options),
+    )
+}
+
+/// The container view of `group` through `mounts`, a table [`group_view`] made before (its
+/// [`MountedFs::mounts`]) from the same config and settings: no config is read.
+pub fn view_of_table(
+    layout: &Layout,
+    group: &str,
+    mounts: Vec<Mount>,
+) -> Result<MountedFs, GroupError> {
+    let group_dir = crate::disk::deployment::checked_group_dir(layout, group)?;
+    open_view(layout, &group_dir, mounts)
+}
+
+/// The view through `mounts`, the mounts whose source is in the group folder `group_dir`
+/// opened without following links.
+fn open_view(
+    layout: &Layout,
+    group_dir: &Path,
+    mounts: Vec<Mount>,
+) -> Result<MountedFs, GroupError> {
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = match rustix::fs::open(group_dir, dir_flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => {
+            return Err(crate::disk::deployment::missing_group(group_dir));
+        }
+        Err(Errno::NOTDIR | Errno::LOOP) => {
+            let found = match fs_err::symlink_metadata(group_dir) {
+                Ok(m) if m.file_type().is_symlink() => "a symlink",
+                _ => "not a directory",
+            };
+            return Err(unsafe_entry(group_dir, found, "a real directory"));
+        }
+        Err(err) => {
+            return Err(FsError::Io {
+                op: "open directory",
+                path: group_dir.to_owned(),
+                source: err.into(),
+            }
+            .into());
+        }
+    };
+    let mut sources = Vec::new();
+    for mount in mounts {
+        let handle = match mount.host.strip_prefix(group_dir) {
+            Ok(rel) if rel.as_os_str().is_empty() => {
+                rustix::fs::openat(&dir, ".", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+            }
+            Ok(rel) => {
+                let handle = rustix::fs::openat(
+                    &dir,
+                    rel,
+                    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                );
+                if let Ok(fd) = &handle {
+                    let is_link = rustix::fs::fstat(fd)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+                    if is_link {
+                        let expected = if rel == Path::new(names::FRAGMENTS) {
+                            "a real directory"
+                        } else {
+                            "a regular file"
+                        };
+                        return Err(unsafe_entry(&mount.host, "a symlink", expected));
+                    }
+                }
+                handle
+            }
+            // Not in the group folder (the state, container/, the home): trusted host paths,
+            // opened following links as a bind mount does. Its mount point may be in the
+            // group folder (the entry point bound over `CLAUDE.md`): the runner would mount
+            // through a link planted there, so it is refused like one at a bind's source.
+            Err(_) => {
+                let point = mount
+                    .container
+                    .strip_prefix(&layout.workspace_mount)
+                    .ok()
+                    .filter(|rel| !rel.as_os_str().is_empty());
+                if let Some(rel) = point {
+                    let planted = rustix::fs::statat(&dir, rel, AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+                    if planted {
+                        return Err(unsafe_entry(
+                            &group_dir.join(rel),
+                            "a symlink",
+                            "a regular file",
+                        ));
+                    }
+                }
+                rustix::fs::open(&mount.host, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+            }
+        };
+        sources.push((mount, handle));
+    }
+    Ok(MountedFs::with_sources(sources))
+}
+
+fn unsafe_entry(path: &Path, found: &str, expected: &'static str) -> GroupError {
+    GroupError::Fs(FsError::Unsafe {
+        path: path.to_owned(),
+        found: found.to_owned(),
+        expected,
+        fix: format!(
+            "an agent may have planted it: move {} aside and run `clawmd compose` for the group",
+            path.display()
+        ),
+    })
+}
+
+/// A listing of what reaches the agent and what is dropped, for `render --delivery-view`.
+/// Every name and text that came from disk is passed through [`escape`], so a file
+/// name or an import an agent chose cannot move the cursor, clear the screen or forge a line.
+pub fn delivery_view(memory: &Memory) -> String {
+    let mut out = String::new();
+    let approval = if memory.external_imports_approved {
+        "approved"
+    } else {
+        "not approved"
+    };
+    let _ = writeln!(
+        out,
+        "memory for {} (external imports {approval}):",
+        shown(&memory.cwd)
+    );
+    for file in &memory.files {
+        let chars = file.body.chars().count();
+        let via = match (&file.import, &file.parent) {
+            (Some(import), Some(parent)) => {
+                format!(" via {} in {}", escape(import), shown(parent))
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "  loaded   {} ({chars} chars, {}){via}",
+            shown(&file.path),
+            file.label()
+        );
+    }
+    for diagnostic in &memory.diagnostics {
+        let mark = match diagnostic.severity {
+            Severity::Error => "error   ",
+            Severity::Warning => "warning ",
+            Severity::Info => "note    ",
+        };
+        // Each line names its file, unless its message already does (or names the import).
+        let path = shown(&diagnostic.path);
+        let message = escape(&diagnostic.message);
+        let names_import = (diagnostic.import.as_deref())
+            .is_some_and(|import| diagnostic.message.contains(import));
+        match names_import || message.contains(&path) {
+            true => writeln!(out, "  {mark} {message}"),
+            false => writeln!(out, "  {mark} {path}: {message}"),
+        }
+        .ok();
+    }
+    if memory.files.is_empty() {
+        let _ = writeln!(out, "  (nothing: Claude Code sends no memory block)");
+    }
+    out
+}
+
+fn shown(path: &Path) -> String {
+    escape_path(path)
+}
