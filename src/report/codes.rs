@@ -161,6 +161,10 @@ codes! {
     /// A memory file in a folder Claude Code refuses to load from (`connector-downloads`, a
     /// session scratchpad).
     FileProtected = "file-protected",
+    /// A memory file reached through a link Claude Code does not follow to memory (since
+    /// 2.1.333: a target whose name is not UTF-8, a process's own link such as
+    /// `/proc/self/cwd`).
+    LinkUnchecked = "link-unchecked",
     /// The working directory's path is not UTF-8: Claude Code does not start.
     CwdNotUtf8 = "cwd-not-utf8",
     /// `--claude-version` names a release outside the conformance corpus.

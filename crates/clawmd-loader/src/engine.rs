@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::content::{self, IgnoredReason};
 use super::fs::{FileKind, MemoryFs, ReadOutcome, is_loop};
+use super::links;
 use super::markdown::js_trim;
 use super::model::*;
 use super::path_policy::{self, is_special_path};
@@ -868,7 +869,24 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         if self.excludes.matches(&f.path, kind) || is_special_path(&f.path.to_string_lossy()) {
             return None;
         }
-        let (real, via_link) = self.real_path(&f.path, v.report(), v.written(), v.importer);
+        let (real, via_link, resolved) =
+            self.real_path(&f.path, v.report(), v.written(), v.importer);
+        // Since 2.1.333 the links on the way are vetted first (JS `Ao(…, { judged })`): when
+        // there are links (the real path differs, or the path is a link that does not resolve
+        // here, e.g. into the process's own /proc/self/cwd).
+        let vetting = self.vetting(kind, f.depth);
+        if vetting.any()
+            && (links::worth_walking(&f.path, via_link) || !resolved && self.is_link(&f.path))
+            && let Some(why) = links::vet(self.fs, &f.path, vetting)
+        {
+            self.note_file(
+                v,
+                Severity::Warning,
+                DiagnosticCode::LinkUnchecked,
+                why.describe(),
+            );
+            return None;
+        }
         if is_special_path(&real.to_string_lossy()) {
             return None;
         }
@@ -919,6 +937,17 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         processed.insert(k);
         processed.extend(real_key);
         Some(real)
+    }
+
+    /// Which link checks apply to a file of `kind` at `depth` (JS `judged: h > 0 || !p1n(type)`:
+    /// every import, and every file found by name but the managed and the user's).
+    pub(super) fn vetting(&self, kind: MemoryKind, depth: usize) -> links::Vetting {
+        let judged = depth > 0 || !matches!(kind, MemoryKind::Managed | MemoryKind::User);
+        let version = self.opts.claude_version;
+        links::Vetting {
+            undecodable: judged && version.has(Behaviour::UndecodableLinkTargetsRefused),
+            process_links: judged && version.has(Behaviour::ProcessLinksUnchecked),
+        }
     }
 
     /// JS `Pht`: the extension check, then frontmatter, comments and imports.
@@ -1047,19 +1076,27 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         }
     }
 
-    /// JS `mo`: the real path (or the path itself when it cannot be resolved).
+    /// Whether `path` itself is a symbolic link.
+    pub(super) fn is_link(&self, path: &Path) -> bool {
+        self.fs
+            .symlink_metadata(path)
+            .is_ok_and(|m| m.kind == FileKind::Symlink)
+    }
+
+    /// JS `mo`: the real path (or the path itself when it cannot be resolved), whether it
+    /// differs from the path, and whether it was resolved at all.
     fn real_path(
         &mut self,
         path: &Path,
         report: bool,
         written: Option<&str>,
         importer: Option<&Path>,
-    ) -> (PathBuf, bool) {
+    ) -> (PathBuf, bool, bool) {
         let alias = path_policy::own_process_alias(path, &self.cwd);
         match self.fs.canonicalize(alias.as_deref().unwrap_or(path)) {
             Ok(r) => {
                 let link = r != path;
-                (r, link)
+                (r, link, true)
             }
             Err(e) => {
                 if report && is_loop(&e) {
@@ -1076,7 +1113,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                         msg,
                     );
                 }
-                (path.to_path_buf(), false)
+                (path.to_path_buf(), false, false)
             }
         }
     }

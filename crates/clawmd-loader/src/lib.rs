@@ -49,6 +49,7 @@ pub mod file_kind;
 mod frontmatter;
 pub mod fs;
 pub(crate) mod js_json;
+mod links;
 pub(crate) mod markdown;
 mod model;
 mod path_policy;

@@ -160,6 +160,10 @@ pub enum DiagnosticCode {
     /// A file in a folder Claude Code refuses to read memory from (`connector-downloads`, a
     /// session scratchpad), on the walk or as an import.
     FileProtected,
+    /// A file reached through a link Claude Code does not follow to memory (since 2.1.333: a
+    /// link whose target's name is not UTF-8, or a process's own link such as
+    /// `/proc/self/cwd`): not loaded, approved or not.
+    LinkUnchecked,
     /// The working directory's path is not UTF-8: Claude Code does not start, so no memory
     /// is loaded at all.
     CwdNotUtf8,

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::engine::{Engine, Noise};
 use super::fs::{DirEntry, FileKind, MemoryFs};
+use super::links;
 use super::model::*;
 use super::path_policy::is_special_path;
 use super::paths::{is_within, key};
@@ -74,6 +75,9 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             if (pn != zt && self.excludes.matches(&pn, kind))
                 || is_special_path(&zt.to_string_lossy())
             {
+                continue;
+            }
+            if self.unchecked_rule_path(&en, is_link, canonical, kind) {
                 continue;
             }
             let entry_kind = if is_link {
@@ -176,6 +180,9 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         if is_special_path(&real.to_string_lossy()) {
             return None;
         }
+        if self.unchecked_rule_path(dir, is_link, canonical, kind) {
+            return None;
+        }
         visited.insert(key(dir));
         if is_link {
             visited.insert(key(&real));
@@ -184,10 +191,10 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             // The rules folder itself linked out: skipped since 2.1.232; its `.claude` folder
             // linked out: since 2.1.284.
             let version = self.opts.claude_version;
-            let dir_is_link = version.has(Behaviour::LinkTargetsExternal) && self.is_symlink(dir);
+            let dir_is_link = version.has(Behaviour::LinkTargetsExternal) && self.is_link(dir);
             let dot_claude_is_link = version.has(Behaviour::LinkedClaudeDirExternal)
                 && kind == MemoryKind::Project
-                && dir.parent().is_some_and(|p| self.is_symlink(p));
+                && dir.parent().is_some_and(|p| self.is_link(p));
             if dir_is_link || dot_claude_is_link {
                 let msg = format!(
                     "{} links outside {} and external imports are not approved: its rules are skipped",
@@ -215,9 +222,34 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         })
     }
 
-    fn is_symlink(&self, p: &Path) -> bool {
-        self.fs
-            .symlink_metadata(p)
-            .is_ok_and(|m| m.kind == FileKind::Symlink)
+    /// Since 2.1.333 a project rules folder and each of its entries are vetted like a file
+    /// found by name (JS `Ao(…, { judged: !p1n(type) })`, then `kne`): one reached through a
+    /// link Claude Code does not follow is skipped (managed and user rules are not vetted).
+    fn unchecked_rule_path(
+        &mut self,
+        path: &Path,
+        is_link: bool,
+        resolved: bool,
+        kind: MemoryKind,
+    ) -> bool {
+        let vetting = self.vetting(kind, 0);
+        if !vetting.any()
+            || !(links::worth_walking(path, is_link) || !resolved && self.is_link(path))
+        {
+            return false;
+        }
+        let Some(why) = links::vet(self.fs, path, vetting) else {
+            return false;
+        };
+        let msg = format!("rules path {} {}", path.display(), why.describe());
+        self.note(
+            Severity::Warning,
+            DiagnosticCode::LinkUnchecked,
+            path,
+            None,
+            None,
+            msg,
+        );
+        true
     }
 }

@@ -38,8 +38,9 @@ impl ClaudeVersion {
 
     /// The default release: the newest the conformance corpus covers whose reading of the
     /// agent's settings was measured too ([`MEASURED`]); a newer
-    /// corpus release (2.1.331, recorded with every case and matching 2.1.330) is judged when
-    /// pinned, but the default stays where every verdict, settings included, was measured.
+    /// corpus release (2.1.331, recorded with every case and matching 2.1.330; 2.1.333, the
+    /// Agent SDK 0.3.333's) is judged when pinned, but the default stays where every verdict,
+    /// settings included, was measured.
     pub fn default_release() -> Self {
         CORPUS
             .iter()
@@ -204,6 +205,16 @@ pub enum Behaviour {
     /// CR and CRLF become LF only when an HTML comment block is actually stripped (before:
     /// whenever the text contains `<!--`).
     CrNormalisedOnlyWhenStripped,
+    /// A file reached through a link whose text is not UTF-8 (a target whose name is not
+    /// UTF-8) is not loaded: imports, and project and local files, `AGENTS.md` and project
+    /// rules found by name (JS `Ao(…, { judged: true })`, `literalLinkText: "undecodable"`;
+    /// `src/links.rs`). Before, the kernel followed the link (case 67).
+    UndecodableLinkTargetsRefused,
+    /// A file whose path goes through one of a process's own links (`/proc/self/cwd/…`,
+    /// `/proc/self/root/…`, `/proc/<pid>/fd/<n>`, `/dev/fd`…) is not loaded, approved or not,
+    /// for the same files (JS `Kt` on every link the judged walk follows). Before, approved
+    /// `/proc/self/cwd/…` and `/proc/self/root/…` imports loaded (cases 75, 77, 79, 80).
+    ProcessLinksUnchecked,
 }
 
 /// Behaviour → the first release that shows it, as bisected on the real npm releases
@@ -277,11 +288,23 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
         Behaviour::CrNormalisedOnlyWhenStripped,
         ClaudeVersion::new(2, 1, 330),
     ),
+    // 2.1.333 is published only inside the Agent SDK (0.3.333); the CLI release before it,
+    // 2.1.332, loads every case as 2.1.331 does (scripts/conformance-drift --releases 2.1.332).
+    (
+        Behaviour::UndecodableLinkTargetsRefused,
+        ClaudeVersion::new(2, 1, 333),
+    ),
+    (
+        Behaviour::ProcessLinksUnchecked,
+        ClaudeVersion::new(2, 1, 333),
+    ),
 ];
 
 /// The releases the conformance corpus (`tests/fixtures/conformance`) is recorded on, newest
-/// first. Keep in step with `tests/fixtures/conformance/VERSIONS`.
+/// first. Keep in step with `tests/fixtures/conformance/VERSIONS`. 2.1.333 is recorded from
+/// the Claude Code the Agent SDK 0.3.333 bundles (it was never published as a CLI package).
 pub const CORPUS: &[ClaudeVersion] = &[
+    ClaudeVersion::new(2, 1, 333),
     ClaudeVersion::new(2, 1, 331),
     ClaudeVersion::new(2, 1, 330),
     ClaudeVersion::new(2, 1, 328),
@@ -329,6 +352,10 @@ mod tests {
         assert!(!v("2.1.100").has(Behaviour::RelativeWorktreeSkipsMainCheckout));
         assert!(v("2.1.198").has(Behaviour::RelativeWorktreeSkipsMainCheckout));
         assert!(v("2.1.83").has(Behaviour::RelativeWorktreeSkipsMainCheckout));
+        assert!(v("2.1.333").has(Behaviour::UndecodableLinkTargetsRefused));
+        assert!(v("2.1.333").has(Behaviour::ProcessLinksUnchecked));
+        assert!(!v("2.1.332").has(Behaviour::UndecodableLinkTargetsRefused));
+        assert!(!v("2.1.332").has(Behaviour::ProcessLinksUnchecked));
     }
 
     #[test]
@@ -342,6 +369,12 @@ mod tests {
     fn verification() {
         assert_eq!(ClaudeVersion::default(), ClaudeVersion::new(2, 1, 330));
         assert!(ClaudeVersion::new(2, 1, 328).is_verified());
+        assert!(ClaudeVersion::new(2, 1, 333).is_verified());
+        assert_eq!(
+            ClaudeVersion::newest_verified(),
+            ClaudeVersion::new(2, 1, 333)
+        );
+        assert!(!ClaudeVersion::new(2, 1, 332).is_verified());
         assert!(!ClaudeVersion::new(2, 1, 329).is_verified());
         assert_eq!(
             ClaudeVersion::new(2, 1, 329).nearest_verified(),

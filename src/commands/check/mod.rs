@@ -466,6 +466,7 @@ fn is_about_the_file(code: DiagnosticCode) -> bool {
             | D::FileUnparsable
             | D::FileOversized
             | D::FileProtected
+            | D::LinkUnchecked
     )
 }
 
@@ -518,6 +519,11 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
             Severity::Error,
             Code::FileProtected,
             "move the file out of the connector-downloads or scratchpad folder: Claude Code never loads memory from there",
+        ),
+        D::LinkUnchecked => (
+            Severity::Error,
+            Code::LinkUnchecked,
+            "point the link at a target whose name is UTF-8, or name the file itself rather than a path through /proc/<pid>/…: Claude Code (since 2.1.333) does not load memory through such a link",
         ),
         D::CwdNotUtf8 => (
             Severity::Error,
