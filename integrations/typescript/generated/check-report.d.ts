@@ -65,6 +65,7 @@ export type Code =
   | "config-unreadable"
   | "dangling-link"
   | "file-protected"
+  | "link-unchecked"
   | "cwd-not-utf8"
   | "claude-version-unverified"
   | "budget-exceeded"
