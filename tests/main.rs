@@ -12,6 +12,8 @@ mod support;
 mod agent_settings;
 #[path = "main/check.rs"]
 mod check;
+#[path = "main/cli.rs"]
+mod cli;
 #[path = "main/compose.rs"]
 mod compose;
 #[path = "main/conformance.rs"]

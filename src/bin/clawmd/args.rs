@@ -323,10 +323,12 @@ impl OutputArgs {
     }
 }
 
+// Which groups: named, or every one with --all; one of the two is required (a runner must never
+// compose everything by accident), and the usage and its error say so (`<GROUPS>...|--all`).
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["groups", "all"])))]
 pub struct ComposeArgs {
     /// Groups to compose (folder names under groups/).
-    #[arg(required_unless_present = "all", conflicts_with = "all")]
     pub groups: Vec<String>,
     /// Compose every group.
     #[arg(long)]
@@ -435,11 +437,13 @@ pub struct MountsArgs {
     pub output: OutputArgs,
 }
 
+// What to render: a group, or a folder with --cwd; one of the two is required, and the usage
+// and its error say so (`<GROUP|--cwd <DIR>>`).
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["group", "cwd"])))]
 pub struct RenderArgs {
     /// The group whose agent's memory to show, as loaded inside its container (cwd
     /// /workspace/agent, mounts as the runner sets them up).
-    #[arg(conflicts_with = "cwd", required_unless_present = "cwd")]
     pub group: Option<String>,
     /// Instead of a group: the memory Claude Code loads when started in DIR on this machine.
     #[arg(long, value_name = "DIR")]

@@ -1,0 +1,28 @@
+//! The command line itself: its usage errors, help texts and manual pages, as a newcomer meets
+//! them (issue 42).
+
+use crate::support::run_clawmd;
+
+/// `compose` with no group names its two choices: groups, or `--all` (it never composes every
+/// group unasked: a runner must name what it composes).
+#[test]
+fn compose_without_a_group_names_all() {
+    let run = run_clawmd(["compose"], &[]).expect_code(2);
+    let stderr = run.stderr();
+    assert!(stderr.contains("<GROUPS|--all>"), "{stderr}");
+    assert!(
+        stderr.contains("Usage: clawmd compose <GROUPS|--all>"),
+        "{stderr}"
+    );
+    // Both at once is still a usage error.
+    run_clawmd(["compose", "main", "--all"], &[]).expect_code(2);
+}
+
+/// `render` with no group names `--cwd`, its other choice.
+#[test]
+fn render_without_a_group_names_cwd() {
+    let run = run_clawmd(["render"], &[]).expect_code(2);
+    let stderr = run.stderr();
+    assert!(stderr.contains("<GROUP|--cwd <DIR>>"), "{stderr}");
+    run_clawmd(["render", "main", "--cwd", "/"], &[]).expect_code(2);
+}
