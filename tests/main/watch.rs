@@ -34,7 +34,14 @@ struct Watching {
 
 impl Watching {
     fn start(deployment: &Deployment, args: &[&str]) -> Self {
-        let mut all = vec!["watch", "--format", "json", "--debounce-ms", "50"];
+        Self::start_as(deployment, &["--format", "json"], args)
+    }
+
+    /// [`Watching::start`] asking for JSON with `format` (`--format json` or `--json`).
+    fn start_as(deployment: &Deployment, format: &[&str], args: &[&str]) -> Self {
+        let mut all = vec!["watch"];
+        all.extend_from_slice(format);
+        all.extend_from_slice(&["--debounce-ms", "50"]);
         all.extend_from_slice(args);
         let mut child = command(deployment.root(), &all, &[])
             .stdout(Stdio::piped())
@@ -151,6 +158,26 @@ fn changed(groups: &[&str]) -> Vec<(String, String)> {
         .iter()
         .map(|group| (group.to_string(), "changed".to_owned()))
         .collect()
+}
+
+/// `--json`, as the other commands take it, is `--format json` (issue 42).
+#[test]
+fn watch_takes_json_as_the_other_commands_do() {
+    let deployment = Deployment::example();
+    let mut watching = Watching::start_as(&deployment, &["--json"], &["--all"]);
+    assert_eq!(
+        watching.next_groups(3),
+        changed(&["main", "ops", "research"])
+    );
+    assert_eq!(watching.next()["event"].as_str(), Some("ready"));
+    watching.stop(rustix::process::Signal::TERM);
+    // Both at once is a usage error, as for the other commands.
+    clawmd(
+        deployment.root(),
+        &["watch", "--json", "--format", "json"],
+        &[],
+    )
+    .expect_code(2);
 }
 
 #[test]

@@ -367,6 +367,19 @@ pub struct WatchArgs {
     /// How to print each event: for people, or one JSON line per event (docs/json-report.md).
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub format: OutputFormat,
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+}
+
+impl WatchArgs {
+    /// The format asked for (`--json` is `--format json`, as for the other commands).
+    pub fn format(&self) -> OutputFormat {
+        match self.json {
+            true => OutputFormat::Json,
+            false => self.format,
+        }
+    }
 }
 
 // A group's config handed on the command line (a plain comment: see DeliveryArgs).

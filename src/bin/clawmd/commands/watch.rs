@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow::R
     // the watch the same way a signal does.
     let mut failed = None;
     let mut sink = |event: WatchEvent| {
-        let printed = match args.format {
+        let printed = match args.format() {
             OutputFormat::Json => serde_json::to_string(&WatchLine::new(event))
                 .map_err(anyhow::Error::from)
                 .and_then(|line| printer.streamed_line(&line)),
