@@ -26,3 +26,22 @@ fn render_without_a_group_names_cwd() {
     assert!(stderr.contains("<GROUP|--cwd <DIR>>"), "{stderr}");
     run_clawmd(["render", "main", "--cwd", "/"], &[]).expect_code(2);
 }
+
+/// Every page clawmd(1) refers to, clawmd-SUBCOMMAND(1), is printed by `clawmd man SUBCOMMAND`.
+#[test]
+fn every_page_the_manual_names_is_printed() {
+    let page = run_clawmd(["man"], &[]).success().stdout();
+    let named: Vec<&str> = page
+        .lines()
+        .filter_map(|line| line.strip_prefix("clawmd\\-")?.strip_suffix("(1)"))
+        .collect();
+    assert!(named.contains(&"compose"), "{page}");
+    for name in named {
+        let sub = run_clawmd(["man", name], &[]).success().stdout();
+        assert!(
+            sub.contains(&format!(".TH clawmd-{name} 1 ")),
+            "clawmd man {name}:\n{sub}"
+        );
+    }
+    run_clawmd(["man", "nope"], &[]).expect_code(2);
+}

@@ -116,16 +116,35 @@ Examples:
         #[command(flatten)]
         global: GlobalArgs,
     },
-    /// Print the manual page (roff).
+    /// Print the manual page (roff): clawmd(1), or a subcommand's, clawmd-SUBCOMMAND(1).
     #[command(after_help = "\
 Examples:
   clawmd man > /usr/local/share/man/man1/clawmd.1
+  clawmd man compose > /usr/local/share/man/man1/clawmd-compose.1
   clawmd man | man -l -")]
     Man {
+        /// The subcommand whose page to print (clawmd-SUBCOMMAND(1)); without it, clawmd(1).
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(MAN_PAGES))]
+        subcommand: Option<String>,
         #[command(flatten)]
         global: GlobalArgs,
     },
 }
+
+/// The subcommands with a page of their own, clawmd-SUBCOMMAND(1), as clawmd(1) lists them.
+pub const MAN_PAGES: [&str; 11] = [
+    "compose",
+    "migrate",
+    "check",
+    "render",
+    "mounts",
+    "watch",
+    "init",
+    "completions",
+    "schema",
+    "man",
+    "help",
+];
 
 // A subcommand's arguments, and the flags every command takes ([`GlobalArgs`]) as given after
 // the subcommand. (A plain comment: see DeliveryArgs.)
@@ -150,7 +169,7 @@ impl Command {
             Command::Init(with) => &with.global,
             Command::Completions { global, .. }
             | Command::Schema { global, .. }
-            | Command::Man { global } => global,
+            | Command::Man { global, .. } => global,
         }
     }
 }

@@ -62,6 +62,6 @@ fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
         Command::Watch(with) => commands::watch::run(global, with.args, printer),
         Command::Completions { shell, .. } => commands::docs::completions(shell, printer),
         Command::Schema { kind, .. } => commands::docs::json_schema(kind, printer),
-        Command::Man { .. } => commands::docs::man(printer),
+        Command::Man { subcommand, .. } => commands::docs::man(subcommand.as_deref(), printer),
     }
 }

@@ -25,10 +25,23 @@ pub fn json_schema(kind: SchemaKind, printer: &Printer) -> anyhow::Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints the manual page (roff).
-pub fn man(printer: &Printer) -> anyhow::Result<ExitCode> {
+/// Prints the manual page (roff): clawmd(1), or with `subcommand`, clawmd-SUBCOMMAND(1) (the
+/// pages clawmd(1) refers to).
+pub fn man(subcommand: Option<&str>, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let mut command = Cli::command();
+    if let Some(name) = subcommand {
+        // Built first: each subcommand's arguments are added only when it is built (`defer`).
+        command.build();
+        let sub = command
+            .find_subcommand(name)
+            .with_context(|| format!("no manual page for {name}"))?
+            .clone();
+        // clap takes a `'static` name (without its `string` feature): one short leak, once.
+        let page: &'static str = Box::leak(format!("clawmd-{name}").into_boxed_str());
+        command = sub.name(page).version(env!("CARGO_PKG_VERSION"));
+    }
     let mut page = Vec::new();
-    clap_mangen::Man::new(Cli::command())
+    clap_mangen::Man::new(command)
         .render(&mut page)
         .context("cannot render the manual page")?;
     printer.plain(&String::from_utf8_lossy(&page))?;
