@@ -1011,9 +1011,17 @@ fn with_spawn(
             | Step::LeftAlone { .. }
             | Step::Rescue { .. } => false,
         });
-        report.running_container = Some(match restart {
-            true => SeenWhen::AfterRestart,
-            false => SeenWhen::NextSession,
+        // Every change a creation (a first compose): no container could bind what was not
+        // there; one started before has none of it.
+        let created_only = seen.steps.iter().all(|step| match step {
+            Step::Write { before, .. } => before.is_none(),
+            Step::Remove { .. } | Step::Rescue { .. } => false,
+            Step::Keep { .. } | Step::Shadowed { .. } | Step::LeftAlone { .. } => true,
+        });
+        report.running_container = Some(match (restart, created_only) {
+            (true, true) => SeenWhen::StartAfter,
+            (true, false) => SeenWhen::AfterRestart,
+            (false, _) => SeenWhen::NextSession,
         });
     }
     report.spawn_digest = Some(spawn.digest);

@@ -85,8 +85,10 @@ pub struct GroupReport {
     /// failed group.
     pub spawn_digest: Option<String>,
     /// For a changed group: when a container already running sees the change: at its next
-    /// session (only folder binds' content changed) or only after a restart (a file bind's
-    /// source was replaced); `null` when nothing changed or the group failed.
+    /// session (only folder binds' content changed), only after a restart (a file bind's
+    /// source was replaced), or, when every change is a creation and a file bind's source was
+    /// created (a first compose), only when started after this compose; `null` when nothing
+    /// changed or the group failed.
     pub running_container: Option<SeenWhen>,
 }
 
@@ -99,6 +101,10 @@ pub enum SeenWhen {
     /// A changed file is the source of a file bind: the container keeps the old content
     /// until it restarts.
     AfterRestart,
+    /// Every change is a creation (a group composed for the first time) and some created
+    /// file is the source of a file bind: no container started before this compose could
+    /// bind it; start the container after.
+    StartAfter,
 }
 
 /// Whether everything composed reaches the agent.
@@ -467,6 +473,12 @@ fn seen_when(when: SeenWhen, dry_run: bool) -> &'static str {
         }
         (SeenWhen::AfterRestart, true) => {
             "a running container would see this only after a restart (a file it binds would be replaced)"
+        }
+        (SeenWhen::StartAfter, false) => {
+            "a container started before this compose has none of these files: start it after"
+        }
+        (SeenWhen::StartAfter, true) => {
+            "a container started before this compose would have none of these files: start it after"
         }
     }
 }

@@ -797,7 +797,7 @@ fn dry_run_reports_the_plan_and_writes_nothing() {
     assert!(!d.exists("groups/.clawmd-locks"));
     insta::assert_snapshot!(run.stdout(), @r"
     g: would update
-      a running container would see this only after a restart (a file it binds would be replaced)
+      a container started before this compose would have none of these files: start it after
       + state:managed/CLAUDE.md
       + state:managed/managed-settings.json
       + CLAUDE.local.md
@@ -812,7 +812,7 @@ fn dry_run_reports_the_plan_and_writes_nothing() {
     assert_eq!(d.snapshot(), before);
     insta::assert_snapshot!(run.stdout(), @r#"
     g: would update
-      a running container would see this only after a restart (a file it binds would be replaced)
+      a container started before this compose would have none of these files: start it after
       + .claude-fragments/.claude-shared.md -> /app/CLAUDE.md
       + .claude-fragments/hello.md -> /app/skills/hello/instructions.md
       + .claude-fragments/web.md -> /app/skills/web/instructions.md
@@ -2078,6 +2078,39 @@ fn compose_says_when_a_running_container_sees_the_change() {
             pinned.stdout()
         )
     );
+}
+
+/// A group's first compose creates every file: no container could be running with them, so
+/// compose says to start it after, in human and JSON, in a dry run too (issue 42); a later
+/// change that replaces a bound file still says "after a restart" (the test above).
+#[test]
+fn a_first_compose_says_to_start_the_container_after() {
+    let d = Deployment::standard().group("g", Some(r#"{"skills": ["web"]}"#));
+    let dry = d.run(["compose", "g", "--dry-run"]).success();
+    assert!(
+        dry.stdout().contains(
+            "  a container started before this compose would have none of these files: start it after\n"
+        ),
+        "{}",
+        dry.show()
+    );
+    let first = d.run(["compose", "g", "--json"]).success();
+    assert_eq!(
+        first.json()["groups"][0]["running_container"],
+        "start-after",
+        "{}",
+        first.show()
+    );
+    let d = Deployment::standard().group("g", None);
+    let human = d.run(["compose", "g"]).success();
+    assert!(
+        human.stdout().contains(
+            "g: updated\n  a container started before this compose has none of these files: start it after\n"
+        ),
+        "{}",
+        human.show()
+    );
+    assert!(!human.stdout().contains("restart"), "{}", human.show());
 }
 
 /// A runner's own Codex managed configuration (`codexManagedConfig`) is kept whole in the

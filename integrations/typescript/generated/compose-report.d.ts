@@ -97,7 +97,7 @@ export type Guarantee = "cannot-be-dropped";
 /**
  * When a running container sees a recompose.
  */
-export type SeenWhen = "next-session" | "after-restart";
+export type SeenWhen = "next-session" | "after-restart" | "start-after";
 
 /**
  * The report of a `compose` run.
@@ -236,8 +236,10 @@ export interface GroupReport {
   spawn_digest: string | null;
   /**
    * For a changed group: when a container already running sees the change: at its next
-   * session (only folder binds' content changed) or only after a restart (a file bind's
-   * source was replaced); `null` when nothing changed or the group failed.
+   * session (only folder binds' content changed), only after a restart (a file bind's
+   * source was replaced), or, when every change is a creation and a file bind's source was
+   * created (a first compose), only when started after this compose; `null` when nothing
+   * changed or the group failed.
    */
   running_container: SeenWhen | null;
 }
