@@ -45,3 +45,63 @@ fn every_page_the_manual_names_is_printed() {
     }
     run_clawmd(["man", "nope"], &[]).expect_code(2);
 }
+
+/// The README's synopses (the `clawmd SUBCOMMAND …` lines of its code blocks) name only flags
+/// the subcommand takes, and name `--fix`, `--config`, `--approve-external`,
+/// `--claude-version` and `--json` wherever it takes them (issue 42).
+#[test]
+fn the_readme_synopses_match_the_flags() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let flags = |text: &str| -> Vec<String> {
+        let mut found = Vec::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("--") {
+            rest = &rest[at + 2..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '-')
+                .collect();
+            if !name.is_empty() {
+                found.push(format!("--{name}"));
+            }
+        }
+        found
+    };
+    let mut checked = 0;
+    for sub in [
+        "compose", "migrate", "check", "render", "mounts", "watch", "init",
+    ] {
+        let prefix = format!("clawmd {sub} ");
+        let synopsis: Vec<&str> = readme
+            .lines()
+            .filter(|line| line.starts_with(&prefix) || *line == prefix.trim_end())
+            .collect();
+        assert!(!synopsis.is_empty(), "no synopsis of {sub} in the README");
+        let help = run_clawmd([sub, "--help"], &[]).success().stdout();
+        let taken = flags(&help);
+        let named = flags(&synopsis.join("\n"));
+        for flag in &named {
+            assert!(
+                taken.contains(flag),
+                "the README's {sub} synopsis names {flag}, which {sub} does not take"
+            );
+        }
+        for flag in [
+            "--fix",
+            "--config",
+            "--approve-external",
+            "--claude-version",
+            "--json",
+        ] {
+            if taken.iter().any(|f| f == flag) {
+                assert!(
+                    named.iter().any(|f| f == flag),
+                    "the README's {sub} synopsis lacks {flag}"
+                );
+            }
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 7);
+}
