@@ -105,3 +105,51 @@ fn the_readme_synopses_match_the_flags() {
     }
     assert_eq!(checked, 7);
 }
+
+/// Every subcommand, as `clawmd --help` lists them.
+const SUBCOMMANDS: [&str; 10] = [
+    "compose",
+    "migrate",
+    "check",
+    "render",
+    "mounts",
+    "watch",
+    "init",
+    "completions",
+    "schema",
+    "man",
+];
+
+/// The version, which moves at every release, hidden from the snapshots.
+fn without_version(text: &str) -> String {
+    text.replace(env!("CARGO_PKG_VERSION"), "[VERSION]")
+}
+
+/// Every help text (`--help` and `-h`, of clawmd and each subcommand) is a snapshot: a change
+/// of a flag or its text shows in the review (issue 42).
+#[test]
+fn every_help_text_is_a_snapshot() {
+    for flag in ["--help", "-h"] {
+        let top = run_clawmd([flag], &[]).success().stdout();
+        insta::assert_snapshot!(format!("help_clawmd{flag}"), without_version(&top));
+        for sub in SUBCOMMANDS {
+            assert!(
+                top.contains(&format!("\n  {sub} ")),
+                "clawmd {flag} lists {sub}"
+            );
+            let help = run_clawmd([sub, flag], &[]).success().stdout();
+            insta::assert_snapshot!(format!("help_{sub}{flag}"), without_version(&help));
+        }
+    }
+}
+
+/// The manual pages, clawmd(1) and each clawmd-SUBCOMMAND(1), are snapshots (issue 42).
+#[test]
+fn every_manual_page_is_a_snapshot() {
+    let top = run_clawmd(["man"], &[]).success().stdout();
+    insta::assert_snapshot!("man_clawmd", without_version(&top));
+    for sub in SUBCOMMANDS.iter().chain(&["help"]) {
+        let page = run_clawmd(["man", sub], &[]).success().stdout();
+        insta::assert_snapshot!(format!("man_clawmd-{sub}"), without_version(&page));
+    }
+}
