@@ -14,6 +14,7 @@ fn compose_without_a_group_names_all() {
         stderr.contains("Usage: clawmd compose <GROUPS|--all>"),
         "{stderr}"
     );
+    insta::assert_snapshot!("usage_compose_without_a_group", stderr);
     // Both at once is still a usage error.
     run_clawmd(["compose", "main", "--all"], &[]).expect_code(2);
 }
@@ -24,6 +25,7 @@ fn render_without_a_group_names_cwd() {
     let run = run_clawmd(["render"], &[]).expect_code(2);
     let stderr = run.stderr();
     assert!(stderr.contains("<GROUP|--cwd <DIR>>"), "{stderr}");
+    insta::assert_snapshot!("usage_render_without_a_group", stderr);
     run_clawmd(["render", "main", "--cwd", "/"], &[]).expect_code(2);
 }
 
