@@ -442,22 +442,12 @@ pub fn in_order(text: &str, parts: &[&str]) {
     }
 }
 
-/// Copies a directory tree, keeping symlinks as symlinks (`from` itself may be one).
-#[track_caller]
-pub fn copy_tree(from: &Path, to: &Path) {
-    for entry in walkdir::WalkDir::new(from) {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.path().strip_prefix(from).unwrap());
-        let kind = entry.file_type();
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), &dest).unwrap();
-        } else if kind.is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
+// The one copy_tree, the loader's conformance harness's; tests/main.rs loads that harness too,
+// so the file is a module twice in that test binary (the same function, no state).
+#[path = "../../crates/clawmd-loader/tests/support/copy_tree.rs"]
+#[allow(clippy::duplicate_mod)]
+mod copy_tree_shared;
+pub use copy_tree_shared::copy_tree;
 
 /// A fresh temp dir for a deployment. The heavy tests run many fsync-bound processes; a kill or
 /// an abort loses nothing the kernel already has, whatever the filesystem, so by default they

@@ -45,21 +45,9 @@ fn cases_dir(fixtures: &Path) -> PathBuf {
     }
 }
 
-/// Copies a tree, symlinks as symlinks.
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in walkdir::WalkDir::new(from) {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.path().strip_prefix(from).unwrap());
-        let kind = entry.file_type();
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), &dest).unwrap();
-        } else if kind.is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
+#[path = "copy_tree.rs"]
+mod copy_tree;
+use copy_tree::copy_tree;
 
 /// Folders listed in `git-repos` get a `.git` directory (git cannot store one in a fixture).
 fn make_git_repos(case: &Path, root: &Path) {
