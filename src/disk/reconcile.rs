@@ -795,7 +795,10 @@ fn remove_unused_folders(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> 
             continue;
         }
         let (parent, name) = match folder.rsplit_once('/') {
-            Some((parent, name)) => (dirs.get(Place::Guard(parent_folder(dirs, parent))), name),
+            Some((parent, name)) => {
+                let opened = dirs.guard.iter().find(|(open, _)| *open == parent);
+                (opened.map(|(_, dir)| dir), name)
+            }
             None => (Some(bind), *folder),
         };
         if let Some(parent) = parent {
@@ -803,14 +806,6 @@ fn remove_unused_folders(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> 
         }
     }
     Ok(())
-}
-
-/// The guard folder `parent` as the `'static` name [`Dirs::guard`] knows it by.
-fn parent_folder(dirs: Dirs<'_>, parent: &str) -> &'static str {
-    dirs.guard
-        .iter()
-        .find(|(folder, _)| *folder == parent)
-        .map_or("", |(folder, _)| folder)
 }
 
 fn is_entry_point(path: &ManagedPath) -> bool {
