@@ -55,7 +55,7 @@ pub use plan::Delivery;
 // Internals the integration tests reach into (records, sections, the write module): not the
 // API, hidden from its documentation.
 #[doc(hidden)]
-pub use disk::{fsops, reads, reconcile, state};
+pub use disk::{fsops, reads, reconcile, state, written};
 #[doc(hidden)]
 pub use input::sources;
 #[doc(hidden)]

@@ -31,6 +31,7 @@ use crate::disk::fsops::{self, FsError, LockWait, SafeDir, TempJournal};
 use crate::disk::reads::{Read, Root, Seen};
 use crate::disk::reconcile::{Dirs, Staged, Step, apply, stage};
 use crate::disk::state;
+use crate::disk::written;
 use crate::error::{Error, GroupError};
 use crate::input::layout::{GroupConfigSource, Layout};
 use crate::input::sources::host_reads::HostLog;
@@ -546,6 +547,17 @@ impl Run<'_, &Sources> {
         {
             self.record_unlocked(with_look(unrecorded, first.reads.reads(), &report));
         }
+        // Fragments found as planned but not recorded (written before clawmd kept the
+        // record): recorded now, so that a later change replaces them unkept.
+        if !self.options.dry_run
+            && first.is_up_to_date()
+            && first.fragments.is_some()
+            && written::is_stale(first.written.as_ref(), &first.plan)
+        {
+            state::with_free_lock(self.layout, group, || {
+                written::record(self.layout, group, &first.plan, first.written.as_ref())
+            });
+        }
         FirstLook::Done(Box::new(report))
     }
 }
@@ -633,7 +645,10 @@ impl Run<'_, &Sources> {
             }
         }
         let settings = &self.options.settings;
-        let seen = observe(layout, self.sources, group_path, settings, Some(&journal))?;
+        let mut seen = observe(layout, self.sources, group_path, settings, Some(&journal))?;
+        if seen.steps.iter().any(writes_a_fragment) {
+            seen.written = written::record_intent(layout, group, &seen.plan, seen.written.take());
+        }
         Ok((journal, cleaned, seen))
     }
 
@@ -652,6 +667,12 @@ impl Run<'_, &Sources> {
         if let Some(unrecorded) = unrecorded {
             self.verdicts.record(self.layout, unrecorded);
         }
+        written::record(
+            self.layout,
+            &report.group,
+            &seen.plan,
+            seen.written.as_ref(),
+        );
         Ok(report)
     }
 
@@ -687,6 +708,11 @@ impl Run<'_, &Sources> {
             self.verdicts.record(self.layout, unrecorded)
         });
     }
+}
+
+/// Whether `step` writes in `.claude-fragments`.
+fn writes_a_fragment(step: &Step) -> bool {
+    matches!(step, Step::Write { path, .. } if path.place == crate::plan::Place::Fragments)
 }
 
 /// How many groups a batch composes at most: each holds its lock, up to four folders and its
@@ -1009,6 +1035,7 @@ fn with_spawn(
             Step::Keep { .. }
             | Step::Shadowed { .. }
             | Step::LeftAlone { .. }
+            | Step::Foreign { .. }
             | Step::Rescue { .. } => false,
         });
         // Every change a creation (a first compose): no container could bind what was not
@@ -1016,7 +1043,10 @@ fn with_spawn(
         let created_only = seen.steps.iter().all(|step| match step {
             Step::Write { before, .. } => before.is_none(),
             Step::Remove { .. } | Step::Rescue { .. } => false,
-            Step::Keep { .. } | Step::Shadowed { .. } | Step::LeftAlone { .. } => true,
+            Step::Keep { .. }
+            | Step::Shadowed { .. }
+            | Step::LeftAlone { .. }
+            | Step::Foreign { .. } => true,
         });
         report.running_container = Some(match (restart, created_only) {
             (true, true) => SeenWhen::StartAfter,

@@ -14,6 +14,7 @@ use crate::disk::fsops::{self, FsError, Leftover, Listing, SafeDir, TempJournal}
 use crate::disk::reads::{Read, ReadLog, Root, Watch};
 use crate::disk::reconcile::{Dirs, Step, check_rescue_budget, diff_listed};
 use crate::disk::state;
+use crate::disk::written::{self, WrittenFragments};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::input::config::{
@@ -421,6 +422,9 @@ pub struct Observation {
     /// Every read made through the group's folders so far, in order ([`crate::disk::reads`]): what
     /// the group's record keeps when it is found as planned.
     pub reads: Arc<ReadLog>,
+    /// What clawmd wrote in `.claude-fragments`, by its record ([`written`]; `None`: no whole
+    /// record).
+    pub written: Option<WrittenFragments>,
 }
 
 impl Observation {
@@ -430,12 +434,15 @@ impl Observation {
     }
 
     /// Whether every step keeps what is there ([`Step::Keep`], [`Step::Shadowed`],
-    /// [`Step::LeftAlone`]).
+    /// [`Step::LeftAlone`], [`Step::Foreign`]).
     pub fn all_kept(&self) -> bool {
         self.steps.iter().all(|step| {
             matches!(
                 step,
-                Step::Keep { .. } | Step::Shadowed { .. } | Step::LeftAlone { .. }
+                Step::Keep { .. }
+                    | Step::Shadowed { .. }
+                    | Step::LeftAlone { .. }
+                    | Step::Foreign { .. }
             )
         })
     }
@@ -544,7 +551,16 @@ pub fn observe_opened(
         rescues: None,
         guard: &guard,
     };
-    let steps = diff_listed(&dirs, &listed, &layout.rescue_dir(group), &plan)?;
+    // What clawmd wrote in `.claude-fragments`: it removes or replaces only that (read even
+    // when the folder is gone, so that a record left by an interrupted run is removed).
+    let written = written::read(layout, group);
+    let steps = diff_listed(
+        &dirs,
+        &listed,
+        &layout.rescue_dir(group),
+        &plan,
+        written.as_ref(),
+    )?;
     // The rescue folder is looked at only when a hand edit is to be kept; its budget is
     // checked before anything is created, so a refused group is left exactly as it was.
     let rescuing = steps.iter().any(|step| matches!(step, Step::Rescue { .. }));
@@ -612,6 +628,7 @@ pub fn observe_opened(
         plan,
         steps,
         reads,
+        written,
     })
 }
 

@@ -15,3 +15,4 @@ pub mod fsops;
 pub mod reads;
 pub mod reconcile;
 pub mod state;
+pub mod written;

@@ -6,9 +6,11 @@
 //! removal of fragments it no longer imports. A group that is already right yields only
 //! [`Step::Keep`]s, and applying those writes nothing.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::disk::fsops::{FsError, Listing, Node, SafeDir, Temp, is_temp_name};
+use crate::disk::written::{WrittenFragments, content_hash};
 use crate::error::GroupError;
 use crate::file_kind::{self, FileKind};
 use crate::input::layout::names;
@@ -80,22 +82,34 @@ pub enum Step {
         /// What is there.
         found: FileKind,
     },
+    /// Something in `.claude-fragments` that no plan wants and clawmd did not write (or
+    /// cannot vouch for: [`crate::disk::written`]): a person's file, or the agent's. Left as
+    /// it is, never removed, and reported.
+    Foreign {
+        /// Where.
+        path: ManagedPath,
+        /// What is there.
+        found: FileKind,
+    },
 }
 
 /// Computes the steps that bring the group's folders (`dirs`; `dirs.rescues` is not used) to
 /// `plan`; a hand edit is to be kept in `rescue_dir` (the group's rescue folder, outside the
 /// group: see [`check_rescue_budget`]).
 pub fn diff(dirs: &Dirs<'_>, rescue_dir: &Path, plan: &GroupPlan) -> Result<Vec<Step>, GroupError> {
-    diff_listed(dirs, &dirs.group.listing()?, rescue_dir, plan)
+    diff_listed(dirs, &dirs.group.listing()?, rescue_dir, plan, None)
 }
 
 /// [`diff`], given a listing of the group folder made by the caller (each folder is listed
-/// once: the kinds of the entries come from the listings, not from a `stat` each).
+/// once: the kinds of the entries come from the listings, not from a `stat` each), and what
+/// clawmd is known to have written in `.claude-fragments` ([`crate::disk::written`]; `None`:
+/// nothing is known, so nothing there is removed or replaced unkept).
 pub fn diff_listed(
     dirs: &Dirs<'_>,
     listed: &Listing,
     rescue_dir: &Path,
     plan: &GroupPlan,
+    written: Option<&WrittenFragments>,
 ) -> Result<Vec<Step>, GroupError> {
     let group = dirs.group;
     let mut listings = Vec::new();
@@ -113,10 +127,11 @@ pub fn diff_listed(
     };
     let mut steps = Vec::new();
     for desired in &plan.entries {
-        diff_entry(listing(desired.path.place), rescue_dir, desired, &mut steps)?;
+        let place = listing(desired.path.place);
+        diff_entry(place, rescue_dir, desired, written, &mut steps)?;
     }
     if let Some((fragments, listing)) = listing(Place::Fragments) {
-        stale_fragments(fragments, listing, plan, &mut steps)?;
+        stale_fragments(fragments, listing, plan, written, &mut steps)?;
     }
     for place in dirs.state_places().filter(|p| *p != Place::Fragments) {
         if let Some((dir, listing)) = listing(place) {
@@ -252,18 +267,26 @@ pub fn rescue_name_starts() -> Vec<String> {
         .collect()
 }
 
-/// Whether `name` is exactly a name [`rescue_name`] gives (`<entry point>.rescued-<16 hex>`).
+/// Whether `name` is exactly a name [`rescue_name`] gives (`<entry point>.rescued-<16 hex>`)
+/// or [`fragment_rescue_name`] does (`fragment.<name>.rescued-<16 hex>`).
 pub fn is_rescue_file_name(name: &str) -> bool {
-    ENTRY_POINTS.iter().any(|entry| {
-        name.strip_prefix(entry)
-            .and_then(|rest| rest.strip_prefix(names::RESCUE_INFIX))
-            .is_some_and(|hash| {
-                hash.len() == 16
-                    && hash
-                        .bytes()
-                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-            })
-    })
+    let is_hash = |hash: &str| {
+        hash.len() == 16
+            && hash
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let ends_in_hash = |rest: &str| {
+        rest.rsplit_once(names::RESCUE_INFIX)
+            .is_some_and(|(name, hash)| !name.is_empty() && is_hash(hash))
+    };
+    name.strip_prefix(FRAGMENT_RESCUE_PREFIX)
+        .is_some_and(ends_in_hash)
+        || ENTRY_POINTS.iter().any(|entry| {
+            name.strip_prefix(entry)
+                .and_then(|rest| rest.strip_prefix(names::RESCUE_INFIX))
+                .is_some_and(is_hash)
+        })
 }
 
 /// The rescues clawmd kept in a group's rescue folder `dir`: regular files named as
@@ -285,6 +308,19 @@ pub fn kept_rescues(dir: &SafeDir) -> Result<Vec<(String, u64)>, FsError> {
 /// Where the hand-edited `name` is kept: `<name>.rescued-<hash of the text>`.
 pub fn rescue_name(name: &str, text: &[u8]) -> String {
     format!("{name}{}{}", names::RESCUE_INFIX, short_hash(text))
+}
+
+/// How the rescue of a fragment is named: `fragment.<name>.rescued-<hash of the text>`.
+const FRAGMENT_RESCUE_PREFIX: &str = "fragment.";
+
+/// Whether `name` (in a rescue folder) is a fragment's rescue ([`fragment_rescue_name`]).
+pub fn is_fragment_rescue_name(name: &str) -> bool {
+    name.starts_with(FRAGMENT_RESCUE_PREFIX) && is_rescue_file_name(name)
+}
+
+/// Where the text found as the fragment `name` (`.claude-fragments/<name>`) is kept.
+pub fn fragment_rescue_name(name: &str, text: &[u8]) -> String {
+    format!("{FRAGMENT_RESCUE_PREFIX}{}", rescue_name(name, text))
 }
 
 /// Refuses the steps when a hand edit they keep would be one more than the group's rescue
@@ -334,6 +370,7 @@ fn diff_entry(
     dir: Option<(&SafeDir, &Listing)>,
     rescue_dir: &Path,
     desired: &Desired,
+    written: Option<&WrittenFragments>,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
     let path = desired.path.clone();
@@ -347,6 +384,7 @@ fn diff_entry(
     };
     let name = desired.path.name.as_str();
     let limit = match &desired.content {
+        _ if desired.path.place == Place::Fragments => MAX_RESCUE_BYTES,
         Content::File(_) | Content::Placeholder(_) if is_document(&desired.path) => {
             MAX_RESCUE_BYTES
         }
@@ -364,7 +402,7 @@ fn diff_entry(
             Ok(Some(bytes)) => Node::File(bytes),
             Ok(None) => Node::Missing,
             // Longer than the desired content, so it differs: replaced without being read.
-            Err(FsError::TooLarge { .. }) if !is_document(&desired.path) => {
+            Err(FsError::TooLarge { .. }) if !is_kept_when_edited(&desired.path) => {
                 longer_than_desired = true;
                 Node::File(Vec::new())
             }
@@ -408,6 +446,18 @@ fn diff_entry(
         steps.push(Step::Rescue {
             from: desired.path.clone(),
             to: rescue_dir.join(rescue_name(name, old)),
+            bytes: old.clone(),
+        });
+    }
+    if let Node::File(old) = &node
+        && desired.path.place == Place::Fragments
+        && !old.trim_ascii().is_empty()
+        && !is_written(written, name, old)
+    {
+        // A fragment someone edited, or a file of theirs under a fragment's name.
+        steps.push(Step::Rescue {
+            from: desired.path.clone(),
+            to: rescue_dir.join(fragment_rescue_name(name, old)),
             bytes: old.clone(),
         });
     }
@@ -458,10 +508,14 @@ fn refuse_unsafe(
     })
 }
 
+/// What `.claude-fragments` holds that the plan does not want: what clawmd wrote there is
+/// removed; anything else (a person's file, the agent's, or one clawmd cannot vouch for) is
+/// left as it is and reported, never removed.
 fn stale_fragments(
     fragments: &SafeDir,
     listed: &Listing,
     plan: &GroupPlan,
+    written: Option<&WrittenFragments>,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
     let wanted: Vec<&str> = plan.fragment_names().collect();
@@ -473,19 +527,36 @@ fn stale_fragments(
         if wanted.contains(&name) {
             continue;
         }
-        match listed.kind(fragments, name)? {
-            Some(kind @ (FileKind::File | FileKind::Symlink)) => steps.push(Step::Remove {
-                path: ManagedPath::fragment(name),
-                before: kind,
-            }),
-            None => {}
-            Some(other) => tracing::warn!(
-                path = %fragments.path().join(name).display(),
-                "leaving {} alone in .claude-fragments", other.describe()
-            ),
+        let path = ManagedPath::fragment(name);
+        let Some(kind) = listed.kind(fragments, name)? else {
+            continue;
+        };
+        let content = match kind {
+            FileKind::File => match fragments.read_file(name, MAX_RESCUE_BYTES) {
+                Ok(Some(bytes)) => Some(bytes),
+                Ok(None) => continue, // gone since the listing
+                Err(FsError::TooLarge { .. }) => None,
+                Err(err) => return Err(err),
+            },
+            FileKind::Symlink => Some(fragments.read_link(name)?.as_os_str().as_bytes().to_vec()),
+            _ => None,
+        };
+        match content {
+            Some(bytes) if is_written(written, name, &bytes) => {
+                steps.push(Step::Remove { path, before: kind })
+            }
+            _ => steps.push(Step::Foreign { path, found: kind }),
         }
     }
     Ok(())
+}
+
+/// Whether `bytes` (a file's content, a link's target) is what clawmd wrote as the fragment
+/// `name`, by its record.
+fn is_written(written: Option<&WrittenFragments>, name: &str, bytes: &[u8]) -> bool {
+    written
+        .and_then(|written| written.get(name))
+        .is_some_and(|hashes| hashes.contains(&content_hash(bytes)))
 }
 
 /// The folders a group's managed paths live in ([`Place`]): the group folder, its
@@ -771,7 +842,8 @@ fn remove_unused_folders(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> 
             Step::Write { path, .. }
             | Step::Keep { path }
             | Step::Shadowed { path }
-            | Step::LeftAlone { path, .. } => match (path.place, place) {
+            | Step::LeftAlone { path, .. }
+            | Step::Foreign { path, .. } => match (path.place, place) {
                 (Place::Guard(file_dir), Place::Guard(dir)) => Path::new(file_dir).starts_with(dir),
                 (a, b) => a == b,
             },
@@ -816,6 +888,12 @@ fn is_entry_point(path: &ManagedPath) -> bool {
 /// entry point, or the managed `CLAUDE.md`.
 fn is_document(path: &ManagedPath) -> bool {
     is_entry_point(path) || (path.place == Place::Managed && path.name == names::CLAUDE_MD)
+}
+
+/// Whether what is found at `path` is read whole to be kept aside when it is not what clawmd
+/// wrote: a composed document, or a fragment.
+fn is_kept_when_edited(path: &ManagedPath) -> bool {
+    is_document(path) || path.place == Place::Fragments
 }
 
 /// The rescue name is taken: an earlier, interrupted run kept the same text there (the name

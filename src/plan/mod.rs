@@ -241,6 +241,14 @@ pub enum Warning {
         /// What is there.
         found: crate::file_kind::FileKind,
     },
+    /// Something in `.claude-fragments` that clawmd did not write (or cannot vouch for) and no
+    /// plan wants: left as it is, never removed.
+    ForeignFragment {
+        /// Its name in `.claude-fragments`.
+        file: String,
+        /// What it is.
+        found: crate::file_kind::FileKind,
+    },
     /// A flat document's copy of the group's memory did not fit in the room the operator's
     /// sections leave in the budget: only its first `kept` bytes are in the document (no
     /// operator's section is ever dropped for it).
@@ -312,6 +320,11 @@ impl fmt::Display for Warning {
             Warning::LocalMemoryUnusable { file, found } => write!(
                 f,
                 "{file} in the group folder is {}, not a regular file: the group's own memory is not read from it, and compose leaves it as it is (the guardrails are composed all the same) (fix: replace it with a regular file holding the group's memory, or delete it while the group's container is stopped; compose seeds an empty one)",
+                found.describe()
+            ),
+            Warning::ForeignFragment { file, found } => write!(
+                f,
+                ".claude-fragments/{file} ({}) was not written by clawmd, or not as it is now, and nothing imports it: compose leaves it as it is and never removes it (fix: move it out of .claude-fragments, or delete it if nobody needs it)",
                 found.describe()
             ),
             Warning::LocalMemoryCut {

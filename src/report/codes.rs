@@ -105,6 +105,9 @@ codes! {
     /// The group's own memory file (`CLAUDE.local.md`) is a link, a FIFO, a device or a
     /// folder: left as it is, the group composed without it (compose and check).
     LocalMemoryUnusable = "local-memory-unusable",
+    /// `.claude-fragments` holds something clawmd did not write and nothing imports (a
+    /// person's file, the agent's): left as it is, never removed (compose and check).
+    ForeignFragment = "foreign-fragment",
     /// A flat document (Codex, opencode, Gemini CLI) carries only the first part of the
     /// group's memory: the rest did not fit in the room the operator's sections leave.
     LocalMemoryCut = "local-memory-cut",

@@ -225,6 +225,13 @@ impl GroupReport {
                         found: *found,
                     });
                 }
+                Step::Foreign { path, found } => {
+                    report.unchanged.push(path.to_string());
+                    shadowed.push(Warning::ForeignFragment {
+                        file: path.name.clone(),
+                        found: *found,
+                    });
+                }
                 Step::Rescue { from, to, .. } => report.rescued.push(Rescued {
                     from: from.to_string(),
                     to: to.display().to_string(),

@@ -166,6 +166,7 @@ impl From<&Warning> for WarningReport {
             Warning::MountPointEdited { .. } => Code::MountPointEdited,
             Warning::LocalMemoryUnusable { .. } => Code::LocalMemoryUnusable,
             Warning::LocalMemoryCut { .. } => Code::LocalMemoryCut,
+            Warning::ForeignFragment { .. } => Code::ForeignFragment,
         };
         WarningReport {
             code,

@@ -407,11 +407,14 @@ fn copy_delivery_writes_regular_files_and_switching_converges_both_ways() {
     restore();
     d.run(["compose", "g"]).success();
     let paths = |snapshot: &[(String, String, u64, i64, i64)]| -> Vec<(String, String)> {
-        // The group's record (a cache in the state folder) names the files by identity.
+        // The group's record (a cache in the state folder) names the files by identity; the
+        // record of the fragments written is gone, its (shared) records folder stays.
         snapshot
             .iter()
             .filter(|(rel, ..)| {
-                !rel.contains(".claude-fragments") && !rel.starts_with("groups/.clawmd/verdicts/")
+                !rel.contains(".claude-fragments")
+                    && !rel.starts_with("groups/.clawmd/verdicts/")
+                    && rel != "groups/.clawmd/written"
             })
             .map(|(rel, what, ..)| (rel.clone(), what.clone()))
             .collect()
@@ -588,9 +591,22 @@ fn a_fragment_replaced_by_a_link_is_repaired_without_following_it() {
     std::fs::remove_file(d.path("groups/g/.claude-fragments/mcp-db.md")).unwrap();
     std::os::unix::fs::symlink(&sentinel, d.path("groups/g/.claude-fragments/mcp-db.md")).unwrap();
     std::os::unix::fs::symlink(&sentinel, d.path("groups/g/.claude-fragments/evil.md")).unwrap();
-    d.run(["compose", "g", "--delivery", "link"]).success();
+    let run = d
+        .run(["compose", "g", "--delivery", "link", "--json"])
+        .success();
     assert_eq!(kind(&d, "groups/g/.claude-fragments/mcp-db.md"), "file");
-    assert!(!d.exists("groups/g/.claude-fragments/evil.md"));
+    // A link clawmd did not write is neither followed nor removed: left, and reported.
+    assert_eq!(kind(&d, "groups/g/.claude-fragments/evil.md"), "symlink");
+    let warnings = &run.json()["groups"][0]["warnings"];
+    assert!(
+        warnings
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "foreign-fragment"
+                && w["message"].as_str().unwrap().contains("evil.md")),
+        "{warnings}"
+    );
     assert_eq!(std::fs::read_to_string(&sentinel).unwrap(), "precious");
 }
 
@@ -872,9 +888,13 @@ fn dry_run_diff_shows_the_content_change() {
     d.run(["compose", "g", "--diff"]).expect_code(2);
 }
 
+/// Every field of the report: a fragment clawmd wrote and no longer imports (`hello.md`) is
+/// removed; a file it did not write (`old.md`) is left and reported.
 #[test]
 fn json_report_shape() {
-    let d = Deployment::standard()
+    let d = Deployment::standard().group("g", Some(r#"{"skills": ["web", "hello"]}"#));
+    d.run(["compose", "--all", "--delivery", "link"]).success();
+    let d = d
         .group(
             "g",
             Some(r#"{"skills": ["web", "ghost"], "mcpServers": {"db": {"instructions": "x"}}}"#),
@@ -2202,4 +2222,143 @@ fn flags_every_command_takes_work_before_and_after_the_subcommand() {
     // -q before and -v after: quiet, as before (no conflict across the subcommand).
     let quiet = crate::support::run_clawmd(["-q", "compose", "g", "-v", "--root", &root], &no_env);
     assert_eq!(quiet.success().stdout(), "");
+}
+
+/// Files in `.claude-fragments` that clawmd did not write are never removed (issue 38): in
+/// every delivery, a file a person (or the agent, while the folder is not bound read-only)
+/// put there that no plan imports is left byte for byte and reported `foreign-fragment`, by
+/// compose and by check; what clawmd wrote there and no longer imports is removed.
+#[test]
+fn files_clawmd_did_not_write_in_the_fragments_folder_are_kept_in_every_delivery() {
+    for delivery in ["managed", "inline", "copy", "link"] {
+        let d = Deployment::standard().group("g", Some(r#"{"skills": ["web", "hello"]}"#));
+        d.run(["compose", "g", "--delivery", "copy"]).success();
+        assert_eq!(d.read("groups/g/.claude-fragments/hello.md"), "HELLO\n");
+        let d = d
+            .group("g", Some(r#"{"skills": ["web"]}"#))
+            .file("groups/g/.claude-fragments/notes.md", "a person's notes\n");
+        let run = d
+            .run(["compose", "g", "--delivery", delivery, "--json"])
+            .success();
+        assert!(
+            !d.exists("groups/g/.claude-fragments/hello.md"),
+            "{delivery}: clawmd's own stale fragment is removed"
+        );
+        assert_eq!(
+            d.read("groups/g/.claude-fragments/notes.md"),
+            "a person's notes\n",
+            "{delivery}"
+        );
+        let json = run.json();
+        let codes: Vec<&str> = json["groups"][0]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["code"].as_str().unwrap())
+            .collect();
+        assert_eq!(codes, ["foreign-fragment"], "{delivery}: {json}");
+        // Check says the same, and it is only a warning.
+        // (Link delivery reaches the agent only with external imports approved.)
+        let check = d
+            .run([
+                "check",
+                "g",
+                "--delivery",
+                delivery,
+                "--json",
+                "--approve-external",
+            ])
+            .success();
+        let findings = check.json()["groups"][0]["findings"].clone();
+        assert!(
+            findings
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["code"] == "foreign-fragment"
+                    && f["file"]
+                        .as_str()
+                        .unwrap()
+                        .ends_with(".claude-fragments/notes.md")),
+            "{delivery}: {findings}"
+        );
+        // Composing again changes nothing.
+        let again = d
+            .run(["compose", "g", "--delivery", delivery, "--json"])
+            .success();
+        assert_eq!(
+            again.json()["groups"][0]["status"],
+            "unchanged",
+            "{delivery}"
+        );
+    }
+}
+
+/// A fragment someone edited by hand in copy delivery is kept aside before the fresh copy
+/// replaces it, as a hand edit of `CLAUDE.md` is; a file of theirs under the name of a
+/// fragment the plan now writes, too. Without the record of what clawmd wrote (a state
+/// folder lost), nothing unknown is removed or replaced unkept.
+#[test]
+fn a_hand_edited_fragment_is_kept_aside_before_it_is_replaced() {
+    let d = Deployment::standard().group("g", Some(r#"{"skills": ["web"]}"#));
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    d.write(
+        "groups/g/.claude-fragments/web.md",
+        b"WEB, edited by hand\n",
+    );
+    d.write("groups/g/.claude-fragments/hello.md", b"my own hello\n");
+    let d = d.group("g", Some(r#"{"skills": ["web", "hello"]}"#));
+    let run = d
+        .run(["compose", "g", "--delivery", "copy", "--json"])
+        .success();
+    assert_eq!(d.read("groups/g/.claude-fragments/web.md"), "WEB\n");
+    assert_eq!(d.read("groups/g/.claude-fragments/hello.md"), "HELLO\n");
+    let rescued = run.json()["groups"][0]["rescued"].clone();
+    let rescued = rescued.as_array().unwrap();
+    assert_eq!(rescued.len(), 2, "{rescued:?}");
+    let mut kept = Vec::new();
+    for rescue in rescued {
+        let to = rescue["to"].as_str().unwrap();
+        let name = std::path::Path::new(to)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(name.starts_with("fragment."), "{name}");
+        assert!(to.contains("groups/.clawmd/rescues/g/"), "{to}");
+        kept.push(std::fs::read_to_string(to).unwrap());
+    }
+    kept.sort();
+    assert_eq!(kept, ["WEB, edited by hand\n", "my own hello\n"]);
+    // The rescues count in the group's rescue budget, and check lists them.
+    let check = d
+        .run(["check", "g", "--delivery", "copy", "--json"])
+        .success();
+    let findings = check.json()["groups"][0]["findings"].clone();
+    assert_eq!(
+        findings
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "rescued-text"
+                && f["message"].as_str().unwrap().contains(".claude-fragments"))
+            .count(),
+        2,
+        "{findings}"
+    );
+
+    // The record lost: what is as planned stays; the stale fragment is left, not removed.
+    std::fs::remove_dir_all(d.path("groups/.clawmd/written")).unwrap();
+    let d = d.group("g", Some(r#"{"skills": ["web"]}"#));
+    let run = d
+        .run(["compose", "g", "--delivery", "copy", "--json"])
+        .success();
+    assert_eq!(d.read("groups/g/.claude-fragments/hello.md"), "HELLO\n");
+    assert_eq!(run.json()["groups"][0]["rescued"], serde_json::json!([]));
+    // Recorded again: the next change removes it.
+    let d = d.group("g", Some(r#"{"skills": ["web", "hello"]}"#));
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    let d = d.group("g", Some(r#"{"skills": ["web"]}"#));
+    d.run(["compose", "g", "--delivery", "copy"]).success();
+    assert!(!d.exists("groups/g/.claude-fragments/hello.md"));
 }

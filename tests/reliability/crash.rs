@@ -116,6 +116,7 @@ fn sweep(scenario: Scenario, figures: &mut Figures) {
         let crashed = tree(work.root());
         figures.paths_checked += assert_old_or_new(&before, &after, &crashed, &context);
         figures.imports_checked += assert_imports_resolve(&crashed, &context);
+        figures.paths_checked += assert_fragments_vouched(work.root(), &context);
         figures.temps_recorded += assert_temps_recorded(&crashed, &context);
         for keep in &scenario.keep {
             figures.texts_checked += 1;
@@ -750,6 +751,7 @@ fn compose_all_survives_sigkill_at_random_moments() {
             }
         }
         assert_imports_resolve(&now, &context);
+        assert_fragments_vouched(work.root(), &context);
         assert_temps_recorded(&now, &context);
 
         // Two rounds in three, a clean run of the same generation must converge to exactly

@@ -34,6 +34,10 @@ enum Expect {
     /// Exit 0, and these paths (relative to the root: what the agent made) are exactly as
     /// they were.
     Spares(Vec<String>),
+    /// Exit 0, the tree ends as the same command leaves a clean deployment, and the text found
+    /// at the path (relative to the root), which clawmd did not write, was kept aside in the
+    /// group's rescue folder first.
+    RepairKeeping(String),
 }
 
 use Expect::{Repair, Spares, Untouched};
@@ -44,6 +48,21 @@ fn Refuse(path: &str) -> Expect {
 }
 
 type Arrange = Box<dyn Fn(&Deployment, &Sentinel)>;
+
+fn keeping(path: &str) -> Expect {
+    Expect::RepairKeeping(path.to_owned())
+}
+
+fn spares(path: &str) -> Expect {
+    Spares(vec![path.to_owned()])
+}
+
+fn spares_both() -> Expect {
+    Spares(vec![
+        "groups/g/.claude-fragments/evil.md".to_owned(),
+        "groups/g/.claude-fragments/mcp-gone.md".to_owned(),
+    ])
+}
 
 struct Case {
     name: &'static str,
@@ -215,7 +234,10 @@ fn cases() -> Vec<Case> {
             vec![
                 (LINK, Repair),
                 (COPY, Repair),
-                (DEFAULT, Repair),
+                // Managed delivery imports no fragment: a link clawmd did not write is left,
+                // never followed (issue 38: nothing in .claude-fragments it did not write is
+                // removed).
+                (DEFAULT, spares("groups/g/.claude-fragments/web.md")),
                 (ALL, Repair),
                 (MIGRATE, Untouched),
             ],
@@ -226,7 +248,7 @@ fn cases() -> Vec<Case> {
             vec![
                 (LINK, Repair),
                 (COPY, Repair),
-                (DEFAULT, Repair),
+                (DEFAULT, spares("groups/g/.claude-fragments/mcp-db.md")),
                 (ALL, Repair),
             ],
         ),
@@ -241,7 +263,12 @@ fn cases() -> Vec<Case> {
                 replace_with_link(d, "groups/g/.claude-fragments/evil.md", &s.file());
                 replace_with_link(d, "groups/g/.claude-fragments/mcp-gone.md", &s.dir());
             },
-            vec![(LINK, Repair), (COPY, Repair), (ALL, Repair)],
+            // Not clawmd's: left as they are, never followed, in every delivery.
+            vec![
+                (LINK, spares_both()),
+                (COPY, spares_both()),
+                (ALL, spares_both()),
+            ],
         ),
         case(
             ".claude-shared.md is a symlink to an outside file",
@@ -399,7 +426,12 @@ fn cases() -> Vec<Case> {
             std::fs::remove_file(&path).unwrap();
             std::fs::hard_link(s.file(), &path).unwrap();
         },
-        vec![(LINK, Repair), (COPY, Repair)],
+        // The text at a fragment's name is not what clawmd wrote: kept aside before the
+        // fragment replaces the link (by rename: the outside file is never written).
+        vec![
+            (LINK, keeping("groups/g/.claude-fragments/mcp-db.md")),
+            (COPY, keeping("groups/g/.claude-fragments/mcp-db.md")),
+        ],
     );
     hard.may_read_outside = true;
     cases.push(hard);
@@ -415,7 +447,8 @@ fn comparable(tree: Tree, with_fresh: bool) -> Tree {
                     || !(path.starts_with("groups/fresh")
                         || path.starts_with("groups/.clawmd/binds/fresh")
                         || path.starts_with("groups/.clawmd/journal/fresh")
-                        || path.starts_with("groups/.clawmd/verdicts/fresh")))
+                        || path.starts_with("groups/.clawmd/verdicts/fresh")
+                        || path.starts_with("groups/.clawmd/written/fresh")))
         })
         .collect()
 }
@@ -469,6 +502,33 @@ fn hostile_links_fifos_and_hard_links_are_refused_or_repaired_without_touching_o
                         &context,
                     );
                     untouched += 1;
+                }
+                Expect::RepairKeeping(rel) => {
+                    run.expect(0, &context);
+                    let clean = deployment();
+                    clawmd(clean.root(), args, &[]).expect(0, &format!("{context}: clean"));
+                    let not_rescues = |tree: Tree| -> Tree {
+                        comparable(tree, true)
+                            .into_iter()
+                            .filter(|(path, _)| !path.starts_with("groups/.clawmd/rescues"))
+                            .collect()
+                    };
+                    assert_same_tree(
+                        &not_rescues(tree(clean.root())),
+                        &not_rescues(after.clone()),
+                        &format!("{context}: not repaired to the clean result"),
+                    );
+                    let Some(Entry::File(text)) = before.get(rel) else {
+                        panic!("{context}: {rel} was not a file before");
+                    };
+                    assert!(
+                        after.iter().any(|(path, entry)| {
+                            path.starts_with("groups/.clawmd/rescues/g/fragment.")
+                                && *entry == Entry::File(text.clone())
+                        }),
+                        "{context}: the text at {rel} was not kept aside"
+                    );
+                    repaired += 1;
                 }
                 Expect::Repair => {
                     run.expect(0, &context);

@@ -282,6 +282,12 @@ pub fn walk(root: &Path) -> Vec<(String, PathBuf, std::fs::Metadata)> {
 /// The folder of the shared sources' record in a deployment's state folder.
 pub const SOURCES_RECORD: &str = "groups/.clawmd/sources";
 
+/// The records of what clawmd wrote in each group's `.claude-fragments`: written ahead of a
+/// compose with the hashes of both what is there and what it is about to write, so a crash or
+/// a refused run can leave one that is neither before nor after; what matters of it is that
+/// it vouches for every fragment left on disk ([`assert_fragments_vouched`]).
+pub const WRITTEN_RECORDS: &str = "groups/.clawmd/written";
+
 /// The groups' records in a deployment's state folder.
 pub const VERDICTS: &str = "groups/.clawmd/verdicts/";
 
@@ -292,7 +298,7 @@ pub const VERDICTS: &str = "groups/.clawmd/verdicts/";
 pub fn tree(root: &Path) -> Tree {
     walk(root)
         .into_iter()
-        .filter(|(rel, ..)| !rel.starts_with(SOURCES_RECORD))
+        .filter(|(rel, ..)| !rel.starts_with(SOURCES_RECORD) && !rel.starts_with(WRITTEN_RECORDS))
         .map(|(rel, path, _)| {
             let entry = entry_at(&path).expect("entry vanished while walking");
             let entry = match entry {
@@ -304,6 +310,55 @@ pub fn tree(root: &Path) -> Tree {
             (rel, entry)
         })
         .collect()
+}
+
+/// Every fragment clawmd left in a group's `.claude-fragments` (whatever a crash left) is
+/// vouched for by the group's record of what it wrote, so that no later compose takes it for
+/// someone else's and keeps it aside. Returns the number of fragments checked.
+#[track_caller]
+pub fn assert_fragments_vouched(root: &Path, context: &str) -> usize {
+    use std::os::unix::ffi::OsStrExt;
+    let mut checked = 0;
+    let groups = root.join("groups");
+    for group in std::fs::read_dir(&groups).unwrap().flatten() {
+        let fragments = group.path().join(".claude-fragments");
+        let Ok(entries) = std::fs::read_dir(&fragments) else {
+            continue;
+        };
+        let name = group.file_name().to_string_lossy().into_owned();
+        let record = std::fs::read(root.join(WRITTEN_RECORDS).join(&name))
+            .ok()
+            .and_then(clawmd::state::record_json::<clawmd::written::WrittenRecord>)
+            .map(|(_, json)| json);
+        for entry in entries.flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if file.starts_with(".clawmd-tmp-") {
+                continue;
+            }
+            let meta = entry.path().symlink_metadata().unwrap();
+            let bytes = if meta.file_type().is_symlink() {
+                std::fs::read_link(entry.path())
+                    .unwrap()
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec()
+            } else {
+                std::fs::read(entry.path()).unwrap()
+            };
+            let hash = clawmd::written::content_hash(&bytes);
+            let vouched = record.as_ref().is_some_and(|json| {
+                json[&file]
+                    .as_array()
+                    .is_some_and(|hashes| hashes.iter().any(|h| h == hash.as_str()))
+            });
+            assert!(
+                vouched,
+                "{context}: groups/{name}/.claude-fragments/{file} is not vouched for by the record: {record:?}"
+            );
+            checked += 1;
+        }
+    }
+    checked
 }
 
 /// A record's key and verdict (a torn or foreign record as it is).

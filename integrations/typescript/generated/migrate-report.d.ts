@@ -116,6 +116,7 @@ export type Code =
   | "host-managed"
   | "mount-point-edited"
   | "local-memory-unusable"
+  | "foreign-fragment"
   | "local-memory-cut"
   | "out-of-date"
   | "hand-edited"

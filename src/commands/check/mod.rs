@@ -18,7 +18,7 @@ use crate::commands::compose::GroupVerdicts;
 use crate::disk::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
 use crate::disk::fsops::SafeDir;
 use crate::disk::reads::ReadLog;
-use crate::disk::reconcile::{Step, kept_rescues, rescue_name_starts};
+use crate::disk::reconcile::{Step, is_fragment_rescue_name, kept_rescues, rescue_name_starts};
 use crate::disk::state;
 use crate::error::{Error, GroupError};
 use crate::input::layout::Layout;
@@ -746,6 +746,20 @@ fn composition_findings(
                     group_path.join(&path.name).display()
                 ),
             }),
+            Step::Foreign { path, found } => findings.push(Finding {
+                severity: Severity::Warning,
+                code: Code::ForeignFragment,
+                file: group_path.join(names::FRAGMENTS).join(&path.name),
+                message: format!(
+                    ".claude-fragments/{} ({}) was not written by clawmd, or not as it is now, and nothing imports it: compose leaves it as it is and never removes it",
+                    path.name,
+                    found.describe()
+                ),
+                fix: format!(
+                    "move {} out of .claude-fragments, or delete it if nobody needs it",
+                    group_path.join(names::FRAGMENTS).join(&path.name).display()
+                ),
+            }),
             Step::Remove { path, .. } | Step::Write { path, .. } => pending.push(path.to_string()),
         }
     }
@@ -895,7 +909,11 @@ fn rescued_files(
             severity: Severity::Warning,
             code: Code::RescuedText,
             file: dir.path().join(&name),
-            message: "text from a hand-edited entry point, kept aside by compose outside the group; the agent does not see it".to_owned(),
+            message: match is_fragment_rescue_name(&name) {
+                true => "text found in .claude-fragments that clawmd did not write (a hand-edited fragment, or someone's file under a fragment's name), kept aside by compose outside the group before the fragment replaced it; the agent does not see it",
+                false => "text from a hand-edited entry point, kept aside by compose outside the group; the agent does not see it",
+            }
+            .to_owned(),
             fix: "move what is still needed into CLAUDE.local.md, then delete this file".to_owned(),
         });
     }

@@ -113,6 +113,25 @@ impl<R: Record> Records<R> {
         Ok(dir.overwrite_sealed(name, &sealed(key, &body))?)
     }
 
+    /// Removes the record `name` (missing is fine), under the lock of `name` that the caller
+    /// holds.
+    pub fn remove(&self, layout: &Layout, name: &str) -> Result<(), RecordError> {
+        let mut dir = self.lock_dir();
+        if dir.is_none() {
+            match records_dir(layout, R::FOLDER, false) {
+                Ok(opened) => *dir = Some(opened),
+                Err(FsError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    return Ok(());
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+        let dir = dir.as_ref().expect("opened above");
+        Ok(dir.remove(name)?)
+    }
+
     /// The key and the body's bytes of the record `name`, when it is whole.
     fn read_sealed(&self, layout: &Layout, name: &str) -> Option<([u8; 32], Vec<u8>)> {
         let mut dir = self.lock_dir();
