@@ -12,6 +12,7 @@
 //! A new backend or delivery mode goes in [`delivery`] (and its value in [`target`]).
 
 pub mod delivery;
+pub mod providers;
 pub mod snapshot;
 pub mod target;
 
