@@ -510,7 +510,13 @@ impl Prepared {
         let Some(tree) = section.tree.clone() else {
             return prepare(section, version, form);
         };
-        let key = (section.id.as_str().to_owned(), version, form);
+        // The text is part of the key: a shared source with a memory note has one text per
+        // backend, and groups of several backends share a run.
+        let key = (
+            format!("{}\0{}", section.id.as_str(), crate::safe_name::short_hash(&section.text)),
+            version,
+            form,
+        );
         let known = self.lock().get(&key).cloned();
         let same = |made: &Made| {
             made.from.0 == section.text

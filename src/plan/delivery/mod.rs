@@ -33,6 +33,7 @@ use crate::input::recipe::MemoryFile;
 use crate::input::sources::GroupParts;
 use crate::input::sources::Sources;
 use crate::input::sources::alone::SectionForm;
+use crate::input::sources::expand::neutralise;
 use crate::plan::{
     Content, Desired, FragmentCollision, ManagedPath, Place, Warning, composed_claude_md,
     mount_point_placeholder,
@@ -154,6 +155,7 @@ pub fn plan_delivery(
         sources,
         inputs.group.unwrap_or(&empty),
         target.delivery == Delivery::Link,
+        target.provider,
     )?;
     let has_memory = layout.recipe.memory == MemoryFile::Local;
     let mut all = all;
@@ -175,6 +177,15 @@ pub fn plan_delivery(
         sources
             .prepared
             .prepare(section, settings.claude_version, form);
+        // A document gives each section its heading line (the recipe's `heading`), shown as
+        // text; a section in a file of its own (copy, link) is the source's file as it is.
+        if form == SectionForm::Document
+            && let Some(heading) = &section.heading
+        {
+            let mut text = format!("# {}\n\n", neutralise(heading)).into_bytes();
+            text.extend_from_slice(&section.text);
+            section.text = text;
+        }
     }
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,
