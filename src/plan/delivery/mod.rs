@@ -35,8 +35,8 @@ use crate::input::sources::Sources;
 use crate::input::sources::alone::SectionForm;
 use crate::input::sources::expand::neutralise;
 use crate::plan::{
-    Content, Desired, FragmentCollision, ManagedPath, Place, Warning, composed_claude_md,
-    mount_point_placeholder,
+    Content, Desired, FragmentCollision, ManagedPath, Place, Warning, composed_claude_md_for,
+    mount_point_placeholder_for,
 };
 
 pub use crate::input::sources::{Section, SectionId};
@@ -208,7 +208,7 @@ pub fn plan_delivery(
     let last_document = std::cell::RefCell::new(Vec::new());
     let fitted = match target.delivery {
         Delivery::Inline | Delivery::Managed => document::fit(&all, target.budget, |kept| {
-            let built = document::document(kept, measured);
+            let built = document::document_for(kept, measured, has_memory);
             let len = built.len() as u64;
             *last_document.borrow_mut() = built;
             len
@@ -232,7 +232,7 @@ pub fn plan_delivery(
                 budget: target.budget,
             });
         }
-        *last_document.borrow_mut() = document::document(&fitted.kept, LocalMemory::Inline(kept));
+        *last_document.borrow_mut() = document::document_for(&fitted.kept, LocalMemory::Inline(kept), has_memory);
     }
     for dropped in &fitted.dropped {
         warnings.push(Warning::SectionDropped {
@@ -270,7 +270,7 @@ pub fn plan_delivery(
                 entries.push(Desired { path, content });
             }
             imports.extend(local_import);
-            composed_claude_md(&imports)
+            composed_claude_md_for(&imports, has_memory)
         }
         _ => {
             // What the agent can write (a group file, the group's own skills) is never the
@@ -284,7 +284,7 @@ pub fn plan_delivery(
                 .then(|| fitted.kept.iter().cloned().partition(|s| s.group_owned));
             let managed_document = match &split {
                 None => last_document.take(),
-                Some((_, policy)) => document::document(policy, LocalMemory::None),
+                Some((_, policy)) => document::document_for(policy, LocalMemory::None, has_memory),
             };
             entries.push(Desired {
                 path: ManagedPath::managed(names::CLAUDE_MD),
@@ -303,9 +303,9 @@ pub fn plan_delivery(
                 });
             }
             match split {
-                None => composed_claude_md(&local_import),
-                Some((own, _)) if has_memory => document::document(&own, LocalMemory::Import),
-                Some((own, _)) => document::document(&own, LocalMemory::None),
+                None => composed_claude_md_for(&local_import, has_memory),
+                Some((own, _)) if has_memory => document::document_for(&own, LocalMemory::Import, true),
+                Some((own, _)) => document::document_for(&own, LocalMemory::None, false),
             }
         }
     };
@@ -321,7 +321,7 @@ pub fn plan_delivery(
     });
     entries.push(Desired {
         path: ManagedPath::top(target.file),
-        content: Content::Placeholder(mount_point_placeholder(target.file)),
+        content: Content::Placeholder(mount_point_placeholder_for(target.file, has_memory)),
     });
     Ok(GroupPlan {
         entries,
@@ -460,7 +460,7 @@ mod tests {
         assert!(!entry.contains("BASE"));
         assert_eq!(
             content(&plan, &ManagedPath::top("CLAUDE.md")),
-            &Content::Placeholder(mount_point_placeholder("CLAUDE.md"))
+            &Content::Placeholder(crate::plan::mount_point_placeholder("CLAUDE.md"))
         );
         assert!(plan.dropped.is_empty());
     }
@@ -710,7 +710,7 @@ mod plan_group_tests {
         // The group folder's CLAUDE.md is only the mount point of the composed one.
         assert_eq!(
             plan.entries[6].content,
-            Content::Placeholder(mount_point_placeholder("CLAUDE.md"))
+            Content::Placeholder(crate::plan::mount_point_placeholder("CLAUDE.md"))
         );
         assert_eq!(
             plan.entries[0].content,
