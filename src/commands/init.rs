@@ -79,8 +79,7 @@ pub fn detect(root: &Path, layout: &Layout) -> Detected {
     }
     for file in [NANOCLAW_PROJECT_DOC_COMPOSER, NANOCLAW_COMPOSER] {
         let composer = root.join(file);
-        let Ok(Some(bytes)) = crate::disk::fsops::read_host_file(&composer, 4 * 1024 * 1024)
-        else {
+        let Ok(Some(bytes)) = crate::disk::fsops::read_host_file(&composer, 4 * 1024 * 1024) else {
             continue;
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -189,7 +188,9 @@ pub fn plan(detected: &Detected, layout: &Layout, existing: &Map<String, Value>)
             &mut notes,
         );
     }
-    if let (Some((folder, names)), Some((composer, ncl))) = (&detected.modules, &detected.project_doc) {
+    if let (Some((folder, names)), Some((composer, ncl))) =
+        (&detected.modules, &detected.project_doc)
+    {
         // Today's composer: its sections in its order, under its headings, its droppable
         // sections (modules, skills, MCP instructions) all of one rank, largest first.
         let mut modules = json!({
@@ -217,12 +218,13 @@ pub fn plan(detected: &Detected, layout: &Layout, existing: &Map<String, Value>)
             modules,
             {"kind": "skills", "heading": "NanoClaw Skill: {name}", "rank": 0},
             {"kind": "mcp", "heading": "MCP Server: {name}", "rank": 0},
+            {"kind": "omitted", "heading": "Omitted for size"},
         ]);
         add(
             "sources",
             sources,
             format!(
-                "{} composes each group's document from its *.prepend.md persona, container/CLAUDE.md (its {NANOCLAW_MEMORY_NOTE} per provider), the provider's native skills, the modules of {} ({}), the skills' instructions.md and the MCP instructions, in that order",
+                "{} composes each group's document from its *.prepend.md persona, container/CLAUDE.md (its {NANOCLAW_MEMORY_NOTE} per provider), the provider's native skills, the modules of {} ({}), the skills' instructions.md and the MCP instructions, in that order, and says what was dropped over a cap",
                 composer.display(),
                 folder.display(),
                 names.join(", ")
@@ -343,9 +345,20 @@ mod tests {
             .collect();
         assert_eq!(
             kinds,
-            ["group-files", "shared", "native-skills", "fragments", "skills", "mcp"]
+            [
+                "group-files",
+                "shared",
+                "native-skills",
+                "fragments",
+                "skills",
+                "mcp",
+                "omitted"
+            ]
         );
-        assert_eq!(written["sources"][1]["memoryNote"], "{{provider-memory-note}}");
+        assert_eq!(
+            written["sources"][1]["memoryNote"],
+            "{{provider-memory-note}}"
+        );
         assert_eq!(
             written["sources"][3]["drop"][0]["names"],
             json!(["cli", "scheduling"])
@@ -356,11 +369,9 @@ mod tests {
         )
         .unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
-        let recipe = crate::input::recipe::Recipe::from_raw(
-            settings.sources.as_deref(),
-            settings.memory,
-        )
-        .unwrap();
+        let recipe =
+            crate::input::recipe::Recipe::from_raw(settings.sources.as_deref(), settings.memory)
+                .unwrap();
         assert_eq!(recipe.memory, crate::input::recipe::MemoryFile::None);
         assert!(recipe.reads_group());
     }

@@ -158,6 +158,9 @@ pub enum SourceKind {
     /// The group's backend's native skill discovery (where it finds the shared skills and
     /// where the agent's own go), for backends whose documents must say it (Codex, Cursor).
     NativeSkills,
+    /// A notice, last in a document, naming the sections dropped over its budget (nanoclaw's
+    /// "Omitted for size"); nothing when none was.
+    Omitted,
     /// A file in the group folder, delivered as its text (imports shown, never followed).
     GroupFile {
         /// Its path in the group folder.
@@ -410,6 +413,16 @@ pub enum RawSource {
         #[serde(default)]
         name: Option<String>,
         /// A heading line put before the section in a document, e.g. "Persona".
+        #[serde(default)]
+        heading: Option<String>,
+    },
+    /// A notice, last in the document, naming the sections dropped over its budget (by their
+    /// headings where they have one); nothing when none was.
+    Omitted {
+        /// The section's name in reports (default "omitted").
+        #[serde(default)]
+        name: Option<String>,
+        /// A heading line put before the notice, e.g. "Omitted for size".
         #[serde(default)]
         heading: Option<String>,
     },
@@ -689,6 +702,12 @@ fn source(index: usize, raw: &RawSource) -> Result<Source, RecipeError> {
                 rank: None,
             }
         }
+        RawSource::Omitted { name, heading: h } => Source {
+            name: named(name, "omitted".to_owned())?,
+            kind: SourceKind::Omitted,
+            heading: heading(h)?,
+            rank: None,
+        },
         RawSource::NativeSkills { name, heading: h } => Source {
             name: named(name, "native-skills".to_owned())?,
             kind: SourceKind::NativeSkills,

@@ -513,7 +513,11 @@ impl Prepared {
         // The text is part of the key: a shared source with a memory note has one text per
         // backend, and groups of several backends share a run.
         let key = (
-            format!("{}\0{}", section.id.as_str(), crate::safe_name::short_hash(&section.text)),
+            format!(
+                "{}\0{}",
+                section.id.as_str(),
+                crate::safe_name::short_hash(&section.text)
+            ),
             version,
             form,
         );

@@ -29,8 +29,8 @@ use crate::input::config::{GroupConfig, SkillSelection};
 use crate::input::layout::Layout;
 use crate::input::names;
 use crate::input::recipe::{Select, SkillForm, SkillRoot, Source, SourceKind};
-use crate::plan::providers::Provider;
 use crate::key_hash::KeyHasher;
+use crate::plan::providers::Provider;
 use crate::plan::{FragmentCollision, ManagedPath, Warning, mcp_fragment};
 use crate::runtime::mounted::Mount;
 use crate::safe_name::{display_name, file_stem, validate_name};
@@ -503,7 +503,9 @@ fn container_base(layout: &Layout, source: &Source) -> PathBuf {
         }
         SourceKind::Skills { dir, .. } => layout.workspace_mount.join(dir),
         SourceKind::GroupFile { file } => layout.workspace_mount.join(file),
-        SourceKind::GroupFiles { .. } | SourceKind::NativeSkills => layout.workspace_mount.clone(),
+        SourceKind::GroupFiles { .. } | SourceKind::NativeSkills | SourceKind::Omitted => {
+            layout.workspace_mount.clone()
+        }
         SourceKind::Mcp => layout.workspace_mount.join(names::CONFIG),
     }
 }
@@ -528,7 +530,7 @@ fn host_path(layout: &Layout, source: &Source) -> PathBuf {
         }
         SourceKind::GroupFile { file } => file.clone(),
         SourceKind::GroupFiles { pattern, .. } => PathBuf::from(pattern.to_string()),
-        SourceKind::NativeSkills => PathBuf::new(),
+        SourceKind::NativeSkills | SourceKind::Omitted => PathBuf::new(),
         SourceKind::Mcp => PathBuf::from(names::CONFIG),
     }
 }
@@ -688,6 +690,7 @@ pub fn read_container(
             | SourceKind::GroupFile { .. }
             | SourceKind::GroupFiles { .. }
             | SourceKind::NativeSkills
+            | SourceKind::Omitted
             | SourceKind::Mcp => Part::Nothing,
         };
         parts.push(part);
@@ -1170,7 +1173,9 @@ pub fn sections(
         // A shared source with a memory-note placeholder, as the group's backend gets it.
         let rendered = sources.rendered.get(&(index, provider));
         match (&source.kind, container, own) {
-            (SourceKind::Shared { file, .. }, Part::File(found), _) => match rendered.or(found.as_ref()) {
+            (SourceKind::Shared { file, .. }, Part::File(found), _) => match rendered
+                .or(found.as_ref())
+            {
                 Some(found) => out.push(Section {
                     id: SectionId::new(source.name.clone()),
                     origin: format!("container/{}", file.display()),
@@ -1436,6 +1441,40 @@ pub fn sections(
         }
     }
     Ok((out, warnings))
+}
+
+/// The notice of the recipe's `omitted` source for the sections of `all` that are not in
+/// `kept` (dropped over budget), named by their headings where they have one: `None` when the
+/// recipe has no such source or nothing was dropped. Its text is nanoclaw's (the
+/// "Omitted for size" section of `src/project-doc-compose.ts`).
+pub fn omitted_notice(layout: &Layout, all: &[Section], kept: &[Section]) -> Option<Section> {
+    let source = (layout.recipe.sources.iter()).find(|s| s.kind == SourceKind::Omitted)?;
+    let dropped: Vec<String> = (all.iter())
+        .filter(|s| !kept.iter().any(|k| k.id == s.id))
+        .map(|s| (s.heading.clone()).unwrap_or_else(|| display_name(s.id.as_str()).into_owned()))
+        .collect();
+    if dropped.is_empty() {
+        return None;
+    }
+    let text = format!(
+        "These instruction sections were omitted to fit the project-document size cap: {}. Their tools still work; consult each tool's own description.\n",
+        dropped.join(", ")
+    );
+    Some(Section {
+        id: SectionId::new(source.name.clone()),
+        origin: "clawmd's notice of the sections dropped over the budget".to_owned(),
+        text: neutralise(&text).into_bytes(),
+        rank: None,
+        file: ManagedPath::fragment(&fragment_file(&source.name)),
+        link: None,
+        scope: None,
+        tree: None,
+        expected: Vec::new(),
+        size: 0,
+        group_owned: false,
+        sealed: false,
+        heading: Section::heading_of(source, None),
+    })
 }
 
 /// Whether a skill root with these settings gives a group `skill`.

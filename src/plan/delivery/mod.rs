@@ -177,16 +177,21 @@ pub fn plan_delivery(
         sources
             .prepared
             .prepare(section, settings.claude_version, form);
-        // A document gives each section its heading line (the recipe's `heading`), shown as
-        // text; a section in a file of its own (copy, link) is the source's file as it is.
-        if form == SectionForm::Document
-            && let Some(heading) = &section.heading
-        {
-            let mut text = format!("# {}\n\n", neutralise(heading)).into_bytes();
-            text.extend_from_slice(&section.text);
-            section.text = text;
-        }
+        with_heading(section, form);
     }
+    // The recipe's notice of what was dropped (`omitted`), last in a document and measured
+    // with it, as nanoclaw measures its "Omitted for size".
+    let with_notice = |kept: &[Section]| -> Option<Vec<Section>> {
+        if form != SectionForm::Document {
+            return None;
+        }
+        let mut notice = crate::input::sources::omitted_notice(layout, &all, kept)?;
+        crate::input::sources::alone::prepare(&mut notice, settings.claude_version, form);
+        with_heading(&mut notice, form);
+        let mut out = kept.to_vec();
+        out.push(notice);
+        Some(out)
+    };
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,
         Some(bytes) if target.provider.is_flat() => LocalMemory::Inline(bytes),
@@ -208,6 +213,8 @@ pub fn plan_delivery(
     let last_document = std::cell::RefCell::new(Vec::new());
     let fitted = match target.delivery {
         Delivery::Inline | Delivery::Managed => document::fit(&all, target.budget, |kept| {
+            let noticed = with_notice(kept);
+            let kept = noticed.as_deref().unwrap_or(kept);
             let built = document::document_for(kept, measured, has_memory);
             let len = built.len() as u64;
             *last_document.borrow_mut() = built;
@@ -217,6 +224,10 @@ pub fn plan_delivery(
             kept.iter().map(|s| s.text.len() as u64).sum()
         }),
     };
+    let mut fitted = fitted;
+    if let Some(noticed) = with_notice(&fitted.kept) {
+        fitted.kept = noticed;
+    }
     let mut local_memory_cut = None;
     if let LocalMemory::Inline(bytes) = local
         && !bytes.is_empty()
@@ -232,7 +243,8 @@ pub fn plan_delivery(
                 budget: target.budget,
             });
         }
-        *last_document.borrow_mut() = document::document_for(&fitted.kept, LocalMemory::Inline(kept), has_memory);
+        *last_document.borrow_mut() =
+            document::document_for(&fitted.kept, LocalMemory::Inline(kept), has_memory);
     }
     for dropped in &fitted.dropped {
         warnings.push(Warning::SectionDropped {
@@ -304,7 +316,9 @@ pub fn plan_delivery(
             }
             match split {
                 None => composed_claude_md_for(&local_import, has_memory),
-                Some((own, _)) if has_memory => document::document_for(&own, LocalMemory::Import, true),
+                Some((own, _)) if has_memory => {
+                    document::document_for(&own, LocalMemory::Import, true)
+                }
                 Some((own, _)) => document::document_for(&own, LocalMemory::None, false),
             }
         }
@@ -336,6 +350,18 @@ pub fn plan_delivery(
         uses: (!target.mount_needs(false).app)
             .then(|| crate::input::sources::items_used(layout, config, sources)),
     })
+}
+
+/// In a document (`form`), `section`'s text after its heading line (the recipe's `heading`),
+/// shown as text; a section in a file of its own (copy, link) is the source's file as it is.
+fn with_heading(section: &mut Section, form: SectionForm) {
+    if form == SectionForm::Document
+        && let Some(heading) = &section.heading
+    {
+        let mut text = format!("# {}\n\n", neutralise(heading)).into_bytes();
+        text.extend_from_slice(&section.text);
+        section.text = text;
+    }
 }
 
 /// The managed path and content of one section in copy or link delivery: a link to the

@@ -257,7 +257,9 @@ mod tests {
         let codex = Provider::Codex.spec().native_skills_section().unwrap();
         assert!(codex.starts_with("Selected NanoClaw runtime skills are available as provider-native skills at `/workspace/agent/.agents/skills`."));
         assert!(codex.contains("`~/.codex/skills/<name>/SKILL.md`"));
-        assert!(codex.ends_with("paths outside `~/.codex` and `~/.agents` are ephemeral or not discovered."));
+        assert!(codex.ends_with(
+            "paths outside `~/.codex` and `~/.agents` are ephemeral or not discovered."
+        ));
         assert!(codex.contains("inlined as `NanoClaw Skill:` sections"));
         let cursor = Provider::Cursor.spec().native_skills_section().unwrap();
         assert!(cursor.contains("`/workspace/agent/.cursor/skills`"));
