@@ -888,6 +888,60 @@ mod tests {
     }
 
     #[test]
+    fn nanoclaws_kinds_and_keys_parse() {
+        let recipe = parse(
+            r#"[
+              {"kind": "group-files", "pattern": "*.prepend.md", "first": "instructions.prepend.md",
+               "name": "persona", "heading": "Persona"},
+              {"kind": "shared", "memoryNote": "{{provider-memory-note}}", "heading": "Contract"},
+              {"kind": "native-skills"},
+              {"kind": "skills", "heading": "Skill: {name}", "rank": 0},
+              {"kind": "mcp", "heading": "MCP Server: {name}", "rank": 0},
+              {"kind": "omitted", "heading": "Omitted for size"}
+            ]"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = recipe.sources.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "persona",
+                "shared-base",
+                "native-skills",
+                "skill",
+                "mcp",
+                "omitted"
+            ]
+        );
+        assert!(recipe.reads_group());
+        let SourceKind::GroupFiles { pattern, first } = &recipe.sources[0].kind else {
+            panic!()
+        };
+        assert_eq!(pattern.matches("tone.prepend.md"), Some("tone"));
+        assert_eq!(first.as_deref(), Some("instructions.prepend.md"));
+        let SourceKind::Shared { memory_note, .. } = &recipe.sources[1].kind else {
+            panic!()
+        };
+        assert_eq!(memory_note.as_deref(), Some("{{provider-memory-note}}"));
+        assert_eq!(recipe.sources[3].rank, Some(0));
+        assert_eq!(
+            recipe.sources[4].heading.as_deref(),
+            Some("MCP Server: {name}")
+        );
+        // The built-in skills keep their file names with a heading and a rank.
+        assert!(recipe.sources[3].is_builtin_skills());
+        let err =
+            parse(r#"[{"kind": "group-files", "pattern": "*.md", "first": "x.txt"}]"#).unwrap_err();
+        assert_eq!(err.field, "sources[0].first");
+        let err = parse(r#"[{"kind": "group-files", "pattern": "a/*.md"}]"#).unwrap_err();
+        assert_eq!(err.field, "sources[0].pattern");
+        let err = parse(r#"[{"kind": "mcp", "heading": "two\nlines"}]"#).unwrap_err();
+        assert_eq!(err.field, "sources[0].heading");
+        let err = parse(r#"[{"kind": "shared", "memoryNote": ""}]"#).unwrap_err();
+        assert_eq!(err.field, "sources[0].memoryNote");
+    }
+
+    #[test]
     fn bad_entries_name_the_field() {
         let err = parse(r#"[{"kind": "fragments", "dir": "../x"}]"#).unwrap_err();
         assert_eq!(err.field, "sources[0].dir");

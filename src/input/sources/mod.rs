@@ -1660,3 +1660,85 @@ fn unknown_skills(layout: &Layout, config: &GroupConfig, sources: &Sources) -> V
     }
     warnings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CANON: &str =
+        "## Memory\n\nStanding role.\n\n{{provider-memory-note}}\n\n## Conversation history\n";
+
+    #[test]
+    fn the_memory_note_replaces_its_paragraph_or_goes_with_the_blank_line_before_it() {
+        let note = Provider::Codex.spec().memory_note();
+        let codex = render_note(
+            CANON.as_bytes(),
+            "{{provider-memory-note}}",
+            note.as_deref(),
+        );
+        assert_eq!(
+            String::from_utf8(codex).unwrap(),
+            "## Memory\n\nStanding role.\n\nDo not use `AGENTS.local.md` or `AGENTS.override.md` for memory.\n\n## Conversation history\n"
+        );
+        let claude = render_note(CANON.as_bytes(), "{{provider-memory-note}}", None);
+        assert_eq!(
+            String::from_utf8(claude).unwrap(),
+            "## Memory\n\nStanding role.\n\n## Conversation history\n"
+        );
+        // A file without the paragraph is as it is (nanoclaw's older canon).
+        let older = "## Memory\n\nNo placeholder here {{provider-memory-note}} inline.\n";
+        assert_eq!(
+            render_note(
+                older.as_bytes(),
+                "{{provider-memory-note}}",
+                note.as_deref()
+            ),
+            older.as_bytes()
+        );
+    }
+
+    #[test]
+    fn every_backend_gets_its_own_rendering_of_a_shared_source_with_a_memory_note() {
+        let mut layout = Layout::under_root(Path::new("/r"));
+        layout.recipe = crate::input::recipe::Recipe {
+            sources: vec![Source {
+                kind: SourceKind::Shared {
+                    file: PathBuf::from("CLAUDE.md"),
+                    mount: None,
+                    memory_note: Some("{{provider-memory-note}}".to_owned()),
+                },
+                ..Source::shared("CLAUDE.md")
+            }],
+            memory: crate::input::recipe::MemoryFile::None,
+        };
+        let tree = alone::SourceTree {
+            root: PathBuf::from("/app/CLAUDE.md"),
+            files: BTreeMap::from([(
+                PathBuf::from("/app/CLAUDE.md"),
+                alone::TreeNode::File(CANON.as_bytes().to_vec()),
+            )]),
+        };
+        let parts = vec![Part::File(Some(SourceFile {
+            tree: Some(std::sync::Arc::new(tree)),
+            ..SourceFile::plain(CANON.as_bytes().to_vec())
+        }))];
+        let rendered = rendered_notes(&layout, &parts);
+        assert_eq!(rendered.len(), Provider::ALL.len());
+        for provider in Provider::ALL {
+            let file = &rendered[&(0, provider)];
+            let text = String::from_utf8(file.text.clone()).unwrap();
+            assert!(!text.contains("{{provider-memory-note}}"), "{provider}");
+            assert_eq!(
+                text.contains("for memory."),
+                matches!(provider, Provider::Codex | Provider::Cursor),
+                "{provider}"
+            );
+            // The source's own file in its tree says the same: it is composed from that.
+            let tree = file.tree.as_ref().unwrap();
+            let Some(alone::TreeNode::File(bytes)) = tree.files.get(&tree.root) else {
+                panic!("{provider}")
+            };
+            assert_eq!(bytes, &file.text, "{provider}");
+        }
+    }
+}
