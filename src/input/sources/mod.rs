@@ -159,13 +159,14 @@ impl Section {
     }
 
     /// The heading line of a section of `source` for `item` (a skill, a fragment, a server):
-    /// the source's `heading` with `{name}` replaced by the item's name as reports show it.
+    /// the source's `heading` with `{name}` replaced by the item's name as reports show it (the
+    /// source's name for a section of its own).
     pub fn heading_of(source: &Source, item: Option<&str>) -> Option<String> {
         let heading = source.heading.as_ref()?;
-        Some(match item {
-            Some(item) => heading.replace("{name}", &display_name(item)),
-            None => heading.clone(),
-        })
+        Some(heading.replace(
+            "{name}",
+            &display_name(item.unwrap_or(source.name.as_str())),
+        ))
     }
 }
 
@@ -539,6 +540,13 @@ fn host_path(layout: &Layout, source: &Source) -> PathBuf {
 /// `module-core.md`, `mcp:my server` → `mcp-my%20server.md`).
 pub fn fragment_file(name: &str) -> String {
     format!("{}.md", file_stem(&name.replacen(':', "-", 1)))
+}
+
+/// The file name in `.claude-fragments/` of the one section of a `group-files`,
+/// `native-skills` or `omitted` source named `name` (`source-persona.md`): prefixed, so that a
+/// skill of the built-in root (`<skill>.md`) named like the source cannot take its file.
+fn own_fragment_file(name: &str) -> String {
+    fragment_file(&format!("source:{name}"))
 }
 
 /// The mounts under which the container-side sources are visible (for expanding their
@@ -1383,7 +1391,7 @@ pub fn sections(
                     origin: format!("{pattern} in the group folder (the group's own files)"),
                     text: found.text.clone(),
                     rank: None,
-                    file: ManagedPath::fragment(&fragment_file(&source.name)),
+                    file: ManagedPath::fragment(&own_fragment_file(&source.name)),
                     link: None,
                     scope: None,
                     tree: None,
@@ -1403,7 +1411,7 @@ pub fn sections(
                         origin: format!("clawmd's note on {provider}'s native skills"),
                         text: text.into_bytes(),
                         rank: None,
-                        file: ManagedPath::fragment(&fragment_file(&source.name)),
+                        file: ManagedPath::fragment(&own_fragment_file(&source.name)),
                         link: None,
                         scope: None,
                         tree: None,
@@ -1465,7 +1473,7 @@ pub fn omitted_notice(layout: &Layout, all: &[Section], kept: &[Section]) -> Opt
         origin: "clawmd's notice of the sections dropped over the budget".to_owned(),
         text: neutralise(&text).into_bytes(),
         rank: None,
-        file: ManagedPath::fragment(&fragment_file(&source.name)),
+        file: ManagedPath::fragment(&own_fragment_file(&source.name)),
         link: None,
         scope: None,
         tree: None,
