@@ -319,7 +319,7 @@ fn bound(root: &Path, group: &str, container: &str) -> PathBuf {
 
 /// The memory block the real Claude Code CLI sends for `group`, in a container laid out as the
 /// runner lays it out after the swap: its session folder, then `clawmd mounts`' table.
-fn claude_block(root: &Path, group: &str) -> String {
+fn claude_block(root: &Path, group: &str, consumer: Consumer) -> String {
     let scratch = tempfile::tempdir().unwrap();
     let (home, session, hostname) = (
         scratch.path().join("home"),
@@ -341,7 +341,7 @@ fn claude_block(root: &Path, group: &str) -> String {
         hostname,
         extra: Vec::new(),
     };
-    memory_block(&sandbox, tools(), Consumer::Cli, RUN_TIMEOUT)
+    memory_block(&sandbox, tools(), consumer, RUN_TIMEOUT)
         .unwrap_or_else(|e| panic!("{group}: {e}"))
 }
 
@@ -381,16 +381,21 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
         // What reaches clawmd's agent: the real CLI's block (and render's), or the flat document.
         let mut views: Vec<(String, String)> = Vec::new();
         if claude_code {
-            let block = claude_block(clawmd.root(), g);
-            // render, for the release the real CLI here is (the deployment pins 2.1.257, which
-            // the e2e cache does not hold; the sections are the same text in both).
-            let render = rendered(
-                clawmd.root(),
-                g,
-                &["--consumer", "cli", "--claude-version", CLAUDE_CODE_VERSION],
-            );
-            if render != printed(&block) {
-                failures.push(format!("{g}: clawmd render differs from the real CLI's block\n--- render\n{render}\n--- real\n{block}"));
+            // The CLI, and the Agent SDK nanoclaw's runner uses (settingSources
+            // ['project','user']), of the release the e2e cache holds (the deployment pins
+            // 2.1.257, which it does not; the sections are the same text in both); render for
+            // that release predicts each block.
+            for (consumer, flag) in [(Consumer::Cli, "cli"), (Consumer::sdk(), "sdk")] {
+                let block = claude_block(clawmd.root(), g, consumer);
+                let render = rendered(
+                    clawmd.root(),
+                    g,
+                    &["--consumer", flag, "--claude-version", CLAUDE_CODE_VERSION],
+                );
+                if render != printed(&block) {
+                    failures.push(format!("{g}: clawmd render differs from the real {flag} block\n--- render\n{render}\n--- real\n{block}"));
+                }
+                views.push((format!("the real Claude Code {flag}'s memory block"), block));
             }
             // The operator's sections are the managed policy; the persona (the agent's) is not.
             let policy = std::fs::read_to_string(
@@ -408,7 +413,6 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
                 workspace.contains("# Persona") && workspace.contains(&format!("You are {g}")),
                 "{g}: {workspace}"
             );
-            views.push(("the real Claude Code CLI's memory block".to_owned(), block));
         } else {
             let ours = std::fs::read_to_string(bound(
                 clawmd.root(),
