@@ -4,8 +4,8 @@
 //! provider's contract hands it) and clawmd after `clawmd init`, on the same content. Every line
 //! of every section nanoclaw's composer gives a group reaches that group's agent through clawmd,
 //! in the section's order: for Claude Code and Ollama (Claude Code against a local model) in the
-//! memory block the real Claude Code CLI sends from a container laid out by `clawmd mounts`, and
-//! in `clawmd render`; for the flat providers (codex, cursor, opencode, pi) in the document
+//! memory blocks the real Claude Code CLI and Agent SDK send from a container laid out by
+//! `clawmd mounts`, and in `clawmd render`; for the flat providers (codex, cursor, opencode, pi) in the document
 //! bound at the entry point. No `{{provider-memory-note}}` reaches any agent; `memory/` is
 //! never read nor changed; no `CLAUDE.local.md` is made; the persona (the agent's) stays out of
 //! the managed policy; a link among the `*.prepend.md` is refused by both.
