@@ -351,6 +351,9 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
     let nanoclaw = content();
     let clawmd = content();
     compose_with_nanoclaw(&nanoclaw);
+    // clawmd's copy is an installed nanoclaw too: its composer wrote each group's document
+    // before the swap.
+    compose_with_nanoclaw(&clawmd);
     let memory_before: Vec<(String, std::fs::Metadata)> = groups()
         .iter()
         .map(|g| {
@@ -371,6 +374,15 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
         };
         assert_eq!(report["delivered"]["missing"], missing, "{report}");
         assert_eq!(report["delivered"]["complete"], g != "gus", "{report}");
+        // nanoclaw's own document is nobody's text: replaced (or, where the provider reads
+        // another file, removed) without a copy kept.
+        assert_eq!(report["rescued"], json!([]), "{report}");
+        if group.provider == "opencode" {
+            assert!(
+                std::fs::read_to_string(clawmd.path(&format!("groups/{g}/CLAUDE.md"))).is_err(),
+                "{g}: nanoclaw's CLAUDE.md is left beside clawmd's AGENTS.md"
+            );
+        }
         let file = spec(group.provider)["fileName"]
             .as_str()
             .unwrap()
