@@ -510,14 +510,11 @@ impl Prepared {
         let Some(tree) = section.tree.clone() else {
             return prepare(section, version, form);
         };
-        // The text is part of the key: a shared source with a memory note has one text per
-        // backend, and groups of several backends share a run.
+        // The text's length is part of the key: a shared source with a memory note has one
+        // text per backend (removed, or a sentence of each backend's own length), and groups
+        // of several backends share a run; a use still checks the whole text (`same`).
         let key = (
-            format!(
-                "{}\0{}",
-                section.id.as_str(),
-                crate::safe_name::short_hash(&section.text)
-            ),
+            format!("{}\0{}", section.id.as_str(), section.text.len()),
             version,
             form,
         );

@@ -738,8 +738,14 @@ pub fn rendered_notes(layout: &Layout, parts: &[Part]) -> BTreeMap<(usize, Provi
         else {
             continue;
         };
+        // Backends with the same note share one rendering (one tree: made once a run).
+        let mut by_note: BTreeMap<Option<String>, SourceFile> = BTreeMap::new();
         for provider in Provider::ALL {
             let note = provider.spec().memory_note();
+            if let Some(made) = by_note.get(&note) {
+                out.insert((index, provider), made.clone());
+                continue;
+            }
             let render = |bytes: &[u8]| render_note(bytes, placeholder, note.as_deref());
             let tree = file.tree.as_ref().map(|tree| {
                 let mut tree = (**tree).clone();
@@ -752,14 +758,13 @@ pub fn rendered_notes(layout: &Layout, parts: &[Part]) -> BTreeMap<(usize, Provi
                 }
                 std::sync::Arc::new(tree)
             });
-            out.insert(
-                (index, provider),
-                SourceFile {
-                    text: render(&file.text),
-                    original: file.original.as_deref().map(render),
-                    tree,
-                },
-            );
+            let made = SourceFile {
+                text: render(&file.text),
+                original: file.original.as_deref().map(render),
+                tree,
+            };
+            by_note.insert(note, made.clone());
+            out.insert((index, provider), made);
         }
     }
     out
