@@ -24,8 +24,16 @@ pub const NANOCLAW_MODULES: &str = "agent-runner/src/mcp-tools";
 /// Where nanoclaw's runner mounts `container/agent-runner/src` (`/app/src`), under the app
 /// mount.
 pub const NANOCLAW_RUNNER_SRC_MOUNT: &str = "src";
-/// nanoclaw's composer, which says what it reads of a group's config.
+/// nanoclaw's composer before v2.2 (`composeGroupClaudeMd`: an import-only `CLAUDE.md`, the
+/// group's `CLAUDE.local.md`), which says what it reads of a group's config.
 pub const NANOCLAW_COMPOSER: &str = "src/claude-md-compose.ts";
+/// nanoclaw's composer from the provider-contract generation on (v2.3-era:
+/// `composeGroupProjectDoc`, one flat document per provider, the persona in
+/// `instructions.prepend.md`, memory in `memory/`).
+pub const NANOCLAW_PROJECT_DOC_COMPOSER: &str = "src/project-doc-compose.ts";
+/// The placeholder paragraph of today's `container/CLAUDE.md` nanoclaw replaces by each
+/// provider's memory note.
+pub const NANOCLAW_MEMORY_NOTE: &str = "{{provider-memory-note}}";
 
 /// What [`detect`] found in a deployment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,6 +46,9 @@ pub struct Detected {
     pub cli_scope_in_runner: Option<PathBuf>,
     /// The Claude Code release and consumer the deployment pins.
     pub pins: Pins,
+    /// Today's composer (`src/project-doc-compose.ts`) and the modules it leaves out where
+    /// `cli_scope` is `disabled` (its `NCL_DEPENDENT_MODULES`).
+    pub project_doc: Option<(PathBuf, Vec<String>)>,
 }
 
 /// Reads what a deployment rooted at `root` (laid out as `layout`) needs written down.
@@ -66,13 +77,41 @@ pub fn detect(root: &Path, layout: &Layout) -> Detected {
             detected.modules = Some((modules, names));
         }
     }
-    let composer = root.join(NANOCLAW_COMPOSER);
-    if let Ok(Some(bytes)) = crate::disk::fsops::read_host_file(&composer, 4 * 1024 * 1024)
-        && String::from_utf8_lossy(&bytes).contains("cli_scope")
-    {
-        detected.cli_scope_in_runner = Some(composer);
+    for file in [NANOCLAW_PROJECT_DOC_COMPOSER, NANOCLAW_COMPOSER] {
+        let composer = root.join(file);
+        let Ok(Some(bytes)) = crate::disk::fsops::read_host_file(&composer, 4 * 1024 * 1024) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        if file == NANOCLAW_PROJECT_DOC_COMPOSER && text.contains("composeGroupProjectDoc") {
+            detected.project_doc = Some((composer.clone(), ncl_dependent_modules(&text)));
+        }
+        if text.contains("cli_scope") {
+            detected.cli_scope_in_runner = Some(composer);
+            break;
+        }
     }
     detected
+}
+
+/// The modules today's composer leaves out where `cli_scope` is `disabled`: the names in its
+/// `NCL_DEPENDENT_MODULES = new Set([...])` (`cli` and `scheduling`), or those two when the
+/// line is not found.
+pub fn ncl_dependent_modules(composer: &str) -> Vec<String> {
+    let listed = composer
+        .split_once("NCL_DEPENDENT_MODULES = new Set([")
+        .and_then(|(_, rest)| rest.split_once("])"))
+        .map(|(list, _)| {
+            list.split(',')
+                .map(|item| item.trim().trim_matches(|c| c == '\'' || c == '"'))
+                .filter(|item| !item.is_empty())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        });
+    match listed {
+        Some(names) if !names.is_empty() => names,
+        _ => vec!["cli".to_owned(), "scheduling".to_owned()],
+    }
 }
 
 /// What `init` would write.
@@ -138,7 +177,61 @@ pub fn plan(detected: &Detected, layout: &Layout, existing: &Map<String, Value>)
             &mut notes,
         );
     }
-    if let Some((folder, names)) = &detected.modules {
+    if let Some((composer, _)) = &detected.project_doc {
+        add(
+            "memory",
+            json!("none"),
+            format!(
+                "{} keeps each group's memory in its memory/ tree (delivered by nanoclaw's SessionStart hook), not in CLAUDE.local.md: clawmd creates and imports none, and never reads memory/",
+                composer.display()
+            ),
+            &mut notes,
+        );
+    }
+    if let (Some((folder, names)), Some((composer, ncl))) =
+        (&detected.modules, &detected.project_doc)
+    {
+        // Today's composer: its sections in its order, under its headings, its droppable
+        // sections (modules, skills, MCP instructions) all of one rank, largest first.
+        let mut modules = json!({
+            "kind": "fragments",
+            "dir": NANOCLAW_MODULES,
+            "pattern": "*.instructions.md",
+            "mount": layout
+                .app_mount
+                .join(NANOCLAW_RUNNER_SRC_MOUNT)
+                .join("mcp-tools")
+                .display()
+                .to_string(),
+            "name": "module",
+            "heading": "NanoClaw Module: {name}",
+            "rank": 0,
+        });
+        if detected.cli_scope_in_runner.is_some() {
+            modules["drop"] = json!([{"when": {"cli_scope": "disabled"}, "names": ncl}]);
+        }
+        let sources = json!([
+            {"kind": "group-files", "pattern": "*.prepend.md", "first": "instructions.prepend.md",
+             "name": "persona", "heading": "Persona"},
+            {"kind": "shared", "memoryNote": NANOCLAW_MEMORY_NOTE, "heading": "NanoClaw Runtime Contract"},
+            {"kind": "native-skills", "heading": "Native Runtime Skills"},
+            modules,
+            {"kind": "skills", "heading": "NanoClaw Skill: {name}", "rank": 0},
+            {"kind": "mcp", "heading": "MCP Server: {name}", "rank": 0},
+            {"kind": "omitted", "heading": "Omitted for size"},
+        ]);
+        add(
+            "sources",
+            sources,
+            format!(
+                "{} composes each group's document from its *.prepend.md persona, container/CLAUDE.md (its {NANOCLAW_MEMORY_NOTE} per provider), the provider's native skills, the modules of {} ({}), the skills' instructions.md and the MCP instructions, in that order, and says what was dropped over a cap",
+                composer.display(),
+                folder.display(),
+                names.join(", ")
+            ),
+            &mut notes,
+        );
+    } else if let Some((folder, names)) = &detected.modules {
         let mut modules = json!({
             "kind": "fragments",
             "dir": NANOCLAW_MODULES,
@@ -204,6 +297,7 @@ mod tests {
                 )),
                 sdk_range: Some("^0.2.128".into()),
             },
+            project_doc: None,
         }
     }
 
@@ -232,6 +326,61 @@ mod tests {
                 .all(|w| w.code != crate::report::Code::UnknownKey)
         );
         assert_eq!(settings.consumer, Some(Consumer::Sdk));
+    }
+
+    #[test]
+    fn todays_composer_gets_its_sections_headings_ranks_and_no_local_memory() {
+        let layout = Layout::under_root(Path::new("/r"));
+        let mut detected = nanoclaw();
+        detected.cli_scope_in_runner = Some(PathBuf::from("/r/src/project-doc-compose.ts"));
+        detected.project_doc = Some((
+            PathBuf::from("/r/src/project-doc-compose.ts"),
+            vec!["cli".into(), "scheduling".into()],
+        ));
+        let plan = plan(&detected, &layout, &Map::new());
+        let written: Value = serde_json::from_slice(&plan.settings.unwrap()).unwrap();
+        assert_eq!(written["memory"], "none");
+        let kinds: Vec<&str> = (written["sources"].as_array().unwrap().iter())
+            .map(|s| s["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "group-files",
+                "shared",
+                "native-skills",
+                "fragments",
+                "skills",
+                "mcp",
+                "omitted"
+            ]
+        );
+        assert_eq!(
+            written["sources"][1]["memoryNote"],
+            "{{provider-memory-note}}"
+        );
+        assert_eq!(
+            written["sources"][3]["drop"][0]["names"],
+            json!(["cli", "scheduling"])
+        );
+        let (settings, warnings) = crate::input::settings::parse_settings(
+            Path::new("clawmd.json"),
+            &serde_json::to_vec(&written).unwrap(),
+        )
+        .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let recipe =
+            crate::input::recipe::Recipe::from_raw(settings.sources.as_deref(), settings.memory)
+                .unwrap();
+        assert_eq!(recipe.memory, crate::input::recipe::MemoryFile::None);
+        assert!(recipe.reads_group());
+    }
+
+    #[test]
+    fn the_modules_left_out_without_the_cli_are_read_from_the_composer() {
+        let text = "const NCL_DEPENDENT_MODULES = new Set(['cli', 'scheduling', 'rooms']);";
+        assert_eq!(ncl_dependent_modules(text), ["cli", "scheduling", "rooms"]);
+        assert_eq!(ncl_dependent_modules("nothing"), ["cli", "scheduling"]);
     }
 
     #[test]

@@ -236,7 +236,10 @@ fn stale_entry_points(
         {
             continue;
         }
-        if old != mount_point_placeholder(name) && needs_rescue(&old) {
+        if old != mount_point_placeholder(name)
+            && old != crate::plan::mount_point_placeholder_for(name, false)
+            && needs_rescue(&old)
+        {
             steps.push(Step::Rescue {
                 from: ManagedPath::top(name),
                 to: rescue_dir.join(rescue_name(name, &old)),

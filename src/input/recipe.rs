@@ -77,6 +77,14 @@ pub struct Source {
     /// The name of its section (single-file kinds) or the prefix of its sections' names
     /// (`<name>:<item>`), as reports print them.
     pub name: String,
+    /// A heading line (`# <heading>`) put before each of its sections in a document (inline,
+    /// managed, flat), `{name}` replaced by the item's name (a skill, a fragment, a server):
+    /// nanoclaw's `# NanoClaw Module: core`.
+    pub heading: Option<String>,
+    /// The order in which its sections are dropped over budget (lower first; the default:
+    /// skills 0, fragments and MCP instructions 1; shared files, the group's own files and the
+    /// native-skills section are never dropped). Sources of the same rank drop largest first.
+    pub rank: Option<u8>,
 }
 
 /// Where a skill root lives.
@@ -132,7 +140,27 @@ pub enum SourceKind {
         file: PathBuf,
         /// Where the container sees it (default `<appMount>/<file>`).
         mount: Option<PathBuf>,
+        /// A placeholder paragraph (`{{provider-memory-note}}`) replaced by the group's
+        /// backend's memory note, or removed with the blank line before it where the backend
+        /// has none (nanoclaw's `renderBaseInstructions`).
+        memory_note: Option<String>,
     },
+    /// The group folder's files whose names match a pattern (nanoclaw's `*.prepend.md`), the
+    /// `first` one first and the others sorted by name, each trimmed, empty ones skipped,
+    /// joined by a blank line, as one section: the agent's to write, so read through the
+    /// group's safe view (a link, a FIFO or a device is refused with a warning).
+    GroupFiles {
+        /// The file names taken, with one `*`.
+        pattern: Pattern,
+        /// The file that leads (`instructions.prepend.md`).
+        first: Option<String>,
+    },
+    /// The group's backend's native skill discovery (where it finds the shared skills and
+    /// where the agent's own go), for backends whose documents must say it (Codex, Cursor).
+    NativeSkills,
+    /// A notice, last in a document, naming the sections dropped over its budget (nanoclaw's
+    /// "Omitted for size"); nothing when none was.
+    Omitted,
     /// A file in the group folder, delivered as its text (imports shown, never followed).
     GroupFile {
         /// Its path in the group folder.
@@ -223,7 +251,10 @@ impl Source {
             kind: SourceKind::Shared {
                 file: PathBuf::from(file),
                 mount: None,
+                memory_note: None,
             },
+            heading: None,
+            rank: None,
         }
     }
 
@@ -239,6 +270,8 @@ impl Source {
                 select: Select::Config,
                 mount: None,
             },
+            heading: None,
+            rank: None,
         }
     }
 
@@ -247,6 +280,8 @@ impl Source {
         Source {
             name: "mcp".to_owned(),
             kind: SourceKind::Mcp,
+            heading: None,
+            rank: None,
         }
     }
 
@@ -255,6 +290,7 @@ impl Source {
         matches!(
             self.kind,
             SourceKind::GroupFile { .. }
+                | SourceKind::GroupFiles { .. }
                 | SourceKind::Skills {
                     root: SkillRoot::Group,
                     ..
@@ -293,7 +329,7 @@ impl Recipe {
         let mut mounts = Vec::new();
         for source in &self.sources {
             let (relative, mount) = match &source.kind {
-                SourceKind::Shared { file, mount } => (file, mount),
+                SourceKind::Shared { file, mount, .. } => (file, mount),
                 SourceKind::Skills {
                     root: SkillRoot::Container,
                     dir,
@@ -329,6 +365,7 @@ impl Recipe {
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum RawSource {
     /// A file under the container folder, its imports expanded from there.
+    #[serde(rename_all = "camelCase")]
     Shared {
         /// Its path under the container folder (default "CLAUDE.md", the shared base).
         #[serde(default)]
@@ -340,6 +377,15 @@ pub enum RawSource {
         /// "shared:`<file>`").
         #[serde(default)]
         name: Option<String>,
+        /// A placeholder paragraph in the file, e.g. "{{provider-memory-note}}", replaced by
+        /// the sentence naming the files the group's backend loads that must not hold memory
+        /// (Codex, Cursor), or removed with the blank line before it (the others).
+        #[serde(default)]
+        memory_note: Option<String>,
+        /// A heading line put before the section in a document, e.g. "NanoClaw Runtime
+        /// Contract".
+        #[serde(default)]
+        heading: Option<String>,
     },
     /// A file in the group folder (the agent's to write), delivered as its text: its `@`
     /// imports are shown, never followed.
@@ -349,6 +395,46 @@ pub enum RawSource {
         /// The section's name in reports (default "group:`<file>`").
         #[serde(default)]
         name: Option<String>,
+        /// A heading line put before the section in a document.
+        #[serde(default)]
+        heading: Option<String>,
+    },
+    /// The group folder's files whose names match a pattern, as one section (nanoclaw's
+    /// persona: `instructions.prepend.md`, then the other `*.prepend.md` sorted): the agent's
+    /// to write, read through the group's safe view (links refused).
+    GroupFiles {
+        /// The file names taken, with one `*`, e.g. "*.prepend.md".
+        pattern: String,
+        /// The file that leads, e.g. "instructions.prepend.md" (the others follow sorted by
+        /// name).
+        #[serde(default)]
+        first: Option<String>,
+        /// The section's name in reports (default "group-files").
+        #[serde(default)]
+        name: Option<String>,
+        /// A heading line put before the section in a document, e.g. "Persona".
+        #[serde(default)]
+        heading: Option<String>,
+    },
+    /// A notice, last in the document, naming the sections dropped over its budget (by their
+    /// headings where they have one); nothing when none was.
+    Omitted {
+        /// The section's name in reports (default "omitted").
+        #[serde(default)]
+        name: Option<String>,
+        /// A heading line put before the notice, e.g. "Omitted for size".
+        #[serde(default)]
+        heading: Option<String>,
+    },
+    /// Where the group's backend discovers the shared skills natively, and where skills the
+    /// agent writes go (Codex, Cursor; nothing for the others).
+    NativeSkills {
+        /// The section's name in reports (default "native-skills").
+        #[serde(default)]
+        name: Option<String>,
+        /// A heading line put before the section in a document, e.g. "Native Runtime Skills".
+        #[serde(default)]
+        heading: Option<String>,
     },
     /// A folder of skills, one subfolder each.
     Skills {
@@ -375,6 +461,13 @@ pub enum RawSource {
         /// group root).
         #[serde(default)]
         name: Option<String>,
+        /// A heading line put before each section in a document, `{name}` the skill's name,
+        /// e.g. "NanoClaw Skill: {name}".
+        #[serde(default)]
+        heading: Option<String>,
+        /// The drop rank of its sections over budget (default 0; lower drops first).
+        #[serde(default)]
+        rank: Option<u8>,
     },
     /// A folder of fragments under the container folder, never changed by clawmd.
     #[serde(rename_all = "camelCase")]
@@ -396,12 +489,26 @@ pub enum RawSource {
         /// Fragments left out when the group config has given values.
         #[serde(default)]
         drop: Option<Vec<DropRule>>,
+        /// A heading line put before each section in a document, `{name}` the fragment's
+        /// name, e.g. "NanoClaw Module: {name}".
+        #[serde(default)]
+        heading: Option<String>,
+        /// The drop rank of its sections over budget (default 1; lower drops first).
+        #[serde(default)]
+        rank: Option<u8>,
     },
     /// The MCP servers' inline instructions from the group config, fenced.
     Mcp {
         /// The prefix of the sections' names (default "mcp").
         #[serde(default)]
         name: Option<String>,
+        /// A heading line put before each section in a document, `{name}` the server's name,
+        /// e.g. "MCP Server: {name}".
+        #[serde(default)]
+        heading: Option<String>,
+        /// The drop rank of its sections over budget (default 1; lower drops first).
+        #[serde(default)]
+        rank: Option<u8>,
     },
 }
 
@@ -507,28 +614,106 @@ fn source(index: usize, raw: &RawSource) -> Result<Source, RecipeError> {
         }
         Ok(name)
     };
+    let heading = |text: &Option<String>| -> Result<Option<String>, RecipeError> {
+        match text {
+            Some(text) if text.trim().is_empty() || text.chars().any(char::is_control) => {
+                Err(RecipeError {
+                    field: field("heading"),
+                    message: format!("heading {text:?} is not one line of text"),
+                    fix: "write the heading's words on one line, e.g. \"NanoClaw Module: {name}\""
+                        .to_owned(),
+                })
+            }
+            other => Ok(other.clone()),
+        }
+    };
     Ok(match raw {
         RawSource::Shared {
             file,
             mount: m,
             name,
+            memory_note,
+            heading: h,
         } => {
             let file = relative("file", file.as_deref().unwrap_or(names::CLAUDE_MD))?;
+            if let Some(placeholder) = memory_note
+                && (placeholder.is_empty() || placeholder.contains('\n'))
+            {
+                return Err(RecipeError {
+                    field: field("memoryNote"),
+                    message: format!("{placeholder:?} is not a placeholder on one line"),
+                    fix: "write the placeholder as the file has it, e.g. \"{{provider-memory-note}}\""
+                        .to_owned(),
+                });
+            }
             Source {
                 name: named(name, default_shared_name(&file))?,
                 kind: SourceKind::Shared {
                     file,
                     mount: mount(m)?,
+                    memory_note: memory_note.clone(),
                 },
+                heading: heading(h)?,
+                rank: None,
             }
         }
-        RawSource::GroupFile { file, name } => {
+        RawSource::GroupFile {
+            file,
+            name,
+            heading: h,
+        } => {
             let file = relative("file", file)?;
             Source {
                 name: named(name, format!("group:{}", file.display()))?,
                 kind: SourceKind::GroupFile { file },
+                heading: heading(h)?,
+                rank: None,
             }
         }
+        RawSource::GroupFiles {
+            pattern,
+            first,
+            name,
+            heading: h,
+        } => {
+            let pattern = Pattern::parse(pattern).map_err(|message| RecipeError {
+                field: field("pattern"),
+                message,
+                fix: "write a file-name pattern such as \"*.prepend.md\"".to_owned(),
+            })?;
+            if let Some(first) = first
+                && (crate::safe_name::validate_name(first).is_err()
+                    || pattern.matches(first).is_none())
+            {
+                return Err(RecipeError {
+                    field: field("first"),
+                    message: format!("{first:?} is not a file name the pattern {pattern} takes"),
+                    fix: "name one file of the group folder that matches `pattern`, e.g. \"instructions.prepend.md\""
+                        .to_owned(),
+                });
+            }
+            Source {
+                name: named(name, "group-files".to_owned())?,
+                kind: SourceKind::GroupFiles {
+                    pattern,
+                    first: first.clone(),
+                },
+                heading: heading(h)?,
+                rank: None,
+            }
+        }
+        RawSource::Omitted { name, heading: h } => Source {
+            name: named(name, "omitted".to_owned())?,
+            kind: SourceKind::Omitted,
+            heading: heading(h)?,
+            rank: None,
+        },
+        RawSource::NativeSkills { name, heading: h } => Source {
+            name: named(name, "native-skills".to_owned())?,
+            kind: SourceKind::NativeSkills,
+            heading: heading(h)?,
+            rank: None,
+        },
         RawSource::Skills {
             root,
             dir,
@@ -537,6 +722,8 @@ fn source(index: usize, raw: &RawSource) -> Result<Source, RecipeError> {
             select,
             mount: m,
             name,
+            heading: h,
+            rank,
         } => {
             let root = root.unwrap_or(SkillRoot::Container);
             let dir = relative("dir", dir.as_deref().unwrap_or(names::SKILLS))?;
@@ -572,6 +759,8 @@ fn source(index: usize, raw: &RawSource) -> Result<Source, RecipeError> {
                     select: select.unwrap_or_default(),
                     mount: mount(m)?,
                 },
+                heading: heading(h)?,
+                rank: *rank,
             }
         }
         RawSource::Fragments {
@@ -581,6 +770,8 @@ fn source(index: usize, raw: &RawSource) -> Result<Source, RecipeError> {
             name,
             drop_listed_in,
             drop,
+            heading: h,
+            rank,
         } => Source {
             name: named(name, "fragment".to_owned())?,
             kind: SourceKind::Fragments {
@@ -596,10 +787,18 @@ fn source(index: usize, raw: &RawSource) -> Result<Source, RecipeError> {
                 drop_listed_in: drop_listed_in.clone(),
                 drop: drop.clone().unwrap_or_default(),
             },
+            heading: heading(h)?,
+            rank: *rank,
         },
-        RawSource::Mcp { name } => Source {
+        RawSource::Mcp {
+            name,
+            heading: h,
+            rank,
+        } => Source {
             name: named(name, "mcp".to_owned())?,
             kind: SourceKind::Mcp,
+            heading: heading(h)?,
+            rank: *rank,
         },
     })
 }
@@ -686,6 +885,60 @@ mod tests {
                 PathBuf::from("/h/container/agent-runner/src/mcp-tools")
             )]
         );
+    }
+
+    #[test]
+    fn nanoclaws_kinds_and_keys_parse() {
+        let recipe = parse(
+            r#"[
+              {"kind": "group-files", "pattern": "*.prepend.md", "first": "instructions.prepend.md",
+               "name": "persona", "heading": "Persona"},
+              {"kind": "shared", "memoryNote": "{{provider-memory-note}}", "heading": "Contract"},
+              {"kind": "native-skills"},
+              {"kind": "skills", "heading": "Skill: {name}", "rank": 0},
+              {"kind": "mcp", "heading": "MCP Server: {name}", "rank": 0},
+              {"kind": "omitted", "heading": "Omitted for size"}
+            ]"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = recipe.sources.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "persona",
+                "shared-base",
+                "native-skills",
+                "skill",
+                "mcp",
+                "omitted"
+            ]
+        );
+        assert!(recipe.reads_group());
+        let SourceKind::GroupFiles { pattern, first } = &recipe.sources[0].kind else {
+            panic!()
+        };
+        assert_eq!(pattern.matches("tone.prepend.md"), Some("tone"));
+        assert_eq!(first.as_deref(), Some("instructions.prepend.md"));
+        let SourceKind::Shared { memory_note, .. } = &recipe.sources[1].kind else {
+            panic!()
+        };
+        assert_eq!(memory_note.as_deref(), Some("{{provider-memory-note}}"));
+        assert_eq!(recipe.sources[3].rank, Some(0));
+        assert_eq!(
+            recipe.sources[4].heading.as_deref(),
+            Some("MCP Server: {name}")
+        );
+        // The built-in skills keep their file names with a heading and a rank.
+        assert!(recipe.sources[3].is_builtin_skills());
+        let err =
+            parse(r#"[{"kind": "group-files", "pattern": "*.md", "first": "x.txt"}]"#).unwrap_err();
+        assert_eq!(err.field, "sources[0].first");
+        let err = parse(r#"[{"kind": "group-files", "pattern": "a/*.md"}]"#).unwrap_err();
+        assert_eq!(err.field, "sources[0].pattern");
+        let err = parse(r#"[{"kind": "mcp", "heading": "two\nlines"}]"#).unwrap_err();
+        assert_eq!(err.field, "sources[0].heading");
+        let err = parse(r#"[{"kind": "shared", "memoryNote": ""}]"#).unwrap_err();
+        assert_eq!(err.field, "sources[0].memoryNote");
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! A new backend or delivery mode goes in [`delivery`] (and its value in [`target`]).
 
 pub mod delivery;
+pub mod providers;
 pub mod snapshot;
 pub mod target;
 
@@ -390,22 +391,39 @@ const HASH_MARK: &str = "clawmd-sha256:";
 /// The composed `CLAUDE.md` for these import lines: a header comment (stripped by Claude Code
 /// before the agent sees it) carrying a hash of the body, then one import per line.
 pub fn composed_claude_md(imports: &[String]) -> Vec<u8> {
+    composed_claude_md_for(imports, true)
+}
+
+/// [`composed_claude_md`] for a recipe with or without `CLAUDE.local.md` (`local_memory`).
+pub fn composed_claude_md_for(imports: &[String], local_memory: bool) -> Vec<u8> {
     let mut body = String::new();
     for line in imports {
         body.push_str(line);
         body.push('\n');
     }
-    composed_document(&body)
+    composed_document_for(&body, local_memory)
 }
 
 /// A generated document: clawmd's header (with the hash of `body`), then `body`.
 pub fn composed_document(body: &str) -> Vec<u8> {
-    with_header(body).into_bytes()
+    composed_document_for(body, true)
 }
 
-fn with_header(body: &str) -> String {
+/// [`composed_document`] for a recipe with or without `CLAUDE.local.md`: without it, the
+/// header says nothing of where the group's memory goes (the recipe's own instructions do:
+/// nanoclaw's `memory/` tree).
+pub fn composed_document_for(body: &str, local_memory: bool) -> Vec<u8> {
+    with_header(body, local_memory).into_bytes()
+}
+
+/// The header's sentence on the group's own memory, where the recipe gives it
+/// `CLAUDE.local.md`.
+const LOCAL_MEMORY_NOTE: &str = " Put this group's own memory in CLAUDE.local.md.";
+
+fn with_header(body: &str, local_memory: bool) -> String {
+    let note = if local_memory { LOCAL_MEMORY_NOTE } else { "" };
     format!(
-        "{HEADER_START} from container.json: do not edit, edits are moved aside at the next compose. Put this group's own memory in CLAUDE.local.md. {HASH_MARK}{} -->\n{body}",
+        "{HEADER_START} from container.json: do not edit, edits are moved aside at the next compose.{note} {HASH_MARK}{} -->\n{body}",
         short_hash(body.as_bytes())
     )
 }
@@ -418,8 +436,14 @@ pub const PLACEHOLDER_START: &str = "<!-- clawmd: the mount point of ";
 /// strips it, so even a container without the bind loads nothing from it) saying where the
 /// composed file is and where the group's own memory belongs.
 pub fn mount_point_placeholder(name: &str) -> Vec<u8> {
+    mount_point_placeholder_for(name, true)
+}
+
+/// [`mount_point_placeholder`] for a recipe with or without `CLAUDE.local.md`.
+pub fn mount_point_placeholder_for(name: &str, local_memory: bool) -> Vec<u8> {
+    let note = if local_memory { LOCAL_MEMORY_NOTE } else { "" };
     format!(
-        "{PLACEHOLDER_START}{name}: the runner binds the composed {name} from clawmd's state folder over this file (see `clawmd mounts GROUP`), so nothing written here reaches the agent. Put this group's own memory in CLAUDE.local.md. -->\n"
+        "{PLACEHOLDER_START}{name}: the runner binds the composed {name} from clawmd's state folder over this file (see `clawmd mounts GROUP`), so nothing written here reaches the agent.{note} -->\n"
     )
     .into_bytes()
 }
@@ -434,17 +458,30 @@ pub fn is_composed(text: &[u8]) -> bool {
 /// for per-group content. -->`).
 pub const NANOCLAW_HEADER_START: &str = "<!-- Composed at spawn \u{2014} do not edit";
 
-/// Whether `text` starts with nanoclaw's generated-file header (composed by nanoclaw, possibly
-/// edited since): migrate leaves it to compose, never taking it for someone's memory.
+/// The first line of the flat document today's nanoclaw composes for every provider
+/// (`src/project-doc-compose.ts`, v2.3-era: `COMPOSED_HEADER`, whose prefix its
+/// `migrate-memory` skill keys on).
+pub const NANOCLAW_PROJECT_DOC_HEADER: &str = "<!-- Composed at spawn - do not edit. Standing instructions: instructions.prepend.md. Memory: memory/. -->";
+
+/// Whether `text` starts with nanoclaw's generated-file header, v2.0's or today's (composed
+/// by nanoclaw, possibly edited since): migrate leaves it to compose, never taking it for
+/// someone's memory.
 pub fn has_nanoclaw_header(text: &[u8]) -> bool {
     text.starts_with(NANOCLAW_HEADER_START.as_bytes())
+        || text.starts_with(NANOCLAW_PROJECT_DOC_HEADER.as_bytes())
 }
 
 /// Whether `text` is a `CLAUDE.md` exactly as nanoclaw's composer writes it: its header, then
 /// only its import lines (`@./.claude-shared.md`, `@./.claude-fragments/<file>`). It holds
 /// nobody's text, so compose replaces it without keeping a copy; any other line makes it a
-/// hand edit, kept like any other.
+/// hand edit, kept like any other. Today's flat document (its header first) is nanoclaw's in
+/// any case: nanoclaw writes it whole at every spawn, from sources that stay.
 pub fn is_nanoclaw_generated(text: &[u8]) -> bool {
+    // Today's flat document is nanoclaw's whole: its persona is a copy of the group's
+    // `*.prepend.md`, which stay, and the rest is the operator's sources.
+    if text.starts_with(format!("{NANOCLAW_PROJECT_DOC_HEADER}\n").as_bytes()) {
+        return true;
+    }
     let Ok(text) = std::str::from_utf8(text) else {
         return false;
     };
@@ -473,7 +510,7 @@ pub fn is_pristine(text: &[u8]) -> bool {
     let Some((_, body)) = text.split_once('\n') else {
         return false;
     };
-    with_header(body) == text
+    with_header(body, true) == text || with_header(body, false) == text
 }
 
 /// The content of `.claude-fragments/mcp-<server>.md`.

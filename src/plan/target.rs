@@ -12,6 +12,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use crate::plan::providers::{AGENTS_MD, CODEX_BUDGET, DEFAULT_BUDGET, GEMINI_MD, Provider};
+
 use serde::{Deserialize, Serialize};
 
 use crate::input::layout::MountNeeds;
@@ -85,96 +87,15 @@ impl fmt::Display for Delivery {
     }
 }
 
-/// The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Provider {
-    /// Claude Code (CLI or Agent SDK): `CLAUDE.md` in the chosen delivery mode.
-    #[default]
-    Claude,
-    /// OpenAI Codex: a flat `AGENTS.md` (Codex caps it at 32 KiB by default).
-    Codex,
-    /// opencode: a flat `AGENTS.md` (it does not expand `@` imports).
-    Opencode,
-    /// Gemini CLI: a flat `GEMINI.md`.
-    Gemini,
-}
-
-impl Provider {
-    /// Every provider, for messages.
-    pub const ALL: [Provider; 4] = [
-        Provider::Claude,
-        Provider::Codex,
-        Provider::Opencode,
-        Provider::Gemini,
-    ];
-
-    /// The provider spelled `name`, if clawmd knows it.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.as_str() == name)
-    }
-
-    /// The lowercase name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Claude => "claude",
-            Provider::Codex => "codex",
-            Provider::Opencode => "opencode",
-            Provider::Gemini => "gemini",
-        }
-    }
-
-    /// The document the backend reads in the agent's working directory.
-    pub fn entry_point(self) -> &'static str {
-        match self {
-            Provider::Claude => names::CLAUDE_MD,
-            Provider::Codex | Provider::Opencode => AGENTS_MD,
-            Provider::Gemini => GEMINI_MD,
-        }
-    }
-
-    /// Whether the backend gets one flat document (no import lines, local memory copied in).
-    pub fn is_flat(self) -> bool {
-        self != Provider::Claude
-    }
-}
-
-impl std::str::FromStr for Provider {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        Provider::parse(text).ok_or_else(|| {
-            format!(
-                "unknown provider {text:?}: use {}",
-                Provider::ALL.map(Provider::as_str).join(", ")
-            )
-        })
-    }
-}
-
-impl fmt::Display for Provider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// The entry points clawmd may compose, for every backend.
 pub const ENTRY_POINTS: [&str; 3] = [names::CLAUDE_MD, AGENTS_MD, GEMINI_MD];
-
-/// The flat document of Codex and opencode agents.
-pub const AGENTS_MD: &str = "AGENTS.md";
-
-/// The flat document of Gemini CLI agents.
-pub const GEMINI_MD: &str = "GEMINI.md";
 
 /// Whether `name` (directly in the group folder) is an entry point clawmd composes.
 pub fn is_entry_point_name(name: &str) -> bool {
     ENTRY_POINTS.contains(&name)
 }
 
-/// The byte budget of each backend's memory.
+/// The byte budget of each backend's memory (`u64::MAX`: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DocumentBudgets {
@@ -187,21 +108,25 @@ pub struct DocumentBudgets {
     pub opencode: u64,
     /// Gemini CLI's `GEMINI.md`.
     pub gemini: u64,
+    /// Cursor's `AGENTS.md` (no cap by default).
+    pub cursor: u64,
+    /// Claude Code against Ollama (as `claude`).
+    pub ollama: u64,
+    /// Pi's `CLAUDE.md`.
+    pub pi: u64,
 }
-
-/// 4 MiB: Claude Code's limit per memory file, and nanoclaw's cap on a generated document.
-pub const DEFAULT_BUDGET: u64 = crate::loader::MAX_FILE_BYTES;
-
-/// Codex's default `project_doc_max_bytes`.
-pub const CODEX_BUDGET: u64 = 32 * 1024;
 
 impl Default for DocumentBudgets {
     fn default() -> Self {
+        let of = |provider: Provider| provider.spec().budget;
         DocumentBudgets {
-            claude: DEFAULT_BUDGET,
-            codex: CODEX_BUDGET,
-            opencode: DEFAULT_BUDGET,
-            gemini: DEFAULT_BUDGET,
+            claude: of(Provider::Claude),
+            codex: of(Provider::Codex),
+            opencode: of(Provider::Opencode),
+            gemini: of(Provider::Gemini),
+            cursor: of(Provider::Cursor),
+            ollama: of(Provider::Ollama),
+            pi: of(Provider::Pi),
         }
     }
 }
@@ -214,6 +139,9 @@ impl DocumentBudgets {
             Provider::Codex => self.codex,
             Provider::Opencode => self.opencode,
             Provider::Gemini => self.gemini,
+            Provider::Cursor => self.cursor,
+            Provider::Ollama => self.ollama,
+            Provider::Pi => self.pi,
         }
     }
 
@@ -224,6 +152,9 @@ impl DocumentBudgets {
             Provider::Codex => &mut self.codex,
             Provider::Opencode => &mut self.opencode,
             Provider::Gemini => &mut self.gemini,
+            Provider::Cursor => &mut self.cursor,
+            Provider::Ollama => &mut self.ollama,
+            Provider::Pi => &mut self.pi,
         };
         *slot = bytes;
     }

@@ -407,25 +407,41 @@ fn link_delivery_is_judged_for_the_pinned_release() {
 }
 
 /// `scripts/nanoclaw-adoption` (the operator's check of a nanoclaw checkout, docs/nanoclaw.md)
-/// passes on the nanoclaw fixture as a checkout, with the CLI it pins: nanoclaw's own migration
-/// and composer first, then the swap; and a fresh clone. It counts its checks.
+/// passes on the nanoclaw fixture as a checkout, read by the consumer the deployment names
+/// (the Agent SDK nanoclaw's runner uses) of the release it pins: nanoclaw's own migration and
+/// composer first, then the swap, a group with an empty `CLAUDE.local.md` among them, and
+/// `clawmd check` with nothing to report; and a fresh clone. It counts its checks. On today's
+/// nanoclaw (the v2.3-era fixture) it runs the fresh clone and does not crash.
 #[test]
 fn the_adoption_check_passes_on_a_nanoclaw_checkout() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tools = nanoclaw_tools();
-    let output = Command::new(repo.join("scripts/nanoclaw-adoption"))
-        .arg(repo.join("tests/fixtures/nanoclaw"))
-        .arg("--bin")
-        .arg(env!("CARGO_BIN_EXE_clawmd"))
-        .arg("--claude")
-        .arg(&tools.claude)
-        .env("CLAWMD_E2E_CACHE", e2e_cache())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && stdout.contains("21 of 21 checks pass"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    for (fixture, expected) in [
+        ("tests/fixtures/nanoclaw", "30 of 30 checks pass"),
+        ("tests/fixtures/nanoclaw-v2.3", "7 of 7 checks pass"),
+    ] {
+        let output = Command::new(repo.join("scripts/nanoclaw-adoption"))
+            .arg(repo.join(fixture))
+            .arg("--bin")
+            .arg(env!("CARGO_BIN_EXE_clawmd"))
+            .arg("--claude")
+            .arg(&tools.claude)
+            .arg("--sdk")
+            .arg(e2e_cache().join("nanoclaw"))
+            .env("CLAWMD_E2E_CACHE", e2e_cache())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains(expected),
+            "{fixture}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        if fixture == "tests/fixtures/nanoclaw" {
+            assert!(
+                stdout.contains("judged with the Agent SDK (sdk in clawmd.json)"),
+                "{stdout}"
+            );
+        }
+    }
 }

@@ -443,3 +443,153 @@ fn an_upgraded_group_keeps_its_memory_and_nothing_is_rescued() {
         "{report}"
     );
 }
+
+/// What nanoclaw v2.0's own start-up migration leaves in every group it moved: the old
+/// `CLAUDE.md` renamed to `CLAUDE.local.md` with its first line, `@./.claude-global.md`, an
+/// import of the link it deleted. That is the group's memory (clawmd never changes it), and
+/// the line reaches the agent as text as it did under nanoclaw: after the documented adoption,
+/// `check` has nothing to report. Any other missing import is still an error.
+#[test]
+fn check_has_nothing_to_report_on_what_nanoclaws_migration_left() {
+    let d = Deployment::nanoclaw();
+    std::fs::remove_dir_all(d.path("groups/global")).unwrap();
+    let old = d.read("groups/main/CLAUDE.md");
+    assert!(old.starts_with("@./.claude-global.md\n"), "{old}");
+    std::fs::rename(
+        d.path("groups/main/CLAUDE.md"),
+        d.path("groups/main/CLAUDE.local.md"),
+    )
+    .unwrap();
+    d.run(["init"]).success();
+    d.run(["migrate"]).success();
+    let handed = d.path("main.json");
+    std::fs::write(
+        &handed,
+        r#"{"skills": "all", "mcpServers": {}, "cli_scope": "group"}"#,
+    )
+    .unwrap();
+    d.run(["compose", "main", "--config", handed.to_str().unwrap()])
+        .success();
+    assert_eq!(d.read("groups/main/CLAUDE.local.md"), old);
+    let check = d.run(["check", "--json"]).success().json();
+    assert_eq!(
+        check["groups"][0]["findings"],
+        serde_json::json!([]),
+        "{check}"
+    );
+    // Another import of a missing file is the operator's to fix.
+    d.write(
+        "groups/main/CLAUDE.local.md",
+        format!("@./notes.md\n{old}").as_bytes(),
+    );
+    let check = d.run(["check", "--json"]).json();
+    let findings = check["groups"][0]["findings"].as_array().unwrap().clone();
+    assert_eq!(findings.len(), 1, "{check}");
+    assert_eq!(findings[0]["code"], "import-missing", "{check}");
+    assert!(
+        findings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("notes.md")
+    );
+}
+
+/// Today's nanoclaw (the v2.3-era fixture): `init` recognises `project-doc-compose.ts` and what
+/// it writes composes a group of every provider with its persona first, no raw placeholder, no
+/// `CLAUDE.local.md`, and `memory/` left alone; `check` has nothing to report.
+#[test]
+fn init_on_todays_nanoclaw_composes_every_provider_without_local_memory() {
+    let d = Deployment::new();
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nanoclaw-v2.3");
+    for top in ["container", "src"] {
+        crate::support::copy_tree(&fixture.join(top), &d.path(top));
+    }
+    let written = d.run(["init"]).success();
+    let settings: serde_json::Value = serde_json::from_str(&d.read("clawmd.json")).unwrap();
+    assert_eq!(settings["memory"], "none", "{}", written.stderr());
+    assert_eq!(settings["claudeCodeVersion"], "2.1.257");
+    for provider in ["claude", "codex", "cursor", "opencode", "ollama", "pi"] {
+        let g = format!("g-{provider}");
+        d.write(
+            &format!("groups/{g}/instructions.prepend.md"),
+            format!("PERSONA OF {g}\n").as_bytes(),
+        );
+        d.write(
+            &format!("groups/{g}/memory/index.md"),
+            b"MEMORY OF THE GROUP\n",
+        );
+        d.write(
+            &format!("groups/{g}/container.json"),
+            format!(r#"{{"provider": "{provider}", "skills": "all", "mcpServers": {{}}}}"#)
+                .as_bytes(),
+        );
+        let handed = d.path(&format!("{g}.json"));
+        std::fs::write(
+            &handed,
+            format!(r#"{{"provider": "{provider}", "skills": "all", "mcpServers": {{}}, "cli_scope": "disabled"}}"#),
+        )
+        .unwrap();
+        let report = d
+            .run([
+                "compose",
+                &g,
+                "--json",
+                "--config",
+                handed.to_str().unwrap(),
+            ])
+            .success()
+            .json();
+        let group = &report["groups"][0];
+        assert_eq!(group["delivered"]["complete"], true, "{group}");
+        let text = d
+            .run(["render", &g, "--consumer", "cli"])
+            .success()
+            .stdout();
+        let text = match provider {
+            "claude" | "ollama" => text,
+            // A flat document is what its agent reads.
+            _ => d.read(&format!(
+                "groups/.clawmd/binds/{g}/{}",
+                group["target"]["file"].as_str().unwrap()
+            )),
+        };
+        assert!(
+            text.contains(&format!("PERSONA OF {g}")),
+            "{provider}: {text}"
+        );
+        assert!(text.contains("# NanoClaw Runtime Contract"), "{provider}");
+        assert!(!text.contains("{{provider-memory-note}}"), "{provider}");
+        assert!(!text.contains("MEMORY OF THE GROUP"), "{provider}");
+        assert!(
+            !text.contains("## Task scheduling"),
+            "{provider}: cli_scope disabled"
+        );
+        assert_eq!(
+            text.contains("# Native Runtime Skills"),
+            matches!(provider, "codex" | "cursor"),
+            "{provider}"
+        );
+        assert!(
+            !d.path(&format!("groups/{g}/CLAUDE.local.md")).exists(),
+            "{provider}"
+        );
+        assert_eq!(
+            d.read(&format!("groups/{g}/memory/index.md")),
+            "MEMORY OF THE GROUP\n"
+        );
+    }
+    // Nothing to report but, for the groups that run Claude Code, that 2.1.257 (the release
+    // today's nanoclaw pins) is not in the conformance corpus yet.
+    let check = d.run(["check", "--json"]).json();
+    for group in check["groups"].as_array().unwrap() {
+        let codes: Vec<&str> = (group["findings"].as_array().unwrap().iter())
+            .map(|f| f["code"].as_str().unwrap())
+            .collect();
+        let expected: &[&str] = match group["group"].as_str().unwrap() {
+            "g-claude" | "g-ollama" => &["claude-version-unverified"],
+            _ => &[],
+        };
+        assert_eq!(codes, expected, "{group}");
+    }
+}

@@ -333,3 +333,77 @@ fn memory_folder() {
             .contains("# Ops group memory")
     );
 }
+
+/// A `group-files` source (nanoclaw's persona: `instructions.prepend.md`, then the other
+/// `*.prepend.md` sorted): the lead file first, the others by name, each trimmed, empty ones
+/// skipped, imports shown as text; a link, a FIFO, a folder or a file larger than Claude Code
+/// reads among them is left out with a warning and the group composes, in every mode, with
+/// none of their text; and in managed delivery the persona is outside the managed policy.
+#[test]
+fn group_files_in_order_and_hostile_entries_left_out() {
+    let d = Deployment::standard();
+    d.write(
+        "clawmd.json",
+        br#"{"sources": [
+            {"kind": "group-files", "pattern": "*.prepend.md", "first": "instructions.prepend.md",
+             "name": "persona", "heading": "Persona"},
+            {"kind": "shared"}, {"kind": "skills"}, {"kind": "mcp"}]}"#,
+    );
+    d.write(
+        "groups/main/instructions.prepend.md",
+        b"\n  LEAD PERSONA see @./notes.md  \n",
+    );
+    d.write("groups/main/b.prepend.md", b"SECOND BY NAME\n");
+    d.write("groups/main/a.prepend.md", b"FIRST BY NAME\n");
+    d.write("groups/main/empty.prepend.md", b" \n\n");
+    d.write("groups/main/notes.md", b"PLANTED NOTES\n");
+    d.write("secret.txt", b"LINKED SECRET\n");
+    std::os::unix::fs::symlink(d.path("secret.txt"), d.path("groups/main/link.prepend.md"))
+        .unwrap();
+    std::fs::create_dir(d.path("groups/main/dir.prepend.md")).unwrap();
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        d.path("groups/main/fifo.prepend.md"),
+        rustix::fs::Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
+    let big = vec![b'x'; 4 * 1024 * 1024 + 1];
+    d.write("groups/main/big.prepend.md", &big);
+    d.write("groups/other/container.json", b"{}");
+    let report = compose_everywhere(&d);
+    let main = (report["groups"].as_array().unwrap().iter())
+        .find(|g| g["group"] == "main")
+        .unwrap();
+    let unread: Vec<&str> = (main["warnings"].as_array().unwrap().iter())
+        .filter(|w| w["code"] == "group-source-unread")
+        .map(|w| w["message"].as_str().unwrap())
+        .collect();
+    for name in ["link.prepend.md", "fifo.prepend.md", "big.prepend.md"] {
+        assert!(
+            unread.iter().any(|m| m.contains(name)),
+            "{name}: {unread:?}"
+        );
+    }
+    let text = render(&d, "main");
+    in_order(
+        &text,
+        &[
+            "# Persona",
+            "LEAD PERSONA see `@./notes.md`",
+            "FIRST BY NAME",
+            "SECOND BY NAME",
+        ],
+    );
+    for never in ["PLANTED NOTES", "LINKED SECRET", "xxxxxxxx"] {
+        assert!(!text.contains(never), "{never}");
+    }
+    // The managed policy holds the operator's sections, not the agent's persona.
+    let policy = d.read("groups/.clawmd/binds/main/managed/CLAUDE.md");
+    assert!(!policy.contains("LEAD PERSONA"), "{policy}");
+    assert!(
+        d.read("groups/.clawmd/binds/main/CLAUDE.md")
+            .contains("LEAD PERSONA")
+    );
+    // Another group without prepend files gets no persona section.
+    assert!(!render(&d, "other").contains("# Persona"));
+}

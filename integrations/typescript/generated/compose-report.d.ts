@@ -82,7 +82,7 @@ export type Code =
 /**
  * The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
  */
-export type Provider = "claude" | "codex" | "opencode" | "gemini";
+export type Provider = "claude" | "codex" | "opencode" | "gemini" | "cursor" | "ollama" | "pi";
 /**
  * Where a judged release or consumer comes from.
  */

@@ -112,7 +112,7 @@ export type Code =
 /**
  * The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
  */
-export type Provider = "claude" | "codex" | "opencode" | "gemini";
+export type Provider = "claude" | "codex" | "opencode" | "gemini" | "cursor" | "ollama" | "pi";
 /**
  * How the shared base and the skills' guidance reach a Claude Code agent.
  */

@@ -239,7 +239,9 @@ fn check_afresh(
         not_delivered(layout, group, plan, &delivered, &mut findings);
     }
     let version = options.claude_version;
-    if !version.is_verified() {
+    // Only a Claude Code group's verdict rests on the release's rules (a flat document is
+    // what its agent reads).
+    if !version.is_verified() && !flat {
         let accepted = options.settings.accepted_unrecorded == Some(version);
         findings.push(Finding {
             severity: match accepted {
@@ -427,6 +429,9 @@ fn memory_findings(
         {
             continue; // a dangling link: reported below as such
         }
+        if is_legacy_global_import(layout, diagnostic) {
+            continue;
+        }
         // A diagnostic about a file itself (too large, unreadable…) names that file, with
         // the file that imports it; one about an import names the file that holds it.
         let (file, message) = match (is_about_the_file(diagnostic.code), &diagnostic.from) {
@@ -453,6 +458,24 @@ fn memory_findings(
         });
     }
     dangling_links(layout, fs, findings);
+}
+
+/// Whether `diagnostic` is the dead `@./.claude-global.md` import at the top of a group's
+/// `CLAUDE.local.md`: nanoclaw v2.0's own start-up migration (`migrateGroupsToClaudeLocal`)
+/// renamed every group's old `CLAUDE.md`, that line included, to `CLAUDE.local.md` and deleted
+/// the link it imported; `clawmd migrate` removes the link too. The file is the group's memory,
+/// which clawmd never changes, and the line reaches the agent as text exactly as it did under
+/// nanoclaw's composer: nothing to fix, so nothing to report.
+fn is_legacy_global_import(layout: &Layout, diagnostic: &Diagnostic) -> bool {
+    diagnostic.code == DiagnosticCode::ImportMissing
+        && diagnostic.path == layout.workspace_mount.join(names::LEGACY_GLOBAL_LINK)
+        && diagnostic.from.as_deref()
+            == Some(
+                layout
+                    .workspace_mount
+                    .join(names::CLAUDE_LOCAL_MD)
+                    .as_path(),
+            )
 }
 
 /// Whether a loader diagnostic is about the file at its path (to fix there) rather than about

@@ -510,7 +510,14 @@ impl Prepared {
         let Some(tree) = section.tree.clone() else {
             return prepare(section, version, form);
         };
-        let key = (section.id.as_str().to_owned(), version, form);
+        // The text's length is part of the key: a shared source with a memory note has one
+        // text per backend (removed, or a sentence of each backend's own length), and groups
+        // of several backends share a run; a use still checks the whole text (`same`).
+        let key = (
+            format!("{}\0{}", section.id.as_str(), section.text.len()),
+            version,
+            form,
+        );
         let known = self.lock().get(&key).cloned();
         let same = |made: &Made| {
             made.from.0 == section.text

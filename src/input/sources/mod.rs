@@ -30,6 +30,7 @@ use crate::input::layout::Layout;
 use crate::input::names;
 use crate::input::recipe::{Select, SkillForm, SkillRoot, Source, SourceKind};
 use crate::key_hash::KeyHasher;
+use crate::plan::providers::Provider;
 use crate::plan::{FragmentCollision, ManagedPath, Warning, mcp_fragment};
 use crate::runtime::mounted::Mount;
 use crate::safe_name::{display_name, file_stem, validate_name};
@@ -123,6 +124,9 @@ pub struct Section {
     /// a comment block): set by [`alone::prepare`]. A document of sealed sections is their
     /// concatenation, with nothing to neutralise across them.
     pub sealed: bool,
+    /// A heading line put before its text in a document (the source's `heading`, its item's
+    /// name in it), shown as text: it imports nothing.
+    pub heading: Option<String>,
 }
 
 impl Section {
@@ -150,7 +154,19 @@ impl Section {
             size: text.len() as u64,
             group_owned: false,
             sealed: false,
+            heading: None,
         }
+    }
+
+    /// The heading line of a section of `source` for `item` (a skill, a fragment, a server):
+    /// the source's `heading` with `{name}` replaced by the item's name as reports show it (the
+    /// source's name for a section of its own).
+    pub fn heading_of(source: &Source, item: Option<&str>) -> Option<String> {
+        let heading = source.heading.as_ref()?;
+        Some(heading.replace(
+            "{name}",
+            &display_name(item.unwrap_or(source.name.as_str())),
+        ))
     }
 }
 
@@ -232,6 +248,10 @@ pub struct Sources {
     /// The shared sources as the groups of this run get them, each made once
     /// ([`alone::Prepared`]).
     pub prepared: alone::Prepared,
+    /// A shared source with a memory-note placeholder as each backend gets it, by the source's
+    /// index in the recipe and the backend ([`rendered_notes`]): made once per run, so the
+    /// groups of one backend share one text.
+    pub rendered: BTreeMap<(usize, Provider), SourceFile>,
 }
 
 /// Why an item's file cannot be used: the error reading it gave.
@@ -470,7 +490,7 @@ pub enum NoteKind {
 /// The base folder (or the file) of a container-side source as the container sees it.
 fn container_base(layout: &Layout, source: &Source) -> PathBuf {
     match &source.kind {
-        SourceKind::Shared { file, mount } => {
+        SourceKind::Shared { file, mount, .. } => {
             mount.clone().unwrap_or_else(|| layout.app_mount.join(file))
         }
         SourceKind::Skills {
@@ -484,6 +504,9 @@ fn container_base(layout: &Layout, source: &Source) -> PathBuf {
         }
         SourceKind::Skills { dir, .. } => layout.workspace_mount.join(dir),
         SourceKind::GroupFile { file } => layout.workspace_mount.join(file),
+        SourceKind::GroupFiles { .. } | SourceKind::NativeSkills | SourceKind::Omitted => {
+            layout.workspace_mount.clone()
+        }
         SourceKind::Mcp => layout.workspace_mount.join(names::CONFIG),
     }
 }
@@ -507,6 +530,8 @@ fn host_path(layout: &Layout, source: &Source) -> PathBuf {
             layout.container_dir.join(dir)
         }
         SourceKind::GroupFile { file } => file.clone(),
+        SourceKind::GroupFiles { pattern, .. } => PathBuf::from(pattern.to_string()),
+        SourceKind::NativeSkills | SourceKind::Omitted => PathBuf::new(),
         SourceKind::Mcp => PathBuf::from(names::CONFIG),
     }
 }
@@ -515,6 +540,13 @@ fn host_path(layout: &Layout, source: &Source) -> PathBuf {
 /// `module-core.md`, `mcp:my server` → `mcp-my%20server.md`).
 pub fn fragment_file(name: &str) -> String {
     format!("{}.md", file_stem(&name.replacen(':', "-", 1)))
+}
+
+/// The file name in `.claude-fragments/` of the one section of a `group-files`,
+/// `native-skills` or `omitted` source named `name` (`source-persona.md`): prefixed, so that a
+/// skill of the built-in root (`<skill>.md`) named like the source cannot take its file.
+fn own_fragment_file(name: &str) -> String {
+    fragment_file(&format!("source:{name}"))
 }
 
 /// The mounts under which the container-side sources are visible (for expanding their
@@ -662,16 +694,21 @@ pub fn read_container(
                 }
                 Part::Items(items)
             }
-            SourceKind::Skills { .. } | SourceKind::GroupFile { .. } | SourceKind::Mcp => {
-                Part::Nothing
-            }
+            SourceKind::Skills { .. }
+            | SourceKind::GroupFile { .. }
+            | SourceKind::GroupFiles { .. }
+            | SourceKind::NativeSkills
+            | SourceKind::Omitted
+            | SourceKind::Mcp => Part::Nothing,
         };
         parts.push(part);
     }
     let mut notes = reader.notes;
     notes.append(&mut reader.import_notes);
+    let rendered = rendered_notes(layout, &parts);
     Ok((
         Sources {
+            rendered,
             parts,
             unusable,
             dangling,
@@ -681,6 +718,69 @@ pub fn read_container(
         },
         notes,
     ))
+}
+
+/// Every shared source with a memory-note placeholder as each backend gets it: the
+/// placeholder's paragraph (`\n\n<placeholder>`, its first occurrence, as nanoclaw's
+/// `renderBaseInstructions` replaces it) becomes the backend's memory note after a blank line,
+/// or goes where the backend has none, in the delivered text, in the host bytes and in the
+/// source's own file of its tree (so the source is still composed as its release loads it).
+pub fn rendered_notes(layout: &Layout, parts: &[Part]) -> BTreeMap<(usize, Provider), SourceFile> {
+    let mut out = BTreeMap::new();
+    for (index, (source, part)) in layout.recipe.sources.iter().zip(parts).enumerate() {
+        let (
+            SourceKind::Shared {
+                memory_note: Some(placeholder),
+                ..
+            },
+            Part::File(Some(file)),
+        ) = (&source.kind, part)
+        else {
+            continue;
+        };
+        // Backends with the same note share one rendering (one tree: made once a run).
+        let mut by_note: BTreeMap<Option<String>, SourceFile> = BTreeMap::new();
+        for provider in Provider::ALL {
+            let note = provider.spec().memory_note();
+            if let Some(made) = by_note.get(&note) {
+                out.insert((index, provider), made.clone());
+                continue;
+            }
+            let render = |bytes: &[u8]| render_note(bytes, placeholder, note.as_deref());
+            let tree = file.tree.as_ref().map(|tree| {
+                let mut tree = (**tree).clone();
+                let root = match tree.files.get(&tree.root) {
+                    Some(alone::TreeNode::Link(to)) => to.clone(),
+                    _ => tree.root.clone(),
+                };
+                if let Some(alone::TreeNode::File(bytes)) = tree.files.get_mut(&root) {
+                    *bytes = render(bytes);
+                }
+                std::sync::Arc::new(tree)
+            });
+            let made = SourceFile {
+                text: render(&file.text),
+                original: file.original.as_deref().map(render),
+                tree,
+            };
+            by_note.insert(note, made.clone());
+            out.insert((index, provider), made);
+        }
+    }
+    out
+}
+
+/// `bytes` with the paragraph `\n\n<placeholder>` (its first occurrence) replaced by
+/// `\n\n<note>`, or removed when there is no note (nanoclaw's `renderBaseInstructions`);
+/// as they are when they hold no such paragraph.
+pub fn render_note(bytes: &[u8], placeholder: &str, note: Option<&str>) -> Vec<u8> {
+    let text = String::from_utf8_lossy(bytes);
+    let paragraph = format!("\n\n{placeholder}");
+    if !text.contains(&paragraph) {
+        return bytes.to_vec();
+    }
+    let with = note.map(|note| format!("\n\n{note}")).unwrap_or_default();
+    text.replacen(&paragraph, &with, 1).into_bytes()
 }
 
 /// A skill's description file.
@@ -832,6 +932,10 @@ pub fn read_group(layout: &Layout, dir: &SafeDir) -> Result<GroupParts, FsError>
             SourceKind::GroupFile { file } => {
                 Part::File(read_group_file(dir, file, &mut group.warnings)?.map(neutralised))
             }
+            SourceKind::GroupFiles { pattern, first } => Part::File(
+                read_group_files(dir, pattern, first.as_deref(), &mut group.warnings)?
+                    .map(neutralised),
+            ),
             SourceKind::Skills {
                 root: SkillRoot::Group,
                 dir: skills_dir,
@@ -913,6 +1017,54 @@ fn read_group_file(
         }
         Err(err) => Err(err),
     }
+}
+
+/// The most files a group-files source reads from a group folder (the agent can make any
+/// number); the rest are left out with a warning.
+pub const MAX_GROUP_FILES: usize = 256;
+
+/// The group folder's files matching `pattern`, `first` first and the others sorted by name,
+/// each trimmed (as JavaScript trims), empty ones skipped, joined by a blank line; `None` when
+/// none has text. A link, a FIFO, a device or a file larger than Claude Code reads is left
+/// out with a warning, never followed or opened.
+fn read_group_files(
+    dir: &SafeDir,
+    pattern: &crate::input::recipe::Pattern,
+    first: Option<&str>,
+    warnings: &mut Vec<Warning>,
+) -> Result<Option<Vec<u8>>, FsError> {
+    let mut names: Vec<String> = (dir.list_kinds()?.into_iter())
+        .map(|(name, _)| name.to_string_lossy().into_owned())
+        .filter(|name| pattern.matches(name).is_some())
+        .collect();
+    names.sort();
+    if let Some(first) = first
+        && let Some(at) = names.iter().position(|name| name == first)
+    {
+        let lead = names.remove(at);
+        names.insert(0, lead);
+    }
+    if names.len() > MAX_GROUP_FILES {
+        warnings.push(Warning::GroupSourceUnread {
+            path: pattern.to_string(),
+            reason: format!(
+                "the group folder holds more than {MAX_GROUP_FILES} of them; the rest are left out (fix: remove the ones the group does not use)"
+            ),
+        });
+        names.truncate(MAX_GROUP_FILES);
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for name in names {
+        let Some(bytes) = read_group_file(dir, Path::new(&name), warnings)? else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let trimmed = crate::loader::content::js_trim(&text);
+        if !trimmed.is_empty() {
+            parts.push(trimmed.to_owned());
+        }
+    }
+    Ok((!parts.is_empty()).then(|| parts.join("\n\n").into_bytes()))
 }
 
 fn read_group_skills(
@@ -1007,6 +1159,7 @@ pub fn sections(
     sources: &Sources,
     group: &GroupParts,
     originals: bool,
+    provider: Provider,
 ) -> Result<(Vec<Section>, Vec<Warning>), FragmentCollision> {
     let mut warnings: Vec<Warning> = config
         .unknown_keys
@@ -1029,8 +1182,13 @@ pub fn sections(
             true => file.host_bytes().to_vec(),
             false => file.text.clone(),
         };
+        let first = out.len();
+        // A shared source with a memory-note placeholder, as the group's backend gets it.
+        let rendered = sources.rendered.get(&(index, provider));
         match (&source.kind, container, own) {
-            (SourceKind::Shared { file, .. }, Part::File(found), _) => match found {
+            (SourceKind::Shared { file, .. }, Part::File(found), _) => match rendered
+                .or(found.as_ref())
+            {
                 Some(found) => out.push(Section {
                     id: SectionId::new(source.name.clone()),
                     origin: format!("container/{}", file.display()),
@@ -1048,6 +1206,7 @@ pub fn sections(
                     size: 0,
                     group_owned: false,
                     sealed: false,
+                    heading: None,
                 }),
                 None if source.name == "shared-base" => warnings.push(Warning::MissingSharedBase {
                     path: host_path(layout, source),
@@ -1067,6 +1226,7 @@ pub fn sections(
                 size: 0,
                 group_owned: true,
                 sealed: false,
+                heading: None,
             }),
             (
                 SourceKind::Skills {
@@ -1118,6 +1278,7 @@ pub fn sections(
                                 size: 0,
                                 group_owned: *root == SkillRoot::Group,
                                 sealed: false,
+                                heading: None,
                                 id: SectionId::new(name),
                             });
                         }
@@ -1165,6 +1326,7 @@ pub fn sections(
                             size: 0,
                             group_owned: *root == SkillRoot::Group,
                             sealed: false,
+                            heading: None,
                             id: SectionId::new(name),
                         });
                     }
@@ -1202,6 +1364,7 @@ pub fn sections(
                         size: 0,
                         group_owned: false,
                         sealed: false,
+                        heading: None,
                         id: SectionId::new(id),
                     });
                 }
@@ -1222,11 +1385,61 @@ pub fn sections(
                         size: 0,
                         group_owned: false,
                         sealed: false,
+                        heading: None,
                         id: SectionId::new(id),
                     });
                 }
             }
+            (SourceKind::GroupFiles { pattern, .. }, _, Part::File(Some(found))) => {
+                out.push(Section {
+                    id: SectionId::new(source.name.clone()),
+                    origin: format!("{pattern} in the group folder (the group's own files)"),
+                    text: found.text.clone(),
+                    rank: None,
+                    file: ManagedPath::fragment(&own_fragment_file(&source.name)),
+                    link: None,
+                    scope: None,
+                    tree: None,
+                    expected: Vec::new(),
+                    size: 0,
+                    group_owned: true,
+                    sealed: false,
+                    heading: None,
+                })
+            }
+            (SourceKind::NativeSkills, _, _) => {
+                if let Some(body) = provider.spec().native_skills_section() {
+                    let mut text = neutralise(&body);
+                    text.push('\n');
+                    out.push(Section {
+                        id: SectionId::new(source.name.clone()),
+                        origin: format!("clawmd's note on {provider}'s native skills"),
+                        text: text.into_bytes(),
+                        rank: None,
+                        file: ManagedPath::fragment(&own_fragment_file(&source.name)),
+                        link: None,
+                        scope: None,
+                        tree: None,
+                        expected: Vec::new(),
+                        size: 0,
+                        group_owned: false,
+                        sealed: false,
+                        heading: None,
+                    })
+                }
+            }
             _ => {}
+        }
+        // The source's heading and drop rank on each section it made.
+        let prefix = format!("{}:", source.name);
+        for section in &mut out[first..] {
+            let item = section.id.as_str().strip_prefix(&prefix);
+            section.heading = Section::heading_of(source, item);
+            if section.rank.is_some()
+                && let Some(rank) = source.rank
+            {
+                section.rank = Some(rank);
+            }
         }
     }
     // Two sections in one file of `.claude-fragments/` would overwrite each other.
@@ -1241,6 +1454,40 @@ pub fn sections(
         }
     }
     Ok((out, warnings))
+}
+
+/// The notice of the recipe's `omitted` source for the sections of `all` that are not in
+/// `kept` (dropped over budget), named by their headings where they have one: `None` when the
+/// recipe has no such source or nothing was dropped. Its text is nanoclaw's (the
+/// "Omitted for size" section of `src/project-doc-compose.ts`).
+pub fn omitted_notice(layout: &Layout, all: &[Section], kept: &[Section]) -> Option<Section> {
+    let source = (layout.recipe.sources.iter()).find(|s| s.kind == SourceKind::Omitted)?;
+    let dropped: Vec<String> = (all.iter())
+        .filter(|s| !kept.iter().any(|k| k.id == s.id))
+        .map(|s| (s.heading.clone()).unwrap_or_else(|| display_name(s.id.as_str()).into_owned()))
+        .collect();
+    if dropped.is_empty() {
+        return None;
+    }
+    let text = format!(
+        "These instruction sections were omitted to fit the project-document size cap: {}. Their tools still work; consult each tool's own description.\n",
+        dropped.join(", ")
+    );
+    Some(Section {
+        id: SectionId::new(source.name.clone()),
+        origin: "clawmd's notice of the sections dropped over the budget".to_owned(),
+        text: neutralise(&text).into_bytes(),
+        rank: None,
+        file: ManagedPath::fragment(&own_fragment_file(&source.name)),
+        link: None,
+        scope: None,
+        tree: None,
+        expected: Vec::new(),
+        size: 0,
+        group_owned: false,
+        sealed: false,
+        heading: Section::heading_of(source, None),
+    })
 }
 
 /// Whether a skill root with these settings gives a group `skill`.
@@ -1425,4 +1672,86 @@ fn unknown_skills(layout: &Layout, config: &GroupConfig, sources: &Sources) -> V
         warnings.push(Warning::MoreUnknownSkills { count: more });
     }
     warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CANON: &str =
+        "## Memory\n\nStanding role.\n\n{{provider-memory-note}}\n\n## Conversation history\n";
+
+    #[test]
+    fn the_memory_note_replaces_its_paragraph_or_goes_with_the_blank_line_before_it() {
+        let note = Provider::Codex.spec().memory_note();
+        let codex = render_note(
+            CANON.as_bytes(),
+            "{{provider-memory-note}}",
+            note.as_deref(),
+        );
+        assert_eq!(
+            String::from_utf8(codex).unwrap(),
+            "## Memory\n\nStanding role.\n\nDo not use `AGENTS.local.md` or `AGENTS.override.md` for memory.\n\n## Conversation history\n"
+        );
+        let claude = render_note(CANON.as_bytes(), "{{provider-memory-note}}", None);
+        assert_eq!(
+            String::from_utf8(claude).unwrap(),
+            "## Memory\n\nStanding role.\n\n## Conversation history\n"
+        );
+        // A file without the paragraph is as it is (nanoclaw's older canon).
+        let older = "## Memory\n\nNo placeholder here {{provider-memory-note}} inline.\n";
+        assert_eq!(
+            render_note(
+                older.as_bytes(),
+                "{{provider-memory-note}}",
+                note.as_deref()
+            ),
+            older.as_bytes()
+        );
+    }
+
+    #[test]
+    fn every_backend_gets_its_own_rendering_of_a_shared_source_with_a_memory_note() {
+        let mut layout = Layout::under_root(Path::new("/r"));
+        layout.recipe = crate::input::recipe::Recipe {
+            sources: vec![Source {
+                kind: SourceKind::Shared {
+                    file: PathBuf::from("CLAUDE.md"),
+                    mount: None,
+                    memory_note: Some("{{provider-memory-note}}".to_owned()),
+                },
+                ..Source::shared("CLAUDE.md")
+            }],
+            memory: crate::input::recipe::MemoryFile::None,
+        };
+        let tree = alone::SourceTree {
+            root: PathBuf::from("/app/CLAUDE.md"),
+            files: BTreeMap::from([(
+                PathBuf::from("/app/CLAUDE.md"),
+                alone::TreeNode::File(CANON.as_bytes().to_vec()),
+            )]),
+        };
+        let parts = vec![Part::File(Some(SourceFile {
+            tree: Some(std::sync::Arc::new(tree)),
+            ..SourceFile::plain(CANON.as_bytes().to_vec())
+        }))];
+        let rendered = rendered_notes(&layout, &parts);
+        assert_eq!(rendered.len(), Provider::ALL.len());
+        for provider in Provider::ALL {
+            let file = &rendered[&(0, provider)];
+            let text = String::from_utf8(file.text.clone()).unwrap();
+            assert!(!text.contains("{{provider-memory-note}}"), "{provider}");
+            assert_eq!(
+                text.contains("for memory."),
+                matches!(provider, Provider::Codex | Provider::Cursor),
+                "{provider}"
+            );
+            // The source's own file in its tree says the same: it is composed from that.
+            let tree = file.tree.as_ref().unwrap();
+            let Some(alone::TreeNode::File(bytes)) = tree.files.get(&tree.root) else {
+                panic!("{provider}")
+            };
+            assert_eq!(bytes, &file.text, "{provider}");
+        }
+    }
 }

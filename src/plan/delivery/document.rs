@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::input::layout::names;
 use crate::input::sources::Section;
 use crate::input::sources::expand::neutralise;
-use crate::plan::composed_document;
+use crate::plan::composed_document_for;
 use crate::safe_name::display_name;
 
 /// A section left out because the target's budget was exceeded.
@@ -114,6 +114,12 @@ pub enum LocalMemory<'a> {
 /// it, and the group's own memory (imported first, so that nothing a source leaves open can
 /// swallow the import line, or copied in last).
 pub fn document(sections: &[Section], local: LocalMemory<'_>) -> Vec<u8> {
+    document_for(sections, local, true)
+}
+
+/// [`document`] for a recipe with or without `CLAUDE.local.md` (`local_memory`: what the
+/// header says of the group's own memory).
+pub fn document_for(sections: &[Section], local: LocalMemory<'_>, local_memory: bool) -> Vec<u8> {
     let mut body = String::new();
     if local == LocalMemory::Import {
         body.push_str(&format!("@./{}\n", names::CLAUDE_LOCAL_MD));
@@ -143,7 +149,7 @@ pub fn document(sections: &[Section], local: LocalMemory<'_>) -> Vec<u8> {
         ));
         push_text(&mut body, bytes);
     }
-    composed_document(&body)
+    composed_document_for(&body, local_memory)
 }
 
 /// The part of the group's memory `bytes` that a flat document can carry in `room` bytes (what

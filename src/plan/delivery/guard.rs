@@ -303,7 +303,9 @@ fn files(provider: Provider, budgets: &DocumentBudgets, bases: &Bases) -> Option
     let file = |dir, name, bytes: Vec<u8>| GuardFile { dir, name, bytes };
     let gitignore = || OPENCODE_GITIGNORE.as_bytes().to_vec();
     Some(match provider {
-        Provider::Claude => return None,
+        // Claude Code (and Ollama's Claude Code) has the managed policy; Cursor and pi are
+        // not measured yet (their provider modules say so).
+        Provider::Claude | Provider::Ollama | Provider::Cursor | Provider::Pi => return None,
         Provider::Codex => vec![file(
             "guard/codex",
             "managed_config.toml",
@@ -331,7 +333,7 @@ fn binds(provider: Provider, paths: GuardPaths<'_>) -> Option<Vec<GuardBind>> {
     let home = paths.home;
     let bind = |source, container: PathBuf| GuardBind { source, container };
     Some(match provider {
-        Provider::Claude => return None,
+        Provider::Claude | Provider::Ollama | Provider::Cursor | Provider::Pi => return None,
         Provider::Codex => vec![
             bind(GuardSource::EntryPoint, ws.join("AGENTS.override.md")),
             bind(
@@ -421,7 +423,7 @@ fn json_kind(value: &Value) -> &'static str {
 /// (`None` for Claude Code, whose guarantee depends on its delivery mode).
 pub fn guarantee(provider: Provider) -> Option<Guarantee> {
     match provider {
-        Provider::Claude => None,
+        Provider::Claude | Provider::Ollama | Provider::Cursor | Provider::Pi => None,
         Provider::Codex | Provider::Gemini | Provider::Opencode => Some(Guarantee::CannotBeDropped),
     }
 }

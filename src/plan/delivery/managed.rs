@@ -152,6 +152,7 @@ pub fn host_section(sources: &Sources) -> Option<Section> {
         size: 0,
         group_owned: false,
         sealed: false,
+        heading: None,
     })
 }
 

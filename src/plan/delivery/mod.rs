@@ -33,9 +33,10 @@ use crate::input::recipe::MemoryFile;
 use crate::input::sources::GroupParts;
 use crate::input::sources::Sources;
 use crate::input::sources::alone::SectionForm;
+use crate::input::sources::expand::neutralise;
 use crate::plan::{
-    Content, Desired, FragmentCollision, ManagedPath, Place, Warning, composed_claude_md,
-    mount_point_placeholder,
+    Content, Desired, FragmentCollision, ManagedPath, Place, Warning, composed_claude_md_for,
+    mount_point_placeholder_for,
 };
 
 pub use crate::input::sources::{Section, SectionId};
@@ -154,6 +155,7 @@ pub fn plan_delivery(
         sources,
         inputs.group.unwrap_or(&empty),
         target.delivery == Delivery::Link,
+        target.provider,
     )?;
     let has_memory = layout.recipe.memory == MemoryFile::Local;
     let mut all = all;
@@ -175,7 +177,21 @@ pub fn plan_delivery(
         sources
             .prepared
             .prepare(section, settings.claude_version, form);
+        with_heading(section, form);
     }
+    // The recipe's notice of what was dropped (`omitted`), last in a document and measured
+    // with it, as nanoclaw measures its "Omitted for size".
+    let with_notice = |kept: &[Section]| -> Option<Vec<Section>> {
+        if form != SectionForm::Document {
+            return None;
+        }
+        let mut notice = crate::input::sources::omitted_notice(layout, &all, kept)?;
+        crate::input::sources::alone::prepare(&mut notice, settings.claude_version, form);
+        with_heading(&mut notice, form);
+        let mut out = kept.to_vec();
+        out.push(notice);
+        Some(out)
+    };
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,
         Some(bytes) if target.provider.is_flat() => LocalMemory::Inline(bytes),
@@ -197,7 +213,9 @@ pub fn plan_delivery(
     let last_document = std::cell::RefCell::new(Vec::new());
     let fitted = match target.delivery {
         Delivery::Inline | Delivery::Managed => document::fit(&all, target.budget, |kept| {
-            let built = document::document(kept, measured);
+            let noticed = with_notice(kept);
+            let kept = noticed.as_deref().unwrap_or(kept);
+            let built = document::document_for(kept, measured, has_memory);
             let len = built.len() as u64;
             *last_document.borrow_mut() = built;
             len
@@ -206,6 +224,10 @@ pub fn plan_delivery(
             kept.iter().map(|s| s.text.len() as u64).sum()
         }),
     };
+    let mut fitted = fitted;
+    if let Some(noticed) = with_notice(&fitted.kept) {
+        fitted.kept = noticed;
+    }
     let mut local_memory_cut = None;
     if let LocalMemory::Inline(bytes) = local
         && !bytes.is_empty()
@@ -221,7 +243,8 @@ pub fn plan_delivery(
                 budget: target.budget,
             });
         }
-        *last_document.borrow_mut() = document::document(&fitted.kept, LocalMemory::Inline(kept));
+        *last_document.borrow_mut() =
+            document::document_for(&fitted.kept, LocalMemory::Inline(kept), has_memory);
     }
     for dropped in &fitted.dropped {
         warnings.push(Warning::SectionDropped {
@@ -259,7 +282,7 @@ pub fn plan_delivery(
                 entries.push(Desired { path, content });
             }
             imports.extend(local_import);
-            composed_claude_md(&imports)
+            composed_claude_md_for(&imports, has_memory)
         }
         _ => {
             // What the agent can write (a group file, the group's own skills) is never the
@@ -273,7 +296,7 @@ pub fn plan_delivery(
                 .then(|| fitted.kept.iter().cloned().partition(|s| s.group_owned));
             let managed_document = match &split {
                 None => last_document.take(),
-                Some((_, policy)) => document::document(policy, LocalMemory::None),
+                Some((_, policy)) => document::document_for(policy, LocalMemory::None, has_memory),
             };
             entries.push(Desired {
                 path: ManagedPath::managed(names::CLAUDE_MD),
@@ -292,9 +315,11 @@ pub fn plan_delivery(
                 });
             }
             match split {
-                None => composed_claude_md(&local_import),
-                Some((own, _)) if has_memory => document::document(&own, LocalMemory::Import),
-                Some((own, _)) => document::document(&own, LocalMemory::None),
+                None => composed_claude_md_for(&local_import, has_memory),
+                Some((own, _)) if has_memory => {
+                    document::document_for(&own, LocalMemory::Import, true)
+                }
+                Some((own, _)) => document::document_for(&own, LocalMemory::None, false),
             }
         }
     };
@@ -310,7 +335,7 @@ pub fn plan_delivery(
     });
     entries.push(Desired {
         path: ManagedPath::top(target.file),
-        content: Content::Placeholder(mount_point_placeholder(target.file)),
+        content: Content::Placeholder(mount_point_placeholder_for(target.file, has_memory)),
     });
     Ok(GroupPlan {
         entries,
@@ -325,6 +350,18 @@ pub fn plan_delivery(
         uses: (!target.mount_needs(false).app)
             .then(|| crate::input::sources::items_used(layout, config, sources)),
     })
+}
+
+/// In a document (`form`), `section`'s text after its heading line (the recipe's `heading`),
+/// shown as text; a section in a file of its own (copy, link) is the source's file as it is.
+fn with_heading(section: &mut Section, form: SectionForm) {
+    if form == SectionForm::Document
+        && let Some(heading) = &section.heading
+    {
+        let mut text = format!("# {}\n\n", neutralise(heading)).into_bytes();
+        text.extend_from_slice(&section.text);
+        section.text = text;
+    }
 }
 
 /// The managed path and content of one section in copy or link delivery: a link to the
@@ -449,7 +486,7 @@ mod tests {
         assert!(!entry.contains("BASE"));
         assert_eq!(
             content(&plan, &ManagedPath::top("CLAUDE.md")),
-            &Content::Placeholder(mount_point_placeholder("CLAUDE.md"))
+            &Content::Placeholder(crate::plan::mount_point_placeholder("CLAUDE.md"))
         );
         assert!(plan.dropped.is_empty());
     }
@@ -699,7 +736,7 @@ mod plan_group_tests {
         // The group folder's CLAUDE.md is only the mount point of the composed one.
         assert_eq!(
             plan.entries[6].content,
-            Content::Placeholder(mount_point_placeholder("CLAUDE.md"))
+            Content::Placeholder(crate::plan::mount_point_placeholder("CLAUDE.md"))
         );
         assert_eq!(
             plan.entries[0].content,

@@ -1,0 +1,524 @@
+//! Today's nanoclaw (v2.3-era, `tests/fixtures/nanoclaw-v2.3/`), every provider it has: its own
+//! composer (`src/project-doc-compose.ts` and `src/group-persona.ts`, verbatim, compiled with the
+//! stubs of `tests/e2e/nanoclaw/v23/` and run with node, each group with the `ProjectDocSpec` its
+//! provider's contract hands it) and clawmd after `clawmd init`, on the same content. Every line
+//! of every section nanoclaw's composer gives a group reaches that group's agent through clawmd,
+//! in the section's order: for Claude Code and Ollama (Claude Code against a local model) in the
+//! memory blocks the real Claude Code CLI and Agent SDK send from a container laid out by
+//! `clawmd mounts`, and in `clawmd render`; for the flat providers (codex, cursor, opencode, pi) in the document
+//! bound at the entry point. No `{{provider-memory-note}}` reaches any agent; `memory/` is
+//! never read nor changed; no `CLAUDE.local.md` is made; the persona (the agent's) stays out of
+//! the managed policy; a link among the `*.prepend.md` is refused by both.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::Deployment;
+use crate::support::sandbox::{
+    Bind, CLAUDE_CODE_VERSION, Consumer, Sandbox, WORKSPACE, e2e_cache, memory_block, mounts_with,
+    printed, rendered, tools,
+};
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(180);
+const FIXTURE: &str = "tests/fixtures/nanoclaw-v2.3";
+
+/// What nanoclaw's provider contracts hand its composer (the fixture's README).
+fn spec(provider: &str) -> Value {
+    match provider {
+        "codex" => json!({"fileName": "AGENTS.md", "maxBytes": 32768, "instructions": {
+            "nativeOverrideFiles": ["AGENTS.local.md", "AGENTS.override.md"],
+            "nativeSkills": {"discoveryPath": "/workspace/agent/.agents/skills", "sharedSource": "/app/skills",
+                "selfAuthoredHome": "~/.codex/skills", "persistentRoots": ["~/.codex", "~/.agents"],
+                "ruleBearingInlined": true}}}),
+        "cursor" => json!({"fileName": "AGENTS.md", "instructions": {
+            "nativeOverrideFiles": [".cursorrules", "CLAUDE.md", "CLAUDE.local.md"],
+            "nativeSkills": {"discoveryPath": "/workspace/agent/.cursor/skills", "sharedSource": "/app/skills",
+                "selfAuthoredHome": "~/.cursor/skills", "persistentRoots": ["~/.cursor"],
+                "ruleBearingInlined": true}}}),
+        // claude, opencode, ollama (Claude's surfaces), pi (no contract: the default).
+        _ => json!({"fileName": "CLAUDE.md", "maxBytes": 4194304}),
+    }
+}
+
+struct Group {
+    name: &'static str,
+    provider: &'static str,
+    skills: Value,
+    mcp: Value,
+    cli_scope: &'static str,
+}
+
+const NOTES: &str = "NOTES SERVER: read-only; never delete a note.\nAsk before exporting.";
+
+fn groups() -> Vec<Group> {
+    let notes = json!({"notes": {"command": "notes-mcp", "instructions": NOTES}, "cal": {"command": "cal-mcp"}});
+    let big = format!(
+        "BIG SERVER GUIDE\n{}",
+        "Read the whole table before you write.\n".repeat(700)
+    );
+    vec![
+        Group {
+            name: "ada",
+            provider: "claude",
+            skills: json!("all"),
+            mcp: notes.clone(),
+            cli_scope: "group",
+        },
+        Group {
+            name: "bob",
+            provider: "codex",
+            skills: json!("all"),
+            mcp: notes.clone(),
+            cli_scope: "disabled",
+        },
+        Group {
+            name: "cy",
+            provider: "cursor",
+            skills: json!(["onecli-gateway"]),
+            mcp: notes.clone(),
+            cli_scope: "group",
+        },
+        Group {
+            name: "dee",
+            provider: "opencode",
+            skills: json!([]),
+            mcp: json!({}),
+            cli_scope: "group",
+        },
+        Group {
+            name: "eve",
+            provider: "ollama",
+            skills: json!("all"),
+            mcp: notes.clone(),
+            cli_scope: "disabled",
+        },
+        Group {
+            name: "fay",
+            provider: "pi",
+            skills: json!("all"),
+            mcp: notes,
+            cli_scope: "group",
+        },
+        // Over Codex's 32 KiB: the largest droppable section goes, for nanoclaw and clawmd.
+        Group {
+            name: "gus",
+            provider: "codex",
+            skills: json!("all"),
+            mcp: json!({"big": {"command": "big-mcp", "instructions": big}}),
+            cli_scope: "group",
+        },
+    ]
+}
+
+const MEMORY_MARK: &str = "MEMORY TREE MARKER: only the SessionStart hook delivers this.";
+const SECRET: &str = "HOST SECRET behind a link: never delivered.";
+
+/// The installed content, the same for both: the fixture, and per group its persona (two
+/// prepend files and a link to a host file among them), its memory tree and its
+/// `container.json` (as nanoclaw materialises it).
+fn content() -> Deployment {
+    let d = Deployment::new();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+    for top in ["container", "src"] {
+        crate::support::copy_tree(&fixture.join(top), &d.path(top));
+    }
+    d.write("secret.txt", format!("{SECRET}\n").as_bytes());
+    for group in groups() {
+        let g = group.name;
+        d.write(
+            &format!("groups/{g}/instructions.prepend.md"),
+            format!(
+                "You are {g}, a {} agent.\nSign every message as {g}.\n",
+                group.provider
+            )
+            .as_bytes(),
+        );
+        d.write(
+            &format!("groups/{g}/tone.prepend.md"),
+            b"\n  Answer in British English.  \n\n",
+        );
+        std::os::unix::fs::symlink(
+            d.path("secret.txt"),
+            d.path(&format!("groups/{g}/a-link.prepend.md")),
+        )
+        .unwrap();
+        d.write(
+            &format!("groups/{g}/memory/index.md"),
+            format!("# Core Memory\n\n{MEMORY_MARK}\n").as_bytes(),
+        );
+        let config =
+            json!({"provider": group.provider, "skills": group.skills, "mcpServers": group.mcp});
+        d.write(
+            &format!("groups/{g}/container.json"),
+            serde_json::to_string_pretty(&config).unwrap().as_bytes(),
+        );
+    }
+    d
+}
+
+fn compose_with_nanoclaw(d: &Deployment) {
+    let build = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    crate::support::copy_tree(&repo.join("tests/e2e/nanoclaw/v23"), build.path());
+    for file in ["project-doc-compose.ts", "group-persona.ts"] {
+        std::fs::copy(
+            repo.join(FIXTURE).join("src").join(file),
+            build.path().join("src").join(file),
+        )
+        .unwrap();
+    }
+    let ts = e2e_cache().join("typescript/node_modules");
+    let output = Command::new(ts.join(".bin/tsc"))
+        .args(["-p", "tsconfig.json", "--typeRoots"])
+        .arg(ts.join("@types"))
+        .current_dir(build.path())
+        .output()
+        .unwrap_or_else(|e| panic!("tsc ({}): {e}; run scripts/e2e-setup", ts.display()));
+    assert!(
+        output.status.success(),
+        "tsc failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut rows = serde_json::Map::new();
+    let mut specs = serde_json::Map::new();
+    for group in groups() {
+        rows.insert(
+            group.name.to_owned(),
+            json!({"agent_group_id": group.name, "mcp_servers": group.mcp.to_string(),
+                   "skills": group.skills.to_string(), "cli_scope": group.cli_scope}),
+        );
+        specs.insert(group.name.to_owned(), spec(group.provider));
+    }
+    std::fs::write(
+        build.path().join("rows.json"),
+        Value::Object(rows).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        build.path().join("specs.json"),
+        Value::Object(specs).to_string(),
+    )
+    .unwrap();
+    let output = Command::new("node")
+        .arg("driver.mjs")
+        .arg(d.root())
+        .arg(build.path().join("specs.json"))
+        .args(groups().iter().map(|g| g.name))
+        .env("NANOCLAW_ROWS", build.path().join("rows.json"))
+        .current_dir(build.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "nanoclaw's composer failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let log = String::from_utf8_lossy(&output.stderr);
+    // nanoclaw refused the link among the prepend files, and dropped gus's largest section.
+    assert!(log.contains("omitting prepend file"), "{log}");
+    assert!(
+        log.contains("dropped the largest instruction sections"),
+        "{log}"
+    );
+}
+
+/// clawmd as the runner calls it after `clawmd init`: each group's config handed with its
+/// `cli_scope`. Returns compose's report per group.
+fn compose_with_clawmd(d: &Deployment) -> Vec<Value> {
+    let init = d.run(["init"]).success();
+    eprintln!("{}", init.stderr());
+    groups()
+        .into_iter()
+        .map(|group| {
+            let mut config: Value =
+                serde_json::from_str(&d.read(&format!("groups/{}/container.json", group.name)))
+                    .unwrap();
+            config["cli_scope"] = json!(group.cli_scope);
+            let handed = d.path(&format!("{}.handed.json", group.name));
+            std::fs::write(&handed, config.to_string()).unwrap();
+            let report = d
+                .run([
+                    "compose",
+                    group.name,
+                    "--json",
+                    "--config",
+                    handed.to_str().unwrap(),
+                ])
+                .success()
+                .json();
+            report["groups"][0].clone()
+        })
+        .collect()
+}
+
+/// nanoclaw's document as its sections: each `# <name>` block (its heading line and its body's
+/// lines, blank lines left out), after the header comment.
+fn nanoclaw_sections(doc: &str) -> Vec<(String, Vec<String>)> {
+    const HEADINGS: [&str; 7] = [
+        "# Persona",
+        "# NanoClaw Runtime Contract",
+        "# Native Runtime Skills",
+        "# NanoClaw Module: ",
+        "# NanoClaw Skill: ",
+        "# MCP Server: ",
+        "# Omitted for size",
+    ];
+    let mut lines = doc.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("<!-- Composed at spawn - do not edit.")
+    );
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut previous_blank = true;
+    for line in lines {
+        let starts = previous_blank
+            && HEADINGS
+                .iter()
+                .any(|h| line == h.trim_end() || (h.ends_with(' ') && line.starts_with(h)));
+        if starts {
+            out.push((line.to_owned(), vec![line.to_owned()]));
+        } else if !line.trim().is_empty() {
+            out.last_mut()
+                .expect("a section")
+                .1
+                .push(line.trim_end().to_owned());
+        }
+        previous_blank = line.trim().is_empty();
+    }
+    out
+}
+
+/// Whether `wanted` appears in `text`'s lines in order (other lines between them allowed).
+fn in_order(wanted: &[String], text: &str) -> Result<(), String> {
+    let mut want = wanted.iter().peekable();
+    for line in text.lines() {
+        if want.peek().is_some_and(|w| line.trim_end() == w.as_str()) {
+            want.next();
+        }
+    }
+    match want.next() {
+        None => Ok(()),
+        Some(missing) => Err(missing.clone()),
+    }
+}
+
+/// The host file the runner binds at `container` for `group` (the table `clawmd mounts` prints).
+fn bound(root: &Path, group: &str, container: &str) -> PathBuf {
+    mounts_with(root, group, &[])
+        .into_iter()
+        .find(|bind| bind.container == Path::new(container))
+        .unwrap_or_else(|| panic!("{group}: nothing is bound at {container}"))
+        .host
+}
+
+/// The memory block the real Claude Code CLI sends for `group`, in a container laid out as the
+/// runner lays it out after the swap: its session folder, then `clawmd mounts`' table.
+fn claude_block(root: &Path, group: &str, consumer: Consumer) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    let (home, session, hostname) = (
+        scratch.path().join("home"),
+        scratch.path().join("session"),
+        scratch.path().join("hostname"),
+    );
+    std::fs::create_dir(&home).unwrap();
+    std::fs::create_dir(&session).unwrap();
+    std::fs::write(&hostname, "nanoclaw-v23\n").unwrap();
+    let mut binds = vec![Bind {
+        host: session,
+        container: PathBuf::from("/workspace"),
+        readonly: false,
+    }];
+    binds.extend(mounts_with(root, group, &[]));
+    let sandbox = Sandbox {
+        binds,
+        home,
+        hostname,
+        extra: Vec::new(),
+    };
+    memory_block(&sandbox, tools(), consumer, RUN_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{group}: {e}"))
+}
+
+#[test]
+fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_for_every_provider()
+{
+    let nanoclaw = content();
+    let clawmd = content();
+    compose_with_nanoclaw(&nanoclaw);
+    // clawmd's copy is an installed nanoclaw too: its composer wrote each group's document
+    // before the swap.
+    compose_with_nanoclaw(&clawmd);
+    let memory_before: Vec<(String, std::fs::Metadata)> = groups()
+        .iter()
+        .map(|g| {
+            let path = format!("groups/{}/memory/index.md", g.name);
+            let meta = std::fs::metadata(clawmd.path(&path)).unwrap();
+            (path, meta)
+        })
+        .collect();
+    let reports = compose_with_clawmd(&clawmd);
+    let mut failures = Vec::new();
+    let mut sections_checked = 0;
+    for (group, report) in groups().iter().zip(&reports) {
+        let g = group.name;
+        // gus is over its cap: what was dropped is missing, and only that.
+        let missing = match g {
+            "gus" => json!(["mcp:big"]),
+            _ => json!([]),
+        };
+        assert_eq!(report["delivered"]["missing"], missing, "{report}");
+        assert_eq!(report["delivered"]["complete"], g != "gus", "{report}");
+        // nanoclaw's own document is nobody's text: replaced (or, where the provider reads
+        // another file, removed) without a copy kept.
+        assert_eq!(report["rescued"], json!([]), "{report}");
+        if group.provider == "opencode" {
+            assert!(
+                std::fs::read_to_string(clawmd.path(&format!("groups/{g}/CLAUDE.md"))).is_err(),
+                "{g}: nanoclaw's CLAUDE.md is left beside clawmd's AGENTS.md"
+            );
+        }
+        let file = spec(group.provider)["fileName"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let theirs = nanoclaw.read(&format!("groups/{g}/{file}"));
+        let sections = nanoclaw_sections(&theirs);
+        let claude_code = matches!(group.provider, "claude" | "ollama");
+        // What reaches clawmd's agent: the real CLI's block (and render's), or the flat document.
+        let mut views: Vec<(String, String)> = Vec::new();
+        if claude_code {
+            // The CLI, and the Agent SDK nanoclaw's runner uses (settingSources
+            // ['project','user']), of the release the e2e cache holds (the deployment pins
+            // 2.1.257, which it does not; the sections are the same text in both); render for
+            // that release predicts each block.
+            for (consumer, flag) in [(Consumer::Cli, "cli"), (Consumer::sdk(), "sdk")] {
+                let block = claude_block(clawmd.root(), g, consumer);
+                let render = rendered(
+                    clawmd.root(),
+                    g,
+                    &["--consumer", flag, "--claude-version", CLAUDE_CODE_VERSION],
+                );
+                if render != printed(&block) {
+                    failures.push(format!("{g}: clawmd render differs from the real {flag} block\n--- render\n{render}\n--- real\n{block}"));
+                }
+                views.push((format!("the real Claude Code {flag}'s memory block"), block));
+            }
+            // The operator's sections are the managed policy; the persona (the agent's) is not.
+            let policy = std::fs::read_to_string(
+                bound(clawmd.root(), g, "/etc/claude-code").join("CLAUDE.md"),
+            )
+            .unwrap();
+            let workspace =
+                std::fs::read_to_string(bound(clawmd.root(), g, &format!("{WORKSPACE}/CLAUDE.md")))
+                    .unwrap();
+            assert!(
+                policy.contains("# NanoClaw Runtime Contract") && !policy.contains("# Persona"),
+                "{g}: {policy}"
+            );
+            assert!(
+                workspace.contains("# Persona") && workspace.contains(&format!("You are {g}")),
+                "{g}: {workspace}"
+            );
+        } else {
+            let ours = std::fs::read_to_string(bound(
+                clawmd.root(),
+                g,
+                &format!("{WORKSPACE}/{}", report["target"]["file"].as_str().unwrap()),
+            ))
+            .unwrap();
+            // A flat document: every line of nanoclaw's, in nanoclaw's order, as one sequence.
+            let all: Vec<String> = sections
+                .iter()
+                .flat_map(|(_, lines)| lines.clone())
+                .collect();
+            if let Err(missing) = in_order(&all, &ours) {
+                failures.push(format!("{g} ({}): nanoclaw's document is not in order in clawmd's at {missing:?}\n{ours}", group.provider));
+            }
+            // And nothing more than nanoclaw's: clawmd's own lines are its comments (Claude Code
+            // strips them; the others show them) and the fence around MCP instructions.
+            let theirs_lines: std::collections::BTreeSet<&str> =
+                theirs.lines().map(str::trim_end).collect();
+            for line in ours.lines().map(str::trim_end) {
+                let own = line.is_empty()
+                    || line.starts_with("<!-- Generated by clawmd")
+                    || line.starts_with("<!-- clawmd section ")
+                    || line.starts_with("Instructions for the MCP server `")
+                    || line.trim_start_matches('`').is_empty()
+                    || line == "```text";
+                if !own && !theirs_lines.contains(line) {
+                    failures.push(format!(
+                        "{g} ({}): clawmd's document has a line nanoclaw's has not: {line:?}",
+                        group.provider
+                    ));
+                }
+            }
+            views.push((format!("the {} document", group.provider), ours));
+        }
+        for (what, text) in &views {
+            for (heading, lines) in &sections {
+                sections_checked += 1;
+                if let Err(missing) = in_order(lines, text) {
+                    failures.push(format!("{g} ({}): {heading} does not reach the agent in {what}: missing {missing:?}", group.provider));
+                }
+            }
+            for never in [
+                "{{provider-memory-note}}",
+                MEMORY_MARK,
+                SECRET,
+                "CLAUDE.local.md for",
+            ] {
+                if never == "CLAUDE.local.md for" && group.provider == "cursor" {
+                    continue; // the note names CLAUDE.local.md as a file NOT to keep memory in
+                }
+                if text.contains(never) {
+                    failures.push(format!("{g} ({}): {what} holds {never:?}", group.provider));
+                }
+            }
+            if text.contains("Put this group's own memory in CLAUDE.local.md") {
+                failures.push(format!(
+                    "{g}: {what} tells the agent to keep its memory in CLAUDE.local.md"
+                ));
+            }
+        }
+        // Both left out cli and scheduling where cli_scope is disabled, and only there.
+        let has_cli = theirs.contains("# NanoClaw Module: cli");
+        assert_eq!(has_cli, group.cli_scope != "disabled", "{g}");
+        assert_eq!(
+            theirs.contains("# NanoClaw Module: scheduling"),
+            group.cli_scope != "disabled",
+            "{g}"
+        );
+        assert!(
+            !clawmd.path(&format!("groups/{g}/CLAUDE.local.md")).exists(),
+            "{g}: a CLAUDE.local.md was made"
+        );
+    }
+    // gus: over Codex's cap nanoclaw dropped the big server's section and said so; clawmd too.
+    let gus = &reports[6];
+    assert_eq!(gus["dropped"][0]["section"], "mcp:big", "{gus}");
+    assert!(
+        nanoclaw
+            .read("groups/gus/AGENTS.md")
+            .contains("# Omitted for size")
+    );
+    for (path, before) in memory_before {
+        let after = std::fs::metadata(clawmd.path(&path)).unwrap();
+        assert_eq!(
+            (before.len(), before.modified().unwrap()),
+            (after.len(), after.modified().unwrap()),
+            "{path} changed"
+        );
+        assert!(clawmd.read(&path).contains(MEMORY_MARK));
+    }
+    eprintln!(
+        "e2e nanoclaw v2.3: {} groups, {sections_checked} section checks",
+        groups().len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
