@@ -452,3 +452,22 @@ fn the_hosts_managed_settings_text_and_drop_ins_reach_render() {
         "{old}"
     );
 }
+
+/// A policy helper in the host's managed settings computes managed settings at start-up,
+/// which clawmd cannot know: the verdict is never complete, and says why.
+#[test]
+fn a_policy_helper_in_the_managed_settings_is_undecided() {
+    let d = Deployment::example()
+        .file("clawmd.json", r#"{"hostManagedDir": "policy"}"#)
+        .file(
+            "policy/managed-settings.json",
+            r#"{"policyHelper": {"path": "/usr/local/bin/policy"}}"#,
+        );
+    let report = d.run(["compose", "main", "--json"]).json();
+    let delivered = &report["groups"][0]["delivered"];
+    assert_eq!(delivered["complete"], false, "{report}");
+    assert!(
+        delivered["undecided"].to_string().contains("policyHelper"),
+        "{report}"
+    );
+}

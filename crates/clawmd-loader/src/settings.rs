@@ -39,7 +39,7 @@ pub use super::model::{
 };
 use super::paths::normalize;
 use super::picomatch;
-use super::version::{Behaviour, MEASURED};
+use super::version::{Behaviour, CORPUS, MEASURED};
 
 /// The largest settings file Claude Code reads (JS `Sm`); a larger one is not applied.
 pub const MAX_SETTINGS_BYTES: u64 = 2 * 1024 * 1024;
@@ -120,8 +120,12 @@ pub fn evaluate<F: MemoryFs + ?Sized>(
             }
         }
         let pin = source == SettingsSource::Managed && file.only_pins_memory_on();
+        // The managed files' memory settings (`claudeMd`, drop-ins, `env`, excludes) are
+        // recorded on every corpus release (crate::managed, cases 81 to 99).
+        let recorded = source == SettingsSource::Managed && CORPUS.contains(&opts.claude_version);
         if !measured
             && !pin
+            && !recorded
             && file.about_memory()
             && !matches!(file.state, FileState::Rejected { .. })
         {

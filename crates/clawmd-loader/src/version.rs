@@ -307,7 +307,7 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
         Behaviour::ProcessLinksUnchecked,
         ClaudeVersion::new(2, 1, 333),
     ),
-    (Behaviour::ManagedDropIns, ClaudeVersion::new(2, 1, 0)),
+    (Behaviour::ManagedDropIns, ClaudeVersion::new(2, 1, 83)),
     (Behaviour::ManagedClaudeMd, ClaudeVersion::new(2, 1, 139)),
     (
         Behaviour::ManagedKeysOneByOne,
