@@ -327,6 +327,11 @@ fn a_drop_in_of_the_hosts_managed_policy_cannot_undo_the_pins() {
             r#"{"claudeMd": "HOST BASE TEXT"}"#,
         )
         .file(
+            "policy/CLAUDE.md",
+            "---\npaths: x\n---\nORG POLICY\n<!-- a comment -->\n@./more.md\n",
+        )
+        .file("policy/more.md", "MORE ORG POLICY\n")
+        .file(
             "policy/managed-settings.d/50-off.json",
             &json!({
                 "env": {
@@ -353,16 +358,16 @@ fn a_drop_in_of_the_hosts_managed_policy_cannot_undo_the_pins() {
                 {
                     failures.push(format!("[{consumer}] sections: {sections:?}"));
                 }
-                for text in guardrails(&dep)
-                    .iter()
-                    .map(String::as_str)
-                    .chain(["HOST DROP-IN TEXT"])
-                {
+                for text in guardrails(&dep).iter().map(String::as_str).chain([
+                    "HOST DROP-IN TEXT",
+                    "ORG POLICY",
+                    "MORE ORG POLICY",
+                ]) {
                     if !block.contains(text) {
                         failures.push(format!("[{consumer}] missing {text:?}\n{block}"));
                     }
                 }
-                if block.contains("HOST BASE TEXT") {
+                if block.contains("HOST BASE TEXT") || block.contains("a comment") {
                     failures.push(format!("[{consumer}] the base's claudeMd won\n{block}"));
                 }
                 if rendered.trim_end() != block.trim_end() {
