@@ -342,4 +342,31 @@ mod tests {
         );
         assert!(named(r#"{"env": {"CLAUDE_CODE_SIMPLE": ""}, "claudeMd": "x"}"#).is_empty());
     }
+
+    #[test]
+    fn claude_md_and_helpers_count_in_managed_files_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (cwd, managed) = (tmp.path().join("w"), tmp.path().join("m"));
+        std::fs::create_dir_all(cwd.join(".claude")).unwrap();
+        std::fs::create_dir_all(managed.join(DROP_IN_DIR)).unwrap();
+        let agents = r#"{"claudeMd": "AGENT", "policyHelper": {"path": "/x"}}"#;
+        std::fs::write(cwd.join(".claude/settings.json"), agents).unwrap();
+        let mut opts = crate::LoadOptions::new(&cwd, None);
+        opts.managed_dir = Some(managed.clone());
+        opts.claude_version = ClaudeVersion::new(2, 1, 331);
+        let out = crate::settings::evaluate(&crate::HostFs, &opts, &cwd);
+        assert_eq!((out.managed_memory, out.undecided), (None, Vec::new()));
+        std::fs::write(
+            managed.join("managed-settings.json"),
+            r#"{"claudeMd": "BASE"}"#,
+        )
+        .unwrap();
+        std::fs::write(managed.join(DROP_IN_DIR).join("5.json"), agents).unwrap();
+        let out = crate::settings::evaluate(&crate::HostFs, &opts, &cwd);
+        let policy = out.managed_memory.unwrap();
+        assert_eq!(policy.text, "AGENT");
+        assert_eq!(policy.source, managed.join(DROP_IN_DIR).join("5.json"));
+        assert_eq!(out.undecided.len(), 1, "{:?}", out.undecided);
+        assert_eq!(out.undecided[0].setting, "policyHelper");
+    }
 }

@@ -89,9 +89,14 @@ pub fn evaluate<F: MemoryFs + ?Sized>(
         // managed files so (crate::managed).
         let one_by_one = source == SettingsSource::Managed
             && opts.claude_version.has(Behaviour::ManagedKeysOneByOne);
-        let Some(file) = read_file(fs, &path, one_by_one) else {
+        let Some(mut file) = read_file(fs, &path, one_by_one) else {
             continue;
         };
+        if source != SettingsSource::Managed {
+            // `claudeMd` and a policy helper are honoured from managed settings only (case 85).
+            file.claude_md = None;
+            file.unmodelled.clear();
+        }
         // The managed folder belongs to the image or to the runner's binds, never to the agent:
         // one outside the view is taken as absent.
         if source == SettingsSource::Managed && file.opaque && !fs.within_view(&path) {
