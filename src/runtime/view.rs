@@ -340,7 +340,7 @@ pub fn delivery_view(memory: &Memory) -> String {
             out,
             "  loaded   {} ({chars} chars, {}){via}",
             shown(&file.path),
-            file.label()
+            memory.label_of(file)
         );
     }
     for diagnostic in &memory.diagnostics {

@@ -310,3 +310,73 @@ fn the_agent_of_a_group_without_a_config_cannot_create_one() {
         );
     }
 }
+
+/// The host's own managed policy may use Claude Code's drop-in folder
+/// (`managed-settings.d/`), whose files the release merges over `managed-settings.json` key
+/// by key (a drop-in's `CLAUDE_CODE_DISABLE_CLAUDE_MDS: "1"` wins over a `""` there, loader
+/// corpus case 92). clawmd merges the host's drop-ins into the groups' managed settings
+/// before its pins, so one that turns memory off cannot undo them: the CLI and the SDK load
+/// every guardrail, and the host's `claudeMd` (the drop-in's, which wins) as the
+/// `<managed-settings>` section, exactly where `clawmd render` shows it.
+#[test]
+fn a_drop_in_of_the_hosts_managed_policy_cannot_undo_the_pins() {
+    let dep = Deployment::example()
+        .file("clawmd.json", r#"{"hostManagedDir": "policy"}"#)
+        .file(
+            "policy/managed-settings.json",
+            r#"{"claudeMd": "HOST BASE TEXT"}"#,
+        )
+        .file(
+            "policy/CLAUDE.md",
+            "---\npaths: x\n---\nORG POLICY\n<!-- a comment -->\n@./more.md\n",
+        )
+        .file("policy/more.md", "MORE ORG POLICY\n")
+        .file(
+            "policy/managed-settings.d/50-off.json",
+            &json!({
+                "env": {
+                    "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1",
+                    "CLAUDE_CODE_SIMPLE": "1",
+                    "CLAUDE_CODE_SAFE_MODE": "1"
+                },
+                "claudeMd": "HOST DROP-IN TEXT"
+            })
+            .to_string(),
+        );
+    let composed = dep.run(["compose", "main", "--json"]).success().json();
+    let group = &composed["groups"][0];
+    assert_eq!(group["delivered"]["complete"], true, "{group}");
+    let rendered = dep.run(["render", "main"]).success().stdout();
+    let mut failures = Vec::new();
+    for consumer in [Consumer::Cli, Consumer::sdk()] {
+        let home = tempfile::tempdir().unwrap();
+        match observe(&dep, home.path(), consumer) {
+            Err(err) => failures.push(format!("[{consumer}] {err}")),
+            Ok((block, sections)) => {
+                if sections.first().map(String::as_str) != Some(MANAGED)
+                    || sections.get(1).map(String::as_str) != Some("<managed-settings>")
+                {
+                    failures.push(format!("[{consumer}] sections: {sections:?}"));
+                }
+                for text in guardrails(&dep).iter().map(String::as_str).chain([
+                    "HOST DROP-IN TEXT",
+                    "ORG POLICY",
+                    "MORE ORG POLICY",
+                ]) {
+                    if !block.contains(text) {
+                        failures.push(format!("[{consumer}] missing {text:?}\n{block}"));
+                    }
+                }
+                if block.contains("HOST BASE TEXT") || block.contains("a comment") {
+                    failures.push(format!("[{consumer}] the base's claudeMd won\n{block}"));
+                }
+                if rendered.trim_end() != block.trim_end() {
+                    failures.push(format!(
+                        "[{consumer}] clawmd render differs from the real block:\n{rendered}\n---\n{block}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

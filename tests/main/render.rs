@@ -369,3 +369,105 @@ fn delivery_view_and_check_escape_control_characters_from_disk() {
     assert!(check.contains("\\u{1b}]52;c;cHduZWQ=\\u{7}.md"), "{check}");
     assert!(check.contains("\\u{9b}31m.md"), "{check}");
 }
+
+/// Every label `render` prints is the release's own (issue 39): before 2.1.136 the managed
+/// file carries the user's label (recorded, loader corpus case 31), in the block, the flat
+/// document and the delivery view alike.
+#[test]
+fn every_label_render_prints_is_the_releases_own() {
+    let d = composed("managed");
+    let managed = "/etc/claude-code/CLAUDE.md";
+    let user = "user's private global instructions for all projects";
+    let policy = "organization-managed policy instructions";
+    for (version, label) in [("2.1.128", user), ("2.1.328", policy)] {
+        let run = |extra: &[&str]| {
+            let mut args = vec!["render", "main", "--claude-version", version];
+            args.extend_from_slice(extra);
+            d.run(args).success().stdout()
+        };
+        let block = run(&[]);
+        assert!(
+            block.contains(&format!("Contents of {managed} ({label}):")),
+            "{version}: {block}"
+        );
+        let view = run(&["--delivery-view"]);
+        let line = view.lines().find(|l| l.contains(managed)).unwrap_or("");
+        assert!(line.contains(label), "{version}: {view}");
+        let flat = run(&["--format", "flat"]);
+        assert!(
+            flat.contains(&format!("<!-- {managed} ({label}) -->")),
+            "{version}: {flat}"
+        );
+        let other = if label == user { policy } else { user };
+        for out in [&block, &view, &flat] {
+            assert!(!out.contains(other), "{version}: {out}");
+        }
+    }
+}
+
+/// The host's managed policy goes through the same path as every source: a `claudeMd` in its
+/// settings (and in its drop-ins, merged in their order) is shown as the `<managed-settings>`
+/// section on the releases that show one, and an import of its `CLAUDE.md` that cannot be
+/// delivered is a warning.
+#[test]
+fn the_hosts_managed_settings_text_and_drop_ins_reach_render() {
+    let d = Deployment::example()
+        .file("clawmd.json", r#"{"hostManagedDir": "policy"}"#)
+        .file("policy/CLAUDE.md", "ORG POLICY\n@./missing.md\n")
+        .file(
+            "policy/managed-settings.json",
+            r#"{"claudeMd": "BASE TEXT"}"#,
+        )
+        .file(
+            "policy/managed-settings.d/10.json",
+            r#"{"claudeMd": "TEN"}"#,
+        )
+        .file(
+            "policy/managed-settings.d/9.json",
+            r#"{"claudeMd": "NINE"}"#,
+        );
+    let report = d.run(["compose", "main", "--json"]).success().json();
+    let warnings = report["groups"][0]["warnings"].to_string();
+    assert!(warnings.contains("missing.md"), "{warnings}");
+    assert_eq!(
+        report["groups"][0]["delivered"]["complete"], true,
+        "{report}"
+    );
+    let settings = d.read("groups/.clawmd/binds/main/managed/managed-settings.json");
+    assert!(settings.contains("\"claudeMd\": \"NINE\""), "{settings}");
+    let out = d.run(["render", "main"]).success().stdout();
+    assert!(
+        out.contains("ORG POLICY")
+            && out.contains(
+                "Contents of <managed-settings> (organization-managed policy instructions):\n\nNINE\n"
+            ),
+        "{out}"
+    );
+    let old = d
+        .run(["render", "main", "--claude-version", "2.1.128"])
+        .success()
+        .stdout();
+    assert!(
+        !old.contains("<managed-settings>") && old.contains("ORG POLICY"),
+        "{old}"
+    );
+}
+
+/// A policy helper in the host's managed settings computes managed settings at start-up,
+/// which clawmd cannot know: the verdict is never complete, and says why.
+#[test]
+fn a_policy_helper_in_the_managed_settings_is_undecided() {
+    let d = Deployment::example()
+        .file("clawmd.json", r#"{"hostManagedDir": "policy"}"#)
+        .file(
+            "policy/managed-settings.json",
+            r#"{"policyHelper": {"path": "/usr/local/bin/policy"}}"#,
+        );
+    let report = d.run(["compose", "main", "--json"]).json();
+    let delivered = &report["groups"][0]["delivered"];
+    assert_eq!(delivered["complete"], false, "{report}");
+    assert!(
+        delivered["undecided"].to_string().contains("policyHelper"),
+        "{report}"
+    );
+}

@@ -213,6 +213,9 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         .filter_map(|e| Some((e.pattern.clone(), e.written.clone()?)))
         .collect();
     let mut files = engine.run();
+    if let Some(policy) = &settings.managed_memory {
+        super::managed::insert_section(&mut files, policy);
+    }
     engine.close_budgets();
     files.shrink_to_fit();
     tracing::debug!(

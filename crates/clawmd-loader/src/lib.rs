@@ -50,6 +50,7 @@ mod frontmatter;
 pub mod fs;
 pub(crate) mod js_json;
 mod links;
+pub mod managed;
 pub(crate) mod markdown;
 mod model;
 mod path_policy;
@@ -69,7 +70,7 @@ pub use file_kind::FileKind;
 pub use fs::{HostFs, MemoryFs};
 pub use model::{
     AgentsMd, Budgets, Diagnostic, DiagnosticCode, ExternalImports, LoadOptions, LoadedFile,
-    LoaderError, Memory, MemoryKind, Origin, Severity,
+    LoaderError, ManagedMemory, Memory, MemoryKind, Origin, Severity,
 };
 pub use render::{Format, PREAMBLE, claude_block, render};
 pub use settings::{SettingsEvaluation, Undecided};

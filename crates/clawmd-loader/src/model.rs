@@ -49,6 +49,10 @@ pub enum Origin {
     AgentsMd,
     /// Reached through an `@import`.
     Import,
+    /// The `claudeMd` text of the managed settings (`managed-settings.json` and its
+    /// `managed-settings.d/` drop-ins), which Claude Code shows as `<managed-settings>`
+    /// (see [`crate::managed`]).
+    ManagedSettings,
 }
 
 /// One file in the memory block, in load order.
@@ -78,9 +82,20 @@ pub struct LoadedFile {
 }
 
 impl LoadedFile {
-    /// The label printed after the path.
+    /// The label of the newest releases (see [`LoadedFile::label_on`] for a given one).
     pub fn label(&self) -> &'static str {
         self.kind.label()
+    }
+
+    /// The label release `version` prints after the path: before 2.1.136 the managed file
+    /// (and its rules and imports) carries the user's label (case 31, bisected).
+    pub fn label_on(&self, version: ClaudeVersion) -> &'static str {
+        match self.kind {
+            MemoryKind::Managed if !version.has(super::version::Behaviour::ManagedLabel) => {
+                MemoryKind::User.label()
+            }
+            kind => kind.label(),
+        }
     }
 }
 
@@ -392,6 +407,11 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// The label this memory's release prints for `file` ([`LoadedFile::label_on`]).
+    pub fn label_of(&self, file: &LoadedFile) -> &'static str {
+        file.label_on(self.claude_version)
+    }
+
     /// Is any diagnostic at least a warning?
     pub fn has_warnings(&self) -> bool {
         self.diagnostics
@@ -437,7 +457,8 @@ pub enum SettingsSource {
     Project,
     /// `<cwd>/.claude/settings.local.json`.
     Local,
-    /// `/etc/claude-code/managed-settings.json`.
+    /// `/etc/claude-code/managed-settings.json`, then its drop-ins
+    /// (`/etc/claude-code/managed-settings.d/*.json`, in Claude Code's order).
     Managed,
 }
 
@@ -518,12 +539,32 @@ pub struct SettingsEvaluation {
     pub excludes: Vec<Exclude>,
     /// What clawmd cannot decide. Empty when the evaluation is exact.
     pub undecided: Vec<Undecided>,
+    /// The managed settings' `claudeMd` text, on a release that shows it
+    /// ([`crate::managed`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub managed_memory: Option<ManagedMemory>,
+}
+
+/// The `claudeMd` text of the managed settings, which Claude Code shows after the managed
+/// `CLAUDE.md` (and its imports), before the managed rules, as
+/// `Contents of <managed-settings> (organization-managed policy instructions)`: as written,
+/// no import followed, no comment stripped (cases 81 to 84).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ManagedMemory {
+    /// The text.
+    pub text: String,
+    /// The managed settings file whose value won (the last one, in Claude Code's merge
+    /// order, that sets it).
+    pub source: PathBuf,
 }
 
 impl SettingsEvaluation {
     /// True when no settings file exists (or none was read).
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.undecided.is_empty() && self.memory_off.is_none()
+        self.files.is_empty()
+            && self.undecided.is_empty()
+            && self.memory_off.is_none()
+            && self.managed_memory.is_none()
     }
 
     /// True when nothing is undecided.

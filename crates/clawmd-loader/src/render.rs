@@ -6,7 +6,7 @@
 //! messages (the memory as one user message, for SDK-style loaders). See `docs/loader.md`.
 
 use super::markdown::js_trim;
-use super::model::{LoadedFile, Memory, MemoryKind};
+use super::model::{LoadedFile, Memory};
 use super::version::Behaviour;
 
 /// What releases before 2.1.268 put between `<system-reminder>` and the preamble.
@@ -95,14 +95,8 @@ pub fn claude_block(memory: &Memory) -> Option<String> {
             } else {
                 &f.body
             };
-            // Before 2.1.136 the managed file is labelled like the user's.
-            let label = if f.kind == MemoryKind::Managed
-                && !memory.claude_version.has(Behaviour::ManagedLabel)
-            {
-                MemoryKind::User.label()
-            } else {
-                f.label()
-            };
+            // The release's own label (before 2.1.136 the managed file has the user's).
+            let label = memory.label_of(f);
             format!("Contents of {} ({label}):\n\n{body}", f.path.display())
         })
         .collect();
@@ -155,7 +149,7 @@ fn flat(memory: &Memory) -> String {
         out.push_str(&format!(
             "\n<!-- {} ({}) -->\n",
             f.path.display(),
-            f.label()
+            memory.label_of(f)
         ));
         out.push_str(&flatten_file(memory, i));
         out.push('\n');

@@ -39,7 +39,7 @@ pub use super::model::{
 };
 use super::paths::normalize;
 use super::picomatch;
-use super::version::MEASURED;
+use super::version::{Behaviour, CORPUS, MEASURED};
 
 /// The largest settings file Claude Code reads (JS `Sm`); a larger one is not applied.
 pub const MAX_SETTINGS_BYTES: u64 = 2 * 1024 * 1024;
@@ -71,19 +71,32 @@ pub fn evaluate<F: MemoryFs + ?Sized>(
             cwd.join(".claude/settings.local.json"),
         ));
     }
+    let mut out = SettingsEvaluation::default();
     if let Some(managed) = &opts.managed_dir {
         places.push((
             SettingsSource::Managed,
             managed.join("managed-settings.json"),
         ));
+        // Its drop-ins, merged over it in their order (crate::managed).
+        let drop_ins =
+            super::managed::drop_in_files(fs, managed, opts.claude_version, &mut out.undecided);
+        places.extend(drop_ins.into_iter().map(|p| (SettingsSource::Managed, p)));
     }
     let measured = MEASURED.contains(&opts.claude_version);
-    let mut out = SettingsEvaluation::default();
     let mut read = Vec::new();
     for (source, path) in places {
-        let Some(file) = read_file(fs, &path) else {
+        // A managed file with a wrong key loses that key only, on the releases that read
+        // managed files so (crate::managed).
+        let one_by_one = source == SettingsSource::Managed
+            && opts.claude_version.has(Behaviour::ManagedKeysOneByOne);
+        let Some(mut file) = read_file(fs, &path, one_by_one) else {
             continue;
         };
+        if source != SettingsSource::Managed {
+            // `claudeMd` and a policy helper are honoured from managed settings only (case 85).
+            file.claude_md = None;
+            file.unmodelled.clear();
+        }
         // The managed folder belongs to the image or to the runner's binds, never to the agent:
         // one outside the view is taken as absent.
         if source == SettingsSource::Managed && file.opaque && !fs.within_view(&path) {
@@ -102,9 +115,22 @@ pub fn evaluate<F: MemoryFs + ?Sized>(
                 });
             }
         }
+        if source == SettingsSource::Managed && !matches!(file.state, FileState::Rejected { .. }) {
+            for (setting, why) in &file.unmodelled {
+                out.undecided.push(Undecided {
+                    path: path.clone(),
+                    setting: setting.clone(),
+                    why: (*why).to_owned(),
+                });
+            }
+        }
         let pin = source == SettingsSource::Managed && file.only_pins_memory_on();
+        // The managed files' memory settings (`claudeMd`, drop-ins, `env`, excludes) are
+        // recorded on every corpus release (crate::managed, cases 81 to 99).
+        let recorded = source == SettingsSource::Managed && CORPUS.contains(&opts.claude_version);
         if !measured
             && !pin
+            && !recorded
             && file.about_memory()
             && !matches!(file.state, FileState::Rejected { .. })
         {
@@ -126,11 +152,17 @@ pub fn evaluate<F: MemoryFs + ?Sized>(
         });
         read.push((source, path, file));
     }
-    if let Some(managed) = &opts.managed_dir {
-        drop_ins(fs, managed, &mut out);
-    }
     memory_switch(&read, &mut out);
     excludes(fs, &read, cwd, &mut out);
+    out.managed_memory = super::managed::policy_memory(
+        read.iter()
+            .filter(|(source, _, file)| {
+                *source == SettingsSource::Managed
+                    && !matches!(file.state, FileState::Rejected { .. })
+            })
+            .map(|(_, path, file)| (path.as_path(), file.claude_md.clone())),
+        opts.claude_version,
+    );
     out
 }
 
@@ -143,6 +175,11 @@ struct Read {
     switch: Option<Js>,
     /// clawmd could not see what the file holds.
     opaque: bool,
+    /// `claudeMd` when it is a string (read by Claude Code from managed files only).
+    claude_md: Option<String>,
+    /// What it sets that may change memory and that clawmd does not model, with why (read
+    /// from managed files only, crate::managed).
+    unmodelled: Vec<(String, &'static str)>,
 }
 
 impl Read {
@@ -153,6 +190,8 @@ impl Read {
                 .as_ref()
                 .is_some_and(|list| list.iter().any(|p| !p.is_empty()))
             || self.switch.is_some()
+            || self.claude_md.is_some()
+            || !self.unmodelled.is_empty()
     }
 
     /// Whether all the file says about memory is `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS = ""` (the
@@ -162,6 +201,8 @@ impl Read {
     /// docs/delivery.md).
     fn only_pins_memory_on(&self) -> bool {
         !self.opaque
+            && self.claude_md.is_none()
+            && self.unmodelled.is_empty()
             && matches!(&self.switch, Some(Js::Str(text)) if text.is_empty())
             && !self
                 .excludes
@@ -184,6 +225,10 @@ impl Read {
         if self.switch.is_some() {
             named.push(format!("env.{DISABLE_MEMORY}"));
         }
+        if self.claude_md.is_some() {
+            named.push("claudeMd".to_owned());
+        }
+        named.extend(self.unmodelled.iter().map(|(setting, _)| setting.clone()));
         named
     }
 }
@@ -194,6 +239,8 @@ fn rejected(why: impl Into<String>) -> Read {
         excludes: None,
         switch: None,
         opaque: false,
+        claude_md: None,
+        unmodelled: Vec::new(),
     }
 }
 
@@ -204,11 +251,14 @@ fn opaque(why: impl Into<String>) -> Read {
         excludes: None,
         switch: None,
         opaque: true,
+        claude_md: None,
+        unmodelled: Vec::new(),
     }
 }
 
-/// `None` when there is no file there.
-fn read_file<F: MemoryFs + ?Sized>(fs: &F, path: &Path) -> Option<Read> {
+/// `None` when there is no file there. `one_by_one`: a key of the wrong type is dropped
+/// alone (managed files on the releases that read them so), not the whole file.
+fn read_file<F: MemoryFs + ?Sized>(fs: &F, path: &Path, one_by_one: bool) -> Option<Read> {
     let bytes = match fs.read_limited(path, MAX_SETTINGS_BYTES) {
         Ok(ReadOutcome::Bytes(bytes)) => bytes,
         Ok(ReadOutcome::TooLarge { len }) => {
@@ -224,7 +274,7 @@ fn read_file<F: MemoryFs + ?Sized>(fs: &F, path: &Path) -> Option<Read> {
         }
         Err(err) => return missing_or_unreadable(fs, path, &err),
     };
-    Some(parse_file(&bytes))
+    Some(parse_file(&bytes, one_by_one))
 }
 
 fn kind_name(kind: FileKind) -> &'static str {
@@ -257,7 +307,7 @@ fn missing_or_unreadable<F: MemoryFs + ?Sized>(
 }
 
 /// The file's bytes as Claude Code decodes and parses them.
-fn parse_file(bytes: &[u8]) -> Read {
+fn parse_file(bytes: &[u8], one_by_one: bool) -> Read {
     let text = decode(bytes);
     let as_string = String::from_utf16_lossy(&text);
     if js_trim(&as_string).is_empty() && !text.iter().any(|u| (0xd800..0xe000).contains(u)) {
@@ -267,6 +317,8 @@ fn parse_file(bytes: &[u8]) -> Read {
             excludes: None,
             switch: None,
             opaque: false,
+            claude_md: None,
+            unmodelled: Vec::new(),
         };
     }
     let body = match text.first() {
@@ -278,7 +330,10 @@ fn parse_file(bytes: &[u8]) -> Read {
         Err(ParseError::Invalid) => return rejected("it is not valid JSON"),
         Err(ParseError::TooDeep) => return opaque("it nests too deep for clawmd to read"),
     };
-    let state = validate(&value);
+    let state = match one_by_one {
+        true => super::managed::validate_one_by_one(&value),
+        false => validate(&value),
+    };
     let excludes = match value.get("claudeMdExcludes") {
         Some(Js::Arr(items)) => items
             .iter()
@@ -293,11 +348,17 @@ fn parse_file(bytes: &[u8]) -> Read {
         Some(env @ Js::Obj(_)) => env.get(DISABLE_MEMORY).cloned(),
         _ => None,
     };
+    let claude_md = match value.get("claudeMd") {
+        Some(Js::Str(units)) => Some(String::from_utf16_lossy(units)),
+        _ => None,
+    };
     Read {
         state,
         excludes,
         switch,
         opaque: false,
+        claude_md,
+        unmodelled: super::managed::unmodelled(&value),
     }
 }
 
@@ -369,28 +430,6 @@ fn validate(value: &Js) -> FileState {
                     .join(", ")
             ),
         },
-    }
-}
-
-/// Managed drop-ins (`managed-settings.d/*.json`): not modelled, so any that holds a memory
-/// setting is undecided.
-fn drop_ins<F: MemoryFs + ?Sized>(fs: &F, managed: &Path, out: &mut SettingsEvaluation) {
-    let dir = managed.join("managed-settings.d");
-    let Ok(entries) = fs.read_dir(&dir) else {
-        return;
-    };
-    for entry in entries.iter().take(256) {
-        let path = dir.join(&entry.name);
-        if let Some(file) = read_file(fs, &path)
-            && file.about_memory()
-            && !matches!(file.state, FileState::Rejected { .. })
-        {
-            out.undecided.push(Undecided {
-                path,
-                setting: file.settings_named().join(", "),
-                why: "managed settings drop-ins are not modelled by clawmd".to_owned(),
-            });
-        }
     }
 }
 
@@ -777,7 +816,7 @@ mod tests {
     }
 
     fn state(text: &str) -> FileState {
-        parse_file(text.as_bytes()).state
+        parse_file(text.as_bytes(), false).state
     }
 
     #[test]
@@ -822,17 +861,20 @@ mod tests {
         let e = "{\"claudeMdExcludes\":[\"/w/CLAUDE.md\"]}";
         let mut bom = b"\xef\xbb\xbf".to_vec();
         bom.extend_from_slice(e.as_bytes());
-        assert_eq!(parse_file(&bom).state, FileState::Applied);
+        assert_eq!(parse_file(&bom, false).state, FileState::Applied);
         let mut le = vec![0xff, 0xfe];
         le.extend(e.encode_utf16().flat_map(u16::to_le_bytes));
-        let read = parse_file(&le);
+        let read = parse_file(&le, false);
         assert_eq!(read.state, FileState::Applied);
         assert_eq!(read.excludes.unwrap().len(), 1);
         let mut be = vec![0xfe, 0xff];
         be.extend(e.encode_utf16().flat_map(u16::to_be_bytes));
-        assert!(matches!(parse_file(&be).state, FileState::Rejected { .. }));
+        assert!(matches!(
+            parse_file(&be, false).state,
+            FileState::Rejected { .. }
+        ));
         assert_eq!(
-            parse_file(b"{\r\n\"env\": {}\r\n}\r\n").state,
+            parse_file(b"{\r\n\"env\": {}\r\n}\r\n", false).state,
             FileState::Applied
         );
         // A lone surrogate is a string to JavaScript: the file is valid.

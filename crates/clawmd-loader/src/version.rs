@@ -215,6 +215,15 @@ pub enum Behaviour {
     /// for the same files (JS `Kt` on every link the judged walk follows). Before, approved
     /// `/proc/self/cwd/…` and `/proc/self/root/…` imports loaded (cases 75, 77, 79, 80).
     ProcessLinksUnchecked,
+    /// The managed drop-in folder `managed-settings.d/` is read after
+    /// `managed-settings.json` ([`crate::managed`], cases 86 to 99).
+    ManagedDropIns,
+    /// The managed settings' `claudeMd` text is shown as a managed section,
+    /// `<managed-settings>` (cases 81 to 84).
+    ManagedClaudeMd,
+    /// A managed settings file whose key has the wrong type loses that key only (case 97);
+    /// before, the whole file is rejected.
+    ManagedKeysOneByOne,
 }
 
 /// Behaviour → the first release that shows it, as bisected on the real npm releases
@@ -297,6 +306,12 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
     (
         Behaviour::ProcessLinksUnchecked,
         ClaudeVersion::new(2, 1, 333),
+    ),
+    (Behaviour::ManagedDropIns, ClaudeVersion::new(2, 1, 83)),
+    (Behaviour::ManagedClaudeMd, ClaudeVersion::new(2, 1, 139)),
+    (
+        Behaviour::ManagedKeysOneByOne,
+        ClaudeVersion::new(2, 1, 129),
     ),
 ];
 

@@ -14,11 +14,17 @@ use serde_json::{Map, Value};
 pub struct HostManaged {
     /// The host folder.
     pub dir: PathBuf,
-    /// Its `CLAUDE.md`, with the imports its owner wrote expanded from the folder (as the
-    /// container would see them at the managed mount point).
-    pub claude_md: Option<Vec<u8>>,
-    /// Its `managed-settings.json`.
+    /// Its `CLAUDE.md`, read as every container-side source is: the imports its owner wrote
+    /// expanded from the folder (as the container would see them at the managed mount
+    /// point), and the tree they reach, so that the section is made (and its arrival checked)
+    /// as the release loads that file alone.
+    pub claude_md: Option<super::SourceFile>,
+    /// Its `managed-settings.json`, with the drop-ins of its `managed-settings.d/` merged in
+    /// as Claude Code merges them (`delivery::managed_drop_ins`).
     pub settings: Option<Map<String, Value>>,
+    /// What reading it found that the operator should know: imports of its `CLAUDE.md`
+    /// that are not delivered, drop-ins merged or left out (each named in a warning).
+    pub notes: Vec<String>,
     /// Its other regular files, copied as they are (`managed-mcp.json`, …), by name.
     pub files: Vec<(String, Vec<u8>)>,
     /// What it holds that is not merged (a folder, a link, a special file, a name that

@@ -22,10 +22,13 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::managed_drop_ins;
 use crate::disk::fsops::FsError;
 use crate::input::layout::Layout;
 use crate::input::names;
+use crate::input::sources::SourceFile;
 use crate::input::sources::Sources;
+use crate::input::sources::alone::SourceTree;
 use crate::input::sources::expand::expand_source_with;
 use crate::input::sources::host::HostManaged;
 use crate::input::sources::host_reads::HostLog;
@@ -46,7 +49,7 @@ pub const MEMORY_SWITCHES: [&str; 3] = [
 ];
 
 /// The largest file of the host's managed folder clawmd reads.
-const MAX_HOST_FILE_BYTES: u64 = 4 * 1024 * 1024;
+pub(super) const MAX_HOST_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// The most files of the host's managed folder clawmd copies.
 const MAX_HOST_FILES: usize = 64;
 
@@ -63,7 +66,9 @@ pub fn read_host_managed(layout: &Layout, log: &HostLog) -> Result<Option<HostMa
         settings: None,
         files: Vec::new(),
         left_out: Vec::new(),
+        notes: Vec::new(),
     };
+    let mut drop_ins = None;
     let names = log
         .list(dir)
         .and_then(|names| names.ok_or_else(|| std::io::ErrorKind::NotFound.into()))
@@ -81,6 +86,10 @@ pub fn read_host_managed(layout: &Layout, log: &HostLog) -> Result<Option<HostMa
             host.left_out.push(path.display().to_string());
             continue;
         };
+        if name == managed_drop_ins::DROP_IN_DIR {
+            drop_ins = Some(path);
+            continue;
+        }
         let kind = log
             .kind(&path, false)
             .and_then(|kind| kind.ok_or_else(|| std::io::ErrorKind::NotFound.into()))
@@ -98,18 +107,31 @@ pub fn read_host_managed(layout: &Layout, log: &HostLog) -> Result<Option<HostMa
             .unwrap_or_default();
         match name {
             names::CLAUDE_MD => {
+                // As every container-side source: its imports expanded, and the tree they
+                // reach kept, so the section is what the release loads of that file alone.
                 let at = layout.managed_mount.join(names::CLAUDE_MD);
-                let view = [Mount::new(&layout.managed_mount, dir)];
-                host.claude_md = Some(expand_source_with(&log.view(&view), &at, &bytes).text);
+                let view = log.view(&[Mount::new(&layout.managed_mount, dir)]);
+                let expanded = expand_source_with(&view, &at, &bytes);
+                host.notes
+                    .extend(expanded.notes.iter().map(|note| note.to_string()));
+                let tree = SourceTree::gather(&view, &at, bytes.clone());
+                host.claude_md = Some(SourceFile {
+                    original: (expanded.text != bytes).then(|| bytes.clone()),
+                    text: expanded.text,
+                    tree: Some(std::sync::Arc::new(tree)),
+                });
             }
             names::MANAGED_SETTINGS => host.settings = Some(parse_settings(&path, &bytes)?),
             _ => host.files.push((name.to_owned(), bytes)),
         }
     }
+    if let Some(folder) = drop_ins {
+        managed_drop_ins::merge(log, &folder, &mut host)?;
+    }
     Ok(Some(host))
 }
 
-fn parse_settings(path: &Path, bytes: &[u8]) -> Result<Map<String, Value>, FsError> {
+pub(super) fn parse_settings(path: &Path, bytes: &[u8]) -> Result<Map<String, Value>, FsError> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(map)) => Ok(map),
@@ -135,19 +157,19 @@ fn not_settings(path: &Path, why: String) -> FsError {
 /// dropped over budget).
 pub fn host_section(sources: &Sources) -> Option<Section> {
     let host = sources.host_managed.as_ref()?;
-    let text = host.claude_md.as_ref()?;
+    let file = host.claude_md.as_ref()?;
     Some(Section {
         id: SectionId::new("managed-policy"),
         origin: format!(
             "{} (the host's managed policy)",
             host.dir.join(names::CLAUDE_MD).display()
         ),
-        text: text.clone(),
+        text: file.text.clone(),
         rank: None,
         file: crate::plan::ManagedPath::fragment("managed-policy.md"),
         link: None,
         scope: None,
-        tree: None,
+        tree: file.tree.clone(),
         expected: Vec::new(),
         size: 0,
         group_owned: false,
@@ -191,6 +213,11 @@ pub fn settings_file(sources: &Sources) -> (Vec<u8>, Vec<Warning>) {
             }
         }
     }
+    if let Some(host) = host {
+        warnings.extend(host.notes.iter().map(|note| Warning::HostManaged {
+            message: note.clone(),
+        }));
+    }
     if let Some(host) = host
         && !host.left_out.is_empty()
     {
@@ -219,6 +246,7 @@ pub fn host_files(sources: &Sources) -> impl Iterator<Item = (&str, &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::path::PathBuf;
 
     #[test]
@@ -241,6 +269,7 @@ mod tests {
             ),
             files: Vec::new(),
             left_out: vec!["/policy/.claude".to_owned()],
+            notes: Vec::new(),
             }),
             ..Sources::default()
         };
@@ -262,12 +291,30 @@ mod tests {
         std::fs::write(dir.join("CLAUDE.md"), "ORG POLICY\n@./more.md\n").unwrap();
         std::fs::write(dir.join("more.md"), "MORE POLICY\n").unwrap();
         std::fs::write(dir.join("managed-settings.json"), "\u{feff}{\"a\": 1}").unwrap();
+        // Drop-ins, in JavaScript's order (10 before 9), merged over managed-settings.json;
+        // a link is left out, what Claude Code passes over is left as it is.
+        std::fs::write(
+            dir.join("managed-settings.d/10.json"),
+            "{\"a\": 2, \"b\": [1]}",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("managed-settings.d/9.json"),
+            "{\"a\": 3, \"b\": [1, 2]}",
+        )
+        .unwrap();
+        std::fs::write(dir.join("managed-settings.d/.x.json"), "{\"a\": 4}").unwrap();
+        std::fs::write(dir.join("managed-settings.d/x.txt"), "{\"a\": 5}").unwrap();
+        std::fs::write(dir.join("managed-settings.d/8.json"), "{\"a\": \"text\"}").unwrap();
+        std::os::unix::fs::symlink("9.json", dir.join("managed-settings.d/link.json")).unwrap();
         let mut layout = Layout::under_root(root.path());
         layout.host_managed_dir = Some(dir.clone());
         let host = read_host_managed(&layout, &HostLog::new())
             .unwrap()
             .unwrap();
-        let text = String::from_utf8(host.claude_md.unwrap()).unwrap();
+        let claude_md = host.claude_md.unwrap();
+        assert!(claude_md.tree.is_some());
+        let text = String::from_utf8(claude_md.text).unwrap();
         assert!(
             text.contains("ORG POLICY") && text.contains("MORE POLICY"),
             "{text}"
@@ -279,14 +326,22 @@ mod tests {
                 .is_empty(),
             "{text}"
         );
-        assert_eq!(host.settings.unwrap()["a"], 1);
+        let settings = host.settings.unwrap();
+        assert_eq!(
+            (&settings["a"], &settings["b"]),
+            (&json!(3), &json!([1, 2]))
+        );
+        assert_eq!(host.notes.len(), 1, "{:?}", host.notes);
+        assert!(host.notes[0].contains("8.json") && host.notes[0].contains("`a`"));
         assert_eq!(
             host.files,
             [("more.md".to_owned(), b"MORE POLICY\n".to_vec())]
         );
         assert_eq!(
             host.left_out,
-            [dir.join("managed-settings.d").display().to_string()]
+            [dir.join("managed-settings.d/link.json")
+                .display()
+                .to_string()]
         );
         std::fs::write(dir.join("managed-settings.json"), "[1]").unwrap();
         let err =

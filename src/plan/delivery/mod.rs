@@ -20,6 +20,7 @@
 pub mod document;
 pub mod guard;
 pub mod managed;
+pub mod managed_drop_ins;
 pub mod verdicts;
 pub mod verify;
 
