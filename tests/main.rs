@@ -24,6 +24,8 @@ mod conformance_harness;
 mod equivalence;
 #[path = "main/harness.rs"]
 mod harness;
+#[path = "main/k8s.rs"]
+mod k8s;
 #[path = "main/loader_api.rs"]
 mod loader_api;
 #[path = "main/migrate.rs"]

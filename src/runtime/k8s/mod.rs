@@ -332,7 +332,7 @@ pub fn list_of(
                         names::dns_label(&container, names::MAX_LABEL - 7)
                     );
                 }
-                let map_name = format!("{pod_name}-{}", &volume["clawmd-".len()..]);
+                let map_name = map_name(&pod_name, &volume["clawmd-".len()..]);
                 let size: u64 = entries.iter().map(|(_, b)| b.len() as u64).sum();
                 if size > CONFIGMAP_LIMIT {
                     return Err(GroupError::OverConfigMapLimit {
@@ -401,8 +401,8 @@ pub fn list_of(
             .is_none_or(|map| map.size + size > CONFIGMAP_LIMIT)
         {
             let name = match file_maps.len() {
-                0 => format!("{pod_name}-files"),
-                n => format!("{pod_name}-files-{}", n + 1),
+                0 => map_name(&pod_name, "files"),
+                n => map_name(&pod_name, &format!("files-{}", n + 1)),
             };
             file_maps.push(ConfigMap::new(meta(name)));
         }
@@ -498,6 +498,12 @@ impl ConfigMap {
             }
         }
     }
+}
+
+/// The name of the group's ConfigMap `role`: `<pod>-<role>`, a DNS label (the API's schema
+/// holds a ConfigMap's name to 63 bytes), cut with a hash of the whole when longer.
+fn map_name(pod: &str, role: &str) -> String {
+    names::dns_label(&format!("{pod}-{role}"), names::MAX_LABEL)
 }
 
 fn not_composed(group: &str, host: &Path) -> GroupError {
