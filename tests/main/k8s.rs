@@ -424,3 +424,77 @@ fn link_delivery_and_a_group_not_composed_are_refused() {
     assert_eq!(run.code(), 1);
     assert!(run.stderr().contains("not what `clawmd compose main` would write"));
 }
+
+/// The route-2 Pod of docs/kubernetes.md (the YAML block after the `clawmd:composer-pod`
+/// marker), as JSON.
+pub fn composer_pod() -> Value {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kubernetes.md"),
+    )
+    .unwrap();
+    let after = doc.split("<!-- clawmd:composer-pod").nth(1).expect("the marker");
+    let yaml = after
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("a yaml block after the marker");
+    let docs = yaml_rust2::YamlLoader::load_from_str(yaml).unwrap();
+    fn json(yaml: &yaml_rust2::Yaml) -> Value {
+        use yaml_rust2::Yaml;
+        match yaml {
+            Yaml::String(s) => Value::String(s.clone()),
+            Yaml::Integer(i) => Value::from(*i),
+            Yaml::Boolean(b) => Value::Bool(*b),
+            Yaml::Array(items) => Value::Array(items.iter().map(json).collect()),
+            Yaml::Hash(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.as_str().unwrap().to_owned(), json(v)))
+                    .collect(),
+            ),
+            Yaml::Null => Value::Null,
+            other => panic!("unexpected YAML {other:?}"),
+        }
+    }
+    json(&docs[0])
+}
+
+/// Route 2's manifest passes the strict Pod schema, and its agent container's mounts are the
+/// mount table of `clawmd mounts main --root /deploy` with each host path written as a volume
+/// (the rule the doc gives), in the table's order, with the same modes.
+#[test]
+fn the_composer_pod_of_the_docs_is_valid_and_is_the_mount_table() {
+    let pod = composer_pod();
+    let errors: Vec<String> = schema("Pod").iter_errors(&pod).map(|e| e.to_string()).collect();
+    assert_eq!(errors, Vec::<String>::new());
+    let dep = Deployment::example();
+    clawmd(dep.root(), &["compose", "main"], &[]).success();
+    let root = dep.root().canonicalize().unwrap();
+    let state = root.join("groups/.clawmd");
+    let group = root.join("groups/main");
+    let mounts = pod["spec"]["containers"][0]["volumeMounts"].as_array().unwrap();
+    let table = table(&dep, "main", &[]);
+    assert_eq!(mounts.len(), table.len());
+    for (bind, mount) in table.iter().zip(mounts) {
+        let host = Path::new(bind["host"].as_str().unwrap());
+        let (volume, sub) = match (host.strip_prefix(&state), host.strip_prefix(&group)) {
+            (Ok(rel), _) => ("clawmd-state", rel.to_str().unwrap().to_owned()),
+            (_, Ok(rel)) => ("workspace", rel.to_str().unwrap().to_owned()),
+            _ => panic!("{host:?} is in no volume of the pod"),
+        };
+        assert_eq!(mount["mountPath"], bind["container"]);
+        assert_eq!(mount["name"], volume, "{mount}");
+        assert_eq!(mount["subPath"].as_str().unwrap_or(""), sub, "{mount}");
+        assert_eq!(mount["readOnly"].as_bool().unwrap_or(false), bind["readonly"], "{mount}");
+    }
+    // The init container sees the deployment as the table's host side names it.
+    let init = &pod["spec"]["initContainers"][0];
+    let init_mounts: Vec<(&str, &str)> = init["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m["mountPath"].as_str().unwrap()))
+        .collect();
+    assert!(init_mounts.contains(&("workspace", "/deploy/groups/main")));
+    assert!(init_mounts.contains(&("clawmd-state", "/deploy/groups/.clawmd")));
+    assert_eq!(init["command"][2], "/deploy");
+}
