@@ -441,3 +441,100 @@ fn the_other_backends_get_their_documents_and_guards_from_configmaps() {
         eprintln!("{backend}: the document reached the model from the ConfigMaps; the planted file did nothing");
     }
 }
+
+/// Route 2 of docs/kubernetes.md, run: the init container of the doc's Pod (this build's
+/// clawmd, the deployment's `container/` where the composer image has it) composes over the
+/// Pod's volumes (the workspace a host folder standing for the PVC, the two emptyDirs fresh
+/// folders); then the agent container, built from the doc's mounts (a `subPath` as the path
+/// it names in its volume), runs the real Claude Code: the guardrails load as managed policy
+/// and the agent's own memory from its volume.
+#[test]
+fn route_two_the_composer_in_the_pod_composes_before_the_agent_starts() {
+    let dep = Deployment::example();
+    let pod = crate::support::k8s::composer_pod();
+    let scratch = tempfile::tempdir().unwrap();
+    let volume = |name: &str| -> PathBuf {
+        let dir = scratch.path().join("volumes").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    };
+    // The PVC: the group folder as the operator provisioned it.
+    crate::support::tree::copy_tree(&dep.path("groups/main"), &volume("workspace"));
+    let init = &pod["spec"]["initContainers"][0];
+    let mut binds = vec![
+        Bind {
+            host: PathBuf::from(env!("CARGO_BIN_EXE_clawmd")),
+            container: PathBuf::from(init["command"][0].as_str().unwrap()),
+            readonly: true,
+        },
+        Bind {
+            host: dep.path("container"),
+            container: PathBuf::from("/deploy/container"),
+            readonly: true,
+        },
+    ];
+    for mount in init["volumeMounts"].as_array().unwrap() {
+        binds.push(Bind {
+            host: volume(mount["name"].as_str().unwrap()),
+            container: PathBuf::from(mount["mountPath"].as_str().unwrap()),
+            readonly: false,
+        });
+    }
+    // bwrap needs the working directory it is told (the agent's); the init has no use for it.
+    binds.push(Bind {
+        host: volume("init-cwd"),
+        container: PathBuf::from("/workspace/agent"),
+        readonly: false,
+    });
+    let init_box = sandbox(binds, &scratch.path().join("init"));
+    let command: Vec<&str> = init["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let api = ApiServer::start();
+    let output = crate::support::output_within(
+        &mut init_box.shell(tools(), &api, &command.join(" ")),
+        STEP_LIMIT,
+    )
+    .unwrap();
+    api.stop();
+    assert!(
+        output.status.success(),
+        "the init container failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(volume("clawmd-state").join("binds/main/managed/CLAUDE.md").is_file());
+
+    // The agent container, from the doc's mounts.
+    let agent = &pod["spec"]["containers"][0];
+    let binds: Vec<Bind> = agent["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|mount| {
+            let mut host = volume(mount["name"].as_str().unwrap());
+            if let Some(sub) = mount["subPath"].as_str() {
+                host = host.join(sub);
+            }
+            Bind {
+                host,
+                container: PathBuf::from(mount["mountPath"].as_str().unwrap()),
+                readonly: mount["readOnly"].as_bool().unwrap_or(false),
+            }
+        })
+        .collect();
+    let agent_box = sandbox(binds, &scratch.path().join("agent"));
+    let block = memory_block(&agent_box, tools(), Consumer::Cli, STEP_LIMIT).unwrap();
+    assert!(
+        block.contains(
+            "Contents of /etc/claude-code/CLAUDE.md (organization-managed policy instructions)"
+        ),
+        "{block}"
+    );
+    let base = dep.read("container/CLAUDE.md");
+    assert!(block.contains(base.lines().next().unwrap()), "{block}");
+    assert!(block.contains("The team prefers answers in British English."), "{block}");
+    eprintln!("route 2: the init container composed; the agent loaded the guardrails as managed policy");
+}
