@@ -29,9 +29,13 @@ const STEP_LIMIT: Duration = Duration::from_secs(180);
 /// The List for `group` (the real binary).
 fn list(dep: &Deployment, group: &str, env: &[(&str, &str)]) -> Value {
     let root = dep.root().to_str().unwrap();
-    crate::support::clawmd(dep.root(), &["mounts", group, "--format", "k8s", "--root", root], env)
-        .success()
-        .json()
+    crate::support::clawmd(
+        dep.root(),
+        &["mounts", group, "--format", "k8s", "--root", root],
+        env,
+    )
+    .success()
+    .json()
 }
 
 fn compose(dep: &Deployment, group: &str, env: &[(&str, &str)]) -> Value {
@@ -60,7 +64,10 @@ impl Kubelet {
     }
 
     fn volume_dir(&self, volume: &str) -> PathBuf {
-        self.dir.path().join("volumes/kubernetes.io~configmap").join(volume)
+        self.dir
+            .path()
+            .join("volumes/kubernetes.io~configmap")
+            .join(volume)
     }
 
     /// Writes (or updates) every configMap volume of the Pod in `list` as the kubelet's
@@ -87,12 +94,21 @@ impl Kubelet {
                     }
                 }
                 None => {
-                    for key in map["data"].as_object().into_iter().flatten().map(|(k, _)| k) {
+                    for key in map["data"]
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, _)| k)
+                    {
                         payload.insert(key.clone(), value(key));
                     }
                 }
             }
-            self.write(&self.volume_dir(volume["name"].as_str().unwrap()), &payload, mode);
+            self.write(
+                &self.volume_dir(volume["name"].as_str().unwrap()),
+                &payload,
+                mode,
+            );
         }
     }
 
@@ -101,7 +117,11 @@ impl Kubelet {
     fn write(&mut self, dir: &Path, payload: &BTreeMap<String, Vec<u8>>, mode: u32) {
         self.writes += 1;
         std::fs::create_dir_all(dir).unwrap();
-        let stamp = format!("..2026_12_01_18_00_{:02}.{}", self.writes, 1000 + self.writes);
+        let stamp = format!(
+            "..2026_12_01_18_00_{:02}.{}",
+            self.writes,
+            1000 + self.writes
+        );
         let ts = dir.join(&stamp);
         std::fs::create_dir(&ts).unwrap();
         for (path, bytes) in payload {
@@ -140,7 +160,9 @@ impl Kubelet {
     /// whole configMap volume as its folder, a `subPath` as the file it resolves to now (the
     /// kubelet binds the resolved path).
     fn binds(&self, list: &Value, workspace: &Path) -> Vec<Bind> {
-        let mounts = pod(list)["spec"]["containers"][0]["volumeMounts"].as_array().unwrap();
+        let mounts = pod(list)["spec"]["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap();
         mounts
             .iter()
             .map(|mount| {
@@ -148,7 +170,9 @@ impl Kubelet {
                 let host = match (name, mount["subPath"].as_str()) {
                     ("workspace", _) => workspace.to_owned(),
                     (_, None) => self.volume_dir(name),
-                    (_, Some(key)) => std::fs::canonicalize(self.volume_dir(name).join(key)).unwrap(),
+                    (_, Some(key)) => {
+                        std::fs::canonicalize(self.volume_dir(name).join(key)).unwrap()
+                    }
                 };
                 Bind {
                     host,
@@ -195,19 +219,27 @@ fn the_guardrails_load_as_managed_policy_and_the_agent_cannot_touch_them() {
         Path::new("..data/CLAUDE.md")
     );
     let scratch = tempfile::tempdir().unwrap();
-    let sandbox = sandbox(kubelet.binds(&list, &dep.path("groups/main")), scratch.path());
+    let sandbox = sandbox(
+        kubelet.binds(&list, &dep.path("groups/main")),
+        scratch.path(),
+    );
 
     for consumer in [Consumer::Cli, Consumer::sdk()] {
         let block = memory_block(&sandbox, tools(), consumer, STEP_LIMIT).unwrap();
         assert!(
-            block.contains("Contents of /etc/claude-code/CLAUDE.md (organization-managed policy instructions)"),
+            block.contains(
+                "Contents of /etc/claude-code/CLAUDE.md (organization-managed policy instructions)"
+            ),
             "{consumer}: {block}"
         );
         let base = dep.read("container/CLAUDE.md");
         let first = base.lines().next().unwrap();
         assert!(block.contains(first), "{consumer}: {block}");
         assert!(block.contains("Read-only access to the team's notes database."));
-        assert!(block.contains("The team prefers answers in British English."), "{block}");
+        assert!(
+            block.contains("The team prefers answers in British English."),
+            "{block}"
+        );
         eprintln!("{consumer}: the guardrails loaded as managed policy from the configMap volume");
     }
 
@@ -233,8 +265,9 @@ echo ok > /workspace/agent/e2e-canary && echo CANARY-WRITTEN
 rm -f /workspace/agent/e2e-canary
 "#;
     let api = ApiServer::start();
-    let output = crate::support::output_within(&mut sandbox.shell(tools(), &api, script), STEP_LIMIT)
-        .unwrap();
+    let output =
+        crate::support::output_within(&mut sandbox.shell(tools(), &api, script), STEP_LIMIT)
+            .unwrap();
     api.stop();
     let out = String::from_utf8_lossy(&output.stdout);
     assert!(out.contains("CANARY-WRITTEN"), "the script ran: {out}");
@@ -286,8 +319,11 @@ impl RunningPod {
         self.steps += 1;
         let n = self.steps;
         let go = self.probe.path().join(format!("go-{n}"));
-        std::fs::write(&go, r#""$CLAWMD_E2E_CLAUDE" -p hello >/dev/null 2>&1 || echo failed"#)
-            .unwrap();
+        std::fs::write(
+            &go,
+            r#""$CLAWMD_E2E_CLAUDE" -p hello >/dev/null 2>&1 || echo failed"#,
+        )
+        .unwrap();
         let started = Instant::now();
         while !self.probe.path().join(format!("done-{n}")).exists() {
             assert!(self.child.try_wait().unwrap().is_none(), "the pod exited");
@@ -338,10 +374,14 @@ fn a_recompose_swapped_in_by_the_kubelet_reaches_the_running_pods_next_session()
         assert!(!first.contains("RECOMPOSED-7f3"));
 
         let base = dep.read("container/CLAUDE.md");
-        dep.write("container/CLAUDE.md", format!("{base}\nRECOMPOSED-7f3\n").as_bytes());
+        dep.write(
+            "container/CLAUDE.md",
+            format!("{base}\nRECOMPOSED-7f3\n").as_bytes(),
+        );
         let report = compose(&dep, "main", &env);
         let after = list(&dep, "main", &env);
-        let digest = |l: &Value| pod(l)["metadata"]["annotations"]["clawmd.dev/spawn-digest"].clone();
+        let digest =
+            |l: &Value| pod(l)["metadata"]["annotations"]["clawmd.dev/spawn-digest"].clone();
         kubelet.sync(&after);
         let second = running.session();
         match live {
@@ -355,12 +395,20 @@ fn a_recompose_swapped_in_by_the_kubelet_reaches_the_running_pods_next_session()
                 assert_eq!(report["running_container"], "after-restart", "{report}");
                 assert_ne!(digest(&before), digest(&after));
                 assert!(!second.contains("RECOMPOSED-7f3"), "{delivery}: {second}");
-                assert_eq!(first, second, "the subPath file is the one the pod started with");
+                assert_eq!(
+                    first, second,
+                    "the subPath file is the one the pod started with"
+                );
             }
         }
-        eprintln!("{delivery}: after the kubelet's swap the running pod's next session saw the recompose: {live}");
+        eprintln!(
+            "{delivery}: after the kubelet's swap the running pod's next session saw the recompose: {live}"
+        );
         // A new pod (the kubelet binds the new subPath file) sees it in every mode.
-        let fresh = sandbox(kubelet.binds(&after, &dep.path("groups/main")), scratch.path());
+        let fresh = sandbox(
+            kubelet.binds(&after, &dep.path("groups/main")),
+            scratch.path(),
+        );
         let block = memory_block(&fresh, tools(), Consumer::Cli, STEP_LIMIT).unwrap();
         assert!(block.contains("RECOMPOSED-7f3"), "{delivery}: {block}");
     }
@@ -383,7 +431,10 @@ fn the_other_backends_get_their_documents_and_guards_from_configmaps() {
     let mut dep = Deployment::new()
         .file("container/CLAUDE.md", &format!("# Shared base\n{BASE}\n"))
         .file("runner/gemini-system.json", GEMINI_AUTH)
-        .file("clawmd.json", r#"{"geminiSystemSettings": "runner/gemini-system.json"}"#);
+        .file(
+            "clawmd.json",
+            r#"{"geminiSystemSettings": "runner/gemini-system.json"}"#,
+        );
     for backend in Backend::ALL {
         let config = format!(
             r#"{{"provider": "{}", "mcpServers": {{"notes": {{"instructions": "{MCP}: use notes"}}}}}}"#,
@@ -435,10 +486,20 @@ fn the_other_backends_get_their_documents_and_guards_from_configmaps() {
         let run = run_backend(backend, &binds, &[]);
         assert!(run.output.status.success(), "{backend}: {}", run.describe());
         for marker in [BASE, MCP] {
-            assert!(run.reached(marker), "{backend}: {marker} missing\n{}", run.describe());
+            assert!(
+                run.reached(marker),
+                "{backend}: {marker} missing\n{}",
+                run.describe()
+            );
         }
-        assert!(!run.sent().contains(AGENT), "{backend}: the agent's file won\n{}", run.describe());
-        eprintln!("{backend}: the document reached the model from the ConfigMaps; the planted file did nothing");
+        assert!(
+            !run.sent().contains(AGENT),
+            "{backend}: the agent's file won\n{}",
+            run.describe()
+        );
+        eprintln!(
+            "{backend}: the document reached the model from the ConfigMaps; the planted file did nothing"
+        );
     }
 }
 
@@ -505,7 +566,11 @@ fn route_two_the_composer_in_the_pod_composes_before_the_agent_starts() {
         "the init container failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(volume("clawmd-state").join("binds/main/managed/CLAUDE.md").is_file());
+    assert!(
+        volume("clawmd-state")
+            .join("binds/main/managed/CLAUDE.md")
+            .is_file()
+    );
 
     // The agent container, from the doc's mounts.
     let agent = &pod["spec"]["containers"][0];
@@ -535,6 +600,11 @@ fn route_two_the_composer_in_the_pod_composes_before_the_agent_starts() {
     );
     let base = dep.read("container/CLAUDE.md");
     assert!(block.contains(base.lines().next().unwrap()), "{block}");
-    assert!(block.contains("The team prefers answers in British English."), "{block}");
-    eprintln!("route 2: the init container composed; the agent loaded the guardrails as managed policy");
+    assert!(
+        block.contains("The team prefers answers in British English."),
+        "{block}"
+    );
+    eprintln!(
+        "route 2: the init container composed; the agent loaded the guardrails as managed policy"
+    );
 }

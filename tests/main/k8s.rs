@@ -36,7 +36,12 @@ fn schema(kind: &str) -> &'static jsonschema::Validator {
 /// Everything wrong with `list` as the API server would see it (empty: it would take it).
 fn problems(list: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    let top: BTreeSet<&str> = list.as_object().unwrap().keys().map(String::as_str).collect();
+    let top: BTreeSet<&str> = list
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     // metav1.List: apiVersion, kind, metadata, items.
     if !top.is_subset(&BTreeSet::from(["apiVersion", "kind", "metadata", "items"])) {
         out.push(format!("List has unknown fields: {top:?}"));
@@ -49,7 +54,11 @@ fn problems(list: &Value) -> Vec<String> {
     for item in &items {
         let kind = item["kind"].as_str().unwrap_or_default();
         for error in schema(kind).iter_errors(item) {
-            out.push(format!("{kind} {}: {error} at {}", item["metadata"]["name"], error.instance_path()));
+            out.push(format!(
+                "{kind} {}: {error} at {}",
+                item["metadata"]["name"],
+                error.instance_path()
+            ));
         }
         let name = item["metadata"]["name"].as_str().unwrap_or_default();
         if kind == "ConfigMap" {
@@ -89,10 +98,16 @@ fn problems(list: &Value) -> Vec<String> {
             }
             let map = volume["configMap"]["name"].as_str().unwrap();
             let Some(keys) = maps.get(map) else {
-                out.push(format!("volume {vname} names ConfigMap {map}, not in the List"));
+                out.push(format!(
+                    "volume {vname} names ConfigMap {map}, not in the List"
+                ));
                 continue;
             };
-            for item in volume["configMap"]["items"].as_array().into_iter().flatten() {
+            for item in volume["configMap"]["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 let path = item["path"].as_str().unwrap();
                 if !keys.contains(item["key"].as_str().unwrap())
                     || path.starts_with('/')
@@ -133,7 +148,8 @@ fn is_label(text: &str) -> bool {
     let b = text.as_bytes();
     !b.is_empty()
         && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
@@ -145,21 +161,31 @@ fn is_subdomain(text: &str) -> bool {
 fn is_key(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 253
-        && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         && text != "."
         && !text.starts_with("..")
 }
 
 fn k8s(dep: &Deployment, group: &str, env: &[(&str, &str)]) -> Value {
     let root = dep.root().to_str().unwrap();
-    clawmd(dep.root(), &["mounts", group, "--format", "k8s", "--root", root], env)
-        .success()
-        .json()
+    clawmd(
+        dep.root(),
+        &["mounts", group, "--format", "k8s", "--root", root],
+        env,
+    )
+    .success()
+    .json()
 }
 
 fn table(dep: &Deployment, group: &str, env: &[(&str, &str)]) -> Vec<Value> {
     let root = dep.root().to_str().unwrap();
-    let run = clawmd(dep.root(), &["mounts", group, "--format", "json", "--root", root], env);
+    let run = clawmd(
+        dep.root(),
+        &["mounts", group, "--format", "json", "--root", root],
+        env,
+    );
     run.success().json().as_array().unwrap().clone()
 }
 
@@ -178,7 +204,12 @@ fn value_of(list: &Value, map: &str, key: &str) -> Vec<u8> {
 }
 
 fn pod(list: &Value) -> &Value {
-    list["items"].as_array().unwrap().iter().find(|i| i["kind"] == "Pod").unwrap()
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "Pod")
+        .unwrap()
 }
 
 /// Checks that `list` is `table`: each read-only bind a read-only mount at its path with its
@@ -186,7 +217,9 @@ fn pod(list: &Value) -> &Value {
 /// operator's volume; and returns how many files it compared.
 fn matches_table(list: &Value, table: &[Value]) -> usize {
     let pod = pod(list);
-    let mounts = pod["spec"]["containers"][0]["volumeMounts"].as_array().unwrap();
+    let mounts = pod["spec"]["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap();
     assert_eq!(pod["spec"]["containers"][0]["name"], "agent");
     assert_eq!(mounts.len(), table.len(), "{mounts:#?}\n{table:#?}");
     let volumes = pod["spec"]["volumes"].as_array().unwrap();
@@ -222,12 +255,21 @@ fn matches_table(list: &Value, table: &[Value]) -> usize {
                         .to_owned(),
                     None => rel.to_owned(),
                 };
-                assert_eq!(value_of(list, map, &key), std::fs::read(entry.path()).unwrap());
+                assert_eq!(
+                    value_of(list, map, &key),
+                    std::fs::read(entry.path()).unwrap()
+                );
                 compared += 1;
             }
         } else {
-            let key = mount["subPath"].as_str().expect("a file bind is a subPath mount");
-            assert_eq!(value_of(list, map, key), std::fs::read(host).unwrap(), "{key}");
+            let key = mount["subPath"]
+                .as_str()
+                .expect("a file bind is a subPath mount");
+            assert_eq!(
+                value_of(list, map, key),
+                std::fs::read(host).unwrap(),
+                "{key}"
+            );
             compared += 1;
         }
     }
@@ -250,11 +292,17 @@ fn the_list_is_the_mount_table_and_the_api_would_take_it_for_every_mode_and_back
         clawmd(dep.root(), &["compose", "--all"], &env).success();
         for group in ["main", "ops", "research"] {
             let list = k8s(&dep, group, &env);
-            assert_eq!(problems(&list), Vec::<String>::new(), "{delivery} {provider} {group}");
+            assert_eq!(
+                problems(&list),
+                Vec::<String>::new(),
+                "{delivery} {provider} {group}"
+            );
             compared += matches_table(&list, &table(&dep, group, &env));
             let pod = pod(&list);
             assert_eq!(pod["metadata"]["name"], group);
-            let mounts = pod["spec"]["containers"][0]["volumeMounts"].as_array().unwrap();
+            let mounts = pod["spec"]["containers"][0]["volumeMounts"]
+                .as_array()
+                .unwrap();
             let at = |path: &str| mounts.iter().find(|m| m["mountPath"] == path);
             if provider == "claude" && delivery == "managed" {
                 // The managed policy: a whole-folder mount the kubelet keeps current.
@@ -262,7 +310,12 @@ fn the_list_is_the_mount_table_and_the_api_would_take_it_for_every_mode_and_back
                 assert!(managed.get("subPath").is_none());
             }
             if delivery == "copy" {
-                assert!(at("/workspace/agent/.claude-fragments").unwrap().get("subPath").is_none());
+                assert!(
+                    at("/workspace/agent/.claude-fragments")
+                        .unwrap()
+                        .get("subPath")
+                        .is_none()
+                );
             }
             if provider == "opencode" {
                 // A guard folder with a subfolder: projected through items.
@@ -273,7 +326,10 @@ fn the_list_is_the_mount_table_and_the_api_would_take_it_for_every_mode_and_back
                     .iter()
                     .find(|v| v["name"] == config["name"])
                     .unwrap();
-                assert_eq!(volume["configMap"]["items"][0]["path"], "opencode/.gitignore");
+                assert_eq!(
+                    volume["configMap"]["items"][0]["path"],
+                    "opencode/.gitignore"
+                );
             }
             // The Pod carries compose's spawn_digest.
             let report = clawmd(dep.root(), &["compose", group, "--format", "json"], &env)
@@ -302,36 +358,56 @@ fn the_checks_catch_what_the_api_server_rejects() {
         problems(&copy)
     };
     let pod_at = |list: &mut Value| -> usize {
-        list["items"].as_array().unwrap().iter().position(|i| i["kind"] == "Pod").unwrap()
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|i| i["kind"] == "Pod")
+            .unwrap()
     };
-    assert!(!spoil(&|l| {
-        let p = pod_at(l);
-        l["items"][p]["spec"]["containers"][0]["volumeMount"] = Value::Array(vec![]);
-    })
-    .is_empty());
-    assert!(!spoil(&|l| {
-        let p = pod_at(l);
-        l["items"][p]["spec"]["volumes"][0]["configMap"]["subPath"] = "x".into();
-    })
-    .is_empty());
-    assert!(!spoil(&|l| {
-        let p = pod_at(l);
-        l["items"][p]["metadata"]["name"] = "Main".into();
-    })
-    .is_empty());
+    assert!(
+        !spoil(&|l| {
+            let p = pod_at(l);
+            l["items"][p]["spec"]["containers"][0]["volumeMount"] = Value::Array(vec![]);
+        })
+        .is_empty()
+    );
+    assert!(
+        !spoil(&|l| {
+            let p = pod_at(l);
+            l["items"][p]["spec"]["volumes"][0]["configMap"]["subPath"] = "x".into();
+        })
+        .is_empty()
+    );
+    assert!(
+        !spoil(&|l| {
+            let p = pod_at(l);
+            l["items"][p]["metadata"]["name"] = "Main".into();
+        })
+        .is_empty()
+    );
     assert!(!spoil(&|l| l["items"][0]["data"]["big"] = "x".repeat(LIMIT).into()).is_empty());
     assert!(!spoil(&|l| l["items"][0]["data"]["a/b"] = "x".into()).is_empty());
-    assert!(!spoil(&|l| {
-        l["items"].as_array_mut().unwrap().remove(0);
-    })
-    .is_empty());
+    assert!(
+        !spoil(&|l| {
+            l["items"].as_array_mut().unwrap().remove(0);
+        })
+        .is_empty()
+    );
 }
 
 #[test]
 fn names_are_dns_labels_stable_and_distinct_for_any_group_name() {
     let dep = Deployment::example();
     let long = "G".repeat(100);
-    let names = ["Team_A.v2", "team-a-v2", "x", "9lives", long.as_str(), "a.b_c-D"];
+    let names = [
+        "Team_A.v2",
+        "team-a-v2",
+        "x",
+        "9lives",
+        long.as_str(),
+        "a.b_c-D",
+    ];
     let mut seen = BTreeSet::new();
     for name in names {
         let dep = dep.group_with(name);
@@ -340,7 +416,10 @@ fn names_are_dns_labels_stable_and_distinct_for_any_group_name() {
         assert_eq!(problems(&list), Vec::<String>::new(), "{name}");
         let pod_name = pod(&list)["metadata"]["name"].as_str().unwrap().to_owned();
         assert!(is_label(&pod_name), "{name}: {pod_name}");
-        assert_eq!(pod(&list)["metadata"]["annotations"]["clawmd.dev/group-name"], name);
+        assert_eq!(
+            pod(&list)["metadata"]["annotations"]["clawmd.dev/group-name"],
+            name
+        );
         assert_eq!(k8s(dep, name, &[]), list, "stable");
         assert!(seen.insert(pod_name), "{name}: two groups, one Pod name");
     }
@@ -354,7 +433,10 @@ trait GroupWith {
 impl GroupWith for Deployment {
     fn group_with(&self, name: &str) -> &Self {
         std::fs::create_dir_all(self.path(&format!("groups/{name}"))).unwrap();
-        self.write(&format!("groups/{name}/container.json"), br#"{"skills": "all"}"#);
+        self.write(
+            &format!("groups/{name}/container.json"),
+            br#"{"skills": "all"}"#,
+        );
         self
     }
 }
@@ -367,7 +449,11 @@ fn a_document_over_the_configmap_cap_is_refused_naming_group_size_and_limit() {
     dep.write("container/CLAUDE.md", base.as_bytes());
     clawmd(dep.root(), &["compose", "main"], &[]).success();
     let root = dep.root().to_str().unwrap();
-    let run = clawmd(dep.root(), &["mounts", "main", "--format", "k8s", "--root", root], &[]);
+    let run = clawmd(
+        dep.root(),
+        &["mounts", "main", "--format", "k8s", "--root", root],
+        &[],
+    );
     assert_eq!(run.code(), 1, "{}", run.show());
     assert_eq!(run.stdout(), "", "no object printed");
     let err = run.stderr();
@@ -377,9 +463,17 @@ fn a_document_over_the_configmap_cap_is_refused_naming_group_size_and_limit() {
     // The same in inline delivery: the entry point is a file bind.
     let env = [("CLAWMD_DELIVERY", "inline")];
     clawmd(dep.root(), &["compose", "main"], &env).success();
-    let run = clawmd(dep.root(), &["mounts", "main", "--format", "k8s", "--root", root], &env);
+    let run = clawmd(
+        dep.root(),
+        &["mounts", "main", "--format", "k8s", "--root", root],
+        &env,
+    );
     assert_eq!(run.code(), 1, "{}", run.show());
-    assert!(run.stderr().contains("/workspace/agent/CLAUDE.md holds 12"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("/workspace/agent/CLAUDE.md holds 12"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]
@@ -387,7 +481,10 @@ fn files_bound_as_files_are_spread_over_configmaps_each_under_the_cap() {
     // An inline document of ~700 kB and a container.json of ~600 kB: two ConfigMaps of
     // files, each under the cap, and each file still mounted whole by its key.
     let dep = Deployment::example();
-    dep.write("container/CLAUDE.md", "Base line.\n".repeat(64_000).as_bytes());
+    dep.write(
+        "container/CLAUDE.md",
+        "Base line.\n".repeat(64_000).as_bytes(),
+    );
     let pad = "p".repeat(600_000);
     let config = format!(r#"{{"skills": "all", "imageTag": "{pad}"}}"#);
     dep.write("groups/ops/container.json", config.as_bytes());
@@ -413,7 +510,11 @@ fn link_delivery_and_a_group_not_composed_are_refused() {
     let args = ["mounts", "main", "--format", "k8s", "--root", root];
     let run = clawmd(dep.root(), &args, &[]);
     assert_eq!(run.code(), 1);
-    assert!(run.stderr().contains("clawmd compose main"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("clawmd compose main"),
+        "{}",
+        run.stderr()
+    );
     let env = [("CLAWMD_DELIVERY", "link")];
     clawmd(dep.root(), &["compose", "main"], &env).success();
     let run = clawmd(dep.root(), &args, &env);
@@ -423,7 +524,10 @@ fn link_delivery_and_a_group_not_composed_are_refused() {
     // Composed with other settings than asked: refused, not a List of stale bytes.
     let run = clawmd(dep.root(), &args, &[("CLAWMD_DELIVERY", "copy")]);
     assert_eq!(run.code(), 1);
-    assert!(run.stderr().contains("not what `clawmd compose main` would write"));
+    assert!(
+        run.stderr()
+            .contains("not what `clawmd compose main` would write")
+    );
 }
 
 /// Route 2's manifest passes the strict Pod schema, and its agent container's mounts are the
@@ -432,14 +536,19 @@ fn link_delivery_and_a_group_not_composed_are_refused() {
 #[test]
 fn the_composer_pod_of_the_docs_is_valid_and_is_the_mount_table() {
     let pod = composer_pod();
-    let errors: Vec<String> = schema("Pod").iter_errors(&pod).map(|e| e.to_string()).collect();
+    let errors: Vec<String> = schema("Pod")
+        .iter_errors(&pod)
+        .map(|e| e.to_string())
+        .collect();
     assert_eq!(errors, Vec::<String>::new());
     let dep = Deployment::example();
     clawmd(dep.root(), &["compose", "main"], &[]).success();
     let root = dep.root().canonicalize().unwrap();
     let state = root.join("groups/.clawmd");
     let group = root.join("groups/main");
-    let mounts = pod["spec"]["containers"][0]["volumeMounts"].as_array().unwrap();
+    let mounts = pod["spec"]["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap();
     let table = table(&dep, "main", &[]);
     assert_eq!(mounts.len(), table.len());
     for (bind, mount) in table.iter().zip(mounts) {
@@ -452,7 +561,11 @@ fn the_composer_pod_of_the_docs_is_valid_and_is_the_mount_table() {
         assert_eq!(mount["mountPath"], bind["container"]);
         assert_eq!(mount["name"], volume, "{mount}");
         assert_eq!(mount["subPath"].as_str().unwrap_or(""), sub, "{mount}");
-        assert_eq!(mount["readOnly"].as_bool().unwrap_or(false), bind["readonly"], "{mount}");
+        assert_eq!(
+            mount["readOnly"].as_bool().unwrap_or(false),
+            bind["readonly"],
+            "{mount}"
+        );
     }
     // The init container sees the deployment as the table's host side names it.
     let init = &pod["spec"]["initContainers"][0];
@@ -460,7 +573,12 @@ fn the_composer_pod_of_the_docs_is_valid_and_is_the_mount_table() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["name"].as_str().unwrap(), m["mountPath"].as_str().unwrap()))
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap(),
+                m["mountPath"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert!(init_mounts.contains(&("workspace", "/deploy/groups/main")));
     assert!(init_mounts.contains(&("clawmd-state", "/deploy/groups/.clawmd")));

@@ -7,11 +7,13 @@ use serde_json::Value;
 /// The route-2 Pod of docs/kubernetes.md (the YAML block after the `clawmd:composer-pod`
 /// marker), as JSON.
 pub fn composer_pod() -> Value {
-    let doc = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kubernetes.md"),
-    )
-    .unwrap();
-    let after = doc.split("<!-- clawmd:composer-pod").nth(1).expect("the marker");
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kubernetes.md"))
+            .unwrap();
+    let after = doc
+        .split("<!-- clawmd:composer-pod")
+        .nth(1)
+        .expect("the marker");
     let yaml = after
         .split("```yaml\n")
         .nth(1)
@@ -36,4 +38,3 @@ pub fn composer_pod() -> Value {
     }
     json(&docs[0])
 }
-

@@ -97,10 +97,12 @@ pub fn configmap_key(name: &str) -> String {
     }
     let mut out: String = name
         .chars()
-        .map(|c| match c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-            true => c,
-            false => '_',
-        })
+        .map(
+            |c| match c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                true => c,
+                false => '_',
+            },
+        )
         .collect();
     while out.starts_with("..") {
         out.remove(0);
