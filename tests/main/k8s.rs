@@ -236,7 +236,10 @@ fn matches_table(list: &Value, table: &[Value]) -> usize {
         let volume = volumes.iter().find(|v| v["name"] == mount["name"]).unwrap();
         let map = volume["configMap"]["name"].as_str().unwrap();
         assert_eq!(volume["configMap"]["defaultMode"], 0o444);
-        if host.is_dir() {
+        if !host.exists() {
+            // A folder compose made nothing in (and did not create): an empty ConfigMap.
+            assert!(mount.get("subPath").is_none(), "{mount}");
+        } else if host.is_dir() {
             // A folder: the whole volume, no subPath, every file of it carried.
             assert!(mount.get("subPath").is_none(), "{mount}");
             for entry in walkdir::WalkDir::new(host).min_depth(1) {
@@ -583,4 +586,23 @@ fn the_composer_pod_of_the_docs_is_valid_and_is_the_mount_table() {
     assert!(init_mounts.contains(&("workspace", "/deploy/groups/main")));
     assert!(init_mounts.contains(&("clawmd-state", "/deploy/groups/.clawmd")));
     assert_eq!(init["command"][2], "/deploy");
+}
+
+/// Copy delivery with nothing to copy: the empty `.claude-fragments` is an empty ConfigMap
+/// mounted whole (the kubelet fills it when a fragment comes).
+#[test]
+fn an_empty_folder_is_an_empty_configmap() {
+    let dep = Deployment::new().group("bare", Some("{}"));
+    let env = [("CLAWMD_DELIVERY", "copy")];
+    clawmd(dep.root(), &["compose", "bare"], &env).success();
+    let list = k8s(&dep, "bare", &env);
+    assert_eq!(problems(&list), Vec::<String>::new());
+    matches_table(&list, &table(&dep, "bare", &env));
+    let fragments = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == "bare-workspace-agent-claude-fragments")
+        .expect("the fragments' ConfigMap");
+    assert!(fragments.get("data").is_none(), "{fragments}");
 }

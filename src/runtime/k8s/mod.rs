@@ -273,7 +273,8 @@ pub fn list_of(
     let mut mounts = Vec::new();
     let mut volumes: Vec<Volume> = Vec::new();
     let mut folder_maps = Vec::new();
-    // The files bound as files: (container path, key, bytes), one key per distinct source.
+    // The files bound as files: (key, bytes), one per distinct source (`file_sources`), and
+    // the mounts of them: (container path, index in `files`).
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     let mut file_mounts: Vec<(String, usize)> = Vec::new();
     let mut file_sources: Vec<PathBuf> = Vec::new();
@@ -299,7 +300,11 @@ pub fn list_of(
                     .clone()
                     .ok_or_else(|| not_composed(group, &bind.host))?,
             ),
-            None => return Err(not_composed(group, &bind.host)),
+            // Every file the table binds as a file is one of the plan's (checked kept above),
+            // or `container.json`: what is left is a folder the plan puts nothing in (copy
+            // delivery with no fragment), an empty ConfigMap the kubelet fills when a file
+            // comes.
+            None => Carried::Folder(Vec::new()),
         };
         match carried {
             Carried::File(bytes) => {
