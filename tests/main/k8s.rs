@@ -200,7 +200,31 @@ fn value_of(list: &Value, map: &str, key: &str) -> Vec<u8> {
     if let Some(text) = item["data"][key].as_str() {
         return text.as_bytes().to_vec();
     }
-    panic!("{map} has no text key {key}")
+    let text = item["binaryData"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{map} has no key {key}"));
+    base64_decode(text)
+}
+
+/// Standard base64 with padding, decoded.
+fn base64_decode(text: &str) -> Vec<u8> {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    for chunk in text.as_bytes().chunks(4) {
+        let digits: Vec<u32> = chunk
+            .iter()
+            .take_while(|b| **b != b'=')
+            .map(|b| ABC.iter().position(|a| a == b).expect("base64") as u32)
+            .collect();
+        let n = digits
+            .iter()
+            .enumerate()
+            .fold(0, |n, (i, d)| n | d << (18 - 6 * i));
+        for i in 0..digits.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
 }
 
 fn pod(list: &Value) -> &Value {
@@ -605,4 +629,48 @@ fn an_empty_folder_is_an_empty_configmap() {
         .find(|i| i["metadata"]["name"] == "bare-workspace-agent-claude-fragments")
         .expect("the fragments' ConfigMap");
     assert!(fragments.get("data").is_none(), "{fragments}");
+}
+
+/// A fragment whose file name is no ConfigMap key (an MCP server named with a space) is
+/// projected under its own name through `items`; a file of the host's own managed policy
+/// (`hostManagedDir`) that is not UTF-8 travels in `binaryData`, byte for byte.
+#[test]
+fn odd_names_and_binary_files_are_carried_as_they_are() {
+    let dep = Deployment::example();
+    dep.write("host-managed/blob.bin", b"\xff\xfe\x00binary\x80");
+    dep.write("clawmd.json", br#"{"hostManagedDir": "host-managed"}"#);
+    dep.write(
+        "groups/ops/container.json",
+        br#"{"mcpServers": {"a b": {"instructions": "ODD SERVER"}}}"#,
+    );
+    clawmd(dep.root(), &["compose", "main"], &[]).success();
+    let list = k8s(&dep, "main", &[]);
+    assert_eq!(problems(&list), Vec::<String>::new());
+    assert!(matches_table(&list, &table(&dep, "main", &[])) >= 3);
+    let map = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == "main-etc-claude-code")
+        .unwrap();
+    assert_eq!(map["binaryData"]["blob.bin"], "//4AYmluYXJ5gA==");
+
+    let env = [("CLAWMD_DELIVERY", "copy")];
+    clawmd(dep.root(), &["compose", "ops"], &env).success();
+    let list = k8s(&dep, "ops", &env);
+    assert_eq!(problems(&list), Vec::<String>::new());
+    let volume = pod(&list)["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "clawmd-workspace-agent-claude-fragments")
+        .unwrap();
+    let items = volume["configMap"]["items"].as_array().expect("items");
+    let odd = items
+        .iter()
+        .find(|i| i["path"] == "mcp-a%20b.md")
+        .unwrap_or_else(|| panic!("{items:?}"));
+    assert_ne!(odd["key"], "mcp-a%20b.md");
+    // Byte for byte, through the items (matches_table reads each file by its path).
+    assert!(matches_table(&list, &table(&dep, "ops", &env)) >= 3);
 }
