@@ -552,6 +552,63 @@ mod tests {
     use super::*;
 
     #[test]
+    fn folders_are_mounted_whole_and_files_by_subpath_all_read_only() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::under_root(root.path());
+        std::fs::create_dir_all(layout.group_dir("Main_1")).unwrap();
+        std::fs::create_dir_all(&layout.container_dir).unwrap();
+        std::fs::write(layout.container_dir.join("CLAUDE.md"), "BASE\n").unwrap();
+        let settings = DeliverySettings::default();
+        let guards = GuardSettings::default();
+        // Not composed: refused, as `clawmd mounts` refuses.
+        assert!(k8s_list(&layout, "Main_1", &settings, &guards).is_err());
+        let options = crate::commands::compose::ComposeOptions::default();
+        let selection = crate::disk::deployment::Selection::Named(vec!["Main_1".to_owned()]);
+        let report = crate::commands::compose::compose(&layout, &selection, &options).unwrap();
+        assert!(report.ok, "{report:?}");
+        let list = k8s_list(&layout, "Main_1", &settings, &guards).unwrap();
+        let K8sObject::Pod(pod) = list.items.last().unwrap() else {
+            panic!("the Pod comes last")
+        };
+        assert!(
+            names::is_dns_label(&pod.metadata.name),
+            "{}",
+            pod.metadata.name
+        );
+        let mounts = &pod.spec.containers[0].volume_mounts;
+        assert_eq!(mounts[0].name, WORKSPACE_VOLUME);
+        assert!(!mounts[0].read_only);
+        let managed = mounts
+            .iter()
+            .find(|m| m.mount_path == "/etc/claude-code")
+            .unwrap();
+        assert_eq!((managed.read_only, &managed.sub_path), (true, &None));
+        let entry = mounts
+            .iter()
+            .find(|m| m.mount_path == "/workspace/agent/CLAUDE.md")
+            .unwrap();
+        assert_eq!(
+            (entry.read_only, entry.sub_path.as_deref()),
+            (true, Some("CLAUDE.md"))
+        );
+        assert!(mounts[1..].iter().all(|m| m.read_only));
+        let maps: Vec<&ConfigMap> = list
+            .items
+            .iter()
+            .filter_map(|item| match item {
+                K8sObject::ConfigMap(map) => Some(map),
+                K8sObject::Pod(_) => None,
+            })
+            .collect();
+        let managed_map = maps
+            .iter()
+            .find(|m| m.data.contains_key("managed-settings.json"))
+            .unwrap();
+        assert!(managed_map.data["CLAUDE.md"].contains("BASE"));
+        assert!(maps.iter().all(|m| m.size <= CONFIGMAP_LIMIT));
+    }
+
+    #[test]
     fn base64_is_standard() {
         assert_eq!(base64(b""), "");
         assert_eq!(base64(b"f"), "Zg==");
