@@ -20,6 +20,8 @@ mod compose;
 mod conformance;
 #[path = "../crates/clawmd-loader/tests/support/conformance.rs"]
 mod conformance_harness;
+#[path = "main/doc_examples.rs"]
+mod doc_examples;
 #[path = "main/equivalence.rs"]
 mod equivalence;
 #[path = "main/harness.rs"]

@@ -392,26 +392,25 @@ fn find_tools(cache: &Path, cli_version: &str, sdk_version: &str) -> Result<Tool
     if node.is_none() {
         missing.push("`node` is not on PATH".to_owned());
     }
-    for (package, version) in [
-        ("claude-code", cli_version),
-        ("claude-agent-sdk", sdk_version),
-    ] {
-        match installed_version(&cache, &format!("@anthropic-ai/{package}")) {
-            Some(found) if found == version => {}
-            Some(found) => missing.push(format!(
-                "@anthropic-ai/{package} in {} is {found}, the test needs {version}",
-                cache.display()
-            )),
-            None => missing.push(format!(
-                "@anthropic-ai/{package}@{version} is not installed in {}",
-                cache.display()
-            )),
-        }
+    match installed_version(&cache, "@anthropic-ai/claude-agent-sdk") {
+        Some(found) if found == sdk_version => {}
+        Some(found) => missing.push(format!(
+            "@anthropic-ai/claude-agent-sdk in {} is {found}, the test needs {sdk_version}",
+            cache.display()
+        )),
+        None => missing.push(format!(
+            "@anthropic-ai/claude-agent-sdk@{sdk_version} is not installed in {}",
+            cache.display()
+        )),
     }
-    let claude = cache.join("node_modules/.bin/claude");
-    if missing.is_empty() && !claude.exists() {
-        missing.push(format!("{} is missing", claude.display()));
-    }
+    let claude = if missing.is_empty() {
+        bundled_claude(&cache).unwrap_or_else(|problem| {
+            missing.push(problem);
+            PathBuf::new()
+        })
+    } else {
+        PathBuf::new()
+    };
     if !missing.is_empty() {
         return Err(missing_tools_message(
             &missing,
@@ -452,6 +451,38 @@ fn find_tools(cache: &Path, cli_version: &str, sdk_version: &str) -> Result<Tool
     Ok(tools)
 }
 
+/// The Claude Code binary the Agent SDK bundles: its platform package
+/// (`@anthropic-ai/claude-agent-sdk-<platform>`, an optional dependency npm installed for this
+/// machine) holds the native `claude`, byte for byte the CLI package's binary of the same
+/// release, so the tests run it as the CLI and nothing downloads Claude Code twice.
+fn bundled_claude(cache: &Path) -> Result<PathBuf, String> {
+    let scope = cache.join("node_modules/@anthropic-ai");
+    let found: Vec<PathBuf> = std::fs::read_dir(&scope)
+        .map_err(|e| format!("cannot list {}: {e}", scope.display()))?
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("claude-agent-sdk-")
+        })
+        .map(|entry| entry.path().join("claude"))
+        .filter(|binary| binary.is_file())
+        .collect();
+    match found.as_slice() {
+        [binary] => Ok(binary.clone()),
+        [] => Err(format!(
+            "no platform package of the Agent SDK with a `claude` binary in {} \
+             (npm skipped the optional dependency for this platform?)",
+            scope.display()
+        )),
+        _ => Err(format!(
+            "several platform packages of the Agent SDK in {}: {found:?}",
+            scope.display()
+        )),
+    }
+}
+
 fn missing_tools_message(
     missing: &[String],
     cache: &Path,
@@ -464,7 +495,7 @@ fn missing_tools_message(
     }
     message.push_str(&format!(
         "Fix: run `scripts/e2e-setup` (installs bubblewrap with apt and \
-         @anthropic-ai/claude-code@{cli_version} + @anthropic-ai/claude-agent-sdk@{sdk_version} \
+         @anthropic-ai/claude-agent-sdk@{sdk_version}, which bundles Claude Code {cli_version}, \
          with npm into {}; set CLAWMD_E2E_CACHE for another folder, for both the script and the test).\n",
         cache.display()
     ));
