@@ -608,3 +608,125 @@ fn route_two_the_composer_in_the_pod_composes_before_the_agent_starts() {
         "route 2: the init container composed; the agent loaded the guardrails as managed policy"
     );
 }
+
+/// The Pod of the List is an overlay: kustomize (built into kubectl, run offline) merges it as
+/// a strategic-merge patch into the operator's own Pod — the operator's image, command,
+/// security context, home volume and `workspace` PVC stay, clawmd's mounts and configMap
+/// volumes join them — and the result passes the strict Pod schema.
+#[test]
+fn the_pod_merges_into_the_operators_pod_as_a_kustomize_patch() {
+    let kubectl = std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("kubectl"))
+                .find(|bin| bin.is_file())
+        })
+        .expect("kubectl (with its built-in kustomize, 1.14 or later) on PATH: install it to run this test");
+    let dep = Deployment::example();
+    compose(&dep, "main", &[]);
+    let list = list(&dep, "main", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let maps: Vec<&Value> = items(&list).filter(|i| i["kind"] == "ConfigMap").collect();
+    let write = |name: &str, value: &Value| {
+        std::fs::write(dir.path().join(name), serde_json::to_vec(value).unwrap()).unwrap()
+    };
+    write(
+        "configmaps-main.json",
+        &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": maps}),
+    );
+    write("pod-main.json", pod(&list));
+    std::fs::write(
+        dir.path().join("agent-main.yaml"),
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: main
+spec:
+  securityContext:
+    runAsUser: 1000
+  containers:
+    - name: agent
+      image: registry.example/agent:latest
+      command: ["node", "/app/agent-runner.js"]
+      volumeMounts:
+        - name: home
+          mountPath: /home/node
+  volumes:
+    - name: workspace
+      persistentVolumeClaim:
+        claimName: main
+    - name: home
+      emptyDir: {}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        "resources:\n  - agent-main.yaml\n  - configmaps-main.json\npatches:\n  - path: pod-main.json\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let merged = crate::support::k8s::yaml_documents(&String::from_utf8(output.stdout).unwrap());
+    assert_eq!(merged.len(), maps.len() + 1, "the ConfigMaps and one Pod");
+    let pod_out = merged.iter().find(|o| o["kind"] == "Pod").unwrap();
+    let errors: Vec<String> = crate::support::k8s::schema("Pod")
+        .iter_errors(pod_out)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert_eq!(errors, Vec::<String>::new());
+    let agent = &pod_out["spec"]["containers"][0];
+    assert_eq!(agent["image"], "registry.example/agent:latest");
+    assert_eq!(agent["command"][0], "node");
+    assert_eq!(pod_out["spec"]["securityContext"]["runAsUser"], 1000);
+    let mounts: Vec<&str> = agent["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    let ours = pod(&list)["spec"]["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap();
+    for mount in ours {
+        let path = mount["mountPath"].as_str().unwrap();
+        let merged_mount = agent["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .unwrap_or_else(|| panic!("{path} lost in the merge: {mounts:?}"));
+        assert_eq!(merged_mount, mount);
+    }
+    assert!(mounts.contains(&"/home/node"));
+    let volumes: Vec<&str> = pod_out["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "workspace",
+        "home",
+        "clawmd-files",
+        "clawmd-etc-claude-code",
+    ] {
+        assert!(volumes.contains(&name), "{name}: {volumes:?}");
+    }
+    let workspace = pod_out["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "workspace")
+        .unwrap();
+    assert_eq!(workspace["persistentVolumeClaim"]["claimName"], "main");
+    eprintln!("kustomize merged clawmd's Pod into the operator's: {mounts:?}");
+}

@@ -7,31 +7,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::support::k8s::composer_pod;
+use crate::support::k8s::{composer_pod, schema};
 use crate::support::{Deployment, clawmd};
 
 const LIMIT: usize = 1_048_576;
-
-fn schema(kind: &str) -> &'static jsonschema::Validator {
-    static POD: OnceLock<jsonschema::Validator> = OnceLock::new();
-    static MAP: OnceLock<jsonschema::Validator> = OnceLock::new();
-    let (cell, file) = match kind {
-        "Pod" => (&POD, "pod-v1.json"),
-        "ConfigMap" => (&MAP, "configmap-v1.json"),
-        other => panic!("the List holds a {other}, which clawmd never prints"),
-    };
-    cell.get_or_init(|| {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/k8s-schema")
-            .join(file);
-        let text = std::fs::read_to_string(&path).unwrap();
-        jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
-    })
-}
 
 /// Everything wrong with `list` as the API server would see it (empty: it would take it).
 fn problems(list: &Value) -> Vec<String> {

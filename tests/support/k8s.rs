@@ -1,4 +1,5 @@
-//! Kubernetes in the tests: the route-2 Pod docs/kubernetes.md shows.
+//! Kubernetes in the tests: the strict API schemas (tests/fixtures/k8s-schema), YAML as JSON,
+//! and the route-2 Pod docs/kubernetes.md shows.
 
 use std::path::Path;
 
@@ -19,7 +20,11 @@ pub fn composer_pod() -> Value {
         .nth(1)
         .and_then(|rest| rest.split("\n```").next())
         .expect("a yaml block after the marker");
-    let docs = yaml_rust2::YamlLoader::load_from_str(yaml).unwrap();
+    yaml_documents(yaml).remove(0)
+}
+
+/// Every document of a YAML stream, as JSON.
+pub fn yaml_documents(text: &str) -> Vec<Value> {
     fn json(yaml: &yaml_rust2::Yaml) -> Value {
         use yaml_rust2::Yaml;
         match yaml {
@@ -36,5 +41,25 @@ pub fn composer_pod() -> Value {
             other => panic!("unexpected YAML {other:?}"),
         }
     }
-    json(&docs[0])
+    let docs = yaml_rust2::YamlLoader::load_from_str(text).unwrap();
+    docs.iter().map(json).collect()
+}
+
+/// The strict schema of the API's `kind` (`Pod`, `ConfigMap`): tests/fixtures/k8s-schema.
+pub fn schema(kind: &str) -> &'static jsonschema::Validator {
+    use std::sync::OnceLock;
+    static POD: OnceLock<jsonschema::Validator> = OnceLock::new();
+    static MAP: OnceLock<jsonschema::Validator> = OnceLock::new();
+    let (cell, file) = match kind {
+        "Pod" => (&POD, "pod-v1.json"),
+        "ConfigMap" => (&MAP, "configmap-v1.json"),
+        other => panic!("no schema here for a {other}"),
+    };
+    cell.get_or_init(|| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/k8s-schema")
+            .join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
+    })
 }

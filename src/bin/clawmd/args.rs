@@ -76,7 +76,7 @@ Examples:
 Examples:
   clawmd mounts main                 host path -> container path, read-only or read-write
   clawmd mounts main --format json   [{\"host\": ..., \"container\": ..., \"readonly\": ...}, ...]
-  clawmd mounts main --format k8s | kubectl apply --server-side -f -   ConfigMaps and the Pod (docs/kubernetes.md)")]
+  clawmd mounts main --format k8s     a v1 List: the ConfigMaps and the Pod (docs/kubernetes.md)")]
     Mounts(With<MountsArgs>),
     /// Keep groups composed as their inputs change (inotify), printing each group that changed.
     #[command(after_help = "\
