@@ -76,6 +76,39 @@ pub enum GroupError {
         /// The missing bind source.
         path: PathBuf,
     },
+    /// `clawmd mounts --format k8s`: a file clawmd composes for the group does not fit in one
+    /// ConfigMap (1 MiB of data, which the API server enforces).
+    #[error(
+        "group {group}: {} holds {size} bytes, more than a ConfigMap can carry ({limit} bytes of data, which the API server enforces); fix: lower the group's byte budget (`budgets` in clawmd.json) below {limit}, or compose in the pod (the init-container route of docs/kubernetes.md), which has no such limit",
+        container.display()
+    )]
+    OverConfigMapLimit {
+        /// The group.
+        group: String,
+        /// What does not fit: the container path of the file or folder.
+        container: PathBuf,
+        /// Its bytes.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// `clawmd mounts --format k8s`: the group's files are not as compose would write them
+    /// with these settings.
+    #[error(
+        "the group's composed files are not what `clawmd compose {group}` would write with these settings (not composed yet, or changed since); fix: run `clawmd compose {group}` first (with the same settings), then `clawmd mounts {group} --format k8s`"
+    )]
+    NotUpToDate {
+        /// The group.
+        group: String,
+    },
+    /// `clawmd mounts --format k8s`: the group's composition cannot be carried by ConfigMaps.
+    #[error("group {group}: {reason}")]
+    NotForKubernetes {
+        /// The group.
+        group: String,
+        /// Why, and the fix.
+        reason: String,
+    },
     /// `container.json` is malformed.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -117,7 +150,11 @@ impl GroupError {
     /// The file the error is about, when there is one.
     pub fn file(&self) -> Option<PathBuf> {
         match self {
-            GroupError::BadName { .. } | GroupError::Reserved { .. } => None,
+            GroupError::BadName { .. }
+            | GroupError::Reserved { .. }
+            | GroupError::NotForKubernetes { .. }
+            | GroupError::NotUpToDate { .. } => None,
+            GroupError::OverConfigMapLimit { container, .. } => Some(container.clone()),
             GroupError::TooManyRescues { dir, .. } => Some(dir.clone()),
             GroupError::Missing { path, .. }
             | GroupError::Collision { path, .. }

@@ -13,6 +13,8 @@ mod backends;
 mod delivery;
 #[path = "e2e/guardrails.rs"]
 mod guardrails;
+#[path = "e2e/kubernetes.rs"]
+mod kubernetes;
 #[path = "e2e/nanoclaw.rs"]
 mod nanoclaw;
 #[path = "e2e/nanoclaw_v23.rs"]

@@ -26,6 +26,8 @@ mod doc_examples;
 mod equivalence;
 #[path = "main/harness.rs"]
 mod harness;
+#[path = "main/k8s.rs"]
+mod k8s;
 #[path = "main/loader_api.rs"]
 mod loader_api;
 #[path = "main/migrate.rs"]

@@ -65,6 +65,12 @@ codes! {
     Loader = "loader",
     /// `clawmd mounts`: a file the group's binds need is not composed yet.
     NotComposed = "not-composed",
+    /// `clawmd mounts --format k8s`: a composed file (or folder) holds more than a ConfigMap
+    /// can carry (1 MiB of data).
+    OverConfigMapLimit = "over-configmap-limit",
+    /// `clawmd mounts --format k8s`: the group's composition cannot be carried by ConfigMaps
+    /// (link delivery's fragments are symbolic links).
+    NotForKubernetes = "not-for-kubernetes",
 
     // Warnings (compose).
     /// `skills` names a skill that does not exist.
@@ -199,7 +205,9 @@ impl From<&GroupError> for Code {
             GroupError::Reserved { .. } => Code::ReservedGroup,
             GroupError::TooManyRescues { .. } => Code::TooManyRescues,
             GroupError::Missing { .. } => Code::MissingGroup,
-            GroupError::NotComposed { .. } => Code::NotComposed,
+            GroupError::NotComposed { .. } | GroupError::NotUpToDate { .. } => Code::NotComposed,
+            GroupError::OverConfigMapLimit { .. } => Code::OverConfigMapLimit,
+            GroupError::NotForKubernetes { .. } => Code::NotForKubernetes,
             GroupError::Config(_) => Code::BadConfig,
             GroupError::Collision { .. } => Code::FragmentCollision,
             GroupError::Fs(err) => Code::from(err),

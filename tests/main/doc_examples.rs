@@ -28,8 +28,11 @@ const PAGES: [&str; 3] = ["README.md", "docs", "integrations/typescript/README.m
 
 /// First words of examples that are other programs' commands (installing a package, running a
 /// container): shown for the operator, checked by the tests of the step they belong to
-/// (tests/e2e/npm.rs installs the packages), not here.
-const NOT_CLAWMD: [&str; 7] = ["npm", "pnpm", "docker", "mkdir", "cd", "python3", "echo"];
+/// (tests/e2e/npm.rs installs the packages), not here. `kubectl` talks to a cluster (docs/kubernetes.md; the overlay it builds offline is checked by
+/// tests/e2e/kubernetes.rs).
+const NOT_CLAWMD: [&str; 8] = [
+    "npm", "pnpm", "docker", "mkdir", "cd", "python3", "echo", "kubectl",
+];
 
 /// One example: where it is shown, and its text (continuation lines joined).
 #[derive(Debug, Clone)]

@@ -10,6 +10,7 @@
 //! - [`tree`]: content snapshots ([`Tree`]) and their comparison, [`copy_tree`], [`work_dir`];
 //! - [`snapshot`]: insta settings that hide temp paths, pids and timings in human output;
 //! - [`soak`]: counts and seeds for the heavy tests; [`faults`]: mounts and sentinels;
+//! - [`k8s`]: the route-2 Pod of docs/kubernetes.md;
 //! - [`sandbox`] and [`api`]: the bubblewrap container and the stand-in Anthropic API of the
 //!   end-to-end tests.
 #![allow(dead_code, unused_imports)]
@@ -18,6 +19,7 @@ pub mod api;
 pub mod backends;
 pub mod deployment;
 pub mod faults;
+pub mod k8s;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;

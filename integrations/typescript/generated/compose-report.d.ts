@@ -30,6 +30,8 @@ export type Code =
   | "internal-error"
   | "loader"
   | "not-composed"
+  | "over-configmap-limit"
+  | "not-for-kubernetes"
   | "unknown-skill"
   | "unknown-key"
   | "missing-shared-base"

@@ -60,6 +60,8 @@ export type Code =
   | "internal-error"
   | "loader"
   | "not-composed"
+  | "over-configmap-limit"
+  | "not-for-kubernetes"
   | "unknown-skill"
   | "unknown-key"
   | "missing-shared-base"

@@ -75,7 +75,8 @@ Examples:
     #[command(after_help = "\
 Examples:
   clawmd mounts main                 host path -> container path, read-only or read-write
-  clawmd mounts main --format json   [{\"host\": ..., \"container\": ..., \"readonly\": ...}, ...]")]
+  clawmd mounts main --format json   [{\"host\": ..., \"container\": ..., \"readonly\": ...}, ...]
+  clawmd mounts main --format k8s     a v1 List: the ConfigMaps and the Pod (docs/kubernetes.md)")]
     Mounts(With<MountsArgs>),
     /// Keep groups composed as their inputs change (inotify), printing each group that changed.
     #[command(after_help = "\
@@ -465,8 +466,37 @@ pub struct MountsArgs {
     /// clawmd.json, defaults).
     #[command(flatten)]
     pub delivery: DeliveryArgs,
-    #[command(flatten)]
-    pub output: OutputArgs,
+    /// How to print the table: for people, as the JSON array a runner applies, or as
+    /// Kubernetes objects (a v1 List: ConfigMaps carrying the composed files and the Pod
+    /// mounting them; docs/kubernetes.md).
+    #[arg(long, value_enum, default_value_t = MountsFormat::Human)]
+    pub format: MountsFormat,
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+}
+
+/// How `clawmd mounts` prints the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum MountsFormat {
+    /// One bind a line, for people.
+    #[default]
+    Human,
+    /// The JSON array of binds a runner applies in order.
+    Json,
+    /// A v1 List: the ConfigMaps carrying what the table binds read-only, and the Pod whose
+    /// container `agent` mounts them (docs/kubernetes.md).
+    K8s,
+}
+
+impl MountsArgs {
+    /// The format asked for (`--json` is `--format json`).
+    pub fn format(&self) -> MountsFormat {
+        match self.json {
+            true => MountsFormat::Json,
+            false => self.format,
+        }
+    }
 }
 
 // What to render: a group, or a folder with --cwd; one of the two is required, and the usage

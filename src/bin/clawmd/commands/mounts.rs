@@ -3,11 +3,29 @@
 use std::process::ExitCode;
 
 use super::finish;
-use crate::args::{GlobalArgs, MountsArgs};
+use anyhow::Context;
+
+use crate::args::{GlobalArgs, MountsArgs, MountsFormat, OutputFormat};
 use crate::printer::Printer;
 
 pub fn run(global: &GlobalArgs, args: MountsArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     let (resolved, _) = global.resolve(&args.delivery, None, printer)?;
+    let format = match args.format() {
+        MountsFormat::Human => OutputFormat::Human,
+        MountsFormat::Json => OutputFormat::Json,
+        MountsFormat::K8s => {
+            // A v1 List on stdout, as kubectl reads it; a failure as the other formats'.
+            let list = clawmd::runtime::k8s::k8s_list(
+                &resolved.layout,
+                &args.group,
+                &resolved.delivery,
+                &resolved.guards,
+            )
+            .with_context(|| "mounts failed")?;
+            printer.plain(&(serde_json::to_string_pretty(&list)? + "\n"))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let result = clawmd::mounts::mounts(
         &resolved.layout,
         &args.group,
@@ -18,5 +36,5 @@ pub fn run(global: &GlobalArgs, args: MountsArgs, printer: &Printer) -> anyhow::
         group: args.group.clone(),
         source: Box::new(source),
     });
-    finish("mounts", result, args.output.format(), printer)
+    finish("mounts", result, format, printer)
 }
