@@ -21,8 +21,9 @@ use crate::runtime::mounts::MountsReport;
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServeRequest {
-    /// Any JSON value, echoed as the answer's `id` (to match answers to requests).
+    /// A number or a string, echoed as the answer's `id` (to match answers to requests).
     #[serde(default)]
+    #[schemars(schema_with = "id_schema")]
     pub id: serde_json::Value,
     /// The group to compose (its folder name under groups/).
     pub group: String,
@@ -62,6 +63,7 @@ pub struct ServeAnswer {
     /// The JSON shape version.
     pub version: u32,
     /// The request's `id` (null when it had none, or was not JSON).
+    #[schemars(schema_with = "id_schema")]
     pub id: serde_json::Value,
     /// True when the group composed, everything composed reaches the agent's loader (the
     /// report's `ok`), and the binds were made.
@@ -108,4 +110,12 @@ impl ServeAnswer {
             error: Some(RunError { code, message }),
         }
     }
+}
+
+/// The schema of a request's `id`: what a runner numbers its requests with.
+fn id_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "A number or a string the runner matches the answer by (null: none).",
+        "type": ["number", "string", "null"],
+    })
 }
