@@ -108,17 +108,29 @@ fn request_id(line: &[u8]) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
+/// The request on `line`, or why it is not one (naming the field at fault).
+fn parse_request(line: &[u8]) -> Result<ServeRequest, String> {
+    let mut reader = serde_json::Deserializer::from_slice(line);
+    let request: ServeRequest =
+        serde_path_to_error::deserialize(&mut reader).map_err(|err| match err.path().to_string() {
+            path if path == "." => err.inner().to_string(),
+            path => format!("{path}: {}", err.inner()),
+        })?;
+    reader.end().map_err(|err| err.to_string())?;
+    Ok(request)
+}
+
 /// The answer to one request line.
 fn answer(global: &GlobalArgs, args: &ServeArgs, line: &[u8]) -> ServeAnswer {
-    let request: ServeRequest = match serde_json::from_slice(line) {
+    let request = match parse_request(line) {
         Ok(request) => request,
-        Err(err) => {
+        Err(why) => {
             return ServeAnswer::failed(
                 request_id(line),
                 None,
                 Code::BadRequest,
                 format!(
-                    "not a clawmd serve request ({err}): one JSON object per line, \
+                    "not a clawmd serve request ({why}): one JSON object per line, \
                      {{\"id\": …, \"group\": \"NAME\"}} and the optional fields of \
                      `clawmd schema serve-request`"
                 ),

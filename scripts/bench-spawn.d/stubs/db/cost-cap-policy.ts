@@ -1,0 +1,4 @@
+// Stub: nanoclaw's cost_cap_policy table (not on the composer's path).
+export function getCostCapPolicy(_groupFolder?: string): { cap_usd?: number; ceiling_usd?: number } | undefined {
+  return undefined;
+}
