@@ -15,6 +15,8 @@ mod delivery;
 mod guardrails;
 #[path = "e2e/nanoclaw.rs"]
 mod nanoclaw;
+#[path = "e2e/nanoclaw_seam.rs"]
+mod nanoclaw_seam;
 #[path = "e2e/npm.rs"]
 mod npm;
 #[path = "e2e/recipes.rs"]
