@@ -17,7 +17,7 @@
 //   `clawmd serve` request), the group's config handed as nanoclaw holds it (its row).
 // The two run in turn, the order alternating, each on its own copy of the deployment.
 // Phases: `steady` (every group composed once before; nothing changed since), `edit` (before
-// each spawn the group's persona, instructions.prepend.md, gains a line in both copies), and
+// each spawn one MCP server of the group gets new instructions: `editConfig`), and
 // `process` (the old way: `composeBeforeSpawn` + `mounts`, two child processes per spawn).
 import fs from 'node:fs';
 import path from 'node:path';
@@ -141,17 +141,22 @@ for (let i = order.length - 1; i > 0; i--) {
   [order[i], order[j]] = [order[j], order[i]];
 }
 
-function editPersona(group, n) {
-  for (const root of [nanoRoot, mineRoot]) {
-    fs.appendFileSync(path.join(root, 'groups', group.folder, 'instructions.prepend.md'), `\nEdit ${n}: keep replies short.\n`);
-  }
+// The edit both composers see: one MCP server of the group gets new inline instructions, in
+// nanoclaw's database row and in the config nanoclaw hands clawmd (what `ncl` or the agent's
+// add_mcp_server changes), so both compose a new document.
+function editConfig(group, n) {
+  const row = rows.get(group.id);
+  const servers = JSON.parse(row.mcp_servers);
+  servers.edited = { command: 'npx', args: ['-y', 'mcp-edited'], env: {}, instructions: `Edit ${n}: keep replies short.` };
+  row.mcp_servers = JSON.stringify(servers);
+  group.config = { ...group.config, mcpServers: servers };
 }
 
 async function phase(name, count, edit, other = clawmdSpawn) {
   const pairs = [];
   for (let i = 0; i < count; i++) {
     const group = order[i % order.length];
-    if (edit) editPersona(group, i);
+    if (edit) editConfig(group, i);
     let nano;
     let mine;
     if (i % 2 === 0) {

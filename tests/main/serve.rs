@@ -201,3 +201,30 @@ fn a_handed_config_is_composed_and_the_record_answers_only_for_it() {
     assert!(kept.contains("RULES ONE"), "{kept}");
     service.finish();
 }
+
+/// Spawns of different groups, each with its config handed, share the shared sources' record:
+/// once written, no spawn reads the sources again or rewrites it (a record keyed by the handed
+/// configs made every spawn of a nanoclaw host read every skill and rewrite the record).
+#[test]
+fn handed_configs_share_the_sources_record() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service = Service::start(&d);
+    let config = |rules: &str| json!({"mcpServers": {"db": {"instructions": rules}}, "skills": ["web"]});
+    for (id, group) in [(1, "main"), (2, "ops")] {
+        let answer = service.ask(json!({"id": id, "group": group, "config": config(group)}));
+        assert_eq!(answer["ok"], true, "{answer}");
+    }
+    let record = d.path("groups/.clawmd/sources/container");
+    let stamp = || {
+        let meta = std::fs::metadata(&record).unwrap();
+        (meta.modified().unwrap(), std::os::unix::fs::MetadataExt::ino(&meta))
+    };
+    let before = stamp();
+    for id in 3..9 {
+        let group = if id % 2 == 0 { "main" } else { "ops" };
+        let answer = service.ask(json!({"id": id, "group": group, "config": config(group)}));
+        assert_eq!(answer["compose"]["groups"][0]["status"], "unchanged", "{answer}");
+    }
+    assert_eq!(stamp(), before, "the sources record was written again");
+    service.finish();
+}
