@@ -190,7 +190,14 @@ function summary(pairs) {
   };
 }
 
-// Every group composed once by each side: the state a running host is in.
+// Every group composed by each side, then, once what was written has settled (clawmd trusts a
+// file by its identity only when its last change is two seconds old: disk/reads.rs, SETTLED),
+// spawned once more: the state a running host is in when nothing has changed for a while.
+for (const group of order) {
+  await nanoclawSpawn(group);
+  await clawmdSpawn(group);
+}
+await new Promise((resolve) => setTimeout(resolve, 2500));
 for (const group of order) {
   await nanoclawSpawn(group);
   await clawmdSpawn(group);
