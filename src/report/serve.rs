@@ -79,7 +79,11 @@ pub struct ServeAnswer {
 
 impl ServeAnswer {
     /// The answer to request `id`: what compose and mounts gave.
-    pub fn new(id: serde_json::Value, compose: ComposeReport, mounts: Option<MountsReport>) -> Self {
+    pub fn new(
+        id: serde_json::Value,
+        compose: ComposeReport,
+        mounts: Option<MountsReport>,
+    ) -> Self {
         let ok = compose.ok && mounts.is_some();
         ServeAnswer {
             schema: SchemaKind::ServeAnswer.id(),

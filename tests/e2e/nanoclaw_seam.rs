@@ -113,7 +113,10 @@ fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
     for (file, _) in NANOCLAW_FILES {
         std::fs::copy(nanoclaw.join(file), project.join(file)).unwrap();
     }
-    copy_dir(&repo().join("scripts/bench-spawn.d/stubs"), &project.join("src"));
+    copy_dir(
+        &repo().join("scripts/bench-spawn.d/stubs"),
+        &project.join("src"),
+    );
     std::fs::write(project.join("src/clawmd-spawn.ts"), snippet()).unwrap();
     std::fs::write(
         project.join("package.json"),
@@ -143,13 +146,24 @@ fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
     run(
         "tar",
         Path::new("tar"),
-        &["xzf", package, "-C", "node_modules/clawmd", "--strip-components=1"],
+        &[
+            "xzf",
+            package,
+            "-C",
+            "node_modules/clawmd",
+            "--strip-components=1",
+        ],
         &project,
     );
 
     // nanoclaw's checks, unchanged, with nothing to say.
     let bin = |name: &str| modules.join(".bin").join(name);
-    run("tsc --noEmit", &bin("tsc"), &["--noEmit", "-p", "."], &project);
+    run(
+        "tsc --noEmit",
+        &bin("tsc"),
+        &["--noEmit", "-p", "."],
+        &project,
+    );
     let eslint = run(
         "eslint",
         &bin("eslint"),
@@ -183,11 +197,16 @@ fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
     let logged = |level: &str, message: &str, code: Option<&str>| {
         lines.iter().any(|line| {
             line["level"] == level
-                && line["message"].as_str().is_some_and(|m| m.contains(message))
+                && line["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(message))
                 && code.is_none_or(|code| line["data"]["code"] == code)
         })
     };
-    assert!(logged("warn", "clawmd warning", Some("unknown-skill")), "{got}");
+    assert!(
+        logged("warn", "clawmd warning", Some("unknown-skill")),
+        "{got}"
+    );
     assert!(
         logged("warn", "another project document", None),
         "a spec for AGENTS.md on a Claude group is logged: {got}"
@@ -197,10 +216,16 @@ fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
         "{got}"
     );
     assert_eq!(got["missing"]["thrown"], "missing-group", "{got}");
-    assert!(deployment.managed_md("main").contains("WEB"), "the skill composed");
+    assert!(
+        deployment.managed_md("main").contains("WEB"),
+        "the skill composed"
+    );
 
     // The binds: `clawmd mounts main`, in order, early ones first, those under the home last.
-    let mounts = deployment.run(["mounts", "main", "--json"]).success().json();
+    let mounts = deployment
+        .run(["mounts", "main", "--json"])
+        .success()
+        .json();
     let expected: Vec<Value> = mounts
         .as_array()
         .unwrap()
@@ -213,8 +238,18 @@ fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
     let early = got["mounts"]["early"].as_array().unwrap();
     let late = got["mounts"]["late"].as_array().unwrap();
     assert_eq!([&early[..], &late[..]].concat(), expected, "{got}");
-    assert!(early.iter().all(|m| !m["containerPath"].as_str().unwrap().starts_with("/home/node/")));
-    assert!(late.iter().all(|m| m["containerPath"].as_str().unwrap().starts_with("/home/node/")));
+    assert!(early.iter().all(|m| {
+        !m["containerPath"]
+            .as_str()
+            .unwrap()
+            .starts_with("/home/node/")
+    }));
+    assert!(late.iter().all(|m| {
+        m["containerPath"]
+            .as_str()
+            .unwrap()
+            .starts_with("/home/node/")
+    }));
     assert_eq!(
         early[0]["containerPath"], "/workspace/agent",
         "the group folder first: {got}"

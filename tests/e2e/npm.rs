@@ -405,7 +405,13 @@ fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
     );
     let names: Vec<String> = listing
         .lines()
-        .map(|t| Path::new(t).file_name().unwrap().to_string_lossy().into_owned())
+        .map(|t| {
+            Path::new(t)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     let [platform_tarball, clawmd_tarball] = &names[..] else {
         panic!("{listing}")
@@ -437,7 +443,12 @@ fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
     )
     .unwrap();
     let started = std::time::Instant::now();
-    pnpm(tools, work, &project, &["add", &format!("./vendor/{clawmd_tarball}")]);
+    pnpm(
+        tools,
+        work,
+        &project,
+        &["add", &format!("./vendor/{clawmd_tarball}")],
+    );
     let took = started.elapsed();
 
     // The lockfile: clawmd a dependency of the project, the platform package an optional
@@ -448,8 +459,7 @@ fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
     let platform_key = format!("{platform_package}@file:vendor/{platform_tarball}");
     let snapshots = &lock["snapshots"];
     assert_eq!(
-        snapshots[clawmd_key.as_str()]["optionalDependencies"][platform_package.as_str()]
-            .as_str(),
+        snapshots[clawmd_key.as_str()]["optionalDependencies"][platform_package.as_str()].as_str(),
         Some(format!("file:vendor/{platform_tarball}").as_str()),
         "{lock:?}"
     );
@@ -464,11 +474,19 @@ fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
     );
     // Nothing was fetched: pnpm retries an unreachable registry for more than a minute
     // before it skips an optional dependency it looked up there.
-    assert!(took.as_secs() < 50, "pnpm add took {took:?}: did it ask the registry?");
+    assert!(
+        took.as_secs() < 50,
+        "pnpm add took {took:?}: did it ask the registry?"
+    );
 
     // nanoclaw's CI: a fresh install from the lockfile, offline.
     std::fs::remove_dir_all(project.join("node_modules")).unwrap();
-    pnpm(tools, work, &project, &["install", "--frozen-lockfile", "--offline"]);
+    pnpm(
+        tools,
+        work,
+        &project,
+        &["install", "--frozen-lockfile", "--offline"],
+    );
 
     let deployment = Deployment::example();
     std::fs::copy(

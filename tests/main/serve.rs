@@ -45,8 +45,15 @@ impl Service {
         input.flush().unwrap();
         let mut answer = String::new();
         self.output.read_line(&mut answer).unwrap();
-        assert!(answer.ends_with('\n'), "no answer line to {line:.200?}: {answer:?}");
-        assert_eq!(answer.matches('\n').count(), 1, "one answer, one line: {answer}");
+        assert!(
+            answer.ends_with('\n'),
+            "no answer line to {line:.200?}: {answer:?}"
+        );
+        assert_eq!(
+            answer.matches('\n').count(),
+            1,
+            "one answer, one line: {answer}"
+        );
         serde_json::from_str(&answer).unwrap()
     }
 
@@ -72,7 +79,10 @@ impl Service {
 
 fn deployment() -> Deployment {
     Deployment::standard()
-        .group("main", Some(r#"{"skills": ["web"], "mcpServers": {"db": {"instructions": "DB RULES"}}}"#))
+        .group(
+            "main",
+            Some(r#"{"skills": ["web"], "mcpServers": {"db": {"instructions": "DB RULES"}}}"#),
+        )
         .group("ops", None)
 }
 
@@ -84,7 +94,10 @@ fn one_request_is_compose_and_mounts_in_one_answer() {
     let d = deployment();
     let mut service = Service::start(&d);
     let answer = service.ask(json!({"id": 7, "group": "main"}));
-    assert_eq!(answer["$schema"], "urn:clawmd:schema:serve-answer:1", "{answer}");
+    assert_eq!(
+        answer["$schema"], "urn:clawmd:schema:serve-answer:1",
+        "{answer}"
+    );
     assert_eq!(answer["id"], 7);
     assert_eq!(answer["ok"], true, "{answer}");
     assert_eq!(answer["error"], Value::Null);
@@ -104,7 +117,10 @@ fn one_request_is_compose_and_mounts_in_one_answer() {
 
     let again = service.ask(json!({"id": "second", "group": "main"}));
     assert_eq!(again["id"], "second");
-    assert_eq!(again["compose"]["groups"][0]["status"], "unchanged", "{again}");
+    assert_eq!(
+        again["compose"]["groups"][0]["status"], "unchanged",
+        "{again}"
+    );
     assert_eq!(
         again["compose"]["groups"][0]["spawn_digest"],
         report["groups"][0]["spawn_digest"]
@@ -115,7 +131,9 @@ fn one_request_is_compose_and_mounts_in_one_answer() {
     assert_eq!(inline["compose"]["delivery"], "inline", "{inline}");
     assert_eq!(
         inline["mounts"],
-        d.run(["mounts", "ops", "--json", "--delivery", "inline"]).success().json()
+        d.run(["mounts", "ops", "--json", "--delivery", "inline"])
+            .success()
+            .json()
     );
     service.finish();
 }
@@ -136,8 +154,16 @@ fn every_bad_request_is_answered_and_the_service_reads_on() {
         let message = answer["error"]["message"].as_str().unwrap();
         assert!(message.contains(words), "{message}");
     };
-    bad(&service.ask_raw(b"compose main"), Value::Null, "not a clawmd serve request");
-    bad(&service.ask(json!({"id": 2})), json!(2), "missing field `group`");
+    bad(
+        &service.ask_raw(b"compose main"),
+        Value::Null,
+        "not a clawmd serve request",
+    );
+    bad(
+        &service.ask(json!({"id": 2})),
+        json!(2),
+        "missing field `group`",
+    );
     bad(
         &service.ask(json!({"id": 3, "group": "main", "root": "/"})),
         json!(3),
@@ -148,18 +174,32 @@ fn every_bad_request_is_answered_and_the_service_reads_on() {
         json!(4),
         "delivery",
     );
-    bad(&service.ask(json!(["main"])), Value::Null, "not a clawmd serve request");
+    bad(
+        &service.ask(json!(["main"])),
+        Value::Null,
+        "not a clawmd serve request",
+    );
     let mut long = br#"{"id": 5, "group": "main", "config": {"x": ""#.to_vec();
     long.extend(std::iter::repeat_n(b'a', 9 * 1024 * 1024));
     long.extend(br#""}}"#);
     bad(&service.ask_raw(&long), Value::Null, "over");
 
-    for (id, group, code) in [(6, "../etc", "bad-group-name"), (7, "nope", "missing-group")] {
+    for (id, group, code) in [
+        (6, "../etc", "bad-group-name"),
+        (7, "nope", "missing-group"),
+    ] {
         let answer = service.ask(json!({"id": id, "group": group}));
         assert_eq!(answer["ok"], false, "{answer}");
-        assert_eq!(answer["error"], Value::Null, "the group's error is in its report");
+        assert_eq!(
+            answer["error"],
+            Value::Null,
+            "the group's error is in its report"
+        );
         assert_eq!(answer["mounts"], Value::Null);
-        assert_eq!(answer["compose"]["groups"][0]["error"]["code"], code, "{answer}");
+        assert_eq!(
+            answer["compose"]["groups"][0]["error"]["code"], code,
+            "{answer}"
+        );
     }
     // Nothing outside the deployment was touched, and the service still composes.
     let answer = service.ask(json!({"id": 8, "group": "main"}));
@@ -174,7 +214,8 @@ fn every_bad_request_is_answered_and_the_service_reads_on() {
 fn a_handed_config_is_composed_and_the_record_answers_only_for_it() {
     let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
     let mut service = Service::start(&d);
-    let config = |rules: &str| json!({"mcpServers": {"db": {"instructions": rules}}, "skills": ["web"]});
+    let config =
+        |rules: &str| json!({"mcpServers": {"db": {"instructions": rules}}, "skills": ["web"]});
     let mut spawn = |id: u32, rules: &str| {
         let answer = service.ask(json!({"id": id, "group": "main", "config": config(rules)}));
         assert_eq!(answer["ok"], true, "{answer}");
@@ -209,7 +250,8 @@ fn a_handed_config_is_composed_and_the_record_answers_only_for_it() {
 fn handed_configs_share_the_sources_record() {
     let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
     let mut service = Service::start(&d);
-    let config = |rules: &str| json!({"mcpServers": {"db": {"instructions": rules}}, "skills": ["web"]});
+    let config =
+        |rules: &str| json!({"mcpServers": {"db": {"instructions": rules}}, "skills": ["web"]});
     for (id, group) in [(1, "main"), (2, "ops")] {
         let answer = service.ask(json!({"id": id, "group": group, "config": config(group)}));
         assert_eq!(answer["ok"], true, "{answer}");
@@ -217,13 +259,19 @@ fn handed_configs_share_the_sources_record() {
     let record = d.path("groups/.clawmd/sources/container");
     let stamp = || {
         let meta = std::fs::metadata(&record).unwrap();
-        (meta.modified().unwrap(), std::os::unix::fs::MetadataExt::ino(&meta))
+        (
+            meta.modified().unwrap(),
+            std::os::unix::fs::MetadataExt::ino(&meta),
+        )
     };
     let before = stamp();
     for id in 3..9 {
         let group = if id % 2 == 0 { "main" } else { "ops" };
         let answer = service.ask(json!({"id": id, "group": group, "config": config(group)}));
-        assert_eq!(answer["compose"]["groups"][0]["status"], "unchanged", "{answer}");
+        assert_eq!(
+            answer["compose"]["groups"][0]["status"], "unchanged",
+            "{answer}"
+        );
     }
     assert_eq!(stamp(), before, "the sources record was written again");
     service.finish();

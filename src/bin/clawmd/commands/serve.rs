@@ -88,16 +88,14 @@ fn skip_line(input: &mut impl BufRead) -> std::io::Result<()> {
 /// [`answer`], with a bug (a panic) answered as `internal-error` rather than ending the
 /// service and every spawn waiting on it.
 fn answer_guarded(global: &GlobalArgs, args: &ServeArgs, line: &[u8]) -> ServeAnswer {
-    std::panic::catch_unwind(AssertUnwindSafe(|| answer(global, args, line))).unwrap_or_else(
-        |_| {
-            ServeAnswer::failed(
-                request_id(line),
-                None,
-                Code::InternalError,
-                "clawmd met a bug (a panic) answering this request; please report it".to_owned(),
-            )
-        },
-    )
+    std::panic::catch_unwind(AssertUnwindSafe(|| answer(global, args, line))).unwrap_or_else(|_| {
+        ServeAnswer::failed(
+            request_id(line),
+            None,
+            Code::InternalError,
+            "clawmd met a bug (a panic) answering this request; please report it".to_owned(),
+        )
+    })
 }
 
 /// The `id` of a request line that is JSON but not a valid request, to answer it by.
@@ -111,11 +109,12 @@ fn request_id(line: &[u8]) -> serde_json::Value {
 /// The request on `line`, or why it is not one (naming the field at fault).
 fn parse_request(line: &[u8]) -> Result<ServeRequest, String> {
     let mut reader = serde_json::Deserializer::from_slice(line);
-    let request: ServeRequest =
-        serde_path_to_error::deserialize(&mut reader).map_err(|err| match err.path().to_string() {
+    let request: ServeRequest = serde_path_to_error::deserialize(&mut reader).map_err(|err| {
+        match err.path().to_string() {
             path if path == "." => err.inner().to_string(),
             path => format!("{path}: {}", err.inner()),
-        })?;
+        }
+    })?;
     reader.end().map_err(|err| err.to_string())?;
     Ok(request)
 }
@@ -170,7 +169,7 @@ fn answer(global: &GlobalArgs, args: &ServeArgs, line: &[u8]) -> ServeAnswer {
         }
     }
     let options = ComposeOptions {
-        settings: resolved.delivery.clone(),
+        settings: resolved.delivery,
         dry_run: false,
         lock_timeout: resolved.lock_timeout,
     };
