@@ -629,7 +629,10 @@ export class ClawmdService {
         this.stop("SIGKILL");
         return;
       }
-      const pending = typeof answer.id === "number" ? this.settle(answer.id) : undefined;
+      // Answers come in request order; one to a line the service could not read as a request
+      // (a config over its limit) has no id: it is the oldest request's.
+      const id = typeof answer.id === "number" ? answer.id : this.pending.keys().next().value;
+      const pending = id === undefined ? undefined : this.settle(id);
       if (pending === undefined) continue; // answered after its timeout
       if (answer.$schema !== SCHEMA.serve) {
         pending.reject(
