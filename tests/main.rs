@@ -40,6 +40,8 @@ mod recipes;
 mod records;
 #[path = "main/render.rs"]
 mod render;
+#[path = "main/serve.rs"]
+mod serve;
 #[path = "main/settings_oracle.rs"]
 mod settings_oracle;
 #[path = "main/watch.rs"]

@@ -1,7 +1,9 @@
 /**
- * clawmd for a TypeScript container host: compose a group's memory before each spawn
- * (`composeBeforeSpawn`), get the binds its container needs (`mounts`), check groups
- * (`checkGroup`), migrate legacy groups once at start-up (`migrateOnce`).
+ * clawmd for a TypeScript container host: compose a group's memory before each spawn and get
+ * the binds its container needs in one call (`prepareSpawn`, over a long-lived `clawmd serve`
+ * process, as esbuild runs its service), or with a process per call (`composeBeforeSpawn`,
+ * `mounts`); check groups (`checkGroup`), migrate legacy groups once at start-up
+ * (`migrateOnce`).
  *
  * It runs the clawmd binary (node:child_process, no dependencies) with `--format json` and
  * returns its report; the binary is `options.binary`, else `$CLAWMD`, else the one the npm
@@ -12,7 +14,7 @@
  * `not-delivered`, `lock-timeout`, …) or one of the runner's (`spawn-failed`, `timeout`,
  * `bad-output`), with the report's message and the file concerned. See README.md.
  */
-import { execFile, spawnSync } from "node:child_process";
+import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
 
 import type { CheckReport, GroupCheck } from "./generated/check-report.js";
@@ -28,6 +30,8 @@ import type {
 import type { MigrateReport } from "./generated/migrate-report.js";
 import type { Bind, MountsReport } from "./generated/mounts.js";
 import type { RunFailure } from "./generated/run-failure.js";
+import type { ServeAnswer } from "./generated/serve-answer.js";
+import type { ServeRequest } from "./generated/serve-request.js";
 import type { WatchLine } from "./generated/watch-event.js";
 
 export type {
@@ -43,6 +47,8 @@ export type {
   MountsReport,
   Provider,
   RunFailure,
+  ServeAnswer,
+  ServeRequest,
   Target,
   WatchLine,
 };
@@ -53,11 +59,13 @@ export const SCHEMA: {
   readonly check: CheckReport["$schema"];
   readonly migrate: MigrateReport["$schema"];
   readonly failure: RunFailure["$schema"];
+  readonly serve: ServeAnswer["$schema"];
 } = {
   compose: "urn:clawmd:schema:compose-report:1",
   check: "urn:clawmd:schema:check-report:1",
   migrate: "urn:clawmd:schema:migrate-report:1",
   failure: "urn:clawmd:schema:run-failure:1",
+  serve: "urn:clawmd:schema:serve-answer:1",
 };
 
 /** How to run clawmd. */
@@ -111,7 +119,9 @@ export type RunnerCode =
   /** clawmd did not finish within `timeoutMs` and was killed. */
   | "timeout"
   /** clawmd printed no report, or not the one asked for (a usage error, another version). */
-  | "bad-output";
+  | "bad-output"
+  /** The `clawmd serve` process ended (killed, crashed) before it answered. */
+  | "service-exited";
 
 /** A group that did not compose (or not completely), a run that failed, or clawmd not running. */
 export class ClawmdError extends Error {
@@ -125,7 +135,7 @@ export class ClawmdError extends Error {
     /** The group, when the error is about one. */
     readonly group: string | null,
     /** The report clawmd printed, when it printed one. */
-    readonly report: ComposeReport | CheckReport | MigrateReport | RunFailure | null,
+    readonly report: ComposeReport | CheckReport | MigrateReport | RunFailure | ServeAnswer | null,
     /** What clawmd wrote on stderr. */
     readonly stderr: string,
   ) {
@@ -253,9 +263,19 @@ function configInput(options: ComposeOptions): string | undefined {
 function interpretCompose(group: string, options: ComposeOptions, outcome: Outcome): Composed {
   const args = composeArgs(group, options);
   const report = parse(outcome, SCHEMA.compose, args) as ComposeReport;
+  return interpretReport(group, options, report, outcome.stderr);
+}
+
+/** The group's entry of a compose report, or a `ClawmdError` when it did not compose (or not completely). */
+function interpretReport(
+  group: string,
+  options: Pick<ComposeOptions, "allowIncomplete">,
+  report: ComposeReport,
+  stderr: string,
+): Composed {
   const entry = report.groups.find((g) => g.group === group);
   const fail = (message: string, code: Code | RunnerCode, file: string | null): never => {
-    throw new ClawmdError(`clawmd compose ${group}: ${message}`, code, file, group, report, outcome.stderr);
+    throw new ClawmdError(`clawmd compose ${group}: ${message}`, code, file, group, report, stderr);
   };
   if (entry === undefined) {
     return fail("the report has no entry for the group", "bad-output", null);
@@ -466,4 +486,269 @@ function document(outcome: Outcome, args: string[]): unknown {
     return fail(`${what}: ${failure.error.code}: ${failure.error.message}`, failure.error.code, failure);
   }
   return doc;
+}
+
+/** A group composed for a spawn, and the binds of its container: one `clawmd serve` answer. */
+export interface Prepared extends Composed {
+  /** The binds to make for the group's container, in the order to apply them (as `mounts` gives them). */
+  binds: Bind[];
+}
+
+/** `prepareSpawn`'s choices: compose's (`ComposeOptions`) without the ones fixed when the service starts. */
+export type PrepareOptions = Omit<ComposeOptions, "binary" | "root" | "env">;
+
+/**
+ * A long-lived `clawmd serve` process (one per binary and deployment root), as esbuild keeps its
+ * service: started at the first request, reused for every spawn, started again at the next
+ * request when it died, and never holding the host's event loop open while it has nothing to
+ * answer (its process and pipes are unref'd while idle). Each request is one line of JSON and
+ * its answer one line: the group composed exactly as `clawmd compose GROUP --json` composes it
+ * (the same locks and atomic writes) and, when it composed, the binds `clawmd mounts GROUP
+ * --json` prints. The deployment root (`options.root`), the binary and the environment are the
+ * service's, fixed when it starts.
+ */
+export class ClawmdService {
+  private child: ChildProcess | null = null;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private buffered = "";
+  private stderrTail = "";
+  private closed = false;
+
+  constructor(private readonly options: ClawmdOptions = {}) {}
+
+  /**
+   * Composes `group` before its container is spawned and returns its report entry, the spawn
+   * digest and the binds, in one round trip. Rejects with a `ClawmdError` as
+   * `composeBeforeSpawn` does (the report's code, `not-delivered` unless `allowIncomplete`), or
+   * with the binds' failure (`not-composed`, …), `timeout` (the service is then killed and
+   * started again at the next request), `service-exited`, `spawn-failed` or `no-binary`.
+   */
+  prepareSpawn(group: string, options: PrepareOptions = {}): Promise<Prepared> {
+    if (this.closed) {
+      return Promise.reject(
+        new ClawmdError("clawmd serve: the service was closed", "service-exited", null, group, null, ""),
+      );
+    }
+    let child: ChildProcess;
+    try {
+      child = this.running();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const id = this.nextId++;
+    const request: ServeRequest = { id, group };
+    if (options.delivery !== undefined) request.delivery = options.delivery;
+    if (options.provider !== undefined) request.provider = options.provider;
+    if (options.approveExternal === true) request.approve_external = true;
+    if (options.lockTimeoutSecs !== undefined) request.lock_timeout_secs = options.lockTimeoutSecs;
+    if (options.config !== undefined) request.config = options.config as { [k: string]: unknown };
+    const timeoutMs = options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    return new Promise<Prepared>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.settle(id);
+        reject(
+          new ClawmdError(
+            `clawmd serve: no answer for group ${group} within ${timeoutMs} ms; the service was killed ` +
+              "(another run holding the group's lock? raise timeoutMs or lower lockTimeoutSecs)",
+            "timeout",
+            null,
+            group,
+            null,
+            this.stderrTail,
+          ),
+        );
+        // Answers come in order: one that never came holds back every later one.
+        this.stop("SIGKILL");
+      }, timeoutMs);
+      this.pending.set(id, {
+        group,
+        timer,
+        resolve: (answer) => {
+          try {
+            resolve(interpretAnswer(group, options, answer, this.stderrTail));
+          } catch (err) {
+            reject(err);
+          }
+        },
+        reject,
+      });
+      if (this.pending.size === 1) setReferenced(child, true);
+      child.stdin?.write(JSON.stringify(request) + "\n");
+    });
+  }
+
+  /** Ends the service: its standard input is closed and it exits; pending requests are rejected (`service-exited`). */
+  close(): void {
+    this.closed = true;
+    this.stop(null);
+  }
+
+  /** The running service, started if it is not. */
+  private running(): ChildProcess {
+    if (this.child !== null) return this.child;
+    const binary = resolveBinary(this.options);
+    const args = this.options.root !== undefined ? ["--root", this.options.root, "serve"] : ["serve"];
+    const child = spawn(binary, args, { env: this.options.env ?? process.env, stdio: ["pipe", "pipe", "pipe"] });
+    this.child = child;
+    this.buffered = "";
+    this.stderrTail = "";
+    child.stdout?.setEncoding("utf8");
+    child.stdout?.on("data", (chunk: string) => this.receive(chunk));
+    child.stderr?.setEncoding("utf8");
+    child.stderr?.on("data", (chunk: string) => {
+      this.stderrTail = (this.stderrTail + chunk).slice(-16 * 1024);
+    });
+    // A write to a service that died fails; its exit rejects what was pending.
+    child.stdin?.on("error", () => undefined);
+    child.on("error", (err: NodeJS.ErrnoException) => {
+      this.died(
+        child,
+        `cannot run clawmd (${JSON.stringify(binary)}): ${err.message}; pass options.binary or set CLAWMD to the clawmd binary`,
+        "spawn-failed",
+      );
+    });
+    child.on("exit", (code, signal) => {
+      this.died(child, `clawmd serve exited (${signal ?? `status ${code}`}) before answering`, "service-exited");
+    });
+    setReferenced(child, false);
+    return child;
+  }
+
+  private receive(chunk: string): void {
+    this.buffered += chunk;
+    let end: number;
+    while ((end = this.buffered.indexOf("\n")) >= 0) {
+      const line = this.buffered.slice(0, end);
+      this.buffered = this.buffered.slice(end + 1);
+      let answer: ServeAnswer;
+      try {
+        answer = JSON.parse(line) as ServeAnswer;
+      } catch {
+        this.failAll(`clawmd serve printed a line that is not JSON: ${line.slice(0, 200)}`, "bad-output");
+        this.stop("SIGKILL");
+        return;
+      }
+      // Answers come in request order; one to a line the service could not read as a request
+      // (a config over its limit) has no id: it is the oldest request's.
+      const id = typeof answer.id === "number" ? answer.id : this.pending.keys().next().value;
+      const pending = id === undefined ? undefined : this.settle(id);
+      if (pending === undefined) continue; // answered after its timeout
+      if (answer.$schema !== SCHEMA.serve) {
+        pending.reject(
+          new ClawmdError(
+            `clawmd serve printed an answer with $schema ${JSON.stringify(answer.$schema)}, expected ` +
+              `${JSON.stringify(SCHEMA.serve)} (a clawmd of another report version?)`,
+            "bad-output",
+            null,
+            pending.group,
+            null,
+            this.stderrTail,
+          ),
+        );
+        continue;
+      }
+      pending.resolve(answer);
+    }
+  }
+
+  /** Forgets request `id` (its timer cleared) and returns it. */
+  private settle(id: number): Pending | undefined {
+    const pending = this.pending.get(id);
+    if (pending === undefined) return undefined;
+    clearTimeout(pending.timer);
+    this.pending.delete(id);
+    if (this.pending.size === 0 && this.child !== null) setReferenced(this.child, false);
+    return pending;
+  }
+
+  private died(child: ChildProcess, message: string, code: RunnerCode): void {
+    if (this.child !== child) return;
+    this.child = null;
+    this.failAll(message, code);
+  }
+
+  private failAll(message: string, code: RunnerCode): void {
+    for (const [id, pending] of [...this.pending]) {
+      this.settle(id);
+      pending.reject(new ClawmdError(message, code, null, pending.group, null, this.stderrTail));
+    }
+  }
+
+  private stop(signal: NodeJS.Signals | null): void {
+    const child = this.child;
+    if (child === null) return;
+    this.child = null;
+    this.failAll("clawmd serve was stopped before it answered", "service-exited");
+    child.stdin?.end();
+    if (signal !== null) child.kill(signal);
+  }
+}
+
+/** A request waiting for its answer. */
+interface Pending {
+  group: string;
+  timer: NodeJS.Timeout;
+  resolve: (answer: ServeAnswer) => void;
+  reject: (err: unknown) => void;
+}
+
+/** Lets the service (process and pipes) hold the event loop open, or not. */
+function setReferenced(child: ChildProcess, referenced: boolean): void {
+  const handles: ({ ref?: () => void; unref?: () => void } | null | undefined)[] = [
+    child,
+    child.stdin as unknown as { ref?: () => void; unref?: () => void } | null,
+    child.stdout as unknown as { ref?: () => void; unref?: () => void } | null,
+    child.stderr as unknown as { ref?: () => void; unref?: () => void } | null,
+  ];
+  for (const handle of handles) {
+    if (referenced) handle?.ref?.();
+    else handle?.unref?.();
+  }
+}
+
+/** What a `clawmd serve` answer gives, or a `ClawmdError`. */
+function interpretAnswer(
+  group: string,
+  options: Pick<ComposeOptions, "allowIncomplete">,
+  answer: ServeAnswer,
+  stderr: string,
+): Prepared {
+  const report = answer.compose;
+  if (report === null) {
+    const error = answer.error ?? { code: "bad-output" as const, message: "the answer has no report and no error" };
+    throw new ClawmdError(`clawmd serve ${group}: ${error.code}: ${error.message}`, error.code, null, group, answer, stderr);
+  }
+  const composed = interpretReport(group, options, report, stderr);
+  if (answer.error !== null || answer.mounts === null) {
+    const error = answer.error ?? { code: "bad-output" as const, message: "the answer has no binds" };
+    throw new ClawmdError(`clawmd serve ${group}: ${error.code}: ${error.message}`, error.code, null, group, answer, stderr);
+  }
+  return { ...composed, binds: answer.mounts };
+}
+
+const services = new Map<string, ClawmdService>();
+
+/**
+ * Composes `group` before its container is spawned and returns the report, the spawn digest
+ * and the binds of its container in one call, over the shared `clawmd serve` of this binary
+ * and root (and `env`, when given: `ClawmdService`, started at the first call, kept for the
+ * life of the host without keeping it alive).
+ */
+export function prepareSpawn(group: string, options: ComposeOptions = {}): Promise<Prepared> {
+  let binary: string;
+  try {
+    binary = resolveBinary(options);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  const root = options.root ?? (options.env ?? process.env)["CLAWMD_ROOT"] ?? process.cwd();
+  const key = JSON.stringify([binary, root, options.env === undefined ? null : options.env]);
+  let service = services.get(key);
+  if (service === undefined) {
+    service = new ClawmdService({ binary, root, ...(options.env !== undefined ? { env: options.env } : {}) });
+    services.set(key, service);
+  }
+  const { binary: _binary, root: _root, env: _env, ...rest } = options;
+  return service.prepareSpawn(group, rest);
 }

@@ -361,11 +361,15 @@ impl<S: SharedSources> Run<'_, S> {
     /// What `group`'s record says: its report as the record's last look found it, when
     /// nothing that look read (its folders, through the same reads: [`crate::disk::reads`]) nor
     /// anything else its plan depends on (the look's key: [`Verdicts::look_key`]) has changed
-    /// since: no plan, diff or load. Not for a group whose config the runner hands over (read
-    /// outside its folder), nor one an interrupted run left temps for.
+    /// since: no plan, diff or load. Not for a group whose config is the one the runner last
+    /// handed over (read outside its folder, unseen by the look), nor one an interrupted run
+    /// left temps for. A config handed to this run (`--config`, a `clawmd serve` request) is
+    /// part of every record key of the run (the layout is: [`Verdicts::look_key`]), so the
+    /// record of a look made under another config does not answer.
     fn ask_record(&self, group: &str) -> RecordSays {
         let layout = self.layout;
-        if layout.group_config == GroupConfigSource::Handed
+        if (layout.group_config == GroupConfigSource::Handed
+            && !layout.given_configs.contains_key(group))
             || self.verdicts.journal_pending(layout, group)
         {
             return RecordSays::Unanswered(None);

@@ -21,6 +21,8 @@ pub fn schema(kind: SchemaKind) -> serde_json::Value {
         SchemaKind::RunFailure => output::<RunFailure>(),
         SchemaKind::Mounts => output::<crate::runtime::mounts::MountsReport>(),
         SchemaKind::WatchEvent => output::<WatchLine>(),
+        SchemaKind::ServeRequest => schemars::schema_for!(crate::report::ServeRequest),
+        SchemaKind::ServeAnswer => output::<crate::report::ServeAnswer>(),
     };
     let serde_json::Value::Object(mut body) = schema.to_value() else {
         unreachable!("a root schema is an object")
@@ -64,6 +66,8 @@ mod tests {
             SchemaKind::RunFailure,
             SchemaKind::Mounts,
             SchemaKind::WatchEvent,
+            SchemaKind::ServeRequest,
+            SchemaKind::ServeAnswer,
         ] {
             assert!(kind.id().ends_with(&version), "{kind:?}: {}", kind.id());
         }

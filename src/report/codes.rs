@@ -36,6 +36,9 @@ codes! {
     // A run that could not start.
     /// The groups folder or the shared content could not be read; nothing was done.
     RunFailed = "run-failed",
+    /// `clawmd serve`: a request line that is not a request (not JSON, an unknown field, a
+    /// missing `group`, too long); the service answers it and reads the next line.
+    BadRequest = "bad-request",
 
     // A group that failed (compose, migrate, and check's group errors).
     /// The group name cannot be a folder name.

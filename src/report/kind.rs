@@ -22,11 +22,15 @@ pub enum SchemaKind {
     WatchEvent,
     /// `clawmd mounts GROUP --format json`: the binds of a group's container (an array).
     Mounts,
+    /// One request line `clawmd serve` reads.
+    ServeRequest,
+    /// One answer line `clawmd serve` prints.
+    ServeAnswer,
 }
 
 impl SchemaKind {
     /// Every kind, with its command-line name.
-    pub const ALL: [(SchemaKind, &'static str); 8] = [
+    pub const ALL: [(SchemaKind, &'static str); 10] = [
         (SchemaKind::ContainerJson, "container-json"),
         (SchemaKind::Settings, "settings"),
         (SchemaKind::Report, "report"),
@@ -35,6 +39,8 @@ impl SchemaKind {
         (SchemaKind::RunFailure, "run-failure"),
         (SchemaKind::WatchEvent, "watch-event"),
         (SchemaKind::Mounts, "mounts"),
+        (SchemaKind::ServeRequest, "serve-request"),
+        (SchemaKind::ServeAnswer, "serve-answer"),
     ];
 
     /// The schema's `$id`, which a report of this kind carries as its `$schema`. Stable within
@@ -49,6 +55,8 @@ impl SchemaKind {
             SchemaKind::RunFailure => "urn:clawmd:schema:run-failure:1",
             SchemaKind::WatchEvent => "urn:clawmd:schema:watch-event:1",
             SchemaKind::Mounts => "urn:clawmd:schema:mounts:1",
+            SchemaKind::ServeRequest => "urn:clawmd:schema:serve-request:1",
+            SchemaKind::ServeAnswer => "urn:clawmd:schema:serve-answer:1",
         }
     }
 }
@@ -88,6 +96,10 @@ pub(crate) fn migrate_report_id(_: &mut schemars::SchemaGenerator) -> schemars::
 
 pub(crate) fn run_failure_id(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     id_field(SchemaKind::RunFailure)
+}
+
+pub(crate) fn serve_answer_id(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    id_field(SchemaKind::ServeAnswer)
 }
 
 pub(crate) fn watch_event_id(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -20,6 +20,7 @@ pub mod codes;
 pub mod compose;
 mod kind;
 pub mod migrate;
+pub mod serve;
 pub mod watch;
 
 pub use check::{CheckReport, Finding, GroupCheck, Severity};
@@ -27,6 +28,7 @@ pub use codes::Code;
 pub use compose::{ComposeReport, EntryChange, GroupReport, Rescued, SeenWhen, Summary};
 pub use kind::SchemaKind;
 pub use migrate::{ActionReport, MigrateGroupReport, MigrateReport};
+pub use serve::{ServeAnswer, ServeRequest};
 pub use watch::{WatchEvent, WatchLine};
 
 /// The version of the JSON report shape; bumped on any incompatible change.

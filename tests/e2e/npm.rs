@@ -353,3 +353,178 @@ try {
         assert!(message.contains("CLAWMD"), "{message}");
     }
 }
+
+/// `pnpm ARGS` in `dir` (pnpm as scripts/e2e-setup installs it, nanoclaw's release): a store
+/// under `work`, a registry nobody listens on, so everything comes from the tarballs.
+fn pnpm(tools: &TsTools, work: &Path, dir: &Path, args: &[&str]) -> String {
+    let pnpm = tools.cache.join("pnpm/node_modules/.bin/pnpm");
+    assert!(
+        pnpm.is_file(),
+        "{} is missing: run scripts/e2e-setup",
+        pnpm.display()
+    );
+    succeeded(
+        &format!("pnpm {args:?}"),
+        Command::new(pnpm)
+            .args(args)
+            .current_dir(dir)
+            .env("npm_config_registry", "http://127.0.0.1:9/")
+            .env("npm_config_store_dir", work.join("pnpm-store"))
+            .env("npm_config_update_notifier", "false")
+            .env_remove("CLAWMD")
+            .output()
+            .unwrap(),
+    )
+}
+
+/// A nanoclaw operator adds clawmd with pnpm, from the tarballs committed under `vendor/`
+/// (docs/nanoclaw.md, step 1): `pnpm add ./vendor/clawmd-X.tgz`, the platform package named
+/// in `pnpm.overrides`. The platform package is installed as clawmd's optional dependency (the
+/// lockfile says so), nothing is asked of the registry, `pnpm install --frozen-lockfile
+/// --offline` (nanoclaw's CI) installs the same again, and a host with only `node` on PATH
+/// prepares spawns through `prepareSpawn` (one `clawmd serve` request each: the report and the
+/// binds `mounts` gives) and exits by itself, the service still running.
+#[test]
+fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
+    let tools = ts_tools();
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path();
+    let project = work.join("nanoclaw");
+    let vendor = project.join("vendor");
+    std::fs::create_dir_all(&vendor).unwrap();
+    let listing = succeeded(
+        "scripts/package-npm",
+        Command::new(repo().join("scripts/package-npm"))
+            .arg("--binary")
+            .arg(CLAWMD)
+            .arg("--out")
+            .arg(&vendor)
+            .env("CLAWMD_E2E_CACHE", &tools.cache)
+            .output()
+            .unwrap(),
+    );
+    let names: Vec<String> = listing
+        .lines()
+        .map(|t| {
+            Path::new(t)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let [platform_tarball, clawmd_tarball] = &names[..] else {
+        panic!("{listing}")
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let platform_package = format!("@clawmd/linux-{arch}-gnu");
+    let other_package = match arch {
+        "x64" => "@clawmd/linux-arm64-gnu",
+        _ => "@clawmd/linux-x64-gnu",
+    };
+    // nanoclaw's package.json, as far as pnpm reads it, with the overrides docs/nanoclaw.md gives.
+    std::fs::write(
+        project.join("package.json"),
+        serde_json::json!({
+            "name": "nanoclaw",
+            "private": true,
+            "type": "module",
+            "packageManager": "pnpm@10.34.5",
+            "pnpm": {"overrides": {
+                platform_package.as_str(): format!("file:vendor/{platform_tarball}"),
+                other_package: "-",
+            }},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    pnpm(
+        tools,
+        work,
+        &project,
+        &["add", &format!("./vendor/{clawmd_tarball}")],
+    );
+    let took = started.elapsed();
+
+    // The lockfile: clawmd a dependency of the project, the platform package an optional
+    // dependency of clawmd, marked optional.
+    let lock = std::fs::read_to_string(project.join("pnpm-lock.yaml")).unwrap();
+    let lock = &yaml_rust2::YamlLoader::load_from_str(&lock).unwrap()[0];
+    let clawmd_key = format!("clawmd@file:vendor/{clawmd_tarball}");
+    let platform_key = format!("{platform_package}@file:vendor/{platform_tarball}");
+    let snapshots = &lock["snapshots"];
+    assert_eq!(
+        snapshots[clawmd_key.as_str()]["optionalDependencies"][platform_package.as_str()].as_str(),
+        Some(format!("file:vendor/{platform_tarball}").as_str()),
+        "{lock:?}"
+    );
+    assert_eq!(
+        snapshots[platform_key.as_str()]["optional"].as_bool(),
+        Some(true),
+        "{lock:?}"
+    );
+    assert!(
+        lock["importers"]["."]["dependencies"][platform_package.as_str()].is_badvalue(),
+        "the platform package is clawmd's, not a dependency of the project: {lock:?}"
+    );
+    // Nothing was fetched: pnpm retries an unreachable registry for more than a minute
+    // before it skips an optional dependency it looked up there.
+    assert!(
+        took.as_secs() < 50,
+        "pnpm add took {took:?}: did it ask the registry?"
+    );
+
+    // nanoclaw's CI: a fresh install from the lockfile, offline.
+    std::fs::remove_dir_all(project.join("node_modules")).unwrap();
+    pnpm(
+        tools,
+        work,
+        &project,
+        &["install", "--frozen-lockfile", "--offline"],
+    );
+
+    let deployment = Deployment::example();
+    std::fs::copy(
+        repo().join("tests/e2e/npm-serve-host.mjs"),
+        project.join("host.mjs"),
+    )
+    .unwrap();
+    let path = node_only_path(tools, work);
+    let groups = ["main", "research", "ops"];
+    let mut args: Vec<&OsStr> = vec![OsStr::new("host.mjs")];
+    args.extend(groups.iter().map(OsStr::new));
+    let root = [("DEPLOYMENT", deployment.root().as_os_str())];
+    let got = host(&path.join("node"), &args, &project, &path, &root);
+    assert_eq!(got["hung"], false, "{got}");
+    let binary = got["binary"].as_str().unwrap();
+    // (resolved to its real path in pnpm's store: `.pnpm/@clawmd+linux-…@file+vendor+…/`)
+    assert!(
+        binary.starts_with(project.join("node_modules/.pnpm").to_str().unwrap())
+            && binary.ends_with(&format!("/node_modules/{platform_package}/bin/clawmd")),
+        "the binary comes from the platform package pnpm installed: {binary}"
+    );
+    for group in groups {
+        let prepared = &got["groups"][group];
+        assert_eq!(prepared["changed"], true, "{group}: {got}");
+        assert_eq!(prepared["again"], false, "{group}: {got}");
+        assert_eq!(prepared["complete"], true, "{group}: {got}");
+        assert!(
+            prepared["spawnDigest"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("sha256:")),
+            "{group}: {got}"
+        );
+        assert_eq!(prepared["binds"], prepared["mounts"], "{group}: {got}");
+        assert!(
+            prepared["binds"]
+                .as_array()
+                .is_some_and(|binds| binds.len() >= 3),
+            "{group}: {got}"
+        );
+    }
+}

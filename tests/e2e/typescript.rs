@@ -162,6 +162,8 @@ fn generated_types_match_the_schemas() {
             "migrate-report.d.ts",
             "mounts.d.ts",
             "run-failure.d.ts",
+            "serve-answer.d.ts",
+            "serve-request.d.ts",
             "watch-event.d.ts"
         ]
     );
@@ -244,7 +246,7 @@ fn readme_examples_type_check() {
     let tools = ts_tools();
     let build = build_dir(tools);
     let mut files = Vec::new();
-    for (readme, count) in [("integrations/typescript/README.md", 3), ("README.md", 1)] {
+    for (readme, count) in [("integrations/typescript/README.md", 4), ("README.md", 1)] {
         let text = std::fs::read_to_string(repo().join(readme)).unwrap();
         let examples: Vec<&str> = text
             .split("```ts\n")

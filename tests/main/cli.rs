@@ -109,13 +109,14 @@ fn the_readme_synopses_match_the_flags() {
 }
 
 /// Every subcommand, as `clawmd --help` lists them.
-const SUBCOMMANDS: [&str; 10] = [
+const SUBCOMMANDS: [&str; 11] = [
     "compose",
     "migrate",
     "check",
     "render",
     "mounts",
     "watch",
+    "serve",
     "init",
     "completions",
     "schema",

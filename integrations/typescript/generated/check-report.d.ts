@@ -14,6 +14,7 @@ export type Severity = "info" | "warning" | "error";
  */
 export type Code =
   | "run-failed"
+  | "bad-request"
   | "bad-group-name"
   | "reserved-group"
   | "missing-group"

@@ -89,6 +89,7 @@ export type ActionReport =
  */
 export type Code =
   | "run-failed"
+  | "bad-request"
   | "bad-group-name"
   | "reserved-group"
   | "missing-group"

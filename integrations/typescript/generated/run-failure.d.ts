@@ -5,6 +5,7 @@
  */
 export type Code =
   | "run-failed"
+  | "bad-request"
   | "bad-group-name"
   | "reserved-group"
   | "missing-group"

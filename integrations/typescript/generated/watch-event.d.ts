@@ -47,6 +47,7 @@ export type FileKind = "file" | "dir" | "symlink" | "other";
  */
 export type Code =
   | "run-failed"
+  | "bad-request"
   | "bad-group-name"
   | "reserved-group"
   | "missing-group"

@@ -85,6 +85,19 @@ Examples:
   clawmd watch main ops                 keep two groups composed
   clawmd watch --all --debounce-ms 500  wait for half a second of quiet before recomposing")]
     Watch(With<WatchArgs>),
+    /// Serve a runner's spawns: one JSON request per line on stdin, one answer per line on
+    /// stdout (the compose report and the group's binds), until stdin closes.
+    #[command(after_help = "\
+Examples:
+  clawmd --root ~/nanoclaw serve       started once by the runner, kept for every spawn
+  echo '{\"id\":1,\"group\":\"main\"}' | clawmd serve
+                                       one answer: {\"$schema\":...,\"id\":1,\"ok\":true,\"compose\":{...},\"mounts\":[...],\"error\":null}
+
+Each request is `clawmd compose GROUP --json` and, when it composed, `clawmd mounts GROUP
+--json`, answered on one line (clawmd schema serve-request, serve-answer; docs/json-report.md).
+The deployment root is fixed when the service starts; clawmd.json is read again at every
+request. A malformed request gets a `bad-request` answer and the service reads on.")]
+    Serve(With<ServeArgs>),
     /// Write down in clawmd.json what this deployment needs that clawmd detects (on a nanoclaw
     /// checkout: its module guidance, the Claude Code release and consumer it pins, where its
     /// runner keeps a group's config); never changes a key already set.
@@ -133,13 +146,14 @@ Examples:
 }
 
 /// The subcommands with a page of their own, clawmd-SUBCOMMAND(1), as clawmd(1) lists them.
-pub const MAN_PAGES: [&str; 11] = [
+pub const MAN_PAGES: [&str; 12] = [
     "compose",
     "migrate",
     "check",
     "render",
     "mounts",
     "watch",
+    "serve",
     "init",
     "completions",
     "schema",
@@ -167,6 +181,7 @@ impl Command {
             Command::Render(with) => &with.global,
             Command::Mounts(with) => &with.global,
             Command::Watch(with) => &with.global,
+            Command::Serve(with) => &with.global,
             Command::Init(with) => &with.global,
             Command::Completions { global, .. }
             | Command::Schema { global, .. }
@@ -456,6 +471,16 @@ pub struct CheckArgs {
     pub fix: bool,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The settings of every request that does not give its own (a request's `delivery`,
+    /// `provider`, `approve_external` win over these).
+    #[command(flatten)]
+    pub delivery: DeliveryArgs,
+    #[command(flatten)]
+    pub lock: LockArgs,
 }
 
 #[derive(Args, Debug)]

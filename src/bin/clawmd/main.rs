@@ -60,6 +60,7 @@ fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
         Command::Render(with) => commands::render::run(global, with.args, printer),
         Command::Mounts(with) => commands::mounts::run(global, with.args, printer),
         Command::Watch(with) => commands::watch::run(global, with.args, printer),
+        Command::Serve(with) => commands::serve::run(global, with.args, printer),
         Command::Completions { shell, .. } => commands::docs::completions(shell, printer),
         Command::Schema { kind, .. } => commands::docs::json_schema(kind, printer),
         Command::Man { subcommand, .. } => commands::docs::man(subcommand.as_deref(), printer),

@@ -21,6 +21,20 @@ impl GlobalArgs {
         lock_timeout: Option<u64>,
         printer: &Printer,
     ) -> anyhow::Result<(Resolved, Vec<WarningReport>)> {
+        let (resolved, warnings) = self.resolve_quietly(delivery, lock_timeout)?;
+        for warning in &warnings {
+            printer.warning(&warning.message);
+        }
+        Ok((resolved, warnings))
+    }
+
+    /// [`GlobalArgs::resolve`] without printing the warnings (`clawmd serve` answers them in
+    /// the report: its stderr is the runner's log, not a terminal).
+    pub fn resolve_quietly(
+        &self,
+        delivery: &DeliveryArgs,
+        lock_timeout: Option<u64>,
+    ) -> Result<(Resolved, Vec<WarningReport>), clawmd::config::ConfigError> {
         let (settings, warnings) = read_settings(&self.root)?;
         let warnings: Vec<WarningReport> = warnings
             .iter()
@@ -29,9 +43,6 @@ impl GlobalArgs {
                 message: warning.to_string(),
             })
             .collect();
-        for warning in &warnings {
-            printer.warning(&warning.message);
-        }
         Ok((
             settings
                 .resolve(&self.root, &self.overrides(delivery, lock_timeout))
@@ -72,14 +83,27 @@ impl ConfigArgs {
             anyhow::bail!("--config hands the config of one group: name exactly one group");
         };
         let bytes = read_handed_config(from)?;
-        if keep && layout.group_config == clawmd::layout::GroupConfigSource::Handed {
-            clawmd::deployment::keep_handed_config(layout, group, &bytes)?;
-        }
-        layout
-            .given_configs
-            .insert(group.clone(), std::sync::Arc::from(bytes));
+        hand_config(layout, group, bytes, keep)?;
         Ok(())
     }
+}
+
+/// Puts `bytes`, `group`'s handed config, into `layout`, and with `keep` (a compose that
+/// writes) keeps it where "handed" configs are read (`--config`, and a `clawmd serve`
+/// request's `config`).
+pub fn hand_config(
+    layout: &mut clawmd::Layout,
+    group: &str,
+    bytes: Vec<u8>,
+    keep: bool,
+) -> Result<(), clawmd::GroupError> {
+    if keep && layout.group_config == clawmd::layout::GroupConfigSource::Handed {
+        clawmd::deployment::keep_handed_config(layout, group, &bytes)?;
+    }
+    layout
+        .given_configs
+        .insert(group.to_owned(), std::sync::Arc::from(bytes));
+    Ok(())
 }
 
 /// The config handed with `--config FILE` (`-`: standard input), refused when over

@@ -272,14 +272,19 @@ fn remove_leftovers(layout: &Layout) -> Result<(), crate::disk::fsops::FsError> 
     Ok(())
 }
 
-/// What the record depends on besides its reads: the binary and the layout.
+/// What the record depends on besides its reads: the binary and the layout. Not the configs
+/// handed to the run for a group (`--config`, a `clawmd serve` request): they are no part of
+/// the shared sources, and a runner that hands each spawn its group's config would otherwise
+/// read the sources again and rewrite this record at every spawn.
 fn key(layout: &Layout) -> Option<[u8; 32]> {
     let binary = state::binary_identity()?;
+    let mut shared = layout.clone();
+    shared.given_configs.clear();
     let mut key = KeyHasher::new();
     key.field(b"clawmd sources 2")
         .field(env!("CARGO_PKG_VERSION").as_bytes())
         .field(&binary)
-        .hash(layout);
+        .hash(&shared);
     Some(key.finish())
 }
 

@@ -8,6 +8,7 @@ pub mod init;
 pub mod migrate;
 pub mod mounts;
 pub mod render;
+pub mod serve;
 pub mod watch;
 
 use std::process::ExitCode;

@@ -1,0 +1,278 @@
+//! `clawmd serve`, the long-lived process a Node host keeps for its spawns: each request line
+//! is answered with what `clawmd compose GROUP --json` and `clawmd mounts GROUP --json` print,
+//! in one line; a line that is not a request is answered with `bad-request` and the service
+//! reads on; the root is the one it started with; a handed config is composed as `--config`
+//! composes it, and the group's record answers only for the config it was made with.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::Deployment;
+use crate::support::run::command;
+
+/// A running `clawmd serve` on a deployment.
+struct Service {
+    child: Child,
+    input: Option<ChildStdin>,
+    output: BufReader<ChildStdout>,
+}
+
+impl Service {
+    fn start(d: &Deployment) -> Service {
+        let mut child = command(d.root(), &["serve"], &[])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take();
+        let output = BufReader::new(child.stdout.take().unwrap());
+        Service {
+            child,
+            input,
+            output,
+        }
+    }
+
+    /// Sends `line` as it is and returns the answer line, parsed.
+    #[track_caller]
+    fn ask_raw(&mut self, line: &[u8]) -> Value {
+        let input = self.input.as_mut().unwrap();
+        input.write_all(line).unwrap();
+        input.write_all(b"\n").unwrap();
+        input.flush().unwrap();
+        let mut answer = String::new();
+        self.output.read_line(&mut answer).unwrap();
+        assert!(
+            answer.ends_with('\n'),
+            "no answer line to {line:.200?}: {answer:?}"
+        );
+        assert_eq!(
+            answer.matches('\n').count(),
+            1,
+            "one answer, one line: {answer}"
+        );
+        serde_json::from_str(&answer).unwrap()
+    }
+
+    #[track_caller]
+    fn ask(&mut self, request: Value) -> Value {
+        self.ask_raw(request.to_string().as_bytes())
+    }
+
+    /// Closes stdin; the service must exit 0 with nothing more on stdout.
+    #[track_caller]
+    fn finish(mut self) {
+        drop(self.input.take());
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.output, &mut rest).unwrap();
+        let status = self.child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut self.child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(status.success(), "{status:?}\n{stderr}");
+        assert_eq!(rest, "", "nothing after the last answer");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+fn deployment() -> Deployment {
+    Deployment::standard()
+        .group(
+            "main",
+            Some(r#"{"skills": ["web"], "mcpServers": {"db": {"instructions": "DB RULES"}}}"#),
+        )
+        .group("ops", None)
+}
+
+/// One request: the compose report `clawmd compose` prints and the binds `clawmd mounts`
+/// prints, in one answer line; a second request finds the group as compose would (unchanged,
+/// the same digests).
+#[test]
+fn one_request_is_compose_and_mounts_in_one_answer() {
+    let d = deployment();
+    let mut service = Service::start(&d);
+    let answer = service.ask(json!({"id": 7, "group": "main"}));
+    assert_eq!(
+        answer["$schema"], "urn:clawmd:schema:serve-answer:1",
+        "{answer}"
+    );
+    assert_eq!(answer["id"], 7);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["error"], Value::Null);
+    let report = &answer["compose"];
+    assert_eq!(report["$schema"], "urn:clawmd:schema:compose-report:1");
+    assert_eq!(report["groups"][0]["group"], "main");
+    assert_eq!(report["groups"][0]["status"], "changed", "{report}");
+    assert!(d.managed_md("main").contains("DB RULES"));
+
+    let cli = d.run(["compose", "main", "--json"]).success().json();
+    assert_eq!(cli["groups"][0]["status"], "unchanged", "{cli}");
+    for key in ["memory_digest", "spawn_digest", "target", "delivered"] {
+        assert_eq!(cli["groups"][0][key], report["groups"][0][key], "{key}");
+    }
+    let mounts = d.run(["mounts", "main", "--json"]).success().json();
+    assert_eq!(answer["mounts"], mounts);
+
+    let again = service.ask(json!({"id": "second", "group": "main"}));
+    assert_eq!(again["id"], "second");
+    assert_eq!(
+        again["compose"]["groups"][0]["status"], "unchanged",
+        "{again}"
+    );
+    assert_eq!(
+        again["compose"]["groups"][0]["spawn_digest"],
+        report["groups"][0]["spawn_digest"]
+    );
+    assert_eq!(again["mounts"], mounts);
+    // The request's settings are compose's flags.
+    let inline = service.ask(json!({"id": 3, "group": "ops", "delivery": "inline"}));
+    assert_eq!(inline["compose"]["delivery"], "inline", "{inline}");
+    assert_eq!(
+        inline["mounts"],
+        d.run(["mounts", "ops", "--json", "--delivery", "inline"])
+            .success()
+            .json()
+    );
+    service.finish();
+}
+
+/// Whatever a line holds, it gets an answer and the service reads the next one: not JSON, no
+/// group, a field that is not a request's (`root`: the root is fixed when the service starts),
+/// a group that cannot be a folder, a missing group, a line over the limit.
+#[test]
+fn every_bad_request_is_answered_and_the_service_reads_on() {
+    let d = deployment();
+    let mut service = Service::start(&d);
+    let bad = |answer: &Value, id: Value, words: &str| {
+        assert_eq!(answer["ok"], false, "{answer}");
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], "bad-request", "{answer}");
+        assert_eq!(answer["compose"], Value::Null);
+        assert_eq!(answer["mounts"], Value::Null);
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(words), "{message}");
+    };
+    bad(
+        &service.ask_raw(b"compose main"),
+        Value::Null,
+        "not a clawmd serve request",
+    );
+    bad(
+        &service.ask(json!({"id": 2})),
+        json!(2),
+        "missing field `group`",
+    );
+    bad(
+        &service.ask(json!({"id": 3, "group": "main", "root": "/"})),
+        json!(3),
+        "unknown field `root`",
+    );
+    bad(
+        &service.ask(json!({"id": 4, "group": "main", "delivery": "carrier-pigeon"})),
+        json!(4),
+        "delivery",
+    );
+    bad(
+        &service.ask(json!(["main"])),
+        Value::Null,
+        "not a clawmd serve request",
+    );
+    let mut long = br#"{"id": 5, "group": "main", "config": {"x": ""#.to_vec();
+    long.extend(std::iter::repeat_n(b'a', 9 * 1024 * 1024));
+    long.extend(br#""}}"#);
+    bad(&service.ask_raw(&long), Value::Null, "over");
+
+    for (id, group, code) in [
+        (6, "../etc", "bad-group-name"),
+        (7, "nope", "missing-group"),
+    ] {
+        let answer = service.ask(json!({"id": id, "group": group}));
+        assert_eq!(answer["ok"], false, "{answer}");
+        assert_eq!(
+            answer["error"],
+            Value::Null,
+            "the group's error is in its report"
+        );
+        assert_eq!(answer["mounts"], Value::Null);
+        assert_eq!(
+            answer["compose"]["groups"][0]["error"]["code"], code,
+            "{answer}"
+        );
+    }
+    // Nothing outside the deployment was touched, and the service still composes.
+    let answer = service.ask(json!({"id": 8, "group": "main"}));
+    assert_eq!(answer["ok"], true, "{answer}");
+    service.finish();
+}
+
+/// nanoclaw hands the group's config at each spawn (`"groupConfig": "handed"`): it is composed
+/// as `--config` composes it, and a record made under one config never answers for another
+/// (back and forth between two configs, each spawn composes the config it was handed).
+#[test]
+fn a_handed_config_is_composed_and_the_record_answers_only_for_it() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service = Service::start(&d);
+    let config =
+        |rules: &str| json!({"mcpServers": {"db": {"instructions": rules}}, "skills": ["web"]});
+    let mut spawn = |id: u32, rules: &str| {
+        let answer = service.ask(json!({"id": id, "group": "main", "config": config(rules)}));
+        assert_eq!(answer["ok"], true, "{answer}");
+        answer["compose"]["groups"][0].clone()
+    };
+    let first = spawn(1, "RULES ONE");
+    assert_eq!(first["status"], "changed");
+    assert!(d.managed_md("main").contains("RULES ONE"));
+    let same = spawn(2, "RULES ONE");
+    assert_eq!(same["status"], "unchanged", "{same}");
+    assert_eq!(same["memory_digest"], first["memory_digest"]);
+    let other = spawn(3, "RULES TWO");
+    assert_eq!(other["status"], "changed", "{other}");
+    assert_ne!(other["memory_digest"], first["memory_digest"]);
+    assert!(d.managed_md("main").contains("RULES TWO"));
+    assert!(!d.managed_md("main").contains("RULES ONE"));
+    let back = spawn(4, "RULES ONE");
+    assert_eq!(back["status"], "changed", "{back}");
+    assert_eq!(back["memory_digest"], first["memory_digest"]);
+    assert!(d.managed_md("main").contains("RULES ONE"));
+    assert_eq!(spawn(5, "RULES ONE")["status"], "unchanged");
+    // The config kept for check and render is the last one handed.
+    let kept = d.read("groups/.clawmd/configs/main.json");
+    assert!(kept.contains("RULES ONE"), "{kept}");
+    service.finish();
+}
+
+/// Spawns of different groups, each with its config handed, share the shared sources' record:
+/// once written, no spawn reads the sources again or rewrites it (a record keyed by the handed
+/// configs made every spawn of a nanoclaw host read every skill and rewrite the record).
+#[test]
+fn handed_configs_share_the_sources_record() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service = Service::start(&d);
+    let config =
+        |rules: &str| json!({"mcpServers": {"db": {"instructions": rules}}, "skills": ["web"]});
+    for (id, group) in [(1, "main"), (2, "ops")] {
+        let answer = service.ask(json!({"id": id, "group": group, "config": config(group)}));
+        assert_eq!(answer["ok"], true, "{answer}");
+    }
+    let record = d.path("groups/.clawmd/sources/container");
+    let stamp = || {
+        let meta = std::fs::metadata(&record).unwrap();
+        (
+            meta.modified().unwrap(),
+            std::os::unix::fs::MetadataExt::ino(&meta),
+        )
+    };
+    let before = stamp();
+    for id in 3..9 {
+        let group = if id % 2 == 0 { "main" } else { "ops" };
+        let answer = service.ask(json!({"id": id, "group": group, "config": config(group)}));
+        assert_eq!(
+            answer["compose"]["groups"][0]["status"], "unchanged",
+            "{answer}"
+        );
+    }
+    assert_eq!(stamp(), before, "the sources record was written again");
+    service.finish();
+}
