@@ -333,7 +333,10 @@ fn withheld_files_and_a_replaced_prompt_are_named_by_compose_and_check() {
         );
         // Managed delivery pins `agent` in its managed settings.
         assert_eq!(
-            warned("system-prompt-replaced", &["/workspace/agent/.claude/agents/x.md"]),
+            warned(
+                "system-prompt-replaced",
+                &["/workspace/agent/.claude/agents/x.md"]
+            ),
             delivery != "managed",
             "{case}: {group}"
         );

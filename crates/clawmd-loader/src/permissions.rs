@@ -52,8 +52,11 @@ pub(crate) enum Parsed {
     Other,
     /// A `Read` rule clawmd matches exactly.
     Exact(Rule),
-    /// A `Read` rule clawmd cannot match exactly, and why.
+    /// A `Read` rule clawmd cannot read as Claude Code does, and why.
     Undecided(String),
+    /// A `Read` rule clawmd matches on a best reading only (a class, an escape…), and why it
+    /// is not exact.
+    Inexact(Rule, String),
 }
 
 /// Reads one `permissions.deny` entry.
@@ -108,15 +111,18 @@ pub(crate) fn parse(rule: &str, roots: &Roots<'_>) -> Parsed {
     };
     // gitignore drops unescaped trailing spaces.
     let pattern = pattern.trim_end_matches(' ').to_owned();
-    if let Err(why) = check_exact(&pattern) {
-        return Parsed::Undecided(format!(
-            "clawmd cannot match the rule {rule:?} exactly as Claude Code does ({why})"
-        ));
-    }
-    Parsed::Exact(Rule {
+    let checked = check_exact(&pattern);
+    let rule_read = Rule {
         root: Some(root),
         pattern,
-    })
+    };
+    match checked {
+        Ok(()) => Parsed::Exact(rule_read),
+        Err(why) => Parsed::Inexact(
+            rule_read,
+            format!("clawmd cannot match the rule {rule:?} exactly as Claude Code does ({why})"),
+        ),
+    }
 }
 
 /// The subset of gitignore patterns clawmd matches exactly.
@@ -164,6 +170,10 @@ impl Rule {
         if names.is_empty() {
             return false;
         }
+        // Best reading: a negation or a comment alone denies nothing (measured for `!`).
+        if self.pattern.starts_with(['!', '#']) {
+            return false;
+        }
         let dir_only = self.pattern.ends_with('/');
         let body = self.pattern.trim_end_matches('/');
         let anchored = body.contains('/');
@@ -196,22 +206,88 @@ fn segments_match(pattern: &[&str], names: &[String]) -> bool {
     }
 }
 
-/// One name against one segment: `*` any run, `?` one character (never a `/`).
+/// One piece of a segment.
+enum Token {
+    Byte(u8),
+    /// `*` (a `**` inside a name reads as one, gitignore's reading).
+    Star,
+    /// `?`.
+    Any,
+    /// `[…]`: ranges, negated with a leading `!` or `^` (best reading: not in the exact subset).
+    Class(bool, Vec<(u8, u8)>),
+}
+
+fn tokens(pattern: &str) -> Vec<Token> {
+    let p = pattern.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        match p[i] {
+            b'*' => {
+                if !matches!(out.last(), Some(Token::Star)) {
+                    out.push(Token::Star);
+                }
+            }
+            b'?' => out.push(Token::Any),
+            b'\\' if i + 1 < p.len() => {
+                i += 1;
+                out.push(Token::Byte(p[i]));
+            }
+            b'[' => match p[i + 1..].iter().skip(1).position(|c| *c == b']') {
+                Some(len) => {
+                    let body = &p[i + 1..i + 2 + len];
+                    let (negated, body) = match body.first() {
+                        Some(b'!' | b'^') => (true, &body[1..]),
+                        _ => (false, body),
+                    };
+                    let mut ranges = Vec::new();
+                    let mut j = 0;
+                    while j < body.len() {
+                        if j + 2 < body.len() && body[j + 1] == b'-' {
+                            ranges.push((body[j], body[j + 2]));
+                            j += 3;
+                        } else {
+                            ranges.push((body[j], body[j]));
+                            j += 1;
+                        }
+                    }
+                    out.push(Token::Class(negated, ranges));
+                    i += len + 2;
+                }
+                None => out.push(Token::Byte(b'[')),
+            },
+            c => out.push(Token::Byte(c)),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// One name against one segment: `*` any run, `?` one character (never a `/`); both already
+/// lower-cased (the match ignores case).
 fn name_match(pattern: &str, name: &str) -> bool {
-    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    let p = tokens(pattern);
+    let n = name.as_bytes();
+    let one = |token: &Token, c: u8| match token {
+        Token::Byte(b) => *b == c,
+        Token::Any => true,
+        Token::Class(negated, ranges) => {
+            ranges.iter().any(|(lo, hi)| {
+                (lo.to_ascii_lowercase()..=hi.to_ascii_lowercase()).contains(&c)
+                    || (*lo..=*hi).contains(&c.to_ascii_uppercase())
+            }) != *negated
+        }
+        Token::Star => false,
+    };
     let (mut pi, mut ni) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
         match p.get(pi) {
-            Some(b'*') => {
+            Some(Token::Star) => {
                 star = Some((pi, ni));
                 pi += 1;
             }
-            Some(b'?') => {
-                pi += 1;
-                ni += 1;
-            }
-            Some(c) if *c == n[ni] => {
+            Some(token) if one(token, n[ni]) => {
                 pi += 1;
                 ni += 1;
             }
@@ -225,7 +301,7 @@ fn name_match(pattern: &str, name: &str) -> bool {
             },
         }
     }
-    p[pi..].iter().all(|c| *c == b'*')
+    p[pi..].iter().all(|t| matches!(t, Token::Star))
 }
 
 #[cfg(test)]
@@ -306,21 +382,30 @@ mod tests {
         ] {
             assert_eq!(rule(other, None), Parsed::Other, "{other}");
         }
-        for undecided in [
-            "Read([C]LAUDE.local.md)",
-            "Read(\\CLAUDE.local.md)",
-            "Read(!CLAUDE.local.md)",
-            "Read(a**b)",
-            "Read(./sub/../CLAUDE.local.md)",
-            "Read(./ü.md)",
-            " Read(./CLAUDE.md)",
-            "Read (./CLAUDE.md)",
-        ] {
+        for undecided in [" Read(./CLAUDE.md)", "Read (./CLAUDE.md)"] {
             assert!(
                 matches!(rule(undecided, None), Parsed::Undecided(_)),
                 "{undecided}: {:?}",
                 rule(undecided, None)
             );
+        }
+        // Matched on a best reading, as the real 2.1.328 did, but not claimed exact.
+        for (inexact, withheld) in [
+            ("Read([C]LAUDE.local.md)", true),
+            ("Read(\\CLAUDE.local.md)", true),
+            ("Read(!CLAUDE.local.md)", false),
+            ("Read(./sub/../CLAUDE.local.md)", false),
+            ("Read(CLAUDE.l**.md)", true),
+            ("Read([!a-b]LAUDE.local.md)", true),
+            ("Read([a-b]LAUDE.local.md)", false),
+            ("Read(./ü.md)", false),
+        ] {
+            match rule(inexact, Some("/workspace/agent")) {
+                Parsed::Inexact(rule, _) => {
+                    assert_eq!(rule.matches(Path::new(LOCAL)), withheld, "{inexact}")
+                }
+                other => panic!("{inexact}: {other:?}"),
+            }
         }
         // `/x` needs the settings file's root.
         assert!(matches!(

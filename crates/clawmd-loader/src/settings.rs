@@ -272,6 +272,19 @@ fn read_denies(
                     root: parsed.root,
                     pattern: parsed.pattern,
                 }),
+                Parsed::Inexact(parsed, why) => {
+                    out.read_denies.push(ReadDeny {
+                        rule: rule.clone(),
+                        source: path.clone(),
+                        root: parsed.root,
+                        pattern: parsed.pattern,
+                    });
+                    out.undecided.push(Undecided {
+                        path: path.clone(),
+                        setting: format!("permissions.deny {rule:?}"),
+                        why,
+                    });
+                }
                 Parsed::Undecided(why) => out.undecided.push(Undecided {
                     path: path.clone(),
                     setting: format!("permissions.deny {rule:?}"),
