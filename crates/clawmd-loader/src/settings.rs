@@ -746,6 +746,17 @@ fn validate(value: &Js) -> FileState {
             ("env", _) => return wrong("an object"),
             ("$schema" | "model", Js::Str(_)) => {}
             ("$schema" | "model", _) => return wrong("a string"),
+            // Measured (tests/e2e/settings.rs, attack 6''): a `defaultMode` that is not a
+            // string rejects the whole file.
+            ("permissions", Js::Obj(rules))
+                if rules.iter().any(|(name, value)| {
+                    String::from_utf16_lossy(name) == "defaultMode" && !matches!(value, Js::Str(_))
+                }) =>
+            {
+                return FileState::Rejected {
+                    why: "\"permissions.defaultMode\" is not a string".to_owned(),
+                };
+            }
             ("permissions", Js::Obj(rules)) => {
                 // Measured: a rule of the wrong type (`"allow": [5]`) does not reject the file.
                 let known = rules.iter().all(|(name, value)| {
@@ -1233,8 +1244,11 @@ mod tests {
         ] {
             assert_eq!(state(&applied), FileState::Applied, "{applied}");
         }
+        assert!(matches!(
+            state(&format!("{{{e},\"permissions\":{{\"defaultMode\":5}}}}")),
+            FileState::Rejected { .. }
+        ));
         for undecided in [
-            format!("{{{e},\"permissions\":{{\"defaultMode\":5}}}}"),
             format!("{{{e},\"permissions\":{{\"other\":[]}}}}"),
             format!("{{{e},\"hooks\":5}}"),
         ] {

@@ -1020,7 +1020,7 @@ mod tests {
             r#"{"claudeMdExcludes":["/workspace/agent/[[:upper:]]LAUDE.md"]}"#,
             r#"{"claudeMdExcludes":["**/CLAUDE.m{c..e}"]}"#,
             r#"{"claudeMdExcludes":["/nothing/**"],"model":"x","hooks":{}}"#,
-            r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"},"permissions":{"defaultMode":5}}"#,
+            r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"},"permissions":{"other":[]}}"#,
             r#"{"permissions":{"deny":["Read([C]LAUDE.md)"]}}"#,
             r#"{"permissions":{"deny":["Read(\\CLAUDE.local.md)"]}}"#,
             r#"{"autoMemoryDirectory":"/workspace/agent"}"#,
