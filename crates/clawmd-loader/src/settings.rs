@@ -76,15 +76,6 @@ fn env_of_interest(name: &str) -> bool {
         || MEMORY_CHANGING_ENV.iter().any(|(n, _)| *n == name)
 }
 
-/// Claude Code's own agents: selecting one as the main-thread `agent` keeps its prompt.
-const BUILT_IN_AGENTS: [&str; 5] = [
-    "claude",
-    "general-purpose",
-    "Explore",
-    "Plan",
-    "statusline-setup",
-];
-
 /// Reads the settings files of the agent started with `opts` in `cwd` (its real path) through
 /// `fs`. Reads only those files (at most [`MAX_SETTINGS_BYTES`] each, through
 /// [`MemoryFs::read_limited`], so never a FIFO or device), and resolves the folders of
@@ -377,10 +368,13 @@ fn memory_changing(read: &[(SettingsSource, PathBuf, Read)], out: &mut SettingsE
     }
 }
 
-/// The CLI's main-thread `agent` (local over project over user; a managed `agent`, or a managed
-/// `strictPluginOnlyCustomization` of `true` or naming `agents`, wins): when it names an agent
-/// file in `.claude/agents/` or `~/.claude/agents/`, that file's text replaces Claude Code's
-/// whole system prompt (measured; a built-in agent, or a name no file has, changes nothing).
+/// The CLI's main-thread `agent` (local over project over user; a managed `agent` wins, and a
+/// managed `strictPluginOnlyCustomization` of `true` or naming `agents` keeps the agent's own
+/// agent files out): when it names an agent file in `.claude/agents/` or `~/.claude/agents/`,
+/// that file's text replaces Claude Code's whole system prompt (measured on 2.1.128, 2.1.328
+/// and 2.1.333; a name no file has changes nothing). A file named like a built-in agent
+/// (`claude.md`) overrides it: the managed `"agent": "claude"` selects the agent's own
+/// `claude.md` (measured), while `"agent": ""` selects nothing.
 fn prompt<F: MemoryFs + ?Sized>(
     fs: &F,
     opts: &LoadOptions,
@@ -391,7 +385,8 @@ fn prompt<F: MemoryFs + ?Sized>(
     let managed = read.iter().find(|(source, _, file)| {
         *source == SettingsSource::Managed && !matches!(file.state, FileState::Rejected { .. })
     });
-    if let Some((_, _, file)) = managed {
+    let mut chosen = None;
+    if let Some((_, path, file)) = managed {
         let strict = match file.key("strictPluginOnlyCustomization") {
             Some(Js::Bool(true)) => true,
             Some(Js::Arr(items)) => items
@@ -399,20 +394,24 @@ fn prompt<F: MemoryFs + ?Sized>(
                 .any(|i| matches!(i, Js::Str(u) if String::from_utf16_lossy(u) == "agents")),
             _ => false,
         };
-        if strict || matches!(file.key("agent"), Some(Js::Str(_))) {
+        if strict {
             return;
         }
+        if let Some(Js::Str(units)) = file.key("agent") {
+            chosen = Some((path, String::from_utf16_lossy(units)));
+        }
     }
-    let Some((path, name)) =
+    let chosen = chosen.or_else(|| {
         applying(read, false).find_map(|(source, path, file)| match (source, file.key("agent")?) {
             (SettingsSource::Managed, _) => None,
             (_, Js::Str(units)) => Some((path, String::from_utf16_lossy(units))),
             _ => None,
         })
-    else {
+    });
+    let Some((path, name)) = chosen else {
         return;
     };
-    if name.is_empty() || BUILT_IN_AGENTS.contains(&name.as_str()) {
+    if name.is_empty() {
         return;
     }
     let mut folders = vec![cwd.join(".claude/agents")];

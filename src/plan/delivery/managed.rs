@@ -62,13 +62,14 @@ pub const MEMORY_ENV_PINS: [&str; 3] = [
 
 /// Top-level settings pinned in the managed settings, unless the host's own managed settings
 /// set them: the CLI's main-thread `agent` (an agent file's text would replace Claude Code's
-/// whole system prompt, above the managed guardrails) pinned to the built-in `"claude"`, and
-/// `outputStyle` (a style's text added to the system prompt) to `"default"`. Chosen for every
-/// release: a string is the type each release that knows the key expects, and 2.1.128 rejects
-/// a managed file holding `"agent": null` as a whole, which would void every pin; measured on
-/// 2.1.128, 2.1.328 and 2.1.333 (the agent's `agent` and `outputStyle` change nothing, and the
-/// file is accepted whole).
-pub const PROMPT_PINS: [(&str, &str); 2] = [("agent", "claude"), ("outputStyle", "default")];
+/// whole system prompt, above the managed guardrails) pinned to `""`, and `outputStyle` (a
+/// style's text added to the system prompt) to `"default"`. Measured on 2.1.128, 2.1.328 and
+/// 2.1.333 (the agent's `agent` and `outputStyle` change nothing, and the file is accepted
+/// whole). Not `"claude"`: the agent's own `.claude/agents/claude.md` overrides the built-in
+/// agent of that name, so the managed `"agent": "claude"` *selects* the agent's file (measured
+/// on the three releases); not `null`: 2.1.128 rejects a managed file holding it as a whole,
+/// which voids every pin.
+pub const PROMPT_PINS: [(&str, &str); 2] = [("agent", ""), ("outputStyle", "default")];
 
 /// The largest file of the host's managed folder clawmd reads.
 const MAX_HOST_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -262,7 +263,7 @@ mod tests {
         for switch in MEMORY_SWITCHES.iter().chain(&MEMORY_ENV_PINS) {
             assert_eq!(value["env"][switch], "", "{switch}");
         }
-        assert_eq!(value["agent"], "claude");
+        assert_eq!(value["agent"], "");
         assert_eq!(value["outputStyle"], "default");
         let sources = Sources {
             host_managed: Some(HostManaged {

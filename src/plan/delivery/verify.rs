@@ -1006,12 +1006,26 @@ mod tests {
         }
         for files in [
             vec![(PROJECT, r#"{"agent":"x"}"#)],
-            vec![(PROJECT, r#"{"agent":"claude"}"#), (AGENT_FILE, file)],
+            vec![(PROJECT, r#"{"agent":"claude"}"#)],
             vec![(PROJECT, r#"{"agent":""}"#), (AGENT_FILE, file)],
         ] {
             let got = verdict_with(Delivery::Inline, &files);
             assert!(got.notices.is_empty(), "{files:?}: {got:?}");
         }
+        // A file named like a built-in agent overrides it (measured).
+        let got = verdict_with(
+            Delivery::Inline,
+            &[
+                (USER, r#"{"agent":"claude"}"#),
+                ("/home/node/.claude/agents/claude.md", file),
+            ],
+        );
+        assert!(
+            got.notices
+                .iter()
+                .any(|n| n.code == Code::SystemPromptReplaced && n.message.contains("claude.md")),
+            "{got:?}"
+        );
     }
 
     #[test]
