@@ -538,10 +538,9 @@ impl Read {
         if matches!(self.block_outside, Some(Js::Bool(true))) {
             named.push("permissions.blockReadsOutsideWorkingDirectories".to_owned());
         }
-        for key in ["agent", "autoMemoryDirectory"] {
-            if self.key(key).is_some() {
-                named.push(key.to_owned());
-            }
+        // `agent` changes the prompt, not the memory: reported on its own ([`prompt`]).
+        if self.key("autoMemoryDirectory").is_some() {
+            named.push("autoMemoryDirectory".to_owned());
         }
         named
     }
