@@ -477,7 +477,9 @@ pub struct SettingsFile {
     /// Whether it applies.
     #[serde(flatten)]
     pub state: FileState,
-    /// Whether it holds a setting that changes memory (`claudeMdExcludes`, the memory switch).
+    /// Whether it holds a setting that changes memory (`claudeMdExcludes`, the memory switches,
+    /// `Read` deny rules, `blockReadsOutsideWorkingDirectories`, the environment names of
+    /// issue 38, `autoMemoryDirectory`).
     pub about_memory: bool,
 }
 
