@@ -198,6 +198,15 @@ codes! {
     /// An instruction file the agent planted (`AGENTS.md`) loads in place of the composed
     /// memory.
     PlantedInstructions = "planted-instructions",
+    /// A setting the agent can write withholds a memory file (compose warning, `check`): a
+    /// `permissions.deny` rule `Read(…)` matching it, `permissions.blockReadsOutsideWorkingDirectories`
+    /// (an import outside the working folders), `env.CLAUDE_CODE_AUTOMOUNT_ROOTS` (its folder
+    /// skipped); the message names the setting, its file and the file withheld.
+    Withheld = "withheld",
+    /// A setting the agent can write replaces Claude Code's whole system prompt with a file of
+    /// its own (the CLI's main-thread `agent` with `.claude/agents/<name>.md`), where the
+    /// managed settings do not pin it (compose warning, `check`).
+    SystemPromptReplaced = "system-prompt-replaced",
 }
 
 impl From<&GroupError> for Code {

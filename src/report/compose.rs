@@ -181,6 +181,11 @@ impl GroupReport {
 
     /// Records what reaches the agent.
     pub fn set_delivered(&mut self, delivered: Delivered) {
+        for notice in &delivered.notices {
+            if !self.warnings.contains(notice) {
+                self.warnings.push(notice.clone());
+            }
+        }
         self.memory_digest = Some(delivered.memory_digest);
         self.delivered = Some(DeliveredReport {
             complete: delivered.complete,

@@ -145,7 +145,7 @@ pub enum Status {
 }
 
 /// A warning with a stable code.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct WarningReport {
     /// Stable machine-readable code.
     pub code: Code,

@@ -286,3 +286,70 @@ fn hostile_settings_files_never_hang_or_leave_the_group() {
     std::fs::write(dep.path("groups/main/.claude/settings.json"), big).unwrap();
     assert_eq!(delivered(&dep, "main")["complete"], true);
 }
+
+/// Issue 38: what the agent's settings withhold without turning memory off, and a system
+/// prompt they replace, are named by compose (warnings `withheld` and
+/// `system-prompt-replaced`, with the setting and its file) and by `check`, in every delivery;
+/// in the managed delivery the guardrails stay and the managed settings pin `agent`.
+#[test]
+fn withheld_files_and_a_replaced_prompt_are_named_by_compose_and_check() {
+    let agent_file = "---\nname: x\ndescription: d\n---\nAGENT-MARK: you are x.\n";
+    for delivery in ["managed", "inline", "copy", "link"] {
+        let dep = composed(delivery);
+        dep.write("groups/main/CLAUDE.local.md", b"LOCAL-MARK notes\n");
+        dep.write(
+            "groups/main/.claude/settings.json",
+            br#"{"permissions":{"deny":["Read(./claude.local.md)"]},"agent":"x"}"#,
+        );
+        dep.write("groups/main/.claude/agents/x.md", agent_file.as_bytes());
+        let case = format!("--delivery {delivery}");
+        let report = dep.run(["compose", "main", "--json"]).success().json();
+        let group = &report["groups"][0];
+        assert_eq!(group["delivered"]["complete"], false, "{case}: {group}");
+        assert_eq!(
+            group["delivered"]["missing"],
+            serde_json::json!(["local-memory"]),
+            "{case}: only the agent's own memory is withheld: {group}"
+        );
+        let warnings = group["warnings"].as_array().unwrap();
+        let warned = |code: &str, needles: &[&str]| {
+            warnings.iter().any(|w| {
+                w["code"] == code
+                    && needles
+                        .iter()
+                        .all(|n| w["message"].as_str().unwrap().contains(n))
+            })
+        };
+        assert!(
+            warned(
+                "withheld",
+                &[
+                    "/workspace/agent/CLAUDE.local.md",
+                    "Read(./claude.local.md)",
+                    "/workspace/agent/.claude/settings.json"
+                ]
+            ),
+            "{case}: {group}"
+        );
+        // Managed delivery pins `agent` in its managed settings.
+        assert_eq!(
+            warned(
+                "system-prompt-replaced",
+                &["/workspace/agent/.claude/agents/x.md"]
+            ),
+            delivery != "managed",
+            "{case}: {group}"
+        );
+        let check = dep.run(["check", "main", "--format", "json"]);
+        assert_eq!(check.code(), 1, "{case}: {}", check.stdout());
+        let found = codes(&check.json(), "main");
+        assert!(found.contains(&"withheld".to_owned()), "{case}: {found:?}");
+        assert_eq!(
+            found.contains(&"system-prompt-replaced".to_owned()),
+            delivery != "managed",
+            "{case}: {found:?}"
+        );
+        let render = dep.run(["render", "main"]).success().stdout();
+        assert!(!render.contains("LOCAL-MARK"), "{case}: {render}");
+    }
+}

@@ -80,6 +80,9 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         }
         let mut out = Vec::new();
         for dir in walk_dirs(&self.cwd) {
+            if self.withhold.skipped(&dir).is_some() {
+                continue;
+            }
             for name in names {
                 let path = dir.join(name);
                 if self.excludes.matches(&path, MemoryKind::Project) {

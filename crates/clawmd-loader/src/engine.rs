@@ -157,6 +157,7 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         cwd,
         approved: false,
         excludes: Excludes::new(&[], 0),
+        withhold: Withhold::default(),
         diags: Vec::new(),
         spent: Spent::default(),
     };
@@ -171,6 +172,23 @@ pub fn load<F: MemoryFs + ?Sized>(fs: &F, opts: &LoadOptions) -> Result<Memory, 
         (true, None) => super::settings::evaluate(fs, opts, &engine.cwd),
     };
     engine.settings_diagnostics(&settings);
+    engine.withhold = Withhold::of(&settings);
+    for change in &settings.prompt {
+        engine.push_diag(Diagnostic {
+            severity: Severity::Warning,
+            code: DiagnosticCode::SystemPromptReplaced,
+            path: change.path.clone(),
+            import: None,
+            from: None,
+            message: format!(
+                "{} = {:?} in {} replaces Claude Code's whole system prompt with the text of {} (the CLI; the memory still follows, but the instructions around it are the agent's)",
+                change.setting,
+                change.value,
+                change.path.display(),
+                change.file.display()
+            ),
+        });
+    }
     if let Some(off) = &settings.memory_off {
         engine.push_diag(Diagnostic {
             severity: Severity::Warning,
@@ -259,6 +277,7 @@ pub fn load_alone<F: MemoryFs + ?Sized>(
         cwd: PathBuf::from("/"),
         approved: true,
         excludes: Excludes::new(&[], 0),
+        withhold: Withhold::default(),
         diags: Vec::new(),
         spent: Spent::default(),
     };
@@ -353,8 +372,94 @@ pub(super) struct Engine<'a, F: ?Sized> {
     pub(super) cwd: PathBuf,
     pub(super) approved: bool,
     pub(super) excludes: Excludes,
+    /// What the settings withhold besides the excludes (issue 38).
+    pub(super) withhold: Withhold,
     pub(super) diags: Vec<Diagnostic>,
     pub(super) spent: Spent,
+}
+
+/// What settings withhold from the project's memory besides `claudeMdExcludes` (JS `ege`'s
+/// `held`): `Read` deny rules, `blockReadsOutsideWorkingDirectories`, and the folders the walk
+/// skips (`CLAUDE_CODE_AUTOMOUNT_ROOTS`).
+#[derive(Default)]
+pub(super) struct Withhold {
+    rules: Vec<(super::permissions::Rule, ReadDeny)>,
+    skipped: Vec<SkippedDir>,
+    outside: Option<OutsideBlocked>,
+}
+
+impl Withhold {
+    fn of(settings: &SettingsEvaluation) -> Withhold {
+        Withhold {
+            rules: settings
+                .read_denies
+                .iter()
+                .map(|deny| {
+                    let rule = super::permissions::Rule {
+                        root: deny.root.clone(),
+                        pattern: deny.pattern.clone(),
+                    };
+                    (rule, deny.clone())
+                })
+                .collect(),
+            skipped: settings.skipped_dirs.clone(),
+            outside: settings.outside_blocked.clone(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rules.is_empty() && self.outside.is_none()
+    }
+
+    /// The folder skipped by the walk, if `dir` is one.
+    pub(super) fn skipped(&self, dir: &Path) -> Option<&SkippedDir> {
+        self.skipped.iter().find(|s| s.dir == dir)
+    }
+
+    /// Why a project or local file (written `path`, real path `real`) is withheld, if it is.
+    /// `walked`: a file found by the walk in a folder above the working directory (Claude
+    /// Code counts that folder as a working one for it).
+    fn why(&self, path: &Path, real: &Path, cwd: &Path, walked_above: bool) -> Option<String> {
+        let spellings = [normalize(path), normalize(real)];
+        for (rule, deny) in &self.rules {
+            if let Some(hit) = spellings.iter().find(|p| rule.matches(p)) {
+                let via = match hit == &spellings[0] {
+                    true => String::new(),
+                    false => format!(" (its real path {})", hit.display()),
+                };
+                return Some(format!(
+                    "{} is not loaded: the permissions.deny rule {:?} in {} matches it{via}, and Claude Code withholds what a Read rule denies",
+                    path.display(),
+                    deny.rule,
+                    deny.source.display()
+                ));
+            }
+        }
+        if let Some(blocked) = &self.outside
+            && !walked_above
+        {
+            let inside = |p: &Path| {
+                p == cwd
+                    || is_within(p, cwd)
+                    || blocked.additional.iter().any(|d| p == d || is_within(p, d))
+            };
+            if let Some(out) = spellings.iter().find(|p| !inside(p)) {
+                return Some(format!(
+                    "{} is not loaded: permissions.blockReadsOutsideWorkingDirectories in {} withholds {}, outside the working folders ({}{})",
+                    path.display(),
+                    blocked.source.display(),
+                    out.display(),
+                    cwd.display(),
+                    blocked
+                        .additional
+                        .iter()
+                        .map(|d| format!(", {}", d.display()))
+                        .collect::<String>()
+                ));
+            }
+        }
+        None
+    }
 }
 
 /// What one load has used of its [`Budgets`].
@@ -428,6 +533,28 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 && wt.skips(&walk_dir_of(&c.path))
             {
                 continue; // the main checkout's files, seen from a nested worktree
+            }
+            if matches!(c.kind, MemoryKind::Project | MemoryKind::Local)
+                && let Some(skipped) = self.withhold.skipped(&walk_dir_of(&c.path))
+            {
+                if !c.rules_dir && self.fs.metadata(&c.path).is_ok() {
+                    let message = format!(
+                        "{} is not loaded: {} in {} lists {}, so Claude Code's walk skips that folder",
+                        c.path.display(),
+                        skipped.setting,
+                        skipped.source.display(),
+                        skipped.dir.display()
+                    );
+                    self.note(
+                        Severity::Warning,
+                        DiagnosticCode::Withheld,
+                        &c.path,
+                        None,
+                        None,
+                        message,
+                    );
+                }
+                continue;
             }
             let include_external = c.kind == MemoryKind::User || approved;
             let loaded = if c.rules_dir {
@@ -915,6 +1042,16 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 "is in a folder Claude Code protects (connector-downloads, a session scratchpad): not loaded".into(),
             );
             return None;
+        }
+        if matches!(kind, MemoryKind::Project | MemoryKind::Local)
+            && !self.withhold.is_empty()
+            && self.fs.metadata(&real).is_ok()
+        {
+            let walked_above = f.depth == 0 && walk_dir_of(&f.path) != self.cwd;
+            if let Some(why) = self.withhold.why(&f.path, &real, &self.cwd, walked_above) {
+                self.note_file(v, Severity::Warning, DiagnosticCode::Withheld, why);
+                return None;
+            }
         }
         if f.depth > 0
             && !include_external

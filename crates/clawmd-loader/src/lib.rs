@@ -55,6 +55,7 @@ pub(crate) mod markdown;
 mod model;
 mod path_policy;
 pub mod paths;
+mod permissions;
 mod picomatch;
 mod render;
 mod rules;

@@ -195,6 +195,14 @@ pub enum DiagnosticCode {
     /// Something in a settings file that may change what loads and that clawmd cannot
     /// decide (the memory shown is clawmd's best reading).
     SettingsUndecided,
+    /// A memory file Claude Code withholds because of a setting: a `permissions.deny` rule
+    /// `Read(…)` matching it, `permissions.blockReadsOutsideWorkingDirectories` (an import
+    /// outside the working folders), or `env.CLAUDE_CODE_AUTOMOUNT_ROOTS` (its folder skipped).
+    Withheld,
+    /// A setting replaces Claude Code's own system prompt with a file's text (the CLI's
+    /// main-thread `agent`): the memory still loads, but the instructions around it are the
+    /// agent's.
+    SystemPromptReplaced,
 }
 
 /// A finding about the memory: something dropped, skipped or worth a warning.
@@ -490,7 +498,9 @@ pub struct SettingsFile {
     /// Whether it applies.
     #[serde(flatten)]
     pub state: FileState,
-    /// Whether it holds a setting that changes memory (`claudeMdExcludes`, the memory switch).
+    /// Whether it holds a setting that changes memory (`claudeMdExcludes`, the memory switches,
+    /// `Read` deny rules, `blockReadsOutsideWorkingDirectories`, the environment names of
+    /// issue 38, `autoMemoryDirectory`).
     pub about_memory: bool,
 }
 
@@ -543,6 +553,19 @@ pub struct SettingsEvaluation {
     /// ([`crate::managed`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub managed_memory: Option<ManagedMemory>,
+    /// `Read` deny rules that withhold memory files (issue 38; best reading when undecided).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub read_denies: Vec<ReadDeny>,
+    /// Folders the walk skips (`env.CLAUDE_CODE_AUTOMOUNT_ROOTS` in the user's settings).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped_dirs: Vec<SkippedDir>,
+    /// `permissions.blockReadsOutsideWorkingDirectories`: files the project's memory imports
+    /// from outside the working folders are withheld.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outside_blocked: Option<OutsideBlocked>,
+    /// Settings that replace Claude Code's own system prompt (the CLI's main-thread `agent`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prompt: Vec<PromptChange>,
 }
 
 /// The `claudeMd` text of the managed settings, which Claude Code shows after the managed
@@ -558,6 +581,56 @@ pub struct ManagedMemory {
     pub source: PathBuf,
 }
 
+/// A `permissions.deny` rule `Read(…)` (or `Read`) of a settings file, as Claude Code applies
+/// it to memory: a project or local memory file, or one they import, that it matches (by the
+/// path written or the real path) is withheld.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadDeny {
+    /// The rule as written.
+    pub rule: String,
+    /// The settings file.
+    pub source: PathBuf,
+    /// The folder its pattern is relative to (`None`: bare `Read`, every file).
+    pub root: Option<PathBuf>,
+    /// The gitignore pattern, relative to `root`.
+    pub pattern: String,
+}
+
+/// A folder Claude Code's walk skips, and the setting that says so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedDir {
+    /// The folder (absolute, as listed).
+    pub dir: PathBuf,
+    /// The settings file.
+    pub source: PathBuf,
+    /// `env.CLAUDE_CODE_AUTOMOUNT_ROOTS`.
+    pub setting: String,
+}
+
+/// `permissions.blockReadsOutsideWorkingDirectories` set to `true` (in any settings file: a
+/// `false` elsewhere does not undo it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OutsideBlocked {
+    /// The settings file that sets it.
+    pub source: PathBuf,
+    /// The working folders besides the working directory (`permissions.additionalDirectories`
+    /// of every settings file applied).
+    pub additional: Vec<PathBuf>,
+}
+
+/// A setting that replaces Claude Code's system prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PromptChange {
+    /// The settings file.
+    pub path: PathBuf,
+    /// The setting (`agent`).
+    pub setting: String,
+    /// Its value.
+    pub value: String,
+    /// The file whose text becomes the system prompt.
+    pub file: PathBuf,
+}
+
 impl SettingsEvaluation {
     /// True when no settings file exists (or none was read).
     pub fn is_empty(&self) -> bool {
@@ -565,6 +638,10 @@ impl SettingsEvaluation {
             && self.undecided.is_empty()
             && self.memory_off.is_none()
             && self.managed_memory.is_none()
+            && self.read_denies.is_empty()
+            && self.skipped_dirs.is_empty()
+            && self.outside_blocked.is_none()
+            && self.prompt.is_empty()
     }
 
     /// True when nothing is undecided.

@@ -35,9 +35,11 @@ use super::js_json::{self, Js, ParseError};
 use super::markdown::js_trim;
 use super::model::LoadOptions;
 pub use super::model::{
-    Exclude, FileState, MemoryOff, SettingsEvaluation, SettingsFile, SettingsSource, Undecided,
+    Exclude, FileState, MemoryOff, OutsideBlocked, PromptChange, ReadDeny, SettingsEvaluation,
+    SettingsFile, SettingsSource, SkippedDir, Undecided,
 };
 use super::paths::normalize;
+use super::permissions::{self, Parsed, Roots};
 use super::picomatch;
 use super::version::{Behaviour, CORPUS, MEASURED};
 
@@ -46,6 +48,33 @@ pub const MAX_SETTINGS_BYTES: u64 = 2 * 1024 * 1024;
 
 /// The environment variable that turns memory off.
 pub const DISABLE_MEMORY: &str = "CLAUDE_CODE_DISABLE_CLAUDE_MDS";
+
+/// `--bare` and `--safe-mode` as environment variables: from the user's settings (only) they
+/// turn every memory file off too (2.1.328–2.1.333, `tests/fixtures/agent-settings-probe/`).
+pub const USER_MEMORY_SWITCHES: [&str; 2] = ["CLAUDE_CODE_SIMPLE", "CLAUDE_CODE_SAFE_MODE"];
+
+/// The environment variable listing folders Claude Code takes as automount roots: its walk
+/// skips each, so the memory files there do not load (read from the user's settings only).
+pub const AUTOMOUNT_ROOTS: &str = "CLAUDE_CODE_AUTOMOUNT_ROOTS";
+
+/// Environment settings that add or relabel memory in ways clawmd does not render (issue 38):
+/// each is undecided where it takes effect. `(name, user settings only)`.
+pub const MEMORY_CHANGING_ENV: [(&str, bool); 3] = [
+    // Its text loads as an auto-memory section no file holds.
+    ("CLAUDE_COWORK_MEMORY_INDEX_CONTENT", false),
+    // A folder's MEMORY.md (or an index of its files) loads as auto-memory.
+    ("CLAUDE_COWORK_MEMORY_PATH_OVERRIDE", true),
+    // The workspace's files relabelled as the user's own (`""` or a folder).
+    ("CLAUDE_CONFIG_DIR", true),
+];
+
+/// Every environment name whose value in a settings file this module reads.
+fn env_of_interest(name: &str) -> bool {
+    name == DISABLE_MEMORY
+        || name == AUTOMOUNT_ROOTS
+        || USER_MEMORY_SWITCHES.contains(&name)
+        || MEMORY_CHANGING_ENV.iter().any(|(n, _)| *n == name)
+}
 
 /// Reads the settings files of the agent started with `opts` in `cwd` (its real path) through
 /// `fs`. Reads only those files (at most [`MAX_SETTINGS_BYTES`] each, through
@@ -153,6 +182,9 @@ pub fn evaluate<F: MemoryFs + ?Sized>(
         read.push((source, path, file));
     }
     memory_switch(&read, &mut out);
+    if out.memory_off.is_none() {
+        user_switches(&read, &mut out);
+    }
     excludes(fs, &read, cwd, &mut out);
     out.managed_memory = super::managed::policy_memory(
         read.iter()
@@ -163,7 +195,279 @@ pub fn evaluate<F: MemoryFs + ?Sized>(
             .map(|(_, path, file)| (path.as_path(), file.claude_md.clone())),
         opts.claude_version,
     );
+    read_denies(opts, cwd, &read, &mut out);
+    automount_roots(&read, &mut out);
+    outside_blocked(&read, &mut out);
+    memory_changing(&read, &mut out);
+    prompt(fs, opts, cwd, &read, &mut out);
     out
+}
+
+/// The files that apply (or may: undecided), newest source first (managed, local, project,
+/// user), with `user_only` keeping the user's and the managed settings only.
+fn applying(
+    read: &[(SettingsSource, PathBuf, Read)],
+    user_only: bool,
+) -> impl Iterator<Item = &(SettingsSource, PathBuf, Read)> {
+    read.iter().rev().filter(move |(source, _, file)| {
+        !matches!(file.state, FileState::Rejected { .. })
+            && (!user_only || matches!(source, SettingsSource::User | SettingsSource::Managed))
+    })
+}
+
+/// The value Claude Code takes for the environment name `name`, and the file it comes from.
+fn env_value<'a>(
+    read: &'a [(SettingsSource, PathBuf, Read)],
+    name: &str,
+    user_only: bool,
+) -> Option<(SettingsSource, &'a PathBuf, &'a Js)> {
+    applying(read, user_only)
+        .find_map(|(source, path, file)| Some((*source, path, file.env(name)?)))
+}
+
+/// `CLAUDE_CODE_SIMPLE` and `CLAUDE_CODE_SAFE_MODE` from the user's settings: every memory
+/// file off, the managed one included (a managed value wins; clawmd's managed delivery pins
+/// both to `""`).
+fn user_switches(read: &[(SettingsSource, PathBuf, Read)], out: &mut SettingsEvaluation) {
+    for name in USER_MEMORY_SWITCHES {
+        let Some((_, path, value)) = env_value(read, name, true) else {
+            continue;
+        };
+        let setting = format!("env.{name}");
+        match coerce(value, 0) {
+            Ok((shown, true)) => {
+                out.memory_off = Some(MemoryOff {
+                    path: path.clone(),
+                    setting,
+                    value: shown,
+                });
+                return;
+            }
+            Ok(_) => {}
+            Err(why) => out.undecided.push(Undecided {
+                path: path.clone(),
+                setting,
+                why,
+            }),
+        }
+    }
+}
+
+/// `permissions.deny` `Read` rules: every applying file's (only the managed file's with the
+/// managed `allowManagedPermissionRulesOnly: true`).
+fn read_denies(
+    opts: &LoadOptions,
+    cwd: &Path,
+    read: &[(SettingsSource, PathBuf, Read)],
+    out: &mut SettingsEvaluation,
+) {
+    let managed_only = read.iter().any(|(source, _, file)| {
+        *source == SettingsSource::Managed
+            && !matches!(file.state, FileState::Rejected { .. })
+            && matches!(
+                file.key("allowManagedPermissionRulesOnly"),
+                Some(Js::Bool(true))
+            )
+    });
+    let user_dir = opts.user_dir();
+    for (source, path, file) in read {
+        if matches!(file.state, FileState::Rejected { .. })
+            || managed_only && *source != SettingsSource::Managed
+        {
+            continue;
+        }
+        let settings_root = match source {
+            SettingsSource::Project | SettingsSource::Local => Some(cwd),
+            SettingsSource::User => user_dir.as_deref(),
+            SettingsSource::Managed => None,
+        };
+        let roots = Roots {
+            cwd,
+            home: opts.home.as_deref(),
+            settings_root,
+        };
+        for rule in file.read_rules() {
+            match permissions::parse(rule, &roots) {
+                Parsed::Other => {}
+                Parsed::Exact(parsed) => out.read_denies.push(ReadDeny {
+                    rule: rule.clone(),
+                    source: path.clone(),
+                    root: parsed.root,
+                    pattern: parsed.pattern,
+                }),
+                Parsed::Inexact(parsed, why) => {
+                    out.read_denies.push(ReadDeny {
+                        rule: rule.clone(),
+                        source: path.clone(),
+                        root: parsed.root,
+                        pattern: parsed.pattern,
+                    });
+                    out.undecided.push(Undecided {
+                        path: path.clone(),
+                        setting: format!("permissions.deny {rule:?}"),
+                        why,
+                    });
+                }
+                Parsed::Undecided(why) => out.undecided.push(Undecided {
+                    path: path.clone(),
+                    setting: format!("permissions.deny {rule:?}"),
+                    why,
+                }),
+            }
+        }
+    }
+}
+
+/// `CLAUDE_CODE_AUTOMOUNT_ROOTS` (user settings; a managed value wins): a `:`-separated list;
+/// each absolute entry, resolved, is a folder Claude Code's memory walk skips.
+fn automount_roots(read: &[(SettingsSource, PathBuf, Read)], out: &mut SettingsEvaluation) {
+    let Some((_, path, value)) = env_value(read, AUTOMOUNT_ROOTS, true) else {
+        return;
+    };
+    let setting = format!("env.{AUTOMOUNT_ROOTS}");
+    let Js::Str(units) = value else {
+        out.undecided.push(Undecided {
+            path: path.clone(),
+            setting,
+            why: format!("it is {}, not a string", value.kind()),
+        });
+        return;
+    };
+    let text = String::from_utf16_lossy(units);
+    for entry in text.split(':').filter(|e| e.starts_with('/')) {
+        out.skipped_dirs.push(SkippedDir {
+            dir: normalize(Path::new(entry)),
+            source: path.clone(),
+            setting: setting.clone(),
+        });
+    }
+}
+
+/// `permissions.blockReadsOutsideWorkingDirectories: true` in any applying file (a `false`
+/// elsewhere does not undo it, nor does `allowManagedPermissionRulesOnly`: measured), with
+/// every file's `additionalDirectories`.
+fn outside_blocked(read: &[(SettingsSource, PathBuf, Read)], out: &mut SettingsEvaluation) {
+    let Some((_, path, _)) = applying(read, false)
+        .find(|(_, _, file)| matches!(file.block_outside, Some(Js::Bool(true))))
+    else {
+        return;
+    };
+    let additional = applying(read, false)
+        .flat_map(|(_, _, file)| file.additional.iter())
+        .filter(|dir| dir.starts_with('/'))
+        .map(|dir| normalize(Path::new(dir)))
+        .collect();
+    out.outside_blocked = Some(OutsideBlocked {
+        source: path.clone(),
+        additional,
+    });
+}
+
+/// Settings that add or relabel memory in ways clawmd does not render: undecided where they
+/// take effect (a managed value of the same name wins: clawmd's managed delivery pins them).
+fn memory_changing(read: &[(SettingsSource, PathBuf, Read)], out: &mut SettingsEvaluation) {
+    for (name, user_only) in MEMORY_CHANGING_ENV {
+        let Some((source, path, value)) = env_value(read, name, user_only) else {
+            continue;
+        };
+        let empty = matches!(value, Js::Str(text) if text.is_empty());
+        // `CLAUDE_CONFIG_DIR=""` relabels too; the others do nothing when empty.
+        if source == SettingsSource::Managed || empty && name != "CLAUDE_CONFIG_DIR" {
+            continue;
+        }
+        out.undecided.push(Undecided {
+            path: path.clone(),
+            setting: format!("env.{name}"),
+            why: "it adds memory no composed file holds, or relabels the composed files (measured), which clawmd does not render".to_owned(),
+        });
+    }
+    let managed_off = read.iter().any(|(source, _, file)| {
+        *source == SettingsSource::Managed
+            && !matches!(file.state, FileState::Rejected { .. })
+            && file.key("autoMemoryDirectory").is_some()
+    });
+    if managed_off {
+        return;
+    }
+    if let Some((_, path, _)) = applying(read, false).find(
+        |(_, _, file)| matches!(file.key("autoMemoryDirectory"), Some(Js::Str(t)) if !t.is_empty()),
+    ) {
+        out.undecided.push(Undecided {
+            path: path.clone(),
+            setting: "autoMemoryDirectory".to_owned(),
+            why: "the folder's MEMORY.md, or an index Claude Code builds of its files, loads as auto-memory (measured), which clawmd does not render".to_owned(),
+        });
+    }
+}
+
+/// The CLI's main-thread `agent` (local over project over user; a managed `agent` wins, and a
+/// managed `strictPluginOnlyCustomization` of `true` or naming `agents` keeps the agent's own
+/// agent files out): when it names an agent file in `.claude/agents/` or `~/.claude/agents/`,
+/// that file's text replaces Claude Code's whole system prompt (measured on 2.1.128, 2.1.328
+/// and 2.1.333; a name no file has changes nothing). A file named like a built-in agent
+/// (`claude.md`) overrides it: the managed `"agent": "claude"` selects the agent's own
+/// `claude.md` (measured), while `"agent": ""` selects nothing.
+fn prompt<F: MemoryFs + ?Sized>(
+    fs: &F,
+    opts: &LoadOptions,
+    cwd: &Path,
+    read: &[(SettingsSource, PathBuf, Read)],
+    out: &mut SettingsEvaluation,
+) {
+    let managed = read.iter().find(|(source, _, file)| {
+        *source == SettingsSource::Managed && !matches!(file.state, FileState::Rejected { .. })
+    });
+    let mut chosen = None;
+    if let Some((_, path, file)) = managed {
+        let strict = match file.key("strictPluginOnlyCustomization") {
+            Some(Js::Bool(true)) => true,
+            Some(Js::Arr(items)) => items
+                .iter()
+                .any(|i| matches!(i, Js::Str(u) if String::from_utf16_lossy(u) == "agents")),
+            _ => false,
+        };
+        if strict {
+            return;
+        }
+        if let Some(Js::Str(units)) = file.key("agent") {
+            chosen = Some((path, String::from_utf16_lossy(units)));
+        }
+    }
+    let chosen = chosen.or_else(|| {
+        applying(read, false).find_map(|(source, path, file)| match (source, file.key("agent")?) {
+            (SettingsSource::Managed, _) => None,
+            (_, Js::Str(units)) => Some((path, String::from_utf16_lossy(units))),
+            _ => None,
+        })
+    });
+    let Some((path, name)) = chosen else {
+        return;
+    };
+    if name.is_empty() {
+        return;
+    }
+    let mut folders = vec![cwd.join(".claude/agents")];
+    folders.extend(opts.user_dir().map(|dir| dir.join("agents")));
+    // Claude Code names an agent by its frontmatter; a file named after it is the usual case.
+    // Any other file in an agents folder may declare the name: counted as the agent's too.
+    let file = folders
+        .iter()
+        .map(|dir| dir.join(format!("{name}.md")))
+        .find(|file| fs.metadata(file).is_ok())
+        .or_else(|| {
+            folders
+                .iter()
+                .find(|dir| fs.read_dir(dir).is_ok_and(|entries| !entries.is_empty()))
+                .cloned()
+        });
+    if let Some(file) = file {
+        out.prompt.push(PromptChange {
+            path: path.clone(),
+            setting: "agent".to_owned(),
+            value: name,
+            file,
+        });
+    }
 }
 
 /// One settings file as read.
@@ -173,6 +477,17 @@ struct Read {
     excludes: Option<Vec<Vec<u16>>>,
     /// `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS` when `env` is an object holding it.
     switch: Option<Js>,
+    /// The other environment names of interest ([`env_of_interest`]) the file's `env` sets.
+    env: Vec<(String, Js)>,
+    /// `permissions.deny`'s strings.
+    deny: Vec<String>,
+    /// `permissions.blockReadsOutsideWorkingDirectories`.
+    block_outside: Option<Js>,
+    /// `permissions.additionalDirectories`' strings.
+    additional: Vec<String>,
+    /// Top-level keys that change the system prompt or who decides it: `agent`,
+    /// `allowManagedPermissionRulesOnly`, `strictPluginOnlyCustomization`, `autoMemoryDirectory`.
+    keys: Vec<(String, Js)>,
     /// clawmd could not see what the file holds.
     opaque: bool,
     /// `claudeMd` when it is a string (read by Claude Code from managed files only).
@@ -183,15 +498,40 @@ struct Read {
 }
 
 impl Read {
+    /// An applied file that says nothing.
+    fn empty() -> Read {
+        Read {
+            state: FileState::Applied,
+            excludes: None,
+            switch: None,
+            env: Vec::new(),
+            deny: Vec::new(),
+            block_outside: None,
+            additional: Vec::new(),
+            keys: Vec::new(),
+            opaque: false,
+            claude_md: None,
+            unmodelled: Vec::new(),
+        }
+    }
+
     fn about_memory(&self) -> bool {
-        self.opaque
-            || self
-                .excludes
-                .as_ref()
-                .is_some_and(|list| list.iter().any(|p| !p.is_empty()))
-            || self.switch.is_some()
-            || self.claude_md.is_some()
-            || !self.unmodelled.is_empty()
+        !self.settings_named().is_empty()
+    }
+
+    fn key(&self, name: &str) -> Option<&Js> {
+        self.keys.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    fn env(&self, name: &str) -> Option<&Js> {
+        self.env.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// The `permissions.deny` entries that are (or may be) `Read` rules.
+    fn read_rules(&self) -> impl Iterator<Item = &String> {
+        self.deny
+            .iter()
+            .filter(|rule| rule.trim_start().starts_with("Read"))
     }
 
     /// Whether all the file says about memory is `env.CLAUDE_CODE_DISABLE_CLAUDE_MDS = ""` (the
@@ -200,14 +540,19 @@ impl Read {
     /// but never turn it off, on any release (measured from 2.0.77 to 2.1.332,
     /// docs/delivery.md).
     fn only_pins_memory_on(&self) -> bool {
+        let empty = |value: &Js| matches!(value, Js::Str(text) if text.is_empty());
         !self.opaque
             && self.claude_md.is_none()
             && self.unmodelled.is_empty()
-            && matches!(&self.switch, Some(Js::Str(text)) if text.is_empty())
+            && self.switch.as_ref().is_some_and(empty)
+            && self.env.iter().all(|(_, value)| empty(value))
             && !self
                 .excludes
                 .as_ref()
                 .is_some_and(|list| list.iter().any(|p| !p.is_empty()))
+            && self.read_rules().next().is_none()
+            && !matches!(self.block_outside, Some(Js::Bool(true)))
+            && self.key("autoMemoryDirectory").is_none()
     }
 
     fn settings_named(&self) -> Vec<String> {
@@ -229,6 +574,19 @@ impl Read {
             named.push("claudeMd".to_owned());
         }
         named.extend(self.unmodelled.iter().map(|(setting, _)| setting.clone()));
+        for (name, _) in &self.env {
+            named.push(format!("env.{name}"));
+        }
+        if self.read_rules().next().is_some() {
+            named.push("permissions.deny (Read rules)".to_owned());
+        }
+        if matches!(self.block_outside, Some(Js::Bool(true))) {
+            named.push("permissions.blockReadsOutsideWorkingDirectories".to_owned());
+        }
+        // `agent` changes the prompt, not the memory: reported on its own ([`prompt`]).
+        if self.key("autoMemoryDirectory").is_some() {
+            named.push("autoMemoryDirectory".to_owned());
+        }
         named
     }
 }
@@ -236,11 +594,7 @@ impl Read {
 fn rejected(why: impl Into<String>) -> Read {
     Read {
         state: FileState::Rejected { why: why.into() },
-        excludes: None,
-        switch: None,
-        opaque: false,
-        claude_md: None,
-        unmodelled: Vec::new(),
+        ..Read::empty()
     }
 }
 
@@ -248,11 +602,8 @@ fn rejected(why: impl Into<String>) -> Read {
 fn opaque(why: impl Into<String>) -> Read {
     Read {
         state: FileState::Unknown { why: why.into() },
-        excludes: None,
-        switch: None,
         opaque: true,
-        claude_md: None,
-        unmodelled: Vec::new(),
+        ..Read::empty()
     }
 }
 
@@ -312,14 +663,7 @@ fn parse_file(bytes: &[u8], one_by_one: bool) -> Read {
     let as_string = String::from_utf16_lossy(&text);
     if js_trim(&as_string).is_empty() && !text.iter().any(|u| (0xd800..0xe000).contains(u)) {
         // Blank: `{}`.
-        return Read {
-            state: FileState::Applied,
-            excludes: None,
-            switch: None,
-            opaque: false,
-            claude_md: None,
-            unmodelled: Vec::new(),
-        };
+        return Read::empty();
     }
     let body = match text.first() {
         Some(0xfeff) => &text[1..],
@@ -352,10 +696,52 @@ fn parse_file(bytes: &[u8], one_by_one: bool) -> Read {
         Some(Js::Str(units)) => Some(String::from_utf16_lossy(units)),
         _ => None,
     };
+    let env = match value.get("env") {
+        Some(Js::Obj(entries)) => entries
+            .iter()
+            .filter_map(|(name, value)| {
+                let name = String::from_utf16(name).ok()?;
+                (name != DISABLE_MEMORY && env_of_interest(&name)).then(|| (name, value.clone()))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let strings = |value: Option<&Js>| -> Vec<String> {
+        match value {
+            Some(Js::Arr(items)) => items
+                .iter()
+                .filter_map(|item| match item {
+                    Js::Str(units) => Some(String::from_utf16_lossy(units)),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let permissions = match value.get("permissions") {
+        Some(p @ Js::Obj(_)) => Some(p),
+        _ => None,
+    };
+    let keys = [
+        "agent",
+        "allowManagedPermissionRulesOnly",
+        "strictPluginOnlyCustomization",
+        "autoMemoryDirectory",
+    ]
+    .into_iter()
+    .filter_map(|key| Some((key.to_owned(), value.get(key)?.clone())))
+    .collect();
     Read {
         state,
         excludes,
         switch,
+        env,
+        deny: strings(permissions.and_then(|p| p.get("deny"))),
+        block_outside: permissions
+            .and_then(|p| p.get("blockReadsOutsideWorkingDirectories"))
+            .cloned(),
+        additional: strings(permissions.and_then(|p| p.get("additionalDirectories"))),
+        keys,
         opaque: false,
         claude_md,
         unmodelled: super::managed::unmodelled(&value),
@@ -413,8 +799,43 @@ fn validate(value: &Js) -> FileState {
             ("env", _) => return wrong("an object"),
             ("$schema" | "model", Js::Str(_)) => {}
             ("$schema" | "model", _) => return wrong("a string"),
-            ("permissions", Js::Obj(_)) => unknown_keys.push(key),
+            // Measured (tests/e2e/settings.rs, attack 6''): a `defaultMode` that is not a
+            // string rejects the whole file.
+            ("permissions", Js::Obj(rules))
+                if rules.iter().any(|(name, value)| {
+                    String::from_utf16_lossy(name) == "defaultMode" && !matches!(value, Js::Str(_))
+                }) =>
+            {
+                return FileState::Rejected {
+                    why: "\"permissions.defaultMode\" is not a string".to_owned(),
+                };
+            }
+            ("permissions", Js::Obj(rules)) => {
+                // Measured: a rule of the wrong type (`"allow": [5]`) does not reject the file.
+                let known = rules.iter().all(|(name, value)| {
+                    match (String::from_utf16_lossy(name).as_str(), value) {
+                        ("allow" | "deny" | "ask", Js::Arr(_)) => true,
+                        ("additionalDirectories", Js::Arr(items)) => {
+                            items.iter().all(|i| matches!(i, Js::Str(_)))
+                        }
+                        ("defaultMode", Js::Str(_)) => true,
+                        (
+                            "blockReadsOutsideWorkingDirectories"
+                            | "blockWritesOutsideWorkingDirectories"
+                            | "blockFileToolReadsOutsideWorkingDirectories"
+                            | "denyInsteadOfPrompting",
+                            Js::Bool(_),
+                        ) => true,
+                        _ => false,
+                    }
+                });
+                if !known {
+                    unknown_keys.push(key);
+                }
+            }
             ("permissions", _) => return wrong("an object"),
+            ("agent" | "outputStyle" | "autoMemoryDirectory", Js::Str(_)) => {}
+            ("allowManagedPermissionRulesOnly" | "autoMemoryEnabled", Js::Bool(_)) => {}
             _ => unknown_keys.push(key),
         }
     }
@@ -845,8 +1266,21 @@ mod tests {
         ] {
             assert!(matches!(state(&bad), FileState::Rejected { .. }), "{bad}");
         }
-        for undecided in [
+        // A `permissions` object of the shapes measured (the settings oracle's "perm obj" and
+        // "perm bad rule": a rule of the wrong type does not reject the file).
+        for applied in [
             format!("{{{e},\"permissions\":{{}}}}"),
+            format!("{{{e},\"permissions\":{{\"allow\":[5],\"deny\":[\"Read\"]}}}}"),
+            format!("{{{e},\"agent\":\"x\",\"outputStyle\":\"y\"}}"),
+        ] {
+            assert_eq!(state(&applied), FileState::Applied, "{applied}");
+        }
+        assert!(matches!(
+            state(&format!("{{{e},\"permissions\":{{\"defaultMode\":5}}}}")),
+            FileState::Rejected { .. }
+        ));
+        for undecided in [
+            format!("{{{e},\"permissions\":{{\"other\":[]}}}}"),
             format!("{{{e},\"hooks\":5}}"),
         ] {
             assert!(

@@ -78,7 +78,9 @@ export type Code =
   | "excluded"
   | "settings-rejected"
   | "settings-undecided"
-  | "planted-instructions";
+  | "planted-instructions"
+  | "withheld"
+  | "system-prompt-replaced";
 
 /**
  * The report of a `check` run.

@@ -153,7 +153,9 @@ export type Code =
   | "excluded"
   | "settings-rejected"
   | "settings-undecided"
-  | "planted-instructions";
+  | "planted-instructions"
+  | "withheld"
+  | "system-prompt-replaced";
 
 /**
  * The report of a `migrate` run.

@@ -69,7 +69,9 @@ export type Code =
   | "excluded"
   | "settings-rejected"
   | "settings-undecided"
-  | "planted-instructions";
+  | "planted-instructions"
+  | "withheld"
+  | "system-prompt-replaced";
 
 /**
  * The JSON document of a run that could not start (the groups folder or the shared content

@@ -111,7 +111,9 @@ export type Code =
   | "excluded"
   | "settings-rejected"
   | "settings-undecided"
-  | "planted-instructions";
+  | "planted-instructions"
+  | "withheld"
+  | "system-prompt-replaced";
 /**
  * The agent backend of a group (`container.json`'s `provider`, nanoclaw's key).
  */

@@ -598,6 +598,16 @@ fn classify(diagnostic: &Diagnostic) -> Option<(Severity, Code, &'static str)> {
             Code::SettingsRejected,
             "fix the file or remove it: Claude Code ignores all of it",
         ),
+        D::Withheld => (
+            Severity::Warning,
+            Code::Withheld,
+            "remove the setting from the settings file if this file should load (an agent can write the file)",
+        ),
+        D::SystemPromptReplaced => (
+            Severity::Error,
+            Code::SystemPromptReplaced,
+            "remove the `agent` setting (an agent can write the file), or use the managed delivery, whose managed settings pin `agent`",
+        ),
         D::AgentsMdFallback => (
             Severity::Error,
             Code::PlantedInstructions,

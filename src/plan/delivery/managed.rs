@@ -11,7 +11,9 @@
 //!   import line at all: an import in the managed file is followed only with the project's
 //!   external-include approval, which the agent can record itself in its `~/.claude.json`;
 //! * `managed-settings.json`: the host's own managed settings, with [`MEMORY_SWITCHES`]
-//!   pinned off, so that no settings file of the agent's can turn memory off;
+//!   pinned off, so that no settings file of the agent's can turn memory off, with
+//!   [`MEMORY_ENV_PINS`] and [`PROMPT_PINS`] (what withholds or adds memory, what replaces the
+//!   system prompt);
 //! * the host's other managed files, copied as they are.
 //!
 //! Measured on the real releases (docs/delivery.md, "Managed delivery"): an empty string
@@ -47,6 +49,30 @@ pub const MEMORY_SWITCHES: [&str; 3] = [
     "CLAUDE_CODE_SIMPLE",
     "CLAUDE_CODE_SAFE_MODE",
 ];
+
+/// Environment settings of the agent's that withhold or add memory without turning it off
+/// (issue 38, `tests/fixtures/agent-settings-probe/`), pinned to `""` in the managed settings
+/// too: `CLAUDE_CODE_AUTOMOUNT_ROOTS` (its folders skipped by the memory walk: the workspace's
+/// `CLAUDE.md` and `CLAUDE.local.md` withheld), `CLAUDE_COWORK_MEMORY_INDEX_CONTENT` (its text
+/// loaded as auto-memory no file holds), `CLAUDE_COWORK_MEMORY_PATH_OVERRIDE` (a folder's
+/// `MEMORY.md` loaded as auto-memory). `""` is each one's unset value, in 2.1.128, 2.1.328 and
+/// 2.1.333 alike (measured).
+pub const MEMORY_ENV_PINS: [&str; 3] = [
+    "CLAUDE_CODE_AUTOMOUNT_ROOTS",
+    "CLAUDE_COWORK_MEMORY_INDEX_CONTENT",
+    "CLAUDE_COWORK_MEMORY_PATH_OVERRIDE",
+];
+
+/// Top-level settings pinned in the managed settings, unless the host's own managed settings
+/// set them: the CLI's main-thread `agent` (an agent file's text would replace Claude Code's
+/// whole system prompt, above the managed guardrails) pinned to `""`, and `outputStyle` (a
+/// style's text added to the system prompt) to `"default"`. Measured on 2.1.128, 2.1.328 and
+/// 2.1.333 (the agent's `agent` and `outputStyle` change nothing, and the file is accepted
+/// whole). Not `"claude"`: the agent's own `.claude/agents/claude.md` overrides the built-in
+/// agent of that name, so the managed `"agent": "claude"` *selects* the agent's file (measured
+/// on the three releases); not `null`: 2.1.128 rejects a managed file holding it as a whole,
+/// which voids every pin.
+pub const PROMPT_PINS: [(&str, &str); 2] = [("agent", ""), ("outputStyle", "default")];
 
 /// The largest file of the host's managed folder clawmd reads.
 pub(super) const MAX_HOST_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -199,6 +225,10 @@ pub fn settings_file(sources: &Sources) -> (Vec<u8>, Vec<Warning>) {
         *env = Value::Object(Map::new());
     }
     if let Value::Object(env) = env {
+        for name in MEMORY_ENV_PINS {
+            env.entry(name.to_owned())
+                .or_insert_with(|| Value::String(String::new()));
+        }
         for switch in MEMORY_SWITCHES {
             let pinned = Value::String(String::new());
             if let Some(old) = env.insert(switch.to_owned(), pinned.clone())
@@ -217,6 +247,11 @@ pub fn settings_file(sources: &Sources) -> (Vec<u8>, Vec<Warning>) {
         warnings.extend(host.notes.iter().map(|note| Warning::HostManaged {
             message: note.clone(),
         }));
+    }
+    for (key, pin) in PROMPT_PINS {
+        settings
+            .entry(key.to_owned())
+            .or_insert_with(|| Value::String(pin.to_owned()));
     }
     if let Some(host) = host
         && !host.left_out.is_empty()
@@ -254,9 +289,11 @@ mod tests {
         let (bytes, warnings) = settings_file(&Sources::default());
         assert!(warnings.is_empty());
         let value: Value = serde_json::from_slice(&bytes).unwrap();
-        for switch in MEMORY_SWITCHES {
+        for switch in MEMORY_SWITCHES.iter().chain(&MEMORY_ENV_PINS) {
             assert_eq!(value["env"][switch], "", "{switch}");
         }
+        assert_eq!(value["agent"], "");
+        assert_eq!(value["outputStyle"], "default");
         let sources = Sources {
             host_managed: Some(HostManaged {
             dir: PathBuf::from("/policy"),

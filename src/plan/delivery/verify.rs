@@ -27,6 +27,7 @@ use crate::loader::{DiagnosticCode, LoadOptions, MAX_FILE_BYTES, Memory, claude_
 use crate::plan::delivery::GroupPlan;
 use crate::plan::target::{ViewOptions, load_options};
 use crate::plan::{Content, Place, Warning};
+use crate::report::codes::Code;
 
 /// What reaches a group's agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -43,6 +44,12 @@ pub struct Delivered {
     /// cannot decide, each naming the file and the setting: the guardrails *may not* reach
     /// the agent, so the verdict is never complete while any is left.
     pub undecided: Vec<String>,
+    /// What the agent's own settings do that the verdict reports by name (issue 38): a memory
+    /// file they withhold (`withheld`: a `Read` deny rule, `blockReadsOutsideWorkingDirectories`,
+    /// `CLAUDE_CODE_AUTOMOUNT_ROOTS`), a system prompt they replace (`system-prompt-replaced`,
+    /// the CLI's main-thread `agent`). Compose adds them to the group's warnings.
+    #[serde(default)]
+    pub notices: Vec<crate::report::WarningReport>,
     /// `sha256:<hex>` of the memory the agent receives (Claude Code: the memory block as it
     /// sends it; flat backends: the document).
     pub memory_digest: String,
@@ -74,7 +81,11 @@ impl AgentSettings {
 /// Whether a reason of a verdict is a setting of the agent's (an exclude pattern, or memory
 /// turned off), so that the fix named is to remove it.
 pub fn reason_is_a_setting(reason: &str) -> bool {
-    reason.contains("claudeMdExcludes pattern") || reason.contains("turns memory off")
+    reason.contains("claudeMdExcludes pattern")
+        || reason.contains("turns memory off")
+        || reason.contains("permissions.deny rule")
+        || reason.contains("permissions.blockReadsOutsideWorkingDirectories")
+        || reason.contains("so Claude Code's walk skips that folder")
 }
 
 /// Works out what reaches the agent of a group composed as `plan`, with no settings file of
@@ -152,6 +163,7 @@ fn verify_claude(
             missing: vec!["everything".to_owned()],
             reasons: vec![crate::error::chain_text(&err)],
             undecided: Vec::new(),
+            notices: Vec::new(),
             memory_digest: digest(b""),
             judged: None,
         },
@@ -176,6 +188,15 @@ fn both(cli: Delivered, sdk: Delivered) -> Delivered {
     for undecided in sdk.undecided {
         if !out.undecided.contains(&undecided) {
             out.undecided.push(sdk_only(&undecided));
+        }
+    }
+    // The Agent SDK ignores the main-thread `agent` (measured): its prompt stays.
+    for notice in sdk.notices {
+        if notice.code != Code::SystemPromptReplaced && !out.notices.contains(&notice) {
+            out.notices.push(crate::report::WarningReport {
+                code: notice.code,
+                message: sdk_only(&notice.message),
+            });
         }
     }
     out.complete = out.missing.is_empty() && out.undecided.is_empty();
@@ -384,6 +405,22 @@ fn from_memory(
         .collect();
     delivered.undecided.dedup();
     delivered.complete &= delivered.undecided.is_empty();
+    delivered.notices = memory
+        .diagnostics
+        .iter()
+        .filter_map(|d| {
+            let code = match d.code {
+                DiagnosticCode::Withheld => Code::Withheld,
+                DiagnosticCode::SystemPromptReplaced => Code::SystemPromptReplaced,
+                _ => return None,
+            };
+            Some(crate::report::WarningReport {
+                code,
+                message: d.message.clone(),
+            })
+        })
+        .collect();
+    delivered.notices.dedup();
     delivered
 }
 
@@ -403,6 +440,7 @@ fn diagnostic_reasons(memory: &Memory) -> Vec<String> {
                     | DiagnosticCode::FileUnparsable
                     | DiagnosticCode::MemoryDisabled
                     | DiagnosticCode::Excluded
+                    | DiagnosticCode::Withheld
             )
         })
         .map(|d| match d.code {
@@ -459,6 +497,7 @@ fn assemble(
         missing,
         reasons,
         undecided: Vec::new(),
+        notices: Vec::new(),
         memory_digest,
         judged: None,
     }
@@ -525,6 +564,7 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
         reasons,
         missing,
         undecided: Vec::new(),
+        notices: Vec::new(),
         memory_digest: digest(document),
         judged: None,
     }
@@ -765,13 +805,240 @@ mod tests {
         }
     }
 
+    /// Issue 38: the settings that withhold a memory file without turning memory off, as
+    /// measured on the real binaries (`tests/fixtures/agent-settings-probe/`): the verdict
+    /// names what is withheld and why, in every delivery, and the managed guardrails never.
+    #[test]
+    fn settings_that_withhold_memory_files_are_named_in_every_delivery() {
+        let approved = |delivery| DeliverySettings {
+            approve_external: true,
+            ..DeliverySettings::with_delivery(delivery)
+        };
+        let verdict_in = |delivery, files: &[(&str, &str)]| {
+            let layout = Layout::under_root(Path::new("/host"));
+            let settings = approved(delivery);
+            let (sources, plan) = default_plan_of("BASE\n", &layout, &settings);
+            verify_with(&layout, &plan, &sources, &settings, &agent(files))
+        };
+        let deny = |rule: &str| format!(r#"{{"permissions":{{"deny":["{rule}"]}}}}"#);
+        for (delivery, file, text, missing, not_missing) in [
+            // Every delivery: the workspace's CLAUDE.md withheld.
+            (
+                Delivery::Inline,
+                PROJECT,
+                deny("Read(./CLAUDE.md)"),
+                "shared-base",
+                "",
+            ),
+            (
+                Delivery::Copy,
+                USER,
+                deny("Read(CLAUDE.md)"),
+                "shared-base",
+                "",
+            ),
+            (
+                Delivery::Link,
+                LOCAL,
+                deny("Read(./claude.md)"),
+                "shared-base",
+                "",
+            ),
+            (Delivery::Inline, PROJECT, deny("Read"), "local-memory", ""),
+            (
+                Delivery::Inline,
+                PROJECT,
+                deny("Read(*.md)"),
+                "skill:web",
+                "",
+            ),
+            // The agent's own memory alone.
+            (
+                Delivery::Inline,
+                PROJECT,
+                deny("Read(/CLAUDE.local.md)"),
+                "local-memory",
+                "shared-base",
+            ),
+            (
+                Delivery::Copy,
+                USER,
+                deny("Read(//workspace/agent/CLAUDE.local.md)"),
+                "local-memory",
+                "shared-base",
+            ),
+            // The fragments of copy and link delivery, and link's targets under /app.
+            (
+                Delivery::Copy,
+                PROJECT,
+                deny("Read(./.claude-fragments)"),
+                "shared-base",
+                "local-memory",
+            ),
+            (
+                Delivery::Link,
+                PROJECT,
+                deny("Read(//app/**)"),
+                "shared-base",
+                "local-memory",
+            ),
+            (
+                Delivery::Link,
+                PROJECT,
+                r#"{"permissions":{"blockReadsOutsideWorkingDirectories":true}}"#.to_owned(),
+                "shared-base",
+                "local-memory",
+            ),
+            // The walk skips the workspace (the user's settings only).
+            (
+                Delivery::Inline,
+                USER,
+                r#"{"env":{"CLAUDE_CODE_AUTOMOUNT_ROOTS":"/workspace/agent"}}"#.to_owned(),
+                "shared-base",
+                "",
+            ),
+            // Managed delivery: the guardrails stay, the agent's own memory is withheld.
+            (
+                Delivery::Managed,
+                PROJECT,
+                deny("Read(./CLAUDE.local.md)"),
+                "local-memory",
+                "shared-base",
+            ),
+            (
+                Delivery::Managed,
+                PROJECT,
+                deny("Read(**)"),
+                "local-memory",
+                "shared-base",
+            ),
+            (
+                Delivery::Managed,
+                USER,
+                r#"{"env":{"CLAUDE_CODE_AUTOMOUNT_ROOTS":"/workspace/agent"}}"#.to_owned(),
+                "local-memory",
+                "skill:web",
+            ),
+        ] {
+            let got = verdict_in(delivery, &[(file, text.as_str())]);
+            let what = format!("{delivery} {file} {text}: {got:?}");
+            assert!(!got.complete, "{what}");
+            assert!(got.undecided.is_empty(), "{what}");
+            assert!(got.missing.contains(&missing.to_owned()), "{what}");
+            assert!(!got.missing.contains(&not_missing.to_owned()), "{what}");
+            assert!(
+                got.reasons
+                    .iter()
+                    .any(|r| r.contains(file) && reason_is_a_setting(r)),
+                "the reason names the setting's file: {what}"
+            );
+            assert!(
+                got.notices
+                    .iter()
+                    .any(|n| n.code == Code::Withheld && n.message.contains(file)),
+                "a withheld notice names the file: {what}"
+            );
+        }
+        // What withholds nothing: another tool's rule, an allow rule, a rule the settings
+        // file's root makes miss, the automount list from a project file, a folder outside
+        // the workspace, link delivery's targets made a working folder again.
+        for (delivery, file, text) in [
+            (Delivery::Inline, PROJECT, deny("Edit(./CLAUDE.md)")),
+            (Delivery::Inline, PROJECT, deny("Read()")),
+            (Delivery::Inline, PROJECT, deny("read(./CLAUDE.md)")),
+            (Delivery::Inline, PROJECT, deny("Read(/workspace/agent/CLAUDE.md)")),
+            (Delivery::Inline, USER, deny("Read(/CLAUDE.local.md)")),
+            (Delivery::Inline, PROJECT, deny("Read(~/.claude/**)")),
+            (Delivery::Managed, PROJECT, deny("Read(//etc/claude-code/**)")),
+            (
+                Delivery::Inline,
+                PROJECT,
+                r#"{"permissions":{"allow":["Read(./CLAUDE.md)"]}}"#.to_owned(),
+            ),
+            (
+                Delivery::Inline,
+                PROJECT,
+                r#"{"env":{"CLAUDE_CODE_AUTOMOUNT_ROOTS":"/workspace/agent"}}"#.to_owned(),
+            ),
+            (
+                Delivery::Inline,
+                PROJECT,
+                r#"{"permissions":{"blockReadsOutsideWorkingDirectories":true}}"#.to_owned(),
+            ),
+            (
+                Delivery::Link,
+                PROJECT,
+                r#"{"permissions":{"blockReadsOutsideWorkingDirectories":true,"additionalDirectories":["/app"]}}"#.to_owned(),
+            ),
+        ] {
+            let got = verdict_in(delivery, &[(file, text.as_str())]);
+            assert!(got.complete, "{delivery} {file} {text}: {got:?}");
+            assert!(got.notices.is_empty(), "{delivery} {file} {text}: {got:?}");
+        }
+    }
+
+    /// Issue 38 point 3: the CLI's main-thread `agent` naming an agent file replaces Claude
+    /// Code's system prompt: named in every delivery (the verdict's memory is unchanged), never
+    /// for the Agent SDK (which ignores it), nor for a built-in agent or a name with no file.
+    #[test]
+    fn an_agent_that_replaces_the_system_prompt_is_named() {
+        const AGENT_FILE: &str = "/workspace/agent/.claude/agents/x.md";
+        let file = "---\nname: x\ndescription: d\n---\nYou are x.\n";
+        for delivery in [
+            Delivery::Managed,
+            Delivery::Inline,
+            Delivery::Copy,
+            Delivery::Link,
+        ] {
+            for place in [PROJECT, LOCAL, USER] {
+                let got =
+                    verdict_with(delivery, &[(place, r#"{"agent":"x"}"#), (AGENT_FILE, file)]);
+                let replaced: Vec<_> = got
+                    .notices
+                    .iter()
+                    .filter(|n| n.code == Code::SystemPromptReplaced)
+                    .collect();
+                assert_eq!(replaced.len(), 1, "{delivery} {place}: {got:?}");
+                assert!(replaced[0].message.contains(place), "{got:?}");
+                assert!(replaced[0].message.contains(AGENT_FILE), "{got:?}");
+                assert!(!replaced[0].message.starts_with("(Agent SDK)"), "{got:?}");
+            }
+        }
+        for files in [
+            vec![(PROJECT, r#"{"agent":"x"}"#)],
+            vec![(PROJECT, r#"{"agent":"claude"}"#)],
+            vec![(PROJECT, r#"{"agent":""}"#), (AGENT_FILE, file)],
+        ] {
+            let got = verdict_with(Delivery::Inline, &files);
+            assert!(got.notices.is_empty(), "{files:?}: {got:?}");
+        }
+        // A file named like a built-in agent overrides it (measured).
+        let got = verdict_with(
+            Delivery::Inline,
+            &[
+                (USER, r#"{"agent":"claude"}"#),
+                ("/home/node/.claude/agents/claude.md", file),
+            ],
+        );
+        assert!(
+            got.notices
+                .iter()
+                .any(|n| n.code == Code::SystemPromptReplaced && n.message.contains("claude.md")),
+            "{got:?}"
+        );
+    }
+
     #[test]
     fn what_clawmd_cannot_decide_is_never_complete() {
         for text in [
             r#"{"claudeMdExcludes":["/workspace/agent/[[:upper:]]LAUDE.md"]}"#,
             r#"{"claudeMdExcludes":["**/CLAUDE.m{c..e}"]}"#,
             r#"{"claudeMdExcludes":["/nothing/**"],"model":"x","hooks":{}}"#,
-            r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"},"permissions":{"allow":["Bash"]}}"#,
+            r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"},"permissions":{"other":[]}}"#,
+            r#"{"permissions":{"deny":["Read([C]LAUDE.md)"]}}"#,
+            r#"{"permissions":{"deny":["Read(\\CLAUDE.local.md)"]}}"#,
+            r#"{"autoMemoryDirectory":"/workspace/agent"}"#,
+            r#"{"env":{"CLAUDE_COWORK_MEMORY_INDEX_CONTENT":"injected"}}"#,
             r#"{"claudeMdExcludes":["/proc/1/cwd/CLAUDE.md"]}"#,
         ] {
             let got = verdict_with(Delivery::Inline, &[(PROJECT, text)]);
