@@ -17,10 +17,10 @@ mod guardrails;
 mod kubernetes;
 #[path = "e2e/nanoclaw.rs"]
 mod nanoclaw;
-#[path = "e2e/nanoclaw_v23.rs"]
-mod nanoclaw_v23;
 #[path = "e2e/nanoclaw_seam.rs"]
 mod nanoclaw_seam;
+#[path = "e2e/nanoclaw_v23.rs"]
+mod nanoclaw_v23;
 #[path = "e2e/npm.rs"]
 mod npm;
 #[path = "e2e/recipes.rs"]
