@@ -560,6 +560,7 @@ pub fn observe_opened(
         &layout.rescue_dir(group),
         &plan,
         written.as_ref(),
+        &config.mcp_instructions,
     )?;
     // The rescue folder is looked at only when a hand edit is to be kept; its budget is
     // checked before anything is created, so a refused group is left exactly as it was.

@@ -6,6 +6,7 @@
 //! removal of fragments it no longer imports. A group that is already right yields only
 //! [`Step::Keep`]s, and applying those writes nothing.
 
+use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -97,7 +98,14 @@ pub enum Step {
 /// `plan`; a hand edit is to be kept in `rescue_dir` (the group's rescue folder, outside the
 /// group: see [`check_rescue_budget`]).
 pub fn diff(dirs: &Dirs<'_>, rescue_dir: &Path, plan: &GroupPlan) -> Result<Vec<Step>, GroupError> {
-    diff_listed(dirs, &dirs.group.listing()?, rescue_dir, plan, None)
+    diff_listed(
+        dirs,
+        &dirs.group.listing()?,
+        rescue_dir,
+        plan,
+        None,
+        &BTreeMap::new(),
+    )
 }
 
 /// [`diff`], given a listing of the group folder made by the caller (each folder is listed
@@ -110,6 +118,7 @@ pub fn diff_listed(
     rescue_dir: &Path,
     plan: &GroupPlan,
     written: Option<&WrittenFragments>,
+    mcp_instructions: &BTreeMap<String, String>,
 ) -> Result<Vec<Step>, GroupError> {
     let group = dirs.group;
     let mut listings = Vec::new();
@@ -126,12 +135,16 @@ pub fn diff_listed(
             .map(|(_, dir, listing)| (*dir, listing)),
     };
     let mut steps = Vec::new();
+    let vouched = Vouched {
+        written,
+        mcp_instructions,
+    };
     for desired in &plan.entries {
         let place = listing(desired.path.place);
-        diff_entry(place, rescue_dir, desired, written, &mut steps)?;
+        diff_entry(place, rescue_dir, desired, &vouched, &mut steps)?;
     }
     if let Some((fragments, listing)) = listing(Place::Fragments) {
-        stale_fragments(fragments, listing, plan, written, &mut steps)?;
+        stale_fragments(fragments, listing, plan, &vouched, &mut steps)?;
     }
     for place in dirs.state_places().filter(|p| *p != Place::Fragments) {
         if let Some((dir, listing)) = listing(place) {
@@ -373,7 +386,7 @@ fn diff_entry(
     dir: Option<(&SafeDir, &Listing)>,
     rescue_dir: &Path,
     desired: &Desired,
-    written: Option<&WrittenFragments>,
+    vouched: &Vouched<'_>,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
     let path = desired.path.clone();
@@ -455,7 +468,7 @@ fn diff_entry(
     if let Node::File(old) = &node
         && desired.path.place == Place::Fragments
         && !old.trim_ascii().is_empty()
-        && !is_written(written, name, old)
+        && !vouched.for_stale(name, old)
     {
         // A fragment someone edited, or a file of theirs under a fragment's name.
         steps.push(Step::Rescue {
@@ -512,13 +525,15 @@ fn refuse_unsafe(
 }
 
 /// What `.claude-fragments` holds that the plan does not want: what clawmd wrote there is
-/// removed; anything else (a person's file, the agent's, or one clawmd cannot vouch for) is
-/// left as it is and reported, never removed.
+/// removed, and so is a symbolic link (it holds nobody's text: its target, wherever it is, is
+/// not touched; nanoclaw's own composer left links there); a file anyone else wrote (a
+/// person's, the agent's, or one clawmd cannot vouch for) is left as it is and reported, never
+/// removed.
 fn stale_fragments(
     fragments: &SafeDir,
     listed: &Listing,
     plan: &GroupPlan,
-    written: Option<&WrittenFragments>,
+    vouched: &Vouched<'_>,
     steps: &mut Vec<Step>,
 ) -> Result<(), FsError> {
     let wanted: Vec<&str> = plan.fragment_names().collect();
@@ -545,13 +560,34 @@ fn stale_fragments(
             _ => None,
         };
         match content {
-            Some(bytes) if is_written(written, name, &bytes) => {
+            Some(bytes) if kind == FileKind::Symlink || vouched.for_stale(name, &bytes) => {
                 steps.push(Step::Remove { path, before: kind })
             }
             _ => steps.push(Step::Foreign { path, found: kind }),
         }
     }
     Ok(())
+}
+
+/// What vouches for a stale file in `.claude-fragments` as nobody's own text: clawmd's record
+/// of what it wrote there, or the group's config holding the same text (nanoclaw's own
+/// composer wrote `mcp-<server>.md` as the server's `instructions`, verbatim).
+struct Vouched<'a> {
+    written: Option<&'a WrittenFragments>,
+    mcp_instructions: &'a BTreeMap<String, String>,
+}
+
+impl Vouched<'_> {
+    /// Whether the `name` holding `bytes` can go (or be replaced) without losing anyone's
+    /// text.
+    fn for_stale(&self, name: &str, bytes: &[u8]) -> bool {
+        let copy_of_config = name
+            .strip_prefix("mcp-")
+            .and_then(|rest| rest.strip_suffix(".md"))
+            .and_then(|server| self.mcp_instructions.get(server))
+            .is_some_and(|text| text.as_bytes() == bytes);
+        copy_of_config || is_written(self.written, name, bytes)
+    }
 }
 
 /// Whether `bytes` (a file's content, a link's target) is what clawmd wrote as the fragment

@@ -242,7 +242,7 @@ pub enum Warning {
         /// What is there.
         found: crate::file_kind::FileKind,
     },
-    /// Something in `.claude-fragments` that clawmd did not write (or cannot vouch for) and no
+    /// A file in `.claude-fragments` that clawmd did not write (or cannot vouch for) and no
     /// plan wants: left as it is, never removed.
     ForeignFragment {
         /// Its name in `.claude-fragments`.

@@ -591,12 +591,14 @@ fn a_fragment_replaced_by_a_link_is_repaired_without_following_it() {
     std::fs::remove_file(d.path("groups/g/.claude-fragments/mcp-db.md")).unwrap();
     std::os::unix::fs::symlink(&sentinel, d.path("groups/g/.claude-fragments/mcp-db.md")).unwrap();
     std::os::unix::fs::symlink(&sentinel, d.path("groups/g/.claude-fragments/evil.md")).unwrap();
+    // Also a file of someone's beside it: kept, where the stale link (nobody's text) goes.
+    std::fs::write(d.path("groups/g/.claude-fragments/notes.md"), "mine\n").unwrap();
     let run = d
         .run(["compose", "g", "--delivery", "link", "--json"])
         .success();
     assert_eq!(kind(&d, "groups/g/.claude-fragments/mcp-db.md"), "file");
-    // A link clawmd did not write is neither followed nor removed: left, and reported.
-    assert_eq!(kind(&d, "groups/g/.claude-fragments/evil.md"), "symlink");
+    assert!(!d.exists("groups/g/.claude-fragments/evil.md"));
+    assert_eq!(d.read("groups/g/.claude-fragments/notes.md"), "mine\n");
     let warnings = &run.json()["groups"][0]["warnings"];
     assert!(
         warnings
@@ -604,7 +606,7 @@ fn a_fragment_replaced_by_a_link_is_repaired_without_following_it() {
             .unwrap()
             .iter()
             .any(|w| w["code"] == "foreign-fragment"
-                && w["message"].as_str().unwrap().contains("evil.md")),
+                && w["message"].as_str().unwrap().contains("notes.md")),
         "{warnings}"
     );
     assert_eq!(std::fs::read_to_string(&sentinel).unwrap(), "precious");
@@ -2361,4 +2363,35 @@ fn a_hand_edited_fragment_is_kept_aside_before_it_is_replaced() {
     let d = d.group("g", Some(r#"{"skills": ["web"]}"#));
     d.run(["compose", "g", "--delivery", "copy"]).success();
     assert!(!d.exists("groups/g/.claude-fragments/hello.md"));
+}
+
+/// What nanoclaw's own composer left in `.claude-fragments` goes when clawmd takes over: its
+/// links (nobody's text) and its `mcp-<server>.md`, a verbatim copy of the server's
+/// `instructions` in container.json (the text is still there); an edited copy is kept.
+#[test]
+fn nanoclaws_own_fragments_go_when_clawmd_takes_over() {
+    let d = Deployment::standard()
+        .group("g", Some(r#"{"mcpServers": {"db": {"instructions": "Read only."}, "kv": {"instructions": "Keys."}}}"#))
+        .file("groups/g/.claude-fragments/mcp-db.md", "Read only.")
+        .file("groups/g/.claude-fragments/mcp-kv.md", "Keys, edited by hand.");
+    std::os::unix::fs::symlink(
+        "/app/src/mcp-tools/core.instructions.md",
+        d.path("groups/g/.claude-fragments/module-core.md"),
+    )
+    .unwrap();
+    let run = d.run(["compose", "g", "--json"]).success();
+    assert!(!d.exists("groups/g/.claude-fragments/mcp-db.md"));
+    assert!(!d.exists("groups/g/.claude-fragments/module-core.md"));
+    assert_eq!(
+        d.read("groups/g/.claude-fragments/mcp-kv.md"),
+        "Keys, edited by hand."
+    );
+    let json = run.json();
+    let codes: Vec<&str> = json["groups"][0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["foreign-fragment"], "{json}");
 }

@@ -53,17 +53,6 @@ fn keeping(path: &str) -> Expect {
     Expect::RepairKeeping(path.to_owned())
 }
 
-fn spares(path: &str) -> Expect {
-    Spares(vec![path.to_owned()])
-}
-
-fn spares_both() -> Expect {
-    Spares(vec![
-        "groups/g/.claude-fragments/evil.md".to_owned(),
-        "groups/g/.claude-fragments/mcp-gone.md".to_owned(),
-    ])
-}
-
 struct Case {
     name: &'static str,
     arrange: Arrange,
@@ -234,10 +223,7 @@ fn cases() -> Vec<Case> {
             vec![
                 (LINK, Repair),
                 (COPY, Repair),
-                // Managed delivery imports no fragment: a link clawmd did not write is left,
-                // never followed (issue 38: nothing in .claude-fragments it did not write is
-                // removed).
-                (DEFAULT, spares("groups/g/.claude-fragments/web.md")),
+                (DEFAULT, Repair),
                 (ALL, Repair),
                 (MIGRATE, Untouched),
             ],
@@ -248,7 +234,7 @@ fn cases() -> Vec<Case> {
             vec![
                 (LINK, Repair),
                 (COPY, Repair),
-                (DEFAULT, spares("groups/g/.claude-fragments/mcp-db.md")),
+                (DEFAULT, Repair),
                 (ALL, Repair),
             ],
         ),
@@ -263,12 +249,8 @@ fn cases() -> Vec<Case> {
                 replace_with_link(d, "groups/g/.claude-fragments/evil.md", &s.file());
                 replace_with_link(d, "groups/g/.claude-fragments/mcp-gone.md", &s.dir());
             },
-            // Not clawmd's: left as they are, never followed, in every delivery.
-            vec![
-                (LINK, spares_both()),
-                (COPY, spares_both()),
-                (ALL, spares_both()),
-            ],
+            // Links hold nobody's text: removed, never followed.
+            vec![(LINK, Repair), (COPY, Repair), (ALL, Repair)],
         ),
         case(
             ".claude-shared.md is a symlink to an outside file",
