@@ -15,7 +15,12 @@
 //!
 //! nanoclaw's files are not kept in this repository: they are read from `CLAWMD_NANOCLAW_V23`
 //! (default /work/shared/anchors/nanoclaw-v23-spawn, the files scripts/bench-spawn also
-//! compiles; their character counts are checked there and here).
+//! compiles; their character counts are checked there and here). A clean clone (CI) has no such
+//! folder, so the test is `#[ignore]`d; where the folder is, run it with
+//!
+//! ```text
+//! cargo test --test e2e -- --ignored nanoclaw_seam
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -95,6 +100,9 @@ fn run(what: &str, program: &Path, args: &[&str], dir: &Path) -> String {
 }
 
 #[test]
+#[ignore = "compiles nanoclaw v2.3's sources, which this repository does not keep, from the anchor \
+            folder (CLAWMD_NANOCLAW_V23, default /work/shared/anchors/nanoclaw-v23-spawn) a \
+            clean clone has not: cargo test --test e2e -- --ignored nanoclaw_seam"]
 fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
     let tools = ts_tools();
     let nanoclaw = nanoclaw_dir();

@@ -1,15 +1,22 @@
-//! Today's nanoclaw (v2.3-era, `tests/fixtures/nanoclaw-v2.3/`), every provider it has: its own
-//! composer (`src/project-doc-compose.ts` and `src/group-persona.ts`, verbatim, compiled with the
-//! stubs of `tests/e2e/nanoclaw/v23/` and run with node, each group with the `ProjectDocSpec` its
-//! provider's contract hands it) and clawmd after `clawmd init`, on the same content. Every line
-//! of every section nanoclaw's composer gives a group reaches that group's agent through clawmd,
-//! in the section's order: for Claude Code and Ollama (Claude Code against a local model) in the
-//! memory blocks the real Claude Code CLI and Agent SDK send from a container laid out by
-//! `clawmd mounts`, and in `clawmd render`; for the flat providers (codex, cursor, opencode, pi) in the document
-//! bound at the entry point. No `{{provider-memory-note}}` reaches any agent; `memory/` is
-//! never read nor changed; no `CLAUDE.local.md` is made; the persona (the agent's) stays out of
-//! the managed policy; a link among the `*.prepend.md` is refused by both.
+//! Today's nanoclaw (v2.3-era, `tests/fixtures/nanoclaw-v2.3/`), every provider it has: what its
+//! own composer (`src/project-doc-compose.ts` and `src/group-persona.ts`) writes for each group,
+//! with the `ProjectDocSpec` its provider's contract hands it, and clawmd after `clawmd init`, on
+//! the same content. Every line of every section nanoclaw's composer gives a group reaches that
+//! group's agent through clawmd, in the section's order: for Claude Code and Ollama (Claude Code
+//! against a local model) in the memory blocks the real Claude Code CLI and Agent SDK send from a
+//! container laid out by `clawmd mounts`, and in `clawmd render`; for the flat providers (codex,
+//! cursor, opencode, pi) in the document bound at the entry point. No `{{provider-memory-note}}`
+//! reaches any agent; `memory/` is never read nor changed; no `CLAUDE.local.md` is made; the
+//! persona (the agent's) stays out of the managed policy; a link among the `*.prepend.md` is
+//! refused by both.
+//!
+//! nanoclaw's code is not kept in this repository: its composer's documents (and log) for these
+//! groups are recorded under `tests/fixtures/nanoclaw-v2.3/recorded/` (its README says how).
+//! The `#[ignore]`d test at the end runs nanoclaw's composer again from the anchor folder
+//! (`CLAWMD_NANOCLAW_V23`, default /work/shared/anchors/nanoclaw-v23-spawn) and checks the
+//! recordings are still what it writes; with `CLAWMD_NANOCLAW_V23_RECORD=1` it rewrites them.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -24,6 +31,15 @@ use crate::support::sandbox::{
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 const FIXTURE: &str = "tests/fixtures/nanoclaw-v2.3";
+/// nanoclaw's composer's documents for [`groups`] on [`content`], and its log.
+const RECORDED: &str = "tests/fixtures/nanoclaw-v2.3/recorded";
+/// The folder holding nanoclaw v2.3's files and the driver that runs its composer.
+const ANCHOR_ENV: &str = "CLAWMD_NANOCLAW_V23";
+const ANCHOR_DEFAULT: &str = "/work/shared/anchors/nanoclaw-v23-spawn";
+/// Set to rewrite the recordings from the anchor's composer instead of comparing them.
+const RECORD_ENV: &str = "CLAWMD_NANOCLAW_V23_RECORD";
+/// In the recorded log, the deployment's root.
+const ROOT_MARK: &str = "$ROOT";
 
 /// What nanoclaw's provider contracts hand its composer (the fixture's README).
 fn spec(provider: &str) -> Value {
@@ -159,66 +175,39 @@ fn content() -> Deployment {
     d
 }
 
-fn compose_with_nanoclaw(d: &Deployment) {
-    let build = tempfile::tempdir().unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    crate::support::copy_tree(&repo.join("tests/e2e/nanoclaw/v23"), build.path());
-    for file in ["project-doc-compose.ts", "group-persona.ts"] {
-        std::fs::copy(
-            repo.join(FIXTURE).join("src").join(file),
-            build.path().join("src").join(file),
-        )
-        .unwrap();
-    }
-    let ts = e2e_cache().join("typescript/node_modules");
-    let output = Command::new(ts.join(".bin/tsc"))
-        .args(["-p", "tsconfig.json", "--typeRoots"])
-        .arg(ts.join("@types"))
-        .current_dir(build.path())
-        .output()
-        .unwrap_or_else(|e| panic!("tsc ({}): {e}; run scripts/e2e-setup", ts.display()));
-    assert!(
-        output.status.success(),
-        "tsc failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut rows = serde_json::Map::new();
-    let mut specs = serde_json::Map::new();
+/// The file nanoclaw's composer writes for `group` (its spec's `fileName`).
+fn file_of(group: &Group) -> String {
+    spec(group.provider)["fileName"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn recorded() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(RECORDED)
+}
+
+/// nanoclaw's composer's recorded run: each group's document laid where it wrote it
+/// (`groups/<group>/<fileName>`), and its log (one JSON line per entry, the deployment's root
+/// as `$ROOT`).
+fn install_recorded(d: &Deployment) -> String {
     for group in groups() {
-        rows.insert(
-            group.name.to_owned(),
-            json!({"agent_group_id": group.name, "mcp_servers": group.mcp.to_string(),
-                   "skills": group.skills.to_string(), "cli_scope": group.cli_scope}),
-        );
-        specs.insert(group.name.to_owned(), spec(group.provider));
+        let file = file_of(&group);
+        let from = recorded().join(group.name).join(&file);
+        let text = std::fs::read(&from).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}: the recordings are tests/fixtures/nanoclaw-v2.3/recorded/README.md's",
+                from.display()
+            )
+        });
+        d.write(&format!("groups/{}/{file}", group.name), &text);
     }
-    std::fs::write(
-        build.path().join("rows.json"),
-        Value::Object(rows).to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        build.path().join("specs.json"),
-        Value::Object(specs).to_string(),
-    )
-    .unwrap();
-    let output = Command::new("node")
-        .arg("driver.mjs")
-        .arg(d.root())
-        .arg(build.path().join("specs.json"))
-        .args(groups().iter().map(|g| g.name))
-        .env("NANOCLAW_ROWS", build.path().join("rows.json"))
-        .current_dir(build.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "nanoclaw's composer failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let log = String::from_utf8_lossy(&output.stderr);
-    // nanoclaw refused the link among the prepend files, and dropped gus's largest section.
+    std::fs::read_to_string(recorded().join("composer.log")).unwrap()
+}
+
+/// What nanoclaw's composer logged: it refused the link among the prepend files, and dropped
+/// gus's largest section.
+fn assert_logged(log: &str) {
     assert!(log.contains("omitting prepend file"), "{log}");
     assert!(
         log.contains("dropped the largest instruction sections"),
@@ -350,10 +339,10 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
 {
     let nanoclaw = content();
     let clawmd = content();
-    compose_with_nanoclaw(&nanoclaw);
+    assert_logged(&install_recorded(&nanoclaw));
     // clawmd's copy is an installed nanoclaw too: its composer wrote each group's document
     // before the swap.
-    compose_with_nanoclaw(&clawmd);
+    install_recorded(&clawmd);
     let memory_before: Vec<(String, std::fs::Metadata)> = groups()
         .iter()
         .map(|g| {
@@ -383,10 +372,7 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
                 "{g}: nanoclaw's CLAUDE.md is left beside clawmd's AGENTS.md"
             );
         }
-        let file = spec(group.provider)["fileName"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let file = file_of(group);
         let theirs = nanoclaw.read(&format!("groups/{g}/{file}"));
         let sections = nanoclaw_sections(&theirs);
         let claude_code = matches!(group.provider, "claude" | "ollama");
@@ -521,4 +507,166 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
         groups().len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The anchor folder: nanoclaw v2.3's files (`src/`) and `compose-driver/`, which compiles its
+/// composer with stubs for its database and log and runs it (all outside this repository).
+fn anchor_dir() -> PathBuf {
+    let dir =
+        std::env::var_os(ANCHOR_ENV).map_or_else(|| PathBuf::from(ANCHOR_DEFAULT), PathBuf::from);
+    let driver = dir.join("compose-driver/compose");
+    assert!(
+        driver.is_file(),
+        "{} is missing: set {ANCHOR_ENV} to the folder holding nanoclaw v2.3's files and \
+         compose-driver/ (tests/fixtures/nanoclaw-v2.3/recorded/README.md)",
+        driver.display()
+    );
+    dir
+}
+
+/// Runs nanoclaw's composer from the anchor on `d` (each group with its row and its spec), as
+/// nanoclaw's spawn path does; returns its log, the deployment's root as `$ROOT`.
+fn compose_with_nanoclaw(anchor: &Path, d: &Deployment) -> String {
+    let inputs = tempfile::tempdir().unwrap();
+    let mut rows = serde_json::Map::new();
+    let mut specs = serde_json::Map::new();
+    for group in groups() {
+        rows.insert(
+            group.name.to_owned(),
+            json!({"agent_group_id": group.name, "mcp_servers": group.mcp.to_string(),
+                   "skills": group.skills.to_string(), "cli_scope": group.cli_scope}),
+        );
+        specs.insert(group.name.to_owned(), spec(group.provider));
+    }
+    let (rows_file, specs_file) = (
+        inputs.path().join("rows.json"),
+        inputs.path().join("specs.json"),
+    );
+    std::fs::write(&rows_file, Value::Object(rows).to_string()).unwrap();
+    std::fs::write(&specs_file, Value::Object(specs).to_string()).unwrap();
+    let output = Command::new(anchor.join("compose-driver/compose"))
+        .arg(d.root())
+        .arg(&specs_file)
+        .arg(&rows_file)
+        .args(groups().iter().map(|g| g.name))
+        .env("TYPESCRIPT", e2e_cache().join("typescript/node_modules"))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "nanoclaw's composer failed:\n{log}{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    log.replace(&d.root().display().to_string(), ROOT_MARK)
+}
+
+/// Everything under `root`: each file's bytes, each link's target, each folder.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .into_iter()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let rel = entry.path().strip_prefix(root).unwrap().to_path_buf();
+            let kind = entry.file_type();
+            let value = if kind.is_symlink() {
+                let target = std::fs::read_link(entry.path()).unwrap();
+                format!("link -> {}", target.display()).into_bytes()
+            } else if kind.is_dir() {
+                b"folder".to_vec()
+            } else {
+                std::fs::read(entry.path()).unwrap()
+            };
+            (rel, value)
+        })
+        .collect()
+}
+
+/// The recordings the test above reads are what nanoclaw's composer writes, run from the
+/// anchor on the same content: each group's document byte for byte, the log line for line, and
+/// nothing else written. And the fixture's `src/project-doc-compose.ts` (a stand-in holding
+/// what `clawmd init` reads there) makes `clawmd init` write the same settings as nanoclaw's
+/// real file. With `CLAWMD_NANOCLAW_V23_RECORD=1` the recordings are rewritten instead.
+#[test]
+#[ignore = "runs nanoclaw's composer from the anchor folder (CLAWMD_NANOCLAW_V23, default \
+            /work/shared/anchors/nanoclaw-v23-spawn), which a clean clone has not"]
+fn the_recordings_are_what_nanoclaws_composer_writes() {
+    let anchor = anchor_dir();
+    let d = content();
+    let before = snapshot(d.root());
+    let log = compose_with_nanoclaw(&anchor, &d);
+    assert_logged(&log);
+    let after = snapshot(d.root());
+    let mut written: Vec<PathBuf> = after
+        .iter()
+        .filter(|(path, value)| before.get(*path) != Some(*value))
+        .map(|(path, _)| path.clone())
+        .collect();
+    written.extend(
+        before
+            .keys()
+            .filter(|path| !after.contains_key(*path))
+            .cloned(),
+    );
+    let documents: Vec<PathBuf> = groups()
+        .iter()
+        .map(|g| PathBuf::from(format!("groups/{}/{}", g.name, file_of(g))))
+        .collect();
+    assert_eq!(
+        written, documents,
+        "the composer changed more than each group's document"
+    );
+
+    let recorded = recorded();
+    if std::env::var_os(RECORD_ENV).is_some() {
+        for (group, document) in groups().iter().zip(&documents) {
+            let dir = recorded.join(group.name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(file_of(group)), &after[document]).unwrap();
+        }
+        std::fs::write(recorded.join("composer.log"), &log).unwrap();
+        eprintln!("recorded nanoclaw's composer into {}", recorded.display());
+    } else {
+        let mut stale = Vec::new();
+        for (group, document) in groups().iter().zip(&documents) {
+            let file = recorded.join(group.name).join(file_of(group));
+            if std::fs::read(&file).ok().as_ref() != Some(&after[document]) {
+                stale.push(file.display().to_string());
+            }
+        }
+        if std::fs::read_to_string(recorded.join("composer.log")).ok() != Some(log.clone()) {
+            stale.push(format!("composer.log (nanoclaw's log now:\n{log})"));
+        }
+        assert!(
+            stale.is_empty(),
+            "nanoclaw's composer no longer writes the recordings (refresh them with \
+             {RECORD_ENV}=1, tests/fixtures/nanoclaw-v2.3/recorded/README.md): {}",
+            stale.join("\n")
+        );
+        // Every folder of the recordings is a group's: none is left over.
+        let mut folders: Vec<String> = std::fs::read_dir(&recorded)
+            .unwrap()
+            .map(|entry| entry.unwrap())
+            .filter(|entry| entry.file_type().unwrap().is_dir())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        folders.sort();
+        let names: Vec<&str> = groups().iter().map(|g| g.name).collect();
+        assert_eq!(folders, names, "{}", recorded.display());
+    }
+
+    // `clawmd init` reads the same from the fixture's stand-in as from nanoclaw's own file.
+    let real = content();
+    std::fs::copy(
+        anchor.join("src/project-doc-compose.ts"),
+        real.path("src/project-doc-compose.ts"),
+    )
+    .unwrap();
+    let stand_in = content();
+    let settings = |d: &Deployment| {
+        d.run(["init"]).success();
+        d.read("clawmd.json")
+    };
+    assert_eq!(settings(&stand_in), settings(&real));
 }
