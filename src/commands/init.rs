@@ -193,20 +193,9 @@ pub fn plan(detected: &Detected, layout: &Layout, existing: &Map<String, Value>)
     {
         // Today's composer: its sections in its order, under its headings, its droppable
         // sections (modules, skills, MCP instructions) all of one rank, largest first.
-        let mut modules = json!({
-            "kind": "fragments",
-            "dir": NANOCLAW_MODULES,
-            "pattern": "*.instructions.md",
-            "mount": layout
-                .app_mount
-                .join(NANOCLAW_RUNNER_SRC_MOUNT)
-                .join("mcp-tools")
-                .display()
-                .to_string(),
-            "name": "module",
-            "heading": "NanoClaw Module: {name}",
-            "rank": 0,
-        });
+        let mut modules = module_source(layout);
+        modules["heading"] = json!("NanoClaw Module: {name}");
+        modules["rank"] = json!(0);
         if detected.cli_scope_in_runner.is_some() {
             modules["drop"] = json!([{"when": {"cli_scope": "disabled"}, "names": ncl}]);
         }
@@ -232,18 +221,7 @@ pub fn plan(detected: &Detected, layout: &Layout, existing: &Map<String, Value>)
             &mut notes,
         );
     } else if let Some((folder, names)) = &detected.modules {
-        let mut modules = json!({
-            "kind": "fragments",
-            "dir": NANOCLAW_MODULES,
-            "pattern": "*.instructions.md",
-            "mount": layout
-                .app_mount
-                .join(NANOCLAW_RUNNER_SRC_MOUNT)
-                .join("mcp-tools")
-                .display()
-                .to_string(),
-            "name": "module",
-        });
+        let mut modules = module_source(layout);
         if detected.cli_scope_in_runner.is_some() {
             modules["drop"] = json!([{"when": {"cli_scope": "disabled"}, "names": ["cli"]}]);
         }
@@ -272,6 +250,24 @@ pub fn plan(detected: &Detected, layout: &Layout, existing: &Map<String, Value>)
         text.into_bytes()
     });
     InitPlan { settings, notes }
+}
+
+/// The recipe source of nanoclaw's built-in modules' guidance
+/// (`container/agent-runner/src/mcp-tools/*.instructions.md`, mounted in the container under
+/// the app mount), as `clawmd.json` spells it.
+fn module_source(layout: &Layout) -> serde_json::Value {
+    json!({
+        "kind": "fragments",
+        "dir": NANOCLAW_MODULES,
+        "pattern": "*.instructions.md",
+        "mount": layout
+            .app_mount
+            .join(NANOCLAW_RUNNER_SRC_MOUNT)
+            .join("mcp-tools")
+            .display()
+            .to_string(),
+        "name": "module",
+    })
 }
 
 #[cfg(test)]

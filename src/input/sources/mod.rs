@@ -549,6 +549,28 @@ fn own_fragment_file(name: &str) -> String {
     fragment_file(&format!("source:{name}"))
 }
 
+impl Section {
+    /// The one section of `source` (named as the source), holding `text` from `origin`: never
+    /// dropped, always a copy, importing nothing, the operator's.
+    fn whole_source(source: &Source, origin: String, text: Vec<u8>) -> Section {
+        Section {
+            id: SectionId::new(source.name.clone()),
+            origin,
+            text,
+            rank: None,
+            file: ManagedPath::fragment(&own_fragment_file(&source.name)),
+            link: None,
+            scope: None,
+            tree: None,
+            expected: Vec::new(),
+            size: 0,
+            group_owned: false,
+            sealed: false,
+            heading: None,
+        }
+    }
+}
+
 /// The mounts under which the container-side sources are visible (for expanding their
 /// imports): `container/` at the app mount, and each of the recipe's own mounts.
 pub fn source_mounts(layout: &Layout) -> Vec<Mount> {
@@ -1392,40 +1414,23 @@ pub fn sections(
             }
             (SourceKind::GroupFiles { pattern, .. }, _, Part::File(Some(found))) => {
                 out.push(Section {
-                    id: SectionId::new(source.name.clone()),
-                    origin: format!("{pattern} in the group folder (the group's own files)"),
-                    text: found.text.clone(),
-                    rank: None,
-                    file: ManagedPath::fragment(&own_fragment_file(&source.name)),
-                    link: None,
-                    scope: None,
-                    tree: None,
-                    expected: Vec::new(),
-                    size: 0,
                     group_owned: true,
-                    sealed: false,
-                    heading: None,
+                    ..Section::whole_source(
+                        source,
+                        format!("{pattern} in the group folder (the group's own files)"),
+                        found.text.clone(),
+                    )
                 })
             }
             (SourceKind::NativeSkills, _, _) => {
                 if let Some(body) = provider.spec().native_skills_section() {
                     let mut text = neutralise(&body);
                     text.push('\n');
-                    out.push(Section {
-                        id: SectionId::new(source.name.clone()),
-                        origin: format!("clawmd's note on {provider}'s native skills"),
-                        text: text.into_bytes(),
-                        rank: None,
-                        file: ManagedPath::fragment(&own_fragment_file(&source.name)),
-                        link: None,
-                        scope: None,
-                        tree: None,
-                        expected: Vec::new(),
-                        size: 0,
-                        group_owned: false,
-                        sealed: false,
-                        heading: None,
-                    })
+                    out.push(Section::whole_source(
+                        source,
+                        format!("clawmd's note on {provider}'s native skills"),
+                        text.into_bytes(),
+                    ))
                 }
             }
             _ => {}
@@ -1474,19 +1479,12 @@ pub fn omitted_notice(layout: &Layout, all: &[Section], kept: &[Section]) -> Opt
         dropped.join(", ")
     );
     Some(Section {
-        id: SectionId::new(source.name.clone()),
-        origin: "clawmd's notice of the sections dropped over the budget".to_owned(),
-        text: neutralise(&text).into_bytes(),
-        rank: None,
-        file: ManagedPath::fragment(&own_fragment_file(&source.name)),
-        link: None,
-        scope: None,
-        tree: None,
-        expected: Vec::new(),
-        size: 0,
-        group_owned: false,
-        sealed: false,
         heading: Section::heading_of(source, None),
+        ..Section::whole_source(
+            source,
+            "clawmd's notice of the sections dropped over the budget".to_owned(),
+            neutralise(&text).into_bytes(),
+        )
     })
 }
 
