@@ -212,7 +212,17 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 return None;
             }
         }
-        let entries = self.fs.read_dir(&real).ok()?;
+        let mut entries = self.fs.read_dir(&real).ok()?;
+        if !self
+            .opts
+            .claude_version
+            .has(Behaviour::RulesInDirectoryOrder)
+        {
+            // Releases that ran on Node (the npm package's `cli.js`, up to 2.1.112) list a
+            // folder through libuv's `scandir`, which sorts the names byte by byte (`strcmp`);
+            // the native binary (2.1.113 on) keeps the directory's own order (cases 100, 101).
+            entries.sort_by(|a, b| a.name.as_encoded_bytes().cmp(b.name.as_encoded_bytes()));
+        }
         Some(RulesDir {
             path: dir.to_path_buf(),
             shown: shown.unwrap_or_else(|| dir.to_path_buf()),
