@@ -228,6 +228,10 @@ pub enum Behaviour {
     /// `cli.js`, run on Node, through 2.1.112) libuv's `scandir` sorts it by name, byte by
     /// byte (cases 100, 101 on 2.0.77).
     RulesInDirectoryOrder,
+    /// A rules-folder link whose real path is not UTF-8 ends the walk of its folder (Bun's
+    /// `realpathSync` returns the path with U+FFFD, whose `stat` fails). Before (Node, through
+    /// 2.1.112) `realpathSync` itself fails, and the link alone is passed over (case 113).
+    UndecodableRuleLinkAbortsFolder,
 }
 
 /// Behaviour → the first release that shows it, as bisected on the real npm releases
@@ -321,6 +325,11 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
     // (run on Node), 2.1.113 the first that ships the native `bin/claude.exe`.
     (
         Behaviour::RulesInDirectoryOrder,
+        ClaudeVersion::new(2, 1, 113),
+    ),
+    // The same change of runtime (Node to the native binary); recorded on 2.0.77 and 2.1.128.
+    (
+        Behaviour::UndecodableRuleLinkAbortsFolder,
         ClaudeVersion::new(2, 1, 113),
     ),
 ];
