@@ -321,13 +321,14 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
         Behaviour::ManagedKeysOneByOne,
         ClaudeVersion::new(2, 1, 129),
     ),
-    // Not bisected by recording: 2.1.112 is the last npm release whose `bin` is `cli.js`
-    // (run on Node), 2.1.113 the first that ships the native `bin/claude.exe`.
+    // 2.1.112 is the last npm release whose `bin` is `cli.js` (run on Node), 2.1.113 the first
+    // that ships the native `bin/claude.exe`; cases 111, 112 and 113 recorded on both (outside
+    // the corpus) change there.
     (
         Behaviour::RulesInDirectoryOrder,
         ClaudeVersion::new(2, 1, 113),
     ),
-    // The same change of runtime (Node to the native binary); recorded on 2.0.77 and 2.1.128.
+    // The same change of runtime (Node to the native binary).
     (
         Behaviour::UndecodableRuleLinkAbortsFolder,
         ClaudeVersion::new(2, 1, 113),
