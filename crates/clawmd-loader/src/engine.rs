@@ -1067,8 +1067,14 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
             return None;
         }
         // Deduplicated by real path too since 2.1.142 (before, a link and its target both load).
-        let real_key = (via_link && version.has(Behaviour::RealPathDedupe)).then(|| key(&real));
-        if let Some(rk) = real_key.as_ref().filter(|rk| processed.contains(*rk)) {
+        // Before, the real path is still recorded, only not checked: a later file reached by
+        // that very path (a rule is reached by its real path) is skipped (case 105: a user rule
+        // linked to the target of the user's linked CLAUDE.md, on 2.0.77 and 2.1.128).
+        let real_key = via_link.then(|| key(&real));
+        if let Some(rk) = real_key
+            .as_ref()
+            .filter(|rk| version.has(Behaviour::RealPathDedupe) && processed.contains(*rk))
+        {
             if v.report() {
                 self.note_repeat(f, rk, v.importer, chain);
             }

@@ -23,6 +23,9 @@ pub(super) struct RulesDir {
     real: Option<PathBuf>,
     entries: Vec<DirEntry>,
     next: usize,
+    /// How many rules were loaded before this folder was opened: a folder whose walk is
+    /// aborted loses everything loaded since (its own rules and its subfolders').
+    start: usize,
 }
 
 impl<F: MemoryFs + ?Sized> Engine<'_, F> {
@@ -42,7 +45,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
         if let Some(top) =
             self.open_rules_dir(dir, None, kind, include_external, true, &mut visited)
         {
-            stack.push(top);
+            stack.push(RulesDir { start: 0, ..top });
         }
         while let Some(top) = stack.last_mut() {
             let Some(entry) = top.entries.get(top.next).cloned() else {
@@ -78,6 +81,53 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 continue;
             }
             if self.unchecked_rule_path(&en, is_link, canonical, kind) {
+                continue;
+            }
+            if is_link && zt.to_str().is_none() {
+                // Claude Code holds the real path as a string (bytes that are not UTF-8 become
+                // U+FFFD). On Node (to 2.1.112) `realpathSync` fails and the link alone is
+                // passed over; on the native binary the `stat` of that string fails with
+                // `ENOENT`, which ends the walk of this whole folder: none of its rules load,
+                // nor its subfolders' (case 113: the user's and managed folders on every native
+                // release, a project's before 2.1.333, where the link is vetted above and
+                // skipped alone).
+                if !self
+                    .opts
+                    .claude_version
+                    .has(Behaviour::UndecodableRuleLinkAbortsFolder)
+                {
+                    let msg = format!(
+                        "rule {} links to {}, a path that is not UTF-8: Claude Code cannot resolve it, and passes it over",
+                        pn.display(),
+                        zt.display()
+                    );
+                    self.note(
+                        Severity::Warning,
+                        DiagnosticCode::LinkUnchecked,
+                        &pn,
+                        None,
+                        None,
+                        msg,
+                    );
+                    continue;
+                }
+                let msg = format!(
+                    "rule {} links to {}, a path that is not UTF-8: Claude Code cannot stat it, and loads none of the rules in {}",
+                    pn.display(),
+                    zt.display(),
+                    shown_dir.display()
+                );
+                self.note(
+                    Severity::Warning,
+                    DiagnosticCode::LinkUnchecked,
+                    &pn,
+                    None,
+                    None,
+                    msg,
+                );
+                if let Some(aborted) = stack.pop() {
+                    out.truncate(aborted.start);
+                }
                 continue;
             }
             let entry_kind = if is_link {
@@ -126,7 +176,10 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                     if let Some(sub) =
                         self.open_rules_dir(&zt, shown, kind, include_external, false, &mut visited)
                     {
-                        stack.push(sub);
+                        stack.push(RulesDir {
+                            start: out.len(),
+                            ..sub
+                        });
                     }
                 }
                 FileKind::File if name.ends_with(".md") => {
@@ -212,13 +265,24 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
                 return None;
             }
         }
-        let entries = self.fs.read_dir(&real).ok()?;
+        let mut entries = self.fs.read_dir(&real).ok()?;
+        if !self
+            .opts
+            .claude_version
+            .has(Behaviour::RulesInDirectoryOrder)
+        {
+            // Releases that ran on Node (the npm package's `cli.js`, up to 2.1.112) list a
+            // folder through libuv's `scandir`, which sorts the names byte by byte (`strcmp`);
+            // the native binary (2.1.113 on) keeps the directory's own order (cases 100, 101).
+            entries.sort_by(|a, b| a.name.as_encoded_bytes().cmp(b.name.as_encoded_bytes()));
+        }
         Some(RulesDir {
             path: dir.to_path_buf(),
             shown: shown.unwrap_or_else(|| dir.to_path_buf()),
             real: canonical.then_some(real),
             entries,
             next: 0,
+            start: 0,
         })
     }
 

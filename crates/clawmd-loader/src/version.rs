@@ -224,6 +224,14 @@ pub enum Behaviour {
     /// A managed settings file whose key has the wrong type loses that key only (case 97);
     /// before, the whole file is rejected.
     ManagedKeysOneByOne,
+    /// A rules folder is listed in the directory's own order. Before (the npm package's
+    /// `cli.js`, run on Node, through 2.1.112) libuv's `scandir` sorts it by name, byte by
+    /// byte (cases 100, 101 on 2.0.77).
+    RulesInDirectoryOrder,
+    /// A rules-folder link whose real path is not UTF-8 ends the walk of its folder (Bun's
+    /// `realpathSync` returns the path with U+FFFD, whose `stat` fails). Before (Node, through
+    /// 2.1.112) `realpathSync` itself fails, and the link alone is passed over (case 113).
+    UndecodableRuleLinkAbortsFolder,
 }
 
 /// Behaviour → the first release that shows it, as bisected on the real npm releases
@@ -312,6 +320,18 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
     (
         Behaviour::ManagedKeysOneByOne,
         ClaudeVersion::new(2, 1, 129),
+    ),
+    // 2.1.112 is the last npm release whose `bin` is `cli.js` (run on Node), 2.1.113 the first
+    // that ships the native `bin/claude.exe`; cases 111, 112 and 113 recorded on both (outside
+    // the corpus) change there.
+    (
+        Behaviour::RulesInDirectoryOrder,
+        ClaudeVersion::new(2, 1, 113),
+    ),
+    // The same change of runtime (Node to the native binary).
+    (
+        Behaviour::UndecodableRuleLinkAbortsFolder,
+        ClaudeVersion::new(2, 1, 113),
     ),
 ];
 
