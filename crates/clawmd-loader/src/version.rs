@@ -317,9 +317,10 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
     ),
     (Behaviour::ManagedDropIns, ClaudeVersion::new(2, 1, 83)),
     (Behaviour::ManagedClaudeMd, ClaudeVersion::new(2, 1, 139)),
+    // Bisected on npm: 2.1.165 rejects the whole file, 2.1.166 drops the key alone.
     (
         Behaviour::ManagedKeysOneByOne,
-        ClaudeVersion::new(2, 1, 129),
+        ClaudeVersion::new(2, 1, 166),
     ),
     // 2.1.112 is the last npm release whose `bin` is `cli.js` (run on Node), 2.1.113 the first
     // that ships the native `bin/claude.exe`; cases 111, 112 and 113 recorded on both (outside
