@@ -422,8 +422,8 @@ pub struct Observation {
     /// Every read made through the group's folders so far, in order ([`crate::disk::reads`]): what
     /// the group's record keeps when it is found as planned.
     pub reads: Arc<ReadLog>,
-    /// What clawmd wrote in `.claude-fragments`, by its record ([`written`]; `None`: no whole
-    /// record).
+    /// What clawmd wrote in `.claude-fragments`, by its record ([`written`]; `None`: no
+    /// `.claude-fragments`, or no whole record).
     pub written: Option<WrittenFragments>,
 }
 
@@ -551,9 +551,12 @@ pub fn observe_opened(
         rescues: None,
         guard: &guard,
     };
-    // What clawmd wrote in `.claude-fragments`: it removes or replaces only that (read even
-    // when the folder is gone, so that a record left by an interrupted run is removed).
-    let written = written::read(layout, group);
+    // What clawmd wrote in `.claude-fragments`, when there is one: it removes or replaces only
+    // that. (A record an interrupted run left after removing the folder names only what clawmd
+    // wrote; the next compose that writes fragments replaces it.)
+    let written = fragments
+        .as_ref()
+        .and_then(|_| written::read(layout, group));
     let steps = diff_listed(
         &dirs,
         &listed,

@@ -468,7 +468,7 @@ fn diff_entry(
     if let Node::File(old) = &node
         && desired.path.place == Place::Fragments
         && !old.trim_ascii().is_empty()
-        && !vouched.for_stale(name, old)
+        && !vouched.vouches_for(name, old)
     {
         // A fragment someone edited, or a file of theirs under a fragment's name.
         steps.push(Step::Rescue {
@@ -560,7 +560,7 @@ fn stale_fragments(
             _ => None,
         };
         match content {
-            Some(bytes) if kind == FileKind::Symlink || vouched.for_stale(name, &bytes) => {
+            Some(bytes) if kind == FileKind::Symlink || vouched.vouches_for(name, &bytes) => {
                 steps.push(Step::Remove { path, before: kind })
             }
             _ => steps.push(Step::Foreign { path, found: kind }),
@@ -580,22 +580,17 @@ struct Vouched<'a> {
 impl Vouched<'_> {
     /// Whether the `name` holding `bytes` can go (or be replaced) without losing anyone's
     /// text.
-    fn for_stale(&self, name: &str, bytes: &[u8]) -> bool {
+    fn vouches_for(&self, name: &str, bytes: &[u8]) -> bool {
         let copy_of_config = name
             .strip_prefix("mcp-")
             .and_then(|rest| rest.strip_suffix(".md"))
             .and_then(|server| self.mcp_instructions.get(server))
             .is_some_and(|text| text.as_bytes() == bytes);
-        copy_of_config || is_written(self.written, name, bytes)
+        let written_by_clawmd = (self.written)
+            .and_then(|written| written.get(name))
+            .is_some_and(|hashes| hashes.contains(&content_hash(bytes)));
+        copy_of_config || written_by_clawmd
     }
-}
-
-/// Whether `bytes` (a file's content, a link's target) is what clawmd wrote as the fragment
-/// `name`, by its record.
-fn is_written(written: Option<&WrittenFragments>, name: &str, bytes: &[u8]) -> bool {
-    written
-        .and_then(|written| written.get(name))
-        .is_some_and(|hashes| hashes.contains(&content_hash(bytes)))
 }
 
 /// The folders a group's managed paths live in ([`Place`]): the group folder, its

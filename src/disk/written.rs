@@ -64,7 +64,7 @@ pub fn read(layout: &Layout, group: &str) -> Option<WrittenFragments> {
 }
 
 /// The fragments `plan` puts in `.claude-fragments`, by name, as the record keeps them.
-pub fn planned(plan: &GroupPlan) -> WrittenFragments {
+fn planned(plan: &GroupPlan) -> WrittenFragments {
     plan.entries
         .iter()
         .filter(|desired| desired.path.place == Place::Fragments)
@@ -107,9 +107,13 @@ pub fn record_intent(
 /// Whether the record of a group whose `.claude-fragments` clawmd brought to `plan` is to be
 /// written (or removed): it says something else.
 pub fn is_stale(recorded: Option<&WrittenFragments>, plan: &GroupPlan) -> bool {
-    let now = planned(plan);
+    differs(recorded, &planned(plan))
+}
+
+/// Whether `recorded` says something else than `now` (no record says nothing was written).
+fn differs(recorded: Option<&WrittenFragments>, now: &WrittenFragments) -> bool {
     match recorded {
-        Some(recorded) => *recorded != now,
+        Some(recorded) => recorded != now,
         None => !now.is_empty(),
     }
 }
@@ -120,10 +124,10 @@ pub fn is_stale(recorded: Option<&WrittenFragments>, plan: &GroupPlan) -> bool {
 /// it changed since). A record that cannot be written is only logged: the next compose keeps
 /// aside what it cannot vouch for.
 pub fn record(layout: &Layout, group: &str, plan: &GroupPlan, recorded: Option<&WrittenFragments>) {
-    if !is_stale(recorded, plan) {
+    let now = planned(plan);
+    if !differs(recorded, &now) {
         return;
     }
-    let now = planned(plan);
     let done = match now.is_empty() {
         true => RECORDS.remove(layout, group),
         false => RECORDS.write(layout, group, &KEY, &now),
