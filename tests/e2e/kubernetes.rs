@@ -14,15 +14,15 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::support::Deployment;
-use crate::support::api::{ApiServer, texts};
+use crate::support::api::ApiServer;
 use crate::support::backends::{self, Backend, run_backend};
-use crate::support::sandbox::{Bind, Consumer, MEMORY_MARK, Sandbox, memory_block, tools};
+use crate::support::running::RunningSandbox;
+use crate::support::sandbox::{Bind, Consumer, Sandbox, memory_block, tools};
 
 const STEP_LIMIT: Duration = Duration::from_secs(180);
 
@@ -276,83 +276,6 @@ rm -f /workspace/agent/e2e-canary
     assert!(!block.contains("planted"), "{block}");
 }
 
-/// The loop a running pod runs: `go-N` in, `out-N` and `done-N` out.
-const LOOP: &str = r#"n=0
-while :; do
-  n=$((n+1))
-  while [ ! -e /probe/go-$n ]; do
-    [ -e /probe/stop ] && exit 0
-    sleep 0.05
-  done
-  sh /probe/go-$n >/probe/out-$n 2>&1
-  : >/probe/done-$n
-done"#;
-
-struct RunningPod {
-    child: Child,
-    probe: tempfile::TempDir,
-    api: ApiServer,
-    steps: usize,
-}
-
-impl RunningPod {
-    fn start(mut sandbox: Sandbox) -> Self {
-        let probe = tempfile::tempdir().unwrap();
-        sandbox.extra.push(Bind {
-            host: probe.path().to_owned(),
-            container: PathBuf::from("/probe"),
-            readonly: false,
-        });
-        let api = ApiServer::start();
-        let child = sandbox.shell(tools(), &api, LOOP).spawn().unwrap();
-        RunningPod {
-            child,
-            probe,
-            api,
-            steps: 0,
-        }
-    }
-
-    /// A new session of the real CLI in the running pod: its memory block.
-    fn session(&mut self) -> String {
-        self.api.take();
-        self.steps += 1;
-        let n = self.steps;
-        let go = self.probe.path().join(format!("go-{n}"));
-        std::fs::write(
-            &go,
-            r#""$CLAWMD_E2E_CLAUDE" -p hello >/dev/null 2>&1 || echo failed"#,
-        )
-        .unwrap();
-        let started = Instant::now();
-        while !self.probe.path().join(format!("done-{n}")).exists() {
-            assert!(self.child.try_wait().unwrap().is_none(), "the pod exited");
-            assert!(started.elapsed() < STEP_LIMIT, "session {n} hung");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let requests = self.api.take();
-        let first = requests.first().expect("the CLI sent a request");
-        texts(first)
-            .into_iter()
-            .find(|t| t.contains(MEMORY_MARK))
-            .unwrap()
-            .to_owned()
-    }
-}
-
-impl Drop for RunningPod {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.probe.path().join("stop"), "");
-        let started = Instant::now();
-        while let Ok(None) = self.child.try_wait() {
-            if started.elapsed() > Duration::from_secs(10) {
-                let _ = self.child.kill();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
 /// A recompose reaches a running pod once the kubelet swaps the ConfigMap in: at the next
 /// session in managed delivery (a whole-folder mount; compose says `next-session` and the
 /// Pod's spawn digest stays), never in inline delivery (the entry point is a `subPath`
@@ -368,7 +291,7 @@ fn a_recompose_swapped_in_by_the_kubelet_reaches_the_running_pods_next_session()
         kubelet.sync(&before);
         let scratch = tempfile::tempdir().unwrap();
         let binds = kubelet.binds(&before, &dep.path("groups/main"));
-        let mut running = RunningPod::start(sandbox(binds, scratch.path()));
+        let mut running = RunningSandbox::start(sandbox(binds, scratch.path()));
         let first = running.session();
         assert!(first.contains("Shared base for every agent"), "{first}");
         assert!(!first.contains("RECOMPOSED-7f3"));

@@ -11,130 +11,29 @@
 //! of inline delivery and of each flat backend).
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::support::Deployment;
-use crate::support::api::{ApiServer, texts};
-use crate::support::sandbox::{Bind, MEMORY_MARK, Sandbox, WORKSPACE, tools};
+use crate::support::running::RunningSandbox;
+use crate::support::sandbox::{Bind, Sandbox, WORKSPACE};
 
-/// Where the probe folder (the loop's mailbox) is in the sandbox.
-const PROBE: &str = "/probe";
-/// How long one script may take in the sandbox (the real CLI included).
-const STEP_LIMIT: Duration = Duration::from_secs(180);
-
-/// The loop the long-lived sandbox runs: script `go-N` in, `out-N` and `done-N` out, until
-/// `stop` appears.
-const LOOP: &str = r#"n=0
-while :; do
-  n=$((n+1))
-  while [ ! -e /probe/go-$n ]; do
-    [ -e /probe/stop ] && exit 0
-    sleep 0.05
-  done
-  sh /probe/go-$n >/probe/out-$n 2>&1
-  : >/probe/done-$n
-done"#;
-
-/// A sandbox kept running, and its mailbox.
-struct Running {
-    child: Child,
-    probe: tempfile::TempDir,
-    api: ApiServer,
-    steps: usize,
-    _scratch: tempfile::TempDir,
-}
-
-impl Running {
-    fn start(dep: &Deployment, group: &str) -> Self {
-        let scratch = tempfile::tempdir().unwrap();
-        let home = scratch.path().join("home");
-        std::fs::create_dir(&home).unwrap();
-        // Link delivery's `/app/CLAUDE.md` is an external import: approved, as a link runner does.
-        let approved = json!({"projects": {WORKSPACE: {
-            "hasClaudeMdExternalIncludesApproved": true,
-            "hasClaudeMdExternalIncludesWarningShown": true,
-        }}});
-        std::fs::write(home.join(".claude.json"), approved.to_string()).unwrap();
-        let hostname = scratch.path().join("hostname");
-        std::fs::write(&hostname, "running\n").unwrap();
-        let probe = tempfile::tempdir().unwrap();
-        let mut sandbox = Sandbox::for_group(dep.root(), group, home, hostname);
-        sandbox.extra.push(Bind {
-            host: probe.path().to_owned(),
-            container: PathBuf::from(PROBE),
-            readonly: false,
-        });
-        let api = ApiServer::start();
-        let child = sandbox
-            .shell(tools(), &api, LOOP)
-            .spawn()
-            .expect("start the sandbox");
-        Running {
-            child,
-            probe,
-            api,
-            steps: 0,
-            _scratch: scratch,
-        }
-    }
-
-    /// Runs `script` in the running sandbox and returns what it printed.
-    #[track_caller]
-    fn run(&mut self, script: &str) -> String {
-        self.steps += 1;
-        let n = self.steps;
-        let temp = self.probe.path().join(format!(".go-{n}"));
-        std::fs::write(&temp, script).unwrap();
-        std::fs::rename(&temp, self.probe.path().join(format!("go-{n}"))).unwrap();
-        let started = Instant::now();
-        let done = self.probe.path().join(format!("done-{n}"));
-        while !done.exists() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the sandbox exited ({status}) before step {n}");
-            }
-            assert!(started.elapsed() < STEP_LIMIT, "step {n} hung:\n{script}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::fs::read_to_string(self.probe.path().join(format!("out-{n}"))).unwrap()
-    }
-
-    /// A new session of the real CLI in the running container: the memory block it sent.
-    #[track_caller]
-    fn session(&mut self) -> String {
-        self.api.take();
-        let out = self
-            .run(r#""$CLAWMD_E2E_CLAUDE" -p hello >/dev/null 2>&1 || echo "claude failed: $?""#);
-        let requests = self.api.take();
-        let first = requests
-            .first()
-            .unwrap_or_else(|| panic!("the CLI sent no request: {out}"));
-        texts(first)
-            .into_iter()
-            .find(|t| t.contains(MEMORY_MARK))
-            .unwrap_or_else(|| panic!("no memory block: {first}"))
-            .to_owned()
-    }
-
-    fn stop(mut self) {
-        std::fs::write(self.probe.path().join("stop"), "").unwrap();
-        let started = Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(started.elapsed() < STEP_LIMIT, "the sandbox did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// A container of `group` kept running, as the runner starts it from `clawmd mounts`.
+fn start(dep: &Deployment, group: &str) -> RunningSandbox {
+    let scratch = tempfile::tempdir().unwrap();
+    let home = scratch.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    // Link delivery's `/app/CLAUDE.md` is an external import: approved, as a link runner does.
+    let approved = json!({"projects": {WORKSPACE: {
+        "hasClaudeMdExternalIncludesApproved": true,
+        "hasClaudeMdExternalIncludesWarningShown": true,
+    }}});
+    std::fs::write(home.join(".claude.json"), approved.to_string()).unwrap();
+    let hostname = scratch.path().join("hostname");
+    std::fs::write(&hostname, "running\n").unwrap();
+    let mut running = RunningSandbox::start(Sandbox::for_group(dep.root(), group, home, hostname));
+    running.keep.push(scratch);
+    running
 }
 
 /// The shell lines that try every way the agent could change the file `file`: append,
@@ -206,7 +105,7 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 /// Runs the attacks in the running container: none may work (the canary's five must).
 #[track_caller]
-fn nothing_composed_is_writable(running: &mut Running, table: &[Bind], when: &str) {
+fn nothing_composed_is_writable(running: &mut RunningSandbox, table: &[Bind], when: &str) {
     let out = running.run(&attacks(table));
     let canary = out
         .lines()
@@ -249,7 +148,7 @@ fn put(dep: &Deployment, rel: &str, text: &str) {
 /// before and after a recompose that changes the sources; `spawn_digest` across the agent's
 /// memory, the sources and `container.json`. Returns the running sandbox and the deployment
 /// for the mode's own live/pinned check.
-fn across_a_recompose(delivery: &str, config: &str) -> (Deployment, Running) {
+fn across_a_recompose(delivery: &str, config: &str) -> (Deployment, RunningSandbox) {
     let dep = Deployment::standard()
         .file(
             "clawmd.json",
@@ -259,7 +158,7 @@ fn across_a_recompose(delivery: &str, config: &str) -> (Deployment, Running) {
     let first = compose(&dep);
     let spawned = spawn_digest(&first);
     let table = crate::support::sandbox::mounts(dep.root(), "g");
-    let mut running = Running::start(&dep, "g");
+    let mut running = start(&dep, "g");
     nothing_composed_is_writable(
         &mut running,
         &table,
@@ -366,7 +265,7 @@ fn link_delivery_app_claude_md_is_pinned_until_a_restart() {
     );
     running.stop();
     // After a restart (a new container from the same table), the new base.
-    let mut restarted = Running::start(&dep, "g");
+    let mut restarted = start(&dep, "g");
     let block = restarted.session();
     assert!(block.contains("BASE EDITED WHILE RUNNING"), "{block}");
     restarted.stop();
@@ -419,7 +318,7 @@ fn inline_copy_and_flat_backends_pin_their_entry_point_until_a_restart() {
             }
         }
         running.stop();
-        let mut restarted = Running::start(&dep, "g");
+        let mut restarted = start(&dep, "g");
         let seen = restarted.run(&format!("cat /workspace/agent/{entry}"));
         if delivery != "copy" {
             assert!(

@@ -12,7 +12,7 @@
 //! - [`soak`]: counts and seeds for the heavy tests; [`faults`]: mounts and sentinels;
 //! - [`k8s`]: the route-2 Pod of docs/kubernetes.md;
 //! - [`sandbox`] and [`api`]: the bubblewrap container and the stand-in Anthropic API of the
-//!   end-to-end tests.
+//!   end-to-end tests; [`running`]: a sandbox kept running across recomposes.
 #![allow(dead_code, unused_imports)]
 
 pub mod api;
@@ -21,6 +21,7 @@ pub mod deployment;
 pub mod faults;
 pub mod k8s;
 pub mod run;
+pub mod running;
 pub mod sandbox;
 pub mod snapshot;
 pub mod soak;
