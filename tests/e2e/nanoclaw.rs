@@ -8,9 +8,16 @@
 //! runner hands `cli_scope: disabled`); compose's verdict and `clawmd render` agree with what the
 //! binary sent.
 //!
-//! nanoclaw's composer is its real TypeScript (tests/fixtures/nanoclaw/src/claude-md-compose.ts)
-//! compiled with the stubs of tests/e2e/nanoclaw/ (its database and logger) and run with node.
+//! nanoclaw's code is not kept in this repository: what its composer (`src/claude-md-compose.ts`)
+//! writes for these groups (each file, folder and link, with the link's target, and what its
+//! start-up migration moves and removes) is recorded under `tests/fixtures/nanoclaw/recorded/`
+//! (its README says how), and laid out in the deployment as the composer left it before the real
+//! Claude Code reads it. The `#[ignore]`d test at the end runs nanoclaw's composer again from the
+//! anchor folder (`CLAWMD_NANOCLAW_V2064`, default /work/anchors/nanoclaw-v2.0.64-compose) and
+//! checks the recordings are still what it writes; with `CLAWMD_NANOCLAW_V2064_RECORD=1` it
+//! rewrites them.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -25,6 +32,24 @@ use crate::support::sandbox::{
 };
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
+/// What nanoclaw's composer wrote, per scenario (`recorded/<scenario>/`).
+const RECORDED: &str = "tests/fixtures/nanoclaw/recorded";
+/// The folder holding the driver that compiles and runs nanoclaw v2.0.64's composer.
+const ANCHOR_ENV: &str = "CLAWMD_NANOCLAW_V2064";
+const ANCHOR_DEFAULT: &str = "/work/anchors/nanoclaw-v2.0.64-compose";
+/// Set to rewrite the recordings from the anchor's composer instead of comparing them.
+const RECORD_ENV: &str = "CLAWMD_NANOCLAW_V2064_RECORD";
+/// nanoclaw v2.0.64's tree, for its real `src/claude-md-compose.ts` (the anchor's `compose`
+/// reads the same variable).
+const CHECKOUT_ENV: &str = "NANOCLAW_V2064_CHECKOUT";
+const CHECKOUT_DEFAULT: &str = "/work/anchors/nanoclaw-v2.0.64";
+/// In the recorded log, the deployment's root.
+const ROOT_MARK: &str = "$ROOT";
+/// In a scenario's `changes.json`, what the composer did at a path.
+const FOLDER: &str = "folder";
+const FILE: &str = "file";
+const REMOVED: &str = "removed";
+const LINK: &str = "link -> ";
 
 /// The groups, each with its materialised `container.json` and the `cli_scope` of its
 /// database row (which nanoclaw keeps out of `container.json`).
@@ -69,63 +94,159 @@ fn content() -> Deployment {
     d
 }
 
-/// nanoclaw's composer compiled (tsc from `scripts/e2e-setup`'s TypeScript tools) into a temp
-/// folder holding `driver.mjs`.
-fn composer() -> tempfile::TempDir {
-    let build = tempfile::tempdir().unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    crate::support::copy_tree(&repo.join("tests/e2e/nanoclaw"), build.path());
-    std::fs::copy(
-        repo.join("tests/fixtures/nanoclaw/src/claude-md-compose.ts"),
-        build.path().join("src/claude-md-compose.ts"),
-    )
-    .unwrap();
-    let ts = e2e_cache().join("typescript/node_modules");
-    let output = Command::new(ts.join(".bin/tsc"))
-        .args(["-p", "tsconfig.json", "--typeRoots"])
-        .arg(ts.join("@types"))
-        .current_dir(build.path())
-        .output()
-        .unwrap_or_else(|e| panic!("tsc ({}): {e}; run scripts/e2e-setup", ts.display()));
-    assert!(
-        output.status.success(),
-        "tsc failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    build
+/// A run of nanoclaw's composer that a test here compares clawmd with: the content it ran on,
+/// the groups it composed (in order, each with its `container_configs` row's `mcp_servers` and
+/// `cli_scope`), and whether nanoclaw's start-up migration ran first.
+struct Scenario {
+    /// The folder of its recordings under [`RECORDED`].
+    name: &'static str,
+    content: fn() -> Deployment,
+    rows: fn() -> Vec<(&'static str, Value, &'static str)>,
+    migrate: bool,
 }
 
-/// Composes the groups with nanoclaw's own composer (its database rows from `groups()`).
-fn compose_with_nanoclaw(d: &Deployment) {
-    let build = composer();
-    let rows: serde_json::Map<String, Value> = groups()
+/// [`clawmd_delivers_everything_nanoclaws_composer_delivers`]: [`content`] (after nanoclaw's
+/// migration), `main` and `research` composed.
+const SWAP: Scenario = Scenario {
+    name: "swap",
+    content,
+    rows: swap_rows,
+    migrate: false,
+};
+
+/// `scripts/nanoclaw-adoption`'s `upgraded` scenario (run by
+/// [`the_adoption_check_passes_on_a_nanoclaw_checkout`]): the fixture as a fresh clone has it,
+/// with `research`'s old `CLAUDE.md` and a new group `newbie`; nanoclaw's migration, then
+/// `main`, `research` and `newbie` composed.
+const ADOPTION: Scenario = Scenario {
+    name: "adoption",
+    content: adoption_content,
+    rows: adoption_rows,
+    migrate: true,
+};
+
+const SCENARIOS: [Scenario; 2] = [SWAP, ADOPTION];
+
+fn swap_rows() -> Vec<(&'static str, Value, &'static str)> {
+    groups()
         .into_iter()
-        .map(|(group, config, cli_scope)| {
-            let row = json!({
-                "agent_group_id": group,
-                "mcp_servers": config["mcpServers"].to_string(),
-                "cli_scope": cli_scope,
-            });
-            (group.to_owned(), row)
-        })
-        .collect();
-    let rows_file = build.path().join("rows.json");
-    std::fs::write(&rows_file, Value::Object(rows).to_string()).unwrap();
-    let names: Vec<&str> = groups().into_iter().map(|(group, _, _)| group).collect();
-    let output = Command::new("node")
-        .arg("driver.mjs")
-        .arg(d.root())
-        .args(&names)
-        .env("NANOCLAW_ROWS", &rows_file)
-        .current_dir(build.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "nanoclaw's composer failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
+        .map(|(group, config, cli_scope)| (group, config["mcpServers"].clone(), cli_scope))
+        .collect()
+}
+
+/// The configs `scripts/nanoclaw-adoption` gives its `upgraded` groups, and their `cli_scope`.
+fn adoption_groups() -> Vec<(&'static str, Value, &'static str)> {
+    vec![
+        (
+            "main",
+            json!({"skills": "all", "mcpServers": {
+                "notes": {"command": "notes-mcp", "instructions": "NOTES SERVER: read-only."}}}),
+            "group",
+        ),
+        (
+            "research",
+            json!({"skills": "all", "mcpServers": {}}),
+            "disabled",
+        ),
+        (
+            "newbie",
+            json!({"skills": "all", "mcpServers": {}}),
+            "group",
+        ),
+    ]
+}
+
+fn adoption_rows() -> Vec<(&'static str, Value, &'static str)> {
+    adoption_groups()
+        .into_iter()
+        .map(|(group, config, cli_scope)| (group, config["mcpServers"].clone(), cli_scope))
+        .collect()
+}
+
+/// The checkout `scripts/nanoclaw-adoption`'s `upgraded` scenario starts from: the fixture as
+/// a fresh clone has it (`groups/global`, `groups/main/CLAUDE.md`), `research` with its own
+/// `CLAUDE.md`, `newbie` with an empty `CLAUDE.local.md` (as nanoclaw makes a new group), each
+/// with its `container.json`.
+fn adoption_content() -> Deployment {
+    let d = Deployment::nanoclaw();
+    d.write(
+        "groups/research/CLAUDE.md",
+        b"# Research\n\nFocus: retrieval-augmented generation.\n",
     );
+    d.write("groups/newbie/CLAUDE.local.md", b"");
+    for (group, config, _) in adoption_groups() {
+        d.write(
+            &format!("groups/{group}/container.json"),
+            config.to_string().as_bytes(),
+        );
+    }
+    d
+}
+
+fn recorded(scenario: &Scenario) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(RECORDED)
+        .join(scenario.name)
+}
+
+/// A scenario's recorded changes: each path (relative to the deployment's root) the composer
+/// created, changed or removed, and what it is now (`folder`, `file`, `link -> TARGET`,
+/// `removed`).
+fn recorded_changes(scenario: &Scenario) -> BTreeMap<String, String> {
+    let file = recorded(scenario).join("changes.json");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: the recordings are tests/fixtures/nanoclaw/recorded/README.md's",
+            file.display()
+        )
+    });
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+/// Lays out in `d` what nanoclaw's composer did in `scenario`'s recorded run, as it left it:
+/// each folder and file it made or changed (the file's bytes as recorded), each link with its
+/// target, each path it removed gone. Returns its log (the deployment's root as `$ROOT`).
+fn install_recorded(d: &Deployment, scenario: &Scenario) -> String {
+    let changes = recorded_changes(scenario);
+    // Removals deepest first, then the rest parents first.
+    for (path, change) in changes.iter().rev() {
+        if change == REMOVED {
+            let at = d.path(path);
+            let meta = std::fs::symlink_metadata(&at)
+                .unwrap_or_else(|e| panic!("{path} (recorded as removed): {e}"));
+            if meta.is_dir() {
+                std::fs::remove_dir_all(&at).unwrap();
+            } else {
+                std::fs::remove_file(&at).unwrap();
+            }
+        }
+    }
+    for (path, change) in &changes {
+        let at = d.path(path);
+        if change == FOLDER {
+            std::fs::create_dir_all(&at).unwrap();
+        } else if change == FILE {
+            let from = recorded(scenario).join(path);
+            let bytes = std::fs::read(&from)
+                .unwrap_or_else(|e| panic!("{}: {e} (recorded as a file)", from.display()));
+            d.write(path, &bytes);
+        } else if let Some(target) = change.strip_prefix(LINK) {
+            if std::fs::symlink_metadata(&at).is_ok() {
+                std::fs::remove_file(&at).unwrap();
+            }
+            std::os::unix::fs::symlink(target, &at).unwrap();
+        } else {
+            assert_eq!(change, REMOVED, "{path}: an unknown change in changes.json");
+        }
+    }
+    std::fs::read_to_string(recorded(scenario).join("composer.log")).unwrap()
+}
+
+/// Lays out what nanoclaw's composer wrote for the groups (its recorded run, [`SWAP`]).
+fn compose_with_nanoclaw(d: &Deployment) {
+    let log = install_recorded(d, &SWAP);
+    // Its migration did not run here (content() is after it): it logged nothing.
+    assert_eq!(log, "");
     assert!(
         d.read("groups/main/CLAUDE.md")
             .starts_with("<!-- Composed at spawn")
@@ -444,4 +565,268 @@ fn the_adoption_check_passes_on_a_nanoclaw_checkout() {
             );
         }
     }
+}
+
+/// The anchor folder: the stubs, the driver and the `compose` script that compile nanoclaw
+/// v2.0.64's composer and run it (all outside this repository).
+fn anchor_dir() -> PathBuf {
+    let dir =
+        std::env::var_os(ANCHOR_ENV).map_or_else(|| PathBuf::from(ANCHOR_DEFAULT), PathBuf::from);
+    let compose = dir.join("compose");
+    assert!(
+        compose.is_file(),
+        "{} is missing: set {ANCHOR_ENV} to the folder holding the driver of nanoclaw v2.0.64's \
+         composer (tests/fixtures/nanoclaw/recorded/README.md)",
+        compose.display()
+    );
+    dir
+}
+
+/// Runs nanoclaw's composer from the anchor on `d` as `scenario` runs it; returns its log, the
+/// deployment's root as `$ROOT`.
+fn run_nanoclaws_composer(anchor: &Path, d: &Deployment, scenario: &Scenario) -> String {
+    let inputs = tempfile::tempdir().unwrap();
+    let rows: serde_json::Map<String, Value> = (scenario.rows)()
+        .into_iter()
+        .map(|(group, mcp, cli_scope)| {
+            let row = json!({"agent_group_id": group, "mcp_servers": mcp.to_string(),
+                             "cli_scope": cli_scope});
+            (group.to_owned(), row)
+        })
+        .collect();
+    let rows_file = inputs.path().join("rows.json");
+    std::fs::write(&rows_file, Value::Object(rows).to_string()).unwrap();
+    let mut command = Command::new(anchor.join("compose"));
+    command.arg(d.root()).arg(&rows_file);
+    if scenario.migrate {
+        command.arg("--migrate");
+    }
+    let output = command
+        .args((scenario.rows)().iter().map(|(group, _, _)| group))
+        .env("TYPESCRIPT", e2e_cache().join("typescript/node_modules"))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "nanoclaw's composer failed ({}):\n{log}{}",
+        scenario.name,
+        String::from_utf8_lossy(&output.stdout)
+    );
+    log.replace(&d.root().display().to_string(), ROOT_MARK)
+}
+
+/// Everything under `root`: each file's bytes, each link's target, each folder.
+fn snapshot(root: &Path) -> BTreeMap<String, (String, Vec<u8>)> {
+    walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .into_iter()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let rel = entry
+                .path()
+                .strip_prefix(root)
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let kind = entry.file_type();
+            let value = if kind.is_symlink() {
+                let target = std::fs::read_link(entry.path()).unwrap();
+                (format!("{LINK}{}", target.display()), Vec::new())
+            } else if kind.is_dir() {
+                (FOLDER.to_owned(), Vec::new())
+            } else {
+                (FILE.to_owned(), std::fs::read(entry.path()).unwrap())
+            };
+            (rel, value)
+        })
+        .collect()
+}
+
+/// What changed from `before` to `after`: each path's change (as `changes.json` holds it) and,
+/// for each file, its bytes.
+type Changes = (BTreeMap<String, String>, BTreeMap<String, Vec<u8>>);
+
+fn changes(
+    before: &BTreeMap<String, (String, Vec<u8>)>,
+    after: &BTreeMap<String, (String, Vec<u8>)>,
+) -> Changes {
+    let mut changed = BTreeMap::new();
+    let mut files = BTreeMap::new();
+    for (path, now) in after {
+        if before.get(path) != Some(now) {
+            changed.insert(path.clone(), now.0.clone());
+            if now.0 == FILE {
+                files.insert(path.clone(), now.1.clone());
+            }
+        }
+    }
+    for path in before.keys().filter(|path| !after.contains_key(*path)) {
+        changed.insert(path.clone(), REMOVED.to_owned());
+    }
+    (changed, files)
+}
+
+/// Every file under `dir`, relative to it.
+fn files_under(dir: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|entry| !entry.file_type().is_dir())
+        .map(|entry| {
+            entry
+                .path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The recordings the tests above lay out are what nanoclaw v2.0.64's composer does, run from
+/// the anchor on the same content, scenario by scenario: every folder, file and link it makes
+/// or changes (each file byte for byte, each link's target), every path its migration removes,
+/// and its log; and laying the recordings out over that content gives the tree the composer
+/// left, exactly. And the fixture's `src/claude-md-compose.ts` (a stand-in holding what
+/// `clawmd init` reads there) makes `clawmd init` write the same settings as nanoclaw's real
+/// file. With `CLAWMD_NANOCLAW_V2064_RECORD=1` the recordings are rewritten instead.
+#[test]
+#[ignore = "runs nanoclaw v2.0.64's composer from the anchor folder (CLAWMD_NANOCLAW_V2064, \
+            default /work/anchors/nanoclaw-v2.0.64-compose), which a clean clone has not"]
+fn the_recordings_are_what_nanoclaw_v2064s_composer_writes() {
+    let anchor = anchor_dir();
+    let record = std::env::var_os(RECORD_ENV).is_some();
+    let mut stale = Vec::new();
+    for scenario in &SCENARIOS {
+        let d = (scenario.content)();
+        let before = snapshot(d.root());
+        let log = run_nanoclaws_composer(&anchor, &d, scenario);
+        let after = snapshot(d.root());
+        let (changed, files) = changes(&before, &after);
+        // It wrote only in the groups it composed (and, migrating, groups/global).
+        for path in changed.keys() {
+            let composed = (scenario.rows)()
+                .iter()
+                .any(|(group, _, _)| path.starts_with(&format!("groups/{group}/")));
+            let migrated =
+                scenario.migrate && (path == "groups/global" || path.starts_with("groups/global/"));
+            assert!(
+                composed || migrated,
+                "{}: nanoclaw's composer changed {path}",
+                scenario.name
+            );
+        }
+        let dir = recorded(scenario);
+        if record {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).unwrap();
+            }
+            std::fs::create_dir_all(&dir).unwrap();
+            let manifest = serde_json::to_string_pretty(&changed).unwrap() + "\n";
+            std::fs::write(dir.join("changes.json"), manifest).unwrap();
+            for (path, bytes) in &files {
+                let to = dir.join(path);
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::write(to, bytes).unwrap();
+            }
+            std::fs::write(dir.join("composer.log"), &log).unwrap();
+            eprintln!(
+                "recorded nanoclaw's composer ({}) into {}",
+                scenario.name,
+                dir.display()
+            );
+            continue;
+        }
+        let manifest = recorded_changes(scenario);
+        if manifest != changed {
+            stale.push(format!(
+                "{}/changes.json (nanoclaw's composer now: {})",
+                scenario.name,
+                serde_json::to_string_pretty(&changed).unwrap()
+            ));
+        }
+        for (path, bytes) in &files {
+            if std::fs::read(dir.join(path)).ok().as_ref() != Some(bytes) {
+                stale.push(format!("{}/{path}", scenario.name));
+            }
+        }
+        if std::fs::read_to_string(dir.join("composer.log")).ok() != Some(log.clone()) {
+            stale.push(format!(
+                "{}/composer.log (nanoclaw's log now:\n{log})",
+                scenario.name
+            ));
+        }
+        // No file in the recordings but those: changes.json, composer.log and the files.
+        let mut expected: Vec<String> = files.keys().cloned().collect();
+        expected.extend(["changes.json".to_owned(), "composer.log".to_owned()]);
+        expected.sort();
+        let mut held = files_under(&dir);
+        held.sort();
+        if held != expected {
+            stale.push(format!(
+                "{}: the recordings hold {held:?}, the composer wrote {expected:?}",
+                scenario.name
+            ));
+        }
+        // Laid out over the same content, the recordings give the tree nanoclaw's composer left.
+        let laid = (scenario.content)();
+        install_recorded(&laid, scenario);
+        if snapshot(laid.root()) != after {
+            stale.push(format!(
+                "{}: the recordings laid out differ from what nanoclaw's composer left",
+                scenario.name
+            ));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "nanoclaw's composer no longer writes the recordings (refresh them with {RECORD_ENV}=1, \
+         tests/fixtures/nanoclaw/recorded/README.md): {}",
+        stale.join("\n")
+    );
+    if !record {
+        // Every folder of the recordings is a scenario's: none is left over.
+        let mut folders: Vec<String> =
+            std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(RECORDED))
+                .unwrap()
+                .map(|entry| entry.unwrap())
+                .filter(|entry| entry.file_type().unwrap().is_dir())
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect();
+        folders.sort();
+        let mut names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        assert_eq!(folders, names);
+    }
+
+    // `clawmd init` reads the same from the fixture's stand-in as from nanoclaw's own file.
+    let checkout = std::env::var_os(CHECKOUT_ENV)
+        .map_or_else(|| PathBuf::from(CHECKOUT_DEFAULT), PathBuf::from);
+    let real = Deployment::nanoclaw();
+    std::fs::copy(
+        checkout.join("src/claude-md-compose.ts"),
+        real.path("src/claude-md-compose.ts"),
+    )
+    .unwrap();
+    assert!(
+        real.read("src/claude-md-compose.ts")
+            .contains("composeGroupClaudeMd")
+    );
+    let stand_in = Deployment::nanoclaw();
+    assert!(
+        !stand_in
+            .read("src/claude-md-compose.ts")
+            .contains("export function")
+    );
+    let settings = |d: &Deployment| {
+        d.run(["init"]).success();
+        d.read("clawmd.json")
+    };
+    let written = settings(&stand_in);
+    assert!(written.contains("\"groupConfig\": \"handed\""), "{written}");
+    assert_eq!(written, settings(&real));
 }
