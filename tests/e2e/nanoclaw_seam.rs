@@ -2,8 +2,9 @@
 //! the operator to add, `src/clawmd-spawn.ts`, taken out of the page as it is, in a tree laid
 //! out as nanoclaw's (`src/` beside nanoclaw's own `tsconfig.json`, `eslint.config.js` and
 //! `.prettierrc`; nanoclaw's `project-doc-compose.ts`, `group-persona.ts` and
-//! `container-config.ts`, verbatim, for the types it imports; stubs for its database and log,
-//! scripts/bench-spawn.d/stubs), with the npm package as `scripts/package-npm` packs it.
+//! `container-config.ts`, verbatim, for the types it imports; stubs for its database and log),
+//! as the anchor folder's `bench-driver/tree` lays it out, with the npm package as
+//! `scripts/package-npm` packs it.
 //!
 //! - nanoclaw's checks pass on it unchanged: `tsc --noEmit`, `eslint --max-warnings 0` (its
 //!   typed rules included), `prettier --check` (the tools of nanoclaw's package.json, pinned by
@@ -13,9 +14,9 @@
 //!   document is not the one clawmd composed is logged, and the binds it returns are `clawmd
 //!   mounts`', split at the agent's home.
 //!
-//! nanoclaw's files are not kept in this repository: they are read from `CLAWMD_NANOCLAW_V23`
-//! (default /work/shared/anchors/nanoclaw-v23-spawn, the files scripts/bench-spawn also
-//! compiles; their character counts are checked there and here). A clean clone (CI) has no such
+//! nanoclaw's files, and the stubs beside them, are not kept in this repository: they are in the
+//! anchor folder `CLAWMD_NANOCLAW_V23` (default /work/anchors/nanoclaw-v23-spawn, the files
+//! scripts/bench-spawn also compiles; their character counts are checked there and here). A clean clone (CI) has no such
 //! folder, so the test is `#[ignore]`d; where the folder is, run it with
 //!
 //! ```text
@@ -49,12 +50,12 @@ const NANOCLAW_FILES: [(&str, usize); 6] = [
 fn nanoclaw_dir() -> PathBuf {
     let dir = std::env::var_os("CLAWMD_NANOCLAW_V23")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/anchors/nanoclaw-v23-spawn"));
+        .unwrap_or_else(|| PathBuf::from("/work/anchors/nanoclaw-v23-spawn"));
     for (file, chars) in NANOCLAW_FILES {
         let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| {
             panic!(
-                "{}: {e}: set CLAWMD_NANOCLAW_V23 to a folder holding nanoclaw's files \
-                 (tests/e2e/nanoclaw_seam.rs says which)",
+                "{}: {e}: set CLAWMD_NANOCLAW_V23 to the anchor folder holding nanoclaw's files \
+                 and bench-driver/ (tests/e2e/nanoclaw_seam.rs says which)",
                 dir.join(file).display()
             )
         });
@@ -74,19 +75,6 @@ fn snippet() -> String {
     block.split_once("```\n").unwrap().0.to_owned()
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 fn run(what: &str, program: &Path, args: &[&str], dir: &Path) -> String {
     succeeded(
         what,
@@ -101,7 +89,7 @@ fn run(what: &str, program: &Path, args: &[&str], dir: &Path) -> String {
 
 #[test]
 #[ignore = "compiles nanoclaw v2.3's sources, which this repository does not keep, from the anchor \
-            folder (CLAWMD_NANOCLAW_V23, default /work/shared/anchors/nanoclaw-v23-spawn) a \
+            folder (CLAWMD_NANOCLAW_V23, default /work/anchors/nanoclaw-v23-spawn) a \
             clean clone has not: cargo test --test e2e -- --ignored nanoclaw_seam"]
 fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
     let tools = ts_tools();
@@ -116,15 +104,22 @@ fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
     let work = work.path();
     let project = work.join("nanoclaw");
 
-    // nanoclaw's tree: its configs, its sources the file imports, the stubs, the file.
-    std::fs::create_dir_all(project.join("src")).unwrap();
-    for (file, _) in NANOCLAW_FILES {
-        std::fs::copy(nanoclaw.join(file), project.join(file)).unwrap();
-    }
-    copy_dir(
-        &repo().join("scripts/bench-spawn.d/stubs"),
-        &project.join("src"),
+    // nanoclaw's tree (its configs, its sources the file imports, the stubs), as the anchor lays
+    // it out; then the file.
+    succeeded(
+        "the anchor's bench-driver/tree",
+        Command::new(nanoclaw.join("bench-driver/tree"))
+            .arg(&project)
+            .output()
+            .unwrap(),
     );
+    for (file, _) in NANOCLAW_FILES {
+        assert_eq!(
+            std::fs::read(project.join(file)).unwrap(),
+            std::fs::read(nanoclaw.join(file)).unwrap(),
+            "{file}: the tree holds nanoclaw's file as it is"
+        );
+    }
     std::fs::write(project.join("src/clawmd-spawn.ts"), snippet()).unwrap();
     std::fs::write(
         project.join("package.json"),

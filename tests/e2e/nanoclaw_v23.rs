@@ -13,7 +13,7 @@
 //! nanoclaw's code is not kept in this repository: its composer's documents (and log) for these
 //! groups are recorded under `tests/fixtures/nanoclaw-v2.3/recorded/` (its README says how).
 //! The `#[ignore]`d test at the end runs nanoclaw's composer again from the anchor folder
-//! (`CLAWMD_NANOCLAW_V23`, default /work/shared/anchors/nanoclaw-v23-spawn) and checks the
+//! (`CLAWMD_NANOCLAW_V23`, default /work/anchors/nanoclaw-v23-spawn) and checks the
 //! recordings are still what it writes; with `CLAWMD_NANOCLAW_V23_RECORD=1` it rewrites them.
 
 use std::collections::BTreeMap;
@@ -35,7 +35,7 @@ const FIXTURE: &str = "tests/fixtures/nanoclaw-v2.3";
 const RECORDED: &str = "tests/fixtures/nanoclaw-v2.3/recorded";
 /// The folder holding nanoclaw v2.3's files and the driver that runs its composer.
 const ANCHOR_ENV: &str = "CLAWMD_NANOCLAW_V23";
-const ANCHOR_DEFAULT: &str = "/work/shared/anchors/nanoclaw-v23-spawn";
+const ANCHOR_DEFAULT: &str = "/work/anchors/nanoclaw-v23-spawn";
 /// Set to rewrite the recordings from the anchor's composer instead of comparing them.
 const RECORD_ENV: &str = "CLAWMD_NANOCLAW_V23_RECORD";
 /// In the recorded log, the deployment's root.
@@ -590,7 +590,7 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 /// real file. With `CLAWMD_NANOCLAW_V23_RECORD=1` the recordings are rewritten instead.
 #[test]
 #[ignore = "runs nanoclaw's composer from the anchor folder (CLAWMD_NANOCLAW_V23, default \
-            /work/shared/anchors/nanoclaw-v23-spawn), which a clean clone has not"]
+            /work/anchors/nanoclaw-v23-spawn), which a clean clone has not"]
 fn the_recordings_are_what_nanoclaws_composer_writes() {
     let anchor = anchor_dir();
     let d = content();
