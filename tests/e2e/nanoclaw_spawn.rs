@@ -239,7 +239,8 @@ fn swapped_deployment() -> (Deployment, BTreeMap<String, Value>) {
     assert_eq!(
         Value::Object(ours),
         Value::Object(theirs),
-        "clawmd, run as the swapped runner runs it, does not leave the group folders the real swapped spawn left"
+        "clawmd, run as the swapped runner runs it, does not leave the group folders the real \
+         swapped spawn left (if clawmd's output changed on purpose, record again: {RECORDED}/README.md)"
     );
     (d, reports)
 }
@@ -392,6 +393,28 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
         "both recordings spawn the same groups"
     );
     assert_eq!(groups.len(), 4, "{groups:?}");
+    // Each recording is its mode's: nanoclaw's composer's binds before the swap, clawmd's
+    // managed policy and none of the composer's binds after it.
+    for ((group, theirs), (_, ours)) in theirs_spawns.iter().zip(&ours_spawns) {
+        let at = |binds: &[RecordedBind], container: &str| {
+            binds.iter().any(|b| b.container == container)
+        };
+        for composers in ["/app/CLAUDE.md", "/workspace/agent/.claude-fragments"] {
+            assert!(
+                at(theirs, composers),
+                "{group}: nanoclaw's spawn binds no {composers}"
+            );
+            assert!(
+                !at(ours, composers),
+                "{group}: the swapped spawn binds {composers}"
+            );
+        }
+        assert!(
+            at(ours, "/etc/claude-code"),
+            "{group}: the swapped spawn binds no managed policy"
+        );
+        assert!(!at(theirs, "/etc/claude-code"), "{group}");
+    }
     for mode in [Mode::Nanoclaw, Mode::Swapped] {
         for wake in recorded_json(mode, "wakes.json").as_array().unwrap() {
             assert_eq!(wake["woke"], true, "{mode:?}: {wake}");
@@ -534,7 +557,11 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
     );
     // main, research, ops and newbie: the shared base, 5 or 6 modules, the skill, the MCP
     // instructions (main's notes, ops' ops-db).
-    assert_eq!(operator_sections, 9 + 7 + 9 + 8, "nanoclaw's spawn delivered other sections");
+    assert_eq!(
+        operator_sections,
+        9 + 7 + 9 + 8,
+        "nanoclaw's spawn delivered other sections"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
