@@ -466,7 +466,7 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
             // directives, whose files are sections of their own, not guidance.
             let lines: Vec<String> = lines
                 .into_iter()
-                .filter(|line| !(line.starts_with("@./") && !line.contains(' ')))
+                .filter(|line| !line.starts_with("@./") || line.contains(' '))
                 .filter(|line| !line.starts_with("<!-- Composed at spawn"))
                 .collect();
             lines_checked += lines.len();
