@@ -15,7 +15,9 @@
 //! `#[ignore]`d test at the end runs it again and checks the recordings are still what it
 //! produces (`CLAWMD_NANOCLAW_SPAWN_V2064_RECORD=1` rewrites them).
 //!
-//! The test CI runs rebuilds the same deployment from the v2.0.64 fixture, runs clawmd as the
+//! The test CI runs checks the two spawns differ only in the composer's binds (the same
+//! environment, OneCLI settings, image and other binds), rebuilds the same deployment from the
+//! v2.0.64 fixture, runs clawmd as the
 //! swapped runner does (startup `migrateOnce`, then per spawn `composeBeforeSpawnSync` with the
 //! materialised `container.json` and the row's `cli_scope`), checks it leaves what the real
 //! swapped spawn left, then lays out a sandbox from exactly the binds each recorded spawn asked
@@ -414,7 +416,56 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
             "{group}: the swapped spawn binds no managed policy"
         );
         assert!(!at(theirs, "/etc/claude-code"), "{group}");
+        // Only the composer's binds changed: every other bind is the same (host, place, mode),
+        // in the same order.
+        let composers = |b: &&RecordedBind| {
+            b.container == "/app/CLAUDE.md"
+                || b.container == "/etc/claude-code"
+                || (b.container.starts_with("/workspace/agent/")
+                    && b.container != "/workspace/agent/container.json")
+        };
+        let others = |binds: &[RecordedBind]| -> Vec<String> {
+            binds
+                .iter()
+                .filter(|b| !composers(b))
+                .map(|b| format!("{}:{}:{}", b.host, b.container, b.readonly))
+                .collect()
+        };
+        assert_eq!(
+            others(theirs),
+            others(ours),
+            "{group}: binds other than the composer's"
+        );
     }
+    // And the rest of each `run` (its environment, OneCLI's settings, image, command) is the
+    // same with and without the swap.
+    let without_binds = |mode: Mode| -> Vec<Vec<Value>> {
+        recorded_json(mode, "runtime-argv.json")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|invocation| {
+                let args = invocation.as_array().unwrap();
+                let mut kept = Vec::new();
+                let mut skip = false;
+                for arg in args {
+                    if skip {
+                        skip = false;
+                    } else if arg == "-v" {
+                        skip = true;
+                    } else {
+                        kept.push(arg.clone());
+                    }
+                }
+                kept
+            })
+            .collect()
+    };
+    assert_eq!(
+        without_binds(Mode::Nanoclaw),
+        without_binds(Mode::Swapped),
+        "the runtime's arguments besides the binds"
+    );
     for mode in [Mode::Nanoclaw, Mode::Swapped] {
         for wake in recorded_json(mode, "wakes.json").as_array().unwrap() {
             assert_eq!(wake["woke"], true, "{mode:?}: {wake}");
