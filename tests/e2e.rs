@@ -19,6 +19,8 @@ mod kubernetes;
 mod nanoclaw;
 #[path = "e2e/nanoclaw_seam.rs"]
 mod nanoclaw_seam;
+#[path = "e2e/nanoclaw_spawn.rs"]
+mod nanoclaw_spawn;
 #[path = "e2e/nanoclaw_v23.rs"]
 mod nanoclaw_v23;
 #[path = "e2e/npm.rs"]
