@@ -195,7 +195,10 @@ fn adoption_content() -> Deployment {
 fn adoption_installed() -> Deployment {
     let d = adoption_content();
     let log = install_recorded(&d, &ADOPTION);
-    assert!(log.contains("Migrated groups to CLAUDE.local.md model"), "{log}");
+    assert!(
+        log.contains("Migrated groups to CLAUDE.local.md model"),
+        "{log}"
+    );
     for (group, _, _) in adoption_groups() {
         assert!(
             d.read(&format!("groups/{group}/CLAUDE.md"))
@@ -565,7 +568,10 @@ fn the_adoption_check_passes_on_a_nanoclaw_checkout() {
     let installed = adoption_installed();
     for (checkout, expected) in [
         (installed.root().to_owned(), "30 of 30 checks pass"),
-        (repo.join("tests/fixtures/nanoclaw-v2.3"), "7 of 7 checks pass"),
+        (
+            repo.join("tests/fixtures/nanoclaw-v2.3"),
+            "7 of 7 checks pass",
+        ),
     ] {
         let output = Command::new(repo.join("scripts/nanoclaw-adoption"))
             .arg(&checkout)
