@@ -166,7 +166,10 @@ fn adoption_rows() -> Vec<(&'static str, Value, &'static str)> {
 /// The checkout `scripts/nanoclaw-adoption`'s `upgraded` scenario starts from: the fixture as
 /// a fresh clone has it (`groups/global`, `groups/main/CLAUDE.md`), `research` with its own
 /// `CLAUDE.md`, `newbie` with an empty `CLAUDE.local.md` (as nanoclaw makes a new group), each
-/// with its `container.json`.
+/// with its `container.json`. nanoclaw keeps `cli_scope` in its database, not in
+/// `container.json`; a root without `data/v2.db` names it there for the script (which takes
+/// "group" where it names none), so `research`'s names "disabled". nanoclaw's composer reads
+/// neither (its rows are the stubbed database's): it writes the same either way.
 fn adoption_content() -> Deployment {
     let d = Deployment::nanoclaw();
     d.write(
@@ -174,10 +177,33 @@ fn adoption_content() -> Deployment {
         b"# Research\n\nFocus: retrieval-augmented generation.\n",
     );
     d.write("groups/newbie/CLAUDE.local.md", b"");
-    for (group, config, _) in adoption_groups() {
+    for (group, mut config, cli_scope) in adoption_groups() {
+        if cli_scope != "group" {
+            config["cli_scope"] = json!(cli_scope);
+        }
         d.write(
             &format!("groups/{group}/container.json"),
             config.to_string().as_bytes(),
+        );
+    }
+    d
+}
+
+/// The root of an installed nanoclaw v2.0.64 whose composer composed the adoption scenario's
+/// groups ([`ADOPTION`]): [`adoption_content`], then what its migration and composer did there,
+/// as recorded. `scripts/nanoclaw-adoption` judges it in its installed mode.
+fn adoption_installed() -> Deployment {
+    let d = adoption_content();
+    let log = install_recorded(&d, &ADOPTION);
+    assert!(
+        log.contains("Migrated groups to CLAUDE.local.md model"),
+        "{log}"
+    );
+    for (group, _, _) in adoption_groups() {
+        assert!(
+            d.read(&format!("groups/{group}/CLAUDE.md"))
+                .starts_with("<!-- Composed at spawn"),
+            "{group}"
         );
     }
     d
@@ -528,21 +554,27 @@ fn link_delivery_is_judged_for_the_pinned_release() {
 }
 
 /// `scripts/nanoclaw-adoption` (the operator's check of a nanoclaw checkout, docs/nanoclaw.md)
-/// passes on the nanoclaw fixture as a checkout, read by the consumer the deployment names
-/// (the Agent SDK nanoclaw's runner uses) of the release it pins: nanoclaw's own migration and
-/// composer first, then the swap, a group with an empty `CLAUDE.local.md` among them, and
+/// passes on the root of an installed nanoclaw v2.0.64 (the fixture after nanoclaw's own
+/// migration and composer, laid out from their recorded run, [`adoption_installed`]), read by
+/// the consumer the deployment names (the Agent SDK nanoclaw's runner uses) of the release it
+/// pins: the groups nanoclaw composed, each with its config and `cli_scope` from its
+/// `container.json`, a group with an empty `CLAUDE.local.md` among them, swapped to clawmd, and
 /// `clawmd check` with nothing to report; and a fresh clone. It counts its checks. On today's
 /// nanoclaw (the v2.3-era fixture) it runs the fresh clone and does not crash.
 #[test]
 fn the_adoption_check_passes_on_a_nanoclaw_checkout() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tools = nanoclaw_tools();
-    for (fixture, expected) in [
-        ("tests/fixtures/nanoclaw", "30 of 30 checks pass"),
-        ("tests/fixtures/nanoclaw-v2.3", "7 of 7 checks pass"),
+    let installed = adoption_installed();
+    for (checkout, expected) in [
+        (installed.root().to_owned(), "30 of 30 checks pass"),
+        (
+            repo.join("tests/fixtures/nanoclaw-v2.3"),
+            "7 of 7 checks pass",
+        ),
     ] {
         let output = Command::new(repo.join("scripts/nanoclaw-adoption"))
-            .arg(repo.join(fixture))
+            .arg(&checkout)
             .arg("--bin")
             .arg(env!("CARGO_BIN_EXE_clawmd"))
             .arg("--claude")
@@ -550,19 +582,46 @@ fn the_adoption_check_passes_on_a_nanoclaw_checkout() {
             .arg("--sdk")
             .arg(e2e_cache().join("nanoclaw"))
             .env("CLAWMD_E2E_CACHE", e2e_cache())
+            .env_remove("NANOCLAW_COMPOSER")
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
             output.status.success() && stdout.contains(expected),
-            "{fixture}:\n{stdout}\n{}",
+            "{}:\n{stdout}\n{}",
+            checkout.display(),
             String::from_utf8_lossy(&output.stderr)
         );
-        if fixture == "tests/fixtures/nanoclaw" {
-            assert!(
-                stdout.contains("judged with the Agent SDK (sdk in clawmd.json)"),
-                "{stdout}"
-            );
+        if checkout == installed.root() {
+            // It judged the recorded scenario's groups, each with its cli_scope: every module
+            // fragment but cli where the scope is disabled.
+            let names: Vec<&str> = {
+                let mut names: Vec<&str> = adoption_groups().iter().map(|g| g.0).collect();
+                names.sort_unstable();
+                names
+            };
+            let mut wanted = vec![
+                format!(
+                    "the groups nanoclaw composed: {}; configs from container.json",
+                    names.join(", ")
+                ),
+                "judged with the Agent SDK (sdk in clawmd.json)".to_owned(),
+            ];
+            for (group, _, cli_scope) in adoption_groups() {
+                let fragments = if cli_scope == "disabled" { 5 } else { 6 };
+                wanted.push(format!(
+                    "PASS  {group}: the real {NANOCLAW_CLI_VERSION} agent gets the {fragments} \
+                     module fragments"
+                ));
+                if cli_scope == "disabled" {
+                    wanted.push(format!(
+                        "PASS  {group}: cli_scope disabled keeps the cli module out"
+                    ));
+                }
+            }
+            for line in wanted {
+                assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+            }
         }
     }
 }
