@@ -177,7 +177,7 @@ fn swapped_deployment() -> (Deployment, Vec<Value>) {
     for (key, entry) in state {
         let nanoclaws = key.starts_with("data/")
             || key.ends_with("/container.json")
-            || !d.path(key).symlink_metadata().is_ok();
+            || d.path(key).symlink_metadata().is_err();
         if nanoclaws {
             if key.ends_with("/container.json") {
                 std::fs::remove_file(d.path(key)).unwrap();
