@@ -21,6 +21,8 @@ mod nanoclaw;
 mod nanoclaw_seam;
 #[path = "e2e/nanoclaw_spawn.rs"]
 mod nanoclaw_spawn;
+#[path = "e2e/nanoclaw_spawn_v23.rs"]
+mod nanoclaw_spawn_v23;
 #[path = "e2e/nanoclaw_v23.rs"]
 mod nanoclaw_v23;
 #[path = "e2e/npm.rs"]

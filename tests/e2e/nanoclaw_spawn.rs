@@ -159,7 +159,7 @@ fn fresh_clone() -> Deployment {
 }
 
 /// Lays one entry of a recorded `state.json` at `key` under the root.
-fn lay(d: &Deployment, key: &str, entry: &Value) {
+pub(crate) fn lay(d: &Deployment, key: &str, entry: &Value) {
     let path = d.path(key);
     if entry.get("dir").is_some() {
         std::fs::create_dir_all(&path).unwrap();
@@ -249,7 +249,7 @@ fn swapped_deployment() -> (Deployment, BTreeMap<String, Value>) {
 
 /// `state.json`'s form of the tree at `dir` (files as text, links as targets), clawmd's state
 /// folders left out as the recording leaves them out.
-fn snapshot_into(dir: &Path, rel: &str, out: &mut serde_json::Map<String, Value>) {
+pub(crate) fn snapshot_into(dir: &Path, rel: &str, out: &mut serde_json::Map<String, Value>) {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

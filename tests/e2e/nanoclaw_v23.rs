@@ -42,7 +42,7 @@ const RECORD_ENV: &str = "CLAWMD_NANOCLAW_V23_RECORD";
 const ROOT_MARK: &str = "$ROOT";
 
 /// What nanoclaw's provider contracts hand its composer (the fixture's README).
-fn spec(provider: &str) -> Value {
+pub(crate) fn spec(provider: &str) -> Value {
     match provider {
         "codex" => json!({"fileName": "AGENTS.md", "maxBytes": 32768, "instructions": {
             "nativeOverrideFiles": ["AGENTS.local.md", "AGENTS.override.md"],
@@ -59,17 +59,17 @@ fn spec(provider: &str) -> Value {
     }
 }
 
-struct Group {
-    name: &'static str,
-    provider: &'static str,
-    skills: Value,
-    mcp: Value,
-    cli_scope: &'static str,
+pub(crate) struct Group {
+    pub(crate) name: &'static str,
+    pub(crate) provider: &'static str,
+    pub(crate) skills: Value,
+    pub(crate) mcp: Value,
+    pub(crate) cli_scope: &'static str,
 }
 
 const NOTES: &str = "NOTES SERVER: read-only; never delete a note.\nAsk before exporting.";
 
-fn groups() -> Vec<Group> {
+pub(crate) fn groups() -> Vec<Group> {
     let notes = json!({"notes": {"command": "notes-mcp", "instructions": NOTES}, "cal": {"command": "cal-mcp"}});
     let big = format!(
         "BIG SERVER GUIDE\n{}",
@@ -129,13 +129,14 @@ fn groups() -> Vec<Group> {
     ]
 }
 
-const MEMORY_MARK: &str = "MEMORY TREE MARKER: only the SessionStart hook delivers this.";
-const SECRET: &str = "HOST SECRET behind a link: never delivered.";
+pub(crate) const MEMORY_MARK: &str =
+    "MEMORY TREE MARKER: only the SessionStart hook delivers this.";
+pub(crate) const SECRET: &str = "HOST SECRET behind a link: never delivered.";
 
 /// The installed content, the same for both: the fixture, and per group its persona (two
 /// prepend files and a link to a host file among them), its memory tree and its
 /// `container.json` (as nanoclaw materialises it).
-fn content() -> Deployment {
+pub(crate) fn content() -> Deployment {
     let d = Deployment::new();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
     for top in ["container", "src"] {
@@ -176,7 +177,7 @@ fn content() -> Deployment {
 }
 
 /// The file nanoclaw's composer writes for `group` (its spec's `fileName`).
-fn file_of(group: &Group) -> String {
+pub(crate) fn file_of(group: &Group) -> String {
     spec(group.provider)["fileName"]
         .as_str()
         .unwrap()
@@ -246,7 +247,7 @@ fn compose_with_clawmd(d: &Deployment) -> Vec<Value> {
 
 /// nanoclaw's document as its sections: each `# <name>` block (its heading line and its body's
 /// lines, blank lines left out), after the header comment.
-fn nanoclaw_sections(doc: &str) -> Vec<(String, Vec<String>)> {
+pub(crate) fn nanoclaw_sections(doc: &str) -> Vec<(String, Vec<String>)> {
     const HEADINGS: [&str; 7] = [
         "# Persona",
         "# NanoClaw Runtime Contract",
@@ -284,7 +285,7 @@ fn nanoclaw_sections(doc: &str) -> Vec<(String, Vec<String>)> {
 }
 
 /// Whether `wanted` appears in `text`'s lines in order (other lines between them allowed).
-fn in_order(wanted: &[String], text: &str) -> Result<(), String> {
+pub(crate) fn in_order(wanted: &[String], text: &str) -> Result<(), String> {
     let mut want = wanted.iter().peekable();
     for line in text.lines() {
         if want.peek().is_some_and(|w| line.trim_end() == w.as_str()) {
