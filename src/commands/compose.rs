@@ -754,7 +754,7 @@ impl Run<'_, &Sources> {
             journal.settle()?;
             return report;
         }
-        let applied = apply(seen.dirs(), &seen.steps);
+        let applied = apply(seen.dirs(), &seen.steps, state::durability());
         let report = applied.map_err(GroupError::from).and_then(|()| {
             let report =
                 GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
