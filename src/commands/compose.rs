@@ -88,6 +88,72 @@ pub fn compose_with_progress(
     options: &ComposeOptions,
     progress: &dyn Progress,
 ) -> Result<ComposeReport, Error> {
+    compose_keeping(
+        layout,
+        selection,
+        options,
+        progress,
+        &mut SourcesKept::default(),
+    )
+}
+
+/// The shared sources as a run read them, kept by a caller that composes again and again in
+/// one process (`clawmd serve`) for the runs after it: a later run uses them instead of
+/// reading `container/` again only when the sources' record, every part of it replayed, says
+/// they are still what was read (the record's digest and notes are theirs). Nothing is kept
+/// that the record cannot vouch for, so a kept reading is never older than the disk.
+/// A reading is kept with the layout it was made for (the groups' handed configs aside, as in
+/// the record's key): what is prepared from the sources depends on it.
+#[derive(Debug, Default)]
+pub struct SourcesKept(Option<KeptReading>);
+
+#[derive(Debug)]
+struct KeptReading {
+    layout: Layout,
+    digest: [u8; 32],
+    sources: Sources,
+    notes: Vec<SourceNote>,
+}
+
+impl SourcesKept {
+    /// The kept reading, when it was made for `layout` and `proof` vouches for it whole.
+    fn vouched(&self, layout: &Layout, proof: &Proof) -> Option<(&Sources, &[SourceNote])> {
+        let kept = self.0.as_ref()?;
+        let recorded = proof.recorded();
+        let same = shared_layout(layout) == kept.layout
+            && recorded.notes == kept.notes
+            && recorded.digest == kept.digest;
+        (same && proof.holds_for(None) && !proof.stale())
+            .then_some((&kept.sources, kept.notes.as_slice()))
+    }
+
+    fn keep(&mut self, layout: &Layout, sources: Sources, notes: Vec<SourceNote>) {
+        let layout = shared_layout(layout);
+        self.0 = Some(KeptReading {
+            layout,
+            digest: sources.digest(),
+            sources,
+            notes,
+        });
+    }
+}
+
+/// `layout` without the groups' handed configs: what the shared sources are read for.
+fn shared_layout(layout: &Layout) -> Layout {
+    let mut shared = layout.clone();
+    shared.given_configs.clear();
+    shared
+}
+
+/// [`compose_with_progress`], using and keeping in `kept` the shared sources it reads
+/// ([`SourcesKept`]).
+pub fn compose_keeping(
+    layout: &Layout,
+    selection: &Selection,
+    options: &ComposeOptions,
+    progress: &dyn Progress,
+    kept: &mut SourcesKept,
+) -> Result<ComposeReport, Error> {
     let groups = selection.groups(layout)?;
     progress.start(groups.len());
     let verdicts = GroupVerdicts::new(layout, &options.settings);
@@ -102,13 +168,20 @@ pub fn compose_with_progress(
             return Ok(run.report(&groups, outcomes, warnings));
         }
     }
+    if let Some((sources, notes)) = proof.as_ref().and_then(|proof| kept.vouched(layout, proof)) {
+        run.with_sources(sources)
+            .look_and_compose(&groups, &mut outcomes);
+        return Ok(run.report(&groups, outcomes, source_warnings(notes)));
+    }
     let log = HostLog::new();
     let (sources, notes) = read_sources_logged(layout, &log)?;
     let run = run.with_sources(&sources);
-    let pending = run.first_looks(&groups, &mut outcomes);
-    run.compose_pending(&groups, &pending, &mut outcomes);
+    run.look_and_compose(&groups, &mut outcomes);
     run.record_sources(proof.as_ref(), &notes, &log, &outcomes);
-    Ok(run.report(&groups, outcomes, source_warnings(&notes)))
+    let warnings = source_warnings(&notes);
+    let report = run.report(&groups, outcomes, warnings);
+    kept.keep(layout, sources, notes);
+    Ok(report)
 }
 
 /// Composes one group: lock, read config, plan, diff, apply.
@@ -469,6 +542,38 @@ enum FirstLook {
 
 /// Looking at the groups without their locks, once the shared sources are read.
 impl Run<'_, &Sources> {
+    /// The groups without an outcome yet, looked at and composed where they need it: one
+    /// group alone (a spawn) by [`Run::compose_alone`], several by a first look at each
+    /// ([`Run::first_looks`]) and then those that need it under their locks
+    /// ([`Run::compose_pending`]).
+    fn look_and_compose(&self, groups: &[String], outcomes: &mut Outcomes) {
+        if let [index] = *outcomes.not_done()
+            && !self.options.dry_run
+        {
+            let group = &groups[index];
+            outcomes.set(index, self.compose_alone(group));
+            self.progress.done(group);
+            return;
+        }
+        let pending = self.first_looks(groups, outcomes);
+        self.compose_pending(groups, &pending, outcomes);
+    }
+
+    /// One group alone, at a spawn: its record asked, then, when its lock is free at once,
+    /// the group looked at once, under the lock — reported when it is right, composed when it
+    /// is not — rather than looked at without the lock and again under it. When another run
+    /// holds the lock, as [`Run::compose_one`].
+    fn compose_alone(&self, group: &str) -> Result<GroupReport, GroupError> {
+        let group_path = checked_group_dir(self.layout, group)?;
+        if let RecordSays::Answered(report) = self.ask_record(group) {
+            return Ok(*report);
+        }
+        match fsops::lock(&self.layout.lock_file(group), LockWait::IF_FREE) {
+            Ok(lock) => self.compose_under(group, &group_path, lock),
+            Err(_) => self.compose_one(group),
+        }
+    }
+
     /// A first look, in parallel and without their locks, at the groups without an outcome
     /// yet: a group already right is reported as it is. The others, left to compose under
     /// their locks, are returned (by index).
@@ -538,31 +643,51 @@ impl Run<'_, &Sources> {
     /// group's record is written with that look when the group is up to date, not by a dry
     /// run, and only when the group's lock is free at once.
     fn report_first_look(&self, group: &str, first: &Observation) -> FirstLook {
+        match self.report_looked(group, first, None) {
+            Ok(report) => FirstLook::Done(Box::new(report)),
+            Err(err) => FirstLook::Failed(err),
+        }
+    }
+
+    /// The report of a group looked at and found up to date (or looked at for a dry run),
+    /// with its look recorded when it is up to date and not by a dry run: at once when the
+    /// group's `lock` is held, else only when the lock is free at once.
+    fn report_looked(
+        &self,
+        group: &str,
+        first: &Observation,
+        lock: Option<&fsops::GroupLock>,
+    ) -> Result<GroupReport, GroupError> {
         let report = GroupReport::from_steps(group, &first.steps, &first.plan)
             .with_cleaned(first.leftover_names());
         let (report, unrecorded) = self.delivered(first, report);
-        let report = match with_spawn(self.layout, first, report) {
-            Ok(report) => report,
-            Err(err) => return FirstLook::Failed(err),
+        let report = with_spawn(self.layout, first, report)?;
+        let recording = !self.options.dry_run && first.is_up_to_date();
+        let locked = |write: &mut dyn FnMut()| match lock {
+            Some(_) => write(),
+            None => state::with_free_lock(self.layout, group, write),
         };
         if let Some(unrecorded) = unrecorded
-            && !self.options.dry_run
-            && first.is_up_to_date()
+            && recording
         {
-            self.record_unlocked(with_look(unrecorded, first.reads.reads(), &report));
+            let mut unrecorded = Some(with_look(unrecorded, first.reads.reads(), &report));
+            locked(&mut || {
+                if let Some(unrecorded) = unrecorded.take() {
+                    self.verdicts.record(self.layout, unrecorded)
+                }
+            });
         }
         // Fragments found as planned but not recorded (written before clawmd kept the
         // record): recorded now, so that a later change replaces them unkept.
-        if !self.options.dry_run
-            && first.is_up_to_date()
+        if recording
             && first.fragments.is_some()
             && written::is_stale(first.written.as_ref(), &first.plan)
         {
-            state::with_free_lock(self.layout, group, || {
+            locked(&mut || {
                 written::record(self.layout, group, &first.plan, first.written.as_ref())
             });
         }
-        FirstLook::Done(Box::new(report))
+        Ok(report)
     }
 }
 
@@ -611,9 +736,25 @@ impl Run<'_, &Sources> {
     /// Composes `group` under its lock: observe, apply, and record the verdict.
     fn compose_locked(&self, group: &str) -> Result<GroupReport, GroupError> {
         let group_path = checked_group_dir(self.layout, group)?;
-        let _lock = lock_group(self.layout, group, self.options.lock_timeout, self.progress)?;
-        let (journal, cleaned, seen) = self.observe_locked(group, &group_path, false)?;
-        let applied = apply(seen.dirs(), &seen.steps);
+        let lock = lock_group(self.layout, group, self.options.lock_timeout, self.progress)?;
+        self.compose_under(group, &group_path, lock)
+    }
+
+    /// Composes `group` holding its `lock`: observe; a group found right is reported, its look
+    /// recorded ([`Run::report_looked`]); else apply, and record the verdict.
+    fn compose_under(
+        &self,
+        group: &str,
+        group_path: &Path,
+        lock: fsops::GroupLock,
+    ) -> Result<GroupReport, GroupError> {
+        let (journal, cleaned, seen) = self.observe_locked(group, group_path, false)?;
+        if cleaned.is_empty() && seen.is_up_to_date() {
+            let report = self.report_looked(group, &seen, Some(&lock));
+            journal.settle()?;
+            return report;
+        }
+        let applied = apply(seen.dirs(), &seen.steps, state::durability());
         let report = applied.map_err(GroupError::from).and_then(|()| {
             let report =
                 GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
@@ -702,15 +843,6 @@ impl Run<'_, &Sources> {
             (self.verdicts).delivered(layout, &report.group, plan, self.sources, settings, &agent);
         report.set_delivered(delivered);
         (report, unrecorded)
-    }
-
-    /// Writes the record of a verdict worked out for a group found up to date without its
-    /// lock: only when its lock is free at once (another run holding it records its own).
-    fn record_unlocked(&self, unrecorded: Unrecorded<Found>) {
-        let group = unrecorded.group().to_owned();
-        state::with_free_lock(self.layout, &group, || {
-            self.verdicts.record(self.layout, unrecorded)
-        });
     }
 }
 

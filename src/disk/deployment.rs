@@ -341,7 +341,8 @@ pub fn has_own_config(dir: &SafeDir, config: &ConfigBytes) -> Result<bool, Group
 }
 
 /// Keeps `bytes` as the config the runner handed for `group` (`<state>/configs/<group>.json`,
-/// written atomically), for the runs that read handed configs (`"groupConfig": "handed"`).
+/// written atomically, to last as [`state::durability`] says: the runner hands it again at
+/// every spawn), for the runs that read handed configs (`"groupConfig": "handed"`).
 pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<(), GroupError> {
     checked_group_dir(layout, group)?;
     let path = layout.handed_config(group);
@@ -357,7 +358,7 @@ pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<
     {
         return Ok(());
     }
-    dir.write_file(&format!("{group}.json"), bytes)?;
+    dir.write_file_lasting(&format!("{group}.json"), bytes, state::durability())?;
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::disk::fsops::{FsError, Listing, Node, SafeDir, Temp, is_temp_name};
+use crate::disk::fsops::{Durability, FsError, Listing, Node, SafeDir, Temp, is_temp_name};
 use crate::disk::written::{WrittenFragments, content_hash};
 use crate::error::GroupError;
 use crate::file_kind::{self, FileKind};
@@ -687,19 +687,31 @@ impl<'a> Dirs<'a> {
     }
 }
 
-/// Performs `steps` in a reader-safe order, durably: every new file and link written under a
-/// temp name and fsynced ([`stage`]), then rescues (each durable in the rescue folder at
-/// once) and everything the entry point imports put in place, then the entry point, then
-/// removals, each phase made durable (the folders fsynced) before the next. The caller must
-/// hold the group's lock.
-pub fn apply(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
-    let mut staged = stage(dirs, steps, true)?;
+/// Performs `steps` in a reader-safe order: every new file and link written under a temp name
+/// ([`stage`]), then rescues (each durable in the rescue folder at once) and everything the
+/// entry point imports put in place, then the entry point, then removals. The caller must
+/// hold the group's lock. [`Durability::PowerLoss`]: each temp fsynced, each phase made
+/// durable (the folders fsynced) before the next. [`Durability::ThisBoot`]: the same order,
+/// nothing fsynced but the rescues (a person's text), for a run whose records this boot only
+/// trusts: after a power loss the next run compares every file with its plan, byte for
+/// byte, and writes again what the loss tore, before any agent reads it.
+pub fn apply(dirs: Dirs<'_>, steps: &[Step], durability: Durability) -> Result<(), FsError> {
+    let durable = durability == Durability::PowerLoss;
+    let sync = || match durable {
+        true => dirs.sync(),
+        false => Ok(()),
+    };
+    let mut staged = stage(dirs, steps, durable)?;
     staged.place_imported(dirs, steps)?;
-    dirs.sync()?;
+    sync()?;
     staged.place_entry_points(dirs, steps)?;
-    dirs.sync()?;
+    sync()?;
     staged.remove_stale(dirs, steps)?;
-    dirs.sync()
+    sync()?;
+    if !durable {
+        dirs.mark_synced();
+    }
+    Ok(())
 }
 
 /// A group's steps with every file and link they write already made under a temp name (and,

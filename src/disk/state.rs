@@ -259,12 +259,47 @@ pub fn describe_leftover(leftover: &Leftover, group_dir: &Path) -> String {
     }
 }
 
-/// Which binary judges: its identity (device, inode, size, modification and change times: a
-/// rebuilt or upgraded clawmd does not trust the records of another). `None` when it cannot be told: no record is then used.
-/// Looked up once per process.
+/// Which binary judges, in which boot: its identity (device, inode, size, modification and
+/// change times: a rebuilt or upgraded clawmd does not trust the records of another) and the
+/// kernel's boot id (a record made before the machine last stopped is not trusted: the files
+/// it vouches for by their identity may have been torn by a power loss, [`durability`]).
+/// `None` when the binary cannot be told: no record is then used. Looked up once per process.
 pub fn binary_identity() -> Option<Vec<u8>> {
     static IDENTITY: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
-    IDENTITY.get_or_init(identify_binary).clone()
+    IDENTITY
+        .get_or_init(|| {
+            let mut identity = identify_binary()?;
+            identity.extend_from_slice(boot_id().unwrap_or_default().as_bytes());
+            Some(identity)
+        })
+        .clone()
+}
+
+/// The kernel's id of the running boot (`/proc/sys/kernel/random/boot_id`), or, for the
+/// tests, `CLAWMD_BOOT_ID` (a run as if the machine had stopped and started again).
+fn boot_id() -> Option<String> {
+    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        if let Some(id) = std::env::var_os("CLAWMD_BOOT_ID") {
+            return Some(id.to_string_lossy().into_owned());
+        }
+        let id = fs_err::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        Some(id.trim().to_owned()).filter(|id| !id.is_empty())
+    })
+    .clone()
+}
+
+/// How long what compose derives (documents, settings, links, the kept handed config) must
+/// last: through a power loss only where the boot cannot be told. Where it can, the records
+/// are this boot's ([`binary_identity`]), so the first run after a power loss trusts no file
+/// by its identity: it reads each one and writes again what the loss tore, before the runner
+/// starts an agent on it. Nothing is fsynced for them then (the spawn does not wait for the
+/// disk); what a person wrote (rescues, migrate) is always made durable.
+pub fn durability() -> fsops::Durability {
+    match boot_id() {
+        Some(_) => fsops::Durability::ThisBoot,
+        None => fsops::Durability::PowerLoss,
+    }
 }
 
 fn identify_binary() -> Option<Vec<u8>> {

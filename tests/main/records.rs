@@ -762,3 +762,45 @@ fn a_groups_record_is_made_again_once_its_files_settle() {
     unchanged(d.run(compose).success().json());
     assert_eq!(record(), remade, "the next run writes nothing");
 }
+
+/// Records are this boot's: compose writes what it derives without an fsync, so after the
+/// machine stops and starts again (another boot id) no record vouches for a file by its
+/// identity — a power loss may have torn a file whose identity survived — and the group is
+/// looked at byte for byte, then recorded again for that boot. The same boot still believes
+/// its record.
+#[test]
+fn a_record_of_another_boot_is_not_believed() {
+    let d = Deployment::standard().group("g", Some(CONFIG));
+    let compose = ["compose", "g", "--json"];
+    d.run(compose).success();
+    d.run(compose).success();
+    plant(&d, "g");
+    let dry = ["compose", "g", "--json", "--dry-run"];
+    assert_eq!(spawn_digest(&report(&d, &dry)), "sha256:planted");
+    let in_boot = |boot: &str, args: &[&str]| {
+        let env = [
+            ("CLAWMD_ROOT", d.root().as_os_str()),
+            ("CLAWMD_BOOT_ID", std::ffi::OsStr::new(boot)),
+        ];
+        crate::support::run::run_clawmd(args, &env).success().json()
+    };
+    let after_reboot = in_boot("another boot", &dry);
+    assert_ne!(
+        spawn_digest(&after_reboot),
+        "sha256:planted",
+        "a record of another boot was believed"
+    );
+    assert_eq!(
+        after_reboot["groups"][0]["status"], "unchanged",
+        "{after_reboot}"
+    );
+    assert_eq!(spawn_digest(&report(&d, &dry)), "sha256:planted");
+    // The next boot's own record, once made, answers in that boot.
+    in_boot("another boot", &compose);
+    in_boot("another boot", &compose);
+    plant(&d, "g");
+    assert_eq!(
+        spawn_digest(&in_boot("another boot", &dry)),
+        "sha256:planted"
+    );
+}

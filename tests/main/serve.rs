@@ -276,3 +276,99 @@ fn handed_configs_share_the_sources_record() {
     assert_eq!(stamp(), before, "the sources record was written again");
     service.finish();
 }
+
+/// An edit of the container side: what it is, the edit, the skills the next spawn asks for,
+/// the texts its document must hold and those it must not.
+type Edit<'a> = (&'a str, &'a dyn Fn(), Value, &'a [&'a str], &'a [&'a str]);
+
+/// The service keeps the shared sources it read for the requests after it, but a kept reading
+/// is used only while the sources' record vouches for it: every edit of the container side
+/// between two spawns (a skill's text, a skill added, the shared base, one of the same length,
+/// a skill removed) reaches the next spawn's document, as a fresh `clawmd compose` gives it.
+#[test]
+fn the_kept_sources_never_outlive_an_edit_of_the_container_side() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service = Service::start(&d);
+    let mut spawn = |id: u32, skills: Value| {
+        let config = json!({"mcpServers": {"db": {"instructions": format!("RULES {id}")}},
+                            "skills": skills});
+        let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
+        assert_eq!(answer["ok"], true, "{answer}");
+        assert_eq!(
+            answer["compose"]["groups"][0]["status"], "changed",
+            "{answer}"
+        );
+        d.managed_md("main")
+    };
+    assert!(spawn(1, json!(["web"])).contains("WEB\n"));
+    let edits: [Edit; 5] = [
+        (
+            "a skill's text",
+            &|| {
+                d.write(
+                    "container/skills/web/instructions.md",
+                    "WEB TWO\n".as_bytes(),
+                )
+            },
+            json!(["web"]),
+            &["WEB TWO\n"],
+            &["WEB\n"],
+        ),
+        (
+            "a skill added",
+            &|| {
+                d.write("container/skills/new/SKILL.md", "new skill\n".as_bytes());
+                d.write(
+                    "container/skills/new/instructions.md",
+                    "NEW SKILL\n".as_bytes(),
+                );
+            },
+            json!(["web", "new"]),
+            &["WEB TWO\n", "NEW SKILL\n"],
+            &[],
+        ),
+        (
+            "the shared base",
+            &|| d.write("container/CLAUDE.md", "BASE TWO\n".as_bytes()),
+            json!(["web", "new"]),
+            &["BASE TWO\n"],
+            &["BASE\n"],
+        ),
+        (
+            "the same length",
+            &|| d.write("container/CLAUDE.md", "BASE TW0\n".as_bytes()),
+            json!(["web", "new"]),
+            &["BASE TW0\n"],
+            &["BASE TWO\n"],
+        ),
+        (
+            "a skill removed",
+            &|| std::fs::remove_dir_all(d.path("container/skills/new")).unwrap(),
+            json!(["web", "new"]),
+            &["WEB TWO\n"],
+            &["NEW SKILL\n"],
+        ),
+    ];
+    for (id, (what, edit, skills, present, absent)) in (2..).zip(edits) {
+        edit();
+        let document = spawn(id, skills);
+        for text in present {
+            assert!(
+                document.contains(text),
+                "{what}: {text:?} missing:\n{document}"
+            );
+        }
+        for text in absent {
+            assert!(
+                !document.contains(text),
+                "{what}: {text:?} left:\n{document}"
+            );
+        }
+        let fresh = d
+            .run(["compose", "main", "--json", "--dry-run"])
+            .success()
+            .json();
+        assert_eq!(fresh["groups"][0]["status"], "unchanged", "{what}: {fresh}");
+    }
+    service.finish();
+}

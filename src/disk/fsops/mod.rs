@@ -70,6 +70,18 @@ pub use lock::{GroupLock, LockWait, lock};
 pub use replay::replay;
 pub use safe_dir::{Listing, SafeDir, Temp};
 
+/// How long what a write puts in place must last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Through a power loss: each temp fsynced before its rename, each folder after.
+    PowerLoss,
+    /// Until the machine stops: renamed into place unsynced (whole to every reader of this
+    /// boot, the page cache being the file). For files clawmd derives again and checks byte for
+    /// byte in the next boot, before any agent reads them: the records that let a run trust a
+    /// file by its identity are this boot's only ([`crate::disk::state::binary_identity`]).
+    ThisBoot,
+}
+
 /// Names of temp files and links start with this; a run that holds the group lock removes them.
 pub const TEMP_PREFIX: &str = ".clawmd-tmp-";
 

@@ -11,7 +11,7 @@ use std::io::{BufRead, Read};
 use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
 
-use clawmd::compose::{ComposeOptions, compose};
+use clawmd::compose::{ComposeOptions, SourcesKept, compose_keeping};
 use clawmd::deployment::Selection;
 use clawmd::report::{Code, ServeAnswer, ServeRequest};
 
@@ -30,6 +30,9 @@ pub fn run(global: &GlobalArgs, args: ServeArgs, printer: &Printer) -> anyhow::R
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut line = Vec::new();
+    // The shared sources as the last request read them, used again while their record vouches
+    // for them (compose_keeping).
+    let mut kept = SourcesKept::default();
     loop {
         line.clear();
         let read = (&mut input)
@@ -52,7 +55,7 @@ pub fn run(global: &GlobalArgs, args: ServeArgs, printer: &Printer) -> anyhow::R
         } else if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         } else {
-            answer_guarded(&global, &args, &line)
+            answer_guarded(&global, &args, &line, &mut kept)
         };
         let text = serde_json::to_string(&answer)?;
         if let Err(err) = printer.streamed_line(&text) {
@@ -86,9 +89,16 @@ fn skip_line(input: &mut impl BufRead) -> std::io::Result<()> {
 }
 
 /// [`answer`], with a bug (a panic) answered as `internal-error` rather than ending the
-/// service and every spawn waiting on it.
-fn answer_guarded(global: &GlobalArgs, args: &ServeArgs, line: &[u8]) -> ServeAnswer {
-    std::panic::catch_unwind(AssertUnwindSafe(|| answer(global, args, line))).unwrap_or_else(|_| {
+/// service and every spawn waiting on it; what it kept of the sources is dropped then.
+fn answer_guarded(
+    global: &GlobalArgs,
+    args: &ServeArgs,
+    line: &[u8],
+    kept: &mut SourcesKept,
+) -> ServeAnswer {
+    let answered = std::panic::catch_unwind(AssertUnwindSafe(|| answer(global, args, line, kept)));
+    answered.unwrap_or_else(|_| {
+        *kept = SourcesKept::default();
         ServeAnswer::failed(
             request_id(line),
             None,
@@ -120,7 +130,12 @@ fn parse_request(line: &[u8]) -> Result<ServeRequest, String> {
 }
 
 /// The answer to one request line.
-fn answer(global: &GlobalArgs, args: &ServeArgs, line: &[u8]) -> ServeAnswer {
+fn answer(
+    global: &GlobalArgs,
+    args: &ServeArgs,
+    line: &[u8],
+    kept: &mut SourcesKept,
+) -> ServeAnswer {
     let request = match parse_request(line) {
         Ok(request) => request,
         Err(why) => {
@@ -174,7 +189,7 @@ fn answer(global: &GlobalArgs, args: &ServeArgs, line: &[u8]) -> ServeAnswer {
         lock_timeout: resolved.lock_timeout,
     };
     let selection = Selection::Named(vec![request.group.clone()]);
-    let mut report = match compose(&resolved.layout, &selection, &options) {
+    let mut report = match compose_keeping(&resolved.layout, &selection, &options, &(), kept) {
         Ok(report) => report,
         Err(err) => return failed(Code::RunFailed, clawmd::error::chain_text(&err)),
     };

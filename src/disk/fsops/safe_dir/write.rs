@@ -16,7 +16,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use super::SafeDir;
 use super::owner::{Owner, give};
 use super::sparse::write_contents;
-use crate::disk::fsops::{FsError, Result, checkpoint};
+use crate::disk::fsops::{Durability, FsError, Result, checkpoint};
 
 /// A file or link written under a temp name in a [`SafeDir`], waiting to be put in place.
 #[derive(Debug)]
@@ -30,9 +30,25 @@ pub struct Temp {
 impl SafeDir {
     /// Atomically replaces (or creates) the regular file `name` with `bytes`.
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        self.write_file_lasting(name, bytes, Durability::PowerLoss)
+    }
+
+    /// [`SafeDir::write_file`], made to last as `durability` says: for
+    /// [`Durability::ThisBoot`], neither the file nor the folder is fsynced.
+    pub fn write_file_lasting(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        durability: Durability,
+    ) -> Result<()> {
         let owner = self.owner_for(name)?;
-        let temp = self.write_temp_with(bytes, &owner, true)?;
-        self.rename_into_place(temp, name)
+        let durable = durability == Durability::PowerLoss;
+        let temp = self.write_temp_with(bytes, &owner, durable)?;
+        self.rename_into_place(temp, name)?;
+        if !durable {
+            self.mark_synced();
+        }
+        Ok(())
     }
 
     /// Creates the file `name` holding `bytes` only if nothing by that name exists; the file
