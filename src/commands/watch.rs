@@ -34,7 +34,7 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
-use crate::commands::compose::{ComposeOptions, compose};
+use crate::commands::compose::{ComposeOptions, SourcesKept, compose_keeping};
 use crate::disk::deployment::{Selection, list_groups};
 use crate::disk::fsops::{SafeDir, TEMP_PREFIX};
 use crate::file_kind::FileKind;
@@ -223,6 +223,9 @@ struct State<'a> {
     /// The last `spawn_digest` per group: a group whose composition is unchanged but whose
     /// pinned content moved (its `container.json`, say) is news to the runner too.
     spawns: HashMap<String, String>,
+    /// The shared sources as the last compose read them, used again while their record
+    /// vouches for them ([`SourcesKept`]).
+    kept: SourcesKept,
 }
 
 impl<'a> State<'a> {
@@ -250,6 +253,7 @@ impl<'a> State<'a> {
             groups: BTreeMap::new(),
             failures: HashMap::new(),
             spawns: HashMap::new(),
+            kept: SourcesKept::default(),
         })
     }
 
@@ -583,10 +587,12 @@ impl<'a> State<'a> {
             dry_run: false,
             lock_timeout: self.resolved.lock_timeout,
         };
-        let report = match compose(
+        let report = match compose_keeping(
             &self.resolved.layout,
             &Selection::Named(groups.to_vec()),
             &options,
+            &(),
+            &mut self.kept,
         ) {
             Ok(report) => report,
             Err(err) => return warn_run(sink, &err),
