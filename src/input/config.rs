@@ -193,16 +193,25 @@ pub struct ConfigError {
     pub fix: String,
 }
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.path.display())?;
+impl ConfigError {
+    /// What the message says before its fix: the file, where in it, and what is wrong.
+    pub fn problem(&self) -> String {
+        use std::fmt::Write as _;
+        let mut text = self.path.display().to_string();
         if let Some((line, column)) = self.position {
-            write!(f, ":{line}:{column}")?;
+            let _ = write!(text, ":{line}:{column}");
         }
         if let Some(field) = &self.field {
-            write!(f, ": field `{field}`")?;
+            let _ = write!(text, ": field `{field}`");
         }
-        write!(f, ": {}; fix: {}", self.message, self.fix)
+        let _ = write!(text, ": {}", self.message);
+        text
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; fix: {}", self.problem(), self.fix)
     }
 }
 
