@@ -5,7 +5,13 @@
 //! repeat it, and [`chain_text`] says the whole chain, each link once. A fix that reads after
 //! the causes (`cannot list the groups folder: <why>; fix: …`) is kept out of the message too:
 //! `chain_text` writes it after the last cause.
+//!
+//! A fix that ends an error's own message ("<problem>; fix: <fix>") is carried apart as well:
+//! [`GroupError::fix`] gives it (and the like of `FsError`, `ConfigError` and
+//! `FragmentCollision`), and [`chain_problem_and_fix`] the chain's text without it, so that
+//! a report puts the two in their own fields without reading the text.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use crate::disk::fsops::FsError;
@@ -16,12 +22,16 @@ use crate::plan::delivery::guard::GuardError;
 use crate::safe_name::NameProblem;
 
 /// Why one group could not be composed or migrated. Other groups are unaffected.
+///
+/// A message that says how to fix the problem ends with "; fix: " and the fix; [`fix`] gives
+/// the fix apart (one a cause carries too), and [`chain_problem_and_fix`] the whole chain's
+/// text apart from it.
+///
+/// [`fix`]: GroupError::fix
 #[derive(Debug, thiserror::Error)]
 pub enum GroupError {
     /// The group name cannot be a folder name.
-    #[error(
-        "group name {name:?} is not usable: {problem}; fix: name group folders with ASCII letters, digits, '.', '_' and '-'"
-    )]
+    #[error("{}", self.with_fix())]
     BadName {
         /// The name given.
         name: String,
@@ -29,20 +39,14 @@ pub enum GroupError {
         problem: NameProblem,
     },
     /// The group name is reserved.
-    #[error(
-        "group name {name:?} is reserved: groups/{name} held the shared memory that `clawmd migrate` moves into container/CLAUDE.md; fix: run `clawmd migrate`, and give the group another name"
-    )]
+    #[error("{}", self.with_fix())]
     Reserved {
         /// The name given.
         name: String,
     },
     /// Compose would keep one more hand-edited `CLAUDE.md` in a group that already holds the
     /// most it keeps.
-    #[error(
-        "{} already holds {count} rescued hand edits ({bytes} bytes), the most clawmd keeps, and CLAUDE.md was edited again; nothing was changed; fix: merge what you need from {} into CLAUDE.local.md, delete them, then compose again",
-        dir.display(),
-        files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
-    )]
+    #[error("{}", self.with_fix())]
     TooManyRescues {
         /// The group folder.
         dir: PathBuf,
@@ -53,9 +57,10 @@ pub enum GroupError {
         /// Their total size.
         bytes: u64,
     },
-    /// The group folder does not exist.
+    /// The group folder does not exist. (Its message puts the suggestion before the fix:
+    /// `… does not exist; did you mean `main`? fix: …`.)
     #[error(
-        "{} does not exist; {}fix: create the group folder, or point --root/--groups-dir at the right place",
+        "{} does not exist; {}fix: {MISSING_FIX}",
         path.display(),
         suggestion.as_ref().map(|g| format!("did you mean `{g}`? ")).unwrap_or_default()
     )]
@@ -66,10 +71,7 @@ pub enum GroupError {
         suggestion: Option<String>,
     },
     /// The group's binds name a file clawmd composes that is not there yet.
-    #[error(
-        "{} does not exist: the group is not composed (with these settings) yet; fix: run `clawmd compose {group}` first (with the same settings), then `clawmd mounts {group}`",
-        path.display()
-    )]
+    #[error("{}", self.with_fix())]
     NotComposed {
         /// The group.
         group: String,
@@ -78,10 +80,7 @@ pub enum GroupError {
     },
     /// `clawmd mounts --format k8s`: a file clawmd composes for the group does not fit in one
     /// ConfigMap (1 MiB of data, which the API server enforces).
-    #[error(
-        "group {group}: {} holds {size} bytes, more than a ConfigMap can carry ({limit} bytes of data, which the API server enforces); fix: lower the group's byte budget (`budgets` in clawmd.json) below {limit}, or compose in the pod (the init-container route of docs/kubernetes.md), which has no such limit",
-        container.display()
-    )]
+    #[error("{}", self.with_fix())]
     OverConfigMapLimit {
         /// The group.
         group: String,
@@ -94,20 +93,20 @@ pub enum GroupError {
     },
     /// `clawmd mounts --format k8s`: the group's files are not as compose would write them
     /// with these settings.
-    #[error(
-        "the group's composed files are not what `clawmd compose {group}` would write with these settings (not composed yet, or changed since); fix: run `clawmd compose {group}` first (with the same settings), then `clawmd mounts {group} --format k8s`"
-    )]
+    #[error("{}", self.with_fix())]
     NotUpToDate {
         /// The group.
         group: String,
     },
     /// `clawmd mounts --format k8s`: the group's composition cannot be carried by ConfigMaps.
-    #[error("group {group}: {reason}")]
+    #[error("{}", self.with_fix())]
     NotForKubernetes {
         /// The group.
         group: String,
-        /// Why, and the fix.
+        /// Why.
         reason: String,
+        /// How to fix it.
+        fix: &'static str,
     },
     /// `container.json` is malformed.
     #[error(transparent)]
@@ -146,6 +145,10 @@ pub enum GroupError {
     Loader(#[from] LoaderError),
 }
 
+/// [`GroupError::Missing`]'s fix.
+const MISSING_FIX: &str =
+    "create the group folder, or point --root/--groups-dir at the right place";
+
 impl GroupError {
     /// The file the error is about, when there is one.
     pub fn file(&self) -> Option<PathBuf> {
@@ -165,6 +168,106 @@ impl GroupError {
                 Some(source.path().to_owned())
             }
             GroupError::Loader(_) => None,
+        }
+    }
+
+    /// How to fix the error, when clawmd knows: the text its message (or its cause's) ends
+    /// with, after "fix: ".
+    pub fn fix(&self) -> Option<Cow<'_, str>> {
+        Some(match self {
+            GroupError::BadName { .. } => {
+                "name group folders with ASCII letters, digits, '.', '_' and '-'".into()
+            }
+            GroupError::Reserved { .. } => {
+                "run `clawmd migrate`, and give the group another name".into()
+            }
+            GroupError::TooManyRescues { files, .. } => format!(
+                "merge what you need from {} into CLAUDE.local.md, delete them, then compose again",
+                files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+            .into(),
+            GroupError::Missing { .. } => MISSING_FIX.into(),
+            GroupError::NotComposed { group, .. } => format!(
+                "run `clawmd compose {group}` first (with the same settings), then `clawmd mounts {group}`"
+            )
+            .into(),
+            GroupError::OverConfigMapLimit { limit, .. } => format!(
+                "lower the group's byte budget (`budgets` in clawmd.json) below {limit}, or compose in the pod (the init-container route of docs/kubernetes.md), which has no such limit"
+            )
+            .into(),
+            GroupError::NotUpToDate { group } => format!(
+                "run `clawmd compose {group}` first (with the same settings), then `clawmd mounts {group} --format k8s`"
+            )
+            .into(),
+            GroupError::NotForKubernetes { fix, .. } => (*fix).into(),
+            GroupError::Config(err) => err.fix.as_str().into(),
+            GroupError::Collision { source, .. } => source.fix().into(),
+            GroupError::Fs(err) => return err.fix(),
+            GroupError::Skill { source, .. } | GroupError::Source { source, .. } => {
+                return source.fix();
+            }
+            GroupError::Loader(_) => return None,
+        })
+    }
+
+    /// What the message says before its own fix, for an error whose own message (not a
+    /// cause's) ends with one.
+    pub fn problem(&self) -> Option<String> {
+        Some(match self {
+            GroupError::BadName { name, problem } => {
+                format!("group name {name:?} is not usable: {problem}")
+            }
+            GroupError::Reserved { name } => format!(
+                "group name {name:?} is reserved: groups/{name} held the shared memory that `clawmd migrate` moves into container/CLAUDE.md"
+            ),
+            GroupError::TooManyRescues {
+                dir, count, bytes, ..
+            } => format!(
+                "{} already holds {count} rescued hand edits ({bytes} bytes), the most clawmd keeps, and CLAUDE.md was edited again; nothing was changed",
+                dir.display()
+            ),
+            GroupError::Missing { path, suggestion } => match suggestion {
+                Some(g) => format!("{} does not exist; did you mean `{g}`?", path.display()),
+                None => format!("{} does not exist", path.display()),
+            },
+            GroupError::NotComposed { path, .. } => format!(
+                "{} does not exist: the group is not composed (with these settings) yet",
+                path.display()
+            ),
+            GroupError::OverConfigMapLimit {
+                group,
+                container,
+                size,
+                limit,
+            } => format!(
+                "group {group}: {} holds {size} bytes, more than a ConfigMap can carry ({limit} bytes of data, which the API server enforces)",
+                container.display()
+            ),
+            GroupError::NotUpToDate { group } => format!(
+                "the group's composed files are not what `clawmd compose {group}` would write with these settings (not composed yet, or changed since)"
+            ),
+            GroupError::NotForKubernetes { group, reason, .. } => {
+                format!("group {group}: {reason}")
+            }
+            GroupError::Config(err) => err.problem(),
+            GroupError::Fs(err) => return err.problem(),
+            GroupError::Collision { .. }
+            | GroupError::Skill { .. }
+            | GroupError::Source { .. }
+            | GroupError::Loader(_) => return None,
+        })
+    }
+
+    /// The message of a variant that ends with its own fix: "<problem>; fix: <fix>".
+    fn with_fix(&self) -> String {
+        let problem = self.problem().unwrap_or_default();
+        match self.fix() {
+            Some(fix) => format!("{problem}; fix: {fix}"),
+            None => problem,
         }
     }
 }
@@ -226,6 +329,46 @@ pub fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {
         text.push_str(fix);
     }
     text
+}
+
+/// `err`'s chain as [`chain_text`] says it, apart from the fix: what is wrong, and how to fix
+/// it ([`GroupError::fix`]). The link whose message ends with the fix is said without it
+/// ([`GroupError::problem`], and its like for the causes that carry a fix).
+pub fn chain_problem_and_fix(err: &GroupError) -> (String, Option<Cow<'_, str>>) {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let mut link: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(cause) = link {
+        if !std::ptr::addr_eq(cause, err) {
+            text.push_str(": ");
+        }
+        match problem(cause) {
+            Some(problem) => text.push_str(&problem),
+            None => {
+                let _ = write!(text, "{cause}");
+            }
+        }
+        link = cause.source();
+    }
+    (text, err.fix())
+}
+
+/// What `link`'s message says before its own fix, for the library's errors whose message ends
+/// with one.
+fn problem(link: &(dyn std::error::Error + 'static)) -> Option<String> {
+    if let Some(err) = link.downcast_ref::<GroupError>() {
+        err.problem()
+    } else if let Some(err) = link.downcast_ref::<FsError>() {
+        err.problem()
+    } else if let Some(err) = link.downcast_ref::<std::sync::Arc<FsError>>() {
+        // `GroupError::Skill`'s and `Source`'s cause.
+        err.problem()
+    } else if let Some(err) = link.downcast_ref::<ConfigError>() {
+        Some(err.problem())
+    } else {
+        link.downcast_ref::<FragmentCollision>()
+            .map(FragmentCollision::problem)
+    }
 }
 
 /// The fix `link` says after its causes: the library's errors that have both a cause and such
@@ -300,5 +443,209 @@ mod tests {
             "group main: container.json enables skill \"github\", which cannot be used: cannot read \
              /srv/skills/github/instructions.md: entity not found"
         );
+    }
+
+    /// Every error whose message said its fix after "; fix: " (the text `clawmd check` used
+    /// to split) keeps that message word for word, and gives the same fix through
+    /// [`GroupError::fix`], the message before it through [`chain_problem_and_fix`].
+    #[test]
+    fn every_error_that_said_its_fix_gives_the_same_fix_apart() {
+        use std::sync::Arc;
+        use std::time::Duration;
+        let unsafe_dir = || FsError::Unsafe {
+            path: "/srv/groups/main".into(),
+            found: "a symlink".to_owned(),
+            expected: "a real directory",
+            fix: "move it aside".to_owned(),
+        };
+        let too_large = || FsError::TooLarge {
+            path: "/srv/container/CLAUDE.md".into(),
+            limit: 1024,
+            fix: "shorten it".to_owned(),
+        };
+        let lock_timeout = || FsError::LockTimeout {
+            path: "/srv/groups/.clawmd/locks/main".into(),
+            waited: Duration::from_secs(30),
+        };
+        // Each error, with the text it said before the fix was carried apart (the old
+        // `#[error]` formats, written out), and that fix.
+        let cases: Vec<(GroupError, &str, &str)> = vec![
+            (
+                GroupError::BadName {
+                    name: "a b".to_owned(),
+                    problem: NameProblem::DotDot,
+                },
+                "group name \"a b\" is not usable: the name contains \"..\"",
+                "name group folders with ASCII letters, digits, '.', '_' and '-'",
+            ),
+            (
+                GroupError::Reserved {
+                    name: "global".to_owned(),
+                },
+                "group name \"global\" is reserved: groups/global held the shared memory that \
+                 `clawmd migrate` moves into container/CLAUDE.md",
+                "run `clawmd migrate`, and give the group another name",
+            ),
+            (
+                GroupError::TooManyRescues {
+                    dir: "/srv/groups/main".into(),
+                    files: vec!["/srv/r/1.md".into(), "/srv/r/2.md".into()],
+                    count: 2,
+                    bytes: 40,
+                },
+                "/srv/groups/main already holds 2 rescued hand edits (40 bytes), the most clawmd \
+                 keeps, and CLAUDE.md was edited again; nothing was changed",
+                "merge what you need from /srv/r/1.md, /srv/r/2.md into CLAUDE.local.md, delete \
+                 them, then compose again",
+            ),
+            (
+                GroupError::Missing {
+                    path: "/srv/groups/mian".into(),
+                    suggestion: None,
+                },
+                "/srv/groups/mian does not exist",
+                "create the group folder, or point --root/--groups-dir at the right place",
+            ),
+            (
+                GroupError::NotComposed {
+                    group: "main".to_owned(),
+                    path: "/srv/groups/.clawmd/binds/main/CLAUDE.md".into(),
+                },
+                "/srv/groups/.clawmd/binds/main/CLAUDE.md does not exist: the group is not \
+                 composed (with these settings) yet",
+                "run `clawmd compose main` first (with the same settings), then `clawmd mounts \
+                 main`",
+            ),
+            (
+                GroupError::OverConfigMapLimit {
+                    group: "main".to_owned(),
+                    container: "/workspace/group/CLAUDE.md".into(),
+                    size: 2_000_000,
+                    limit: 1_048_576,
+                },
+                "group main: /workspace/group/CLAUDE.md holds 2000000 bytes, more than a \
+                 ConfigMap can carry (1048576 bytes of data, which the API server enforces)",
+                "lower the group's byte budget (`budgets` in clawmd.json) below 1048576, or \
+                 compose in the pod (the init-container route of docs/kubernetes.md), which has \
+                 no such limit",
+            ),
+            (
+                GroupError::NotUpToDate {
+                    group: "main".to_owned(),
+                },
+                "the group's composed files are not what `clawmd compose main` would write with \
+                 these settings (not composed yet, or changed since)",
+                "run `clawmd compose main` first (with the same settings), then `clawmd mounts \
+                 main --format k8s`",
+            ),
+            (
+                GroupError::NotForKubernetes {
+                    group: "main".to_owned(),
+                    reason: "/srv/x is a symbolic link, which a ConfigMap cannot carry".to_owned(),
+                    fix: "use managed (the default) or copy delivery, or compose in the pod \
+                          (docs/kubernetes.md)",
+                },
+                "group main: /srv/x is a symbolic link, which a ConfigMap cannot carry",
+                "use managed (the default) or copy delivery, or compose in the pod \
+                 (docs/kubernetes.md)",
+            ),
+            (
+                GroupError::Config(ConfigError {
+                    path: "/srv/groups/main/container.json".into(),
+                    position: Some((3, 7)),
+                    field: Some("skills".to_owned()),
+                    message: "expected a list".to_owned(),
+                    fix: "write a list of skill names".to_owned(),
+                }),
+                "/srv/groups/main/container.json:3:7: field `skills`: expected a list",
+                "write a list of skill names",
+            ),
+            (
+                GroupError::Collision {
+                    path: "/srv/groups/main/container.json".into(),
+                    source: FragmentCollision {
+                        first: "skill:mcp-db".to_owned(),
+                        second: "mcp:db".to_owned(),
+                        file: "mcp-db.md".to_owned(),
+                    },
+                },
+                "/srv/groups/main/container.json: skill:mcp-db and mcp:db would both be written \
+                 to .claude-fragments/mcp-db.md",
+                "rename the MCP server in container.json (or a source's `name` in clawmd.json)",
+            ),
+            (
+                GroupError::Fs(unsafe_dir()),
+                "refusing to use /srv/groups/main: it is a symlink, not a real directory",
+                "move it aside",
+            ),
+            (
+                GroupError::Fs(too_large()),
+                "/srv/container/CLAUDE.md is larger than 1024 bytes",
+                "shorten it",
+            ),
+            (
+                GroupError::Fs(lock_timeout()),
+                "timed out after 30s waiting for the lock /srv/groups/.clawmd/locks/main held by \
+                 another clawmd run",
+                "wait for it to finish, or raise CLAWMD_LOCK_TIMEOUT (seconds)",
+            ),
+            (
+                GroupError::Skill {
+                    skill: "github".to_owned(),
+                    source: Arc::new(too_large()),
+                },
+                "container.json enables skill \"github\", which cannot be used: \
+                 /srv/container/CLAUDE.md is larger than 1024 bytes",
+                "shorten it",
+            ),
+            (
+                GroupError::Source {
+                    section: "module:core".to_owned(),
+                    source: Arc::new(unsafe_dir()),
+                },
+                "the group gets module:core, which cannot be used: refusing to use \
+                 /srv/groups/main: it is a symlink, not a real directory",
+                "move it aside",
+            ),
+        ];
+        for (err, problem, fix) in &cases {
+            let said = format!("{problem}; fix: {fix}");
+            assert_eq!(chain_text(err), said, "{err:?}");
+            assert_eq!(err.fix().as_deref(), Some(*fix), "{err:?}");
+            let (got_problem, got_fix) = chain_problem_and_fix(err);
+            assert_eq!(
+                (got_problem.as_str(), got_fix.as_deref()),
+                (*problem, Some(*fix)),
+                "{err:?}"
+            );
+        }
+
+        // A missing group with a near name says the suggestion before the fix, as it did.
+        let missing = GroupError::Missing {
+            path: "/srv/groups/mian".into(),
+            suggestion: Some("main".to_owned()),
+        };
+        assert_eq!(
+            missing.to_string(),
+            "/srv/groups/mian does not exist; did you mean `main`? fix: create the group folder, \
+             or point --root/--groups-dir at the right place"
+        );
+        let (problem, fix) = chain_problem_and_fix(&missing);
+        assert_eq!(
+            problem,
+            "/srv/groups/mian does not exist; did you mean `main`?"
+        );
+        assert_eq!(
+            fix.as_deref(),
+            Some("create the group folder, or point --root/--groups-dir at the right place")
+        );
+
+        // An error that says no fix gives none, and its whole text as the problem.
+        let io = GroupError::Skill {
+            skill: "github".to_owned(),
+            source: Arc::new(not_found("read", "/srv/skills/github/instructions.md")),
+        };
+        assert_eq!(io.fix(), None);
+        assert_eq!(chain_problem_and_fix(&io), (chain_text(&io), None));
     }
 }

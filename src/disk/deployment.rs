@@ -18,7 +18,7 @@ use crate::disk::written::{self, WrittenFragments};
 use crate::error::{Error, GroupError};
 use crate::file_kind::FileKind;
 use crate::input::config::{
-    DEFAULT_CONFIG, GroupConfig, MAX_CONFIG_BYTES, is_own_config, parse_config,
+    DEFAULT_CONFIG, GroupConfig, HandedConfig, MAX_CONFIG_BYTES, is_own_config, parse_config,
 };
 use crate::input::layout::{GLOBAL_GROUP, GroupConfigSource, Layout, names};
 use crate::input::recipe::MemoryFile;
@@ -338,6 +338,25 @@ pub fn has_own_config(dir: &SafeDir, config: &ConfigBytes) -> Result<bool, Group
         _ => None,
     };
     Ok(is_own_config(own.as_deref()))
+}
+
+/// Puts `config`, `group`'s handed config, into `layout` (read instead of the group's own),
+/// and with `keep` (a compose that writes) and `"groupConfig": "handed"` keeps it where handed
+/// configs are read ([`keep_handed_config`]): `compose GROUP --config`, and a `clawmd serve`
+/// request's `config`.
+pub fn hand_config(
+    layout: &mut Layout,
+    group: &str,
+    config: HandedConfig,
+    keep: bool,
+) -> Result<(), GroupError> {
+    if keep && layout.group_config == GroupConfigSource::Handed {
+        keep_handed_config(layout, group, config.bytes())?;
+    }
+    layout
+        .given_configs
+        .insert(group.to_owned(), Arc::from(config.into_bytes()));
+    Ok(())
 }
 
 /// Keeps `bytes` as the config the runner handed for `group` (`<state>/configs/<group>.json`,

@@ -19,6 +19,58 @@ use crate::safe_name::{NameProblem, validate_name};
 /// is a mistake, and reading it whole at every spawn would be slow.
 pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
+/// A group's config handed to the run instead of read from the group folder (`compose GROUP
+/// --config`, a `clawmd serve` request's `config`): bytes of at most [`MAX_CONFIG_BYTES`],
+/// the limit a `container.json` is read under. [`HandedConfig::new`] is the one place that
+/// limit is checked for a handed config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandedConfig(Vec<u8>);
+
+impl HandedConfig {
+    /// Accepts `bytes` as a handed config, refusing them over [`MAX_CONFIG_BYTES`].
+    pub fn new(bytes: Vec<u8>) -> Result<Self, HandedConfigTooLarge> {
+        if bytes.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(HandedConfigTooLarge {
+                limit: MAX_CONFIG_BYTES,
+            });
+        }
+        Ok(HandedConfig(bytes))
+    }
+
+    /// The config's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The config's bytes, owned.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+/// A handed config ([`HandedConfig`]) over [`MAX_CONFIG_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}; fix: {}", self.problem(), self.fix())]
+pub struct HandedConfigTooLarge {
+    /// The limit in bytes.
+    pub limit: u64,
+}
+
+impl HandedConfigTooLarge {
+    /// What the message says before its fix.
+    pub fn problem(&self) -> String {
+        format!(
+            "the handed config is over {} bytes, the most clawmd reads of a group's config",
+            self.limit
+        )
+    }
+
+    /// How to fix it: the text its message ends with, after "; fix: ".
+    pub fn fix(&self) -> &'static str {
+        "hand the group's container.json alone (a group's config is a few kilobytes)"
+    }
+}
+
 /// The config a group without one of its own gets, bound read-only at the workspace's
 /// `container.json` from clawmd's state folder (`<state>/binds/<group>/container.json`): a
 /// group that relies on the defaults still has its config where the agent cannot write, so
@@ -193,16 +245,25 @@ pub struct ConfigError {
     pub fix: String,
 }
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.path.display())?;
+impl ConfigError {
+    /// What the message says before its fix: the file, where in it, and what is wrong.
+    pub fn problem(&self) -> String {
+        use std::fmt::Write as _;
+        let mut text = self.path.display().to_string();
         if let Some((line, column)) = self.position {
-            write!(f, ":{line}:{column}")?;
+            let _ = write!(text, ":{line}:{column}");
         }
         if let Some(field) = &self.field {
-            write!(f, ": field `{field}`")?;
+            let _ = write!(text, ": field `{field}`");
         }
-        write!(f, ": {}; fix: {}", self.message, self.fix)
+        let _ = write!(text, ": {}", self.message);
+        text
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; fix: {}", self.problem(), self.fix)
     }
 }
 
@@ -440,6 +501,27 @@ impl<'de> Visitor<'de> for SkillsVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A handed config is taken up to [`MAX_CONFIG_BYTES`] and refused one byte over, with a
+    /// message that names the limit and the fix, the fix given apart too.
+    #[test]
+    fn a_handed_config_is_taken_up_to_the_limit() {
+        let at = vec![b' '; MAX_CONFIG_BYTES as usize];
+        assert_eq!(HandedConfig::new(at.clone()).unwrap().bytes(), &at[..]);
+        let mut over = at;
+        over.push(b' ');
+        let err = HandedConfig::new(over).unwrap_err();
+        assert_eq!(err.limit, MAX_CONFIG_BYTES);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the handed config is over {MAX_CONFIG_BYTES} bytes, the most clawmd reads of a \
+                 group's config; fix: {}",
+                err.fix()
+            )
+        );
+        assert!(err.fix().contains("container.json"), "{err}");
+    }
 
     #[test]
     fn an_error_between_two_keys_names_the_object_it_is_in() {

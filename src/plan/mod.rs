@@ -366,9 +366,7 @@ impl fmt::Display for Warning {
 /// A config that cannot be composed even though it parsed: two sections would be written to
 /// one file of `.claude-fragments/` (copy and link delivery).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{first} and {second} would both be written to .claude-fragments/{file}; fix: rename the MCP server in container.json (or a source's `name` in clawmd.json)"
-)]
+#[error("{}; fix: {}", self.problem(), self.fix())]
 pub struct FragmentCollision {
     /// The section written first (`skill:mcp-db`).
     pub first: String,
@@ -376,6 +374,23 @@ pub struct FragmentCollision {
     pub second: String,
     /// The shared file name.
     pub file: String,
+}
+
+impl FragmentCollision {
+    /// How to fix it: the text its message ends with, after "; fix: ".
+    pub fn fix(&self) -> &'static str {
+        "rename the MCP server in container.json (or a source's `name` in clawmd.json)"
+    }
+
+    /// What the message says before its fix.
+    pub fn problem(&self) -> String {
+        let FragmentCollision {
+            first,
+            second,
+            file,
+        } = self;
+        format!("{first} and {second} would both be written to .claude-fragments/{file}")
+    }
 }
 
 /// The most unknown skills named one by one (each with the nearest skill that exists) in a

@@ -1,6 +1,8 @@
 //! The command line itself: its usage errors, help texts and manual pages, as a newcomer meets
 //! them (issue 42).
 
+use crate::support::Deployment;
+use crate::support::run::command;
 use crate::support::run_clawmd;
 
 /// `compose` with no group names its two choices: groups, or `--all` (it never composes every
@@ -155,4 +157,46 @@ fn every_manual_page_is_a_snapshot() {
         let page = run_clawmd(["man", sub], &[]).success().stdout();
         insta::assert_snapshot!(format!("man_clawmd-{sub}"), without_version(&page));
     }
+}
+
+/// `compose GROUP --config` over the limit of a group's config, from a file or standard input,
+/// fails (exit code 1) with the message `clawmd serve` answers such a config with: the limit
+/// and the fix. Nothing is kept or composed.
+#[test]
+fn a_handed_config_over_the_limit_is_refused_with_the_limit_and_the_fix() {
+    let d = Deployment::standard()
+        .group("main", None)
+        .file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let over = format!(r#"{{"x": "{}"}}"#, "a".repeat(4 * 1024 * 1024));
+    let said = "the handed config is over 4194304 bytes, the most clawmd reads of a group's \
+                config; fix: hand the group's container.json alone (a group's config is a few \
+                kilobytes)";
+    let handed = d.path("handed.json");
+    std::fs::write(&handed, &over).unwrap();
+    let run = d
+        .run(["compose", "main", "--config", handed.to_str().unwrap()])
+        .expect_code(1);
+    assert!(run.stderr().contains(said), "{}", run.stderr());
+
+    let mut stdin = command(d.root(), &["compose", "main", "--config", "-"], &[]);
+    stdin
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = stdin.spawn().unwrap();
+    // clawmd stops reading one byte over the limit: the rest may not be taken.
+    let _ = std::io::Write::write_all(child.stdin.as_mut().unwrap(), over.as_bytes());
+    drop(child.stdin.take());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(said), "{stderr}");
+
+    assert!(!d.exists("groups/.clawmd/configs/main.json"));
+    assert!(!d.exists("groups/.clawmd/binds/main"));
+    // A config under the limit is taken (and kept).
+    std::fs::write(&handed, r#"{"skills": "all"}"#).unwrap();
+    d.run(["compose", "main", "--config", handed.to_str().unwrap()])
+        .success();
+    assert!(d.exists("groups/.clawmd/configs/main.json"));
 }

@@ -207,6 +207,35 @@ fn every_bad_request_is_answered_and_the_service_reads_on() {
     service.finish();
 }
 
+/// A request's `config` over the limit of a group's config (a line still under the limit of
+/// a request line) is a `bad-request`, whose message names the limit and the fix, as
+/// `compose --config` says it; nothing is kept or composed, and the service reads on.
+#[test]
+fn a_handed_config_over_the_limit_is_a_bad_request_and_nothing_is_kept() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service = Service::start(&d);
+    // {"x":"aaa…"}: 4 MiB of string, 8 bytes over the limit once serialised.
+    let big = "a".repeat(4 * 1024 * 1024);
+    let answer = service.ask(json!({"id": 1, "group": "main", "config": {"x": big}}));
+    assert_eq!(answer["ok"], false, "{answer:.300}");
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["error"]["code"], "bad-request", "{answer:.300}");
+    assert_eq!(answer["compose"], Value::Null);
+    assert_eq!(
+        answer["error"]["message"],
+        "config: the handed config is over 4194304 bytes, the most clawmd reads of a group's \
+         config; fix: hand the group's container.json alone (a group's config is a few \
+         kilobytes)"
+    );
+    assert!(!d.exists("groups/.clawmd/configs/main.json"));
+    assert!(!d.exists("groups/.clawmd/binds/main"));
+    // A config under the limit is taken (and kept).
+    let answer = service.ask(json!({"id": 2, "group": "main", "config": {"skills": ["web"]}}));
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert!(d.exists("groups/.clawmd/configs/main.json"));
+    service.finish();
+}
+
 /// nanoclaw hands the group's config at each spawn (`"groupConfig": "handed"`): it is composed
 /// as `--config` composes it, and a record made under one config never answers for another
 /// (back and forth between two configs, each spawn composes the config it was handed).

@@ -82,49 +82,25 @@ impl ConfigArgs {
         let [group] = groups else {
             anyhow::bail!("--config hands the config of one group: name exactly one group");
         };
-        let bytes = read_handed_config(from)?;
-        hand_config(layout, group, bytes, keep)?;
+        let config = read_handed_config(from)?;
+        clawmd::deployment::hand_config(layout, group, config, keep)?;
         Ok(())
     }
 }
 
-/// Puts `bytes`, `group`'s handed config, into `layout`, and with `keep` (a compose that
-/// writes) keeps it where "handed" configs are read (`--config`, and a `clawmd serve`
-/// request's `config`).
-pub fn hand_config(
-    layout: &mut clawmd::Layout,
-    group: &str,
-    bytes: Vec<u8>,
-    keep: bool,
-) -> Result<(), clawmd::GroupError> {
-    if keep && layout.group_config == clawmd::layout::GroupConfigSource::Handed {
-        clawmd::deployment::keep_handed_config(layout, group, &bytes)?;
-    }
-    layout
-        .given_configs
-        .insert(group.to_owned(), std::sync::Arc::from(bytes));
-    Ok(())
-}
-
-/// The config handed with `--config FILE` (`-`: standard input), refused when over
-/// [`clawmd::config::MAX_CONFIG_BYTES`].
-fn read_handed_config(from: &Path) -> anyhow::Result<Vec<u8>> {
-    let bytes = if from.as_os_str() == "-" {
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(std::io::stdin(), clawmd::config::MAX_CONFIG_BYTES + 1),
-            &mut bytes,
-        )
-        .context("cannot read the config from standard input")?;
-        bytes
+/// The config handed with `--config FILE` (`-`: standard input), read no further than one
+/// byte over [`clawmd::config::MAX_CONFIG_BYTES`] and refused over it
+/// ([`clawmd::config::HandedConfig::new`]).
+fn read_handed_config(from: &Path) -> anyhow::Result<clawmd::config::HandedConfig> {
+    let most = clawmd::config::MAX_CONFIG_BYTES + 1;
+    let mut bytes = Vec::new();
+    if from.as_os_str() == "-" {
+        std::io::Read::read_to_end(&mut std::io::Read::take(std::io::stdin(), most), &mut bytes)
+            .context("cannot read the config from standard input")?;
     } else {
-        fs_err::read(from).context("cannot read --config")?
-    };
-    if bytes.len() as u64 > clawmd::config::MAX_CONFIG_BYTES {
-        anyhow::bail!(
-            "the handed config is over {} bytes; a group's config is a few kilobytes",
-            clawmd::config::MAX_CONFIG_BYTES
-        );
+        let file = fs_err::File::open(from).context("cannot read --config")?;
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, most), &mut bytes)
+            .context("cannot read --config")?;
     }
-    Ok(bytes)
+    Ok(clawmd::config::HandedConfig::new(bytes)?)
 }

@@ -692,18 +692,16 @@ fn group_error_finding(layout: &Layout, group: &str, err: &GroupError) -> Findin
     }
 }
 
-/// A group's error as a finding's message and fix: the error's own fix (its text after
-/// "; fix: "), then the compose that clears the finding.
+/// A group's error as a finding's message and fix: the error's own fix ([`GroupError::fix`]),
+/// then the compose that clears the finding.
 fn message_and_fix(group: &str, err: &GroupError) -> (String, String) {
-    let text = crate::error::chain_text(err);
+    let (message, fix) = crate::error::chain_problem_and_fix(err);
     let compose = format!("run `clawmd compose {group}`");
-    match text.split_once("; fix: ") {
-        Some((message, fix)) => (message.to_owned(), format!("{fix}; then {compose}")),
-        None => (
-            text,
-            format!("correct what the message names, then {compose}"),
-        ),
-    }
+    let fix = match fix {
+        Some(fix) => format!("{fix}; then {compose}"),
+        None => format!("correct what the message names, then {compose}"),
+    };
+    (message, fix)
 }
 
 fn composition_findings(

@@ -43,6 +43,7 @@
 //! with its own `#![expect(clippy::disallowed_methods)]` (an `expect`, so one that stops
 //! writing must drop it).
 
+use std::borrow::Cow;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -100,7 +101,7 @@ pub enum FsError {
         source: io::Error,
     },
     /// A path that must be a real directory or file is something else (typically a symlink).
-    #[error("refusing to use {}: it is {found}, not {expected}; fix: {fix}", path.display())]
+    #[error("{}; fix: {fix}", self.problem().unwrap_or_default())]
     Unsafe {
         /// The path concerned.
         path: PathBuf,
@@ -112,7 +113,7 @@ pub enum FsError {
         fix: String,
     },
     /// A file is larger than clawmd is willing to read.
-    #[error("{} is larger than {limit} bytes; fix: {fix}", path.display())]
+    #[error("{}; fix: {fix}", self.problem().unwrap_or_default())]
     TooLarge {
         /// The path concerned.
         path: PathBuf,
@@ -122,10 +123,7 @@ pub enum FsError {
         fix: String,
     },
     /// Another clawmd process held the lock for too long.
-    #[error(
-        "timed out after {}s waiting for the lock {} held by another clawmd run; fix: wait for it to finish, or raise CLAWMD_LOCK_TIMEOUT (seconds)",
-        waited.as_secs(), path.display()
-    )]
+    #[error("{}; fix: {LOCK_TIMEOUT_FIX}", self.problem().unwrap_or_default())]
     LockTimeout {
         /// The lock file.
         path: PathBuf,
@@ -134,7 +132,46 @@ pub enum FsError {
     },
 }
 
+/// [`FsError::LockTimeout`]'s fix.
+const LOCK_TIMEOUT_FIX: &str = "wait for it to finish, or raise CLAWMD_LOCK_TIMEOUT (seconds)";
+
 impl FsError {
+    /// How to fix the error, when clawmd knows: the text its message ends with, after
+    /// "; fix: ".
+    pub fn fix(&self) -> Option<Cow<'_, str>> {
+        match self {
+            FsError::Io { .. } => None,
+            FsError::Unsafe { fix, .. } | FsError::TooLarge { fix, .. } => {
+                Some(fix.as_str().into())
+            }
+            FsError::LockTimeout { .. } => Some(LOCK_TIMEOUT_FIX.into()),
+        }
+    }
+
+    /// What the message says before its fix, for the errors whose message ends with one.
+    pub fn problem(&self) -> Option<String> {
+        match self {
+            FsError::Io { .. } => None,
+            FsError::Unsafe {
+                path,
+                found,
+                expected,
+                ..
+            } => Some(format!(
+                "refusing to use {}: it is {found}, not {expected}",
+                path.display()
+            )),
+            FsError::TooLarge { path, limit, .. } => {
+                Some(format!("{} is larger than {limit} bytes", path.display()))
+            }
+            FsError::LockTimeout { path, waited } => Some(format!(
+                "timed out after {}s waiting for the lock {} held by another clawmd run",
+                waited.as_secs(),
+                path.display()
+            )),
+        }
+    }
+
     fn io(op: &'static str, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
         FsError::Io {
             op,

@@ -211,7 +211,8 @@ pub fn list_of(
     if plan.target.delivery == Delivery::Link {
         return Err(GroupError::NotForKubernetes {
             group: group.to_owned(),
-            reason: "link delivery's fragments are symbolic links into /app, which a ConfigMap cannot carry; fix: use managed delivery (the default) or copy delivery, whose fragments are files, or compose in the pod (docs/kubernetes.md)".to_owned(),
+            reason: "link delivery's fragments are symbolic links into /app, which a ConfigMap cannot carry".to_owned(),
+            fix: "use managed delivery (the default) or copy delivery, whose fragments are files, or compose in the pod (docs/kubernetes.md)",
         });
     }
     // What the ConfigMaps carry is what compose wrote: a group not composed with these
@@ -522,9 +523,10 @@ fn not_for_k8s(group: &str, at: &Path) -> GroupError {
     GroupError::NotForKubernetes {
         group: group.to_owned(),
         reason: format!(
-            "{} is a symbolic link, which a ConfigMap cannot carry; fix: use managed (the default) or copy delivery, or compose in the pod (docs/kubernetes.md)",
+            "{} is a symbolic link, which a ConfigMap cannot carry",
             at.display()
         ),
+        fix: "use managed (the default) or copy delivery, or compose in the pod (docs/kubernetes.md)",
     }
 }
 

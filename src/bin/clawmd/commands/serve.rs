@@ -12,12 +12,12 @@ use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
 
 use clawmd::compose::{ComposeOptions, SourcesKept, compose_keeping};
-use clawmd::deployment::Selection;
+use clawmd::config::HandedConfig;
+use clawmd::deployment::{Selection, hand_config};
 use clawmd::report::{Code, ServeAnswer, ServeRequest};
 
 use crate::args::{DeliveryArgs, GlobalArgs, ServeArgs};
 use crate::printer::{Printer, is_broken_pipe};
-use crate::settings::hand_config;
 
 /// The longest request line read: a handed config at its limit, escaped, and the rest.
 const MAX_REQUEST_BYTES: u64 = 2 * clawmd::config::MAX_CONFIG_BYTES + 64 * 1024;
@@ -169,17 +169,11 @@ fn answer(
             Ok(bytes) => bytes,
             Err(err) => return failed(Code::BadRequest, format!("config: {err}")),
         };
-        if bytes.len() as u64 > clawmd::config::MAX_CONFIG_BYTES {
-            return failed(
-                Code::BadRequest,
-                format!(
-                    "config: the handed config is over {} bytes; a group's config is a few \
-                     kilobytes",
-                    clawmd::config::MAX_CONFIG_BYTES
-                ),
-            );
-        }
-        if let Err(err) = hand_config(&mut resolved.layout, &request.group, bytes, true) {
+        let config = match HandedConfig::new(bytes) {
+            Ok(config) => config,
+            Err(err) => return failed(Code::BadRequest, format!("config: {err}")),
+        };
+        if let Err(err) = hand_config(&mut resolved.layout, &request.group, config, true) {
             return failed(Code::from(&err), clawmd::error::chain_text(&err));
         }
     }
