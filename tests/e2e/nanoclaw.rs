@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::support::deployment::NANOCLAW_MODULES;
 use crate::support::memory::sections;
-use crate::support::nanoclaw::compose_as_runner;
+use crate::support::nanoclaw::{compose_as_runner, composer_log};
 use crate::support::recording::{Anchor, Recordings, repo};
 use crate::support::sandbox::{
     Bind, Consumer, NANOCLAW_CLI_VERSION, NANOCLAW_SDK_VERSION, Sandbox, WORKSPACE, e2e_cache,
@@ -51,8 +51,6 @@ const CHECKOUT: Anchor = Anchor {
     env: "NANOCLAW_V2064_CHECKOUT",
     default: "/work/anchors/nanoclaw-v2.0.64",
 };
-/// In the recorded log, the deployment's root.
-const ROOT_MARK: &str = "$ROOT";
 /// In a scenario's `changes.json`, what the composer did at a path.
 const FOLDER: &str = "folder";
 const FILE: &str = "file";
@@ -600,19 +598,12 @@ fn run_nanoclaws_composer(anchor: &Path, d: &Deployment, scenario: &Scenario) ->
     if scenario.migrate {
         command.arg("--migrate");
     }
-    let output = command
-        .args((scenario.rows)().iter().map(|(group, _, _)| group))
-        .env("TYPESCRIPT", e2e_cache().join("typescript/node_modules"))
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        output.status.success(),
-        "nanoclaw's composer failed ({}):\n{log}{}",
-        scenario.name,
-        String::from_utf8_lossy(&output.stdout)
-    );
-    log.replace(&d.root().display().to_string(), ROOT_MARK)
+    command.args((scenario.rows)().iter().map(|(group, _, _)| group));
+    composer_log(
+        &format!("nanoclaw's composer ({})", scenario.name),
+        &mut command,
+        d.root(),
+    )
 }
 
 /// What changed from `before` to `after`, as `changes.json` holds it: each path's change

@@ -29,9 +29,9 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::nanoclaw_v23::ANCHOR;
+use crate::npm::package_npm;
 use crate::support::Deployment;
 use crate::support::nanoclaw::clawmd_spawn_ts;
-use crate::support::recording::repo;
 use crate::typescript::{succeeded, ts_tools};
 
 const CLAWMD: &str = env!("CARGO_BIN_EXE_clawmd");
@@ -120,17 +120,7 @@ fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
         let entry = entry.unwrap();
         std::os::unix::fs::symlink(entry.path(), modules.join(entry.file_name())).unwrap();
     }
-    let listing = succeeded(
-        "scripts/package-npm",
-        Command::new(repo().join("scripts/package-npm"))
-            .arg("--binary")
-            .arg(CLAWMD)
-            .arg("--out")
-            .arg(work.join("tarballs"))
-            .env("CLAWMD_E2E_CACHE", &tools.cache)
-            .output()
-            .unwrap(),
-    );
+    let listing = package_npm(&work.join("tarballs"));
     let package = listing.lines().last().unwrap();
     std::fs::create_dir(modules.join("clawmd")).unwrap();
     run(

@@ -29,6 +29,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::nanoclaw_v23::{MEMORY_MARK, SECRET, content, file_of, groups, nanoclaw_sections, spec};
+use crate::npm::package_npm;
 use crate::support::Deployment;
 use crate::support::memory::in_order;
 use crate::support::nanoclaw::{
@@ -466,17 +467,7 @@ fn the_recordings_are_what_nanoclaws_v23_spawn_path_produces() {
         &format!("{RECORDED}/README.md"),
     );
     let work = tempfile::tempdir().unwrap();
-    let listing = succeeded(
-        "scripts/package-npm",
-        Command::new(repo().join("scripts/package-npm"))
-            .arg("--binary")
-            .arg(CLAWMD)
-            .arg("--out")
-            .arg(work.path().join("tarballs"))
-            .env("CLAWMD_E2E_CACHE", e2e_cache())
-            .output()
-            .unwrap(),
-    );
+    let listing = package_npm(&work.path().join("tarballs"));
     let package = listing.lines().last().unwrap().to_owned();
     let spawn_ts = work.path().join("clawmd-spawn.ts");
     std::fs::write(&spawn_ts, clawmd_spawn_ts()).unwrap();

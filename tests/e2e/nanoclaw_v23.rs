@@ -24,11 +24,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::memory::in_order;
-use crate::support::nanoclaw::compose_as_runner;
+use crate::support::nanoclaw::{compose_as_runner, composer_log};
 use crate::support::recording::{Anchor, Recordings, repo};
 use crate::support::sandbox::{
-    Bind, CLAUDE_CODE_VERSION, Consumer, Sandbox, WORKSPACE, e2e_cache, memory_block, mounts_with,
-    printed, rendered, tools,
+    Bind, CLAUDE_CODE_VERSION, Consumer, Sandbox, WORKSPACE, memory_block, mounts_with, printed,
+    rendered, tools,
 };
 use crate::support::{Deployment, Entry, changes, everything};
 
@@ -44,8 +44,6 @@ pub(crate) const ANCHOR: Anchor = Anchor {
 };
 /// Set to rewrite the recordings from the anchor's composer instead of comparing them.
 const RECORD_ENV: &str = "CLAWMD_NANOCLAW_V23_RECORD";
-/// In the recorded log, the deployment's root.
-const ROOT_MARK: &str = "$ROOT";
 
 /// What nanoclaw's provider contracts hand its composer (the fixture's README).
 pub(crate) fn spec(provider: &str) -> Value {
@@ -510,21 +508,15 @@ fn compose_with_nanoclaw(anchor: &Path, d: &Deployment) -> String {
     );
     std::fs::write(&rows_file, Value::Object(rows).to_string()).unwrap();
     std::fs::write(&specs_file, Value::Object(specs).to_string()).unwrap();
-    let output = Command::new(anchor.join("compose-driver/compose"))
-        .arg(d.root())
-        .arg(&specs_file)
-        .arg(&rows_file)
-        .args(groups().iter().map(|g| g.name))
-        .env("TYPESCRIPT", e2e_cache().join("typescript/node_modules"))
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        output.status.success(),
-        "nanoclaw's composer failed:\n{log}{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    log.replace(&d.root().display().to_string(), ROOT_MARK)
+    composer_log(
+        "nanoclaw's composer",
+        Command::new(anchor.join("compose-driver/compose"))
+            .arg(d.root())
+            .arg(&specs_file)
+            .arg(&rows_file)
+            .args(groups().iter().map(|g| g.name)),
+        d.root(),
+    )
 }
 
 /// The recordings the test above reads are what nanoclaw's composer writes, run from the

@@ -4,11 +4,16 @@
 //! ([`lay`], [`snapshot_into`]), and the file docs/nanoclaw.md §3b gives ([`clawmd_spawn_ts`]).
 
 use std::path::Path;
+use std::process::Command;
 
 use serde_json::{Value, json};
 
 use super::Deployment;
 use super::recording::{Recordings, repo};
+use super::sandbox::e2e_cache;
+
+/// In what the anchors' scripts logged, the deployment's root.
+pub const ROOT_MARK: &str = "$ROOT";
 
 /// A run of nanoclaw's spawn path, as recorded.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -88,6 +93,25 @@ pub fn compose_as_runner(
     let report = d.run(args).success().json();
     std::fs::remove_file(&handed).unwrap();
     report["groups"][0].clone()
+}
+
+/// Runs `command`, an anchor's script running nanoclaw's composer on the deployment at `root`,
+/// with the TypeScript compiler of the e2e cache (`TYPESCRIPT`): fails where it fails, naming
+/// `what` and showing its log and output. Returns its log (what it wrote to stderr), `root` as
+/// [`ROOT_MARK`].
+pub fn composer_log(what: &str, command: &mut Command, root: &Path) -> String {
+    let output = command
+        .env("TYPESCRIPT", e2e_cache().join("typescript/node_modules"))
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{log}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout)
+    );
+    log.replace(&root.display().to_string(), ROOT_MARK)
 }
 
 /// Lays one entry of a recorded `state.json` at `key` under the root.
