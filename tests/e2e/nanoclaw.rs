@@ -217,12 +217,7 @@ fn adoption_installed() -> Deployment {
 
 /// The recordings of nanoclaw's composer, a folder per scenario.
 fn recordings() -> Recordings {
-    Recordings::new(
-        RECORDED,
-        "nanoclaw's composer",
-        RECORD_ENV,
-        &format!("{RECORDED}/README.md"),
-    )
+    Recordings::new(RECORDED, "nanoclaw's composer", RECORD_ENV)
 }
 
 /// A scenario's recorded changes: each path (relative to the deployment's root) the composer
@@ -363,23 +358,13 @@ enum Runner {
 /// The memory block `consumer` sends for `group` of the deployment at `root`.
 fn observe(root: &Path, group: &str, consumer: Consumer, runner: Runner) -> String {
     let scratch = tempfile::tempdir().unwrap();
-    let (home, session, hostname) = (
-        scratch.path().join("home"),
-        scratch.path().join("session"),
-        scratch.path().join("hostname"),
-    );
-    std::fs::create_dir(&home).unwrap();
+    let session = scratch.path().join("session");
     std::fs::create_dir(&session).unwrap();
-    std::fs::write(&hostname, "nanoclaw-swap\n").unwrap();
-    let sandbox = Sandbox {
-        binds: match runner {
-            Runner::Nanoclaw => nanoclaw_binds(root, &session, group),
-            Runner::Swapped(delivery) => swapped_binds(root, &session, group, delivery),
-        },
-        home,
-        hostname,
-        extra: Vec::new(),
+    let binds = match runner {
+        Runner::Nanoclaw => nanoclaw_binds(root, &session, group),
+        Runner::Swapped(delivery) => swapped_binds(root, &session, group, delivery),
     };
+    let sandbox = Sandbox::in_scratch(binds, scratch.path(), "nanoclaw-swap");
     memory_block(&sandbox, nanoclaw_tools(), consumer, RUN_TIMEOUT)
         .unwrap_or_else(|e| panic!("{group} in {}: {e}", root.display()))
 }

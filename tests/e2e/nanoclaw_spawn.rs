@@ -238,15 +238,8 @@ fn realise(d: &Deployment, binds: &[RecordedBind], scratch: &Path) -> Vec<Bind> 
 /// out.
 fn observe(d: &Deployment, group: &str, binds: &[RecordedBind]) -> String {
     let scratch = tempfile::tempdir().unwrap();
-    let (home, hostname) = (scratch.path().join("home"), scratch.path().join("hostname"));
-    std::fs::create_dir(&home).unwrap();
-    std::fs::write(&hostname, "nanoclaw-spawn\n").unwrap();
-    let sandbox = Sandbox {
-        binds: realise(d, binds, scratch.path()),
-        home,
-        hostname,
-        extra: Vec::new(),
-    };
+    let binds = realise(d, binds, scratch.path());
+    let sandbox = Sandbox::in_scratch(binds, scratch.path(), "nanoclaw-spawn");
     memory_block(&sandbox, nanoclaw_tools(), Consumer::sdk(), RUN_TIMEOUT)
         .unwrap_or_else(|e| panic!("{group} in {}: {e}", d.root().display()))
 }

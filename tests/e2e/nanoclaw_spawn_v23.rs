@@ -228,15 +228,7 @@ fn realise(d: &Deployment, mounts: &[Mount]) -> Vec<Bind> {
 /// The memory block `consumer` sends from the container the recorded `mounts` lay out.
 fn observe(d: &Deployment, group: &str, mounts: &[Mount], consumer: Consumer) -> String {
     let scratch = tempfile::tempdir().unwrap();
-    let (home, hostname) = (scratch.path().join("home"), scratch.path().join("hostname"));
-    std::fs::create_dir(&home).unwrap();
-    std::fs::write(&hostname, "nanoclaw-spawn-v23\n").unwrap();
-    let sandbox = Sandbox {
-        binds: realise(d, mounts),
-        home,
-        hostname,
-        extra: Vec::new(),
-    };
+    let sandbox = Sandbox::in_scratch(realise(d, mounts), scratch.path(), "nanoclaw-spawn-v23");
     memory_block(&sandbox, tools(), consumer, RUN_TIMEOUT)
         .unwrap_or_else(|e| panic!("{group} in {}: {e}", d.root().display()))
 }

@@ -190,12 +190,7 @@ pub(crate) fn file_of(group: &Group) -> String {
 
 /// The recordings of nanoclaw's composer.
 fn recordings() -> Recordings {
-    Recordings::new(
-        RECORDED,
-        "nanoclaw's composer",
-        RECORD_ENV,
-        &format!("{RECORDED}/README.md"),
-    )
+    Recordings::new(RECORDED, "nanoclaw's composer", RECORD_ENV)
 }
 
 /// nanoclaw's composer's recorded run: each group's document laid where it wrote it
@@ -289,26 +284,15 @@ fn bound(root: &Path, group: &str, container: &str) -> PathBuf {
 /// runner lays it out after the swap: its session folder, then `clawmd mounts`' table.
 fn claude_block(root: &Path, group: &str, consumer: Consumer) -> String {
     let scratch = tempfile::tempdir().unwrap();
-    let (home, session, hostname) = (
-        scratch.path().join("home"),
-        scratch.path().join("session"),
-        scratch.path().join("hostname"),
-    );
-    std::fs::create_dir(&home).unwrap();
+    let session = scratch.path().join("session");
     std::fs::create_dir(&session).unwrap();
-    std::fs::write(&hostname, "nanoclaw-v23\n").unwrap();
     let mut binds = vec![Bind {
         host: session,
         container: PathBuf::from("/workspace"),
         readonly: false,
     }];
     binds.extend(mounts_with(root, group, &[]));
-    let sandbox = Sandbox {
-        binds,
-        home,
-        hostname,
-        extra: Vec::new(),
-    };
+    let sandbox = Sandbox::in_scratch(binds, scratch.path(), "nanoclaw-v23");
     memory_block(&sandbox, tools(), consumer, RUN_TIMEOUT)
         .unwrap_or_else(|e| panic!("{group}: {e}"))
 }

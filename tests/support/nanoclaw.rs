@@ -60,12 +60,7 @@ impl SpawnRecordings {
 
     /// Them as [`Recordings`] of nanoclaw's spawn path.
     pub fn recordings(&self) -> Recordings {
-        Recordings::new(
-            self.dir,
-            "nanoclaw's spawn path",
-            self.record_env,
-            &format!("{}/README.md", self.dir),
-        )
+        Recordings::new(self.dir, "nanoclaw's spawn path", self.record_env)
     }
 
     /// The recorded `file` of `mode`, as JSON.

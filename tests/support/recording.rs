@@ -52,13 +52,13 @@ pub struct Recordings {
 
 impl Recordings {
     /// The recordings of `who` (`nanoclaw's composer`, ...) under `dir` (relative to the
-    /// repository), which `readme` (relative too) says how to refresh.
-    pub fn new(dir: &str, who: &'static str, record_env: &'static str, readme: &str) -> Self {
+    /// repository), whose `README.md` says how they are made and refreshed.
+    pub fn new(dir: &str, who: &'static str, record_env: &'static str) -> Self {
         Recordings {
             dir: repo().join(dir),
             who,
             record_env,
-            readme: readme.to_owned(),
+            readme: format!("{dir}/README.md"),
             record: std::env::var_os(record_env).is_some(),
             stale: Vec::new(),
         }
