@@ -192,17 +192,9 @@ fn pod(list: &Value) -> &Value {
     items(list).find(|i| i["kind"] == "Pod").unwrap()
 }
 
+/// The Pod's container, its home the emptyDir.
 fn sandbox(binds: Vec<Bind>, scratch: &Path) -> Sandbox {
-    let home = scratch.join("home"); // the emptyDir
-    std::fs::create_dir_all(&home).unwrap();
-    let hostname = scratch.join("hostname");
-    std::fs::write(&hostname, "main\n").unwrap();
-    Sandbox {
-        binds,
-        home,
-        hostname,
-        extra: Vec::new(),
-    }
+    Sandbox::in_scratch(binds, scratch, "main")
 }
 
 #[test]

@@ -28,14 +28,13 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::nanoclaw_v23::ANCHOR;
+use crate::npm::package_npm;
 use crate::support::Deployment;
+use crate::support::nanoclaw::clawmd_spawn_ts;
 use crate::typescript::{succeeded, ts_tools};
 
 const CLAWMD: &str = env!("CARGO_BIN_EXE_clawmd");
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// nanoclaw's files and their lengths in characters, as the search index stores them.
 const NANOCLAW_FILES: [(&str, usize); 6] = [
@@ -48,31 +47,19 @@ const NANOCLAW_FILES: [(&str, usize); 6] = [
 ];
 
 fn nanoclaw_dir() -> PathBuf {
-    let dir = std::env::var_os("CLAWMD_NANOCLAW_V23")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/anchors/nanoclaw-v23-spawn"));
+    let dir = ANCHOR.dir();
     for (file, chars) in NANOCLAW_FILES {
         let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| {
             panic!(
-                "{}: {e}: set CLAWMD_NANOCLAW_V23 to the anchor folder holding nanoclaw's files \
-                 and bench-driver/ (tests/e2e/nanoclaw_seam.rs says which)",
-                dir.join(file).display()
+                "{}: {e}: set {} to the anchor folder holding nanoclaw's files and \
+                 bench-driver/ (tests/e2e/nanoclaw_seam.rs says which)",
+                dir.join(file).display(),
+                ANCHOR.env
             )
         });
         assert_eq!(text.chars().count(), chars, "{file} is not nanoclaw's");
     }
     dir
-}
-
-/// The code block that follows the `<!-- checked: src/clawmd-spawn.ts` marker of docs/nanoclaw.md.
-fn snippet() -> String {
-    let page = std::fs::read_to_string(repo().join("docs/nanoclaw.md")).unwrap();
-    let after = page
-        .split_once("<!-- checked: src/clawmd-spawn.ts")
-        .expect("docs/nanoclaw.md marks the file it gives")
-        .1;
-    let block = after.split_once("```ts\n").unwrap().1;
-    block.split_once("```\n").unwrap().0.to_owned()
 }
 
 fn run(what: &str, program: &Path, args: &[&str], dir: &Path) -> String {
@@ -120,7 +107,7 @@ fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
             "{file}: the tree holds nanoclaw's file as it is"
         );
     }
-    std::fs::write(project.join("src/clawmd-spawn.ts"), snippet()).unwrap();
+    std::fs::write(project.join("src/clawmd-spawn.ts"), clawmd_spawn_ts()).unwrap();
     std::fs::write(
         project.join("package.json"),
         r#"{"name": "nanoclaw", "private": true, "type": "module"}"#,
@@ -133,17 +120,7 @@ fn the_documented_swap_passes_nanoclaws_checks_and_logs_what_clawmd_reports() {
         let entry = entry.unwrap();
         std::os::unix::fs::symlink(entry.path(), modules.join(entry.file_name())).unwrap();
     }
-    let listing = succeeded(
-        "scripts/package-npm",
-        Command::new(repo().join("scripts/package-npm"))
-            .arg("--binary")
-            .arg(CLAWMD)
-            .arg("--out")
-            .arg(work.join("tarballs"))
-            .env("CLAWMD_E2E_CACHE", &tools.cache)
-            .output()
-            .unwrap(),
-    );
+    let listing = package_npm(&work.join("tarballs"));
     let package = listing.lines().last().unwrap();
     std::fs::create_dir(modules.join("clawmd")).unwrap();
     run(

@@ -35,6 +35,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::Deployment;
+use crate::support::memory::{in_order, sections};
+use crate::support::nanoclaw::{Mode, SpawnRecordings, compose_as_runner, lay, snapshot_into};
+use crate::support::recording::{Anchor, repo};
 use crate::support::sandbox::{
     Bind, Consumer, SANDBOX_HOME, Sandbox, memory_block, nanoclaw_tools,
 };
@@ -42,60 +45,26 @@ use crate::support::sandbox::{
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 const RECORDED: &str = "tests/fixtures/nanoclaw-spawn/v2.0.64";
 const FIXTURE: &str = "tests/fixtures/nanoclaw";
-const ANCHOR_ENV: &str = "CLAWMD_NANOCLAW_SPAWN_V2064";
-const ANCHOR_DEFAULT: &str = "/work/anchors/nanoclaw-spawn-v2.0.64";
-const RECORD_ENV: &str = "CLAWMD_NANOCLAW_SPAWN_V2064_RECORD";
-/// The files each recording holds (`clawmd.json` only after the swap).
-const FILES: [&str; 6] = [
-    "runtime-argv.json",
-    "state.json",
-    "rows.json",
-    "wakes.json",
-    "onecli-requests.json",
-    "clawmd.json",
-];
+/// nanoclaw v2.0.64 installed twice (as it is, and with the swap), the stubs of its container
+/// runtime and OneCLI, and `run-spawn`, all outside this repository.
+const ANCHOR: Anchor = Anchor {
+    env: "CLAWMD_NANOCLAW_SPAWN_V2064",
+    default: "/work/anchors/nanoclaw-spawn-v2.0.64",
+};
+const SPAWNS: SpawnRecordings = SpawnRecordings {
+    dir: RECORDED,
+    files: &[
+        "runtime-argv.json",
+        "state.json",
+        "rows.json",
+        "wakes.json",
+        "onecli-requests.json",
+        "clawmd.json",
+    ],
+    record_env: "CLAWMD_NANOCLAW_SPAWN_V2064_RECORD",
+};
 /// The agent's home in nanoclaw's image, and in the sandbox.
 const IMAGE_HOME: &str = "/home/node";
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    /// nanoclaw's own composer.
-    Nanoclaw,
-    /// docs/nanoclaw.md §1-3 applied: clawmd's package.
-    Swapped,
-}
-
-impl Mode {
-    fn dir(self) -> &'static str {
-        match self {
-            Mode::Nanoclaw => "nanoclaw",
-            Mode::Swapped => "swapped",
-        }
-    }
-    fn files(self) -> &'static [&'static str] {
-        match self {
-            Mode::Nanoclaw => &FILES[..5],
-            Mode::Swapped => &FILES,
-        }
-    }
-}
-
-fn recorded(mode: Mode) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(RECORDED)
-        .join(mode.dir())
-}
-
-fn recorded_json(mode: Mode, file: &str) -> Value {
-    let path = recorded(mode).join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}: the recordings are {RECORDED}/README.md's",
-            path.display()
-        )
-    });
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// One `-v host:container[:ro]` of a recorded `run`, `$ROOT` etc. still in `host`.
 #[derive(Debug, Clone)]
@@ -108,7 +77,7 @@ struct RecordedBind {
 /// The `run` invocations of a recording: the group (from `--name nanoclaw-v2-<folder>-$MS`) and
 /// its binds, in order.
 fn spawns(mode: Mode) -> Vec<(String, Vec<RecordedBind>)> {
-    let argv = recorded_json(mode, "runtime-argv.json");
+    let argv = SPAWNS.json(mode, "runtime-argv.json");
     let mut out = Vec::new();
     for invocation in argv.as_array().unwrap() {
         let args: Vec<&str> = invocation
@@ -151,24 +120,11 @@ fn spawns(mode: Mode) -> Vec<(String, Vec<RecordedBind>)> {
 /// which the ignored test checks are the anchor checkout's files).
 fn fresh_clone() -> Deployment {
     let d = Deployment::new();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+    let fixture = repo().join(FIXTURE);
     for top in ["container", "groups"] {
         crate::support::copy_tree(&fixture.join(top), &d.path(top));
     }
     d
-}
-
-/// Lays one entry of a recorded `state.json` at `key` under the root.
-pub(crate) fn lay(d: &Deployment, key: &str, entry: &Value) {
-    let path = d.path(key);
-    if entry.get("dir").is_some() {
-        std::fs::create_dir_all(&path).unwrap();
-    } else if let Some(target) = entry["link"].as_str() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::os::unix::fs::symlink(target, &path).unwrap();
-    } else {
-        d.write(key, entry["file"].as_str().unwrap().as_bytes());
-    }
 }
 
 /// What nanoclaw's own spawn left on disk: the recorded state, laid over the fresh clone whose
@@ -177,7 +133,7 @@ fn nanoclaw_deployment() -> Deployment {
     let d = fresh_clone();
     std::fs::remove_dir_all(d.path("groups")).unwrap();
     std::fs::create_dir(d.path("groups")).unwrap();
-    let state = recorded_json(Mode::Nanoclaw, "state.json");
+    let state = SPAWNS.json(Mode::Nanoclaw, "state.json");
     for (key, entry) in state.as_object().unwrap() {
         lay(&d, key, entry);
     }
@@ -192,14 +148,14 @@ fn nanoclaw_deployment() -> Deployment {
 /// Returns the deployment and compose's report per group.
 fn swapped_deployment() -> (Deployment, BTreeMap<String, Value>) {
     let d = fresh_clone();
-    let settings = recorded_json(Mode::Swapped, "clawmd.json");
+    let settings = SPAWNS.json(Mode::Swapped, "clawmd.json");
     d.write(
         "clawmd.json",
         serde_json::to_string_pretty(&settings).unwrap().as_bytes(),
     );
     d.run(["migrate", "--json"]).success();
-    let state = recorded_json(Mode::Swapped, "state.json");
-    let rows = recorded_json(Mode::Swapped, "rows.json");
+    let state = SPAWNS.json(Mode::Swapped, "state.json");
+    let rows = SPAWNS.json(Mode::Swapped, "rows.json");
     for (key, entry) in state.as_object().unwrap() {
         let nanoclaws = key.starts_with("data/")
             || key.ends_with("/container.json")
@@ -210,22 +166,10 @@ fn swapped_deployment() -> (Deployment, BTreeMap<String, Value>) {
     }
     let mut reports = BTreeMap::new();
     for (group, row) in rows.as_object().unwrap() {
-        let mut config: Value =
+        let config: Value =
             serde_json::from_str(&d.read(&format!("groups/{group}/container.json"))).unwrap();
-        config["cli_scope"] = row["cli_scope"].clone();
-        let handed = d.path(&format!("{group}.handed.json"));
-        std::fs::write(&handed, config.to_string()).unwrap();
-        let report = d
-            .run([
-                "compose",
-                group,
-                "--json",
-                "--config",
-                handed.to_str().unwrap(),
-            ])
-            .success()
-            .json();
-        reports.insert(group.clone(), report["groups"][0].clone());
+        let report = compose_as_runner(&d, group, config, row["cli_scope"].clone(), &[]);
+        reports.insert(group.clone(), report);
     }
     // Rebuilt, the group folders are what the real swapped spawn left, byte for byte (clawmd's
     // state folders aside).
@@ -245,36 +189,6 @@ fn swapped_deployment() -> (Deployment, BTreeMap<String, Value>) {
          swapped spawn left (if clawmd's output changed on purpose, record again: {RECORDED}/README.md)"
     );
     (d, reports)
-}
-
-/// `state.json`'s form of the tree at `dir` (files as text, links as targets), clawmd's state
-/// folders left out as the recording leaves them out.
-pub(crate) fn snapshot_into(dir: &Path, rel: &str, out: &mut serde_json::Map<String, Value>) {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    for name in names {
-        if rel == "groups" && (name == ".clawmd" || name == ".clawmd-locks") {
-            continue;
-        }
-        let path = dir.join(&name);
-        let key = format!("{rel}/{name}");
-        let meta = path.symlink_metadata().unwrap();
-        if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(&path).unwrap();
-            out.insert(key, json!({"link": target.to_string_lossy()}));
-        } else if meta.is_dir() {
-            out.insert(key.clone(), json!({"dir": true}));
-            snapshot_into(&path, &key, out);
-        } else {
-            out.insert(
-                key,
-                json!({"file": std::fs::read_to_string(&path).unwrap()}),
-            );
-        }
-    }
 }
 
 /// The recorded binds made real on `d`: `$ROOT` is its root; the session folder (`$SESSION_…`)
@@ -324,64 +238,10 @@ fn realise(d: &Deployment, binds: &[RecordedBind], scratch: &Path) -> Vec<Bind> 
 /// out.
 fn observe(d: &Deployment, group: &str, binds: &[RecordedBind]) -> String {
     let scratch = tempfile::tempdir().unwrap();
-    let (home, hostname) = (scratch.path().join("home"), scratch.path().join("hostname"));
-    std::fs::create_dir(&home).unwrap();
-    std::fs::write(&hostname, "nanoclaw-spawn\n").unwrap();
-    let sandbox = Sandbox {
-        binds: realise(d, binds, scratch.path()),
-        home,
-        hostname,
-        extra: Vec::new(),
-    };
+    let binds = realise(d, binds, scratch.path());
+    let sandbox = Sandbox::in_scratch(binds, scratch.path(), "nanoclaw-spawn");
     memory_block(&sandbox, nanoclaw_tools(), Consumer::sdk(), RUN_TIMEOUT)
         .unwrap_or_else(|e| panic!("{group} in {}: {e}", d.root().display()))
-}
-
-/// The `Contents of PATH (LABEL):` sections of a memory block: path, label, body lines (blank
-/// lines left out).
-fn sections(block: &str) -> Vec<(String, String, Vec<String>)> {
-    let start = block.find("Contents of ").unwrap_or(block.len());
-    let mut body = &block[start..];
-    for end in [
-        "\n# currentDate\n",
-        "\n\n      IMPORTANT: this context",
-        "\n</system-reminder>",
-    ] {
-        if let Some(at) = body.find(end) {
-            body = &body[..at];
-        }
-    }
-    let mut out = Vec::new();
-    for part in body.split("\n\nContents of ") {
-        let part = part.strip_prefix("Contents of ").unwrap_or(part);
-        let Some((head, text)) = part.split_once("):\n\n") else {
-            continue;
-        };
-        let (path, label) = head.rsplit_once(" (").unwrap_or((head, ""));
-        let lines = text
-            .lines()
-            .map(str::trim_end)
-            .filter(|l| !l.trim().is_empty())
-            .map(str::to_owned)
-            .collect();
-        out.push((path.to_owned(), label.to_owned(), lines));
-    }
-    out
-}
-
-/// Whether `wanted` appears in `lines` in order (others between them allowed); the first line
-/// missing otherwise.
-fn in_order<'a>(wanted: &'a [String], lines: &[String]) -> Result<(), &'a str> {
-    let mut want = wanted.iter().peekable();
-    for line in lines {
-        if want.peek().is_some_and(|w| line == *w) {
-            want.next();
-        }
-    }
-    match want.next() {
-        None => Ok(()),
-        Some(missing) => Err(missing),
-    }
 }
 
 #[test]
@@ -440,7 +300,8 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
     // And the rest of each `run` (its environment, OneCLI's settings, image, command) is the
     // same with and without the swap.
     let without_binds = |mode: Mode| -> Vec<Vec<Value>> {
-        recorded_json(mode, "runtime-argv.json")
+        SPAWNS
+            .json(mode, "runtime-argv.json")
             .as_array()
             .unwrap()
             .iter()
@@ -467,7 +328,7 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
         "the runtime's arguments besides the binds"
     );
     for mode in [Mode::Nanoclaw, Mode::Swapped] {
-        for wake in recorded_json(mode, "wakes.json").as_array().unwrap() {
+        for wake in SPAWNS.json(mode, "wakes.json").as_array().unwrap() {
             assert_eq!(wake["woke"], true, "{mode:?}: {wake}");
         }
     }
@@ -480,7 +341,7 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
         assert_eq!(delivered["judged"]["claude_code"], "2.1.128", "{report}");
         assert_eq!(delivered["judged"]["consumer"], "sdk", "{report}");
     }
-    let rows = recorded_json(Mode::Swapped, "rows.json");
+    let rows = SPAWNS.json(Mode::Swapped, "rows.json");
     let module = |name: &str| clawmd.module_line(name);
 
     let mut failures = Vec::new();
@@ -490,14 +351,11 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
         let theirs = observe(&nanoclaw, group, theirs_binds);
         let ours = observe(&clawmd, group, ours_binds);
         let ours_sections = sections(&ours);
-        let ours_lines: Vec<String> = ours_sections
-            .iter()
-            .flat_map(|(_, _, lines)| lines.clone())
-            .collect();
+        let ours_lines: Vec<String> = ours_sections.iter().flat_map(|s| s.lines()).collect();
         let managed: Vec<String> = ours_sections
             .iter()
-            .filter(|(path, _, _)| path.starts_with("/etc/claude-code/"))
-            .flat_map(|(_, _, lines)| lines.clone())
+            .filter(|s| s.path.starts_with("/etc/claude-code/"))
+            .flat_map(|s| s.lines())
             .collect();
         eprintln!(
             "e2e nanoclaw spawn: {group:<8} nanoclaw's spawn {:>6} bytes ({} sections), swapped {:>6} bytes ({} sections, {} managed lines)",
@@ -512,16 +370,18 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
                 "{group}: no managed policy (/etc/claude-code) in the swapped agent's block"
             ));
         }
-        for (path, _, lines) in sections(&theirs) {
+        for section in sections(&theirs) {
+            let path = &section.path;
             // nanoclaw's import-only CLAUDE.md shows its import lines as text on this release:
             // directives, whose files are sections of their own, not guidance.
-            let lines: Vec<String> = lines
+            let lines: Vec<String> = section
+                .lines()
                 .into_iter()
                 .filter(|line| !line.starts_with("@./") || line.contains(' '))
                 .filter(|line| !line.starts_with("<!-- Composed at spawn"))
                 .collect();
             lines_checked += lines.len();
-            if let Err(missing) = in_order(&lines, &ours_lines) {
+            if let Err(missing) = in_order(&lines, ours_lines.iter().map(String::as_str)) {
                 failures.push(format!(
                     "{group}: {path} of nanoclaw's spawn does not reach the agent after the swap (first missing line {missing:?})"
                 ));
@@ -532,7 +392,8 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
                 || path.starts_with("/app/")
                 || path.contains("/.claude-fragments/");
             operator_sections += usize::from(operators);
-            if operators && let Err(missing) = in_order(&lines, &managed) {
+            if operators && let Err(missing) = in_order(&lines, managed.iter().map(String::as_str))
+            {
                 failures.push(format!(
                     "{group}: {path} of nanoclaw's spawn is not in the managed policy after the swap (first missing line {missing:?})"
                 ));
@@ -616,20 +477,6 @@ fn every_line_nanoclaws_spawn_delivers_reaches_the_agent_after_the_swap() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-/// The anchor folder: nanoclaw v2.0.64 installed twice (as it is, and with the swap), the stubs
-/// of its container runtime and OneCLI, and `run-spawn`, all outside this repository.
-fn anchor_dir() -> PathBuf {
-    let dir =
-        std::env::var_os(ANCHOR_ENV).map_or_else(|| PathBuf::from(ANCHOR_DEFAULT), PathBuf::from);
-    let runner = dir.join("run-spawn");
-    assert!(
-        runner.is_file(),
-        "{} is missing: set {ANCHOR_ENV} to the anchor folder ({RECORDED}/README.md)",
-        runner.display()
-    );
-    dir
-}
-
 /// The recordings the test above reads are what nanoclaw's spawn path produces, run from the
 /// anchor (its driver calls the real `wakeContainer`) in both modes, the swapped one with this
 /// build's clawmd (`CLAWMD`); and the fixture the test above rebuilds the deployment from holds
@@ -639,9 +486,14 @@ fn anchor_dir() -> PathBuf {
 #[ignore = "runs nanoclaw's spawn path from the anchor folder (CLAWMD_NANOCLAW_SPAWN_V2064, \
             default /work/anchors/nanoclaw-spawn-v2.0.64), which a clean clone has not"]
 fn the_recordings_are_what_nanoclaws_spawn_path_produces() {
-    let anchor = anchor_dir();
+    let anchor = ANCHOR.holding(
+        "run-spawn",
+        "nanoclaw v2.0.64 installed twice, the stubs of its container runtime and OneCLI, and \
+         run-spawn",
+        &format!("{RECORDED}/README.md"),
+    );
     // The fixture is the checkout's files: the same deployment.
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+    let fixture = repo().join(FIXTURE);
     let mut compared = 0;
     for top in ["container", "groups"] {
         for entry in walkdir::WalkDir::new(fixture.join(top)) {
@@ -663,9 +515,8 @@ fn the_recordings_are_what_nanoclaws_spawn_path_produces() {
     }
     assert!(compared > 10, "{compared} fixture files");
 
-    let record = std::env::var_os(RECORD_ENV).is_some();
-    let mut stale = Vec::new();
-    for mode in [Mode::Nanoclaw, Mode::Swapped] {
+    let mut recordings = SPAWNS.recordings();
+    for mode in Mode::BOTH {
         let out = tempfile::tempdir().unwrap();
         let output = Command::new(anchor.join("run-spawn"))
             .arg(mode.dir())
@@ -685,32 +536,21 @@ fn the_recordings_are_what_nanoclaws_spawn_path_produces() {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         made.sort();
-        let mut expected: Vec<String> = mode.files().iter().map(|f| (*f).to_owned()).collect();
+        let mut expected: Vec<String> =
+            SPAWNS.files(mode).iter().map(|f| (*f).to_owned()).collect();
         expected.sort();
         assert_eq!(made, expected, "run-spawn {}", mode.dir());
-        let dir = recorded(mode);
-        for file in mode.files() {
+        let mut files = BTreeMap::new();
+        for file in SPAWNS.files(mode) {
             let now = std::fs::read(out.path().join(file)).unwrap();
             let text = String::from_utf8_lossy(&now);
             assert!(
                 !text.contains(&*out.path().to_string_lossy()) && !text.contains("/tmp/tmp"),
                 "{file} holds a path of this run: {text}"
             );
-            if record {
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(dir.join(file), &now).unwrap();
-            } else if std::fs::read(dir.join(file)).ok().as_ref() != Some(&now) {
-                stale.push(format!("{}/{file}:\n{text}", mode.dir()));
-            }
+            files.insert((*file).to_owned(), now);
         }
+        recordings.folder(mode.dir(), &files);
     }
-    if record {
-        eprintln!("recorded nanoclaw's spawns into {RECORDED}");
-    }
-    assert!(
-        stale.is_empty(),
-        "nanoclaw's spawn path no longer produces the recordings (refresh them with \
-         {RECORD_ENV}=1, {RECORDED}/README.md):\n{}",
-        stale.join("\n\n")
-    );
+    recordings.finish(&Mode::BOTH.map(Mode::dir));
 }

@@ -21,85 +21,53 @@
 //! /work/anchors/nanoclaw-spawn-v2.3) with the clawmd under test and checks the recordings are
 //! still what it produces; `CLAWMD_NANOCLAW_SPAWN_V23_RECORD=1` rewrites them.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::nanoclaw_spawn::{lay, snapshot_into};
-use crate::nanoclaw_v23::{
-    MEMORY_MARK, SECRET, content, file_of, groups, in_order, nanoclaw_sections, spec,
-};
+use crate::nanoclaw_v23::{MEMORY_MARK, SECRET, content, file_of, groups, nanoclaw_sections, spec};
+use crate::npm::package_npm;
 use crate::support::Deployment;
+use crate::support::memory::in_order;
+use crate::support::nanoclaw::{
+    Mode, SpawnRecordings, clawmd_spawn_ts, compose_as_runner, lay, snapshot_into,
+};
+use crate::support::recording::{Anchor, repo};
 use crate::support::sandbox::{
     Bind, Consumer, SANDBOX_HOME, Sandbox, WORKSPACE, e2e_cache, memory_block, tools,
 };
+use crate::typescript::succeeded;
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 const RECORDED: &str = "tests/fixtures/nanoclaw-spawn/v2.3";
 /// What nanoclaw's composer alone wrote for the same groups (`nanoclaw_v23.rs`).
 const COMPOSER_RECORDED: &str = "tests/fixtures/nanoclaw-v2.3/recorded";
-const ANCHOR_ENV: &str = "CLAWMD_NANOCLAW_SPAWN_V23";
-const ANCHOR_DEFAULT: &str = "/work/anchors/nanoclaw-spawn-v2.3";
-const RECORD_ENV: &str = "CLAWMD_NANOCLAW_SPAWN_V23_RECORD";
+/// nanoclaw v2.3's spawn path, its stubs and driver (outside this repository).
+const ANCHOR: Anchor = Anchor {
+    env: "CLAWMD_NANOCLAW_SPAWN_V23",
+    default: "/work/anchors/nanoclaw-spawn-v2.3",
+};
+const SPAWNS: SpawnRecordings = SpawnRecordings {
+    dir: RECORDED,
+    files: &[
+        "project-doc-specs.json",
+        "wakes.json",
+        "session-specs.json",
+        "gateway-requests.json",
+        "log.json",
+        "state.json",
+        "clawmd.json",
+    ],
+    record_env: "CLAWMD_NANOCLAW_SPAWN_V23_RECORD",
+};
 const CLAWMD: &str = env!("CARGO_BIN_EXE_clawmd");
 /// The agent's home in nanoclaw's image.
 const IMAGE_HOME: &str = "/home/node";
 /// Where clawmd keeps what it binds (under `$ROOT/groups/`).
 const CLAWMD_BINDS: &str = "$ROOT/groups/.clawmd/";
-
-const FILES: [&str; 7] = [
-    "project-doc-specs.json",
-    "wakes.json",
-    "session-specs.json",
-    "gateway-requests.json",
-    "log.json",
-    "state.json",
-    "clawmd.json",
-];
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    /// The runner as it is: `composeGroupProjectDoc`.
-    Nanoclaw,
-    /// docs/nanoclaw.md §3b applied: `composeWithClawmd`, `clawmdMounts`.
-    Swapped,
-}
-
-impl Mode {
-    fn dir(self) -> &'static str {
-        match self {
-            Mode::Nanoclaw => "nanoclaw",
-            Mode::Swapped => "swapped",
-        }
-    }
-    fn files(self) -> &'static [&'static str] {
-        match self {
-            Mode::Nanoclaw => &FILES[..6],
-            Mode::Swapped => &FILES,
-        }
-    }
-}
-
-fn manifest() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn recorded(mode: Mode) -> PathBuf {
-    manifest().join(RECORDED).join(mode.dir())
-}
-
-fn recorded_json(mode: Mode, file: &str) -> Value {
-    let path = recorded(mode).join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}: the recordings are {RECORDED}/README.md's",
-            path.display()
-        )
-    });
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// One mount of a recorded SessionSpec's agent container (`$ROOT` still in `host`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +81,8 @@ struct Mount {
 /// Each recorded SessionSpec: its group folder (the `nanoclaw-group-folder` label), the spec
 /// without its agent container's mounts, and those mounts in order.
 fn spawns(mode: Mode) -> Vec<(String, Value, Vec<Mount>)> {
-    recorded_json(mode, "session-specs.json")
+    SPAWNS
+        .json(mode, "session-specs.json")
         .as_array()
         .unwrap()
         .iter()
@@ -168,11 +137,11 @@ fn swapped_deployment() -> (Deployment, Vec<Value>) {
     let d = content();
     d.write(
         "clawmd.json",
-        serde_json::to_string_pretty(&recorded_json(Mode::Swapped, "clawmd.json"))
+        serde_json::to_string_pretty(&SPAWNS.json(Mode::Swapped, "clawmd.json"))
             .unwrap()
             .as_bytes(),
     );
-    let state = recorded_json(Mode::Swapped, "state.json");
+    let state = SPAWNS.json(Mode::Swapped, "state.json");
     let state = state.as_object().unwrap();
     for (key, entry) in state {
         let nanoclaws = key.starts_with("data/")
@@ -189,17 +158,9 @@ fn swapped_deployment() -> (Deployment, Vec<Value>) {
         .iter()
         .map(|group| {
             let g = group.name;
-            let mut config: Value =
+            let config: Value =
                 serde_json::from_str(&d.read(&format!("groups/{g}/container.json"))).unwrap();
-            config["cli_scope"] = json!(group.cli_scope);
-            let handed = d.path(&format!("{g}.handed.json"));
-            std::fs::write(&handed, config.to_string()).unwrap();
-            let report = d
-                .run(["compose", g, "--json", "--config", handed.to_str().unwrap()])
-                .success()
-                .json();
-            std::fs::remove_file(&handed).unwrap();
-            report["groups"][0].clone()
+            compose_as_runner(&d, g, config, json!(group.cli_scope), &[])
         })
         .collect();
     // Rebuilt, the group folders are what the real swapped spawn left (clawmd's own state
@@ -267,15 +228,7 @@ fn realise(d: &Deployment, mounts: &[Mount]) -> Vec<Bind> {
 /// The memory block `consumer` sends from the container the recorded `mounts` lay out.
 fn observe(d: &Deployment, group: &str, mounts: &[Mount], consumer: Consumer) -> String {
     let scratch = tempfile::tempdir().unwrap();
-    let (home, hostname) = (scratch.path().join("home"), scratch.path().join("hostname"));
-    std::fs::create_dir(&home).unwrap();
-    std::fs::write(&hostname, "nanoclaw-spawn-v23\n").unwrap();
-    let sandbox = Sandbox {
-        binds: realise(d, mounts),
-        home,
-        hostname,
-        extra: Vec::new(),
-    };
+    let sandbox = Sandbox::in_scratch(realise(d, mounts), scratch.path(), "nanoclaw-spawn-v23");
     memory_block(&sandbox, tools(), consumer, RUN_TIMEOUT)
         .unwrap_or_else(|e| panic!("{group} in {}: {e}", d.root().display()))
 }
@@ -301,8 +254,8 @@ fn every_line_nanoclaws_v23_spawn_gives_reaches_the_agent_after_the_swap() {
     let expected: Vec<&str> = names.iter().copied().filter(|g| *g != refused).collect();
     assert_eq!(spawned(&ours), expected, "swapped: the spawns, in order");
     let (their_wakes, our_wakes) = (
-        recorded_json(Mode::Nanoclaw, "wakes.json"),
-        recorded_json(Mode::Swapped, "wakes.json"),
+        SPAWNS.json(Mode::Nanoclaw, "wakes.json"),
+        SPAWNS.json(Mode::Swapped, "wakes.json"),
     );
     for g in &names {
         assert_eq!(
@@ -315,7 +268,8 @@ fn every_line_nanoclaws_v23_spawn_gives_reaches_the_agent_after_the_swap() {
             "swapped: wakeContainer for {g}"
         );
     }
-    let logged_refusal = recorded_json(Mode::Swapped, "log.json")
+    let logged_refusal = SPAWNS
+        .json(Mode::Swapped, "log.json")
         .as_array()
         .unwrap()
         .iter()
@@ -329,8 +283,8 @@ fn every_line_nanoclaws_v23_spawn_gives_reaches_the_agent_after_the_swap() {
         logged_refusal,
         "the swapped runner logs why {refused} does not spawn"
     );
-    let specs = recorded_json(Mode::Nanoclaw, "project-doc-specs.json");
-    let state = recorded_json(Mode::Nanoclaw, "state.json");
+    let specs = SPAWNS.json(Mode::Nanoclaw, "project-doc-specs.json");
+    let state = SPAWNS.json(Mode::Nanoclaw, "state.json");
     assert!(
         state[format!("groups/{refused}/AGENTS.md")]["file"]
             .as_str()
@@ -373,8 +327,7 @@ fn every_line_nanoclaws_v23_spawn_gives_reaches_the_agent_after_the_swap() {
             .to_owned();
         assert_eq!(
             doc,
-            std::fs::read_to_string(manifest().join(COMPOSER_RECORDED).join(g).join(&file))
-                .unwrap(),
+            std::fs::read_to_string(repo().join(COMPOSER_RECORDED).join(g).join(&file)).unwrap(),
             "{g}: the spawn path's document is not the composer's"
         );
         // nanoclaw binds it read-only where the provider reads it; the swapped spawn binds it
@@ -460,7 +413,7 @@ fn every_line_nanoclaws_v23_spawn_gives_reaches_the_agent_after_the_swap() {
             let host = bound.host.replace("$ROOT", &d.root().display().to_string());
             let text = std::fs::read_to_string(&host).unwrap();
             let all: Vec<String> = sections.iter().flat_map(|(_, l)| l.clone()).collect();
-            if let Err(missing) = in_order(&all, &text) {
+            if let Err(missing) = in_order(&all, text.lines()) {
                 failures.push(format!(
                     "{g} ({provider}): nanoclaw's document is not in order in the one bound at \
                      {entry}, at {missing:?}\n{text}"
@@ -471,7 +424,7 @@ fn every_line_nanoclaws_v23_spawn_gives_reaches_the_agent_after_the_swap() {
         for (what, text) in &views {
             for (heading, lines) in &sections {
                 checked += 1;
-                if let Err(missing) = in_order(lines, text) {
+                if let Err(missing) = in_order(lines, text.lines()) {
                     failures.push(format!(
                         "{g} ({provider}): {heading} does not reach the agent in {what}: \
                          missing {missing:?}"
@@ -492,42 +445,6 @@ fn every_line_nanoclaws_v23_spawn_gives_reaches_the_agent_after_the_swap() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-/// The anchor folder: nanoclaw v2.3's spawn path, its stubs and driver (outside this
-/// repository).
-fn anchor_dir() -> PathBuf {
-    let dir =
-        std::env::var_os(ANCHOR_ENV).map_or_else(|| PathBuf::from(ANCHOR_DEFAULT), PathBuf::from);
-    assert!(
-        dir.join("run-spawn").is_file(),
-        "{} is missing: set {ANCHOR_ENV} to the folder holding nanoclaw v2.3's spawn path \
-         ({RECORDED}/README.md)",
-        dir.join("run-spawn").display()
-    );
-    dir
-}
-
-fn succeeded(what: &str, output: std::process::Output) -> String {
-    assert!(
-        output.status.success(),
-        "{what} failed ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// The clawmd-spawn.ts docs/nanoclaw.md §3b gives (the block after its `checked:` marker).
-fn clawmd_spawn_ts() -> String {
-    let page = std::fs::read_to_string(manifest().join("docs/nanoclaw.md")).unwrap();
-    let after = page
-        .split_once("<!-- checked: src/clawmd-spawn.ts")
-        .expect("docs/nanoclaw.md marks the file it gives")
-        .1;
-    let block = after.split_once("```ts\n").unwrap().1;
-    block.split_once("```\n").unwrap().0.to_owned()
-}
-
 /// The recordings the test above reads are what nanoclaw's spawn path produces, run from the
 /// anchor on the same content, before and after the swap (with the clawmd under test, packed as
 /// its npm package, and docs/nanoclaw.md §3b's file). With `CLAWMD_NANOCLAW_SPAWN_V23_RECORD=1`
@@ -536,26 +453,20 @@ fn clawmd_spawn_ts() -> String {
 #[ignore = "runs nanoclaw v2.3's spawn path from the anchor folder (CLAWMD_NANOCLAW_SPAWN_V23, \
             default /work/anchors/nanoclaw-spawn-v2.3), which a clean clone has not"]
 fn the_recordings_are_what_nanoclaws_v23_spawn_path_produces() {
-    let anchor = anchor_dir();
-    let work = tempfile::tempdir().unwrap();
-    let listing = succeeded(
-        "scripts/package-npm",
-        Command::new(manifest().join("scripts/package-npm"))
-            .arg("--binary")
-            .arg(CLAWMD)
-            .arg("--out")
-            .arg(work.path().join("tarballs"))
-            .env("CLAWMD_E2E_CACHE", e2e_cache())
-            .output()
-            .unwrap(),
+    let anchor = ANCHOR.holding(
+        "run-spawn",
+        "nanoclaw v2.3's spawn path",
+        &format!("{RECORDED}/README.md"),
     );
+    let work = tempfile::tempdir().unwrap();
+    let listing = package_npm(&work.path().join("tarballs"));
     let package = listing.lines().last().unwrap().to_owned();
     let spawn_ts = work.path().join("clawmd-spawn.ts");
     std::fs::write(&spawn_ts, clawmd_spawn_ts()).unwrap();
     let groups_file = work.path().join("groups.json");
     std::fs::write(&groups_file, groups_json().to_string()).unwrap();
-    let mut stale = Vec::new();
-    for mode in [Mode::Nanoclaw, Mode::Swapped] {
+    let mut recordings = SPAWNS.recordings();
+    for mode in Mode::BOTH {
         let d = content();
         let out = work.path().join(mode.dir());
         succeeded(
@@ -572,21 +483,15 @@ fn the_recordings_are_what_nanoclaws_v23_spawn_path_produces() {
                 .output()
                 .unwrap(),
         );
-        let dir = recorded(mode);
-        for file in mode.files() {
-            let now = std::fs::read(out.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-            if std::env::var_os(RECORD_ENV).is_some() {
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(dir.join(file), &now).unwrap();
-            } else if std::fs::read(dir.join(file)).ok() != Some(now) {
-                stale.push(format!("{}/{file}", mode.dir()));
-            }
-        }
+        let files: BTreeMap<String, Vec<u8>> = SPAWNS
+            .files(mode)
+            .iter()
+            .map(|file| {
+                let now = std::fs::read(out.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+                ((*file).to_owned(), now)
+            })
+            .collect();
+        recordings.folder(mode.dir(), &files);
     }
-    assert!(
-        stale.is_empty(),
-        "nanoclaw's spawn path no longer produces the recordings (refresh them with \
-         {RECORD_ENV}=1, {RECORDED}/README.md): {}",
-        stale.join(", ")
-    );
+    recordings.finish(&Mode::BOTH.map(Mode::dir));
 }

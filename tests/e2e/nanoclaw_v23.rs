@@ -23,23 +23,27 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::Deployment;
+use crate::support::memory::in_order;
+use crate::support::nanoclaw::{compose_as_runner, composer_log};
+use crate::support::recording::{Anchor, Recordings, repo};
 use crate::support::sandbox::{
-    Bind, CLAUDE_CODE_VERSION, Consumer, Sandbox, WORKSPACE, e2e_cache, memory_block, mounts_with,
-    printed, rendered, tools,
+    Bind, CLAUDE_CODE_VERSION, Consumer, Sandbox, WORKSPACE, memory_block, mounts_with, printed,
+    rendered, tools,
 };
+use crate::support::{Deployment, Entry, changes, everything};
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 const FIXTURE: &str = "tests/fixtures/nanoclaw-v2.3";
 /// nanoclaw's composer's documents for [`groups`] on [`content`], and its log.
 const RECORDED: &str = "tests/fixtures/nanoclaw-v2.3/recorded";
-/// The folder holding nanoclaw v2.3's files and the driver that runs its composer.
-const ANCHOR_ENV: &str = "CLAWMD_NANOCLAW_V23";
-const ANCHOR_DEFAULT: &str = "/work/anchors/nanoclaw-v23-spawn";
+/// The folder holding nanoclaw v2.3's files and the driver that runs its composer (and what
+/// `nanoclaw_seam.rs` compiles), outside this repository.
+pub(crate) const ANCHOR: Anchor = Anchor {
+    env: "CLAWMD_NANOCLAW_V23",
+    default: "/work/anchors/nanoclaw-v23-spawn",
+};
 /// Set to rewrite the recordings from the anchor's composer instead of comparing them.
 const RECORD_ENV: &str = "CLAWMD_NANOCLAW_V23_RECORD";
-/// In the recorded log, the deployment's root.
-const ROOT_MARK: &str = "$ROOT";
 
 /// What nanoclaw's provider contracts hand its composer (the fixture's README).
 pub(crate) fn spec(provider: &str) -> Value {
@@ -138,7 +142,7 @@ pub(crate) const SECRET: &str = "HOST SECRET behind a link: never delivered.";
 /// `container.json` (as nanoclaw materialises it).
 pub(crate) fn content() -> Deployment {
     let d = Deployment::new();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+    let fixture = repo().join(FIXTURE);
     for top in ["container", "src"] {
         crate::support::copy_tree(&fixture.join(top), &d.path(top));
     }
@@ -184,26 +188,22 @@ pub(crate) fn file_of(group: &Group) -> String {
         .to_owned()
 }
 
-fn recorded() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(RECORDED)
+/// The recordings of nanoclaw's composer.
+fn recordings() -> Recordings {
+    Recordings::new(RECORDED, "nanoclaw's composer", RECORD_ENV)
 }
 
 /// nanoclaw's composer's recorded run: each group's document laid where it wrote it
 /// (`groups/<group>/<fileName>`), and its log (one JSON line per entry, the deployment's root
 /// as `$ROOT`).
 fn install_recorded(d: &Deployment) -> String {
+    let recorded = recordings();
     for group in groups() {
         let file = file_of(&group);
-        let from = recorded().join(group.name).join(&file);
-        let text = std::fs::read(&from).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e}: the recordings are tests/fixtures/nanoclaw-v2.3/recorded/README.md's",
-                from.display()
-            )
-        });
+        let text = recorded.read(&format!("{}/{file}", group.name));
         d.write(&format!("groups/{}/{file}", group.name), &text);
     }
-    std::fs::read_to_string(recorded().join("composer.log")).unwrap()
+    String::from_utf8(recorded.read("composer.log")).unwrap()
 }
 
 /// What nanoclaw's composer logged: it refused the link among the prepend files, and dropped
@@ -224,23 +224,10 @@ fn compose_with_clawmd(d: &Deployment) -> Vec<Value> {
     groups()
         .into_iter()
         .map(|group| {
-            let mut config: Value =
+            let config: Value =
                 serde_json::from_str(&d.read(&format!("groups/{}/container.json", group.name)))
                     .unwrap();
-            config["cli_scope"] = json!(group.cli_scope);
-            let handed = d.path(&format!("{}.handed.json", group.name));
-            std::fs::write(&handed, config.to_string()).unwrap();
-            let report = d
-                .run([
-                    "compose",
-                    group.name,
-                    "--json",
-                    "--config",
-                    handed.to_str().unwrap(),
-                ])
-                .success()
-                .json();
-            report["groups"][0].clone()
+            compose_as_runner(d, group.name, config, json!(group.cli_scope), &[])
         })
         .collect()
 }
@@ -284,20 +271,6 @@ pub(crate) fn nanoclaw_sections(doc: &str) -> Vec<(String, Vec<String>)> {
     out
 }
 
-/// Whether `wanted` appears in `text`'s lines in order (other lines between them allowed).
-pub(crate) fn in_order(wanted: &[String], text: &str) -> Result<(), String> {
-    let mut want = wanted.iter().peekable();
-    for line in text.lines() {
-        if want.peek().is_some_and(|w| line.trim_end() == w.as_str()) {
-            want.next();
-        }
-    }
-    match want.next() {
-        None => Ok(()),
-        Some(missing) => Err(missing.clone()),
-    }
-}
-
 /// The host file the runner binds at `container` for `group` (the table `clawmd mounts` prints).
 fn bound(root: &Path, group: &str, container: &str) -> PathBuf {
     mounts_with(root, group, &[])
@@ -311,26 +284,15 @@ fn bound(root: &Path, group: &str, container: &str) -> PathBuf {
 /// runner lays it out after the swap: its session folder, then `clawmd mounts`' table.
 fn claude_block(root: &Path, group: &str, consumer: Consumer) -> String {
     let scratch = tempfile::tempdir().unwrap();
-    let (home, session, hostname) = (
-        scratch.path().join("home"),
-        scratch.path().join("session"),
-        scratch.path().join("hostname"),
-    );
-    std::fs::create_dir(&home).unwrap();
+    let session = scratch.path().join("session");
     std::fs::create_dir(&session).unwrap();
-    std::fs::write(&hostname, "nanoclaw-v23\n").unwrap();
     let mut binds = vec![Bind {
         host: session,
         container: PathBuf::from("/workspace"),
         readonly: false,
     }];
     binds.extend(mounts_with(root, group, &[]));
-    let sandbox = Sandbox {
-        binds,
-        home,
-        hostname,
-        extra: Vec::new(),
-    };
+    let sandbox = Sandbox::in_scratch(binds, scratch.path(), "nanoclaw-v23");
     memory_block(&sandbox, tools(), consumer, RUN_TIMEOUT)
         .unwrap_or_else(|e| panic!("{group}: {e}"))
 }
@@ -424,7 +386,7 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
                 .iter()
                 .flat_map(|(_, lines)| lines.clone())
                 .collect();
-            if let Err(missing) = in_order(&all, &ours) {
+            if let Err(missing) = in_order(&all, ours.lines()) {
                 failures.push(format!("{g} ({}): nanoclaw's document is not in order in clawmd's at {missing:?}\n{ours}", group.provider));
             }
             // And nothing more than nanoclaw's: clawmd's own lines are its comments (Claude Code
@@ -450,7 +412,7 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
         for (what, text) in &views {
             for (heading, lines) in &sections {
                 sections_checked += 1;
-                if let Err(missing) = in_order(lines, text) {
+                if let Err(missing) = in_order(lines, text.lines()) {
                     failures.push(format!("{g} ({}): {heading} does not reach the agent in {what}: missing {missing:?}", group.provider));
                 }
             }
@@ -510,21 +472,6 @@ fn every_line_nanoclaws_composer_gives_a_group_reaches_its_agent_through_clawmd_
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-/// The anchor folder: nanoclaw v2.3's files (`src/`) and `compose-driver/`, which compiles its
-/// composer with stubs for its database and log and runs it (all outside this repository).
-fn anchor_dir() -> PathBuf {
-    let dir =
-        std::env::var_os(ANCHOR_ENV).map_or_else(|| PathBuf::from(ANCHOR_DEFAULT), PathBuf::from);
-    let driver = dir.join("compose-driver/compose");
-    assert!(
-        driver.is_file(),
-        "{} is missing: set {ANCHOR_ENV} to the folder holding nanoclaw v2.3's files and \
-         compose-driver/ (tests/fixtures/nanoclaw-v2.3/recorded/README.md)",
-        driver.display()
-    );
-    dir
-}
-
 /// Runs nanoclaw's composer from the anchor on `d` (each group with its row and its spec), as
 /// nanoclaw's spawn path does; returns its log, the deployment's root as `$ROOT`.
 fn compose_with_nanoclaw(anchor: &Path, d: &Deployment) -> String {
@@ -545,43 +492,15 @@ fn compose_with_nanoclaw(anchor: &Path, d: &Deployment) -> String {
     );
     std::fs::write(&rows_file, Value::Object(rows).to_string()).unwrap();
     std::fs::write(&specs_file, Value::Object(specs).to_string()).unwrap();
-    let output = Command::new(anchor.join("compose-driver/compose"))
-        .arg(d.root())
-        .arg(&specs_file)
-        .arg(&rows_file)
-        .args(groups().iter().map(|g| g.name))
-        .env("TYPESCRIPT", e2e_cache().join("typescript/node_modules"))
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        output.status.success(),
-        "nanoclaw's composer failed:\n{log}{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    log.replace(&d.root().display().to_string(), ROOT_MARK)
-}
-
-/// Everything under `root`: each file's bytes, each link's target, each folder.
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    walkdir::WalkDir::new(root)
-        .min_depth(1)
-        .into_iter()
-        .map(|entry| {
-            let entry = entry.unwrap();
-            let rel = entry.path().strip_prefix(root).unwrap().to_path_buf();
-            let kind = entry.file_type();
-            let value = if kind.is_symlink() {
-                let target = std::fs::read_link(entry.path()).unwrap();
-                format!("link -> {}", target.display()).into_bytes()
-            } else if kind.is_dir() {
-                b"folder".to_vec()
-            } else {
-                std::fs::read(entry.path()).unwrap()
-            };
-            (rel, value)
-        })
-        .collect()
+    composer_log(
+        "nanoclaw's composer",
+        Command::new(anchor.join("compose-driver/compose"))
+            .arg(d.root())
+            .arg(&specs_file)
+            .arg(&rows_file)
+            .args(groups().iter().map(|g| g.name)),
+        d.root(),
+    )
 }
 
 /// The recordings the test above reads are what nanoclaw's composer writes, run from the
@@ -593,69 +512,39 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 #[ignore = "runs nanoclaw's composer from the anchor folder (CLAWMD_NANOCLAW_V23, default \
             /work/anchors/nanoclaw-v23-spawn), which a clean clone has not"]
 fn the_recordings_are_what_nanoclaws_composer_writes() {
-    let anchor = anchor_dir();
+    let anchor = ANCHOR.holding(
+        "compose-driver/compose",
+        "nanoclaw v2.3's files and compose-driver/",
+        &format!("{RECORDED}/README.md"),
+    );
     let d = content();
-    let before = snapshot(d.root());
+    let before = everything(d.root());
     let log = compose_with_nanoclaw(&anchor, &d);
     assert_logged(&log);
-    let after = snapshot(d.root());
-    let mut written: Vec<PathBuf> = after
+    let after = everything(d.root());
+    let written: Vec<String> = changes(&before, &after).into_keys().collect();
+    let documents: Vec<String> = groups()
         .iter()
-        .filter(|(path, value)| before.get(*path) != Some(*value))
-        .map(|(path, _)| path.clone())
-        .collect();
-    written.extend(
-        before
-            .keys()
-            .filter(|path| !after.contains_key(*path))
-            .cloned(),
-    );
-    let documents: Vec<PathBuf> = groups()
-        .iter()
-        .map(|g| PathBuf::from(format!("groups/{}/{}", g.name, file_of(g))))
+        .map(|g| format!("groups/{}/{}", g.name, file_of(g)))
         .collect();
     assert_eq!(
         written, documents,
         "the composer changed more than each group's document"
     );
 
-    let recorded = recorded();
-    if std::env::var_os(RECORD_ENV).is_some() {
-        for (group, document) in groups().iter().zip(&documents) {
-            let dir = recorded.join(group.name);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join(file_of(group)), &after[document]).unwrap();
-        }
-        std::fs::write(recorded.join("composer.log"), &log).unwrap();
-        eprintln!("recorded nanoclaw's composer into {}", recorded.display());
-    } else {
-        let mut stale = Vec::new();
-        for (group, document) in groups().iter().zip(&documents) {
-            let file = recorded.join(group.name).join(file_of(group));
-            if std::fs::read(&file).ok().as_ref() != Some(&after[document]) {
-                stale.push(file.display().to_string());
-            }
-        }
-        if std::fs::read_to_string(recorded.join("composer.log")).ok() != Some(log.clone()) {
-            stale.push(format!("composer.log (nanoclaw's log now:\n{log})"));
-        }
-        assert!(
-            stale.is_empty(),
-            "nanoclaw's composer no longer writes the recordings (refresh them with \
-             {RECORD_ENV}=1, tests/fixtures/nanoclaw-v2.3/recorded/README.md): {}",
-            stale.join("\n")
+    let mut recordings = recordings();
+    for (group, document) in groups().iter().zip(&documents) {
+        let Some(Entry::File(bytes)) = after.get(document) else {
+            panic!("{document}: not a file: {:?}", after.get(document));
+        };
+        recordings.folder(
+            group.name,
+            &BTreeMap::from([(file_of(group), bytes.clone())]),
         );
-        // Every folder of the recordings is a group's: none is left over.
-        let mut folders: Vec<String> = std::fs::read_dir(&recorded)
-            .unwrap()
-            .map(|entry| entry.unwrap())
-            .filter(|entry| entry.file_type().unwrap().is_dir())
-            .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .collect();
-        folders.sort();
-        let names: Vec<&str> = groups().iter().map(|g| g.name).collect();
-        assert_eq!(folders, names, "{}", recorded.display());
     }
+    recordings.file("composer.log", log.as_bytes());
+    let names: Vec<&str> = groups().iter().map(|g| g.name).collect();
+    recordings.finish(&names);
 
     // `clawmd init` reads the same from the fixture's stand-in as from nanoclaw's own file.
     let real = content();

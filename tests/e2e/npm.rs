@@ -17,12 +17,29 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::support::Deployment;
+use crate::support::sandbox::e2e_cache;
 use crate::typescript::{TsTools, succeeded, ts_tools};
 
 const CLAWMD: &str = env!("CARGO_BIN_EXE_clawmd");
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `scripts/package-npm` packs this test build's binary into `out`; returns what it printed:
+/// the tarballs it made, one a line (the platform package's, then `clawmd`'s).
+pub(crate) fn package_npm(out: &Path) -> String {
+    succeeded(
+        "scripts/package-npm",
+        Command::new(repo().join("scripts/package-npm"))
+            .arg("--binary")
+            .arg(CLAWMD)
+            .arg("--out")
+            .arg(out)
+            .env("CLAWMD_E2E_CACHE", e2e_cache())
+            .output()
+            .unwrap(),
+    )
 }
 
 /// `npm ARGS` in `dir`, offline: its own empty cache under `work`, a registry nobody listens on.
@@ -90,17 +107,7 @@ fn npm_package_installs_offline_and_composes_the_example_deployment() {
     let work = tempfile::tempdir().unwrap();
     let work = work.path();
 
-    let listing = succeeded(
-        "scripts/package-npm",
-        Command::new(repo().join("scripts/package-npm"))
-            .arg("--binary")
-            .arg(CLAWMD)
-            .arg("--out")
-            .arg(work.join("tarballs"))
-            .env("CLAWMD_E2E_CACHE", &tools.cache)
-            .output()
-            .unwrap(),
-    );
+    let listing = package_npm(&work.join("tarballs"));
     let tarballs: Vec<PathBuf> = listing.lines().map(PathBuf::from).collect();
     let platform = format!(
         "{}-{}",
@@ -392,17 +399,7 @@ fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
     let project = work.join("nanoclaw");
     let vendor = project.join("vendor");
     std::fs::create_dir_all(&vendor).unwrap();
-    let listing = succeeded(
-        "scripts/package-npm",
-        Command::new(repo().join("scripts/package-npm"))
-            .arg("--binary")
-            .arg(CLAWMD)
-            .arg("--out")
-            .arg(&vendor)
-            .env("CLAWMD_E2E_CACHE", &tools.cache)
-            .output()
-            .unwrap(),
-    );
+    let listing = package_npm(&vendor);
     let names: Vec<String> = listing
         .lines()
         .map(|t| {

@@ -12,7 +12,10 @@
 //! - [`soak`]: counts and seeds for the heavy tests; [`faults`]: mounts and sentinels;
 //! - [`k8s`]: the route-2 Pod of docs/kubernetes.md;
 //! - [`sandbox`] and [`api`]: the bubblewrap container and the stand-in Anthropic API of the
-//!   end-to-end tests; [`running`]: a sandbox kept running across recomposes.
+//!   end-to-end tests; [`running`]: a sandbox kept running across recomposes;
+//! - [`memory`]: the sections of a memory block Claude Code sends, lines in order;
+//! - [`recording`]: anchor folders (code this repository does not keep) and the recordings of
+//!   what it produced, compared or rewritten; [`nanoclaw`]: what the nanoclaw tests share.
 #![allow(dead_code, unused_imports)]
 
 pub mod api;
@@ -20,6 +23,9 @@ pub mod backends;
 pub mod deployment;
 pub mod faults;
 pub mod k8s;
+pub mod memory;
+pub mod nanoclaw;
+pub mod recording;
 pub mod run;
 pub mod running;
 pub mod sandbox;

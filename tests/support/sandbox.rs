@@ -121,6 +121,21 @@ impl Sandbox {
         }
     }
 
+    /// A sandbox with `binds` whose home (`scratch/home`, empty) and hostname file
+    /// (`scratch/hostname`, holding `hostname`) are made in `scratch`.
+    pub fn in_scratch(binds: Vec<Bind>, scratch: &Path, hostname: &str) -> Self {
+        let home = scratch.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let hostname_file = scratch.join("hostname");
+        std::fs::write(&hostname_file, format!("{hostname}\n")).unwrap();
+        Sandbox {
+            binds,
+            home,
+            hostname: hostname_file,
+            extra: Vec::new(),
+        }
+    }
+
     /// `sh -c SCRIPT` in the sandbox, with the environment of [`Sandbox::command`] and
     /// `$CLAWMD_E2E_CLAUDE` (the real CLI), `$CLAWMD_E2E_NODE` and `$CLAWMD_E2E_PROBE` (node and
     /// the SDK probe, `CLAWMD_E2E_SETTING_SOURCES` nanoclaw's) for the script to run them.

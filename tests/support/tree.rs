@@ -373,6 +373,43 @@ pub fn record_verdict(bytes: Vec<u8>) -> Vec<u8> {
     }
 }
 
+/// Everything under `root` (nothing where there is no `root`), relative to it: each folder,
+/// each file's bytes, each link's target (never followed).
+pub fn everything(root: &Path) -> Tree {
+    if std::fs::symlink_metadata(root).is_err() {
+        return Tree::new();
+    }
+    walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .into_iter()
+        .map(|entry| {
+            let path = entry.unwrap().into_path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let now = entry_at(&path).unwrap_or_else(|| panic!("{} went away", path.display()));
+            (rel, now)
+        })
+        .collect()
+}
+
+/// What changed from `before` to `after`: each path added or changed, with what it holds now,
+/// and each path removed, with `None`.
+pub fn changes<'a>(before: &Tree, after: &'a Tree) -> BTreeMap<String, Option<&'a Entry>> {
+    let mut changed: BTreeMap<String, Option<&Entry>> = after
+        .iter()
+        .filter(|(path, now)| before.get(*path) != Some(*now))
+        .map(|(path, now)| (path.clone(), Some(now)))
+        .collect();
+    for path in before.keys().filter(|path| !after.contains_key(*path)) {
+        changed.insert(path.clone(), None);
+    }
+    changed
+}
+
 /// What is at `path` right now (`None`: nothing).
 pub fn entry_at(path: &Path) -> Option<Entry> {
     let meta = std::fs::symlink_metadata(path).ok()?;
