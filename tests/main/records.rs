@@ -272,18 +272,25 @@ fn assert_edit_is_seen(d: &Deployment, delivery: &str, name: &str, edit: &dyn Fn
     assert_eq!(again, report(d, &compose), "{delivery}: {name}: after");
 }
 
+/// `g` composed, then composed again (its record now keeps a look), and the record planted:
+/// a dry run, the one returned, answers from it.
+fn recorded_and_planted(d: &Deployment) -> [&'static str; 4] {
+    let compose = ["compose", "g", "--json"];
+    d.run(compose).success();
+    d.run(compose).success();
+    plant(d, "g");
+    let dry = ["compose", "g", "--json", "--dry-run"];
+    assert_eq!(spawn_digest(&report(d, &dry)), "sha256:planted");
+    dry
+}
+
 /// A group whose agent has a settings file that changes nothing: its record's look stands
 /// until that file changes (what the file does is part of the record's key).
 #[test]
 fn a_settings_file_of_the_agents_own_is_read_again_by_every_run() {
     let d = Deployment::standard().group("g", Some(CONFIG));
     d.write("groups/g/.claude/settings.json", b"{}");
-    let compose = ["compose", "g", "--json"];
-    d.run(compose).success();
-    d.run(compose).success();
-    plant(&d, "g");
-    let dry = ["compose", "g", "--json", "--dry-run"];
-    assert_eq!(spawn_digest(&report(&d, &dry)), "sha256:planted");
+    let dry = recorded_and_planted(&d);
     d.write(
         "groups/g/.claude/settings.json",
         br#"{"claudeMdExcludes": ["**/CLAUDE.md"]}"#,
@@ -772,11 +779,7 @@ fn a_groups_record_is_made_again_once_its_files_settle() {
 fn a_record_of_another_boot_is_not_believed() {
     let d = Deployment::standard().group("g", Some(CONFIG));
     let compose = ["compose", "g", "--json"];
-    d.run(compose).success();
-    d.run(compose).success();
-    plant(&d, "g");
-    let dry = ["compose", "g", "--json", "--dry-run"];
-    assert_eq!(spawn_digest(&report(&d, &dry)), "sha256:planted");
+    let dry = recorded_and_planted(&d);
     let in_boot = |boot: &str, args: &[&str]| {
         let env = [
             ("CLAWMD_ROOT", d.root().as_os_str()),
