@@ -373,15 +373,47 @@ fn each_backends_document_reaches_the_model() {
     }
 }
 
-/// Every attack takes the document (or part of it) away without the guard, and fails with it.
+/// Every attack on Codex takes the document (or part of it) away without the guard, and fails
+/// with it.
 #[test]
-fn every_attack_fails_against_the_guard() {
+fn every_codex_attack_fails_against_the_guard() {
+    attacks_fail_against_the_guard(Backend::Codex);
+}
+
+/// The same for Gemini CLI.
+#[test]
+fn every_gemini_attack_fails_against_the_guard() {
+    attacks_fail_against_the_guard(Backend::Gemini);
+}
+
+/// The same for opencode.
+#[test]
+fn every_opencode_attack_fails_against_the_guard() {
+    attacks_fail_against_the_guard(Backend::Opencode);
+}
+
+/// Every attack on `backend` takes the document (or part of it) away without the guard, and
+/// fails with it (a test per backend, so that their runs share the machine's cores).
+fn attacks_fail_against_the_guard(backend: Backend) {
     let dep = deployment();
     let mut failures = Vec::new();
-    for (n, case) in attacks().iter().enumerate() {
-        let before = run_case(&dep, Some(case), case.backend, false, n + 1);
+    let cases = attacks();
+    assert!(
+        cases.iter().any(|case| case.backend == backend),
+        "no attack on {backend}"
+    );
+    for (n, case) in cases.iter().enumerate() {
+        if case.backend != backend {
+            continue;
+        }
+        // The bare and the guarded container are apart (their own folders and stand-in
+        // APIs): run side by side.
+        let (before, after) = std::thread::scope(|scope| {
+            let bare = scope.spawn(|| run_case(&dep, Some(case), case.backend, false, n + 1));
+            let guarded = run_case(&dep, Some(case), case.backend, true, n + 1);
+            (bare.join().expect("the bare run"), guarded)
+        });
         let missing_before = reached_all(&before);
-        let after = run_case(&dep, Some(case), case.backend, true, n + 1);
         let missing_after = reached_all(&after);
         eprintln!(
             "{}: without the guard missing {missing_before:?} (agent text: {}); with it missing {missing_after:?} (agent text: {})",

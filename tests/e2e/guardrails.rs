@@ -125,7 +125,18 @@ fn observe(
 /// file, and compose's verdict never names a guardrail as missing (only, where the attack
 /// excludes the agent's own files, its own memory).
 #[test]
-fn the_agent_cannot_drop_its_guardrails_in_the_default_delivery() {
+fn the_agent_cannot_drop_its_guardrails_in_the_default_delivery_cli() {
+    guardrails_hold_under_every_attack(Consumer::Cli);
+}
+
+/// [`the_agent_cannot_drop_its_guardrails_in_the_default_delivery_cli`] for the Agent SDK (a
+/// test of its own, so that the two consumers' runs share the machine's cores).
+#[test]
+fn the_agent_cannot_drop_its_guardrails_in_the_default_delivery_sdk() {
+    guardrails_hold_under_every_attack(Consumer::sdk());
+}
+
+fn guardrails_hold_under_every_attack(consumer: Consumer) {
     let dep = Deployment::example();
     dep.run(["compose", "main"]).success();
     let expected = guardrails(&dep);
@@ -167,7 +178,7 @@ fn the_agent_cannot_drop_its_guardrails_in_the_default_delivery() {
                     "[{attack} in {place}] compose's verdict names a guardrail missing: {group}"
                 ));
             }
-            for consumer in [Consumer::Cli, Consumer::sdk()] {
+            {
                 runs += 1;
                 match observe(&dep, home.path(), consumer) {
                     Err(err) => failures.push(format!("[{attack} in {place}, {consumer}] {err}")),

@@ -180,7 +180,7 @@ impl BackendRun {
     /// Whether `marker` reached the model in the request that answers the prompt: the last
     /// one that is not opencode's title request. (opencode asks for the session's title beside
     /// the prompt, concurrently: under load the title request can arrive last, and judging it
-    /// made `backends::every_attack_fails_against_the_guard` fail now and then.)
+    /// made `backends::every_opencode_attack_fails_against_the_guard` fail now and then.)
     pub fn reached(&self, marker: &str) -> bool {
         let texts: Vec<String> = self.requests.iter().map(Value::to_string).collect();
         texts
