@@ -98,12 +98,12 @@ pub fn compose_with_progress(
 }
 
 /// The shared sources as a run read them, kept by a caller that composes again and again in
-/// one process (`clawmd serve`, `clawmd watch`) for the runs after it: a later run uses them instead of
-/// reading `container/` again only when the sources' record, every part of it replayed, says
-/// they are still what was read (the record's digest and notes are theirs). Nothing is kept
-/// that the record cannot vouch for, so a kept reading is never older than the disk.
-/// A reading is kept with the layout it was made for (the groups' handed configs aside, as in
-/// the record's key): what is prepared from the sources depends on it.
+/// one process (`clawmd serve`, `clawmd watch`) for the runs after it: a later run uses them
+/// instead of reading `container/` again only when the sources' record, every part of it
+/// replayed, says they are still what was read (the record's digest and notes are theirs).
+/// Nothing is used that the record cannot vouch for, so a kept reading is never older than the
+/// disk. A reading is kept with the layout it was made for (the groups' handed configs aside,
+/// as in the record's key): what is prepared from the sources depends on it.
 #[derive(Debug, Default)]
 pub struct SourcesKept(Option<KeptReading>);
 
