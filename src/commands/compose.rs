@@ -662,30 +662,28 @@ impl Run<'_, &Sources> {
             .with_cleaned(first.leftover_names());
         let (report, unrecorded) = self.delivered(first, report);
         let report = with_spawn(self.layout, first, report)?;
-        let recording = !self.options.dry_run && first.is_up_to_date();
-        let locked = |write: &mut dyn FnMut()| match lock {
-            Some(_) => write(),
-            None => state::with_free_lock(self.layout, group, write),
-        };
-        if let Some(unrecorded) = unrecorded
-            && recording
-        {
-            let mut unrecorded = Some(with_look(unrecorded, first.reads.reads(), &report));
-            locked(&mut || {
-                if let Some(unrecorded) = unrecorded.take() {
-                    self.verdicts.record(self.layout, unrecorded)
-                }
-            });
+        if self.options.dry_run || !first.is_up_to_date() {
+            return Ok(report);
         }
+        let look = unrecorded.map(|unrecorded| with_look(unrecorded, first.reads.reads(), &report));
         // Fragments found as planned but not recorded (written before clawmd kept the
         // record): recorded now, so that a later change replaces them unkept.
-        if recording
-            && first.fragments.is_some()
-            && written::is_stale(first.written.as_ref(), &first.plan)
-        {
-            locked(&mut || {
-                written::record(self.layout, group, &first.plan, first.written.as_ref())
-            });
+        let fragments_unrecorded =
+            first.fragments.is_some() && written::is_stale(first.written.as_ref(), &first.plan);
+        if look.is_none() && !fragments_unrecorded {
+            return Ok(report);
+        }
+        let record = || {
+            if let Some(look) = look {
+                self.verdicts.record(self.layout, look);
+            }
+            if fragments_unrecorded {
+                written::record(self.layout, group, &first.plan, first.written.as_ref());
+            }
+        };
+        match lock {
+            Some(_) => record(),
+            None => state::with_free_lock(self.layout, group, record),
         }
         Ok(report)
     }
