@@ -116,15 +116,22 @@ struct KeptReading {
 }
 
 impl SourcesKept {
-    /// The kept reading, when it was made for `layout` and `proof` vouches for it whole.
-    fn vouched(&self, layout: &Layout, proof: &Proof) -> Option<(&Sources, &[SourceNote])> {
+    /// The kept reading, when it was made for `layout` and is the one `proof` records: what
+    /// `proof` replays (all of it, [`SourcesKept::vouched`], or the items a plan uses) then
+    /// says whether the files still hold it.
+    fn recorded_by(&self, layout: &Layout, proof: &Proof) -> Option<(&Sources, &[SourceNote])> {
         let kept = self.0.as_ref()?;
         let recorded = proof.recorded();
         let same = shared_layout(layout) == kept.layout
             && recorded.notes == kept.notes
             && recorded.digest == kept.digest;
-        (same && proof.holds_for(None) && !proof.stale())
-            .then_some((&kept.sources, kept.notes.as_slice()))
+        same.then_some((&kept.sources, kept.notes.as_slice()))
+    }
+
+    /// The kept reading, when it was made for `layout` and `proof` vouches for it whole.
+    fn vouched(&self, layout: &Layout, proof: &Proof) -> Option<(&Sources, &[SourceNote])> {
+        self.recorded_by(layout, proof)
+            .filter(|_| proof.holds_for(None) && !proof.stale())
     }
 
     fn keep(&mut self, layout: &Layout, sources: Sources, notes: Vec<SourceNote>) {
@@ -167,6 +174,18 @@ pub fn compose_keeping(
             let warnings = source_warnings(&proof.recorded().notes);
             return Ok(run.report(&groups, outcomes, warnings));
         }
+    }
+    if let Some(proof) = &proof
+        && let [index] = *outcomes.not_done()
+        && !options.dry_run
+        && let Some((sources, notes)) = kept.recorded_by(layout, proof)
+        && let Some(outcome) = run
+            .with_sources(sources)
+            .compose_alone_kept(&groups[index], proof)
+    {
+        outcomes.set(index, outcome);
+        progress.done(&groups[index]);
+        return Ok(run.report(&groups, outcomes, source_warnings(notes)));
     }
     if let Some((sources, notes)) = proof.as_ref().and_then(|proof| kept.vouched(layout, proof)) {
         run.with_sources(sources)
@@ -529,6 +548,10 @@ impl Run<'_, &Proof> {
     }
 }
 
+/// A group's report with its verdict, and the group's record to write when its record does
+/// not hold that verdict yet ([`Run::delivered`]).
+type Judged = (GroupReport, Option<Unrecorded<Found>>);
+
 /// What a first look at a group, without its lock, comes to ([`Run::first_look`]).
 enum FirstLook {
     /// Nothing more to do: the group is right (or this is a dry run): its report.
@@ -572,6 +595,40 @@ impl Run<'_, &Sources> {
             Ok(lock) => self.compose_under(group, &group_path, lock),
             Err(_) => self.compose_one(group),
         }
+    }
+
+    /// One group alone (a spawn) on the shared sources a caller kept ([`SourcesKept`]),
+    /// which `proof`, their record, names: composed as [`Run::compose_alone`] does, once
+    /// `proof` vouches for the items its plan uses (replaying their reads, not every item's),
+    /// and before anything is written. `None`, with nothing written, when it does not (an
+    /// item the plan uses changed since it was kept), when the group's plan could not be made
+    /// (the error is reported by a run that reads the sources), or when another run holds the
+    /// group's lock, or left temps to remove: the caller reads the sources and composes again.
+    /// The group's record was asked by the caller ([`Run::answer_from_records`]).
+    fn compose_alone_kept(
+        &self,
+        group: &str,
+        proof: &Proof,
+    ) -> Option<Result<GroupReport, GroupError>> {
+        let group_path = checked_group_dir(self.layout, group).ok()?;
+        let lock = fsops::lock(&self.layout.lock_file(group), LockWait::IF_FREE).ok()?;
+        // Temps an interrupted run left are removed, and reported, by the run that reads the
+        // sources: nothing is changed before the items are vouched for.
+        if state::may_have_leftovers(self.layout, group) {
+            return None;
+        }
+        let (journal, cleaned, seen) = self.observe_locked(group, &group_path, false).ok()?;
+        if !proof.holds_for(seen.plan.uses.as_deref()) || proof.stale() {
+            tracing::debug!(
+                group,
+                "the kept shared sources do not hold for the group's plan"
+            );
+            // Nothing was made under the journal yet: settling it only empties it.
+            journal.settle().ok()?;
+            return None;
+        }
+        tracing::debug!(group, "composed from the kept shared sources");
+        Some(self.finish_under(group, (journal, cleaned, seen), lock))
     }
 
     /// A first look, in parallel and without their locks, at the groups without an outcome
@@ -746,18 +803,28 @@ impl Run<'_, &Sources> {
         group_path: &Path,
         lock: fsops::GroupLock,
     ) -> Result<GroupReport, GroupError> {
-        let (journal, cleaned, seen) = self.observe_locked(group, group_path, false)?;
+        let observed = self.observe_locked(group, group_path, false)?;
+        self.finish_under(group, observed, lock)
+    }
+
+    /// [`Run::compose_under`] once the group is observed under its `lock`: the group reported
+    /// as found, or its steps applied and its verdict recorded.
+    fn finish_under(
+        &self,
+        group: &str,
+        (journal, cleaned, seen): (std::sync::Arc<TempJournal>, Vec<String>, Observation),
+        lock: fsops::GroupLock,
+    ) -> Result<GroupReport, GroupError> {
         if cleaned.is_empty() && seen.is_up_to_date() {
             let report = self.report_looked(group, &seen, Some(&lock));
             journal.settle()?;
             return report;
         }
-        let applied = apply(seen.dirs(), &seen.steps, state::durability());
-        let report = applied.map_err(GroupError::from).and_then(|()| {
-            let report =
-                GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
-            self.delivered_recorded(&seen, report)
-        });
+        let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
+        let (applied, delivered) = self.apply_and_judge(&seen, report);
+        let report = applied
+            .map_err(GroupError::from)
+            .and_then(|()| self.delivered_recorded(&seen, delivered));
         let settled = journal.settle();
         let report = report?;
         settled?;
@@ -795,17 +862,43 @@ impl Run<'_, &Sources> {
         Ok((journal, cleaned, seen))
     }
 
-    /// [`Run::delivered`] and [`with_spawn`] under the group's lock, once its steps are
-    /// applied: the group's record is written at once, with the verdict and no look. The
+    /// `seen`'s steps applied and what reaches the agent worked out ([`Run::delivered`]) side
+    /// by side, when the steps change only documents: the verdict is judged on the plan's
+    /// snapshot and the agent's settings files, which no such step writes, so it is the same
+    /// before, during and after the apply. Else (a settings file of the guard or the managed
+    /// policy written) one after the other, the apply first.
+    fn apply_and_judge(
+        &self,
+        seen: &Observation,
+        report: GroupReport,
+    ) -> (Result<(), FsError>, Judged) {
+        let apply = || apply(seen.dirs(), &seen.steps, state::durability());
+        if !seen.steps.iter().all(changes_no_settings) {
+            let applied = apply();
+            return (applied, self.delivered(seen, report));
+        }
+        let agent = self.agent_settings(seen, &report.group);
+        let plan = &seen.plan;
+        std::thread::scope(|scope| {
+            let judged = scope.spawn(move || self.judged(plan, agent, report));
+            let applied = apply();
+            let delivered = judged
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (applied, delivered)
+        })
+    }
+
+    /// [`with_spawn`] under the group's lock, with its verdict (`delivered`), once its steps
+    /// are applied: the group's record is written at once, with the verdict and no look. The
     /// files this run wrote cannot be kept by their identity yet ([`crate::disk::reads::SETTLED`]),
     /// so a look made now would be made again by the next run that finds them settled: that
     /// run, which observes the group anyway, records the look ([`Run::first_look`]).
     fn delivered_recorded(
         &self,
         seen: &Observation,
-        report: GroupReport,
+        (report, unrecorded): Judged,
     ) -> Result<GroupReport, GroupError> {
-        let (report, unrecorded) = self.delivered(seen, report);
         let report = with_spawn(self.layout, seen, report)?;
         if let Some(unrecorded) = unrecorded {
             self.verdicts.record(self.layout, unrecorded);
@@ -822,13 +915,26 @@ impl Run<'_, &Sources> {
     /// Adds to `report` what reaches the agent of the group composed as `seen.plan`: the
     /// verdict kept for its inputs ([`Verdicts`]), else worked out, with the record to write
     /// when its group's record does not hold it yet.
-    fn delivered(
+    fn delivered(&self, seen: &Observation, report: GroupReport) -> Judged {
+        let agent = self.agent_settings(seen, &report.group);
+        self.judged(&seen.plan, agent, report)
+    }
+
+    /// What the agent's own settings files do, read from the group's view ([`agent_settings`]).
+    fn agent_settings(&self, seen: &Observation, group: &str) -> Result<AgentSettings, GroupError> {
+        agent_settings(self.layout, &seen.dir, group, &self.options.settings)
+    }
+
+    /// [`Run::delivered`] once the agent's settings files are read (`agent`, or why they
+    /// could not be): reads nothing.
+    fn judged(
         &self,
-        seen: &Observation,
+        plan: &GroupPlan,
+        agent: Result<AgentSettings, GroupError>,
         mut report: GroupReport,
-    ) -> (GroupReport, Option<Unrecorded<Found>>) {
-        let (layout, plan, settings) = (self.layout, &seen.plan, &self.options.settings);
-        let agent = match agent_settings(layout, &seen.dir, &report.group, settings) {
+    ) -> Judged {
+        let (layout, settings) = (self.layout, &self.options.settings);
+        let agent = match agent {
             Ok(agent) => agent,
             Err(err) => {
                 let unreadable =
@@ -841,6 +947,22 @@ impl Run<'_, &Sources> {
             (self.verdicts).delivered(layout, &report.group, plan, self.sources, settings, &agent);
         report.set_delivered(delivered);
         (report, unrecorded)
+    }
+}
+
+/// Whether `step` leaves every settings file the agent's view reads as it was: it changes
+/// nothing, or it writes, removes or keeps aside a markdown document outside the guard.
+fn changes_no_settings(step: &Step) -> bool {
+    let document = |path: &crate::plan::ManagedPath| {
+        !matches!(path.place, crate::plan::Place::Guard(_)) && path.name.ends_with(".md")
+    };
+    match step {
+        Step::Write { path, .. } | Step::Remove { path, .. } => document(path),
+        Step::Rescue { from, .. } => document(from),
+        Step::Keep { .. }
+        | Step::Shadowed { .. }
+        | Step::LeftAlone { .. }
+        | Step::Foreign { .. } => true,
     }
 }
 
@@ -1007,7 +1129,7 @@ impl Run<'_, &Sources> {
             let w = work?;
             let report =
                 GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-            let report = self.delivered_recorded(&w.seen, report);
+            let report = self.delivered_recorded(&w.seen, self.delivered(&w.seen, report));
             let settled = w.journal.settle();
             let report = report?;
             settled?;

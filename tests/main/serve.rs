@@ -310,6 +310,49 @@ fn handed_configs_share_the_sources_record() {
 /// the texts its document must hold and those it must not.
 type Edit<'a> = (&'a str, &'a dyn Fn(), Value, &'a [&'a str], &'a [&'a str]);
 
+/// A spawn composed from the kept shared sources is vouched for by the items its plan uses:
+/// an edit of a skill one group does not use leaves that group's next spawn right (composed
+/// as a fresh `clawmd compose` composes it), and reaches the next spawn of the group that uses
+/// the skill.
+#[test]
+fn an_edit_of_an_item_a_group_does_not_use_reaches_the_group_that_uses_it() {
+    let d = deployment()
+        .file("clawmd.json", r#"{"groupConfig": "handed"}"#)
+        .file("container/skills/other/SKILL.md", "other skill\n")
+        .file("container/skills/other/instructions.md", "OTHER\n");
+    let mut service = Service::start(&d);
+    let mut spawn = |id: u32, group: &str, skills: Value| {
+        let config = json!({"mcpServers": {"db": {"instructions": format!("RULES {id}")}},
+                            "skills": skills});
+        let answer = service.ask(json!({"id": id, "group": group, "config": config}));
+        assert_eq!(answer["ok"], true, "{answer}");
+        assert_eq!(
+            answer["compose"]["groups"][0]["status"], "changed",
+            "{answer}"
+        );
+        d.managed_md(group)
+    };
+    let fresh = |group: &str| {
+        d.run(["compose", group, "--json", "--dry-run"])
+            .success()
+            .json()
+    };
+    assert!(spawn(1, "ops", json!(["other"])).contains("OTHER\n"));
+    assert!(spawn(2, "main", json!(["web"])).contains("RULES 2"));
+    d.write(
+        "container/skills/other/instructions.md",
+        "OTHER TWO\n".as_bytes(),
+    );
+    let main = spawn(3, "main", json!(["web"]));
+    assert!(main.contains("RULES 3") && main.contains("WEB\n"), "{main}");
+    assert!(!main.contains("OTHER"), "{main}");
+    assert_eq!(fresh("main")["groups"][0]["status"], "unchanged");
+    let ops = spawn(4, "ops", json!(["other"]));
+    assert!(ops.contains("OTHER TWO\n"), "{ops}");
+    assert_eq!(fresh("ops")["groups"][0]["status"], "unchanged");
+    service.finish();
+}
+
 /// The service keeps the shared sources it read for the requests after it, but a kept reading
 /// is used only while the sources' record vouches for it: every edit of the container side
 /// between two spawns (a skill's text, a skill added, the shared base, one of the same length,
