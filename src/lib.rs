@@ -13,7 +13,9 @@
 //! * [`runtime`]: the agent's container seen from the host: its mount table ([`mounts`]), the
 //!   container's view of the host ([`runtime::mounted`]) and the loader run in it ([`view`]);
 //! * the commands: [`compose`], [`migrate`], [`check`], [`diff`], [`init`], [`watch`],
-//!   [`schema`]; each returns a [`report`] and never prints.
+//!   [`schema`]; each returns a [`report`] and never prints;
+//! * [`service`]: a runner's spawns answered by one long-lived service (`clawmd serve`, the
+//!   Node addon), a request and its answer a JSON document each.
 //!
 //! The memory loader, which reproduces how the real Claude Code loads memory release by
 //! release, is its own crate ([`loader`]).
@@ -33,6 +35,7 @@ pub mod progress;
 pub mod report;
 pub mod runtime;
 pub mod safe_name;
+pub mod service;
 mod suggest;
 
 // The API: the commands, and what a caller needs to run them and read their reports.

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use clawmd::report::WarningReport;
-use clawmd::settings::{Overrides, Resolved, read_settings};
+use clawmd::settings::{Overrides, Resolved};
 
 use crate::args::{ConfigArgs, DeliveryArgs, GlobalArgs};
 use crate::printer::Printer;
@@ -35,20 +35,7 @@ impl GlobalArgs {
         delivery: &DeliveryArgs,
         lock_timeout: Option<u64>,
     ) -> Result<(Resolved, Vec<WarningReport>), clawmd::config::ConfigError> {
-        let (settings, warnings) = read_settings(&self.root)?;
-        let warnings: Vec<WarningReport> = warnings
-            .iter()
-            .map(|warning| WarningReport {
-                code: warning.code,
-                message: warning.to_string(),
-            })
-            .collect();
-        Ok((
-            settings
-                .resolve(&self.root, &self.overrides(delivery, lock_timeout))
-                .with_deployment_pins(),
-            warnings,
-        ))
+        clawmd::service::resolve_quietly(&self.root, &self.overrides(delivery, lock_timeout))
     }
 
     /// What these flags (and `CLAWMD_*`) say, over whatever `clawmd.json` says.

@@ -1,0 +1,216 @@
+//! A runner's spawns answered by one long-lived service: one JSON request
+//! ([`ServeRequest`], `clawmd schema serve-request`), one answer ([`ServeAnswer`], `clawmd
+//! schema serve-answer`). What `clawmd serve` answers for each line it reads, and what the Node
+//! addon (`crates/clawmd-node`) answers for each call, both through [`Service::answer_line`].
+//!
+//! Each request is `clawmd compose GROUP --json` and, when the group composed, `clawmd mounts
+//! GROUP --json`: the same library calls, the same locks and atomic writes, the settings
+//! resolved again (`clawmd.json` re-read) at every request. The deployment root and the
+//! overrides of the command line (the folders, the default delivery, …) are fixed when the
+//! service is made; a request's own `delivery`, `provider`, `approve_external` and
+//! `lock_timeout_secs` win over them. Between requests the service keeps the shared sources
+//! as the last request read them ([`SourcesKept`]), used again while their record vouches for
+//! them. A request that is not one is answered `bad-request`; a bug met while answering (a
+//! panic) is answered `internal-error`, and what was kept is dropped then.
+//!
+//! A service answers one request at a time (`&mut self`): a caller answering from several
+//! threads holds it under a lock, which serializes the answers as `clawmd serve` does.
+
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+
+use crate::compose::{ComposeOptions, SourcesKept, compose_keeping};
+use crate::config::{ConfigError, HandedConfig};
+use crate::deployment::{Selection, hand_config};
+use crate::report::{Code, ServeAnswer, ServeRequest, WarningReport};
+use crate::settings::{Overrides, Resolved, read_settings};
+
+/// A deployment's spawn service: its root, the base overrides and the sources kept between
+/// requests.
+#[derive(Debug)]
+pub struct Service {
+    root: PathBuf,
+    overrides: Overrides,
+    kept: SourcesKept,
+}
+
+impl Service {
+    /// The service of the deployment at `root` (made absolute now: a later change of the
+    /// working directory cannot move the deployment under a running service), with
+    /// `overrides` (what the command line says over `clawmd.json`) under every request.
+    pub fn new(root: &Path, overrides: Overrides) -> std::io::Result<Service> {
+        Ok(Service {
+            root: std::path::absolute(root)?,
+            overrides,
+            kept: SourcesKept::default(),
+        })
+    }
+
+    /// The deployment root, absolute.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The answer to one request (`line`: its JSON text, without the line break or with it).
+    /// Never panics: a bug met while answering is answered `internal-error`.
+    pub fn answer_line(&mut self, line: &[u8]) -> ServeAnswer {
+        let Service {
+            root,
+            overrides,
+            kept,
+        } = self;
+        let answered =
+            std::panic::catch_unwind(AssertUnwindSafe(|| answer(root, overrides, line, kept)));
+        answered.unwrap_or_else(|_| {
+            *kept = SourcesKept::default();
+            ServeAnswer::failed(
+                request_id(line),
+                None,
+                Code::InternalError,
+                "clawmd met a bug (a panic) answering this request; please report it".to_owned(),
+            )
+        })
+    }
+}
+
+/// The deployment's settings: `overrides` over `<root>/clawmd.json` over the defaults, with
+/// the deployment's pins; the warnings about the settings file as the report gives them.
+pub fn resolve_quietly(
+    root: &Path,
+    overrides: &Overrides,
+) -> Result<(Resolved, Vec<WarningReport>), ConfigError> {
+    let (settings, warnings) = read_settings(root)?;
+    let warnings: Vec<WarningReport> = warnings
+        .iter()
+        .map(|warning| WarningReport {
+            code: warning.code,
+            message: warning.to_string(),
+        })
+        .collect();
+    Ok((
+        settings.resolve(root, overrides).with_deployment_pins(),
+        warnings,
+    ))
+}
+
+/// The `id` of a request line that is JSON but not a valid request, to answer it by.
+fn request_id(line: &[u8]) -> serde_json::Value {
+    serde_json::from_slice::<serde_json::Value>(line)
+        .ok()
+        .and_then(|value| value.get("id").cloned())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The request on `line`, or why it is not one (naming the field at fault).
+fn parse_request(line: &[u8]) -> Result<ServeRequest, String> {
+    let mut reader = serde_json::Deserializer::from_slice(line);
+    let request: ServeRequest = serde_path_to_error::deserialize(&mut reader).map_err(|err| {
+        match err.path().to_string() {
+            path if path == "." => err.inner().to_string(),
+            path => format!("{path}: {}", err.inner()),
+        }
+    })?;
+    reader.end().map_err(|err| err.to_string())?;
+    Ok(request)
+}
+
+/// The answer to one request line.
+fn answer(root: &Path, base: &Overrides, line: &[u8], kept: &mut SourcesKept) -> ServeAnswer {
+    let request = match parse_request(line) {
+        Ok(request) => request,
+        Err(why) => {
+            return ServeAnswer::failed(
+                request_id(line),
+                None,
+                Code::BadRequest,
+                format!(
+                    "not a clawmd serve request ({why}): one JSON object per line, \
+                     {{\"id\": …, \"group\": \"NAME\"}} and the optional fields of \
+                     `clawmd schema serve-request`"
+                ),
+            );
+        }
+    };
+    let id = request.id.clone();
+    let failed = |code: Code, message: String| ServeAnswer::failed(id.clone(), None, code, message);
+    let overrides = Overrides {
+        delivery: request.delivery.or(base.delivery),
+        provider: request.provider.or(base.provider),
+        approve_external: request.approve_external || base.approve_external,
+        lock_timeout: request.lock_timeout_secs.or(base.lock_timeout),
+        ..base.clone()
+    };
+    let (mut resolved, warnings) = match resolve_quietly(root, &overrides) {
+        Ok(resolved) => resolved,
+        Err(err) => return failed(Code::RunFailed, crate::error::chain_text(&err)),
+    };
+    if let Some(config) = &request.config {
+        let bytes = match serde_json::to_vec(config) {
+            Ok(bytes) => bytes,
+            Err(err) => return failed(Code::BadRequest, format!("config: {err}")),
+        };
+        let config = match HandedConfig::new(bytes) {
+            Ok(config) => config,
+            Err(err) => return failed(Code::BadRequest, format!("config: {err}")),
+        };
+        if let Err(err) = hand_config(&mut resolved.layout, &request.group, config, true) {
+            return failed(Code::from(&err), crate::error::chain_text(&err));
+        }
+    }
+    let options = ComposeOptions {
+        settings: resolved.delivery,
+        dry_run: false,
+        lock_timeout: resolved.lock_timeout,
+    };
+    let selection = Selection::Named(vec![request.group.clone()]);
+    let mut report = match compose_keeping(&resolved.layout, &selection, &options, &(), kept) {
+        Ok(report) => report,
+        Err(err) => return failed(Code::RunFailed, crate::error::chain_text(&err)),
+    };
+    report.warnings.extend(warnings);
+    let composed = report.groups.iter().any(|group| group.error.is_none());
+    if !composed {
+        return ServeAnswer::new(id, report, None);
+    }
+    match crate::mounts::mounts(
+        &resolved.layout,
+        &request.group,
+        &resolved.delivery,
+        &resolved.guards,
+    ) {
+        Ok(binds) => ServeAnswer::new(id, report, Some(binds)),
+        Err(err) => ServeAnswer::failed(
+            id,
+            Some(report),
+            Code::from(&err),
+            crate::error::chain_text(&err),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_that_is_no_request_is_answered_bad_request_by_its_id() {
+        let root = tempfile::tempdir().unwrap();
+        let mut service = Service::new(root.path(), Overrides::default()).unwrap();
+        let answer = service.answer_line(br#"{"id": 7, "group": 3}"#);
+        let answer = serde_json::to_value(&answer).unwrap();
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["error"]["code"], "bad-request", "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("group: invalid type"), "{message}");
+        let answer = serde_json::to_value(service.answer_line(b"not json")).unwrap();
+        assert_eq!(answer["id"], serde_json::Value::Null, "{answer}");
+        assert_eq!(answer["error"]["code"], "bad-request", "{answer}");
+    }
+
+    #[test]
+    fn the_root_is_made_absolute() {
+        let service = Service::new(Path::new("some/where"), Overrides::default()).unwrap();
+        assert!(service.root().is_absolute());
+        assert!(service.root().ends_with("some/where"));
+    }
+}
