@@ -548,10 +548,6 @@ impl Run<'_, &Proof> {
     }
 }
 
-/// A group's report with its verdict, and the group's record to write when its record does
-/// not hold that verdict yet ([`Run::delivered`]).
-type Judged = (GroupReport, Option<Unrecorded<Found>>);
-
 /// What a first look at a group, without its lock, comes to ([`Run::first_look`]).
 enum FirstLook {
     /// Nothing more to do: the group is right (or this is a dry run): its report.
@@ -820,11 +816,12 @@ impl Run<'_, &Sources> {
             journal.settle()?;
             return report;
         }
-        let report = GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
-        let (applied, delivered) = self.apply_and_judge(&seen, report);
-        let report = applied
-            .map_err(GroupError::from)
-            .and_then(|()| self.delivered_recorded(&seen, delivered));
+        let applied = apply(seen.dirs(), &seen.steps, state::durability());
+        let report = applied.map_err(GroupError::from).and_then(|()| {
+            let report =
+                GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
+            self.delivered_recorded(&seen, report)
+        });
         let settled = journal.settle();
         let report = report?;
         settled?;
@@ -862,43 +859,17 @@ impl Run<'_, &Sources> {
         Ok((journal, cleaned, seen))
     }
 
-    /// `seen`'s steps applied and what reaches the agent worked out ([`Run::delivered`]) side
-    /// by side, when the steps change only documents: the verdict is judged on the plan's
-    /// snapshot and the agent's settings files, which no such step writes, so it is the same
-    /// before, during and after the apply. Else (a settings file of the guard or the managed
-    /// policy written) one after the other, the apply first.
-    fn apply_and_judge(
-        &self,
-        seen: &Observation,
-        report: GroupReport,
-    ) -> (Result<(), FsError>, Judged) {
-        let apply = || apply(seen.dirs(), &seen.steps, state::durability());
-        if !seen.steps.iter().all(changes_no_settings) {
-            let applied = apply();
-            return (applied, self.delivered(seen, report));
-        }
-        let agent = self.agent_settings(seen, &report.group);
-        let plan = &seen.plan;
-        std::thread::scope(|scope| {
-            let judged = scope.spawn(move || self.judged(plan, agent, report));
-            let applied = apply();
-            let delivered = judged
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (applied, delivered)
-        })
-    }
-
-    /// [`with_spawn`] under the group's lock, with its verdict (`delivered`), once its steps
-    /// are applied: the group's record is written at once, with the verdict and no look. The
+    /// [`Run::delivered`] and [`with_spawn`] under the group's lock, once its steps are
+    /// applied: the group's record is written at once, with the verdict and no look. The
     /// files this run wrote cannot be kept by their identity yet ([`crate::disk::reads::SETTLED`]),
     /// so a look made now would be made again by the next run that finds them settled: that
     /// run, which observes the group anyway, records the look ([`Run::first_look`]).
     fn delivered_recorded(
         &self,
         seen: &Observation,
-        (report, unrecorded): Judged,
+        report: GroupReport,
     ) -> Result<GroupReport, GroupError> {
+        let (report, unrecorded) = self.delivered(seen, report);
         let report = with_spawn(self.layout, seen, report)?;
         if let Some(unrecorded) = unrecorded {
             self.verdicts.record(self.layout, unrecorded);
@@ -915,26 +886,13 @@ impl Run<'_, &Sources> {
     /// Adds to `report` what reaches the agent of the group composed as `seen.plan`: the
     /// verdict kept for its inputs ([`Verdicts`]), else worked out, with the record to write
     /// when its group's record does not hold it yet.
-    fn delivered(&self, seen: &Observation, report: GroupReport) -> Judged {
-        let agent = self.agent_settings(seen, &report.group);
-        self.judged(&seen.plan, agent, report)
-    }
-
-    /// What the agent's own settings files do, read from the group's view ([`agent_settings`]).
-    fn agent_settings(&self, seen: &Observation, group: &str) -> Result<AgentSettings, GroupError> {
-        agent_settings(self.layout, &seen.dir, group, &self.options.settings)
-    }
-
-    /// [`Run::delivered`] once the agent's settings files are read (`agent`, or why they
-    /// could not be): reads nothing.
-    fn judged(
+    fn delivered(
         &self,
-        plan: &GroupPlan,
-        agent: Result<AgentSettings, GroupError>,
+        seen: &Observation,
         mut report: GroupReport,
-    ) -> Judged {
-        let (layout, settings) = (self.layout, &self.options.settings);
-        let agent = match agent {
+    ) -> (GroupReport, Option<Unrecorded<Found>>) {
+        let (layout, plan, settings) = (self.layout, &seen.plan, &self.options.settings);
+        let agent = match agent_settings(layout, &seen.dir, &report.group, settings) {
             Ok(agent) => agent,
             Err(err) => {
                 let unreadable =
@@ -947,22 +905,6 @@ impl Run<'_, &Sources> {
             (self.verdicts).delivered(layout, &report.group, plan, self.sources, settings, &agent);
         report.set_delivered(delivered);
         (report, unrecorded)
-    }
-}
-
-/// Whether `step` leaves every settings file the agent's view reads as it was: it changes
-/// nothing, or it writes, removes or keeps aside a markdown document outside the guard.
-fn changes_no_settings(step: &Step) -> bool {
-    let document = |path: &crate::plan::ManagedPath| {
-        !matches!(path.place, crate::plan::Place::Guard(_)) && path.name.ends_with(".md")
-    };
-    match step {
-        Step::Write { path, .. } | Step::Remove { path, .. } => document(path),
-        Step::Rescue { from, .. } => document(from),
-        Step::Keep { .. }
-        | Step::Shadowed { .. }
-        | Step::LeftAlone { .. }
-        | Step::Foreign { .. } => true,
     }
 }
 
@@ -1129,7 +1071,7 @@ impl Run<'_, &Sources> {
             let w = work?;
             let report =
                 GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
-            let report = self.delivered_recorded(&w.seen, self.delivered(&w.seen, report));
+            let report = self.delivered_recorded(&w.seen, report);
             let settled = w.journal.settle();
             let report = report?;
             settled?;
