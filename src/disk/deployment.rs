@@ -448,9 +448,21 @@ pub struct Observation {
 }
 
 impl Observation {
-    /// Whether the group is exactly as planned (every step is a [`Step::Keep`]).
+    /// Whether the group is exactly as planned (every step is a [`Step::Keep`]), with every
+    /// folder of the group that its container binds there.
     pub fn is_up_to_date(&self) -> bool {
-        self.leftovers.is_empty() && !self.journal_pending && self.all_kept()
+        self.leftovers.is_empty()
+            && !self.journal_pending
+            && self.all_kept()
+            && !self.lacks_fragments_folder()
+    }
+
+    /// Whether the container of a copy or link delivery binds `.claude-fragments` (`clawmd
+    /// mounts` lists it) and the group has none: a plan without fragments writes nothing
+    /// there, and a runtime binding a missing folder fails to start the container (or makes
+    /// it, as root).
+    pub fn lacks_fragments_folder(&self) -> bool {
+        self.fragments.is_none() && self.plan.target.binds_fragments()
     }
 
     /// Whether every step keeps what is there ([`Step::Keep`], [`Step::Shadowed`],
@@ -476,6 +488,7 @@ impl Observation {
             managed: self.managed.as_ref(),
             rescues: self.rescues.as_ref(),
             guard: &self.guard,
+            fragments_bound: self.plan.target.binds_fragments(),
         }
     }
 
@@ -570,6 +583,7 @@ pub fn observe_opened(
         managed: managed.as_ref(),
         rescues: None,
         guard: &guard,
+        fragments_bound: plan.target.binds_fragments(),
     };
     // What clawmd wrote in `.claude-fragments`, when there is one: it removes or replaces only
     // that. (A record an interrupted run left after removing the folder names only what clawmd
@@ -595,7 +609,8 @@ pub fn observe_opened(
     }
     if let Some(journal) = writer {
         let wants = |place: Place| plan.entries.iter().any(|d| d.path.place == place);
-        if fragments.is_none() && wants(Place::Fragments) {
+        // Made empty where the container binds it and no fragment is planned.
+        if fragments.is_none() && (wants(Place::Fragments) || plan.target.binds_fragments()) {
             fragments = dir.open_child(names::FRAGMENTS, true)?;
         }
         if let Some(fragments) = &mut fragments {

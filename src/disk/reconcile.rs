@@ -612,6 +612,8 @@ pub struct Dirs<'a> {
     /// The group's guard folders that exist (or were created), each with its path relative to
     /// the bind folder (one of [`crate::plan::delivery::guard::GUARD_DIRS`]).
     pub guard: &'a [(&'static str, SafeDir)],
+    /// The container binds `.claude-fragments` (copy and link delivery): kept, empty or not.
+    pub fragments_bound: bool,
 }
 
 impl<'a> Dirs<'a> {
@@ -624,6 +626,7 @@ impl<'a> Dirs<'a> {
             managed: None,
             rescues: None,
             guard: &[],
+            fragments_bound: false,
         }
     }
 
@@ -878,9 +881,9 @@ enum Phase {
 
 /// An entry point: in the group folder (the mount point) or in the bind folder (the composed
 /// file bound over it).
-/// Removes `.claude-fragments`, the managed folder and the guard folders once nothing the steps keep or write is
-/// in them and they are empty (after a change of delivery or backend): a folder holding
-/// anything else, or in use, is left as it is. Guard folders go deepest first, so that an
+/// Removes `.claude-fragments` (unless the container binds it), the managed folder and the
+/// guard folders once nothing the steps keep or write is in them and they are empty (after a
+/// change of delivery or backend): a folder holding anything else, or in use, is left as it is. Guard folders go deepest first, so that an
 /// emptied parent goes too.
 fn remove_unused_folders(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> {
     let used = |place: Place| {
@@ -897,6 +900,7 @@ fn remove_unused_folders(dirs: Dirs<'_>, steps: &[Step]) -> Result<(), FsError> 
         })
     };
     if dirs.fragments.is_some()
+        && !dirs.fragments_bound
         && !used(Place::Fragments)
         && dirs.group.remove_empty_dir(names::FRAGMENTS)?
     {

@@ -241,6 +241,12 @@ impl Target {
             config,
         }
     }
+
+    /// Whether the container binds the group's `.claude-fragments` (copy and link delivery
+    /// of Claude Code), which must then exist, empty or not.
+    pub fn binds_fragments(&self) -> bool {
+        self.mount_needs(false).fragments
+    }
 }
 
 /// The default `$HOME` of the agent inside the container.

@@ -97,12 +97,22 @@ pub fn mounts(
     }
     let binds = table
         .into_iter()
+        .filter(|bind| !is_missing_shared_content(layout, bind))
         .map(|bind| Bind {
             host: absolute(&bind.host),
             ..bind
         })
         .collect();
     Ok(MountsReport(binds))
+}
+
+/// Whether `bind` is of the operator's shared content (under the container folder: link
+/// delivery's shared base, skills and the recipe's folders) and nothing is there: a runtime
+/// binding a missing path fails to start the container, and no plan imports what does not
+/// exist (compose warns of a missing shared base). Once it exists the table lists it again,
+/// and the spawn after the compose that imports it binds it.
+fn is_missing_shared_content(layout: &Layout, bind: &Bind) -> bool {
+    bind.host.starts_with(&layout.container_dir) && fs_err::symlink_metadata(&bind.host).is_err()
 }
 
 /// The mount table of `group`'s container for `target` (`config`: its `container.json`

@@ -1869,6 +1869,50 @@ fn only_copy_and_link_delivery_need_the_fragments_folder_the_runner_binds() {
     }
 }
 
+/// Every bind `clawmd mounts` lists exists once the group is composed, also when copy or
+/// link delivery plans no fragment at all (no shared content): `.claude-fragments` is made
+/// empty, kept empty, and made again when the agent removes it, since a runtime binding a
+/// missing folder fails to start the container (or makes it, as root).
+#[test]
+fn every_bound_folder_exists_when_no_fragment_is_planned() {
+    let d = Deployment::new().group("g", Some("{}"));
+    for delivery in ["copy", "link"] {
+        d.write(
+            "clawmd.json",
+            format!("{{\"delivery\": \"{delivery}\"}}").as_bytes(),
+        );
+        for _ in 0..2 {
+            d.run(["compose", "g"]).success();
+            let table = d.run(["mounts", "g", "--json"]).success().json();
+            let hosts: Vec<&str> = (table.as_array().unwrap().iter())
+                .map(|bind| bind["host"].as_str().unwrap())
+                .collect();
+            assert!(
+                hosts
+                    .iter()
+                    .any(|host| host.ends_with("/.claude-fragments")),
+                "{delivery}: {hosts:?}"
+            );
+            for host in &hosts {
+                assert!(
+                    std::fs::symlink_metadata(host).is_ok(),
+                    "{delivery}: {host} is bound but missing"
+                );
+            }
+            assert_eq!(kind(&d, "groups/g/.claude-fragments"), "dir");
+            assert_eq!(
+                std::fs::read_dir(d.path("groups/g/.claude-fragments"))
+                    .unwrap()
+                    .count(),
+                0,
+                "{delivery}"
+            );
+            // The agent removes it.
+            std::fs::remove_dir(d.path("groups/g/.claude-fragments")).unwrap();
+        }
+    }
+}
+
 /// A Codex, Gemini CLI or opencode group's guard files are part of its plan: written under
 /// the group's lock with the rest, kept when right, and removed when the group's backend no
 /// longer wants them (codex -> claude -> gemini -> opencode -> claude).
