@@ -5,7 +5,8 @@
 //!
 //! Each request is `clawmd compose GROUP --json` and, when the group composed, `clawmd mounts
 //! GROUP --json`: the same library calls, the same locks and atomic writes, the settings
-//! resolved again (`clawmd.json` re-read) at every request. The deployment root and the
+//! resolved again at every request (kept while `clawmd.json` and the pin files are as they
+//! were: [`SettingsKept`]). The deployment root and the
 //! overrides of the command line (the folders, the default delivery, …) are fixed when the
 //! service is made; a request's own `delivery`, `provider`, `approve_external` and
 //! `lock_timeout_secs` win over them. Between requests the service keeps the shared sources
@@ -18,12 +19,13 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use crate::compose::{ComposeOptions, SourcesKept, compose_keeping};
 use crate::config::{ConfigError, HandedConfig};
 use crate::deployment::{Selection, hand_config};
 use crate::report::{Code, ServeAnswer, ServeRequest, WarningReport};
-use crate::settings::{Overrides, Resolved, read_settings};
+use crate::settings::{Overrides, Resolved, SETTINGS_FILE, read_settings};
 
 /// A deployment's spawn service: its root, the base overrides and the sources kept between
 /// requests.
@@ -32,6 +34,7 @@ pub struct Service {
     root: PathBuf,
     overrides: Overrides,
     kept: SourcesKept,
+    settings: SettingsKept,
 }
 
 impl Service {
@@ -43,6 +46,7 @@ impl Service {
             root: std::path::absolute(root)?,
             overrides,
             kept: SourcesKept::default(),
+            settings: SettingsKept::default(),
         })
     }
 
@@ -58,11 +62,14 @@ impl Service {
             root,
             overrides,
             kept,
+            settings,
         } = self;
-        let answered =
-            std::panic::catch_unwind(AssertUnwindSafe(|| answer(root, overrides, line, kept)));
+        let answered = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            answer(root, overrides, line, kept, settings)
+        }));
         answered.unwrap_or_else(|_| {
             *kept = SourcesKept::default();
+            *settings = SettingsKept::default();
             ServeAnswer::failed(
                 request_id(line),
                 None,
@@ -93,6 +100,70 @@ pub fn resolve_quietly(
     ))
 }
 
+/// The settings a request resolved ([`resolve_quietly`]), kept for the requests after it
+/// while every file they were read from (`clawmd.json`, the pin files of
+/// [`crate::pin::pin_files`]) is as it was: the same identity, settled when it was taken
+/// ([`crate::reads::settled`]: a change in the same tick of the clock as the read is never
+/// taken for no change), or still missing. A request with other overrides resolves again.
+#[derive(Debug, Default)]
+struct SettingsKept(Option<KeptSettings>);
+
+#[derive(Debug)]
+struct KeptSettings {
+    overrides: Overrides,
+    files: Vec<(PathBuf, FileState)>,
+    resolved: Resolved,
+    warnings: Vec<WarningReport>,
+}
+
+/// A settled file's identity, or `None` for no file.
+type FileState = Option<[i64; 8]>;
+
+/// The state of `path` at `now` (links followed, as the settings and pins are read), or
+/// `None` when it cannot stand for the file's bytes (changed too lately, or unreadable).
+fn file_state(path: &Path, now: SystemTime) -> Option<FileState> {
+    match rustix::fs::stat(path) {
+        Ok(stat) => crate::reads::settled(&stat, now).map(Some),
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => Some(None),
+        Err(_) => None,
+    }
+}
+
+impl SettingsKept {
+    /// [`resolve_quietly`], answered by the kept settings when they still hold.
+    fn resolve(
+        &mut self,
+        root: &Path,
+        overrides: &Overrides,
+    ) -> Result<(Resolved, Vec<WarningReport>), ConfigError> {
+        let now = SystemTime::now();
+        if let Some(kept) = &self.0
+            && kept.overrides == *overrides
+            && (kept.files.iter()).all(|(path, state)| file_state(path, now) == Some(*state))
+        {
+            return Ok((kept.resolved.clone(), kept.warnings.clone()));
+        }
+        self.0 = None;
+        let (resolved, warnings) = resolve_quietly(root, overrides)?;
+        // Looked at after the reads: a file settled now did not change during them.
+        let paths = std::iter::once(root.join(SETTINGS_FILE))
+            .chain(crate::pin::pin_files(&resolved.layout.container_dir));
+        let now = SystemTime::now();
+        let files: Option<Vec<(PathBuf, FileState)>> = paths
+            .map(|path| file_state(&path, now).map(|state| (path, state)))
+            .collect();
+        if let Some(files) = files {
+            self.0 = Some(KeptSettings {
+                overrides: overrides.clone(),
+                files,
+                resolved: resolved.clone(),
+                warnings: warnings.clone(),
+            });
+        }
+        Ok((resolved, warnings))
+    }
+}
+
 /// The `id` of a request line that is JSON but not a valid request, to answer it by.
 fn request_id(line: &[u8]) -> serde_json::Value {
     serde_json::from_slice::<serde_json::Value>(line)
@@ -115,7 +186,13 @@ fn parse_request(line: &[u8]) -> Result<ServeRequest, String> {
 }
 
 /// The answer to one request line.
-fn answer(root: &Path, base: &Overrides, line: &[u8], kept: &mut SourcesKept) -> ServeAnswer {
+fn answer(
+    root: &Path,
+    base: &Overrides,
+    line: &[u8],
+    kept: &mut SourcesKept,
+    settings: &mut SettingsKept,
+) -> ServeAnswer {
     let request = match parse_request(line) {
         Ok(request) => request,
         Err(why) => {
@@ -140,7 +217,7 @@ fn answer(root: &Path, base: &Overrides, line: &[u8], kept: &mut SourcesKept) ->
         lock_timeout: request.lock_timeout_secs.or(base.lock_timeout),
         ..base.clone()
     };
-    let (mut resolved, warnings) = match resolve_quietly(root, &overrides) {
+    let (mut resolved, warnings) = match settings.resolve(root, &overrides) {
         Ok(resolved) => resolved,
         Err(err) => return failed(Code::RunFailed, crate::error::chain_text(&err)),
     };

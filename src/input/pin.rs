@@ -122,6 +122,12 @@ pub struct Pins {
     pub sdk_range: Option<String>,
 }
 
+/// Every file [`read_pins`] may read in `container_dir`: a caller that keeps what they pinned
+/// checks these for a change.
+pub fn pin_files(container_dir: &Path) -> [std::path::PathBuf; 3] {
+    [CLI_TOOLS, DOCKERFILE, RUNNER_PACKAGE].map(|name| container_dir.join(name))
+}
+
 /// Reads what the deployment whose container folder is `container_dir` pins. Missing or
 /// unreadable files pin nothing.
 pub fn read_pins(container_dir: &Path) -> Pins {

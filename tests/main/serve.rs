@@ -353,6 +353,44 @@ fn an_edit_of_an_item_a_group_does_not_use_reaches_the_group_that_uses_it() {
     service.finish();
 }
 
+/// The service keeps the settings it resolved while `clawmd.json` and the pin files are as
+/// they were, and sees every change of them at the next request: a new delivery (also one
+/// of the same size written in the same second), a release pinned in `cli-tools.json`, the
+/// settings file removed.
+#[test]
+fn the_kept_settings_never_outlive_an_edit_of_the_settings_or_the_pins() {
+    let inline = r#"{"delivery": "inline"}"#;
+    let copy = r#"{"delivery": "copy"}  "#;
+    assert_eq!(inline.len(), copy.len());
+    let d = deployment().file("clawmd.json", inline);
+    let mut service = Service::start(&d);
+    let mut ask = |id: u32| {
+        let answer = service.ask(json!({"id": id, "group": "main"}));
+        assert_eq!(answer["ok"], true, "{answer}");
+        answer["compose"].clone()
+    };
+    assert_eq!(ask(1)["delivery"], "inline");
+    // Settled: the next request keeps what it resolves.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(ask(2)["delivery"], "inline");
+    assert_eq!(ask(3)["delivery"], "inline");
+    d.write("clawmd.json", copy.as_bytes());
+    assert_eq!(ask(4)["delivery"], "copy");
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(ask(5)["delivery"], "copy");
+    let judged = |report: &Value| report["groups"][0]["delivered"]["judged"].clone();
+    assert_eq!(judged(&ask(6))["claude_code_from"], "default");
+    d.write(
+        "container/cli-tools.json",
+        br#"[{"name": "@anthropic-ai/claude-code", "version": "2.1.257"}]"#,
+    );
+    let pinned = judged(&ask(7));
+    assert_eq!(pinned["claude_code"], "2.1.257", "{pinned}");
+    std::fs::remove_file(d.path("clawmd.json")).unwrap();
+    assert_eq!(ask(8)["delivery"], "managed");
+    service.finish();
+}
+
 /// The service keeps the shared sources it read for the requests after it, but a kept reading
 /// is used only while the sources' record vouches for it: every edit of the container side
 /// between two spawns (a skill's text, a skill added, the shared base, one of the same length,
