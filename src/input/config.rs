@@ -269,8 +269,67 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Parses and validates a `container.json`. `path` is only used in error messages.
+/// Parses and validates a `container.json`. `path` is only used in messages.
+///
+/// A config parsed lately in this process is not parsed again ([`recent`]): a spawn reads its
+/// group's config for the plan and again for the mount table, and a service is handed the same
+/// config at every spawn of a group.
 pub fn parse_config(path: &Path, bytes: &[u8]) -> Result<GroupConfig, ConfigError> {
+    if let Some(config) = recent::get(path, bytes) {
+        return Ok(config);
+    }
+    let config = parse_config_anew(path, bytes)?;
+    recent::put(path, bytes, &config);
+    Ok(config)
+}
+
+/// The config [`parse_config`] last parsed for each path in this process, with its bytes
+/// (compared whole): a parse is a pure function of both, so a config found here is exactly
+/// what parsing it again gives. Bounded: a config over [`recent::MAX_BYTES`] is parsed every
+/// time, and past [`recent::MAX_ENTRIES`] paths everything kept is dropped.
+mod recent {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    use super::GroupConfig;
+
+    /// The most paths kept (a deployment's groups, each at most once).
+    pub(super) const MAX_ENTRIES: usize = 4096;
+    /// A config larger than this is not kept.
+    pub(super) const MAX_BYTES: usize = 64 * 1024;
+
+    static RECENT: Mutex<Option<HashMap<PathBuf, (Vec<u8>, GroupConfig)>>> = Mutex::new(None);
+
+    fn with<R>(f: impl FnOnce(&mut HashMap<PathBuf, (Vec<u8>, GroupConfig)>) -> R) -> R {
+        let mut recent = RECENT
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(recent.get_or_insert_with(HashMap::new))
+    }
+
+    pub(super) fn get(path: &Path, bytes: &[u8]) -> Option<GroupConfig> {
+        with(|recent| match recent.get(path) {
+            Some((kept, config)) if kept == bytes => Some(config.clone()),
+            _ => None,
+        })
+    }
+
+    pub(super) fn put(path: &Path, bytes: &[u8], config: &GroupConfig) {
+        if bytes.len() > MAX_BYTES {
+            return;
+        }
+        with(|recent| {
+            if recent.len() >= MAX_ENTRIES && !recent.contains_key(path) {
+                recent.clear();
+            }
+            recent.insert(path.to_owned(), (bytes.to_vec(), config.clone()));
+        });
+    }
+}
+
+/// [`parse_config`] without [`recent`].
+fn parse_config_anew(path: &Path, bytes: &[u8]) -> Result<GroupConfig, ConfigError> {
     let raw = parse_raw(path, bytes)?;
     let skills = match raw.skills {
         None | Some(RawSkills::All) => SkillSelection::All,
@@ -501,6 +560,34 @@ impl<'de> Visitor<'de> for SkillsVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A config parsed again is what parsing it anew gives, for its path and bytes only: other
+    /// bytes at the same path, or the same bytes at another path, are parsed; an error is
+    /// never kept.
+    #[test]
+    fn a_config_parsed_lately_is_what_parsing_it_anew_gives() {
+        let path = Path::new("/recent-test/g/container.json");
+        let first = br#"{"skills": ["web"], "mcpServers": {"db": {"instructions": "ONE"}}}"#;
+        let second = br#"{"skills": ["web"], "mcpServers": {"db": {"instructions": "TWO"}}}"#;
+        for bytes in [&first[..], &second[..], &first[..]] {
+            assert_eq!(
+                parse_config(path, bytes).unwrap(),
+                parse_config_anew(path, bytes).unwrap()
+            );
+        }
+        let other = Path::new("/recent-test/h/container.json");
+        assert_eq!(
+            parse_config(other, second).unwrap(),
+            parse_config_anew(other, second).unwrap()
+        );
+        let bad = br#"{"skills": 3}"#;
+        assert!(parse_config(path, bad).is_err());
+        assert!(parse_config(path, bad).is_err());
+        assert_eq!(
+            parse_config(path, first).unwrap().mcp_instructions["db"],
+            "ONE"
+        );
+    }
 
     /// A handed config is taken up to [`MAX_CONFIG_BYTES`] and refused one byte over, with a
     /// message that names the limit and the fix, the fix given apart too.
