@@ -299,9 +299,12 @@ mod recent {
     /// A config larger than this is not kept.
     pub(super) const MAX_BYTES: usize = 64 * 1024;
 
-    static RECENT: Mutex<Option<HashMap<PathBuf, (Vec<u8>, GroupConfig)>>> = Mutex::new(None);
+    /// Each path's config, with the bytes it was parsed from.
+    type Kept = HashMap<PathBuf, (Vec<u8>, GroupConfig)>;
 
-    fn with<R>(f: impl FnOnce(&mut HashMap<PathBuf, (Vec<u8>, GroupConfig)>) -> R) -> R {
+    static RECENT: Mutex<Option<Kept>> = Mutex::new(None);
+
+    fn with<R>(f: impl FnOnce(&mut Kept) -> R) -> R {
         let mut recent = RECENT
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
