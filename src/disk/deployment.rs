@@ -365,6 +365,9 @@ pub fn hand_config(
 pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<(), GroupError> {
     checked_group_dir(layout, group)?;
     let path = layout.handed_config(group);
+    if kept_configs::holds(&path, bytes) {
+        return Ok(());
+    }
     let folder = path.parent().unwrap_or(&layout.state_dir);
     fsops::create_dir_all(folder)?;
     let dir = SafeDir::open(folder)?;
@@ -373,12 +376,66 @@ pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<
         .ok()
         .flatten()
         .as_deref()
-        == Some(bytes)
+        != Some(bytes)
     {
-        return Ok(());
+        dir.write_file_lasting(&format!("{group}.json"), bytes, state::durability())?;
     }
-    dir.write_file_lasting(&format!("{group}.json"), bytes, state::durability())?;
+    kept_configs::found(&path, bytes);
     Ok(())
+}
+
+/// The kept configs ([`keep_handed_config`]) this process found holding the bytes it keeps,
+/// by path, with the file's identity then, taken only once settled
+/// ([`crate::disk::reads::settled`]): while the file keeps that identity it holds those bytes,
+/// and a spawn handing the same config again looks at the file (one `lstat`) instead of
+/// reading it. Bounded like the configs [`crate::config::parse_config`] keeps.
+mod kept_configs {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+    use std::time::SystemTime;
+
+    const MAX_ENTRIES: usize = 4096;
+
+    type Kept = HashMap<PathBuf, ([i64; 8], Vec<u8>)>;
+
+    static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
+
+    fn with<R>(f: impl FnOnce(&mut Kept) -> R) -> R {
+        let mut kept = KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(kept.get_or_insert_with(HashMap::new))
+    }
+
+    /// The settled identity of the file at `path`, not following a link.
+    fn identity(path: &Path) -> Option<[i64; 8]> {
+        let stat = rustix::fs::lstat(path).ok()?;
+        crate::disk::reads::settled(&stat, SystemTime::now())
+    }
+
+    /// Whether the file at `path` is the one found holding `bytes`, unchanged since.
+    pub(super) fn holds(path: &Path, bytes: &[u8]) -> bool {
+        let Some(now) = identity(path) else {
+            return false;
+        };
+        with(|kept| {
+            kept.get(path)
+                .is_some_and(|(found, held)| *found == now && held == bytes)
+        })
+    }
+
+    /// The file at `path` holds `bytes` (just read, or just written): kept once settled.
+    pub(super) fn found(path: &Path, bytes: &[u8]) {
+        let Some(identity) = identity(path) else {
+            with(|kept| kept.remove(path));
+            return;
+        };
+        with(|kept| {
+            if kept.len() >= MAX_ENTRIES && !kept.contains_key(path) {
+                kept.clear();
+            }
+            kept.insert(path.to_owned(), (identity, bytes.to_vec()));
+        });
+    }
 }
 
 /// The guard folders ([`GUARD_DIRS`]) in the group's bind folder `bind` that exist, and those

@@ -391,6 +391,48 @@ fn the_kept_settings_never_outlive_an_edit_of_the_settings_or_the_pins() {
     service.finish();
 }
 
+/// The config a runner hands is kept where `clawmd check` reads it at every spawn, however
+/// the kept file was changed since it was last found right (by hand, in the same second, to
+/// bytes of the same size): the next spawn handing the same config writes it back.
+#[test]
+fn the_kept_handed_config_is_right_after_every_spawn() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service = Service::start(&d);
+    let config = json!({"mcpServers": {"db": {"instructions": "RULES A"}}});
+    let kept_path = "groups/.clawmd/configs/main.json";
+    let mut spawn = |id: u32| {
+        let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
+        assert_eq!(answer["ok"], true, "{answer}");
+        d.read(kept_path)
+    };
+    let kept = spawn(1);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(spawn(2), kept);
+    assert_eq!(spawn(3), kept);
+    let tampered = kept.replace("RULES A", "RULES B");
+    assert_eq!(tampered.len(), kept.len());
+    // Replaced, then at once a spawn.
+    d.write(kept_path, tampered.as_bytes());
+    assert_eq!(spawn(4), kept);
+    // Replaced, settled, then a spawn.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(spawn(5), kept);
+    d.write(kept_path, tampered.as_bytes());
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(spawn(6), kept);
+    // Rewritten in place (the same file), settled, then a spawn.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(spawn(7), kept);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.path(kept_path))
+        .and_then(|mut file| std::io::Write::write_all(&mut file, tampered.as_bytes()))
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(spawn(8), kept);
+    service.finish();
+}
+
 /// The service keeps the shared sources it read for the requests after it, but a kept reading
 /// is used only while the sources' record vouches for it: every edit of the container side
 /// between two spawns (a skill's text, a skill added, the shared base, one of the same length,
