@@ -596,7 +596,9 @@ impl Run<'_, &Sources> {
     /// One group alone (a spawn) on the shared sources a caller kept ([`SourcesKept`]),
     /// which `proof`, their record, names: composed as [`Run::compose_alone`] does, once
     /// `proof` vouches for the items its plan uses (replaying their reads, not every item's),
-    /// and before anything is written. `None`, with nothing written, when it does not (an
+    /// and before any step is applied. `None`, with no step applied (the observation may have
+    /// made the folders the steps write in and the write-ahead record of its fragments, as a
+    /// run stopped before its apply leaves them), when it does not (an
     /// item the plan uses changed since it was kept), when the group's plan could not be made
     /// (the error is reported by a run that reads the sources), or when another run holds the
     /// group's lock, or left temps to remove: the caller reads the sources and composes again.
@@ -609,7 +611,7 @@ impl Run<'_, &Sources> {
         let group_path = checked_group_dir(self.layout, group).ok()?;
         let lock = fsops::lock(&self.layout.lock_file(group), LockWait::IF_FREE).ok()?;
         // Temps an interrupted run left are removed, and reported, by the run that reads the
-        // sources: nothing is changed before the items are vouched for.
+        // sources: no step is applied before the items are vouched for.
         if state::may_have_leftovers(self.layout, group) {
             return None;
         }
