@@ -95,6 +95,7 @@ pub fn mounts(
             path: missing.host.clone(),
         });
     }
+    refuse_planted_sources(layout, group, &table)?;
     let binds = table
         .into_iter()
         .filter(|bind| !is_missing_shared_content(layout, bind))
@@ -104,6 +105,35 @@ pub fn mounts(
         })
         .collect();
     Ok(MountsReport(binds))
+}
+
+/// Refuses a table whose bind inside the group folder (`.claude-fragments`, the group's
+/// `container.json`) is not a real folder or file there: the agent owns the group folder, and
+/// a runtime binds what a link there points to (a `.claude-fragments` made a link to a host
+/// folder would put that folder in the agent's container). Compose refuses such a group too;
+/// this holds for a runner that asks for the binds without composing first.
+fn refuse_planted_sources(layout: &Layout, group: &str, table: &[Bind]) -> Result<(), GroupError> {
+    let group_dir = layout.group_dir(group);
+    let inside = |bind: &&Bind| bind.host.starts_with(&group_dir) && bind.host != group_dir;
+    for bind in table.iter().filter(inside) {
+        match crate::fsops::kind_no_follow(&bind.host) {
+            Some(FileKind::Dir | FileKind::File) => {}
+            None => {
+                return Err(GroupError::NotComposed {
+                    group: group.to_owned(),
+                    path: bind.host.clone(),
+                });
+            }
+            Some(found) => {
+                return Err(crate::runtime::view::unsafe_entry(
+                    &bind.host,
+                    found.describe(),
+                    "a real folder or file",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether `bind` is of the operator's shared content (under the container folder: link

@@ -301,7 +301,9 @@ fn open_view(
     Ok(MountedFs::with_sources(sources))
 }
 
-fn unsafe_entry(path: &Path, found: &str, expected: &'static str) -> GroupError {
+/// The error for `path` in the group folder found as `found` where clawmd needs `expected`
+/// (an agent may have planted it).
+pub(crate) fn unsafe_entry(path: &Path, found: &str, expected: &'static str) -> GroupError {
     GroupError::Fs(FsError::Unsafe {
         path: path.to_owned(),
         found: found.to_owned(),

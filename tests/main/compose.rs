@@ -1913,6 +1913,44 @@ fn every_bound_folder_exists_when_no_fragment_is_planned() {
     }
 }
 
+/// A runner asking for the binds of a group whose `.claude-fragments` the agent made a link
+/// to a host folder (or a FIFO) is refused, naming the path and the fix: a runtime would bind
+/// what the link points to into the agent's container.
+#[test]
+fn mounts_refuses_a_planted_fragments_folder() {
+    let d = Deployment::standard().group("g", Some("{}"));
+    d.write("clawmd.json", br#"{"delivery": "copy"}"#);
+    d.run(["compose", "g"]).success();
+    d.run(["mounts", "g", "--json"]).success();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::remove_dir_all(d.path("groups/g/.claude-fragments")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), d.path("groups/g/.claude-fragments")).unwrap();
+    let refused = d.run(["mounts", "g", "--json"]).expect_code(1);
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains(".claude-fragments: it is a symlink") && message.contains("move"),
+        "{message}"
+    );
+    std::fs::remove_file(d.path("groups/g/.claude-fragments")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        d.path("groups/g/.claude-fragments"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let refused = d.run(["mounts", "g", "--json"]).expect_code(1);
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("a special file"), "{message}");
+}
+
 /// A Codex, Gemini CLI or opencode group's guard files are part of its plan: written under
 /// the group's lock with the rest, kept when right, and removed when the group's backend no
 /// longer wants them (codex -> claude -> gemini -> opencode -> claude).
