@@ -14,8 +14,8 @@
 //!   container's view of the host ([`runtime::mounted`]) and the loader run in it ([`view`]);
 //! * the commands: [`compose`], [`migrate`], [`check`], [`diff`], [`init`], [`watch`],
 //!   [`schema`]; each returns a [`report`] and never prints;
-//! * [`service`]: a runner's spawns answered by one long-lived service (`clawmd serve`, the
-//!   Node addon), a request and its answer a JSON document each.
+//! * [`service`]: a runner's spawns answered by one long-lived service (`clawmd serve`), a
+//!   request and its answer a JSON document each.
 //!
 //! The memory loader, which reproduces how the real Claude Code loads memory release by
 //! release, is its own crate ([`loader`]).
@@ -30,6 +30,7 @@ mod disk;
 pub mod error;
 mod input;
 mod key_hash;
+mod path_memo;
 pub mod plan;
 pub mod progress;
 pub mod report;

@@ -1,7 +1,7 @@
 //! A runner's spawns answered by one long-lived service: one JSON request
 //! ([`ServeRequest`], `clawmd schema serve-request`), one answer ([`ServeAnswer`], `clawmd
-//! schema serve-answer`). What `clawmd serve` answers for each line it reads, and what the Node
-//! addon (`crates/clawmd-node`) answers for each call, both through [`Service::answer_line`].
+//! schema serve-answer`): what `clawmd serve` answers for each line it reads
+//! ([`Service::answer_line`]), and what any other host of the service would answer.
 //!
 //! Each request is `clawmd compose GROUP --json` and, when the group composed, `clawmd mounts
 //! GROUP --json`: the same library calls, the same locks and atomic writes, the settings

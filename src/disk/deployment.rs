@@ -388,23 +388,14 @@ pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<
 /// by path, with the file's identity then, taken only once settled
 /// ([`crate::disk::reads::settled`]): while the file keeps that identity it holds those bytes,
 /// and a spawn handing the same config again looks at the file (one `lstat`) instead of
-/// reading it. Bounded like the configs [`crate::config::parse_config`] keeps.
+/// reading it. Bounded ([`crate::path_memo::PathMemo`]).
 mod kept_configs {
-    use std::collections::HashMap;
-    use std::path::{Path, PathBuf};
-    use std::sync::Mutex;
+    use std::path::Path;
     use std::time::SystemTime;
 
-    const MAX_ENTRIES: usize = 4096;
+    use crate::path_memo::PathMemo;
 
-    type Kept = HashMap<PathBuf, ([i64; 8], Vec<u8>)>;
-
-    static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
-
-    fn with<R>(f: impl FnOnce(&mut Kept) -> R) -> R {
-        let mut kept = KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        f(kept.get_or_insert_with(HashMap::new))
-    }
+    static KEPT: PathMemo<([i64; 8], Vec<u8>)> = PathMemo::new();
 
     /// The settled identity of the file at `path`, not following a link.
     fn identity(path: &Path) -> Option<[i64; 8]> {
@@ -417,24 +408,18 @@ mod kept_configs {
         let Some(now) = identity(path) else {
             return false;
         };
-        with(|kept| {
-            kept.get(path)
-                .is_some_and(|(found, held)| *found == now && held == bytes)
+        KEPT.get(path, |(found, held)| {
+            (*found == now && held == bytes).then_some(())
         })
+        .is_some()
     }
 
     /// The file at `path` holds `bytes` (just read, or just written): kept once settled.
     pub(super) fn found(path: &Path, bytes: &[u8]) {
-        let Some(identity) = identity(path) else {
-            with(|kept| kept.remove(path));
-            return;
-        };
-        with(|kept| {
-            if kept.len() >= MAX_ENTRIES && !kept.contains_key(path) {
-                kept.clear();
-            }
-            kept.insert(path.to_owned(), (identity, bytes.to_vec()));
-        });
+        match identity(path) {
+            Some(identity) => KEPT.put(path, (identity, bytes.to_vec())),
+            None => KEPT.forget(path),
+        }
     }
 }
 

@@ -285,49 +285,30 @@ pub fn parse_config(path: &Path, bytes: &[u8]) -> Result<GroupConfig, ConfigErro
 
 /// The config [`parse_config`] last parsed for each path in this process, with its bytes
 /// (compared whole): a parse is a pure function of both, so a config found here is exactly
-/// what parsing it again gives. Bounded: a config over [`recent::MAX_BYTES`] is parsed every
-/// time, and past [`recent::MAX_ENTRIES`] paths everything kept is dropped.
+/// what parsing it again gives. Bounded ([`crate::path_memo::PathMemo`]); a config over
+/// [`recent::MAX_BYTES`] is parsed every time.
 mod recent {
-    use std::collections::HashMap;
-    use std::path::{Path, PathBuf};
-    use std::sync::Mutex;
+    use std::path::Path;
 
     use super::GroupConfig;
+    use crate::path_memo::PathMemo;
 
-    /// The most paths kept (a deployment's groups, each at most once).
-    pub(super) const MAX_ENTRIES: usize = 4096;
     /// A config larger than this is not kept.
     pub(super) const MAX_BYTES: usize = 64 * 1024;
 
     /// Each path's config, with the bytes it was parsed from.
-    type Kept = HashMap<PathBuf, (Vec<u8>, GroupConfig)>;
-
-    static RECENT: Mutex<Option<Kept>> = Mutex::new(None);
-
-    fn with<R>(f: impl FnOnce(&mut Kept) -> R) -> R {
-        let mut recent = RECENT
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        f(recent.get_or_insert_with(HashMap::new))
-    }
+    static RECENT: PathMemo<(Vec<u8>, GroupConfig)> = PathMemo::new();
 
     pub(super) fn get(path: &Path, bytes: &[u8]) -> Option<GroupConfig> {
-        with(|recent| match recent.get(path) {
-            Some((kept, config)) if kept == bytes => Some(config.clone()),
-            _ => None,
+        RECENT.get(path, |(kept, config)| {
+            (kept == bytes).then(|| config.clone())
         })
     }
 
     pub(super) fn put(path: &Path, bytes: &[u8], config: &GroupConfig) {
-        if bytes.len() > MAX_BYTES {
-            return;
+        if bytes.len() <= MAX_BYTES {
+            RECENT.put(path, (bytes.to_vec(), config.clone()));
         }
-        with(|recent| {
-            if recent.len() >= MAX_ENTRIES && !recent.contains_key(path) {
-                recent.clear();
-            }
-            recent.insert(path.to_owned(), (bytes.to_vec(), config.clone()));
-        });
     }
 }
 

@@ -1,8 +1,8 @@
 //! clawmd serve: a runner's spawns over one long-lived process. One JSON request per line on
 //! stdin, one answer per line on stdout, in order, until stdin closes (the runner closed it, or
 //! died). Each request is `clawmd compose GROUP --json` and, when the group composed, `clawmd
-//! mounts GROUP --json`, answered by the library's [`Service`] (`clawmd::service`, which the
-//! Node addon answers by too); this module only reads the lines and prints the answers. The
+//! mounts GROUP --json`, answered by the library's [`Service`] (`clawmd::service`); this
+//! module only reads the lines and prints the answers. The
 //! deployment root and the folders are fixed when the service starts (a request has no field
 //! for them). A request that is not one, or a bug met while answering it, is answered with an
 //! error and the service reads on; only a closed stdout ends it early.
