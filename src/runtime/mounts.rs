@@ -85,17 +85,7 @@ pub fn mounts(
 ) -> Result<MountsReport, GroupError> {
     let (target, exists) = group_target(layout, group, settings)?;
     let table = full_table(layout, group, &target, exists, &guards.agent_home);
-    // What clawmd composes in the state must be there: a runner binding a missing source
-    // fails to start the container (or, with some runtimes, binds an empty folder).
-    if let Some(missing) = table.iter().find(|bind| {
-        bind.host.starts_with(&layout.state_dir) && fs_err::symlink_metadata(&bind.host).is_err()
-    }) {
-        return Err(GroupError::NotComposed {
-            group: group.to_owned(),
-            path: missing.host.clone(),
-        });
-    }
-    refuse_planted_sources(layout, group, &table)?;
+    check_composed_sources(layout, group, &table)?;
     let binds = table
         .into_iter()
         .filter(|bind| !is_missing_shared_content(layout, bind))
@@ -107,16 +97,24 @@ pub fn mounts(
     Ok(MountsReport(binds))
 }
 
-/// Refuses a table whose bind inside the group folder (`.claude-fragments`, the group's
-/// `container.json`) is not a real folder or file there: the agent owns the group folder, and
-/// a runtime binds what a link there points to (a `.claude-fragments` made a link to a host
-/// folder would put that folder in the agent's container). Compose refuses such a group too;
-/// this holds for a runner that asks for the binds without composing first.
-fn refuse_planted_sources(layout: &Layout, group: &str, table: &[Bind]) -> Result<(), GroupError> {
+/// Refuses a table whose source that compose makes is not there as compose makes it: what
+/// clawmd composes in the state must exist (a runner binding a missing source fails to start
+/// the container, or with some runtimes binds an empty folder), and a bind inside the group
+/// folder (`.claude-fragments`, the group's `container.json`) must be a real folder or file
+/// there: the agent owns the group folder, and a runtime binds what a link there points to (a
+/// `.claude-fragments` made a link to a host folder would put that folder in the agent's
+/// container). Compose refuses such a group too; this holds for a runner that asks for the
+/// binds without composing first.
+fn check_composed_sources(layout: &Layout, group: &str, table: &[Bind]) -> Result<(), GroupError> {
     let group_dir = layout.group_dir(group);
-    let inside = |bind: &&Bind| bind.host.starts_with(&group_dir) && bind.host != group_dir;
-    for bind in table.iter().filter(inside) {
+    let in_group = |host: &Path| host.starts_with(&group_dir) && host != group_dir;
+    for bind in table {
+        let composed = bind.host.starts_with(&layout.state_dir);
+        if !composed && !in_group(&bind.host) {
+            continue;
+        }
         match crate::fsops::kind_no_follow(&bind.host) {
+            Some(_) if composed => {}
             Some(FileKind::Dir | FileKind::File) => {}
             None => {
                 return Err(GroupError::NotComposed {
