@@ -856,7 +856,11 @@ impl Run<'_, &Sources> {
         let settings = &self.options.settings;
         let mut seen = observe(layout, self.sources, group_path, settings, Some(&journal))?;
         if seen.steps.iter().any(writes_a_fragment) {
-            seen.written = written::record_intent(layout, group, &seen.plan, seen.written.take());
+            // A `.claude-fragments` found missing and made again may be the old one moved
+            // aside, to come back before this run is done: what the record vouches for stays
+            // vouched for until this run's own writes are in place.
+            let recorded = (seen.written.take()).or_else(|| written::read(layout, group));
+            seen.written = written::record_intent(layout, group, &seen.plan, recorded);
         }
         Ok((journal, cleaned, seen))
     }

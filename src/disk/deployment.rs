@@ -652,8 +652,9 @@ pub fn observe_opened(
     if let Some(journal) = writer {
         let wants = |place: Place| plan.entries.iter().any(|d| d.path.place == place);
         // Made empty where the container binds it and no fragment is planned.
+        // Planned as an empty folder: one moved there since the listing is not written over.
         if fragments.is_none() && (wants(Place::Fragments) || plan.target.binds_fragments()) {
-            fragments = dir.open_child(names::FRAGMENTS, true)?;
+            fragments = Some(dir.open_empty_child(names::FRAGMENTS)?);
         }
         if let Some(fragments) = &mut fragments {
             fragments.record_temps_in(journal);

@@ -809,3 +809,55 @@ fn compose_all_survives_sigkill_at_random_moments() {
         ),
     );
 }
+
+/// The agent moves a group's `.claude-fragments` aside (written by link delivery, whose
+/// fragments differ from copy delivery's) around a compose to copy delivery, which makes the
+/// folder again, and brings it back over what that compose made, whether the compose crashed
+/// at any point or finished. The next compose still knows every file of the old folder as
+/// clawmd's, replaces them without keeping them as hand edits, and ends where an
+/// uninterrupted compose ends.
+#[test]
+fn a_fragments_folder_moved_aside_and_back_around_a_compose_is_still_clawmds() {
+    const COPY: &[&str] = &["compose", "g", "--delivery", "copy"];
+    let before = composed(CONFIG_A, "link");
+    let reference = before.copy_on_work_dir();
+    clawmd(reference.root(), COPY, &[]).expect(0, "uninterrupted");
+    let after = tree(reference.root());
+    let mut crash_at = 1;
+    loop {
+        let context = format!("CLAWMD_CRASH_AT={crash_at}");
+        let work = before.copy_on_work_dir();
+        let (folder, aside) = (work.path("groups/g/.claude-fragments"), work.path("aside"));
+        std::fs::rename(&folder, &aside).unwrap();
+        let crash_env = crash_at.to_string();
+        let run = clawmd(
+            work.root(),
+            COPY,
+            &[("CLAWMD_CRASH_AT", crash_env.as_str())],
+        );
+        let finished = !run.aborted();
+        if finished {
+            run.expect(0, &context);
+        }
+        // The old folder comes back over whatever the run made.
+        if folder.exists() {
+            std::fs::remove_dir_all(&folder).unwrap();
+        }
+        std::fs::rename(&aside, &folder).unwrap();
+        clawmd(work.root(), COPY, &[]).expect(0, &format!("{context}: rerun"));
+        assert!(
+            !work.path("groups/.clawmd/rescues").exists(),
+            "{context}: clawmd's own fragments kept as hand edits"
+        );
+        assert_same_tree(&after, &tree(work.root()), &format!("{context}: rerun"));
+        if finished {
+            break;
+        }
+        crash_at += 1;
+        assert!(crash_at < 1000, "the run never completes");
+    }
+    assert!(
+        crash_at > 5,
+        "the compose must have crash points: {crash_at}"
+    );
+}

@@ -124,7 +124,7 @@ impl SafeDir {
         })
     }
 
-    fn read_entries(&self) -> Result<Vec<(OsString, Option<FileKind>)>> {
+    pub(super) fn read_entries(&self) -> Result<Vec<(OsString, Option<FileKind>)>> {
         // The listing reads this very descriptor (no second open of the folder): rewind it
         // when it was listed before.
         if self.listed.replace(true) {

@@ -189,6 +189,27 @@ impl SafeDir {
         self.logged(name, opened, |dir| Seen::Folder(dir.is_some()))
     }
 
+    /// Opens the child directory `name`, creating it when missing, for a caller that found no
+    /// `name` here and planned to fill an empty folder: a folder that holds anything (moved
+    /// there since, by someone else) is refused, so that nothing in it is written over
+    /// unseen.
+    pub fn open_empty_child(&self, name: &str) -> Result<SafeDir> {
+        let child = self.open_child(name, true)?;
+        let child = child.expect("open_child with create returns a folder or an error");
+        if child.read_entries()?.is_empty() {
+            return Ok(child);
+        }
+        Err(FsError::Unsafe {
+            path: child.path.clone(),
+            found: "a folder with files in it that was not there when clawmd looked".to_owned(),
+            expected: "the empty folder clawmd created",
+            fix: format!(
+                "run the command again; if this repeats, something is moving {} while clawmd runs",
+                child.path.display()
+            ),
+        })
+    }
+
     /// Opens the child directory `name`, creating it when missing with the owner and
     /// permissions of the folder `like` (a group's rescue folder takes the group's).
     pub fn open_child_like(&self, name: &str, like: &SafeDir) -> Result<SafeDir> {
@@ -277,5 +298,24 @@ mod tests {
         assert!(err.to_string().contains("a symlink"), "{err}");
         let err = SafeDir::open(&temp.path().join("sub")).unwrap_err();
         assert!(matches!(err, FsError::Unsafe { .. }), "{err}");
+    }
+
+    #[test]
+    fn an_empty_child_is_created_or_taken_and_one_with_files_is_refused_untouched() {
+        let (temp, dir) = dir();
+        let made = dir.open_empty_child("new").unwrap();
+        assert!(made.read_entries().unwrap().is_empty());
+        assert!(temp.path().join("new").is_dir());
+        // An empty folder already there holds nothing to write over.
+        dir.open_empty_child("new").unwrap();
+        // One that holds a file (moved in since the caller looked) is refused, as it is.
+        std::fs::write(temp.path().join("new/mine.md"), "MINE").unwrap();
+        let err = dir.open_empty_child("new").unwrap_err();
+        assert!(matches!(err, FsError::Unsafe { .. }), "{err}");
+        assert!(err.to_string().contains("run the command again"), "{err}");
+        assert_eq!(
+            std::fs::read(temp.path().join("new/mine.md")).unwrap(),
+            b"MINE"
+        );
     }
 }
