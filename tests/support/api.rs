@@ -83,6 +83,11 @@ impl Drop for ApiServer {
 }
 
 /// Answers one HTTP/1.1 request and closes the connection.
+/// Where the stand-in serves an npm registry with no package at all (a CLI that installs
+/// something at run time, as opencode does for a plugin folder, is pointed at it: the
+/// container stays offline, as its own tests are, and does not wait on the real registry).
+pub const NPM_REGISTRY: &str = "/npm-registry/";
+
 fn serve(stream: TcpStream, requests: &Mutex<Vec<Value>>) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
@@ -114,6 +119,12 @@ fn serve(stream: TcpStream, requests: &Mutex<Vec<Value>>) -> std::io::Result<()>
         body
     };
     let mut stream = stream;
+    if path.starts_with(NPM_REGISTRY) {
+        // The npm registry the CLIs are pointed at: it has no package.
+        return stream.write_all(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+    }
     if method != "POST" || path.contains("count_tokens") || path.contains(":countTokens") {
         return respond_json(&mut stream, &json!({"input_tokens": 1, "totalTokens": 1}));
     }

@@ -245,14 +245,19 @@ pub fn run_backend(backend: Backend, binds: &[Bind], extra_env: &[(&str, &str)])
         }
         Backend::Opencode => {
             args.push(["run", "-m", "stand/m", "hello"]);
-            command.env(
-                "OPENCODE_CONFIG_CONTENT",
-                serde_json::json!({"provider": {"stand": {
+            command
+                .env(
+                    "OPENCODE_CONFIG_CONTENT",
+                    serde_json::json!({"provider": {"stand": {
                     "npm": "@ai-sdk/openai-compatible",
                     "options": {"baseURL": format!("{base}/v1"), "apiKey": "e2e-local-only"},
                     "models": {"m": {}}}}})
-                .to_string(),
-            );
+                    .to_string(),
+                )
+                .env(
+                    "npm_config_registry",
+                    format!("{base}{}", crate::support::api::NPM_REGISTRY),
+                );
         }
     }
     let node_dir = tools.node.parent().unwrap().display().to_string();
