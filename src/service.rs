@@ -45,7 +45,7 @@ impl Service {
         Ok(Service {
             root: std::path::absolute(root)?,
             overrides,
-            kept: SourcesKept::default(),
+            kept: SourcesKept::watching(),
             settings: SettingsKept::default(),
         })
     }
@@ -68,7 +68,7 @@ impl Service {
             answer(root, overrides, line, kept, settings)
         }));
         answered.unwrap_or_else(|_| {
-            *kept = SourcesKept::default();
+            *kept = SourcesKept::watching();
             *settings = SettingsKept::default();
             ServeAnswer::failed(
                 request_id(line),

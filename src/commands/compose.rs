@@ -19,6 +19,7 @@
 //! 4. the sources recorded for the runs to come (`Run::record_sources`).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,7 @@ use crate::error::{Error, GroupError};
 use crate::input::layout::{GroupConfigSource, Layout};
 use crate::input::sources::host_reads::HostLog;
 use crate::input::sources::record::Proof;
+use crate::input::sources::vouch::Vouchers;
 use crate::input::sources::{SourceNote, Sources};
 use crate::plan::delivery::DeliverySettings;
 use crate::plan::delivery::GroupPlan;
@@ -105,7 +107,12 @@ pub fn compose_with_progress(
 /// disk. A reading is kept with the layout it was made for (the groups' handed configs aside,
 /// as in the record's key): what is prepared from the sources depends on it.
 #[derive(Debug, Default)]
-pub struct SourcesKept(Option<KeptReading>);
+pub struct SourcesKept {
+    reading: Option<KeptReading>,
+    /// What the holder knows has not changed since it last replayed a part of the record
+    /// (only [`SourcesKept::watching`] watches).
+    vouchers: Arc<Vouchers>,
+}
 
 #[derive(Debug)]
 struct KeptReading {
@@ -116,11 +123,21 @@ struct KeptReading {
 }
 
 impl SourcesKept {
+    /// Nothing kept yet, for a holder that answers many runs (`clawmd serve`): the parts of the
+    /// sources' record a run replays are then watched, and not replayed again while nothing
+    /// they read changes ([`Vouchers`]).
+    pub fn watching() -> SourcesKept {
+        SourcesKept {
+            reading: None,
+            vouchers: Arc::new(Vouchers::enabled()),
+        }
+    }
+
     /// The kept reading, when it was made for `layout` and is the one `proof` records: what
     /// `proof` replays (all of it, [`SourcesKept::vouched`], or the items a plan uses) then
     /// says whether the files still hold it.
     fn recorded_by(&self, layout: &Layout, proof: &Proof) -> Option<(&Sources, &[SourceNote])> {
-        let kept = self.0.as_ref()?;
+        let kept = self.reading.as_ref()?;
         let recorded = proof.recorded();
         let same = shared_layout(layout) == kept.layout
             && recorded.notes == kept.notes
@@ -136,7 +153,7 @@ impl SourcesKept {
 
     fn keep(&mut self, layout: &Layout, sources: Sources, notes: Vec<SourceNote>) {
         let layout = shared_layout(layout);
-        self.0 = Some(KeptReading {
+        self.reading = Some(KeptReading {
             layout,
             digest: sources.digest(),
             sources,
@@ -166,7 +183,7 @@ pub fn compose_keeping(
     let verdicts = GroupVerdicts::new(layout, &options.settings);
     let run = Run::new(layout, options, &verdicts, progress);
     let mut outcomes = Outcomes::new(groups.len());
-    let proof = run.load_sources_record();
+    let proof = (run.load_sources_record()).map(|proof| proof.vouched_by(kept.vouchers.clone()));
     if let Some(proof) = &proof {
         run.with_sources(proof)
             .answer_from_records(&groups, &mut outcomes);

@@ -524,3 +524,84 @@ fn the_kept_sources_never_outlive_an_edit_of_the_container_side() {
     }
     service.finish();
 }
+
+/// Steady spawns (the group unchanged, answered by its record) are answered without
+/// replaying the shared sources while the kernel reports nothing changed in what they read;
+/// an edit of anything they read, made right before the next spawn (in place, the same length,
+/// in the same second; by a rename; a file added to a folder read whole), is seen by that spawn.
+#[test]
+fn a_steady_spawn_right_after_an_edit_of_the_shared_sources_sees_it() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service = Service::start(&d);
+    let config = json!({"mcpServers": {"db": {"instructions": "RULES"}}, "skills": "all"});
+    let mut spawn = |id: u32| {
+        let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
+        assert_eq!(answer["ok"], true, "{answer}");
+        (
+            answer["compose"]["groups"][0]["status"].clone(),
+            d.managed_md("main"),
+        )
+    };
+    assert!(spawn(1).1.contains("WEB\n"));
+    let mut id = 2;
+    let edits: [(&str, &dyn Fn(), &str); 4] = [
+        (
+            "a skill's text in place, the same length",
+            &|| {
+                use std::io::{Seek, Write};
+                let path = d.path("container/skills/web/instructions.md");
+                let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+                file.seek(std::io::SeekFrom::Start(0)).unwrap();
+                file.write_all(b"WEV\n").unwrap();
+            },
+            "WEV\n",
+        ),
+        (
+            "the shared base replaced by a rename",
+            &|| {
+                d.write("container/base.tmp", "BASE TWO\n".as_bytes());
+                std::fs::rename(d.path("container/base.tmp"), d.path("container/CLAUDE.md"))
+                    .unwrap();
+            },
+            "BASE TWO\n",
+        ),
+        (
+            "a skill added to the folder every skill is listed from",
+            &|| {
+                d.write("container/skills/new/SKILL.md", "new skill\n".as_bytes());
+                d.write(
+                    "container/skills/new/instructions.md",
+                    "NEW SKILL\n".as_bytes(),
+                );
+            },
+            "NEW SKILL\n",
+        ),
+        (
+            "a skill's instructions made where there were none",
+            &|| {
+                d.write(
+                    "container/skills/quiet/instructions.md",
+                    "QUIET\n".as_bytes(),
+                )
+            },
+            "QUIET\n",
+        ),
+    ];
+    for (what, edit, text) in edits {
+        // Two steady spawns: the first replays the sources' record, the second may be vouched.
+        for _ in 0..2 {
+            let (status, _) = spawn(id);
+            id += 1;
+            assert_eq!(status, "unchanged", "{what}: before the edit");
+        }
+        edit();
+        let (status, document) = spawn(id);
+        id += 1;
+        assert_eq!(status, "changed", "{what}: the spawn after it");
+        assert!(
+            document.contains(text),
+            "{what}: {text:?} missing:\n{document}"
+        );
+    }
+    service.finish();
+}

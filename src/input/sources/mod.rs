@@ -19,6 +19,7 @@ pub mod expand;
 pub mod host;
 pub mod host_reads;
 pub mod record;
+pub mod vouch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

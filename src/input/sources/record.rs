@@ -12,12 +12,13 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 use super::host_reads::{HostReads, PartReads, Stale, Views};
+use super::vouch::Vouchers;
 use super::{SourceNote, Sources};
 use crate::disk::state;
 use crate::input::layout::{GLOBAL_GROUP, Layout};
@@ -149,6 +150,8 @@ impl<'de> Deserialize<'de> for SourcesBody {
 pub struct Proof {
     body: SourcesBody,
     now: SystemTime,
+    /// What a long-lived holder knows has not changed since it last replayed a part.
+    vouchers: Option<Arc<Vouchers>>,
     /// Each part's replay by its item (`None` when a read finds something else, or the part
     /// is not whole), and the views they went through.
     replayed: Mutex<(Replayed, Views)>,
@@ -175,7 +178,18 @@ impl Proof {
         Proof {
             body,
             now: SystemTime::now(),
+            vouchers: None,
             replayed: Mutex::new((HashMap::new(), Views::default())),
+        }
+    }
+
+    /// The same record, its parts vouched for by `vouchers` where they can be: a part they
+    /// vouch for is not replayed, and a part replayed is vouched for from then on, while
+    /// nothing it read changes ([`Vouchers`]).
+    pub fn vouched_by(self, vouchers: Arc<Vouchers>) -> Proof {
+        Proof {
+            vouchers: Some(vouchers),
+            ..self
         }
     }
 
@@ -223,8 +237,19 @@ impl Proof {
         let mut replayed = self.replayed.lock().unwrap_or_else(|p| p.into_inner());
         let (found, views) = &mut *replayed;
         *found.entry(item.clone()).or_insert_with(|| {
+            let bytes = self.body.bytes.get(range.clone())?;
+            let vouchers = self.vouchers.as_deref();
+            if vouchers.is_some_and(|vouchers| vouchers.vouches(item, bytes)) {
+                return Some(Stale(false));
+            }
             let part = self.body.part(range).filter(|part| part.item == *item)?;
-            part.replay(self.now, views)
+            // Watched before it is replayed: a change while it is replayed is seen after.
+            let armed = vouchers.and_then(|vouchers| vouchers.arm(&part));
+            let found = part.replay(self.now, views);
+            if let (Some(vouchers), Some(armed), Some(Stale(false))) = (vouchers, armed, found) {
+                vouchers.vouch(item, bytes, armed);
+            }
+            found
         })
     }
 }
