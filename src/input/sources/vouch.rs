@@ -233,6 +233,7 @@ impl Watching {
                         }
                     }
                     rustix::fs::FileType::RegularFile if last => {
+                        local_filesystem(&next)?; // a file bound from elsewhere, say
                         self.watch(&next, FILE_EVENTS, Rule::Any)?;
                     }
                     _ => return None, // a link, or something else
