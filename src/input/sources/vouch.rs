@@ -166,7 +166,12 @@ impl Watching {
             let event = match reader.next() {
                 Ok(event) => event,
                 Err(Errno::INTR) => continue,
-                Err(_) => break,
+                Err(Errno::AGAIN) => break,
+                // Events that cannot be read may be changes.
+                Err(_) => {
+                    changed = true;
+                    break;
+                }
             };
             let flags = event.events();
             if flags.intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::IGNORED) {
