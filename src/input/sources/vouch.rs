@@ -39,6 +39,11 @@ pub const VOUCH_FOR: Duration = Duration::from_secs(1);
 /// The most watches one holder adds (each folder and file once); past it, parts are replayed.
 const MAX_WATCHES: usize = 4096;
 
+/// The most events one look at the queue reads: events that keep coming as fast as they are
+/// read (a folder above the deployment busy with entries coming and going) count as a change
+/// rather than hold the spawn.
+const MAX_EVENTS: usize = 4096;
+
 /// What is watched on a file read.
 const FILE_EVENTS: WatchFlags = WatchFlags::MODIFY
     .union(WatchFlags::ATTRIB)
@@ -47,14 +52,14 @@ const FILE_EVENTS: WatchFlags = WatchFlags::MODIFY
     .union(WatchFlags::MOVE_SELF)
     .union(WatchFlags::MASK_ADD);
 
-/// What is watched on a folder: its entries, and the folder itself.
+/// What is watched on a folder: its entries coming and going, and the folder itself. Not
+/// what is written in the files in it: a file read has a watch of its own, and a folder above
+/// a path may hold files written all the time (a log beside the deployment).
 const FOLDER_EVENTS: WatchFlags = WatchFlags::CREATE
     .union(WatchFlags::DELETE)
     .union(WatchFlags::MOVED_FROM)
     .union(WatchFlags::MOVED_TO)
     .union(WatchFlags::ATTRIB)
-    .union(WatchFlags::MODIFY)
-    .union(WatchFlags::CLOSE_WRITE)
     .union(WatchFlags::DELETE_SELF)
     .union(WatchFlags::MOVE_SELF)
     .union(WatchFlags::MASK_ADD);
@@ -162,7 +167,11 @@ impl Watching {
         let mut reader = inotify::Reader::new(fd, &mut buffer);
         let mut changed = false;
         let mut ignored = Vec::new();
-        loop {
+        for events in 0.. {
+            if events == MAX_EVENTS {
+                changed = true; // still coming
+                break;
+            }
             let event = match reader.next() {
                 Ok(event) => event,
                 Err(Errno::INTR) => continue,
@@ -368,6 +377,13 @@ mod tests {
         std::fs::write(skill.join("other.md"), "O").unwrap();
         std::fs::write(root.path().join("unrelated.md"), "U").unwrap();
         std::fs::create_dir(root.path().join("skills/y")).unwrap();
+        let log = root.path().join("busy.log");
+        std::fs::write(&log, "start\n").unwrap();
+        for _ in 0..100 {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            f.write_all(b"a line\n").unwrap();
+        }
         assert!(vouchers.vouches(&item(), b"part"), "an unrelated change");
         assert!(!vouchers.vouches(&item(), b"other bytes"), "another part");
         let aside = root.path().join("aside");
@@ -429,6 +445,25 @@ mod tests {
                 "{what}: still vouched for"
             );
         }
+    }
+
+    #[test]
+    fn more_events_than_one_look_reads_count_as_a_change() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("a.md");
+        std::fs::write(&file, "A").unwrap();
+        let part = part_reading(|log| {
+            log.read_file(&file, 1024).unwrap();
+        });
+        let vouchers = Vouchers::enabled();
+        vouch(&vouchers, &part);
+        // Entries of other names come and go beside the file, more than one look reads.
+        for n in 0..MAX_EVENTS {
+            std::fs::write(root.path().join(format!("other-{n}")), "").unwrap();
+        }
+        assert!(!vouchers.vouches(&item(), b"part"));
+        vouch(&vouchers, &part);
+        assert!(vouchers.vouches(&item(), b"part"), "once the queue is read");
     }
 
     #[test]
