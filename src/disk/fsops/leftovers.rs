@@ -19,8 +19,10 @@ pub struct Leftover {
     pub dir: PathBuf,
     /// Its name (always a temp name).
     pub name: String,
-    /// The device and inode it was made with (`None`: the run stopped before recording them).
-    made: Option<(u64, u64)>,
+    /// The device and inode it was made with, and that of the file it replaced when it was
+    /// put in place by an exchange (the temp name then holds the replaced file until it is
+    /// removed); none: the run stopped before recording them.
+    made: Vec<(u64, u64)>,
 }
 
 impl Leftover {
@@ -48,9 +50,7 @@ impl Leftover {
             Ok(stat) => {
                 let kind = FileKind::from_mode(stat.st_mode);
                 Ok(matches!(kind, FileKind::File | FileKind::Symlink)
-                    && self
-                        .made
-                        .is_none_or(|made| made == (stat.st_dev, stat.st_ino)))
+                    && (self.made.is_empty() || self.made.contains(&(stat.st_dev, stat.st_ino))))
             }
             Err(rustix::io::Errno::NOENT) => Ok(false),
             Err(err) => Err(FsError::io("inspect", self.path(), err)),
@@ -100,7 +100,7 @@ pub(super) fn parse_journal(bytes: &[u8]) -> Vec<Leftover> {
                     Leftover {
                         dir,
                         name: name.to_owned(),
-                        made: None,
+                        made: Vec::new(),
                     },
                     true,
                 ));
@@ -109,7 +109,7 @@ pub(super) fn parse_journal(bytes: &[u8]) -> Vec<Leftover> {
         };
         match record {
             Record::Intent => {}
-            Record::Made => found[index].0.made = made,
+            Record::Made => found[index].0.made.extend(made),
             Record::NotMade => found[index].1 = false,
         }
     }
@@ -293,7 +293,7 @@ mod tests {
             [Leftover {
                 dir: PathBuf::from("/srv/groups/g"),
                 name,
-                made: Some((1, 2)),
+                made: vec![(1, 2)],
             }]
         );
     }

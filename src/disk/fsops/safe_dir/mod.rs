@@ -48,6 +48,9 @@ pub struct SafeDir {
     pub(super) absolute: std::cell::OnceCell<PathBuf>,
     /// Where what is read here is logged ([`SafeDir::log_reads_in`]).
     tap: Option<Tap>,
+    /// A folder only clawmd writes (clawmd's state folder and what it opens in it): no one
+    /// else renames or replaces its entries.
+    pub(super) only_clawmd: bool,
 }
 
 /// The opened folder itself (for a caller that must name exactly this folder, as
@@ -81,7 +84,14 @@ impl SafeDir {
             journal: None,
             absolute: std::cell::OnceCell::new(),
             tap: None,
+            only_clawmd: false,
         }
+    }
+
+    /// This folder as clawmd's state folder (see [`SafeDir::only_clawmd`]).
+    fn of_state(mut self) -> SafeDir {
+        self.only_clawmd = true;
+        self
     }
 
     /// Logs every read made here (and in the folders opened from it) in `log`, as the folder
@@ -125,7 +135,7 @@ impl SafeDir {
     pub fn open_state(path: &Path, create: bool) -> Result<Option<SafeDir>> {
         if !create {
             return match rustix::fs::open(path, DIR_FLAGS, Mode::empty()) {
-                Ok(fd) => Ok(Some(SafeDir::new(path.to_owned(), fd))),
+                Ok(fd) => Ok(Some(SafeDir::new(path.to_owned(), fd).of_state())),
                 Err(rustix::io::Errno::NOENT) => Ok(None),
                 Err(err) => Err(Self::explain_open_failure(path, err, || kind_of_path(path))),
             };
@@ -151,7 +161,7 @@ impl SafeDir {
         let state = parent.open_child(name, true)?;
         let mut state = state.expect("open_child with create returns a folder or an error");
         state.path = path.to_owned();
-        Ok(Some(state))
+        Ok(Some(state.of_state()))
     }
 
     /// Opens `path`, refusing when its last component is a symlink or not a directory.
@@ -249,6 +259,7 @@ impl SafeDir {
     fn child(&self, path: PathBuf, fd: OwnedFd) -> SafeDir {
         let mut child = SafeDir::new(path, fd);
         child.journal = self.journal.clone();
+        child.only_clawmd = self.only_clawmd;
         child.tap = self.tap.as_ref().and_then(|tap| {
             let name = child.path.file_name()?.to_str()?;
             Some(tap.child(name))
