@@ -369,8 +369,7 @@ pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<
         return Ok(());
     }
     let folder = path.parent().unwrap_or(&layout.state_dir);
-    fsops::create_dir_all(folder)?;
-    let dir = SafeDir::open(folder)?;
+    let dir = SafeDir::open_state(folder, true)?.expect("open_state with create returns a folder");
     if dir
         .read_file(&format!("{group}.json"), MAX_CONFIG_BYTES)
         .ok()
