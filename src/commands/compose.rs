@@ -196,19 +196,28 @@ pub fn compose_keeping(
         && let [index] = *outcomes.not_done()
         && !options.dry_run
         && let Some((sources, notes)) = kept.recorded_by(layout, proof)
-        && let Some(outcome) = run
-            .with_sources(sources)
-            .compose_alone_kept(&groups[index], proof)
     {
-        outcomes.set(index, outcome);
-        progress.done(&groups[index]);
+        // The kept reading is the one the record names: its digest is the record's.
+        debug_assert_eq!(proof.recorded().digest, sources.digest());
+        verdicts.know_sources_digest(Some(proof.recorded().digest));
+        let run = run.with_sources(sources);
+        if let Some(outcome) = run.compose_alone_kept(&groups[index], proof) {
+            outcomes.set(index, outcome);
+            progress.done(&groups[index]);
+            return Ok(run.report(&groups, outcomes, source_warnings(notes)));
+        }
+    }
+    if let Some(proof) = &proof
+        && let Some((sources, notes)) = kept.vouched(layout, proof)
+    {
+        debug_assert_eq!(proof.recorded().digest, sources.digest());
+        verdicts.know_sources_digest(Some(proof.recorded().digest));
+        let run = run.with_sources(sources);
+        run.look_and_compose(&groups, &mut outcomes);
         return Ok(run.report(&groups, outcomes, source_warnings(notes)));
     }
-    if let Some((sources, notes)) = proof.as_ref().and_then(|proof| kept.vouched(layout, proof)) {
-        run.with_sources(sources)
-            .look_and_compose(&groups, &mut outcomes);
-        return Ok(run.report(&groups, outcomes, source_warnings(notes)));
-    }
+    // Read anew, the sources may not be the kept ones.
+    verdicts.know_sources_digest(None);
     let log = HostLog::new();
     let (sources, notes) = read_sources_logged(layout, &log)?;
     let run = run.with_sources(&sources);

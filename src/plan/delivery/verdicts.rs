@@ -30,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -76,9 +76,10 @@ pub struct Verdicts<F> {
     here: KeyHasher,
     /// The digest of the sources mounted in link delivery, made when first needed.
     app: OnceLock<[u8; 32]>,
-    /// The digest of the run's sources as read ([`Sources::digest`]), made when first needed
-    /// (a run reads its sources once: these verdicts are asked of one [`Sources`] only).
-    sources: OnceLock<[u8; 32]>,
+    /// The digest of the sources these verdicts are asked of ([`Sources::digest`]): given by
+    /// a caller that knows it ([`Verdicts::know_sources_digest`]), else made when first
+    /// needed (these verdicts are asked of one [`Sources`] at a time).
+    sources: Mutex<Option<[u8; 32]>>,
     kept: Mutex<HashMap<Key, Delivered>>,
     /// The records, `<state>/verdicts/<group>`.
     folder: state::Records<VerdictRecord<F>>,
@@ -201,7 +202,7 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
             run,
             here,
             app: OnceLock::new(),
-            sources: OnceLock::new(),
+            sources: Mutex::new(None),
             kept: Mutex::new(HashMap::new()),
             folder: state::Records::new(),
             binds: Mutex::new(None),
@@ -227,7 +228,7 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
             Some(made_from) => {
                 key.field(b"made from")
                     .field(&made_from)
-                    .field(self.sources.get_or_init(|| sources.digest()));
+                    .field(&self.sources_digest(sources));
             }
             None => {
                 key.field(b"plan");
@@ -264,7 +265,20 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
     /// A SHA-256 of what a record made here depends on besides what it read: the binary,
     /// the layout and where it is, the settings, the shared sources, and `more`.
     pub fn here_key(&self, sources: &Sources, more: &[u8]) -> [u8; 32] {
-        self.here_key_with(self.sources.get_or_init(|| sources.digest()), more)
+        self.here_key_with(&self.sources_digest(sources), more)
+    }
+
+    /// The digest of `sources`, the sources these verdicts are asked of.
+    fn sources_digest(&self, sources: &Sources) -> [u8; 32] {
+        let mut known = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        *known.get_or_insert_with(|| sources.digest())
+    }
+
+    /// Says that the sources these verdicts are asked of from now on have `digest` (a kept
+    /// reading, whose digest its record holds), or, `None`, that they are to be hashed when
+    /// first needed (sources read anew).
+    pub fn know_sources_digest(&self, digest: Option<[u8; 32]>) {
+        *self.sources.lock().unwrap_or_else(PoisonError::into_inner) = digest;
     }
 
     fn here_key_with(&self, sources: &[u8; 32], more: &[u8]) -> [u8; 32] {

@@ -505,6 +505,16 @@ fn assemble(
 
 /// A flat document is read as it is, up to its budget (Codex truncates after
 /// `project_doc_max_bytes`): what lies beyond does not reach the agent.
+/// Whether the bytes a flat backend reads, `seen`, hold `text` whole (its final newlines
+/// aside: the document may end right after it).
+fn holds(seen: &[u8], text: &[u8]) -> bool {
+    let end = text
+        .iter()
+        .rposition(|&byte| byte != b'\n')
+        .map_or(0, |last| last + 1);
+    memmem::find(seen, &text[..end]).is_some()
+}
+
 fn verify_flat(plan: &GroupPlan) -> Delivered {
     let document = plan
         .entries
@@ -516,19 +526,17 @@ fn verify_flat(plan: &GroupPlan) -> Delivered {
         })
         .unwrap_or_default();
     let budget = usize::try_from(plan.target.budget).unwrap_or(usize::MAX);
-    let seen = String::from_utf8_lossy(&document[..document.len().min(budget)]).into_owned();
+    let seen = &document[..document.len().min(budget)];
     let mut missing = Vec::new();
     for section in &plan.sections {
-        let expected = String::from_utf8_lossy(&section.text);
-        if !seen.contains(expected.trim_end_matches('\n')) {
+        if !holds(seen, &section.text) {
             missing.push(section.id.name());
         }
     }
-    if let Some(local) = &plan.local_memory {
-        let local = String::from_utf8_lossy(local);
-        if !seen.contains(local.trim_end_matches('\n')) {
-            missing.push("local-memory".to_owned());
-        }
+    if let Some(local) = &plan.local_memory
+        && !holds(seen, local)
+    {
+        missing.push("local-memory".to_owned());
     }
     let mut reasons = Vec::new();
     if let Some(kept) = plan.local_memory_cut {
@@ -587,6 +595,25 @@ pub(crate) fn digest_text(digest: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_flat_document_holds_a_section_only_whole_and_within_its_budget() {
+        let section = "Réponds en français.\n\n".as_bytes();
+        assert!(super::holds(
+            b"# A\nR\xc3\xa9ponds en fran\xc3\xa7ais.",
+            section
+        ));
+        assert!(super::holds(b"", b"\n\n"));
+        // The budget cut the last character in two: the section is not whole.
+        let cedilla = section
+            .windows(2)
+            .position(|pair| pair == "ç".as_bytes())
+            .unwrap();
+        let cut = &section[..=cedilla];
+        assert!(cut.ends_with(b"fran\xc3"));
+        assert!(!super::holds(cut, section));
+        assert!(!super::holds(b"R\xc3\xa9ponds en", section));
+    }
+
     #[test]
     fn a_needle_occurs_where_the_two_way_search_finds_it() {
         let needle: Vec<u8> = (0..200u8).map(|i| b'a' + i % 26).collect();
