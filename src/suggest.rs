@@ -14,10 +14,6 @@ fn normalise(word: &str) -> String {
         .collect()
 }
 
-fn distance(a: &str, b: &str) -> usize {
-    strsim::damerau_levenshtein(&normalise(a), &normalise(b))
-}
-
 /// The most edits [`nearest`] accepts between words of these lengths: a third of the longer
 /// one's length, at least one.
 fn allowed(word: &str, candidate: &str) -> usize {
@@ -54,12 +50,24 @@ where
 
 /// The known word `word` almost certainly misspells: at most one edit for words up to six
 /// letters, two beyond (ignoring case, `_` and `-`), and not the word itself.
+///
+/// As in [`nearest`], a known word whose length differs by more than that is passed over
+/// without computing the distance (the runner's keys are read at every spawn).
 pub fn near_miss<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
+    let normal = normalise(word);
+    let length = normal.chars().count();
     known
         .iter()
         .filter(|k| **k != word)
-        .map(|k| (distance(word, k), *k))
-        .filter(|(d, k)| *d <= if k.len() <= 6 { 1 } else { 2 })
+        .filter_map(|k| {
+            let limit = if k.len() <= 6 { 1 } else { 2 };
+            let other = normalise(k);
+            if length.abs_diff(other.chars().count()) > limit {
+                return None;
+            }
+            let d = strsim::damerau_levenshtein(&normal, &other);
+            (d <= limit).then_some((d, *k))
+        })
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
 }

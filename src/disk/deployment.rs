@@ -365,19 +365,19 @@ pub fn hand_config(
 pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<(), GroupError> {
     checked_group_dir(layout, group)?;
     let path = layout.handed_config(group);
-    if kept_configs::holds(&path, bytes) {
+    let held = kept_configs::held(&path, bytes);
+    if matches!(held, kept_configs::Held::These) {
         return Ok(());
     }
     let folder = path.parent().unwrap_or(&layout.state_dir);
     let dir = SafeDir::open_state(folder, true)?.expect("open_state with create returns a folder");
-    if dir
-        .read_file(&format!("{group}.json"), MAX_CONFIG_BYTES)
-        .ok()
-        .flatten()
-        .as_deref()
-        != Some(bytes)
-    {
-        dir.write_file_lasting(&format!("{group}.json"), bytes, state::durability())?;
+    let name = format!("{group}.json");
+    let holds_them = || {
+        let found = dir.read_file(&name, MAX_CONFIG_BYTES).ok().flatten();
+        found.as_deref() == Some(bytes)
+    };
+    if matches!(held, kept_configs::Held::Others) || !holds_them() {
+        dir.write_file_lasting(&name, bytes, state::durability())?;
     }
     kept_configs::found(&path, bytes);
     Ok(())
@@ -402,15 +402,28 @@ mod kept_configs {
         crate::disk::reads::settled(&stat, SystemTime::now())
     }
 
-    /// Whether the file at `path` is the one found holding `bytes`, unchanged since.
-    pub(super) fn holds(path: &Path, bytes: &[u8]) -> bool {
+    /// What the file at `path` is known to hold, measured against `bytes`.
+    pub(super) enum Held {
+        /// It is the file found holding `bytes`, unchanged since.
+        These,
+        /// It is a file found holding other bytes, unchanged since.
+        Others,
+        /// Nothing is known of it.
+        Unknown,
+    }
+
+    /// What the file at `path` holds, as far as this process found it ([`Held`]).
+    pub(super) fn held(path: &Path, bytes: &[u8]) -> Held {
         let Some(now) = identity(path) else {
-            return false;
+            return Held::Unknown;
         };
         KEPT.get(path, |(found, held)| {
-            (*found == now && held == bytes).then_some(())
+            (*found == now).then_some(match held == bytes {
+                true => Held::These,
+                false => Held::Others,
+            })
         })
-        .is_some()
+        .unwrap_or(Held::Unknown)
     }
 
     /// The file at `path` holds `bytes` (just read, or just written): kept once settled.

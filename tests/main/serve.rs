@@ -400,11 +400,12 @@ fn the_kept_handed_config_is_right_after_every_spawn() {
     let mut service = Service::start(&d);
     let config = json!({"mcpServers": {"db": {"instructions": "RULES A"}}});
     let kept_path = "groups/.clawmd/configs/main.json";
-    let mut spawn = |id: u32| {
+    let mut spawn_with = |id: u32, config: &serde_json::Value| {
         let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
         assert_eq!(answer["ok"], true, "{answer}");
         d.read(kept_path)
     };
+    let mut spawn = |id: u32| spawn_with(id, &config);
     let kept = spawn(1);
     std::thread::sleep(std::time::Duration::from_millis(2100));
     assert_eq!(spawn(2), kept);
@@ -430,6 +431,13 @@ fn the_kept_handed_config_is_right_after_every_spawn() {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2100));
     assert_eq!(spawn(8), kept);
+    // Settled and known to this process, then another config handed: the new one is kept.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(spawn(9), kept);
+    let edited = json!({"mcpServers": {"db": {"instructions": "RULES C"}}});
+    let kept_edit = spawn_with(10, &edited);
+    assert!(kept_edit.contains("RULES C"), "{kept_edit}");
+    assert_eq!(spawn_with(11, &config), kept);
     service.finish();
 }
 
