@@ -185,8 +185,11 @@ impl Proof {
 
     /// The same record, its parts vouched for by `vouchers` where they can be: a part they
     /// vouch for is not replayed, and a part replayed is vouched for from then on, while
-    /// nothing it read changes ([`Vouchers`]).
+    /// nothing it read changes ([`Vouchers`]). The kernel's reports are read now, once: the
+    /// parts are then vouched for as of this moment (a record is given its vouchers as a
+    /// request comes in, [`crate::commands::compose::compose_keeping`]).
     pub fn vouched_by(self, vouchers: Arc<Vouchers>) -> Proof {
+        vouchers.look();
         Proof {
             vouchers: Some(vouchers),
             ..self
@@ -239,7 +242,7 @@ impl Proof {
         *found.entry(item.clone()).or_insert_with(|| {
             let bytes = self.body.bytes.get(range.clone())?;
             let vouchers = self.vouchers.as_deref();
-            if vouchers.is_some_and(|vouchers| vouchers.vouches(item, bytes)) {
+            if vouchers.is_some_and(|vouchers| vouchers.vouched(item, bytes)) {
                 return Some(Stale(false));
             }
             let part = self.body.part(range).filter(|part| part.item == *item)?;

@@ -120,13 +120,22 @@ impl Vouchers {
         watching.fd.is_some().then_some(watching)
     }
 
+    /// Reads the changes the kernel reported so far: [`Vouchers::vouched`] answers as of
+    /// this moment.
+    pub fn look(&self) {
+        if let Some(mut watching) = self.watching() {
+            watching.drain();
+        }
+    }
+
     /// Whether the part of `item` written as `bytes` in the record was replayed less than
-    /// [`VOUCH_FOR`] ago and nothing it read has changed since.
-    pub fn vouches(&self, item: &Option<String>, bytes: &[u8]) -> bool {
-        let Some(mut watching) = self.watching() else {
+    /// [`VOUCH_FOR`] ago and nothing it read had changed at the last [`Vouchers::look`] (or
+    /// [`Vouchers::arm`], [`Vouchers::vouch`]): a caller looks once as a request comes in,
+    /// then asks for each part.
+    pub fn vouched(&self, item: &Option<String>, bytes: &[u8]) -> bool {
+        let Some(watching) = self.watching() else {
             return false;
         };
-        watching.drain();
         watching
             .vouched
             .get(item)
@@ -324,6 +333,28 @@ fn read_paths(part: &PartReads) -> Option<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `vouchers` once they have read the kernel's reports, as a request starts.
+    fn looked(vouchers: &Vouchers) -> &Vouchers {
+        vouchers.look();
+        vouchers
+    }
+
+    #[test]
+    fn a_part_is_vouched_for_as_of_the_last_look() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("a.md");
+        std::fs::write(&file, "A").unwrap();
+        let part = part_reading(|log| {
+            log.read_file(&file, 1024).unwrap();
+        });
+        let vouchers = Vouchers::enabled();
+        vouch(&vouchers, &part);
+        std::fs::write(&file, "B").unwrap();
+        // Until the next look (the next request), the answer is the one of the last look.
+        assert!(vouchers.vouched(&item(), b"part"));
+        assert!(!looked(&vouchers).vouched(&item(), b"part"));
+    }
     use crate::input::sources::host_reads::HostLog;
     use std::os::unix::fs::{PermissionsExt, symlink};
 
@@ -356,7 +387,7 @@ mod tests {
             .arm(part)
             .expect("a part on a local filesystem is armed");
         vouchers.vouch(&item(), b"part", armed);
-        assert!(vouchers.vouches(&item(), b"part"));
+        assert!(looked(&vouchers).vouched(&item(), b"part"));
     }
 
     #[test]
@@ -384,8 +415,14 @@ mod tests {
             let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
             f.write_all(b"a line\n").unwrap();
         }
-        assert!(vouchers.vouches(&item(), b"part"), "an unrelated change");
-        assert!(!vouchers.vouches(&item(), b"other bytes"), "another part");
+        assert!(
+            looked(&vouchers).vouched(&item(), b"part"),
+            "an unrelated change"
+        );
+        assert!(
+            !looked(&vouchers).vouched(&item(), b"other bytes"),
+            "another part"
+        );
         let aside = root.path().join("aside");
         let changes: Vec<Change<'_>> = vec![
             (
@@ -441,7 +478,7 @@ mod tests {
             vouch(&vouchers, &part);
             change();
             assert!(
-                !vouchers.vouches(&item(), b"part"),
+                !looked(&vouchers).vouched(&item(), b"part"),
                 "{what}: still vouched for"
             );
         }
@@ -461,9 +498,12 @@ mod tests {
         for n in 0..MAX_EVENTS {
             std::fs::write(root.path().join(format!("other-{n}")), "").unwrap();
         }
-        assert!(!vouchers.vouches(&item(), b"part"));
+        assert!(!looked(&vouchers).vouched(&item(), b"part"));
         vouch(&vouchers, &part);
-        assert!(vouchers.vouches(&item(), b"part"), "once the queue is read");
+        assert!(
+            looked(&vouchers).vouched(&item(), b"part"),
+            "once the queue is read"
+        );
     }
 
     #[test]
@@ -477,7 +517,7 @@ mod tests {
         let vouchers = Vouchers::enabled();
         vouch(&vouchers, &part);
         std::fs::create_dir(skills.join("new")).unwrap();
-        assert!(!vouchers.vouches(&item(), b"part"));
+        assert!(!looked(&vouchers).vouched(&item(), b"part"));
     }
 
     #[test]
@@ -512,10 +552,10 @@ mod tests {
             let (_, when) = watching.vouched.get_mut(&item()).unwrap();
             *when = Instant::now() - VOUCH_FOR;
         }
-        assert!(!vouchers.vouches(&item(), b"part"));
+        assert!(!looked(&vouchers).vouched(&item(), b"part"));
         let default = Vouchers::default();
         assert!(default.arm(&part).is_none());
-        assert!(!default.vouches(&item(), b"part"));
+        assert!(!looked(&default).vouched(&item(), b"part"));
     }
 
     #[test]
@@ -530,6 +570,6 @@ mod tests {
         let armed = vouchers.arm(&part).unwrap();
         std::fs::write(&file, "changed after it was armed").unwrap();
         vouchers.vouch(&item(), b"part", armed);
-        assert!(!vouchers.vouches(&item(), b"part"));
+        assert!(!looked(&vouchers).vouched(&item(), b"part"));
     }
 }
