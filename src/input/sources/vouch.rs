@@ -387,7 +387,7 @@ mod tests {
             .arm(part)
             .expect("a part on a local filesystem is armed");
         vouchers.vouch(&item(), b"part", armed);
-        assert!(looked(&vouchers).vouched(&item(), b"part"));
+        assert!(looked(vouchers).vouched(&item(), b"part"));
     }
 
     #[test]
