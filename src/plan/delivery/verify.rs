@@ -503,8 +503,6 @@ fn assemble(
     }
 }
 
-/// A flat document is read as it is, up to its budget (Codex truncates after
-/// `project_doc_max_bytes`): what lies beyond does not reach the agent.
 /// Whether the bytes a flat backend reads, `seen`, hold `text` whole (its final newlines
 /// aside: the document may end right after it).
 fn holds(seen: &[u8], text: &[u8]) -> bool {
@@ -515,6 +513,8 @@ fn holds(seen: &[u8], text: &[u8]) -> bool {
     memmem::find(seen, &text[..end]).is_some()
 }
 
+/// A flat document is read as it is, up to its budget (Codex truncates after
+/// `project_doc_max_bytes`): what lies beyond does not reach the agent.
 fn verify_flat(plan: &GroupPlan) -> Delivered {
     let document = plan
         .entries
