@@ -17,6 +17,7 @@ use super::SafeDir;
 use super::owner::{Owner, give};
 use super::sparse::write_contents;
 use crate::disk::fsops::{Durability, FsError, Result, checkpoint};
+use crate::file_kind::FileKind;
 
 /// A file or link written under a temp name in a [`SafeDir`], waiting to be put in place.
 #[derive(Debug)]
@@ -258,8 +259,13 @@ impl SafeDir {
     fn rename_into_place(&self, temp: Temp, name: &str) -> Result<()> {
         self.check_temp(&temp)?;
         let path = self.path.join(name);
-        if self.exchange_into_place(&temp, name)? {
-            return Ok(());
+        match self.exchange_into_place(&temp, name) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(err) => {
+                self.discard(temp);
+                return Err(err);
+            }
         }
         checkpoint("rename", &path);
         if let Err(err) = rustix::fs::renameat(&self.fd, &temp.name, &self.fd, name) {
@@ -277,17 +283,15 @@ impl SafeDir {
     /// of the new file's data that ext4 starts when a rename replaces a file (about 0.1–0.2
     /// ms, where the data needs no more durability than this boot: [`Durability::ThisBoot`]).
     /// Returns `false` where it does not apply (a synced temp, another folder, no regular
-    /// file at `name`, a filesystem without the exchange): the caller renames.
+    /// file at `name`, a filesystem without the exchange): the caller renames. On an error
+    /// the caller discards the temp (it is not clawmd's temp any more once exchanged).
     fn exchange_into_place(&self, temp: &Temp, name: &str) -> Result<bool> {
         if !self.only_clawmd || !temp.unsynced_data {
             return Ok(false);
         }
         let path = self.path.join(name);
         let old = match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat)
-                if crate::file_kind::FileKind::from_mode(stat.st_mode)
-                    == crate::file_kind::FileKind::File =>
-            {
+            Ok(stat) if FileKind::from_mode(stat.st_mode) == FileKind::File => {
                 (stat.st_dev, stat.st_ino)
             }
             _ => return Ok(false),
@@ -309,12 +313,7 @@ impl SafeDir {
         match exchanged {
             Ok(()) => {}
             Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => return Ok(false),
-            Err(err) => {
-                if self.check_temp(temp).is_ok() {
-                    let _ = self.unlink(&temp.name);
-                }
-                return Err(FsError::io("replace", path, err));
-            }
+            Err(err) => return Err(FsError::io("replace", path, err)),
         }
         self.unsynced.set(true);
         checkpoint("remove the replaced file", &self.path.join(&temp.name));
