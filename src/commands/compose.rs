@@ -134,8 +134,8 @@ impl SourcesKept {
     }
 
     /// The kept reading, when it was made for `layout` and is the one `proof` records: what
-    /// `proof` replays (all of it, [`SourcesKept::vouched`], or the items a plan uses) then
-    /// says whether the files still hold it.
+    /// `proof` replays (all of it, or the items a plan uses) then says whether the files still
+    /// hold it.
     fn recorded_by(&self, layout: &Layout, proof: &Proof) -> Option<(&Sources, &[SourceNote])> {
         let kept = self.reading.as_ref()?;
         let recorded = proof.recorded();
@@ -143,12 +143,6 @@ impl SourcesKept {
             && recorded.notes == kept.notes
             && recorded.digest == kept.digest;
         same.then_some((&kept.sources, kept.notes.as_slice()))
-    }
-
-    /// The kept reading, when it was made for `layout` and `proof` vouches for it whole.
-    fn vouched(&self, layout: &Layout, proof: &Proof) -> Option<(&Sources, &[SourceNote])> {
-        self.recorded_by(layout, proof)
-            .filter(|_| proof.holds_for(None) && !proof.stale())
     }
 
     fn keep(&mut self, layout: &Layout, sources: Sources, notes: Vec<SourceNote>) {
@@ -193,28 +187,26 @@ pub fn compose_keeping(
         }
     }
     if let Some(proof) = &proof
-        && let [index] = *outcomes.not_done()
-        && !options.dry_run
         && let Some((sources, notes)) = kept.recorded_by(layout, proof)
     {
         // The kept reading is the one the record names: its digest is the record's.
         debug_assert_eq!(proof.recorded().digest, sources.digest());
         verdicts.know_sources_digest(Some(proof.recorded().digest));
         let run = run.with_sources(sources);
-        if let Some(outcome) = run.compose_alone_kept(&groups[index], proof) {
+        // One group (a spawn): composed once the items its plan uses are vouched for.
+        if let [index] = *outcomes.not_done()
+            && !options.dry_run
+            && let Some(outcome) = run.compose_alone_kept(&groups[index], proof)
+        {
             outcomes.set(index, outcome);
             progress.done(&groups[index]);
             return Ok(run.report(&groups, outcomes, source_warnings(notes)));
         }
-    }
-    if let Some(proof) = &proof
-        && let Some((sources, notes)) = kept.vouched(layout, proof)
-    {
-        debug_assert_eq!(proof.recorded().digest, sources.digest());
-        verdicts.know_sources_digest(Some(proof.recorded().digest));
-        let run = run.with_sources(sources);
-        run.look_and_compose(&groups, &mut outcomes);
-        return Ok(run.report(&groups, outcomes, source_warnings(notes)));
+        // Else, the whole reading vouched for.
+        if proof.holds_for(None) && !proof.stale() {
+            run.look_and_compose(&groups, &mut outcomes);
+            return Ok(run.report(&groups, outcomes, source_warnings(notes)));
+        }
     }
     // Read anew, the sources may not be the kept ones.
     verdicts.know_sources_digest(None);
