@@ -340,21 +340,6 @@ mod tests {
         vouchers
     }
 
-    #[test]
-    fn a_part_is_vouched_for_as_of_the_last_look() {
-        let root = tempfile::tempdir().unwrap();
-        let file = root.path().join("a.md");
-        std::fs::write(&file, "A").unwrap();
-        let part = part_reading(|log| {
-            log.read_file(&file, 1024).unwrap();
-        });
-        let vouchers = Vouchers::enabled();
-        vouch(&vouchers, &part);
-        std::fs::write(&file, "B").unwrap();
-        // Until the next look (the next request), the answer is the one of the last look.
-        assert!(vouchers.vouched(&item(), b"part"));
-        assert!(!looked(&vouchers).vouched(&item(), b"part"));
-    }
     use crate::input::sources::host_reads::HostLog;
     use std::os::unix::fs::{PermissionsExt, symlink};
 
@@ -381,6 +366,17 @@ mod tests {
         Some(ITEM.to_owned())
     }
 
+    /// A folder holding `a.md`, and the part that reads it.
+    fn one_file_read() -> (tempfile::TempDir, PathBuf, PartReads) {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("a.md");
+        std::fs::write(&file, "A").unwrap();
+        let part = part_reading(|log| {
+            log.read_file(&file, 1024).unwrap();
+        });
+        (root, file, part)
+    }
+
     /// Arms `part`, vouches for it as replayed, and checks it is vouched for.
     fn vouch(vouchers: &Vouchers, part: &PartReads) {
         let armed = vouchers
@@ -388,6 +384,17 @@ mod tests {
             .expect("a part on a local filesystem is armed");
         vouchers.vouch(&item(), b"part", armed);
         assert!(looked(vouchers).vouched(&item(), b"part"));
+    }
+
+    #[test]
+    fn a_part_is_vouched_for_as_of_the_last_look() {
+        let (_root, file, part) = one_file_read();
+        let vouchers = Vouchers::enabled();
+        vouch(&vouchers, &part);
+        std::fs::write(&file, "B").unwrap();
+        // Until the next look (the next request), the answer is the one of the last look.
+        assert!(vouchers.vouched(&item(), b"part"));
+        assert!(!looked(&vouchers).vouched(&item(), b"part"));
     }
 
     #[test]
@@ -486,12 +493,7 @@ mod tests {
 
     #[test]
     fn more_events_than_one_look_reads_count_as_a_change() {
-        let root = tempfile::tempdir().unwrap();
-        let file = root.path().join("a.md");
-        std::fs::write(&file, "A").unwrap();
-        let part = part_reading(|log| {
-            log.read_file(&file, 1024).unwrap();
-        });
+        let (root, _file, part) = one_file_read();
         let vouchers = Vouchers::enabled();
         vouch(&vouchers, &part);
         // Entries of other names come and go beside the file, more than one look reads.
@@ -539,12 +541,7 @@ mod tests {
 
     #[test]
     fn a_vouch_lapses_after_its_time_and_the_default_vouches_for_nothing() {
-        let root = tempfile::tempdir().unwrap();
-        let file = root.path().join("a.md");
-        std::fs::write(&file, "A").unwrap();
-        let part = part_reading(|log| {
-            log.read_file(&file, 1024).unwrap();
-        });
+        let (_root, _file, part) = one_file_read();
         let vouchers = Vouchers::enabled();
         vouch(&vouchers, &part);
         {
@@ -560,12 +557,7 @@ mod tests {
 
     #[test]
     fn a_change_while_a_part_is_replayed_keeps_it_unvouched() {
-        let root = tempfile::tempdir().unwrap();
-        let file = root.path().join("a.md");
-        std::fs::write(&file, "A").unwrap();
-        let part = part_reading(|log| {
-            log.read_file(&file, 1024).unwrap();
-        });
+        let (_root, file, part) = one_file_read();
         let vouchers = Vouchers::enabled();
         let armed = vouchers.arm(&part).unwrap();
         std::fs::write(&file, "changed after it was armed").unwrap();
