@@ -436,10 +436,17 @@ pub fn composed_document_for(body: &str, local_memory: bool) -> Vec<u8> {
 const LOCAL_MEMORY_NOTE: &str = " Put this group's own memory in CLAUDE.local.md.";
 
 fn with_header(body: &str, local_memory: bool) -> String {
+    format!(
+        "{}\n{body}",
+        header_line(&short_hash(body.as_bytes()), local_memory)
+    )
+}
+
+/// The first line of a composed document whose body hashes to `hash` ([`short_hash`]).
+fn header_line(hash: &str, local_memory: bool) -> String {
     let note = if local_memory { LOCAL_MEMORY_NOTE } else { "" };
     format!(
-        "{HEADER_START} from container.json: do not edit, edits are moved aside at the next compose.{note} {HASH_MARK}{} -->\n{body}",
-        short_hash(body.as_bytes())
+        "{HEADER_START} from container.json: do not edit, edits are moved aside at the next compose.{note} {HASH_MARK}{hash} -->"
     )
 }
 
@@ -522,10 +529,11 @@ pub fn is_pristine(text: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(text) else {
         return false;
     };
-    let Some((_, body)) = text.split_once('\n') else {
+    let Some((first, body)) = text.split_once('\n') else {
         return false;
     };
-    with_header(body, true) == text || with_header(body, false) == text
+    let hash = short_hash(body.as_bytes());
+    header_line(&hash, true) == first || header_line(&hash, false) == first
 }
 
 /// The content of `.claude-fragments/mcp-<server>.md`.
@@ -581,6 +589,19 @@ mod tests {
         assert!(!is_pristine(&edited) && is_composed(&edited));
         assert!(!is_pristine(b"hand written") && !is_composed(b"hand written"));
         assert!(!is_pristine(&[0xff, b'\n']));
+        // Either header (with or without the local-memory note) over its own body is
+        // pristine; a header edited, or moved onto another body, is not.
+        for local_memory in [true, false] {
+            let doc = composed_document_for("BODY\n", local_memory);
+            assert!(is_pristine(&doc), "{local_memory}");
+            let text = String::from_utf8(doc).unwrap();
+            let noted = text.replace(LOCAL_MEMORY_NOTE, "");
+            assert!(is_pristine(noted.as_bytes()), "{local_memory}");
+            let header_edited = text.replacen("do not edit", "do edit", 1);
+            assert!(!is_pristine(header_edited.as_bytes()));
+            let other_body = text.replace("BODY", "BODI");
+            assert!(!is_pristine(other_body.as_bytes()));
+        }
     }
 
     proptest::proptest! {
