@@ -13,6 +13,11 @@ use std::process::ExitCode;
 use args::{Cli, Command};
 use printer::Printer;
 
+/// mimalloc instead of the C library's allocator: a compose makes and drops many short strings
+/// and buffers, and `clawmd serve` does it for every spawn (docs/performance.md, "Sixth pass").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     raise_open_file_limit();
     let cli = match args::parse_cli() {
