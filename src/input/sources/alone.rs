@@ -456,21 +456,24 @@ pub fn own_file(
 /// Shares one tree between the sections and plans that use it.
 pub type SharedTree = Arc<SourceTree>;
 
-/// What [`prepare`] made of the shared sources of one run (those read from `container/`,
-/// with a [`SourceTree`]), so that each is composed once per run, release and form for every
-/// group that includes it: [`prepare`] is a pure function of the section's text, tree,
+/// What [`prepare`] made of the sections of one run (or of a `clawmd serve`, which keeps its
+/// sources between spawns), so that each is composed once per release and form for every
+/// group that includes it: the shared sources read from `container/` (with a [`SourceTree`])
+/// and the text a group's config gives (an MCP server's instructions, which most groups keep
+/// from one spawn to the next). [`prepare`] is a pure function of the section's text, tree,
 /// name, origin and link, which a use checks against what it was made from.
 #[derive(Default)]
 pub struct Prepared(
     std::sync::Mutex<std::collections::HashMap<(String, ClaudeVersion, SectionForm), Arc<Made>>>,
 );
 
-/// The most sections a run's [`Prepared`] keeps (a deployment has tens of shared sources).
+/// The most sections a [`Prepared`] keeps (a deployment has tens of shared sources, and a few
+/// config texts per group); when full it starts afresh.
 const MAX_PREPARED: usize = 4096;
 
 /// One section as [`prepare`] made it, with what it was made from.
 struct Made {
-    from: (Vec<u8>, SharedTree, String, Option<PathBuf>),
+    from: (Vec<u8>, Option<SharedTree>, String, Option<PathBuf>),
     text: Vec<u8>,
     expected: Vec<String>,
     size: u64,
@@ -500,16 +503,14 @@ impl PartialEq for Prepared {
 impl Eq for Prepared {}
 
 impl Prepared {
-    /// [`prepare`], once per shared source of the run: `section` becomes what it made.
+    /// [`prepare`], once per section: `section` becomes what it made.
     pub fn prepare(
         &self,
         section: &mut crate::input::sources::Section,
         version: ClaudeVersion,
         form: SectionForm,
     ) {
-        let Some(tree) = section.tree.clone() else {
-            return prepare(section, version, form);
-        };
+        let tree = section.tree.clone();
         // The text's length is part of the key: a shared source with a memory note has one
         // text per backend (removed, or a sentence of each backend's own length), and groups
         // of several backends share a run; a use still checks the whole text (`same`).
@@ -521,7 +522,11 @@ impl Prepared {
         let known = self.lock().get(&key).cloned();
         let same = |made: &Made| {
             made.from.0 == section.text
-                && Arc::ptr_eq(&made.from.1, &tree)
+                && match (&made.from.1, &tree) {
+                    (Some(made), Some(tree)) => Arc::ptr_eq(made, tree),
+                    (None, None) => true,
+                    _ => false,
+                }
                 && made.from.2 == section.origin
                 && made.from.3 == section.link
         };
@@ -540,18 +545,19 @@ impl Prepared {
         );
         prepare(section, version, form);
         let mut kept = self.lock();
-        if kept.len() < MAX_PREPARED {
-            kept.insert(
-                key,
-                Arc::new(Made {
-                    from,
-                    text: section.text.clone(),
-                    expected: section.expected.clone(),
-                    size: section.size,
-                    sealed: section.sealed,
-                }),
-            );
+        if kept.len() >= MAX_PREPARED && !kept.contains_key(&key) {
+            kept.clear();
         }
+        kept.insert(
+            key,
+            Arc::new(Made {
+                from,
+                text: section.text.clone(),
+                expected: section.expected.clone(),
+                size: section.size,
+                sealed: section.sealed,
+            }),
+        );
     }
 
     fn lock(
@@ -571,8 +577,9 @@ mod tests {
 
     const V: ClaudeVersion = ClaudeVersion::new(2, 1, 330);
 
-    /// A run's memo gives every group what [`prepare`] gives it alone, and makes a section
-    /// again when what it was made from differs (another text, tree, release or form).
+    /// A memo gives every group what [`prepare`] gives it alone, and makes a section again
+    /// when what it was made from differs (another text, tree, release or form): a shared
+    /// source's and a config's text (no tree) alike, one name and length with other text too.
     #[test]
     fn prepared_once_is_what_prepare_gives() {
         let memo = Prepared::default();
@@ -580,12 +587,12 @@ mod tests {
             ("/app/CLAUDE.md", "# Base\n<!-- open\n@./more.md\n"),
             ("/app/more.md", "MORE\n```\n"),
         ]));
-        let section = |text: &str, tree: &SharedTree| {
+        let section = |text: &str, tree: Option<&SharedTree>| {
             let mut section = crate::input::sources::Section::builtin(
                 crate::input::sources::SectionId::shared_base(),
                 text.as_bytes(),
             );
-            section.tree = Some(tree.clone());
+            section.tree = tree.cloned();
             section
         };
         let other = Arc::new(tree(&[("/app/CLAUDE.md", "OTHER\n")]));
@@ -596,10 +603,15 @@ mod tests {
         ] {
             for version in [V, ClaudeVersion::new(2, 0, 77)] {
                 for (text, tree) in [
-                    ("# Base\n", &shared),
-                    ("# Base\n", &shared),
-                    ("changed\n", &shared),
-                    ("changed\n", &other),
+                    ("# Base\n", Some(&shared)),
+                    ("# Base\n", Some(&shared)),
+                    ("changed\n", Some(&shared)),
+                    ("changed\n", Some(&other)),
+                    ("changed\n", None),
+                    ("changed\n", None),
+                    ("@./x.md\n", None),
+                    ("<!-- a\n", None),
+                    ("changed\n", Some(&other)),
                 ] {
                     let mut alone = section(text, tree);
                     prepare(&mut alone, version, form);
