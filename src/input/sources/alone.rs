@@ -463,13 +463,48 @@ pub type SharedTree = Arc<SourceTree>;
 /// from one spawn to the next). [`prepare`] is a pure function of the section's text, tree,
 /// name, origin and link, which a use checks against what it was made from.
 #[derive(Default)]
-pub struct Prepared(
-    std::sync::Mutex<std::collections::HashMap<(String, ClaudeVersion, SectionForm), Arc<Made>>>,
-);
+pub struct Prepared(std::sync::Mutex<Kept>);
 
 /// The most sections a [`Prepared`] keeps (a deployment has tens of shared sources, and a few
 /// config texts per group); when full it starts afresh.
 const MAX_PREPARED: usize = 4096;
+
+/// The most bytes of text a [`Prepared`] keeps (what each section was made from and what it
+/// became); when full it starts afresh. A group's file or config text is the agent's or the
+/// runner's to make large: memory stays bounded whatever they hold.
+const MAX_KEPT_BYTES: usize = 64 << 20;
+
+/// A section larger than this is made every time, not kept.
+const MAX_KEPT_SECTION_BYTES: usize = 1 << 20;
+
+/// What a [`Prepared`] holds: each section as made, by name and length, release and form,
+/// and the bytes of text that holds.
+#[derive(Default)]
+struct Kept {
+    made: std::collections::HashMap<(String, ClaudeVersion, SectionForm), Arc<Made>>,
+    bytes: usize,
+}
+
+impl Kept {
+    /// Keeps `made` under `key`, within [`MAX_PREPARED`] and [`MAX_KEPT_BYTES`] (starting
+    /// afresh when it would go over them); a section over [`MAX_KEPT_SECTION_BYTES`] is not
+    /// kept.
+    fn keep(&mut self, key: (String, ClaudeVersion, SectionForm), made: Arc<Made>) {
+        let bytes = made.bytes();
+        if bytes > MAX_KEPT_SECTION_BYTES {
+            return;
+        }
+        if let Some(old) = self.made.remove(&key) {
+            self.bytes -= old.bytes();
+        }
+        if self.made.len() >= MAX_PREPARED || self.bytes + bytes > MAX_KEPT_BYTES {
+            self.made.clear();
+            self.bytes = 0;
+        }
+        self.bytes += bytes;
+        self.made.insert(key, made);
+    }
+}
 
 /// One section as [`prepare`] made it, with what it was made from.
 struct Made {
@@ -478,6 +513,13 @@ struct Made {
     expected: Vec<String>,
     size: u64,
     sealed: bool,
+}
+
+impl Made {
+    /// The bytes of text it holds (what it was made from, what it became, what must be found).
+    fn bytes(&self) -> usize {
+        self.from.0.len() + self.text.len() + self.expected.iter().map(String::len).sum::<usize>()
+    }
 }
 
 impl std::fmt::Debug for Prepared {
@@ -519,7 +561,7 @@ impl Prepared {
             version,
             form,
         );
-        let known = self.lock().get(&key).cloned();
+        let known = self.lock().made.get(&key).cloned();
         let same = |made: &Made| {
             made.from.0 == section.text
                 && match (&made.from.1, &tree) {
@@ -544,28 +586,17 @@ impl Prepared {
             section.link.clone(),
         );
         prepare(section, version, form);
-        let mut kept = self.lock();
-        if kept.len() >= MAX_PREPARED && !kept.contains_key(&key) {
-            kept.clear();
-        }
-        kept.insert(
-            key,
-            Arc::new(Made {
-                from,
-                text: section.text.clone(),
-                expected: section.expected.clone(),
-                size: section.size,
-                sealed: section.sealed,
-            }),
-        );
+        let made = Arc::new(Made {
+            from,
+            text: section.text.clone(),
+            expected: section.expected.clone(),
+            size: section.size,
+            sealed: section.sealed,
+        });
+        self.lock().keep(key, made);
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        std::collections::HashMap<(String, ClaudeVersion, SectionForm), Arc<Made>>,
-    > {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -621,6 +652,40 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// What a memo keeps stays within its bounds of sections and bytes, whatever it is given;
+    /// a section too large to keep is not kept, and one kept again is counted once.
+    #[test]
+    fn prepared_keeps_within_its_bounds() {
+        let made = |bytes: usize| {
+            Arc::new(Made {
+                from: (vec![b'x'; bytes / 2], None, String::new(), None),
+                text: vec![b'y'; bytes - bytes / 2],
+                expected: Vec::new(),
+                size: 0,
+                sealed: true,
+            })
+        };
+        let key = |n: usize| (format!("mcp:s{n}\0{n}"), V, SectionForm::Document);
+        let mut kept = Kept::default();
+        kept.keep(key(0), made(MAX_KEPT_SECTION_BYTES + 1));
+        assert!(kept.made.is_empty() && kept.bytes == 0);
+        kept.keep(key(1), made(100));
+        kept.keep(key(1), made(300));
+        assert_eq!((kept.made.len(), kept.bytes), (1, 300));
+        for n in 0..200 {
+            kept.keep(key(n), made(MAX_KEPT_SECTION_BYTES));
+            assert!(kept.bytes <= MAX_KEPT_BYTES, "{n}: {}", kept.bytes);
+            let counted: usize = kept.made.values().map(|m| m.bytes()).sum();
+            assert_eq!(counted, kept.bytes);
+        }
+        let mut kept = Kept::default();
+        for n in 0..MAX_PREPARED + 10 {
+            kept.keep(key(n), made(10));
+            assert!(kept.made.len() <= MAX_PREPARED);
+        }
+        assert!(kept.made.contains_key(&key(MAX_PREPARED + 9)));
     }
 
     fn tree(files: &[(&str, &str)]) -> SourceTree {
