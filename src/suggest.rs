@@ -22,11 +22,29 @@ fn allowed(word: &str, candidate: &str) -> usize {
 
 /// The candidate closest to `word`, when one is close enough to be what was meant: within a
 /// third of the longer word's length (at least one edit). Ties go to the first candidate.
+pub fn nearest<'a, I>(word: &str, candidates: I) -> Option<&'a str>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    closest(word, candidates, |candidate| allowed(word, candidate))
+}
+
+/// The known word `word` almost certainly misspells: at most one edit for words up to six
+/// letters, two beyond (ignoring case, `_` and `-`), and not the word itself.
+pub fn near_miss<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
+    closest(word, known.iter().copied(), |k| {
+        if k.len() <= 6 { 1 } else { 2 }
+    })
+}
+
+/// The candidate (not `word` itself) nearest to `word` within `limit(candidate)` edits of the
+/// normalised words; ties go to the first.
 ///
 /// The edit distance is at least the difference in length (of the normalised words), so a
 /// candidate of a length too different is passed over without computing it: the cost is
-/// linear in the candidates plus a distance for each one of a similar length.
-pub fn nearest<'a, I>(word: &str, candidates: I) -> Option<&'a str>
+/// linear in the candidates plus a distance for each one of a similar length (the runner's
+/// keys are checked at every spawn).
+fn closest<'a, I>(word: &str, candidates: I, limit: impl Fn(&str) -> usize) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {
@@ -37,7 +55,7 @@ where
         .filter(|candidate| *candidate != word)
         .filter_map(|candidate| {
             let other = normalise(candidate);
-            let limit = allowed(word, candidate);
+            let limit = limit(candidate);
             if length.abs_diff(other.chars().count()) > limit {
                 return None;
             }
@@ -46,30 +64,6 @@ where
         })
         .min_by_key(|(d, _)| *d)
         .map(|(_, candidate)| candidate)
-}
-
-/// The known word `word` almost certainly misspells: at most one edit for words up to six
-/// letters, two beyond (ignoring case, `_` and `-`), and not the word itself.
-///
-/// As in [`nearest`], a known word whose length differs by more than that is passed over
-/// without computing the distance (the runner's keys are read at every spawn).
-pub fn near_miss<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
-    let normal = normalise(word);
-    let length = normal.chars().count();
-    known
-        .iter()
-        .filter(|k| **k != word)
-        .filter_map(|k| {
-            let limit = if k.len() <= 6 { 1 } else { 2 };
-            let other = normalise(k);
-            if length.abs_diff(other.chars().count()) > limit {
-                return None;
-            }
-            let d = strsim::damerau_levenshtein(&normal, &other);
-            (d <= limit).then_some((d, *k))
-        })
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
 }
 
 #[cfg(test)]
