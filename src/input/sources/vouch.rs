@@ -333,15 +333,14 @@ fn read_paths(part: &PartReads) -> Option<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::sources::host_reads::HostLog;
+    use std::os::unix::fs::{PermissionsExt, symlink};
 
     /// `vouchers` once they have read the kernel's reports, as a request starts.
     fn looked(vouchers: &Vouchers) -> &Vouchers {
         vouchers.look();
         vouchers
     }
-
-    use crate::input::sources::host_reads::HostLog;
-    use std::os::unix::fs::{PermissionsExt, symlink};
 
     const ITEM: &str = "skill:x";
 
