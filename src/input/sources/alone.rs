@@ -552,6 +552,9 @@ impl Prepared {
         version: ClaudeVersion,
         form: SectionForm,
     ) {
+        if section.text.len() > MAX_KEPT_SECTION_BYTES {
+            return prepare(section, version, form); // never kept ([`Kept::keep`])
+        }
         let tree = section.tree.clone();
         // The text's length is part of the key: a shared source with a memory note has one
         // text per backend (removed, or a sentence of each backend's own length), and groups
