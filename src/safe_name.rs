@@ -147,8 +147,11 @@ pub fn display_name(name: &str) -> std::borrow::Cow<'_, str> {
 
 /// The first 16 hex digits of the SHA-256 of `bytes`.
 pub fn short_hash(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes)[..8])
+    hex(&Sha256::digest(bytes)[..SHORT_HASH_HEX / 2])
 }
+
+/// The length of every [`short_hash`].
+pub const SHORT_HASH_HEX: usize = 16;
 
 /// `bytes` in lowercase hex, two digits a byte.
 pub fn hex(bytes: &[u8]) -> String {

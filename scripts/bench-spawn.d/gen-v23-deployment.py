@@ -17,6 +17,13 @@ ROOT/groups/gNNNNN/memory/                    the memory tree (never read by eit
 ROOT/rows.json                                the database rows nanoclaw's composer reads
                                               (`mcp_servers`, `skills` as JSON text, `cli_scope`:
                                               "disabled" for 1 group in 6)
+ROOT/src/project-doc-compose.ts               the stand-in of tests/fixtures/nanoclaw-v2.3 (the
+                                              facts `clawmd init` reads from nanoclaw's composer)
+ROOT/container/agent-runner/package.json      the runner's pins, as that fixture's (the Agent SDK),
+ROOT/container/cli-tools.json                 and the image's tools (Claude Code 2.1.257)
+
+`clawmd init` on ROOT writes what an operator's does on a nanoclaw v2.3 checkout (docs/nanoclaw.md):
+the benches compose with those settings.
 
 The markdown comes from scripts/gen-varied-deployment.py. Deterministic for a seed.
 """
@@ -82,8 +89,11 @@ def main():
         if i % 3 == 0:
             write(os.path.join(root, "container", "skills", skill, "instructions.md"),
                   markdown(rng, rng.randint(400, 3000)))
-    write(os.path.join(root, "container", "cli-tools.json"),
-          json.dumps({"tools": [{"name": "@anthropic-ai/claude-code", "version": "2.1.257"}]}, indent=2) + "\n")
+    fixture = os.path.join(here, "..", "..", "tests", "fixtures", "nanoclaw-v2.3")
+    for part in (("src", "project-doc-compose.ts"), ("container", "agent-runner", "package.json"),
+                 ("container", "cli-tools.json")):
+        with open(os.path.join(fixture, *part)) as source:
+            write(os.path.join(root, *part), source.read())
     rows = {}
     for g in range(args.n):
         name = f"g{g:05d}"

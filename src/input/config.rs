@@ -188,12 +188,9 @@ pub const KEYS: [&str; 3] = ["skills", "mcpServers", "provider"];
 pub const SERVER_KEYS: [&str; 1] = ["instructions"];
 
 /// Keys of `container.json` that are near misses of clawmd's own (see [`UnknownKey`]).
-fn unknown_keys(bytes: &[u8]) -> Vec<UnknownKey> {
-    let Ok(serde_json::Value::Object(top)) = serde_json::from_slice(bytes) else {
-        return Vec::new();
-    };
+fn unknown_keys(top: &serde_json::Map<String, serde_json::Value>) -> Vec<UnknownKey> {
     let mut found = Vec::new();
-    for (key, value) in &top {
+    for (key, value) in top {
         if let Some(meant) = crate::suggest::near_miss(key, &KEYS) {
             found.push(UnknownKey {
                 key: key.clone(),
@@ -348,25 +345,28 @@ fn parse_config_anew(path: &Path, bytes: &[u8]) -> Result<GroupConfig, ConfigErr
         }
         parsed
     });
+    // The whole object, read once more as JSON values, for what clawmd does not read itself.
+    let top = match serde_json::from_slice(bytes) {
+        Ok(serde_json::Value::Object(top)) => top,
+        _ => serde_json::Map::new(),
+    };
     Ok(GroupConfig {
         skills,
         mcp_instructions,
         provider,
-        unknown_keys: unknown_keys(bytes),
+        unknown_keys: unknown_keys(&top),
         ignored,
-        switches: switches(bytes),
+        switches: switches(top),
     })
 }
 
 /// The runner's top-level keys (every key but clawmd's own) with their values.
-fn switches(bytes: &[u8]) -> BTreeMap<String, serde_json::Value> {
-    match serde_json::from_slice(bytes) {
-        Ok(serde_json::Value::Object(top)) => top
-            .into_iter()
-            .filter(|(key, _)| !KEYS.contains(&key.as_str()))
-            .collect(),
-        _ => BTreeMap::new(),
-    }
+fn switches(
+    top: serde_json::Map<String, serde_json::Value>,
+) -> BTreeMap<String, serde_json::Value> {
+    top.into_iter()
+        .filter(|(key, _)| !KEYS.contains(&key.as_str()))
+        .collect()
 }
 
 fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {

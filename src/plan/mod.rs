@@ -435,6 +435,12 @@ pub fn composed_document_for(body: &str, local_memory: bool) -> Vec<u8> {
 /// `CLAUDE.local.md`.
 const LOCAL_MEMORY_NOTE: &str = " Put this group's own memory in CLAUDE.local.md.";
 
+/// The length of [`composed_document_for`]`(body, local_memory)`, without hashing `body` (the
+/// header's hash always has the same length).
+pub fn composed_len(body: &str, local_memory: bool) -> usize {
+    header_line(&"0".repeat(crate::safe_name::SHORT_HASH_HEX), local_memory).len() + 1 + body.len()
+}
+
 fn with_header(body: &str, local_memory: bool) -> String {
     format!(
         "{}\n{body}",
@@ -577,6 +583,19 @@ mod tests {
             "<!-- Composed at spawn \u{2014} do not edit -->\n@./.claude-fragments/a b.md\n",
         ] {
             assert!(!is_nanoclaw_generated(other.as_bytes()), "{other}");
+        }
+    }
+
+    #[test]
+    fn composed_len_is_the_composed_documents_length() {
+        for body in ["", "one line\n", "caf\u{e9} \u{1f600}\n\nmore\n"] {
+            for local_memory in [true, false] {
+                assert_eq!(
+                    composed_len(body, local_memory),
+                    composed_document_for(body, local_memory).len(),
+                    "{body:?} {local_memory}"
+                );
+            }
         }
     }
 

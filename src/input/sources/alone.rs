@@ -466,8 +466,9 @@ pub type SharedTree = Arc<SourceTree>;
 pub struct Prepared(std::sync::Mutex<Kept>);
 
 /// The most sections a [`Prepared`] keeps (a deployment has tens of shared sources, and a few
-/// config texts per group); when full it starts afresh.
-const MAX_PREPARED: usize = 4096;
+/// group files and config texts per group: about five thousand for nanoclaw's 2,000 groups,
+/// whose persona and MCP instructions each make one); when full it starts afresh.
+const MAX_PREPARED: usize = 16384;
 
 /// The most bytes of text a [`Prepared`] keeps (what each section was made from and what it
 /// became); when full it starts afresh. A group's file or config text is the agent's or the
@@ -544,6 +545,13 @@ impl PartialEq for Prepared {
 
 impl Eq for Prepared {}
 
+/// A hash of a section's text, to tell texts under one name apart in [`Prepared`]'s keys (not
+/// to vouch for one: that is the whole text compared).
+fn text_hash(text: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(text)
+}
+
 impl Prepared {
     /// [`prepare`], once per section: `section` becomes what it made.
     pub fn prepare(
@@ -556,11 +564,11 @@ impl Prepared {
             return prepare(section, version, form); // never kept ([`Kept::keep`])
         }
         let tree = section.tree.clone();
-        // The text's length is part of the key: a shared source with a memory note has one
-        // text per backend (removed, or a sentence of each backend's own length), and groups
-        // of several backends share a run; a use still checks the whole text (`same`).
+        // A hash of the text is part of the key: a shared source with a memory note has one
+        // text per backend, and every group has its own persona and MCP instructions under
+        // the same names (`persona`, `mcp:srv0`); a use still checks the whole text (`same`).
         let key = (
-            format!("{}\0{}", section.id.as_str(), section.text.len()),
+            format!("{}\0{:x}", section.id.as_str(), text_hash(&section.text)),
             version,
             form,
         );
@@ -614,6 +622,23 @@ mod tests {
     /// A memo gives every group what [`prepare`] gives it alone, and makes a section again
     /// when what it was made from differs (another text, tree, release or form): a shared
     /// source's and a config's text (no tree) alike, one name and length with other text too.
+    #[test]
+    fn texts_of_one_length_under_one_name_are_each_kept() {
+        // Every group has a `persona` and an `mcp:srv0`: two groups' texts of one length must
+        // not take each other's place.
+        let memo = Prepared::default();
+        for _ in 0..2 {
+            for text in ["persona A\n", "persona B\n"] {
+                let mut section = crate::input::sources::Section::builtin(
+                    crate::input::sources::SectionId::shared_base(),
+                    text.as_bytes(),
+                );
+                memo.prepare(&mut section, V, SectionForm::Document);
+            }
+        }
+        assert_eq!(memo.lock().made.len(), 2);
+    }
+
     #[test]
     fn prepared_once_is_what_prepare_gives() {
         let memo = Prepared::default();

@@ -120,12 +120,21 @@ pub fn document(sections: &[Section], local: LocalMemory<'_>) -> Vec<u8> {
 /// [`document`] for a recipe with or without `CLAUDE.local.md` (`local_memory`: what the
 /// header says of the group's own memory).
 pub fn document_for(sections: &[Section], local: LocalMemory<'_>, local_memory: bool) -> Vec<u8> {
+    composed_document_for(&body(sections, local), local_memory)
+}
+
+/// The body of [`document_for`]: everything after its header line (which carries a hash of
+/// it, [`crate::plan::composed_len`] its length).
+pub fn body<'s>(
+    sections: impl IntoIterator<Item = &'s Section> + Clone,
+    local: LocalMemory<'_>,
+) -> String {
     let mut body = String::new();
     if local == LocalMemory::Import {
         body.push_str(&format!("@./{}\n", names::CLAUDE_LOCAL_MD));
     }
     let mut parts = String::new();
-    for section in sections {
+    for section in sections.clone() {
         parts.push_str(&format!(
             "\n<!-- clawmd section {}: from {} -->\n",
             display_name(section.id.as_str()),
@@ -138,7 +147,7 @@ pub fn document_for(sections: &[Section], local: LocalMemory<'_>, local_memory: 
     // (a section not made by `sources::alone`, or one defining a link reference) side by side
     // a backtick one leaves open can pair with one in the next and expose a mention, so the
     // whole is neutralised again.
-    match sections.iter().all(|section| section.sealed) {
+    match sections.into_iter().all(|section| section.sealed) {
         true => body.push_str(&parts),
         false => body.push_str(&neutralise(&parts)),
     }
@@ -149,7 +158,7 @@ pub fn document_for(sections: &[Section], local: LocalMemory<'_>, local_memory: 
         ));
         push_text(&mut body, bytes);
     }
-    composed_document_for(&body, local_memory)
+    body
 }
 
 /// The part of the group's memory `bytes` that a flat document can carry in `room` bytes (what

@@ -37,7 +37,7 @@ use crate::input::sources::alone::SectionForm;
 use crate::input::sources::expand::neutralise;
 use crate::plan::{
     Content, Desired, FragmentCollision, ManagedPath, Place, Warning, composed_claude_md_for,
-    mount_point_placeholder_for,
+    composed_document_for, composed_len, mount_point_placeholder_for,
 };
 
 pub use crate::input::sources::{Section, SectionId};
@@ -182,16 +182,14 @@ pub fn plan_delivery(
     }
     // The recipe's notice of what was dropped (`omitted`), last in a document and measured
     // with it, as nanoclaw measures its "Omitted for size".
-    let with_notice = |kept: &[Section]| -> Option<Vec<Section>> {
+    let notice_for = |kept: &[Section]| -> Option<Section> {
         if form != SectionForm::Document {
             return None;
         }
         let mut notice = crate::input::sources::omitted_notice(layout, &all, kept)?;
         crate::input::sources::alone::prepare(&mut notice, settings.claude_version, form);
         with_heading(&mut notice, form);
-        let mut out = kept.to_vec();
-        out.push(notice);
-        Some(out)
+        Some(notice)
     };
     let local = match inputs.local_memory {
         _ if !has_memory => LocalMemory::None,
@@ -206,19 +204,20 @@ pub fn plan_delivery(
     // group's memory (with its heading), which then gets the room they leave, so nothing the
     // agent writes can drop an operator's section (or move what the sections are). The one
     // document is built to be measured; the last one built is the one for the sections kept
-    // (`fit` measures them last), so it is not built again unless a memory is to go in.
+    // (`fit` measures them last), so it is not built again unless a memory is to go in. A
+    // body is measured with its header's length: the header (its hash) is made once, for the
+    // document kept.
     let measured = match local {
         LocalMemory::Inline(_) => LocalMemory::Inline(b""),
         other => other,
     };
-    let last_document = std::cell::RefCell::new(Vec::new());
+    let last_body = std::cell::RefCell::new(String::new());
     let fitted = match target.delivery {
         Delivery::Inline | Delivery::Managed => document::fit(&all, target.budget, |kept| {
-            let noticed = with_notice(kept);
-            let kept = noticed.as_deref().unwrap_or(kept);
-            let built = document::document_for(kept, measured, has_memory);
-            let len = built.len() as u64;
-            *last_document.borrow_mut() = built;
+            let notice = notice_for(kept);
+            let body = document::body(kept.iter().chain(&notice), measured);
+            let len = composed_len(&body, has_memory) as u64;
+            *last_body.borrow_mut() = body;
             len
         }),
         Delivery::Copy | Delivery::Link => document::fit(&all, target.budget, |kept| {
@@ -226,9 +225,10 @@ pub fn plan_delivery(
         }),
     };
     let mut fitted = fitted;
-    if let Some(noticed) = with_notice(&fitted.kept) {
-        fitted.kept = noticed;
+    if let Some(notice) = notice_for(&fitted.kept) {
+        fitted.kept.push(notice);
     }
+    let last_document = || composed_document_for(&last_body.take(), has_memory);
     let mut local_memory_cut = None;
     if let LocalMemory::Inline(bytes) = local
         && !bytes.is_empty()
@@ -244,8 +244,7 @@ pub fn plan_delivery(
                 budget: target.budget,
             });
         }
-        *last_document.borrow_mut() =
-            document::document_for(&fitted.kept, LocalMemory::Inline(kept), has_memory);
+        *last_body.borrow_mut() = document::body(&fitted.kept, LocalMemory::Inline(kept));
     }
     for dropped in &fitted.dropped {
         warnings.push(Warning::SectionDropped {
@@ -273,7 +272,7 @@ pub fn plan_delivery(
     };
     let entry = match target.delivery {
         _ if !managed && !matches!(target.delivery, Delivery::Copy | Delivery::Link) => {
-            last_document.take()
+            last_document()
         }
         Delivery::Copy | Delivery::Link => {
             let mut imports = Vec::new();
@@ -296,7 +295,7 @@ pub fn plan_delivery(
                 .any(|s| s.group_owned)
                 .then(|| fitted.kept.iter().cloned().partition(|s| s.group_owned));
             let managed_document = match &split {
-                None => last_document.take(),
+                None => last_document(),
                 Some((_, policy)) => document::document_for(policy, LocalMemory::None, has_memory),
             };
             entries.push(Desired {

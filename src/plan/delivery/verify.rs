@@ -510,7 +510,7 @@ fn holds(seen: &[u8], text: &[u8]) -> bool {
         .iter()
         .rposition(|&byte| byte != b'\n')
         .map_or(0, |last| last + 1);
-    memmem::find(seen, &text[..end]).is_some()
+    occurs(&text[..end], std::iter::once(seen))
 }
 
 /// A flat document is read as it is, up to its budget (Codex truncates after
