@@ -346,6 +346,7 @@ pub const CORPUS: &[ClaudeVersion] = &[
     ClaudeVersion::new(2, 1, 328),
     ClaudeVersion::new(2, 1, 300),
     ClaudeVersion::new(2, 1, 280),
+    ClaudeVersion::new(2, 1, 257),
     ClaudeVersion::new(2, 1, 250),
     ClaudeVersion::new(2, 1, 238),
     ClaudeVersion::new(2, 1, 200),
