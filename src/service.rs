@@ -249,12 +249,27 @@ fn answer(
     if !composed {
         return ServeAnswer::new(id, report, None);
     }
-    match crate::mounts::mounts(
-        &resolved.layout,
-        &request.group,
-        &resolved.delivery,
-        &resolved.guards,
-    ) {
+    // The binds of the group as the compose just found it, else as `clawmd mounts` works
+    // them out.
+    let found = (report.groups.iter())
+        .find(|group| group.group == request.group)
+        .and_then(|group| Some((group.target?, group.own_config?)));
+    let binds = match found {
+        Some((target, own_config)) => crate::mounts::mounts_of(
+            &resolved.layout,
+            &request.group,
+            &target,
+            own_config,
+            &resolved.guards,
+        ),
+        None => crate::mounts::mounts(
+            &resolved.layout,
+            &request.group,
+            &resolved.delivery,
+            &resolved.guards,
+        ),
+    };
+    match binds {
         Ok(binds) => ServeAnswer::new(id, report, Some(binds)),
         Err(err) => ServeAnswer::failed(
             id,

@@ -360,6 +360,7 @@ pub struct Found {
     budget: u64,
     dropped: Vec<(String, u64)>,
     spawn_digest: String,
+    own_config: bool,
 }
 
 impl Found {
@@ -367,6 +368,7 @@ impl Found {
     fn of(report: &GroupReport) -> Option<Found> {
         let target = report.target?;
         let spawn_digest = report.spawn_digest.clone()?;
+        let own_config = report.own_config?;
         // Unchanged: nothing created, replaced, removed, rescued or cleaned, and no error.
         (report.status == Status::Unchanged).then(|| Found {
             unchanged: report.unchanged.clone(),
@@ -380,6 +382,7 @@ impl Found {
                 .map(|d| (d.section.clone(), d.bytes))
                 .collect(),
             spawn_digest,
+            own_config,
         })
     }
 
@@ -406,6 +409,7 @@ impl Found {
         );
         report.set_delivered(delivered);
         report.spawn_digest = Some(self.spawn_digest);
+        report.own_config = Some(self.own_config);
         report
     }
 }
@@ -1277,6 +1281,7 @@ fn with_spawn(
         });
     }
     report.spawn_digest = Some(spawn.digest);
+    report.own_config = Some(spawn.own_config);
     Ok(report)
 }
 

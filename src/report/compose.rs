@@ -90,6 +90,13 @@ pub struct GroupReport {
     /// created (a first compose), only when started after this compose; `null` when nothing
     /// changed or the group failed.
     pub running_container: Option<SeenWhen>,
+    /// Whether the group folder holds a `container.json` of its own, as this run found it
+    /// with the mount table worked out for the spawn digest (without one the runner binds the
+    /// defaults over it): what `clawmd serve` makes the binds from rather than looking again
+    /// ([`crate::runtime::mounts::mounts_of`]). Not part of the report.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub own_config: Option<bool>,
 }
 
 /// When a running container sees a recompose.
@@ -158,6 +165,7 @@ impl GroupReport {
             memory_digest: None,
             spawn_digest: None,
             running_container: None,
+            own_config: None,
         }
     }
 

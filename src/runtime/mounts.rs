@@ -84,7 +84,21 @@ pub fn mounts(
     guards: &GuardSettings,
 ) -> Result<MountsReport, GroupError> {
     let (target, exists) = group_target(layout, group, settings)?;
-    let table = full_table(layout, group, &target, exists, &guards.agent_home);
+    mounts_of(layout, group, &target, exists, guards)
+}
+
+/// [`mounts`] of a group composed as `target`, whose folder holds a `container.json` of its
+/// own when `own_config`: what a compose of the group just found ([`GroupReport::own_config`](crate::report::compose::GroupReport::own_config)),
+/// so `clawmd serve` does not read the group's config again. The sources are checked as
+/// [`mounts`] checks them.
+pub fn mounts_of(
+    layout: &Layout,
+    group: &str,
+    target: &Target,
+    own_config: bool,
+    guards: &GuardSettings,
+) -> Result<MountsReport, GroupError> {
+    let table = full_table(layout, group, target, own_config, &guards.agent_home);
     check_composed_sources(layout, group, &table)?;
     let binds = table
         .into_iter()
@@ -191,6 +205,9 @@ pub struct Spawn {
     /// The host paths of the read-only folder binds (what is renamed inside them, a running
     /// container sees at once).
     pub live: Vec<PathBuf>,
+    /// Whether the group folder holds a `container.json` of its own (the table was made
+    /// with it).
+    pub own_config: bool,
 }
 
 impl Spawn {
@@ -228,6 +245,7 @@ pub fn spawn(layout: &Layout, group: &str, seen: &Observation) -> Result<Spawn, 
         digest: String::new(),
         pinned: Vec::new(),
         live: Vec::new(),
+        own_config: config.is_some(),
     };
     for bind in table.iter().filter(|bind| bind.readonly) {
         let planned = plan

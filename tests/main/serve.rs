@@ -441,6 +441,44 @@ fn the_kept_handed_config_is_right_after_every_spawn() {
     service.finish();
 }
 
+/// The binds of an answer are made from what its compose found of the group's own
+/// `container.json` (the runner binds the defaults over a group without one): the agent
+/// removing it, or making it again, between two spawns (answered anew, or by the group's
+/// record once settled) changes the binds as `clawmd mounts` gives them.
+#[test]
+fn the_binds_follow_the_groups_own_config_from_spawn_to_spawn() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service = Service::start(&d);
+    let config = json!({"mcpServers": {"db": {"instructions": "RULES"}}});
+    let mut spawn = |id: u32| {
+        let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
+        assert_eq!(answer["ok"], true, "{answer}");
+        answer["mounts"].clone()
+    };
+    let mounts = || d.run(["mounts", "main", "--json"]).success().json();
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(2100));
+    let own = d.read("groups/main/container.json");
+    let with_own = spawn(1);
+    assert_eq!(with_own, mounts());
+    settle();
+    assert_eq!(spawn(2), with_own);
+    assert_eq!(spawn(3), with_own, "answered by the group's record");
+    std::fs::remove_file(d.path("groups/main/container.json")).unwrap();
+    let without = spawn(4);
+    assert_ne!(
+        without, with_own,
+        "the defaults are bound over the missing config"
+    );
+    assert_eq!(without, mounts());
+    settle();
+    assert_eq!(spawn(5), without);
+    assert_eq!(spawn(6), without, "answered by the group's record");
+    d.write("groups/main/container.json", own.as_bytes());
+    assert_eq!(spawn(7), with_own);
+    assert_eq!(spawn(7), mounts());
+    service.finish();
+}
+
 /// The service keeps the shared sources it read for the requests after it, but a kept reading
 /// is used only while the sources' record vouches for it: every edit of the container side
 /// between two spawns (a skill's text, a skill added, the shared base, one of the same length,
