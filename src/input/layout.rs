@@ -134,6 +134,50 @@ pub enum GroupConfigSource {
 }
 
 impl Layout {
+    /// Whether `self` and `other` are one deployment's layout, the configs handed to the run
+    /// aside (what every group of a run, and every spawn of `clawmd serve`, shares: the keys
+    /// made from it are kept while it holds).
+    pub fn same_but_handed(&self, other: &Layout) -> bool {
+        // Every field named, so that a field added is compared too.
+        let Layout {
+            groups_dir,
+            container_dir,
+            app_mount,
+            workspace_mount,
+            state_dir,
+            recipe,
+            managed_mount,
+            host_managed_dir,
+            gemini_system_settings,
+            codex_managed_config,
+            group_config,
+            given_configs: _,
+            agent_home,
+            claude_home,
+        } = self;
+        *groups_dir == other.groups_dir
+            && *container_dir == other.container_dir
+            && *app_mount == other.app_mount
+            && *workspace_mount == other.workspace_mount
+            && *state_dir == other.state_dir
+            && *recipe == other.recipe
+            && *managed_mount == other.managed_mount
+            && *host_managed_dir == other.host_managed_dir
+            && *gemini_system_settings == other.gemini_system_settings
+            && *codex_managed_config == other.codex_managed_config
+            && *group_config == other.group_config
+            && *agent_home == other.agent_home
+            && *claude_home == other.claude_home
+    }
+
+    /// This layout without the configs handed to the run.
+    pub fn without_handed(&self) -> Layout {
+        Layout {
+            given_configs: Default::default(),
+            ..self.clone()
+        }
+    }
+
     /// The conventional layout under a project root: `<root>/groups`, `<root>/container`, and
     /// the default mount points.
     pub fn under_root(root: &Path) -> Self {
@@ -316,6 +360,30 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_but_handed_ignores_the_handed_configs_and_nothing_else() {
+        let layout = Layout::under_root(Path::new("/srv/host"));
+        let mut handed = layout.clone();
+        handed
+            .given_configs
+            .insert("main".to_owned(), std::sync::Arc::from(&b"{}"[..]));
+        assert!(layout.same_but_handed(&handed) && handed.same_but_handed(&layout));
+        assert_eq!(handed.without_handed(), layout);
+        let changes: [fn(&mut Layout); 6] = [
+            |l| l.groups_dir.push("x"),
+            |l| l.state_dir.push("x"),
+            |l| l.agent_home.push("x"),
+            |l| l.claude_home = Some(PathBuf::from("/h/{group}")),
+            |l| l.host_managed_dir = Some(PathBuf::from("/m")),
+            |l| l.recipe.sources.clear(),
+        ];
+        for change in changes {
+            let mut other = handed.clone();
+            change(&mut other);
+            assert!(!layout.same_but_handed(&other), "{other:?}");
+        }
+    }
 
     #[test]
     fn default_layout_matches_the_mount_table() {

@@ -305,15 +305,26 @@ fn remove_leftovers(layout: &Layout) -> Result<(), crate::disk::fsops::FsError> 
 /// the shared sources, and a runner that hands each spawn its group's config would otherwise
 /// read the sources again and rewrite this record at every spawn.
 fn key(layout: &Layout) -> Option<[u8; 32]> {
+    // The last key made, kept while the layout holds (every spawn of `clawmd serve`).
+    static LAST: std::sync::Mutex<Option<(Layout, [u8; 32])>> = std::sync::Mutex::new(None);
     let binary = state::binary_identity()?;
-    let mut shared = layout.clone();
-    shared.given_configs.clear();
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((kept, key)) = &*last
+        && kept.same_but_handed(layout)
+    {
+        return Some(*key);
+    }
+    let shared = layout.without_handed();
     let mut key = KeyHasher::new();
     key.field(b"clawmd sources 2")
         .field(env!("CARGO_PKG_VERSION").as_bytes())
         .field(&binary)
         .hash(&shared);
-    Some(key.finish())
+    let key = key.finish();
+    *last = Some((shared, key));
+    Some(key)
 }
 
 #[cfg(test)]

@@ -190,11 +190,8 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
     /// The verdicts of a run with `layout` and `settings`.
     pub fn new(layout: &Layout, settings: &DeliverySettings) -> Verdicts<F> {
         let binary = state::binary_identity();
-        let mut run = KeyHasher::new();
-        run.field(b"clawmd verdict 2")
-            .field(env!("CARGO_PKG_VERSION").as_bytes())
-            .field(binary.as_deref().unwrap_or_default())
-            .hash(&(relocated(layout), settings));
+        let mut run = run_start(layout, settings, binary.as_deref());
+        run.hash(&layout.given_configs);
         // A look's report names host paths: it stands only where it was made.
         let mut here = run.clone();
         here.hash(&(&layout.groups_dir, &layout.container_dir, &layout.state_dir));
@@ -426,6 +423,29 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
 /// What the agent's settings files do, as a key takes it.
 fn evaluations(agent: &AgentSettings) -> Vec<u8> {
     serde_json::to_vec(&(&agent.cli, &agent.sdk)).unwrap_or_default()
+}
+
+/// The start of a run's key: the format, the binary, the layout (relocated, the handed configs
+/// aside) and the settings; kept while they hold (every spawn of `clawmd serve`: hashing the
+/// recipe and the layout was 4% of a spawn's CPU).
+fn run_start(layout: &Layout, settings: &DeliverySettings, binary: Option<&[u8]>) -> KeyHasher {
+    type Kept = (Layout, DeliverySettings, KeyHasher);
+    static LAST: Mutex<Option<Kept>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((kept, kept_settings, start)) = &*last
+        && kept.same_but_handed(layout)
+        && kept_settings == settings
+    {
+        return start.clone();
+    }
+    let mut start = KeyHasher::new();
+    start
+        .field(b"clawmd verdict 3")
+        .field(env!("CARGO_PKG_VERSION").as_bytes())
+        .field(binary.unwrap_or_default())
+        .hash(&(relocated(&layout.without_handed()), settings));
+    *last = Some((layout.without_handed(), *settings, start.clone()));
+    start
 }
 
 /// `layout` with its host folders made relative to the folder that holds the groups, the
