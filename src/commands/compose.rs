@@ -139,14 +139,14 @@ impl SourcesKept {
     fn recorded_by(&self, layout: &Layout, proof: &Proof) -> Option<(&Sources, &[SourceNote])> {
         let kept = self.reading.as_ref()?;
         let recorded = proof.recorded();
-        let same = shared_layout(layout) == kept.layout
+        let same = kept.layout.same_but_handed(layout)
             && recorded.notes == kept.notes
             && recorded.digest == kept.digest;
         same.then_some((&kept.sources, kept.notes.as_slice()))
     }
 
     fn keep(&mut self, layout: &Layout, sources: Sources, notes: Vec<SourceNote>) {
-        let layout = shared_layout(layout);
+        let layout = layout.without_handed();
         self.reading = Some(KeptReading {
             layout,
             digest: sources.digest(),
@@ -154,13 +154,6 @@ impl SourcesKept {
             notes,
         });
     }
-}
-
-/// `layout` without the groups' handed configs: what the shared sources are read for.
-fn shared_layout(layout: &Layout) -> Layout {
-    let mut shared = layout.clone();
-    shared.given_configs.clear();
-    shared
 }
 
 /// [`compose_with_progress`], using and keeping in `kept` the shared sources it reads

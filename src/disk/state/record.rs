@@ -110,6 +110,7 @@ impl<R: Record> Records<R> {
             *dir = Some(records_dir(layout, R::FOLDER, true)?);
         }
         let dir = dir.as_ref().expect("opened above");
+        kept::forget(&dir.path().join(name));
         Ok(dir.overwrite_sealed(name, &sealed(key, &body))?)
     }
 
@@ -129,21 +130,99 @@ impl<R: Record> Records<R> {
             }
         }
         let dir = dir.as_ref().expect("opened above");
+        kept::forget(&dir.path().join(name));
         Ok(dir.remove(name)?)
     }
 
-    /// The key and the body's bytes of the record `name`, when it is whole.
+    /// The key and the body's bytes of the record `name`, when it is whole: as [`kept`] keeps
+    /// it while the file has the identity it had when read, else read (and kept).
     fn read_sealed(&self, layout: &Layout, name: &str) -> Option<([u8; 32], Vec<u8>)> {
         let mut dir = self.lock_dir();
         if dir.is_none() {
             *dir = Some(records_dir(layout, R::FOLDER, false).ok()?);
         }
-        let bytes = dir.as_ref()?.read_own_file(name, R::MAX_BYTES).ok()??;
-        unsealed(bytes)
+        let dir = dir.as_ref()?;
+        let path = dir.path().join(name);
+        if let Some(identity) = dir.identity_now(name)
+            && let Some(found) = kept::get(&path, identity)
+        {
+            return Some(found);
+        }
+        let (bytes, identity) = dir.read_own_file_settled(name, R::MAX_BYTES).ok()??;
+        let (key, body) = unsealed(bytes)?;
+        if let Some(identity) = identity {
+            kept::put(path, identity, key, &body);
+        }
+        Some((key, body))
     }
 
     fn lock_dir(&self) -> MutexGuard<'_, Option<SafeDir>> {
         self.dir.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The records read in this process, each kept (its key and body's bytes) while its file has
+/// the identity it had when it was read, that identity settled then ([`crate::disk::reads::settled`]:
+/// a record rewritten in place, by this process or another, changes its identity): a
+/// `clawmd serve` reads a group's record and the sources' record at every spawn, and then
+/// looks at each file's status instead of reading it and checking its seal again. Bounded:
+/// it starts afresh past [`kept::MAX_ENTRIES`] records or [`kept::MAX_BYTES`].
+mod kept {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    /// The most records kept.
+    pub(super) const MAX_ENTRIES: usize = 8192;
+    /// The most bytes of bodies kept.
+    pub(super) const MAX_BYTES: usize = 64 << 20;
+
+    type Entry = ([i64; 8], [u8; 32], Arc<[u8]>);
+
+    #[derive(Default)]
+    struct Kept {
+        records: HashMap<PathBuf, Entry>,
+        bytes: usize,
+    }
+
+    static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
+
+    fn with<T>(work: impl FnOnce(&mut Kept) -> T) -> T {
+        let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+        work(kept.get_or_insert_with(Kept::default))
+    }
+
+    /// The key and body of the record at `path` read when its file had `identity`.
+    pub(super) fn get(path: &Path, identity: [i64; 8]) -> Option<([u8; 32], Vec<u8>)> {
+        with(|kept| {
+            let (found, key, body) = kept.records.get(path)?;
+            (*found == identity).then(|| (*key, body.to_vec()))
+        })
+    }
+
+    /// Keeps the record at `path`, read with `identity`.
+    pub(super) fn put(path: PathBuf, identity: [i64; 8], key: [u8; 32], body: &[u8]) {
+        with(|kept| {
+            if kept.records.len() >= MAX_ENTRIES || kept.bytes + body.len() > MAX_BYTES {
+                *kept = Kept::default();
+            }
+            if body.len() > MAX_BYTES {
+                return;
+            }
+            kept.bytes += body.len();
+            if let Some((_, _, old)) = kept.records.insert(path, (identity, key, Arc::from(body))) {
+                kept.bytes -= old.len();
+            }
+        });
+    }
+
+    /// Forgets the record at `path` (about to be written).
+    pub(super) fn forget(path: &Path) {
+        with(|kept| {
+            if let Some((_, _, old)) = kept.records.remove(path) {
+                kept.bytes -= old.len();
+            }
+        });
     }
 }
 
@@ -261,5 +340,47 @@ mod tests {
         let long = ("x".repeat(128), 2);
         records.write(&layout, "g", &key, &long).unwrap();
         assert!(Records::<Note>::new().read(&layout, "g").is_none());
+    }
+
+    /// A record kept from an earlier read is used only while its file is the one read: one
+    /// rewritten in place by another process (the same length, the same inode), or replaced,
+    /// or removed, is read again.
+    #[test]
+    fn a_kept_record_never_outlives_its_file() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::under_root(root.path());
+        let records = Records::<Note>::new();
+        let key = [3u8; 32];
+        records
+            .write(&layout, "g", &key, &("first".to_owned(), 1))
+            .unwrap();
+        let path = layout.state_dir.join("notes/g");
+        // Settled: the read is kept.
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        assert_eq!(records.read(&layout, "g").unwrap().1.0, "first");
+        let found = kept::get(&path, reads_identity(&path));
+        assert!(found.is_some(), "kept once settled");
+        for (other, rewrite) in [("other", true), ("again", false)] {
+            let file = record_file::<Note>(&key, serde_json::json!([other, 1])).unwrap();
+            if rewrite {
+                // In place, as another clawmd rewrites a record.
+                use std::io::Write as _;
+                let mut open = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                open.write_all(&file).unwrap();
+            } else {
+                let temp = path.with_extension("new");
+                std::fs::write(&temp, &file).unwrap();
+                std::fs::rename(&temp, &path).unwrap();
+            }
+            assert_eq!(records.read(&layout, "g").unwrap().1.0, other, "{other}");
+            std::thread::sleep(std::time::Duration::from_millis(2100));
+            assert_eq!(records.read(&layout, "g").unwrap().1.0, other, "{other}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        assert!(records.read(&layout, "g").is_none());
+    }
+
+    fn reads_identity(path: &std::path::Path) -> [i64; 8] {
+        crate::disk::reads::identity(&rustix::fs::stat(path).unwrap())
     }
 }

@@ -15,6 +15,10 @@ use crate::disk::fsops::{FsError, Result};
 use crate::disk::reads::{self, Seen, Watch};
 use crate::file_kind::FileKind;
 
+/// A file's bytes, and the identity it had when opened where that stands for them
+/// ([`SafeDir::read_own_file_settled`]).
+pub type SettledRead = (Vec<u8>, Option<[i64; 8]>);
+
 impl SafeDir {
     /// What `name` is, without following a symlink (`None`: nothing by that name).
     pub fn kind(&self, name: &str) -> Result<Option<FileKind>> {
@@ -60,6 +64,26 @@ impl SafeDir {
             tap.push(name, seen);
         }
         read
+    }
+
+    /// [`SafeDir::read_own_file`] with the identity the file had when opened, when it stands
+    /// for what was read: its last change well before the open ([`reads::settled`]).
+    pub fn read_own_file_settled(&self, name: &str, limit: u64) -> Result<Option<SettledRead>> {
+        let before = std::time::SystemTime::now();
+        let Some((fd, stat)) = self.open_if_regular(name, OFlags::RDONLY | OFlags::NONBLOCK)?
+        else {
+            return Ok(None);
+        };
+        let path = self.path.join(name);
+        let bytes = read_limited(std::fs::File::from(fd), &path, stat.st_size as u64, limit)?;
+        Ok(Some((bytes, reads::settled(&stat, before))))
+    }
+
+    /// The identity of the regular file `name` now ([`reads::identity`]), looked at without
+    /// opening it (never through a link); `None` when it is missing or not a regular file.
+    pub fn identity_now(&self, name: &str) -> Option<[i64; 8]> {
+        let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        (FileKind::from_mode(stat.st_mode) == FileKind::File).then(|| reads::identity(&stat))
     }
 
     /// Reads the regular file `name` of a folder only clawmd writes (its state folder: a
