@@ -187,7 +187,9 @@ pub fn plan_delivery(
             return None;
         }
         let mut notice = crate::input::sources::omitted_notice(layout, &all, kept)?;
-        crate::input::sources::alone::prepare(&mut notice, settings.claude_version, form);
+        // Made once per text, as the sections are: `fit` measures the notice of every
+        // candidate set of sections, and groups that drop the same sections share one.
+        (sources.prepared).prepare(&mut notice, settings.claude_version, form);
         with_heading(&mut notice, form);
         Some(notice)
     };
