@@ -54,6 +54,15 @@ impl Record for WrittenRecord {
     fn decode(bytes: Vec<u8>) -> Option<WrittenFragments> {
         serde_json::from_slice(&bytes).ok()
     }
+
+    /// JSON takes trailing spaces: the record, which says what compose may remove, is never
+    /// cut short in place (a compose records its intent, then the shorter list of what it
+    /// wrote; a kill between the two steps of a shorter rewrite left it torn).
+    fn padded(body: &[u8], len: usize) -> Option<Vec<u8>> {
+        let mut padded = body.to_vec();
+        padded.resize(len.max(body.len()), b' ');
+        Some(padded)
+    }
 }
 
 /// The key of every record of this kind: the same for every clawmd binary.
@@ -240,6 +249,35 @@ mod tests {
         let done = with_written(Some(&intent), [("web.md", web.clone())].into(), false);
         assert_eq!(done.keys().collect::<Vec<_>>(), ["web.md"]);
         assert_eq!(hashes(&done, "web.md"), [content_hash(b"WEB 1"), web]);
+    }
+
+    #[test]
+    fn a_record_rewritten_shorter_keeps_its_length_and_reads_back() {
+        // Cut short in place, a kill between the write and the cut would leave it torn: it is
+        // padded to the file's length instead.
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::under_root(root.path());
+        // A store of its own (the process's, `RECORDS`, keeps the folder it opened first).
+        let records = Records::<WrittenRecord>::new();
+        let read = |layout: &Layout| records.read_keyed(layout, "g", &KEY);
+        let long: WrittenFragments = (0..20)
+            .map(|n| (format!("skill-{n}.md"), vec![content_hash(&[n])]))
+            .collect();
+        let short: WrittenFragments = [("web.md".to_owned(), vec![content_hash(b"WEB\n")])].into();
+        records.write(&layout, "g", &KEY, &long).unwrap();
+        let path = layout.state_dir.join("written/g");
+        let length = std::fs::metadata(&path).unwrap().len();
+        records.write(&layout, "g", &KEY, &short).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), length);
+        assert_eq!(read(&layout), Some(short.clone()));
+        assert_eq!(records.read(&layout, "g").map(|(key, _)| key), Some(KEY));
+        // Longer again: it grows.
+        let longer: WrittenFragments = (0..40)
+            .map(|n| (format!("skill-{n}.md"), vec![content_hash(&[n])]))
+            .collect();
+        records.write(&layout, "g", &KEY, &longer).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > length);
+        assert_eq!(read(&layout), Some(longer));
     }
 
     #[test]

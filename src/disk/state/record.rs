@@ -44,6 +44,14 @@ pub trait Record {
     fn decode(bytes: Vec<u8>) -> Option<Self::Body> {
         decode(&bytes)
     }
+
+    /// The encoded `body` grown to `len` bytes with what [`Record::decode`] ignores, when the
+    /// encoding allows it (a JSON body takes trailing spaces): a record rewritten shorter then
+    /// keeps its file's length, and a write of the file in place that a crash interrupts
+    /// between writing it and cutting it short cannot leave it torn. `None`: it cannot grow.
+    fn padded(_body: &[u8], _len: usize) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// The records of one kind (`<state>/<R::FOLDER>/<name>`): one per group (or one for the
@@ -111,6 +119,11 @@ impl<R: Record> Records<R> {
         }
         let dir = dir.as_ref().expect("opened above");
         kept::forget(&dir.path().join(name));
+        // Rewritten shorter: as long as the file, where the record can grow (`Record::padded`).
+        let body = match dir.size_now(name) {
+            Some(size) if size > body.len() + 64 => R::padded(&body, size - 64).unwrap_or(body),
+            _ => body,
+        };
         Ok(dir.overwrite_sealed(name, &sealed(key, &body))?)
     }
 

@@ -86,6 +86,15 @@ impl SafeDir {
         (FileKind::from_mode(stat.st_mode) == FileKind::File).then(|| reads::identity(&stat))
     }
 
+    /// The size of the regular file `name` now (never through a link); `None` when it is
+    /// missing or not a regular file.
+    pub fn size_now(&self, name: &str) -> Option<usize> {
+        let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        (FileKind::from_mode(stat.st_mode) == FileKind::File)
+            .then(|| usize::try_from(stat.st_size).ok())
+            .flatten()
+    }
+
     /// Reads the regular file `name` of a folder only clawmd writes (its state folder: a
     /// record): opened once, never through a link, without blocking, and refused when it is
     /// not a regular file. `None` when it is missing.
