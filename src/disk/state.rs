@@ -28,7 +28,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 pub use record::{
-    Record, RecordError, Records, decode, decode_prefix, encode, record_file, record_json,
+    Record, RecordError, Records, decode, decode_prefix, encode, is_padding, record_file,
+    record_json,
 };
 
 use crate::disk::fsops::{self, FsError, Leftover, SafeDir, TempJournal};

@@ -45,12 +45,14 @@ pub trait Record {
         decode(&bytes)
     }
 
-    /// The encoded `body` grown to `len` bytes with what [`Record::decode`] ignores, when the
-    /// encoding allows it (a JSON body takes trailing spaces): a record rewritten shorter then
-    /// keeps its file's length, and a write of the file in place that a crash interrupts
-    /// between writing it and cutting it short cannot leave it torn. `None`: it cannot grow.
-    fn padded(_body: &[u8], _len: usize) -> Option<Vec<u8>> {
-        None
+    /// The encoded `body` grown to `len` bytes with what [`Record::decode`] ignores (zero
+    /// bytes after an encoded value, [`decode`]; a JSON body takes trailing spaces instead): a
+    /// record rewritten shorter keeps its file's length, so a crash between writing it in place
+    /// and cutting it short cannot leave it torn; it is never cut short. `None`: it cannot grow.
+    fn padded(body: &[u8], len: usize) -> Option<Vec<u8>> {
+        let mut padded = body.to_vec();
+        padded.resize(len.max(body.len()), 0);
+        Some(padded)
     }
 }
 
@@ -298,7 +300,13 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Option<Vec<u8>> {
 
 /// A value decoded from a record's body ([`encode`]), when it is whole and nothing follows.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
-    decode_prefix(bytes).and_then(|(value, rest)| rest.is_empty().then_some(value))
+    decode_prefix(bytes).and_then(|(value, rest)| is_padding(rest).then_some(value))
+}
+
+/// Whether `bytes`, after a record's encoded body, are only the zeros [`Record::padded`] puts
+/// there.
+pub fn is_padding(bytes: &[u8]) -> bool {
+    bytes.iter().all(|&byte| byte == 0)
 }
 
 /// The value [`encode`]d at the start of `bytes`, and the bytes after it.
@@ -353,6 +361,31 @@ mod tests {
         let long = ("x".repeat(128), 2);
         records.write(&layout, "g", &key, &long).unwrap();
         assert!(Records::<Note>::new().read(&layout, "g").is_none());
+    }
+
+    /// A record rewritten shorter is padded to its file's length, never cut short (a crash
+    /// between a write in place and the cut would leave it torn); it reads back as written, and
+    /// bytes after the body other than the padding make it not whole.
+    #[test]
+    fn a_record_rewritten_shorter_keeps_its_length() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::under_root(root.path());
+        let records = Records::<Note>::new();
+        let key = [5u8; 32];
+        records
+            .write(&layout, "g", &key, &("a longer body".to_owned(), 70_000))
+            .unwrap();
+        let path = layout.state_dir.join("notes/g");
+        let length = std::fs::metadata(&path).unwrap().len();
+        let short = ("s".to_owned(), 1);
+        records.write(&layout, "g", &key, &short).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), length);
+        assert_eq!(records.read(&layout, "g"), Some((key, short)));
+        let mut body = encode(&("s", 1u32)).unwrap();
+        body.push(0);
+        assert_eq!(decode::<(String, u32)>(&body), Some(("s".to_owned(), 1)));
+        body.push(7);
+        assert_eq!(decode::<(String, u32)>(&body), None);
     }
 
     /// A record kept from an earlier read is used only while its file is the one read: one

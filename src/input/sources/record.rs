@@ -106,7 +106,13 @@ impl SourcesBody {
             parts.push((item, start..end));
             start = end;
         }
-        (start == bytes.len()).then_some(SourcesBody {
+        let mut bytes = bytes;
+        // What follows the parts is padding ([`state::Record::padded`]), or the body is not whole.
+        if !state::is_padding(bytes.get(start..)?) {
+            return None;
+        }
+        bytes.truncate(start);
+        Some(SourcesBody {
             recorded: header.recorded,
             bytes,
             parts,
@@ -381,6 +387,12 @@ mod tests {
         let mut longer = body.clone();
         longer.push(b' ');
         assert!(proof_of(longer).is_none(), "bytes after the parts");
+        // Zeros after the parts are the padding of a record rewritten shorter in place.
+        let mut padded = body.clone();
+        padded.extend_from_slice(&[0; 40]);
+        let proof = proof_of(padded).unwrap();
+        assert!(proof.says(&Sources::default(), &[], &reads));
+        assert!(proof.holds_for(Some(&["skill:a".to_owned()])));
         assert!(proof_of(body[..body.len() / 3].to_vec()).is_none());
         // A part spoiled in place (its length kept): the groups that depend on it are not
         // answered; the others are.

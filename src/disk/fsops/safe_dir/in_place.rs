@@ -52,6 +52,8 @@ impl SafeDir {
         file.write_all_at(bytes, 0)
             .map_err(|err| FsError::io("write", &path, err))?;
         if stat.st_size as u64 > bytes.len() as u64 {
+            // Written, not yet cut short: the file holds the new bytes and the old tail.
+            checkpoint("cut short", &path);
             file.set_len(bytes.len() as u64)
                 .map_err(|err| FsError::io("write", &path, err))?;
         }
