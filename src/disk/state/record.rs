@@ -121,9 +121,13 @@ impl<R: Record> Records<R> {
         }
         let dir = dir.as_ref().expect("opened above");
         kept::forget(&dir.path().join(name));
-        // Rewritten shorter: as long as the file, where the record can grow (`Record::padded`).
+        // Rewritten shorter: as long as the file, where the record can grow (`Record::padded`),
+        // unless the file is longer than a record is read back (it was never usable: padded
+        // to its length, none after it would be).
         let body = match dir.size_now(name) {
-            Some(size) if size > body.len() + 64 => R::padded(&body, size - 64).unwrap_or(body),
+            Some(size) if size > body.len() + 64 && size as u64 <= R::MAX_BYTES => {
+                R::padded(&body, size - 64).unwrap_or(body)
+            }
             _ => body,
         };
         Ok(dir.overwrite_sealed(name, &sealed(key, &body))?)
@@ -361,6 +365,9 @@ mod tests {
         let long = ("x".repeat(128), 2);
         records.write(&layout, "g", &key, &long).unwrap();
         assert!(Records::<Note>::new().read(&layout, "g").is_none());
+        // A shorter one after it is not padded to that length: it reads back.
+        records.write(&layout, "g", &key, &body).unwrap();
+        assert_eq!(Records::<Note>::new().read(&layout, "g"), Some((key, body)));
     }
 
     /// A record rewritten shorter is padded to its file's length, never cut short (a crash
