@@ -170,7 +170,7 @@ impl<R: Record> Records<R> {
         let (bytes, identity) = dir.read_own_file_settled(name, R::MAX_BYTES).ok()??;
         let (key, body) = unsealed(bytes)?;
         if let Some(identity) = identity {
-            kept::put(path, identity, key, &body);
+            kept::put(&path, identity, key, &body);
         }
         Some((key, body))
     }
@@ -184,64 +184,33 @@ impl<R: Record> Records<R> {
 /// the identity it had when it was read, that identity settled then ([`crate::disk::reads::settled`]:
 /// a record rewritten in place, by this process or another, changes its identity): a
 /// `clawmd serve` reads a group's record and the sources' record at every spawn, and then
-/// looks at each file's status instead of reading it and checking its seal again. Bounded:
-/// it starts afresh past [`kept::MAX_ENTRIES`] records or [`kept::MAX_BYTES`].
+/// looks at each file's status instead of reading it and checking its seal again. Bounded
+/// ([`crate::path_memo::PathMemo`], within [`kept::MAX_BYTES`] of bodies).
 mod kept {
-    use std::collections::HashMap;
-    use std::path::{Path, PathBuf};
-    use std::sync::{Arc, Mutex, PoisonError};
+    use std::path::Path;
 
-    /// The most records kept.
-    pub(super) const MAX_ENTRIES: usize = 8192;
+    use crate::path_memo::PathMemo;
+
     /// The most bytes of bodies kept.
     pub(super) const MAX_BYTES: usize = 64 << 20;
 
-    type Entry = ([i64; 8], [u8; 32], Arc<[u8]>);
-
-    #[derive(Default)]
-    struct Kept {
-        records: HashMap<PathBuf, Entry>,
-        bytes: usize,
-    }
-
-    static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
-
-    fn with<T>(work: impl FnOnce(&mut Kept) -> T) -> T {
-        let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
-        work(kept.get_or_insert_with(Kept::default))
-    }
+    static KEPT: PathMemo<([i64; 8], [u8; 32], Vec<u8>)> = PathMemo::within(MAX_BYTES);
 
     /// The key and body of the record at `path` read when its file had `identity`.
     pub(super) fn get(path: &Path, identity: [i64; 8]) -> Option<([u8; 32], Vec<u8>)> {
-        with(|kept| {
-            let (found, key, body) = kept.records.get(path)?;
-            (*found == identity).then(|| (*key, body.to_vec()))
+        KEPT.get(path, |(found, key, body)| {
+            (*found == identity).then(|| (*key, body.clone()))
         })
     }
 
     /// Keeps the record at `path`, read with `identity`.
-    pub(super) fn put(path: PathBuf, identity: [i64; 8], key: [u8; 32], body: &[u8]) {
-        with(|kept| {
-            if kept.records.len() >= MAX_ENTRIES || kept.bytes + body.len() > MAX_BYTES {
-                *kept = Kept::default();
-            }
-            if body.len() > MAX_BYTES {
-                return;
-            }
-            kept.bytes += body.len();
-            if let Some((_, _, old)) = kept.records.insert(path, (identity, key, Arc::from(body))) {
-                kept.bytes -= old.len();
-            }
-        });
+    pub(super) fn put(path: &Path, identity: [i64; 8], key: [u8; 32], body: &[u8]) {
+        KEPT.put_sized(path, (identity, key, body.to_vec()), body.len());
     }
 
     /// Forgets the record at `path` (about to be written).
     pub(super) fn forget(path: &Path) {
-        with(|kept| {
-            if let Some((_, _, old)) = kept.records.remove(path) {
-                kept.bytes -= old.len();
-            }
-        });
+        KEPT.forget(path);
     }
 }
 
