@@ -66,8 +66,11 @@ impl SafeDir {
         read
     }
 
-    /// [`SafeDir::read_own_file`] with the identity the file had when opened, when it stands
-    /// for what was read: its last change well before the open ([`reads::settled`]).
+    /// Reads the regular file `name` of a folder only clawmd writes (its state folder: a
+    /// record): opened once, never through a link, without blocking, and refused when it is
+    /// not a regular file; with the identity the file had when opened, when it stands for what
+    /// was read: its last change well before the open ([`reads::settled`]). `None` when it is
+    /// missing.
     pub fn read_own_file_settled(&self, name: &str, limit: u64) -> Result<Option<SettledRead>> {
         let before = std::time::SystemTime::now();
         let Some((fd, stat)) = self.open_if_regular(name, OFlags::RDONLY | OFlags::NONBLOCK)?
@@ -82,29 +85,20 @@ impl SafeDir {
     /// The identity of the regular file `name` now ([`reads::identity`]), looked at without
     /// opening it (never through a link); `None` when it is missing or not a regular file.
     pub fn identity_now(&self, name: &str) -> Option<[i64; 8]> {
-        let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        (FileKind::from_mode(stat.st_mode) == FileKind::File).then(|| reads::identity(&stat))
+        self.regular_stat(name).map(|stat| reads::identity(&stat))
     }
 
     /// The size of the regular file `name` now (never through a link); `None` when it is
     /// missing or not a regular file.
     pub fn size_now(&self, name: &str) -> Option<usize> {
-        let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        (FileKind::from_mode(stat.st_mode) == FileKind::File)
-            .then(|| usize::try_from(stat.st_size).ok())
-            .flatten()
+        self.regular_stat(name)
+            .and_then(|stat| usize::try_from(stat.st_size).ok())
     }
 
-    /// Reads the regular file `name` of a folder only clawmd writes (its state folder: a
-    /// record): opened once, never through a link, without blocking, and refused when it is
-    /// not a regular file. `None` when it is missing.
-    pub fn read_own_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        let Some((fd, stat)) = self.open_if_regular(name, OFlags::RDONLY | OFlags::NONBLOCK)?
-        else {
-            return Ok(None);
-        };
-        let path = self.path.join(name);
-        read_limited(std::fs::File::from(fd), &path, stat.st_size as u64, limit).map(Some)
+    /// The status of `name` when it is a regular file, not following a link.
+    fn regular_stat(&self, name: &str) -> Option<Stat> {
+        let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        (FileKind::from_mode(stat.st_mode) == FileKind::File).then_some(stat)
     }
 
     /// `name` opened with `flags` (never through a link) and its status, refused when it is not
