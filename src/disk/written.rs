@@ -58,11 +58,7 @@ impl Record for WrittenRecord {
     /// JSON takes trailing spaces: the record, which says what compose may remove, is never
     /// cut short in place (a compose records its intent, then the shorter list of what it
     /// wrote; a kill between the two steps of a shorter rewrite left it torn).
-    fn padded(body: &[u8], len: usize) -> Option<Vec<u8>> {
-        let mut padded = body.to_vec();
-        padded.resize(len.max(body.len()), b' ');
-        Some(padded)
-    }
+    const PAD: u8 = b' ';
 }
 
 /// The key of every record of this kind: the same for every clawmd binary.

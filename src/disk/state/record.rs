@@ -45,15 +45,11 @@ pub trait Record {
         decode(&bytes)
     }
 
-    /// The encoded `body` grown to `len` bytes with what [`Record::decode`] ignores (zero
-    /// bytes after an encoded value, [`decode`]; a JSON body takes trailing spaces instead): a
-    /// record rewritten shorter keeps its file's length, so a crash between writing it in place
-    /// and cutting it short cannot leave it torn; it is never cut short. `None`: it cannot grow.
-    fn padded(body: &[u8], len: usize) -> Option<Vec<u8>> {
-        let mut padded = body.to_vec();
-        padded.resize(len.max(body.len()), 0);
-        Some(padded)
-    }
+    /// The byte a body is padded with, which [`Record::decode`] ignores after it (zeros after
+    /// an encoded value, [`decode`]; a JSON body takes spaces): a record rewritten shorter is
+    /// padded to its file's length, so a crash between writing it in place and cutting it
+    /// short cannot leave it torn; it is never cut short.
+    const PAD: u8 = 0;
 }
 
 /// The records of one kind (`<state>/<R::FOLDER>/<name>`): one per group (or one for the
@@ -121,15 +117,16 @@ impl<R: Record> Records<R> {
         }
         let dir = dir.as_ref().expect("opened above");
         kept::forget(&dir.path().join(name));
-        // Rewritten shorter: as long as the file, where the record can grow (`Record::padded`),
-        // unless the file is longer than a record is read back (it was never usable: padded
-        // to its length, none after it would be).
-        let body = match dir.size_now(name) {
-            Some(size) if size > body.len() + 64 && size as u64 <= R::MAX_BYTES => {
-                R::padded(&body, size - 64).unwrap_or(body)
-            }
-            _ => body,
-        };
+        // Rewritten shorter: as long as the file ([`Record::PAD`]), unless the file is longer
+        // than a record is read back (it was never usable: padded to its length, none after it
+        // would be).
+        let mut body = body;
+        if let Some(size) = dir.size_now(name)
+            && size > body.len() + 64
+            && size as u64 <= R::MAX_BYTES
+        {
+            body.resize(size - 64, R::PAD);
+        }
         Ok(dir.overwrite_sealed(name, &sealed(key, &body))?)
     }
 
@@ -276,7 +273,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
     decode_prefix(bytes).and_then(|(value, rest)| is_padding(rest).then_some(value))
 }
 
-/// Whether `bytes`, after a record's encoded body, are only the zeros [`Record::padded`] puts
+/// Whether `bytes`, after a record's encoded body, are only the zeros [`Record::PAD`] puts
 /// there.
 pub fn is_padding(bytes: &[u8]) -> bool {
     bytes.iter().all(|&byte| byte == 0)

@@ -107,7 +107,7 @@ impl SourcesBody {
             start = end;
         }
         let mut bytes = bytes;
-        // What follows the parts is padding ([`state::Record::padded`]), or the body is not whole.
+        // What follows the parts is padding ([`state::Record::PAD`]), or the body is not whole.
         if !state::is_padding(bytes.get(start..)?) {
             return None;
         }
