@@ -478,8 +478,8 @@ const MAX_KEPT_BYTES: usize = 64 << 20;
 /// A section larger than this is made every time, not kept.
 const MAX_KEPT_SECTION_BYTES: usize = 1 << 20;
 
-/// What a [`Prepared`] holds: each section as made, by name and length, release and form,
-/// and the bytes of text that holds.
+/// What a [`Prepared`] holds: each section as made, by name and a hash of its text, release
+/// and form, and the bytes of text that holds.
 #[derive(Default)]
 struct Kept {
     made: std::collections::HashMap<(String, ClaudeVersion, SectionForm), Arc<Made>>,

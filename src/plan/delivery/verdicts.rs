@@ -438,13 +438,14 @@ fn run_start(layout: &Layout, settings: &DeliverySettings, binary: Option<&[u8]>
     {
         return start.clone();
     }
+    let shared = layout.without_handed();
     let mut start = KeyHasher::new();
     start
         .field(b"clawmd verdict 3")
         .field(env!("CARGO_PKG_VERSION").as_bytes())
         .field(binary.unwrap_or_default())
-        .hash(&(relocated(&layout.without_handed()), settings));
-    *last = Some((layout.without_handed(), *settings, start.clone()));
+        .hash(&(relocated(&shared), settings));
+    *last = Some((shared, *settings, start.clone()));
     start
 }
 
