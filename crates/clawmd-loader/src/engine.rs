@@ -1399,12 +1399,7 @@ pub(super) fn civil_date(days: i64) -> String {
 /// endings are left alone here: whether CR and CRLF become LF depends on the comment
 /// stripping ([`content::parse_as`], cases 19, 20, 37–42).
 fn decode(bytes: &[u8]) -> String {
-    // `from_utf8` checks valid text (nearly every file) several times faster than
-    // `from_utf8_lossy`'s chunk walk; the same text either way.
-    match std::str::from_utf8(bytes) {
-        Ok(text) => text.to_owned(),
-        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-    }
+    content::lossy_text(bytes).into_owned()
 }
 
 fn is_missing(e: &io::Error) -> bool {

@@ -184,11 +184,7 @@ pub fn memory_within(bytes: &[u8], room: u64) -> &[u8] {
 }
 
 fn push_text(body: &mut String, bytes: &[u8]) {
-    // `from_utf8` first: it checks valid text several times faster than `from_utf8_lossy`.
-    let text = match std::str::from_utf8(bytes) {
-        Ok(text) => std::borrow::Cow::Borrowed(text),
-        Err(_) => String::from_utf8_lossy(bytes),
-    };
+    let text = crate::loader::content::lossy_text(bytes);
     body.push_str(text.trim_end_matches('\n'));
     body.push('\n');
 }
