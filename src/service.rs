@@ -174,6 +174,10 @@ fn request_id(line: &[u8]) -> serde_json::Value {
 
 /// The request on `line`, or why it is not one (naming the field at fault).
 fn parse_request(line: &[u8]) -> Result<ServeRequest, String> {
+    // The usual case without tracking the path, which only an error's message needs.
+    if let Ok(request) = serde_json::from_slice(line) {
+        return Ok(request);
+    }
     let mut reader = serde_json::Deserializer::from_slice(line);
     let request: ServeRequest = serde_path_to_error::deserialize(&mut reader).map_err(|err| {
         match err.path().to_string() {
@@ -222,11 +226,7 @@ fn answer(
         Err(err) => return failed(Code::RunFailed, crate::error::chain_text(&err)),
     };
     if let Some(config) = &request.config {
-        let bytes = match serde_json::to_vec(config) {
-            Ok(bytes) => bytes,
-            Err(err) => return failed(Code::BadRequest, format!("config: {err}")),
-        };
-        let config = match HandedConfig::new(bytes) {
+        let config = match HandedConfig::new(config.get().as_bytes().to_vec()) {
             Ok(config) => config,
             Err(err) => return failed(Code::BadRequest, format!("config: {err}")),
         };

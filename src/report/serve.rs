@@ -18,7 +18,7 @@ use crate::runtime::mounts::MountsReport;
 /// required; every other field left out is taken as `clawmd compose` takes it (the flags
 /// `clawmd serve` started with, `CLAWMD_*`, `clawmd.json`, `container.json`). An unknown field
 /// is refused (`bad-request`), so that a misspelt option is never silently ignored.
-#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServeRequest {
     /// A number or a string, echoed as the answer's `id` (to match answers to requests).
@@ -42,8 +42,11 @@ pub struct ServeRequest {
     /// `--config -`: the group's config (container.json's shape), read instead of its
     /// `container.json`, for a runner that keeps it elsewhere (nanoclaw keeps `cli_scope` in
     /// its database row).
+    // Kept as the text the line holds (checked as JSON, not parsed into values): the compose
+    // reads it as the group's config, and the same text handed again is known by its bytes.
     #[serde(default)]
-    pub config: Option<serde_json::Value>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub config: Option<Box<serde_json::value::RawValue>>,
 }
 
 /// One answer line, for one request line, in the order the requests came.
