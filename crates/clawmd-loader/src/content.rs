@@ -10,6 +10,8 @@
 /// way the loader does, outside a memory file (an inline section, a shared source).
 pub use crate::markdown::{at_mentions, js_trim};
 
+mod pieces;
+
 use crate::frontmatter;
 use crate::markdown::{self, Place};
 use crate::path_policy::is_special_path;
@@ -172,9 +174,12 @@ pub fn scan_markdown_as(text: &str, version: ClaudeVersion) -> Result<MarkdownSc
     if let Some(scan) = recent::get(text, version) {
         return Ok(scan);
     }
-    let scan = match scan_with_limit(text, SHALLOW_NESTING, version) {
-        Ok(scan) => scan,
-        Err(markdown::TooDeep) => scan_deep(text, version)?,
+    let scan = match pieces::scan(text, version) {
+        Some(scan) => scan,
+        None => match scan_with_limit(text, SHALLOW_NESTING, version) {
+            Ok(scan) => scan,
+            Err(markdown::TooDeep) => scan_deep(text, version)?,
+        },
     };
     recent::put(text, version, &scan);
     Ok(scan)
@@ -299,10 +304,17 @@ fn scan_with_limit(
     } else {
         text.to_string()
     };
+    let mentions = markdown::import_mentions(&tokens)?;
+    Ok(scan_of(body, mentions, version))
+}
+
+/// The scan of a text whose body is `body` and whose `@` mentions are `mentions` (in order,
+/// where each was found): the imports, deduplicated, and the mentions passed over.
+fn scan_of(body: String, mentions: Vec<(Place, String)>, version: ClaudeVersion) -> MarkdownScan {
     let mut imports: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut ignored = Vec::new();
-    for (place, capture) in markdown::import_mentions(&tokens)? {
+    for (place, capture) in mentions {
         let Some(path) = import_path_as(&capture, version) else {
             continue;
         };
@@ -330,11 +342,11 @@ fn scan_with_limit(
             }),
         }
     }
-    Ok(MarkdownScan {
+    MarkdownScan {
         body,
         imports,
         ignored,
-    })
+    }
 }
 
 /// JS: the filter in `GZr` — turn a raw `@` capture ([`at_mentions`]) into an import path,

@@ -29,9 +29,7 @@ pub(super) fn fresh_temp_name() -> String {
     }
     let mut name = String::with_capacity(TEMP_PREFIX.len() + 32);
     name.push_str(TEMP_PREFIX);
-    for byte in bytes {
-        name.push_str(&format!("{byte:02x}"));
-    }
+    name.push_str(&crate::safe_name::hex(&bytes));
     name
 }
 
@@ -193,9 +191,9 @@ impl TempJournal {
         let mut line = Vec::with_capacity(128);
         line.push(record.tag());
         line.push(b' ');
-        for byte in dir.as_os_str().as_encoded_bytes() {
-            line.extend_from_slice(format!("{byte:02x}").as_bytes());
-        }
+        line.extend_from_slice(
+            crate::safe_name::hex(dir.as_os_str().as_encoded_bytes()).as_bytes(),
+        );
         line.push(b' ');
         line.extend_from_slice(name.as_bytes());
         if let Some((dev, ino)) = identity {

@@ -93,6 +93,11 @@ impl Lexer {
         !self.overflow
     }
 
+    /// Bytes of derived text made so far (see [`Self::spend`]).
+    pub(crate) fn derived(&self) -> usize {
+        self.spent
+    }
+
     /// Spend `cost` of nesting; false (and the whole lexing fails) when over the limit.
     fn enter(&mut self, cost: f64) -> bool {
         self.nest += cost;

@@ -125,6 +125,33 @@ impl Ctx {
 pub(crate) struct Lexed {
     tokens: Vec<Block>,
     cx: Ctx,
+    /// Bytes of text the block pass derived (counted against [`MAX_DERIVED_BYTES`]).
+    derived: usize,
+}
+
+impl Lexed {
+    /// Bytes of text the block pass derived (see [`MAX_DERIVED_BYTES`]): a text lexed in
+    /// pieces derives what its pieces derive, in sum.
+    pub(crate) fn derived(&self) -> usize {
+        self.derived
+    }
+
+    /// Whether the text defines a link (a `[label]: url` line): the inline pass of every
+    /// other part of a text reads its definitions.
+    pub(crate) fn defines_links(&self) -> bool {
+        !self.cx.links.is_empty()
+    }
+
+    /// Removes the last top-level token when it is a heading whose raw text is exactly
+    /// `raw`; whether it did.
+    pub(crate) fn pop_heading(&mut self, raw: &str) -> bool {
+        let found =
+            matches!(self.tokens.last(), Some(Block::Heading { raw: last, .. }) if last == raw);
+        if found {
+            self.tokens.pop();
+        }
+        found
+    }
 }
 
 impl std::ops::Deref for Lexed {
@@ -153,6 +180,7 @@ pub(crate) fn lex(src: &str, limit: f64) -> Result<Lexed, TooDeep> {
     if lexer.overflow {
         return Err(TooDeep);
     }
+    let derived = lexer.derived();
     let cx = Ctx {
         links: std::mem::take(&mut lexer.links),
         nest: std::cell::Cell::new(0.0),
@@ -160,7 +188,11 @@ pub(crate) fn lex(src: &str, limit: f64) -> Result<Lexed, TooDeep> {
         overflow: std::cell::Cell::new(false),
         spent: std::cell::Cell::new(0),
     };
-    Ok(Lexed { tokens, cx })
+    Ok(Lexed {
+        tokens,
+        cx,
+        derived,
+    })
 }
 
 /// Remove every `<!-- … -->` (lazy, across lines) from `text`.
@@ -277,21 +309,32 @@ pub fn at_mentions(text: &str) -> Vec<&str> {
 /// pass runs here (each text's inline tokens are walked as they are found, never kept), so
 /// this is where nesting too deep for the original shows (an error).
 pub(crate) fn import_mentions(lexed: &Lexed) -> Result<Vec<(Place, String)>, TooDeep> {
+    import_mentions_counted(lexed).map(|(mentions, _)| mentions)
+}
+
+/// [`import_mentions`], and the bytes its inline passes count against [`MAX_DERIVED_BYTES`]
+/// (what they derived, and the most the passes left out could have): a text walked in pieces
+/// counts what its pieces count, in sum.
+pub(crate) fn import_mentions_counted(
+    lexed: &Lexed,
+) -> Result<(Vec<(Place, String)>, usize), TooDeep> {
     let cx = &lexed.cx;
     let mut out = Vec::new();
     let mut skipped = Some(0);
     walk_blocks(&lexed.tokens, cx, &mut out, &mut skipped);
-    if !cx.overflowed() && cx.spent.get().saturating_add(skipped.unwrap_or(0)) > MAX_DERIVED_BYTES {
+    let mut counted = cx.spent.get().saturating_add(skipped.unwrap_or(0));
+    if !cx.overflowed() && counted > MAX_DERIVED_BYTES {
         // The passes left out might have spent past the cap: run every one of them.
         cx.nest.set(0.0);
         cx.spent.set(0);
         out.clear();
         walk_blocks(&lexed.tokens, cx, &mut out, &mut None);
+        counted = cx.spent.get();
     }
     if cx.overflowed() {
         return Err(TooDeep);
     }
-    Ok(out)
+    Ok((out, counted))
 }
 
 /// The inline pass of a block's text. With `skipped` (a running total), a text whose pass
