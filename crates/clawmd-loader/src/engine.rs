@@ -1337,7 +1337,7 @@ impl<F: MemoryFs + ?Sized> Engine<'_, F> {
     fn size_warnings(&mut self, files: &[LoadedFile]) {
         let mut total = 0;
         for f in files {
-            let chars = f.body.encode_utf16().count();
+            let chars = crate::markdown::js_length(&f.body);
             if chars > WARN_FILE_CHARS {
                 let msg = format!(
                     "is {chars} characters, over the {WARN_FILE_CHARS} at which Claude Code warns that large memory files hurt performance"

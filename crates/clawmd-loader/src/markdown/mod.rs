@@ -16,7 +16,7 @@ mod scan;
 mod unicode;
 
 pub use scan::js_trim;
-pub(crate) use scan::{is_js_space, js_is_blank};
+pub(crate) use scan::{is_js_space, js_is_blank, js_length};
 
 /// A block token. `raw` is the source text the token covers (top-level raws concatenate to
 /// the input, which is what comment stripping relies on).

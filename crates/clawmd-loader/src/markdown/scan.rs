@@ -29,6 +29,14 @@ pub(crate) fn is_js_line_terminator(c: char) -> bool {
     matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}')
 }
 
+/// JavaScript's `s.length`: UTF-16 code units (a character beyond U+FFFF is two). Counted
+/// from the bytes: one unit per character start, one more per four-byte sequence.
+pub(crate) fn js_length(s: &str) -> usize {
+    s.bytes()
+        .map(|b| usize::from(b & 0xc0 != 0x80) + usize::from(b >= 0xf0))
+        .sum()
+}
+
 /// `String.prototype.trim()`.
 pub fn js_trim(s: &str) -> &str {
     s.trim_matches(is_js_space)
@@ -256,5 +264,24 @@ mod tests {
         assert_eq!(skip_utf16_units("\u{3000}x", 1), "x");
         assert_eq!(skip_utf16_units("\u{1F600}x", 2), "x");
         assert_eq!(skip_utf16_units("ab", 5), "");
+    }
+}
+
+#[cfg(test)]
+mod js_length_tests {
+    use super::js_length;
+
+    #[test]
+    fn js_length_counts_utf16_code_units() {
+        for text in [
+            "",
+            "abc",
+            "caf\u{e9}",
+            "\u{20ac}1",
+            "a\u{1f600}b",
+            "\u{10000}\u{10ffff}\u{ffff}",
+        ] {
+            assert_eq!(js_length(text), text.encode_utf16().count(), "{text:?}");
+        }
     }
 }
