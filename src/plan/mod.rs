@@ -442,10 +442,12 @@ pub fn composed_len(body: &str, local_memory: bool) -> usize {
 }
 
 fn with_header(body: &str, local_memory: bool) -> String {
-    format!(
-        "{}\n{body}",
-        header_line(&short_hash(body.as_bytes()), local_memory)
-    )
+    let header = header_line(&short_hash(body.as_bytes()), local_memory);
+    let mut text = String::with_capacity(header.len() + 1 + body.len());
+    text.push_str(&header);
+    text.push('\n');
+    text.push_str(body);
+    text
 }
 
 /// The first line of a composed document whose body hashes to `hash` ([`short_hash`]).

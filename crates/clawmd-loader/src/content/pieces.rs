@@ -264,7 +264,13 @@ mod kept {
             return;
         }
         if kept.newer_bytes + bytes > MAX_KEPT_BYTES / 2 {
-            kept.older = std::mem::take(&mut kept.newer);
+            // The newer generation starts as large as the one it replaces (no rehashing
+            // while it fills again).
+            let sized = kept
+                .newer
+                .each_ref()
+                .map(|map| HashMap::with_capacity(map.len()));
+            kept.older = std::mem::replace(&mut kept.newer, sized);
             kept.newer_bytes = 0;
         }
         kept.newer_bytes += bytes;

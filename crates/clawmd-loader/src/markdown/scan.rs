@@ -32,6 +32,9 @@ pub(crate) fn is_js_line_terminator(c: char) -> bool {
 /// JavaScript's `s.length`: UTF-16 code units (a character beyond U+FFFF is two). Counted
 /// from the bytes: one unit per character start, one more per four-byte sequence.
 pub(crate) fn js_length(s: &str) -> usize {
+    if s.is_ascii() {
+        return s.len();
+    }
     s.bytes()
         .map(|b| usize::from(b & 0xc0 != 0x80) + usize::from(b >= 0xf0))
         .sum()
