@@ -33,6 +33,7 @@ mod key_hash;
 mod path_memo;
 pub mod plan;
 pub mod progress;
+mod quick_hash;
 pub mod report;
 pub mod runtime;
 pub mod safe_name;

@@ -142,9 +142,7 @@ impl ReadLog {
     /// Adds a read (one made before, finding the same, is not added again: replaying it
     /// once tells as much).
     pub fn push(&self, read: Read) {
-        use std::hash::BuildHasher;
-        let hash =
-            std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(&read);
+        let hash = crate::quick_hash::quick_hash(&read);
         let mut reads = self.lock();
         let (order, hashes) = &mut *reads;
         if hashes.insert(hash) || !order.contains(&read) {

@@ -187,11 +187,39 @@ pub const KEYS: [&str; 3] = ["skills", "mcpServers", "provider"];
 /// belong to the runner.
 pub const SERVER_KEYS: [&str; 1] = ["instructions"];
 
+/// The key of clawmd's own that `key` almost certainly misspells
+/// ([`crate::suggest::near_miss`] among [`KEYS`]), remembered: a runner hands the same keys at
+/// every spawn. At most [`MAX_KEYS_REMEMBERED`] keys are kept (then the memo starts afresh).
+fn key_near_miss(key: &str) -> Option<&'static str> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static REMEMBERED: Mutex<Option<HashMap<String, Option<&'static str>>>> = Mutex::new(None);
+    if KEYS.contains(&key) {
+        return None; // clawmd's own keys are no other key's near miss (a unit test checks)
+    }
+    let mut remembered = REMEMBERED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let remembered = remembered.get_or_insert_with(HashMap::new);
+    if let Some(meant) = remembered.get(key) {
+        return *meant;
+    }
+    let meant = crate::suggest::near_miss(key, &KEYS);
+    if remembered.len() >= MAX_KEYS_REMEMBERED {
+        remembered.clear();
+    }
+    remembered.insert(key.to_owned(), meant);
+    meant
+}
+
+/// The most top-level keys [`key_near_miss`] remembers.
+const MAX_KEYS_REMEMBERED: usize = 1024;
+
 /// Keys of `container.json` that are near misses of clawmd's own (see [`UnknownKey`]).
 fn unknown_keys(top: &serde_json::Map<String, serde_json::Value>) -> Vec<UnknownKey> {
     let mut found = Vec::new();
     for (key, value) in top {
-        if let Some(meant) = crate::suggest::near_miss(key, &KEYS) {
+        if let Some(meant) = key_near_miss(key) {
             found.push(UnknownKey {
                 key: key.clone(),
                 suggestion: meant.to_owned(),
@@ -382,14 +410,22 @@ fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
             fix: "save the file as UTF-8 without a byte-order mark (\"UTF-8\", not \"UTF-8 with BOM\")".to_owned(),
         });
     }
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let raw: RawConfig = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-        let field = known_field(&err.path().to_string());
-        json_error(path, field, err.into_inner())
-    })?;
-    deserializer
-        .end()
-        .map_err(|err| json_error(path, None, err))?;
+    // Without tracking the path, which only an error's message needs.
+    let raw = match serde_json::from_slice::<RawConfig>(bytes) {
+        Ok(raw) => raw,
+        Err(_) => {
+            let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+            let raw: RawConfig =
+                serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+                    let field = known_field(&err.path().to_string());
+                    json_error(path, field, err.into_inner())
+                })?;
+            deserializer
+                .end()
+                .map_err(|err| json_error(path, None, err))?;
+            raw
+        }
+    };
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first != Some(&b'{') {
         return Err(ConfigError {
@@ -755,6 +791,13 @@ mod tests {
             config.switches["disabled_modules"],
             serde_json::json!(["agents"])
         );
+    }
+
+    #[test]
+    fn clawmd_keys_are_no_near_miss_of_one_another() {
+        for key in KEYS {
+            assert_eq!(crate::suggest::near_miss(key, &KEYS), None, "{key}");
+        }
     }
 
     #[test]

@@ -438,7 +438,12 @@ const LOCAL_MEMORY_NOTE: &str = " Put this group's own memory in CLAUDE.local.md
 /// The length of [`composed_document_for`]`(body, local_memory)`, without hashing `body` (the
 /// header's hash always has the same length).
 pub fn composed_len(body: &str, local_memory: bool) -> usize {
-    header_line(&"0".repeat(crate::safe_name::SHORT_HASH_HEX), local_memory).len() + 1 + body.len()
+    composed_len_of(body.len(), local_memory)
+}
+
+/// [`composed_len`] of a body `body_len` bytes long.
+pub fn composed_len_of(body_len: usize, local_memory: bool) -> usize {
+    header_line(&"0".repeat(crate::safe_name::SHORT_HASH_HEX), local_memory).len() + 1 + body_len
 }
 
 fn with_header(body: &str, local_memory: bool) -> String {

@@ -548,8 +548,7 @@ impl Eq for Prepared {}
 /// A hash of a section's text, to tell texts under one name apart in [`Prepared`]'s keys (not
 /// to vouch for one: that is the whole text compared).
 fn text_hash(text: &[u8]) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-    BuildHasherDefault::<DefaultHasher>::default().hash_one(text)
+    crate::quick_hash::quick_hash(text)
 }
 
 impl Prepared {

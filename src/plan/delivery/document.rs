@@ -129,36 +129,95 @@ pub fn body<'s>(
     sections: impl IntoIterator<Item = &'s Section> + Clone,
     local: LocalMemory<'_>,
 ) -> String {
-    let mut body = String::new();
+    // Sized once: the sections' texts and their comment lines.
+    let capacity: usize = (sections.clone().into_iter())
+        .map(|section| section.text.len() + section.id.as_str().len() + section.origin.len() + 40)
+        .sum();
+    let mut body = String::with_capacity(capacity + 64);
     if local == LocalMemory::Import {
-        body.push_str(&format!("@./{}\n", names::CLAUDE_LOCAL_MD));
+        body.push_str("@./");
+        body.push_str(names::CLAUDE_LOCAL_MD);
+        body.push('\n');
     }
-    let mut parts = String::new();
-    for section in sections.clone() {
-        parts.push_str(&format!(
-            "\n<!-- clawmd section {}: from {} -->\n",
-            display_name(section.id.as_str()),
-            display_name(&section.origin)
-        ));
-        push_text(&mut parts, &section.text);
-    }
+    let push_parts = |parts: &mut String| {
+        for section in sections.clone() {
+            for piece in section_line(section) {
+                parts.push_str(&piece);
+            }
+            push_text(parts, &section.text);
+        }
+    };
     // A sealed section imports nothing and changes nothing after the blank line and comment
     // block that follow it, so a document of sealed sections is read as each alone. Otherwise
     // (a section not made by `sources::alone`, or one defining a link reference) side by side
     // a backtick one leaves open can pair with one in the next and expose a mention, so the
     // whole is neutralised again.
-    match sections.into_iter().all(|section| section.sealed) {
-        true => body.push_str(&parts),
-        false => body.push_str(&neutralise(&parts)),
+    if sections.clone().into_iter().all(|section| section.sealed) {
+        push_parts(&mut body);
+    } else {
+        let mut parts = String::with_capacity(capacity);
+        push_parts(&mut parts);
+        body.push_str(&neutralise(&parts));
     }
     if let LocalMemory::Inline(bytes) = local {
-        body.push_str(&format!(
-            "\n<!-- clawmd section local-memory: from {} (the group's own memory) -->\n",
-            names::CLAUDE_LOCAL_MD
-        ));
+        body.push_str(&local_memory_line());
         push_text(&mut body, bytes);
     }
     body
+}
+
+/// The length of [`body`]`(sections, local)`, worked out without building it, when every
+/// section is sealed (the body is then the sections side by side); `None` otherwise (the
+/// whole would be neutralised: build it to measure it).
+pub fn body_len<'s>(
+    sections: impl IntoIterator<Item = &'s Section> + Clone,
+    local: LocalMemory<'_>,
+) -> Option<usize> {
+    if !sections.clone().into_iter().all(|section| section.sealed) {
+        return None;
+    }
+    let mut len = match local {
+        LocalMemory::Import => "@./".len() + names::CLAUDE_LOCAL_MD.len() + 1,
+        _ => 0,
+    };
+    for section in sections {
+        len += section_line(section)
+            .iter()
+            .map(|piece| piece.len())
+            .sum::<usize>();
+        len += text_len(&section.text);
+    }
+    if let LocalMemory::Inline(bytes) = local {
+        len += local_memory_line().len() + text_len(bytes);
+    }
+    Some(len)
+}
+
+/// The comment line before a section in a document, in pieces.
+fn section_line(section: &Section) -> [std::borrow::Cow<'_, str>; 5] {
+    [
+        "\n<!-- clawmd section ".into(),
+        display_name(section.id.as_str()),
+        ": from ".into(),
+        display_name(&section.origin),
+        " -->\n".into(),
+    ]
+}
+
+/// The comment line before the group's own memory copied into a document.
+fn local_memory_line() -> String {
+    format!(
+        "\n<!-- clawmd section local-memory: from {} (the group's own memory) -->\n",
+        names::CLAUDE_LOCAL_MD
+    )
+}
+
+/// The length of what [`push_text`] adds for `bytes`.
+fn text_len(bytes: &[u8]) -> usize {
+    crate::loader::content::lossy_text(bytes)
+        .trim_end_matches('\n')
+        .len()
+        + 1
 }
 
 /// The part of the group's memory `bytes` that a flat document can carry in `room` bytes (what
@@ -195,6 +254,36 @@ mod tests {
     use crate::input::sources::SectionId;
     use crate::loader::content::scan_markdown;
     use crate::plan::{is_composed, is_pristine, mcp_fragment};
+
+    #[test]
+    fn a_body_is_as_long_as_body_len_says() {
+        let mut sealed = sections();
+        for section in &mut sealed {
+            section.sealed = true;
+        }
+        sealed.push(Section::builtin(
+            SectionId::new("bad\u{1}`>name"),
+            b"bytes \xff\xfe\n\n\n",
+        ));
+        sealed.last_mut().unwrap().sealed = true;
+        for local in [
+            LocalMemory::Import,
+            LocalMemory::None,
+            LocalMemory::Inline(b"memory \xc3\n"),
+            LocalMemory::Inline(b""),
+        ] {
+            for n in 0..=sealed.len() {
+                let kept = &sealed[..n];
+                assert_eq!(
+                    body_len(kept, local),
+                    Some(body(kept, local).len()),
+                    "{n} {local:?}"
+                );
+            }
+        }
+        // An unsealed section makes the whole be neutralised: measured by building it.
+        assert_eq!(body_len(&sections(), LocalMemory::None), None);
+    }
 
     fn section(id: SectionId, text: &str) -> Section {
         Section::builtin(id, text.as_bytes())

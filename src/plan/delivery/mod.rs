@@ -37,7 +37,7 @@ use crate::input::sources::alone::SectionForm;
 use crate::input::sources::expand::neutralise;
 use crate::plan::{
     Content, Desired, FragmentCollision, ManagedPath, Place, Warning, composed_claude_md_for,
-    composed_document_for, composed_len, mount_point_placeholder_for,
+    composed_document_for, composed_len, composed_len_of, mount_point_placeholder_for,
 };
 
 pub use crate::input::sources::{Section, SectionId};
@@ -213,13 +213,18 @@ pub fn plan_delivery(
         LocalMemory::Inline(_) => LocalMemory::Inline(b""),
         other => other,
     };
-    let last_body = std::cell::RefCell::new(String::new());
+    let last_body = std::cell::RefCell::new(None);
     let fitted = match target.delivery {
         Delivery::Inline | Delivery::Managed => document::fit(&all, target.budget, |kept| {
             let notice = notice_for(kept);
-            let body = document::body(kept.iter().chain(&notice), measured);
+            let sections = kept.iter().chain(&notice);
+            if let Some(len) = document::body_len(sections.clone(), measured) {
+                *last_body.borrow_mut() = None; // not this set's: built again if needed
+                return composed_len_of(len, has_memory) as u64;
+            }
+            let body = document::body(sections, measured);
             let len = composed_len(&body, has_memory) as u64;
-            *last_body.borrow_mut() = body;
+            *last_body.borrow_mut() = Some(body);
             len
         }),
         Delivery::Copy | Delivery::Link => document::fit(&all, target.budget, |kept| {
@@ -230,7 +235,13 @@ pub fn plan_delivery(
     if let Some(notice) = notice_for(&fitted.kept) {
         fitted.kept.push(notice);
     }
-    let last_document = || composed_document_for(&last_body.take(), has_memory);
+    // The body of the sections kept: the last one `fit` built, or built now (a body of sealed
+    // sections is measured without being built, and not built at all when the document is
+    // split below).
+    let last_document = || {
+        let body = (last_body.take()).unwrap_or_else(|| document::body(&fitted.kept, measured));
+        composed_document_for(&body, has_memory)
+    };
     let mut local_memory_cut = None;
     if let LocalMemory::Inline(bytes) = local
         && !bytes.is_empty()
@@ -246,7 +257,7 @@ pub fn plan_delivery(
                 budget: target.budget,
             });
         }
-        *last_body.borrow_mut() = document::body(&fitted.kept, LocalMemory::Inline(kept));
+        *last_body.borrow_mut() = Some(document::body(&fitted.kept, LocalMemory::Inline(kept)));
     }
     for dropped in &fitted.dropped {
         warnings.push(Warning::SectionDropped {
