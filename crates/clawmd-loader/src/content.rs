@@ -174,12 +174,14 @@ pub fn scan_markdown_as(text: &str, version: ClaudeVersion) -> Result<MarkdownSc
     if let Some(scan) = recent::get(text, version) {
         return Ok(scan);
     }
-    let scan = match pieces::scan(text, version) {
-        Some(scan) => scan,
-        None => match scan_with_limit(text, SHALLOW_NESTING, version) {
-            Ok(scan) => scan,
-            Err(markdown::TooDeep) => scan_deep(text, version)?,
-        },
+    // A text scanned in pieces is not kept whole as well: scanning it again is a lookup of
+    // its pieces.
+    if let Some(scan) = pieces::scan(text, version) {
+        return Ok(scan);
+    }
+    let scan = match scan_with_limit(text, SHALLOW_NESTING, version) {
+        Ok(scan) => scan,
+        Err(markdown::TooDeep) => scan_deep(text, version)?,
     };
     recent::put(text, version, &scan);
     Ok(scan)
