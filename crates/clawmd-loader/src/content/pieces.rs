@@ -30,6 +30,11 @@ use crate::version::{Behaviour, ClaudeVersion};
 /// Texts shorter than this are lexed whole (a handful of sections; nothing to gain).
 const MIN_TEXT_BYTES: usize = 1024;
 
+/// The fewest bytes a piece holds (it runs on to the next start past them): a text of many
+/// tiny pieces (an agent's file can be one) would cost more to look up piece by piece than to
+/// lex whole, and fill the memo with them.
+const MIN_PIECE_BYTES: usize = 512;
+
 /// The heading each piece but the last is lexed followed by.
 const SENTINEL: &str = "# clawmd-piece-end\n";
 
@@ -58,15 +63,15 @@ pub(super) fn scan(text: &str, version: ClaudeVersion) -> Option<MarkdownScan> {
     if text.len() < MIN_TEXT_BYTES {
         return None;
     }
-    scan_pieces(text, version)
+    scan_pieces(text, version, MIN_PIECE_BYTES)
 }
 
-/// [`scan`] of a text of any length.
-fn scan_pieces(text: &str, version: ClaudeVersion) -> Option<MarkdownScan> {
+/// [`scan`] of a text of any length, in pieces of at least `min_piece` bytes.
+fn scan_pieces(text: &str, version: ClaudeVersion, min_piece: usize) -> Option<MarkdownScan> {
     if text.contains('\r') {
         return None;
     }
-    let starts = piece_starts(text);
+    let starts = piece_starts(text, min_piece);
     if starts.is_empty() {
         return None;
     }
@@ -128,17 +133,22 @@ fn scan_pieces(text: &str, version: ClaudeVersion) -> Option<MarkdownScan> {
 }
 
 /// Where the pieces after the first start: each line opening with `# ` or `<!--` right after
-/// a blank line (`\n\n`).
-fn piece_starts(text: &str) -> Vec<usize> {
+/// a blank line (`\n\n`), at least `min_piece` bytes after the start before it.
+fn piece_starts(text: &str, min_piece: usize) -> Vec<usize> {
     let bytes = text.as_bytes();
-    memchr::memchr_iter(b'\n', bytes)
-        .map(|newline| newline + 1)
-        .filter(|&start| {
-            start >= 2
-                && bytes[start - 2] == b'\n'
-                && (bytes[start..].starts_with(b"# ") || bytes[start..].starts_with(b"<!--"))
-        })
-        .collect()
+    let mut starts = Vec::new();
+    let mut last = 0;
+    for start in memchr::memchr_iter(b'\n', bytes).map(|newline| newline + 1) {
+        if start >= 2
+            && start - last >= min_piece.max(1)
+            && bytes[start - 2] == b'\n'
+            && (bytes[start..].starts_with(b"# ") || bytes[start..].starts_with(b"<!--"))
+        {
+            starts.push(start);
+            last = start;
+        }
+    }
+    starts
 }
 
 /// What lexing `piece` gives (`last`: nothing follows it), from the kept outcomes when it
@@ -260,7 +270,8 @@ mod kept {
     }
 
     fn insert(kept: &mut Generations, key: &Key, outcome: Arc<Outcome>) {
-        let bytes = key.text.len() + outcome.size() + 64;
+        // The map's entry, the box and the outcome's own allocations, roughly.
+        let bytes = key.text.len() + outcome.size() + 160;
         if bytes > MAX_KEPT_BYTES / 2 {
             return;
         }
@@ -295,7 +306,7 @@ mod tests {
     /// Scanned in pieces (when it can be), it scans as whole: `Some(true)` if it was pieced.
     fn agrees(text: &str, version: ClaudeVersion) -> Option<bool> {
         let whole = scan_with_limit(text, SHALLOW_NESTING, version).ok()?;
-        match scan_pieces(text, version) {
+        match scan_pieces(text, version, 1) {
             Some(pieced) => {
                 assert_eq!(pieced, whole, "{version}: {text:?}");
                 Some(true)
@@ -377,9 +388,11 @@ mod tests {
 
     #[test]
     fn a_piece_is_scanned_once_then_found() {
-        let section =
-            |n: usize| format!("<!-- clawmd section s{n} -->\n# S{n}\n\nSee @f{n}.md.\n\n");
-        let text: String = (0..120).map(section).collect();
+        let section = |n: usize| {
+            let words = "words ".repeat(100);
+            format!("<!-- clawmd section s{n} -->\n# S{n}\n\nSee @f{n}.md. {words}\n\n")
+        };
+        let text: String = (0..20).map(section).collect();
         let version = ClaudeVersion::new(2, 1, 332);
         let first = scan(&text, version).expect("pieced");
         let edited = text.replace("See @f7.md", "See @g7.md");
@@ -395,5 +408,21 @@ mod tests {
             text: &section(3),
         };
         assert!(kept::get(&key).is_some(), "an unchanged section is kept");
+    }
+
+    #[test]
+    fn tiny_pieces_run_on_to_the_least_size() {
+        let text = "# a\n\n# b\n\n<!-- c -->\n\n# d\n\n";
+        assert_eq!(piece_starts(text, 1), [5, 10, 22]);
+        assert_eq!(piece_starts(text, 6), [10, 22]);
+        assert_eq!(piece_starts(text, 100), Vec::<usize>::new());
+        // Many tiny pieces are scanned as a few, and the same as whole.
+        let many: String = (0..2000).map(|i| format!("# {i} @a{i}.md\n\n")).collect();
+        let version = ClaudeVersion::new(2, 1, 332);
+        assert!(piece_starts(&many, MIN_PIECE_BYTES).len() <= many.len() / MIN_PIECE_BYTES);
+        assert_eq!(
+            scan(&many, version).expect("pieced"),
+            scan_with_limit(&many, SHALLOW_NESTING, version).unwrap()
+        );
     }
 }
