@@ -16,8 +16,12 @@
 //! the tokens before it are the piece's tokens inside the whole text too. When it does not,
 //! the piece is lexed together with the next one. What holds for a whole text besides its
 //! tokens is kept as well: no piece may define a link (the inline pass of every piece reads
-//! the whole text's definitions), and the derived-text caps apply to the pieces' sum. Where
-//! any of this fails the text is scanned whole; `tests` check the two ways agree on the
+//! the whole text's definitions; and a definition's label or title can run across a blank
+//! line, forming only once its closing `]`, quote or parenthesis is seen, so a text holding
+//! `]:` is scanned whole), the derived-text caps apply to the pieces' sum, and the body is the
+//! one the whole scan keeps (each piece's text as the comment stripper rebuilds it, which is
+//! not always its source, where the release keeps the rebuilt text). Where any of this fails
+//! the text is scanned whole; `tests` check the two ways agree on the
 //! oracle's inputs joined in every way the pieces can be.
 
 use std::collections::HashMap;
@@ -43,10 +47,12 @@ const MAX_KEPT_BYTES: usize = 32 << 20;
 
 /// What lexing one piece gave.
 enum Outcome {
-    /// Its scan: the body (`None`: the piece itself, no comment block removed), its `@`
+    /// Its scan: the text the comment stripper rebuilds from its tokens (`None`: the piece
+    /// itself, or comment blocks are not stripped), whether a comment block went, its `@`
     /// mentions in order, and what it counts against the block and inline caps.
     Scanned {
-        body: Option<String>,
+        rebuilt: Option<String>,
+        removed_any: bool,
         mentions: Vec<(Place, String)>,
         block_derived: usize,
         inline_derived: usize,
@@ -68,7 +74,10 @@ pub(super) fn scan(text: &str, version: ClaudeVersion) -> Option<MarkdownScan> {
 
 /// [`scan`] of a text of any length, in pieces of at least `min_piece` bytes.
 fn scan_pieces(text: &str, version: ClaudeVersion, min_piece: usize) -> Option<MarkdownScan> {
-    if text.contains('\r') {
+    // A link definition can run across a blank line (its label, or a title in quotes or
+    // parentheses) and only forms when its closing `]`, quote or parenthesis is found: a piece
+    // lexed without what follows would not see it. Every definition has a `]:`.
+    if text.contains('\r') || text.contains("]:") {
         return None;
     }
     let starts = piece_starts(text, min_piece);
@@ -76,10 +85,7 @@ fn scan_pieces(text: &str, version: ClaudeVersion, min_piece: usize) -> Option<M
         return None;
     }
     let strip = version.has(Behaviour::CommentBlocksStripped);
-    let mut body = String::new();
-    let mut stripped_any = false;
-    let mut mentions = Vec::new();
-    let (mut block_derived, mut inline_derived) = (0usize, 0usize);
+    let mut scanned: Vec<(std::ops::Range<usize>, Arc<Outcome>)> = Vec::new();
     let mut lexed_bytes = 0;
     let mut start = 0;
     let mut next = 0;
@@ -99,36 +105,55 @@ fn scan_pieces(text: &str, version: ClaudeVersion, min_piece: usize) -> Option<M
                 Outcome::Scanned { .. } => break (end, outcome),
             }
         };
+        scanned.push((start..end, outcome));
+        start = end;
+        next = end_index + 1;
+    }
+    let mut mentions = Vec::new();
+    let (mut block_derived, mut inline_derived, mut removed_any) = (0usize, 0usize, false);
+    for (_, outcome) in &scanned {
         let Outcome::Scanned {
-            body: piece_body,
             mentions: piece_mentions,
             block_derived: block,
             inline_derived: inline,
-        } = &*outcome
+            removed_any: removed,
+            ..
+        } = &**outcome
         else {
-            unreachable!("the loop breaks on a scanned piece only");
+            unreachable!("only scanned pieces are kept");
         };
-        match piece_body {
-            Some(stripped) => {
-                stripped_any = true;
-                body.push_str(stripped);
-            }
-            None => body.push_str(&text[start..end]),
-        }
         mentions.extend(piece_mentions.iter().cloned());
         block_derived = block_derived.saturating_add(*block);
         inline_derived = inline_derived.saturating_add(*inline);
-        start = end;
-        next = end_index + 1;
+        removed_any |= removed;
     }
     if block_derived > MAX_DERIVED_BYTES || inline_derived > MAX_DERIVED_BYTES {
         return None;
     }
-    // Without a carriage return the comment stripper rebuilds the text as it was when it
-    // removed nothing, so the release's rule on when to keep its rebuilt text does not matter.
-    if !stripped_any {
-        body = text.to_owned();
-    }
+    // The body as the whole scan decides it (`scan_with_limit`): the stripper's text, rebuilt
+    // from the top-level tokens, when the text holds `<!--` and a comment block went (or the
+    // release keeps the rebuilt text anyway); else the text itself. The rebuilt text is not
+    // always the source (a last blank of one space gains a line break, a quote's lazy lines
+    // move), so each piece's is kept where it differs.
+    let rebuild = strip
+        && text.contains("<!--")
+        && (removed_any || !version.has(Behaviour::CrNormalisedOnlyWhenStripped));
+    let body = match rebuild {
+        false => text.to_owned(),
+        true => {
+            let mut body = String::with_capacity(text.len());
+            for (range, outcome) in &scanned {
+                match &**outcome {
+                    Outcome::Scanned {
+                        rebuilt: Some(rebuilt),
+                        ..
+                    } => body.push_str(rebuilt),
+                    _ => body.push_str(&text[range.clone()]),
+                }
+            }
+            body
+        }
+    };
     Some(scan_of(body, mentions, version))
 }
 
@@ -182,15 +207,17 @@ fn lex_piece(piece: &str, last: bool, strip: bool) -> Outcome {
     if !last && !lexed.pop_heading(SENTINEL) {
         return Outcome::Open;
     }
-    let body = if strip && piece.contains("<!--") {
-        let (stripped, removed_any) = markdown::strip_comments(&lexed);
-        removed_any.then_some(stripped)
-    } else {
-        None
+    let (rebuilt, removed_any) = match strip {
+        true => {
+            let (rebuilt, removed_any) = markdown::strip_comments(&lexed);
+            ((rebuilt != piece).then_some(rebuilt), removed_any)
+        }
+        false => (None, false),
     };
     match markdown::import_mentions_counted(&lexed) {
         Ok((mentions, inline_derived)) => Outcome::Scanned {
-            body,
+            rebuilt,
+            removed_any,
             mentions,
             block_derived: lexed.derived(),
             inline_derived,
@@ -218,8 +245,10 @@ impl Outcome {
     /// Bytes it holds, roughly.
     fn size(&self) -> usize {
         match self {
-            Outcome::Scanned { body, mentions, .. } => {
-                body.as_ref().map_or(0, String::len)
+            Outcome::Scanned {
+                rebuilt, mentions, ..
+            } => {
+                rebuilt.as_ref().map_or(0, String::len)
                     + mentions
                         .iter()
                         .map(|(_, text)| text.len() + std::mem::size_of::<(Place, String)>())
@@ -336,7 +365,17 @@ mod tests {
         );
         let vectors: Vec<serde_json::Value> =
             serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let sources: Vec<&str> = vectors.iter().map(|v| v["src"].as_str().unwrap()).collect();
+        let mut sources: Vec<&str> = vectors.iter().map(|v| v["src"].as_str().unwrap()).collect();
+        // Found by review: raw texts that do not join back into the source, and definitions
+        // whose label or title runs across a blank line.
+        sources.extend(RAW_QUIRKS);
+        sources.extend([
+            "[a]: /u \"t @m.md",
+            "# x\"",
+            "[a]: /u (t @m.md",
+            "# x)",
+            "[a @m.md",
+        ]);
         let n = sources.len();
         let (mut pieced, mut compared) = (0, 0);
         for (i, first) in sources.iter().enumerate() {
@@ -353,11 +392,52 @@ mod tests {
                 }
             }
         }
-        // The comparison means something only if most texts were scanned in pieces.
+        // The comparison means something only if many texts were scanned in pieces (those
+        // holding a `]:`, a third of the oracle's fragments, are scanned whole).
         assert!(
-            pieced * 2 > compared,
+            pieced * 3 > compared,
             "{pieced} of {compared} texts scanned in pieces"
         );
+    }
+
+    /// Texts whose top-level tokens' raw texts, joined, are not the source: a last blank of
+    /// one space or tab gains a line break, a quote's lazy lines move.
+    const RAW_QUIRKS: [&str; 4] = [
+        "- item ",
+        "> - item\n\t\n\n# T @t.md\n",
+        "> Note:\n> - one \nlazy @l.md\n",
+        "> - item\n\u{a0}\n\nmore @m.md\n",
+    ];
+
+    #[test]
+    fn definitions_across_a_piece_end_and_rebuilt_raws_scan_as_whole() {
+        let definitions = [
+            "[a]: /u \"t @m.md\n\n# x\"\n",
+            "[a]: /u (t @m.md\n\n# x)\n",
+            "[a @m.md\n\n# x]: /u\n",
+            "[a\n\n<!-- c -->\n]: /u\n",
+        ];
+        for text in definitions {
+            for version in releases() {
+                assert_eq!(
+                    agrees(text, version),
+                    Some(false),
+                    "{text:?}: scanned whole"
+                );
+            }
+        }
+        for tail in RAW_QUIRKS {
+            for head in [
+                "<!-- c -->\n\n# S\n\n",
+                "x <!-- c --> y\n\n# S\n\n",
+                "# S\n\n",
+            ] {
+                let text = format!("{head}{tail}");
+                for version in releases() {
+                    assert!(agrees(&text, version).is_some(), "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]
