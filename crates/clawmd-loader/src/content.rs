@@ -296,9 +296,9 @@ fn scan_with_limit(
     version: ClaudeVersion,
 ) -> Result<MarkdownScan, markdown::TooDeep> {
     let tokens = markdown::lex(text, limit)?;
-    let body = if version.has(Behaviour::CommentBlocksStripped) && text.contains("<!--") {
+    let body = if strips_comments(text, version) {
         let (stripped, removed_any) = markdown::strip_comments(&tokens);
-        if removed_any || !version.has(Behaviour::CrNormalisedOnlyWhenStripped) {
+        if keeps_rebuilt(removed_any, version) {
             stripped
         } else {
             text.to_string()
@@ -308,6 +308,19 @@ fn scan_with_limit(
     };
     let mentions = markdown::import_mentions(&tokens)?;
     Ok(scan_of(body, mentions, version))
+}
+
+/// Whether release `version` rebuilds `text` from its top-level tokens without its comment
+/// blocks (JS `Pht`): from 2.1.72, and only for a text holding `<!--`.
+fn strips_comments(text: &str, version: ClaudeVersion) -> bool {
+    version.has(Behaviour::CommentBlocksStripped) && text.contains("<!--")
+}
+
+/// Whether release `version`, having rebuilt a text ([`strips_comments`]), keeps the rebuilt
+/// text (its line endings LF) rather than the text itself: since 2.1.330 only when a comment
+/// block was removed (`removed_any`).
+fn keeps_rebuilt(removed_any: bool, version: ClaudeVersion) -> bool {
+    removed_any || !version.has(Behaviour::CrNormalisedOnlyWhenStripped)
 }
 
 /// The scan of a text whose body is `body` and whose `@` mentions are `mentions` (in order,

@@ -27,7 +27,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{MarkdownScan, SHALLOW_NESTING, scan_of};
+use super::{MarkdownScan, SHALLOW_NESTING, keeps_rebuilt, scan_of, strips_comments};
 use crate::markdown::{self, MAX_DERIVED_BYTES, Place};
 use crate::version::{Behaviour, ClaudeVersion};
 
@@ -135,9 +135,7 @@ fn scan_pieces(text: &str, version: ClaudeVersion, min_piece: usize) -> Option<M
     // release keeps the rebuilt text anyway); else the text itself. The rebuilt text is not
     // always the source (a last blank of one space gains a line break, a quote's lazy lines
     // move), so each piece's is kept where it differs.
-    let rebuild = strip
-        && text.contains("<!--")
-        && (removed_any || !version.has(Behaviour::CrNormalisedOnlyWhenStripped));
+    let rebuild = strips_comments(text, version) && keeps_rebuilt(removed_any, version);
     let body = match rebuild {
         false => text.to_owned(),
         true => {
@@ -201,6 +199,7 @@ fn lex_piece(piece: &str, last: bool, strip: bool) -> Outcome {
     let Ok(mut lexed) = lexed else {
         return Outcome::Whole;
     };
+    // A text holding `]:` never gets here (`scan_pieces`); this stands behind that check.
     if lexed.defines_links() {
         return Outcome::Whole;
     }
