@@ -114,7 +114,12 @@ impl Printer {
     /// caller can stop (`is_broken_pipe`).
     pub fn streamed_line(&self, line: &str) -> anyhow::Result<()> {
         let mut out = raw_stdout();
-        writeln!(out, "{line}")
+        // One write for the line and its newline (stdout's line buffer writes a line longer
+        // than it holds apart from the newline after it: two system calls).
+        let mut text = String::with_capacity(line.len() + 1);
+        text.push_str(line);
+        text.push('\n');
+        out.write_all(text.as_bytes())
             .and_then(|()| out.flush())
             .context("cannot write to stdout")
     }

@@ -3,6 +3,7 @@
 //! run whose reads all hold need not look at a group again.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 
 use super::safe_dir::file_seen;
 use super::{Result, SafeDir};
@@ -20,6 +21,8 @@ pub fn replay(
     open_root: impl Fn(Root) -> Result<Option<SafeDir>>,
 ) -> Option<bool> {
     let mut dirs: HashMap<(Root, String), Option<SafeDir>> = HashMap::new();
+    // The folders listed again by this replay and found as they were: what each holds now.
+    let mut listed: HashMap<(Root, String), Vec<(OsString, Option<FileKind>)>> = HashMap::new();
     let mut settled_since = false;
     for read in log {
         if implied_by_another_read(read, log) {
@@ -44,7 +47,15 @@ pub fn replay(
                 }
                 Err(_) => None,
             },
-            (Some(dir), seen) => holds_again(dir, &read.name, seen),
+            (Some(dir), Seen::Listing(_)) if read.name.is_empty() => listed_again(dir, &read.seen)
+                .map(|entries| {
+                    listed.insert((read.root, read.dir.clone()), entries);
+                    false
+                }),
+            (Some(dir), seen) => match listed.get(&(read.root, read.dir.clone())) {
+                Some(entries) => holds_in_listing(entries, dir, &read.name, seen),
+                None => holds_again(dir, &read.name, seen),
+            },
         };
         let Some(settled) = holds else {
             tracing::trace!(?read, "a read finds something else");
@@ -82,6 +93,34 @@ fn implied_by_another_read(read: &reads::Read, log: &[reads::Read]) -> bool {
             (log.iter().filter(same_name)).any(|other| other.seen == Seen::Folder(true))
         }
         _ => false,
+    }
+}
+
+/// What `dir` holds now, when it is what the listing `seen` found.
+fn listed_again(dir: &SafeDir, seen: &Seen) -> Option<Vec<(OsString, Option<FileKind>)>> {
+    let entries = dir.list_kinds().ok()?;
+    (reads::listing(&entries) == *seen).then_some(entries)
+}
+
+/// [`holds_again`] in a folder this replay has just listed (`entries`): a name it does not
+/// hold is missing, and one whose kind it names is of that kind, without asking the folder
+/// again (what an agent adds or removes after the listing, it may as well add after the
+/// look: the next spawn finds it).
+fn holds_in_listing(
+    entries: &[(OsString, Option<FileKind>)],
+    dir: &SafeDir,
+    name: &str,
+    seen: &Seen,
+) -> Option<bool> {
+    let listed = entries
+        .binary_search_by(|(entry, _)| entry.as_encoded_bytes().cmp(name.as_bytes()))
+        .ok()
+        .map(|index| entries[index].1);
+    match (seen, listed) {
+        (Seen::Kind(kind), None) => (kind.is_none()).then_some(false),
+        (Seen::Kind(kind), Some(Some(found))) => (*kind == Some(found)).then_some(false),
+        (Seen::Folder(false), None) => Some(false),
+        _ => holds_again(dir, name, seen),
     }
 }
 
@@ -189,5 +228,48 @@ mod tests {
         assert!(!holds(), "missing");
         fifo(&temp.path().join("a.md"));
         assert!(!holds(), "a FIFO");
+    }
+
+    /// A folder listed again answers the kinds asked in it: a name the listing holds is
+    /// found whatever the look said of it then (a look that raced the agent: the listing
+    /// taken with the name, the kind asked once it was gone), a missing one is missing.
+    #[test]
+    fn kinds_asked_in_a_listed_folder_are_answered_by_what_it_holds_now() {
+        let (temp, dir) = dir();
+        dir.write_file("a.md", b"text").unwrap();
+        std::fs::create_dir(temp.path().join("sub")).unwrap();
+        let read = |name: &str, seen| reads::Read {
+            root: Root::Group,
+            dir: String::new(),
+            name: name.to_owned(),
+            seen,
+        };
+        let listing = reads::listing(&dir.list_kinds().unwrap());
+        let log = |kind_of_a: Option<FileKind>, kind_of_x: Option<FileKind>| {
+            vec![
+                read("", listing.clone()),
+                read("a.md", Seen::Kind(kind_of_a)),
+                read("sub", Seen::Kind(Some(FileKind::Dir))),
+                read("x", Seen::Kind(kind_of_x)),
+                read("y", Seen::Folder(false)),
+            ]
+        };
+        let holds =
+            |log: &[reads::Read]| replay(log, |_| SafeDir::open(temp.path()).map(Some)).is_some();
+        assert!(holds(&log(Some(FileKind::File), None)));
+        assert!(!holds(&log(None, None)), "a.md said missing, listed");
+        assert!(
+            !holds(&log(Some(FileKind::Dir), None)),
+            "a.md said a folder"
+        );
+        assert!(
+            !holds(&log(Some(FileKind::File), Some(FileKind::File))),
+            "x said there"
+        );
+        std::fs::write(temp.path().join("x"), b"new").unwrap();
+        assert!(
+            !holds(&log(Some(FileKind::File), None)),
+            "x made after the look"
+        );
     }
 }
