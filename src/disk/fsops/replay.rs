@@ -22,7 +22,7 @@ pub fn replay(
 ) -> Option<bool> {
     let mut dirs: HashMap<(Root, String), Option<SafeDir>> = HashMap::new();
     // The folders listed again by this replay and found as they were: what each holds now.
-    let mut listed: HashMap<(Root, String), Vec<(OsString, Option<FileKind>)>> = HashMap::new();
+    let mut listed: HashMap<(Root, String), Entries> = HashMap::new();
     let mut settled_since = false;
     for read in log {
         if implied_by_another_read(read, log) {
@@ -96,8 +96,11 @@ fn implied_by_another_read(read: &reads::Read, log: &[reads::Read]) -> bool {
     }
 }
 
+/// A folder's entries, each name with its kind when the listing names it, sorted by name.
+type Entries = Vec<(OsString, Option<FileKind>)>;
+
 /// What `dir` holds now, when it is what the listing `seen` found.
-fn listed_again(dir: &SafeDir, seen: &Seen) -> Option<Vec<(OsString, Option<FileKind>)>> {
+fn listed_again(dir: &SafeDir, seen: &Seen) -> Option<Entries> {
     let entries = dir.list_kinds().ok()?;
     (reads::listing(&entries) == *seen).then_some(entries)
 }
