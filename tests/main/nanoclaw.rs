@@ -592,3 +592,48 @@ fn init_on_todays_nanoclaw_composes_every_provider_without_local_memory() {
         assert_eq!(group["findings"], serde_json::json!([]), "{group}");
     }
 }
+
+/// The agent's own permission rules, judged for the release today's nanoclaw pins (2.1.257,
+/// measured: its memory files are not checked against them, docs/delivery.md): a `Read` deny
+/// rule naming the workspace's `CLAUDE.md` withholds nothing there, and the verdict is complete
+/// and decided; the same rules under 2.1.328, which applies them, withhold the persona.
+#[test]
+fn the_agents_permission_rules_are_judged_for_nanoclaws_pinned_release() {
+    let d = Deployment::new();
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nanoclaw-v2.3");
+    for top in ["container", "src"] {
+        crate::support::copy_tree(&fixture.join(top), &d.path(top));
+    }
+    d.run(["init"]).success();
+    let g = "g-claude";
+    d.write(
+        &format!("groups/{g}/instructions.prepend.md"),
+        b"PERSONA OF THE GROUP\n",
+    );
+    d.write(
+        &format!("groups/{g}/container.json"),
+        br#"{"provider": "claude", "skills": "all", "mcpServers": {}}"#,
+    );
+    d.write(
+        &format!("groups/{g}/.claude/settings.json"),
+        br#"{"permissions": {"deny": ["Read(./.env)", "Read(./CLAUDE.md)"]}}"#,
+    );
+    let delivered = |version: &str| {
+        let report = d
+            .run(["compose", g, "--json", "--claude-version", version])
+            .success()
+            .json();
+        report["groups"][0]["delivered"].clone()
+    };
+    let pinned = delivered("2.1.257");
+    assert_eq!(pinned["complete"], true, "{pinned}");
+    assert_eq!(pinned["undecided"], serde_json::json!([]), "{pinned}");
+    assert_eq!(pinned["judged"]["claude_code"], "2.1.257", "{pinned}");
+    let later = delivered("2.1.328");
+    assert_eq!(later["complete"], false, "{later}");
+    assert!(
+        later["reasons"].to_string().contains("permissions.deny"),
+        "{later}"
+    );
+}

@@ -6,6 +6,9 @@
 //! container view as `render` does, and compares the block byte for byte; where clawmd says a
 //! setting is undecided, the block it shows is its best reading and must still be the real one
 //! for these cases, and the verdict's "undecided" must be there for the cases that need it.
+//!
+//! The CLI cases recorded again on other releases (`cases-<release>.json` beside it, by
+//! `scripts/record-settings-oracle`) are replayed the same way for their release.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +16,15 @@ use clawmd::loader::{ClaudeVersion, DiagnosticCode, LoadOptions, claude_block, l
 use clawmd::runtime::mounted::{Mount, MountedFs};
 use serde_json::Value;
 
-const FIXTURE: &str = "crates/clawmd-loader/tests/fixtures/settings-oracle/cases.json";
+const FIXTURES: &str = "crates/clawmd-loader/tests/fixtures/settings-oracle";
+
+/// One recording of the cases: the release they were run on, the session's date (the memory
+/// wrapper of releases before 2.1.268 holds it), and the cases.
+struct Recording {
+    release: ClaudeVersion,
+    current_date: Option<String>,
+    cases: Vec<Value>,
+}
 
 fn lay(root: &Path, files: &Value) {
     let Some(files) = files.as_object() else {
@@ -72,7 +83,7 @@ struct Outcome {
     disabled: bool,
 }
 
-fn replay(case: &Value) -> Outcome {
+fn replay(case: &Value, recording: &Recording) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
     let (group, home, managed) = (
         tmp.path().join("group"),
@@ -94,7 +105,8 @@ fn replay(case: &Value) -> Outcome {
     }
     let fs = MountedFs::new(mounts);
     let mut options = LoadOptions::new("/workspace/agent", Some(PathBuf::from("/home/agent")));
-    options.claude_version = ClaudeVersion::new(2, 1, 328);
+    options.claude_version = recording.release;
+    options.current_date = recording.current_date.clone();
     if case["consumer"] == "sdk" {
         options.load_local = false;
     }
@@ -114,10 +126,28 @@ fn replay(case: &Value) -> Outcome {
     }
 }
 
-fn cases() -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
-    let fixture: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    fixture["cases"].as_array().unwrap().clone()
+/// `cases.json` (2.1.328, with the Agent SDK's cases) and every `cases-<release>.json`.
+fn recordings() -> Vec<Recording> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURES);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with("cases") && name.ends_with(".json"))
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|name| {
+            let fixture: Value =
+                serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+            let release = fixture["release"].as_str().unwrap_or("2.1.328");
+            Recording {
+                release: release.parse().unwrap(),
+                current_date: fixture["current_date"].as_str().map(str::to_owned),
+                cases: fixture["cases"].as_array().unwrap().clone(),
+            }
+        })
+        .collect()
 }
 
 /// The cases clawmd cannot decide exactly (it shows its best reading, and says so): a file
@@ -150,31 +180,37 @@ const UNDECIDED: &[&str] = &[
 fn render_agrees_with_the_real_binary_on_every_settings_case() {
     let mut failures = Vec::new();
     let mut undecided = Vec::new();
-    let all = cases();
-    assert!(all.len() >= 100, "{} cases", all.len());
-    for case in &all {
-        let outcome = replay(case);
-        if outcome.block != outcome.expected {
-            failures.push(format!(
-                "[{}] clawmd shows\n{:?}\nthe real binary sent\n{:?}",
-                outcome.name, outcome.block, outcome.expected
-            ));
-        }
-        if outcome.disabled && outcome.expected.is_some() {
-            failures.push(format!(
-                "[{}] memory disabled, but the binary loaded some",
-                outcome.name
-            ));
-        }
-        if outcome.undecided {
-            undecided.push(outcome.name);
+    let recordings = recordings();
+    assert!(recordings.len() >= 2, "{} recordings", recordings.len());
+    for recording in &recordings {
+        assert!(
+            recording.cases.len() >= 100,
+            "{} cases",
+            recording.cases.len()
+        );
+        for case in &recording.cases {
+            let outcome = replay(case, recording);
+            let name = format!("{} on {}", outcome.name, recording.release);
+            if outcome.block != outcome.expected {
+                failures.push(format!(
+                    "[{name}] clawmd shows\n{:?}\nthe real binary sent\n{:?}",
+                    outcome.block, outcome.expected
+                ));
+            }
+            if outcome.disabled && outcome.expected.is_some() {
+                failures.push(format!(
+                    "[{name}] memory disabled, but the binary loaded some"
+                ));
+            }
+            if outcome.undecided {
+                undecided.push(name);
+            }
         }
     }
     assert!(
         failures.is_empty(),
-        "{} of {}:\n{}",
+        "{} failures:\n{}",
         failures.len(),
-        all.len(),
         failures.join("\n\n")
     );
     eprintln!("undecided: {undecided:#?}");
@@ -183,12 +219,80 @@ fn render_agrees_with_the_real_binary_on_every_settings_case() {
 #[test]
 fn undecided_exactly_where_clawmd_cannot_know() {
     let mut wrong = Vec::new();
-    for case in cases() {
-        let outcome = replay(&case);
-        let expected = UNDECIDED.contains(&outcome.name.as_str());
-        if outcome.undecided != expected {
-            wrong.push(format!("{}: undecided={}", outcome.name, outcome.undecided));
+    for recording in recordings() {
+        for case in &recording.cases {
+            let outcome = replay(case, &recording);
+            let expected = UNDECIDED.contains(&outcome.name.as_str());
+            if outcome.undecided != expected {
+                wrong.push(format!(
+                    "{} on {}: undecided={}",
+                    outcome.name, recording.release, outcome.undecided
+                ));
+            }
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// What the agent's permission rules and `CLAUDE_CODE_AUTOMOUNT_ROOTS` do, release by release,
+/// as bisected on the real npm releases with `scripts/probe-agent-settings one` (docs/loader.md,
+/// "Settings files"): a `Read(./CLAUDE.md)` deny rule withholds the file from 2.1.290 (2.1.257
+/// and 2.1.289 load it), the user's `CLAUDE_CODE_AUTOMOUNT_ROOTS=/workspace/agent` skips the
+/// workspace from 2.1.323 (2.1.322 loads it); on the measured releases the verdict is decided.
+#[test]
+fn permission_rules_and_automount_roots_withhold_from_the_release_that_checks_them() {
+    let deny: Value = serde_json::json!({
+        "name": "deny CLAUDE.md",
+        "consumer": "cli",
+        "group": {
+            "CLAUDE.md": "GUARD\n",
+            "CLAUDE.local.md": "LOCAL\n",
+            ".claude/settings.json": r#"{"permissions": {"deny": ["Read(./CLAUDE.md)"]}}"#,
+        },
+    });
+    let automount: Value = serde_json::json!({
+        "name": "automount",
+        "consumer": "cli",
+        "group": {"CLAUDE.md": "GUARD\n", "CLAUDE.local.md": "LOCAL\n"},
+        "home": {
+            ".claude/settings.json": r#"{"env": {"CLAUDE_CODE_AUTOMOUNT_ROOTS": "/workspace/agent"}}"#,
+        },
+    });
+    let loads_claude_md = |case: &Value, release: &str| {
+        let recording = Recording {
+            release: release.parse().unwrap(),
+            current_date: Some("2026-12-02".to_owned()),
+            cases: Vec::new(),
+        };
+        let outcome = replay(case, &recording);
+        let measured = clawmd::loader::version::MEASURED.contains(&recording.release);
+        assert!(
+            !(measured && outcome.undecided),
+            "{} on {release}: undecided on a measured release",
+            outcome.name
+        );
+        outcome
+            .block
+            .is_some_and(|block| block.contains("Contents of /workspace/agent/CLAUDE.md"))
+    };
+    for (release, loads) in [
+        ("2.1.257", true),
+        ("2.1.289", true),
+        ("2.1.290", false),
+        ("2.1.328", false),
+    ] {
+        assert_eq!(loads_claude_md(&deny, release), loads, "deny on {release}");
+    }
+    for (release, loads) in [
+        ("2.1.257", true),
+        ("2.1.322", true),
+        ("2.1.323", false),
+        ("2.1.328", false),
+    ] {
+        assert_eq!(
+            loads_claude_md(&automount, release),
+            loads,
+            "automount on {release}"
+        );
+    }
 }

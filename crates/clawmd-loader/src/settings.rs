@@ -195,9 +195,13 @@ pub fn evaluate<F: MemoryFs + ?Sized>(
             .map(|(_, path, file)| (path.as_path(), file.claude_md.clone())),
         opts.claude_version,
     );
-    read_denies(opts, cwd, &read, &mut out);
-    automount_roots(&read, &mut out);
-    outside_blocked(&read, &mut out);
+    if opts.claude_version.has(Behaviour::MemoryReadsChecked) {
+        read_denies(opts, cwd, &read, &mut out);
+        outside_blocked(&read, &mut out);
+    }
+    if opts.claude_version.has(Behaviour::AutomountRootsSkipped) {
+        automount_roots(&read, &mut out);
+    }
     memory_changing(&read, &mut out);
     prompt(fs, opts, cwd, &read, &mut out);
     out

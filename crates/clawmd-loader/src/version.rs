@@ -232,6 +232,14 @@ pub enum Behaviour {
     /// `realpathSync` returns the path with U+FFFD, whose `stat` fails). Before (Node, through
     /// 2.1.112) `realpathSync` itself fails, and the link alone is passed over (case 113).
     UndecodableRuleLinkAbortsFolder,
+    /// A memory file is checked against the permission rules before it loads: a
+    /// `permissions.deny` `Read` rule matching it, or `permissions.blockReadsOutsideWorkingDirectories`
+    /// (for what is imported from outside the working folders), withholds it ([`crate::settings`]).
+    /// Before, neither changes what loads (measured on 2.1.128 and 2.1.257).
+    MemoryReadsChecked,
+    /// The folders of the user's `env.CLAUDE_CODE_AUTOMOUNT_ROOTS` are skipped by the memory
+    /// walk ([`crate::settings`]). Before, the variable changes nothing that loads.
+    AutomountRootsSkipped,
 }
 
 /// Behaviour → the first release that shows it, as bisected on the real npm releases
@@ -334,6 +342,16 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
         Behaviour::UndecodableRuleLinkAbortsFolder,
         ClaudeVersion::new(2, 1, 113),
     ),
+    // Bisected on npm with scripts/probe-agent-settings' probes (a `Read(./CLAUDE.md)` deny
+    // rule, `blockReadsOutsideWorkingDirectories` in link delivery): 2.1.289 loads everything,
+    // 2.1.290 withholds.
+    (Behaviour::MemoryReadsChecked, ClaudeVersion::new(2, 1, 290)),
+    // The same, `CLAUDE_CODE_AUTOMOUNT_ROOTS=/workspace/agent` in the user's settings: 2.1.322
+    // loads the workspace's files, 2.1.323 skips them.
+    (
+        Behaviour::AutomountRootsSkipped,
+        ClaudeVersion::new(2, 1, 323),
+    ),
 ];
 
 /// The releases the conformance corpus (`tests/fixtures/conformance`) is recorded on, newest
@@ -355,9 +373,11 @@ pub const CORPUS: &[ClaudeVersion] = &[
 ];
 
 /// The releases on which the reading of the agent's settings ([`super::settings`]) was measured against the real binary (CLI
-/// and Agent SDK 0.3.328). On any other release a setting that could change memory is
-/// undecided.
-pub const MEASURED: [ClaudeVersion; 3] = [
+/// and Agent SDK 0.3.328; 2.1.257, nanoclaw v2.3's pin, and 2.1.332 with the CLI:
+/// `tests/fixtures/agent-settings-probe/`, the settings oracle's `cases-<release>.json`). On any
+/// other release a setting that could change memory is undecided.
+pub const MEASURED: [ClaudeVersion; 4] = [
+    ClaudeVersion::new(2, 1, 257),
     ClaudeVersion::new(2, 1, 328),
     ClaudeVersion::new(2, 1, 330),
     ClaudeVersion::new(2, 1, 332),
