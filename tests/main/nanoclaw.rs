@@ -494,17 +494,24 @@ fn check_has_nothing_to_report_on_what_nanoclaws_migration_left() {
     );
 }
 
-/// Today's nanoclaw (the v2.3-era fixture): `init` recognises `project-doc-compose.ts` and what
-/// it writes composes a group of every provider with its persona first, no raw placeholder, no
-/// `CLAUDE.local.md`, and `memory/` left alone; `check` has nothing to report.
-#[test]
-fn init_on_todays_nanoclaw_composes_every_provider_without_local_memory() {
+/// A deployment holding today's nanoclaw checkout (the v2.3-era fixture's `container/` and
+/// `src/`), not yet initialised.
+fn todays_nanoclaw() -> Deployment {
     let d = Deployment::new();
     let fixture =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nanoclaw-v2.3");
     for top in ["container", "src"] {
         crate::support::copy_tree(&fixture.join(top), &d.path(top));
     }
+    d
+}
+
+/// Today's nanoclaw (the v2.3-era fixture): `init` recognises `project-doc-compose.ts` and what
+/// it writes composes a group of every provider with its persona first, no raw placeholder, no
+/// `CLAUDE.local.md`, and `memory/` left alone; `check` has nothing to report.
+#[test]
+fn init_on_todays_nanoclaw_composes_every_provider_without_local_memory() {
+    let d = todays_nanoclaw();
     let written = d.run(["init"]).success();
     let settings: serde_json::Value = serde_json::from_str(&d.read("clawmd.json")).unwrap();
     assert_eq!(settings["memory"], "none", "{}", written.stderr());
@@ -599,12 +606,7 @@ fn init_on_todays_nanoclaw_composes_every_provider_without_local_memory() {
 /// and decided; the same rules under 2.1.328, which applies them, withhold the persona.
 #[test]
 fn the_agents_permission_rules_are_judged_for_nanoclaws_pinned_release() {
-    let d = Deployment::new();
-    let fixture =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nanoclaw-v2.3");
-    for top in ["container", "src"] {
-        crate::support::copy_tree(&fixture.join(top), &d.path(top));
-    }
+    let d = todays_nanoclaw();
     d.run(["init"]).success();
     let g = "g-claude";
     d.write(
