@@ -6,6 +6,8 @@
 // Environment (set by the test; the sandbox starts from an empty environment):
 //   CLAWMD_E2E_SDK_ENTRY       absolute path of @anthropic-ai/claude-agent-sdk/sdk.mjs
 //   CLAWMD_E2E_SETTING_SOURCES comma-separated settingSources (default "project,user", nanoclaw's)
+//   CLAWMD_E2E_CLAUDE_PATH     optional: the Claude Code binary the SDK runs (its
+//                              pathToClaudeCodeExecutable; default: the one bundled with the SDK)
 //   ANTHROPIC_BASE_URL         the test's stand-in API on 127.0.0.1
 //
 // Prints one JSON line with the result message (or the error) and exits 0 once the session
@@ -35,6 +37,9 @@ try {
       maxTurns: 1,
       env: process.env,
       stderr: (data) => process.stderr.write(data),
+      ...(process.env.CLAWMD_E2E_CLAUDE_PATH
+        ? { pathToClaudeCodeExecutable: process.env.CLAWMD_E2E_CLAUDE_PATH }
+        : {}),
     },
   })) {
     if (message.type === 'result') {
