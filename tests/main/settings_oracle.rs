@@ -235,7 +235,7 @@ fn undecided_exactly_where_clawmd_cannot_know() {
 }
 
 /// What the agent's permission rules and `CLAUDE_CODE_AUTOMOUNT_ROOTS` do, release by release,
-/// as bisected on the real npm releases with `scripts/probe-agent-settings one` (docs/loader.md,
+/// as bisected on the real npm releases with `scripts/bisect-agent-settings` (docs/loader.md,
 /// "Settings files"): a `Read(./CLAUDE.md)` deny rule withholds the file from 2.1.290 (2.1.257
 /// and 2.1.289 load it), the user's `CLAUDE_CODE_AUTOMOUNT_ROOTS=/workspace/agent` skips the
 /// workspace from 2.1.323 (2.1.322 loads it); on the measured releases the verdict is decided.

@@ -342,7 +342,7 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
         Behaviour::UndecodableRuleLinkAbortsFolder,
         ClaudeVersion::new(2, 1, 113),
     ),
-    // Bisected on npm with scripts/probe-agent-settings' probes (a `Read(./CLAUDE.md)` deny
+    // Bisected on npm with scripts/bisect-agent-settings (a `Read(./CLAUDE.md)` deny
     // rule, `blockReadsOutsideWorkingDirectories` in link delivery): 2.1.289 loads everything,
     // 2.1.290 withholds.
     (Behaviour::MemoryReadsChecked, ClaudeVersion::new(2, 1, 290)),
