@@ -83,7 +83,8 @@ struct Outcome {
     disabled: bool,
 }
 
-fn replay(case: &Value, recording: &Recording) -> Outcome {
+/// `case` laid out and loaded as `release` loads it, on the session's `current_date`.
+fn replay(case: &Value, release: ClaudeVersion, current_date: Option<&str>) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
     let (group, home, managed) = (
         tmp.path().join("group"),
@@ -105,8 +106,8 @@ fn replay(case: &Value, recording: &Recording) -> Outcome {
     }
     let fs = MountedFs::new(mounts);
     let mut options = LoadOptions::new("/workspace/agent", Some(PathBuf::from("/home/agent")));
-    options.claude_version = recording.release;
-    options.current_date = recording.current_date.clone();
+    options.claude_version = release;
+    options.current_date = current_date.map(str::to_owned);
     if case["consumer"] == "sdk" {
         options.load_local = false;
     }
@@ -189,7 +190,7 @@ fn render_agrees_with_the_real_binary_on_every_settings_case() {
             recording.cases.len()
         );
         for case in &recording.cases {
-            let outcome = replay(case, recording);
+            let outcome = replay(case, recording.release, recording.current_date.as_deref());
             let name = format!("{} on {}", outcome.name, recording.release);
             if outcome.block != outcome.expected {
                 failures.push(format!(
@@ -221,7 +222,7 @@ fn undecided_exactly_where_clawmd_cannot_know() {
     let mut wrong = Vec::new();
     for recording in recordings() {
         for case in &recording.cases {
-            let outcome = replay(case, &recording);
+            let outcome = replay(case, recording.release, recording.current_date.as_deref());
             let expected = UNDECIDED.contains(&outcome.name.as_str());
             if outcome.undecided != expected {
                 wrong.push(format!(
@@ -259,13 +260,9 @@ fn permission_rules_and_automount_roots_withhold_from_the_release_that_checks_th
         },
     });
     let loads_claude_md = |case: &Value, release: &str| {
-        let recording = Recording {
-            release: release.parse().unwrap(),
-            current_date: Some("2026-12-02".to_owned()),
-            cases: Vec::new(),
-        };
-        let outcome = replay(case, &recording);
-        let measured = clawmd::loader::version::MEASURED.contains(&recording.release);
+        let release: ClaudeVersion = release.parse().unwrap();
+        let outcome = replay(case, release, None);
+        let measured = clawmd::loader::version::MEASURED.contains(&release);
         assert!(
             !(measured && outcome.undecided),
             "{} on {release}: undecided on a measured release",

@@ -135,9 +135,7 @@ pub fn body<'s>(
         .sum();
     let mut body = String::with_capacity(capacity + 64);
     if local == LocalMemory::Import {
-        body.push_str("@./");
-        body.push_str(names::CLAUDE_LOCAL_MD);
-        body.push('\n');
+        LOCAL_IMPORT.iter().for_each(|piece| body.push_str(piece));
     }
     let push_parts = |parts: &mut String| {
         for section in sections.clone() {
@@ -152,7 +150,7 @@ pub fn body<'s>(
     // (a section not made by `sources::alone`, or one defining a link reference) side by side
     // a backtick one leaves open can pair with one in the next and expose a mention, so the
     // whole is neutralised again.
-    if sections.clone().into_iter().all(|section| section.sealed) {
+    if all_sealed(sections.clone()) {
         push_parts(&mut body);
     } else {
         let mut parts = String::with_capacity(capacity);
@@ -173,11 +171,11 @@ pub fn body_len<'s>(
     sections: impl IntoIterator<Item = &'s Section> + Clone,
     local: LocalMemory<'_>,
 ) -> Option<usize> {
-    if !sections.clone().into_iter().all(|section| section.sealed) {
+    if !all_sealed(sections.clone()) {
         return None;
     }
     let mut len = match local {
-        LocalMemory::Import => "@./".len() + names::CLAUDE_LOCAL_MD.len() + 1,
+        LocalMemory::Import => LOCAL_IMPORT.iter().map(|piece| piece.len()).sum(),
         _ => 0,
     };
     for section in sections {
@@ -191,6 +189,15 @@ pub fn body_len<'s>(
         len += local_memory_line().len() + text_len(bytes);
     }
     Some(len)
+}
+
+/// The line that imports the group's own memory at the top of a body, in pieces.
+const LOCAL_IMPORT: [&str; 3] = ["@./", names::CLAUDE_LOCAL_MD, "\n"];
+
+/// Whether every one of `sections` is sealed: the body is then the sections side by side, not
+/// neutralised again as a whole.
+fn all_sealed<'s>(sections: impl IntoIterator<Item = &'s Section>) -> bool {
+    sections.into_iter().all(|section| section.sealed)
 }
 
 /// The comment line before a section in a document, in pieces.
