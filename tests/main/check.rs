@@ -65,6 +65,38 @@ fn check_reports_typos_and_a_missing_group_like_compose() {
     );
 }
 
+/// check reports what compose only warns of on stderr: a missing shared base (every group is
+/// composed without it, so it is an error) and a config value clawmd ignores.
+#[test]
+fn a_missing_shared_base_and_an_ignored_provider_are_findings() {
+    let d = Deployment::standard()
+        .group("main", None)
+        .group("ops", Some(r#"{"provider": "codx"}"#));
+    d.run(["compose", "--all"]).success();
+    let run = d.run(["check", "--json"]).success();
+    assert_eq!(codes(&run, 0), Vec::<String>::new());
+    assert_eq!(codes(&run, 1), ["ignored-config"]);
+    let finding = &run.json()["groups"][1]["findings"][0];
+    assert_eq!(finding["severity"], "warning");
+    assert_eq!(finding["fix"], "correct or remove `provider` in container.json");
+
+    std::fs::remove_file(d.path("container/CLAUDE.md")).unwrap();
+    d.run(["compose", "--all"]).success();
+    let run = d.run(["check", "--json"]).expect_code(1);
+    for group in 0..2 {
+        assert!(codes(&run, group).contains(&"missing-shared-base".to_owned()));
+    }
+    let finding = &run.json()["groups"][0]["findings"][0];
+    assert_eq!(finding["severity"], "error");
+    assert!(
+        finding["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("container/CLAUDE.md"),
+        "{finding}"
+    );
+}
+
 #[test]
 fn a_hand_edit_a_disabled_skill_fragment_and_leftovers_are_found() {
     // Link delivery, so that skills have fragments a stale one can be left of.

@@ -868,12 +868,32 @@ fn old_layout(
     });
 }
 
-/// Typos in `container.json`: keys that are near misses of clawmd's, and skills that do not
-/// exist (with the nearest that does); enabled skills whose instructions are a link to
-/// nothing: the same warnings compose gives.
+/// What compose warns of in the group's config and sources, as findings: keys that are near
+/// misses of clawmd's, skills that do not exist (with the nearest that does), enabled skills
+/// whose instructions are a link to nothing, values clawmd ignores (a provider it does not
+/// compose for), and a shared base that is missing (an error: no group gets it).
 fn config_findings(group_path: &Path, warnings: &[Warning], findings: &mut Vec<Finding>) {
     for warning in warnings {
+        if let Warning::MissingSharedBase { path } = warning {
+            findings.push(Finding {
+                severity: Severity::Error,
+                code: WarningReport::from(warning).code,
+                file: path.clone(),
+                message: format!(
+                    "{} does not exist: the group is composed without the shared base every group gets",
+                    path.display()
+                ),
+                fix: format!(
+                    "restore {} (or check `containerDir` in clawmd.json and --container-dir); for a deployment with no shared base, make it an empty file",
+                    path.display()
+                ),
+            });
+            continue;
+        }
         let fix = match warning {
+            Warning::IgnoredConfig { field, .. } => {
+                format!("correct or remove `{field}` in container.json")
+            }
             Warning::UnknownKey { key } => {
                 format!(
                     "rename `{}` to `{}` in container.json",
