@@ -393,15 +393,24 @@ impl Report for ComposeReport {
         }
         if detail > Detail::Quiet {
             let s = &self.summary;
+            let incomplete = self
+                .groups
+                .iter()
+                .filter(|group| group.delivered.as_ref().is_some_and(|d| !d.complete))
+                .count();
             out.out(
                 Tone::Plain,
                 format!(
-                    "{} group(s): {} {}, {} up to date, {} failed{}",
+                    "{} group(s): {} {}, {} up to date, {} failed{}{}",
                     count(s.groups),
                     count(s.changed),
                     verb("changed", "to change"),
                     count(s.unchanged),
                     count(s.failed),
+                    match incomplete {
+                        0 => String::new(),
+                        n => format!("; {} NOT reaching the agent in full", count(n)),
+                    },
                     if self.dry_run {
                         " (dry run: nothing written)"
                     } else {

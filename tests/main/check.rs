@@ -78,7 +78,10 @@ fn a_missing_shared_base_and_an_ignored_provider_are_findings() {
     assert_eq!(codes(&run, 1), ["ignored-config"]);
     let finding = &run.json()["groups"][1]["findings"][0];
     assert_eq!(finding["severity"], "warning");
-    assert_eq!(finding["fix"], "correct or remove `provider` in container.json");
+    assert_eq!(
+        finding["fix"],
+        "correct or remove `provider` in container.json"
+    );
 
     std::fs::remove_file(d.path("container/CLAUDE.md")).unwrap();
     d.run(["compose", "--all"]).success();

@@ -843,7 +843,7 @@ fn dry_run_reports_the_plan_and_writes_nothing() {
         because: @./.claude-fragments/hello.md is a link to /app/skills/hello/instructions.md, outside /workspace/agent; external imports are not approved, so Claude Code drops it
         because: @./.claude-fragments/web.md is a link to /app/skills/web/instructions.md, outside /workspace/agent; external imports are not approved, so Claude Code drops it
         fix: approve external imports in the agent's ~/.claude.json (and set "approveExternal": true in clawmd.json), or use the default managed delivery
-    1 group(s): 1 to change, 0 up to date, 0 failed (dry run: nothing written)
+    1 group(s): 1 to change, 0 up to date, 0 failed; 1 NOT reaching the agent in full (dry run: nothing written)
     "#);
 }
 
