@@ -728,7 +728,7 @@ impl Run<'_, &Sources> {
         first: &Observation,
         lock: Option<&fsops::GroupLock>,
     ) -> Result<GroupReport, GroupError> {
-        let report = GroupReport::from_steps(group, &first.steps, &first.plan)
+        let report = GroupReport::from_steps(group, &first.steps, &first.plan, &self.layout.recipe)
             .with_cleaned(first.leftover_names());
         let (report, unrecorded) = self.delivered(first, report);
         let report = with_spawn(self.layout, first, report)?;
@@ -836,7 +836,8 @@ impl Run<'_, &Sources> {
         let applied = apply(seen.dirs(), &seen.steps, state::durability());
         let report = applied.map_err(GroupError::from).and_then(|()| {
             let report =
-                GroupReport::from_steps(group, &seen.steps, &seen.plan).with_cleaned(cleaned);
+                GroupReport::from_steps(group, &seen.steps, &seen.plan, &self.layout.recipe)
+                    .with_cleaned(cleaned);
             self.delivered_recorded(&seen, report)
         });
         let settled = journal.settle();
@@ -1091,7 +1092,8 @@ impl Run<'_, &Sources> {
         let mut done = parallel_map_owned(composed, |(group, work)| {
             let w = work?;
             let report =
-                GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan).with_cleaned(w.cleaned);
+                GroupReport::from_steps(group, &w.seen.steps, &w.seen.plan, &self.layout.recipe)
+                    .with_cleaned(w.cleaned);
             let report = self.delivered_recorded(&w.seen, report);
             let settled = w.journal.settle();
             let report = report?;
@@ -1456,7 +1458,7 @@ mod tests {
         )
         .unwrap();
         let agent = agent_settings(layout, &seen.dir, group, &options.settings).unwrap();
-        let mut expected = GroupReport::from_steps(group, &[], &seen.plan);
+        let mut expected = GroupReport::from_steps(group, &[], &seen.plan, &layout.recipe);
         expected.set_delivered(crate::plan::delivery::verify::verify_with(
             layout,
             &seen.plan,

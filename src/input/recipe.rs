@@ -57,6 +57,28 @@ impl Default for Recipe {
     }
 }
 
+impl Recipe {
+    /// Where a person puts text of the group's own so that it reaches the agent, as fixes
+    /// say it: `CLAUDE.local.md`, or with no memory file the group folder's file the recipe
+    /// delivers (nanoclaw v2.3's persona, `instructions.prepend.md`).
+    pub fn own_text_file(&self) -> String {
+        if self.memory == MemoryFile::Local {
+            return names::CLAUDE_LOCAL_MD.to_owned();
+        }
+        let group_file = self.sources.iter().find_map(|source| match &source.kind {
+            SourceKind::GroupFiles {
+                first: Some(first), ..
+            } => Some(first.clone()),
+            SourceKind::GroupFile { file } => Some(file.display().to_string()),
+            _ => None,
+        });
+        match group_file {
+            Some(file) => format!("the group folder's {file}"),
+            None => "a source the deployment's recipe delivers (clawmd.json)".to_owned(),
+        }
+    }
+}
+
 /// The group's own memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MemoryFile {

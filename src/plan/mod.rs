@@ -233,6 +233,8 @@ pub enum Warning {
     MountPointEdited {
         /// The entry point.
         file: String,
+        /// Where the group's own text goes ([`crate::input::recipe::Recipe::own_text_file`]).
+        own_text: String,
     },
     /// The agent's own memory file is not a regular file (a link, a FIFO, a device, a
     /// folder): compose leaves it as it is and the group composes without it.
@@ -314,9 +316,9 @@ impl fmt::Display for Warning {
                 "{path} in the group folder is left out of the group's memory: {reason}"
             ),
             Warning::HostManaged { message } => write!(f, "host managed policy: {message}"),
-            Warning::MountPointEdited { file } => write!(
+            Warning::MountPointEdited { file, own_text } => write!(
                 f,
-                "{file} in the group folder holds text that never reaches the agent: the runner binds the composed {file} over it (clawmd mounts); it is left as it is, since replacing it would detach that bind in running containers (fix: move the text into CLAUDE.local.md, then delete {file} while the group's container is stopped; compose writes the placeholder again)"
+                "{file} in the group folder holds text that never reaches the agent: the runner binds the composed {file} over it (clawmd mounts); it is left as it is, since replacing it would detach that bind in running containers (fix: move the text into {own_text}, then delete {file} while the group's container is stopped; compose writes the placeholder again)"
             ),
             Warning::LocalMemoryUnusable { file, found } => write!(
                 f,

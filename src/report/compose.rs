@@ -216,7 +216,13 @@ impl GroupReport {
     }
 
     /// The report of a reconciliation made of `steps` towards `plan`.
-    pub fn from_steps(group: &str, steps: &[Step], plan: &GroupPlan) -> Self {
+    /// `recipe`: the deployment's, for where a fix says the group's own text goes.
+    pub fn from_steps(
+        group: &str,
+        steps: &[Step],
+        plan: &GroupPlan,
+        recipe: &crate::input::recipe::Recipe,
+    ) -> Self {
         let warnings = &plan.warnings;
         let mut report = GroupReport::empty(group);
         report.target = Some(plan.target);
@@ -229,6 +235,7 @@ impl GroupReport {
                     report.unchanged.push(path.to_string());
                     shadowed.push(Warning::MountPointEdited {
                         file: path.name.clone(),
+                        own_text: recipe.own_text_file(),
                     });
                 }
                 Step::LeftAlone { path, found } => {
@@ -461,7 +468,7 @@ pub(crate) fn write_group(out: &mut Lines, group: &GroupReport, detail: Detail, 
                 out.out(
                     Tone::Warning,
                     format!(
-                        "  ! {} was edited by hand: its text {} outside the group in {} (move what you need into CLAUDE.local.md)",
+                        "  ! {} was edited by hand: its text {} outside the group in {} (`clawmd check` says where to move what you need)",
                         escape(&rescued.from),
                         verb("is kept", "would be kept"),
                         escape(&rescued.to)

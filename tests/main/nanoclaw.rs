@@ -639,3 +639,40 @@ fn the_agents_permission_rules_are_judged_for_nanoclaws_pinned_release() {
         "{later}"
     );
 }
+
+/// On today's nanoclaw no `CLAUDE.local.md` reaches the agent, so a fix that says where to
+/// move text of the group's own names the persona file the recipe delivers instead.
+#[test]
+fn fixes_on_todays_nanoclaw_send_the_groups_own_text_to_its_persona() {
+    let d = todays_nanoclaw();
+    d.run(["init"]).success();
+    d.write("groups/g/container.json", b"{}");
+    d.run(["compose", "g"]).success();
+    let entry = d.read("groups/g/CLAUDE.md");
+    d.write("groups/g/CLAUDE.md", format!("{entry}MY NOTE\n").as_bytes());
+    let composed = d.run(["compose", "g"]).success();
+    assert!(
+        composed
+            .stderr()
+            .contains("move the text into the group folder's instructions.prepend.md"),
+        "{}",
+        composed.stderr()
+    );
+    let run = d.run(["check", "g", "--json"]).success();
+    let fixes: Vec<String> = run.json()["groups"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["fix"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        fixes
+            .iter()
+            .any(|fix| fix.contains("into the group folder's instructions.prepend.md")),
+        "{fixes:?}"
+    );
+    assert!(
+        !fixes.iter().any(|fix| fix.contains("CLAUDE.local.md")),
+        "{fixes:?}"
+    );
+}

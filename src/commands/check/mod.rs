@@ -724,6 +724,7 @@ fn composition_findings(
     } = observe(layout, sources, &group_path, &options.settings, None)?;
     let group_path = dir.path().to_owned();
     let compose_fix = compose_fix(group, options);
+    let own_text = layout.recipe.own_text_file();
     let mut pending = Vec::new();
     for step in &steps {
         match step {
@@ -736,7 +737,7 @@ fn composition_findings(
                     "{from} is not what clawmd composed: it was edited by hand (or is legacy text), and the next compose will keep the edit in {} (outside the group) and replace it",
                     to.display()
                 ),
-                fix: format!("move the text you need into CLAUDE.local.md, then {compose_fix}"),
+                fix: format!("move the text you need into {own_text}, then {compose_fix}"),
             }),
             Step::Remove { path, .. } if is_disabled_skill(layout, sources, &config.skills, &path.name) => {
                 findings.push(Finding {
@@ -759,7 +760,7 @@ fn composition_findings(
                     path.name, path.name
                 ),
                 fix: format!(
-                    "move the text you need into CLAUDE.local.md, then delete {} while the group's container is stopped (compose writes the placeholder again)",
+                    "move the text you need into {own_text}, then delete {} while the group's container is stopped (compose writes the placeholder again)",
                     group_path.join(&path.name).display()
                 ),
             }),
@@ -965,7 +966,10 @@ fn rescued_files(
                 false => "text from a hand-edited entry point, kept aside by compose outside the group; the agent does not see it",
             }
             .to_owned(),
-            fix: "move what is still needed into CLAUDE.local.md, then delete this file".to_owned(),
+            fix: format!(
+                "move what is still needed into {}, then delete this file",
+                layout.recipe.own_text_file()
+            ),
         });
     }
     Ok(())
@@ -1003,7 +1007,10 @@ fn legacy_rescues(
                 + if names.len() > 3 { ", …" } else { "" },
             layout.rescue_dir(group).display()
         ),
-        fix: "read them as text the agent may have written: merge into CLAUDE.local.md only what a person recognises, then delete them yourself".to_owned(),
+        fix: format!(
+            "read them as text the agent may have written: merge into {} only what a person recognises, then delete them yourself",
+            layout.recipe.own_text_file()
+        ),
     });
     Ok(())
 }
