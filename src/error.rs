@@ -222,7 +222,7 @@ impl GroupError {
                 format!("group name {name:?} is not usable: {problem}")
             }
             GroupError::Reserved { name } => format!(
-                "group name {name:?} is reserved: groups/{name} held the shared memory that `clawmd migrate` moves into container/CLAUDE.md"
+                "group name {name:?} is reserved: groups/{name} held the shared memory that `clawmd migrate` retires, keeping its text aside in the state folder's legacy/ (groups/.clawmd/legacy/ by default), or appending it to container/CLAUDE.md with --append-global"
             ),
             GroupError::TooManyRescues {
                 dir, count, bytes, ..
@@ -483,7 +483,9 @@ mod tests {
                     name: "global".to_owned(),
                 },
                 "group name \"global\" is reserved: groups/global held the shared memory that \
-                 `clawmd migrate` moves into container/CLAUDE.md",
+                 `clawmd migrate` retires, keeping its text aside in the state folder's legacy/ \
+                 (groups/.clawmd/legacy/ by default), or appending it to container/CLAUDE.md \
+                 with --append-global",
                 "run `clawmd migrate`, and give the group another name",
             ),
             (

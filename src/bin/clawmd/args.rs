@@ -320,8 +320,9 @@ pub struct DeliveryArgs {
     #[arg(long)]
     pub approve_external: bool,
     /// The Claude Code release the agents run: its loader rules and wrapper text (default:
-    /// clawmd.json's claudeCodeVersion, else the deployment's pin (container/Dockerfile's
-    /// ARG CLAUDE_CODE_VERSION), else the newest release the conformance corpus covers).
+    /// clawmd.json's claudeCodeVersion, else the deployment's pin (container/cli-tools.json's
+    /// Claude Code entry, else container/Dockerfile's ARG CLAUDE_CODE_VERSION), else the newest
+    /// release the conformance corpus covers on which the agent's settings were measured too).
     #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
     pub claude_version: Option<ClaudeVersion>,
 }
@@ -556,7 +557,7 @@ pub struct RenderArgs {
     pub delivery_view: bool,
     /// The Claude Code release the agent runs: its loader rules and wrapper text (default for
     /// a group: the deployment's, as compose judges it; else the newest release the
-    /// conformance corpus covers).
+    /// conformance corpus covers on which the agent's settings were measured too).
     #[arg(long, env = "CLAWMD_CLAUDE_VERSION", value_name = "X.Y.Z", value_parser = parse_version)]
     pub claude_version: Option<ClaudeVersion>,
     /// For a group: the delivery mode whose binds the container has (default: clawmd.json's,
