@@ -87,17 +87,45 @@ pub fn resolve_quietly(
     overrides: &Overrides,
 ) -> Result<(Resolved, Vec<WarningReport>), ConfigError> {
     let (settings, warnings) = read_settings(root)?;
-    let warnings: Vec<WarningReport> = warnings
+    let mut warnings: Vec<WarningReport> = warnings
         .iter()
         .map(|warning| WarningReport {
             code: warning.code,
             message: warning.to_string(),
         })
         .collect();
-    Ok((
-        settings.resolve(root, overrides).with_deployment_pins(),
-        warnings,
-    ))
+    let resolved = settings.resolve(root, overrides).with_deployment_pins();
+    warnings.extend(init_needed(root, &resolved.layout));
+    Ok((resolved, warnings))
+}
+
+/// A nanoclaw checkout with no `clawmd.json`: composed as clawmd's defaults have it, its
+/// groups lack what only `clawmd init` writes down (nanoclaw's module guidance; on today's
+/// nanoclaw the persona, the memory note and no `CLAUDE.local.md`; the runner's `cli_scope`).
+fn init_needed(root: &Path, layout: &crate::input::layout::Layout) -> Option<WarningReport> {
+    if rustix::fs::lstat(root.join(SETTINGS_FILE)).is_ok() {
+        return None;
+    }
+    let detected = crate::commands::init::detect(root, layout);
+    let missed = match (&detected.project_doc, &detected.modules) {
+        (Some((composer, _)), _) => format!(
+            "{} composes today's nanoclaw: its module guidance, each group's persona (instructions.prepend.md) and the memory note are not composed, `{}` reaches the agents as it is, and every group gets a CLAUDE.local.md nanoclaw does not use",
+            composer.display(),
+            crate::commands::init::NANOCLAW_MEMORY_NOTE
+        ),
+        (None, Some((folder, _))) => format!(
+            "{} holds nanoclaw's module guidance, which no group gets",
+            folder.display()
+        ),
+        (None, None) => return None,
+    };
+    Some(WarningReport {
+        code: Code::Settings,
+        message: format!(
+            "{}: no clawmd.json in a nanoclaw checkout: {missed} (fix: run `clawmd init` there, then compose again)",
+            root.display()
+        ),
+    })
 }
 
 /// The settings a request resolved ([`resolve_quietly`]), kept for the requests after it

@@ -676,3 +676,37 @@ fn fixes_on_todays_nanoclaw_send_the_groups_own_text_to_its_persona() {
         "{fixes:?}"
     );
 }
+
+/// A nanoclaw checkout composed before `clawmd init` wrote its clawmd.json gets the defaults
+/// (no modules, no persona, the raw memory note): compose and check say to run init, init
+/// itself does not, and after it nothing says so.
+#[test]
+fn a_nanoclaw_checkout_without_clawmd_json_is_told_to_run_init() {
+    let d = todays_nanoclaw();
+    d.write("groups/g/container.json", b"{}");
+    let composed = d.run(["compose", "g", "--json"]).success();
+    let warnings = composed.json()["warnings"].to_string();
+    assert!(
+        warnings.contains("no clawmd.json in a nanoclaw checkout")
+            && warnings.contains("run `clawmd init`"),
+        "{warnings}"
+    );
+    let checked = d.run(["check", "g"]);
+    assert!(
+        checked.stderr().contains("run `clawmd init`"),
+        "{}",
+        checked.stderr()
+    );
+    let init = d.run(["init"]).success();
+    assert!(
+        !init.stderr().contains("run `clawmd init`"),
+        "{}",
+        init.stderr()
+    );
+    let composed = d.run(["compose", "g"]).success();
+    assert!(
+        !composed.stderr().contains("clawmd init") && !composed.stdout().contains("clawmd init"),
+        "{}",
+        composed.stderr()
+    );
+}

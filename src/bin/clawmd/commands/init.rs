@@ -10,8 +10,12 @@ use crate::args::{DeliveryArgs, GlobalArgs, InitArgs};
 use crate::printer::Printer;
 
 pub fn run(global: &GlobalArgs, args: InitArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
-    let (resolved, _) = global.resolve(&DeliveryArgs::default(), None, printer)?;
     let path = global.root.join(clawmd::settings::SETTINGS_FILE);
+    // Without a clawmd.json the only warning is the one that says to run init.
+    let (resolved, _) = match fs_err::symlink_metadata(&path).is_ok() {
+        true => global.resolve(&DeliveryArgs::default(), None, printer)?,
+        false => global.resolve_quietly(&DeliveryArgs::default(), None)?,
+    };
     let existing = existing_settings(&path)?;
     let detected = clawmd::init::detect(&global.root, &resolved.layout);
     let plan = clawmd::init::plan(&detected, &resolved.layout, &existing);
