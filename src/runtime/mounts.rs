@@ -120,6 +120,7 @@ pub fn mounts_of(
 /// container). Compose refuses such a group too; this holds for a runner that asks for the
 /// binds without composing first.
 fn check_composed_sources(layout: &Layout, group: &str, table: &[Bind]) -> Result<(), GroupError> {
+    refuse_planted_mount_points(layout, group, table)?;
     let group_dir = layout.group_dir(group);
     let in_group = |host: &Path| host.starts_with(&group_dir) && host != group_dir;
     for bind in table {
@@ -142,6 +143,41 @@ fn check_composed_sources(layout: &Layout, group: &str, table: &[Bind]) -> Resul
                     found.describe(),
                     "a real folder or file",
                 ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a table one of whose mount points in the group folder (a bind whose container
+/// path is under the workspace mount: the entry point, a guard's `AGENTS.override.md`,
+/// `.opencode` or `opencode.json`, a handed config's `container.json`) is reached through a
+/// symlink there: a runtime resolves a mount point's links inside the container, so the
+/// read-only bind would land where the agent's link points (a folder it can rename) and the
+/// name the backend reads would hold whatever the agent puts there.
+fn refuse_planted_mount_points(
+    layout: &Layout,
+    group: &str,
+    table: &[Bind],
+) -> Result<(), GroupError> {
+    let group_dir = layout.group_dir(group);
+    for bind in table {
+        let Ok(rel) = bind.container.strip_prefix(&layout.workspace_mount) else {
+            continue;
+        };
+        let mut point = group_dir.clone();
+        for part in rel.components() {
+            point.push(part);
+            match crate::fsops::kind_no_follow(&point) {
+                Some(FileKind::Symlink) => {
+                    return Err(crate::runtime::view::unsafe_entry(
+                        &point,
+                        "a symlink",
+                        "a regular file or folder (or nothing) where the runner binds",
+                    ));
+                }
+                Some(_) => {}
+                None => break,
             }
         }
     }
@@ -239,6 +275,7 @@ pub fn spawn(layout: &Layout, group: &str, seen: &Observation) -> Result<Spawn, 
         config.is_some(),
         &layout.agent_home,
     );
+    refuse_planted_mount_points(layout, group, &table)?;
     let config_host = layout.group_dir(group).join(names::CONFIG);
     let mut key = KeyHasher::new();
     let mut spawn = Spawn {

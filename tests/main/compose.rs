@@ -2477,3 +2477,34 @@ fn nanoclaws_own_fragments_go_when_clawmd_takes_over() {
         .collect();
     assert_eq!(codes, ["foreign-fragment"], "{json}");
 }
+
+/// A link the agent left where a guard is bound inside the group folder
+/// (`AGENTS.override.md`, `.opencode`): a runtime mounts through it, into a folder the agent
+/// can rename, so compose and `mounts` refuse the group, naming the link (serve: in serve.rs).
+#[test]
+fn a_link_at_a_mount_point_in_the_group_folder_is_refused() {
+    use std::os::unix::fs::symlink;
+    let d = Deployment::standard()
+        .group("cdx", Some(r#"{"provider": "codex"}"#))
+        .group("oc", Some(r#"{"provider": "opencode"}"#));
+    d.run(["compose", "--all"]).success();
+    d.run(["mounts", "cdx"]).success();
+    for (group, name) in [("cdx", "AGENTS.override.md"), ("oc", ".opencode")] {
+        let link = d.path(&format!("groups/{group}/{name}"));
+        symlink("/workspace/agent/sub/doc.md", &link).unwrap();
+        let run = d.run(["compose", group, "--json"]).expect_code(1);
+        let error = &run.json()["groups"][0]["error"];
+        assert_eq!(error["code"], "unsafe-path", "{error}");
+        assert!(
+            error["file"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("{group}/{name}")),
+            "{error}"
+        );
+        let run = d.run(["mounts", group, "--json"]).expect_code(1);
+        assert!(run.stdout().contains(name), "{}", run.stdout());
+        std::fs::remove_file(&link).unwrap();
+        d.run(["mounts", group]).success();
+    }
+}

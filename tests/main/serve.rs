@@ -651,3 +651,34 @@ fn a_steady_spawn_right_after_an_edit_of_the_shared_sources_sees_it() {
     }
     service.finish();
 }
+
+/// A link at `container.json` under `"groupConfig": "handed"`, where the runner binds the
+/// state's config over the group's: a runtime mounts through the link (into a folder the agent
+/// can rename), so the spawn step refuses the group and names the link.
+#[test]
+fn a_link_at_the_handed_configs_mount_point_is_refused() {
+    let d = Deployment::standard()
+        .file("clawmd.json", r#"{"groupConfig": "handed"}"#)
+        .group("g", None);
+    std::os::unix::fs::symlink(
+        "/workspace/agent/sub/c.json",
+        d.path("groups/g/container.json"),
+    )
+    .unwrap();
+    let mut service = Service::start(&d);
+    let answer = service.ask(serde_json::json!({"id": 1, "group": "g", "config": {}}));
+    assert_eq!(answer["ok"], false, "{answer}");
+    let error = &answer["compose"]["groups"][0]["error"];
+    assert_eq!(error["code"], "unsafe-path", "{answer}");
+    assert!(
+        error["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("g/container.json"),
+        "{answer}"
+    );
+    std::fs::remove_file(d.path("groups/g/container.json")).unwrap();
+    let answer = service.ask(serde_json::json!({"id": 2, "group": "g", "config": {}}));
+    assert_eq!(answer["ok"], true, "{answer}");
+    service.finish();
+}
