@@ -2508,3 +2508,43 @@ fn a_link_at_a_mount_point_in_the_group_folder_is_refused() {
         d.run(["mounts", group]).success();
     }
 }
+
+/// A source over Claude Code's 4 MiB limit for a memory file (a shared base or a skill's
+/// instructions within clawmd's 16 MiB read limit) loads in no form: the verdict says it does
+/// not reach the agent, where it was composed as an empty section reported complete.
+#[test]
+fn a_source_over_claude_codes_file_limit_is_not_reported_delivered() {
+    let big = format!(
+        "# Guardrails\nNEVER-DELETE-PROD\n{}",
+        "Shared rule line.\n".repeat(260_000)
+    );
+    assert!(big.len() > 4 * 1024 * 1024);
+    let d = Deployment::standard()
+        .file("container/CLAUDE.md", &big)
+        .group("g", Some(r#"{"skills": ["hello"]}"#));
+    let run = d.run(["compose", "g", "--json"]).success();
+    let delivered = &run.json()["groups"][0]["delivered"];
+    assert_eq!(delivered["complete"], false, "{delivered}");
+    assert!(
+        delivered["missing"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("shared-base")),
+        "{delivered}"
+    );
+    d.run(["check", "g"]).expect_code(1);
+
+    let d = Deployment::standard()
+        .file("container/skills/web/instructions.md", &big)
+        .group("g", Some(r#"{"skills": ["web"]}"#));
+    let run = d.run(["compose", "g", "--json"]).success();
+    let delivered = &run.json()["groups"][0]["delivered"];
+    assert_eq!(delivered["complete"], false, "{delivered}");
+    assert!(
+        delivered["missing"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("skill:web")),
+        "{delivered}"
+    );
+}

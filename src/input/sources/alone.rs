@@ -26,7 +26,8 @@ use crate::loader::content::{import_path_as, scan_markdown_as};
 use crate::loader::fs::{MemoryFs, ReadOutcome};
 use crate::loader::paths::resolve_import;
 use crate::loader::{
-    Behaviour, ClaudeVersion, Diagnostic, MAX_FILE_BYTES, MAX_IMPORT_DEPTH, load_alone,
+    Behaviour, ClaudeVersion, Diagnostic, DiagnosticCode, MAX_FILE_BYTES, MAX_IMPORT_DEPTH,
+    load_alone,
 };
 use crate::plan::snapshot::Snapshot;
 
@@ -385,7 +386,21 @@ pub fn prepare(
             &single
         }
     };
-    let (shown, _) = tree.shown(version);
+    let (shown, diagnostics) = tree.shown(version);
+    let skipped_whole = shown.is_empty()
+        && !section.text.is_empty()
+        && diagnostics
+            .iter()
+            .any(|d| d.code == DiagnosticCode::FileTooLarge && d.path == tree.root);
+    if skipped_whole {
+        // Over Claude Code's size limit for a memory file: no form of it loads, as a file of
+        // its own or in a document (one that holds it is over the limit too). Its text stays
+        // as it is and all of it must be found, so the verdict says it does not reach the
+        // agent (it was an empty section that reached it "complete").
+        section.expected = vec![js_trim(&String::from_utf8_lossy(&section.text)).to_owned()];
+        section.sealed = false;
+        return;
+    }
     let out = match form {
         SectionForm::Link if section.link.is_some() => {
             section.expected = shown.into_iter().map(|file| file.body).collect();
