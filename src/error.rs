@@ -275,6 +275,10 @@ impl GroupError {
 /// A failure that stops a whole run (before any group is touched).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The deployment's settings (`clawmd.json`) cannot be used: malformed, or a value clawmd
+    /// does not take. No command runs without them.
+    #[error(transparent)]
+    Settings(#[from] ConfigError),
     /// The groups folder cannot be listed.
     #[error("cannot list the groups folder")]
     Groups(#[source] FsError),
@@ -301,7 +305,7 @@ impl Error {
         match self {
             Error::Groups(_) => Some("fix: check --root (or CLAWMD_ROOT) and --groups-dir"),
             Error::Guard(err) => err.fix_after_causes(),
-            Error::Sources(_) | Error::Group { .. } => None,
+            Error::Settings(_) | Error::Sources(_) | Error::Group { .. } => None,
         }
     }
 }

@@ -34,7 +34,8 @@ macro_rules! codes {
 
 codes! {
     // A run that could not start.
-    /// The groups folder or the shared content could not be read; nothing was done.
+    /// `clawmd.json` could not be used, or the groups folder or the shared content could not
+    /// be read; nothing was done.
     RunFailed = "run-failed",
     /// `clawmd serve`: a request line that is not a request (not JSON, an unknown field, a
     /// missing `group`, too long); the service answers it and reads the next line.

@@ -198,9 +198,9 @@ impl From<&GroupError> for ErrorReport {
     }
 }
 
-/// The JSON document of a run that could not start (the groups folder or the shared content
-/// could not be read): `{"$schema", "version", "command", "ok": false, "error": {"code",
-/// "message"}}`.
+/// The JSON document of a run that could not start (`clawmd.json` could not be used, the
+/// groups folder or the shared content could not be read): `{"$schema", "version", "command",
+/// "ok": false, "error": {"code", "message"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RunFailure {
     /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).

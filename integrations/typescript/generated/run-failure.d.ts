@@ -74,9 +74,9 @@ export type Code =
   | "system-prompt-replaced";
 
 /**
- * The JSON document of a run that could not start (the groups folder or the shared content
- * could not be read): `{"$schema", "version", "command", "ok": false, "error": {"code",
- * "message"}}`.
+ * The JSON document of a run that could not start (`clawmd.json` could not be used, the
+ * groups folder or the shared content could not be read): `{"$schema", "version", "command",
+ * "ok": false, "error": {"code", "message"}}`.
  */
 export interface RunFailure {
   /**
