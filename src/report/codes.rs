@@ -232,6 +232,21 @@ impl From<&GroupError> for Code {
     }
 }
 
+impl From<&crate::Error> for Code {
+    /// The code of a run that could not start: `run-failed`, or, when the one group a command
+    /// is about cannot be used (`clawmd mounts GROUP`), that group's error's code, as `clawmd
+    /// serve` answers it (`not-composed`, `missing-group`, …).
+    fn from(err: &crate::Error) -> Self {
+        match err {
+            crate::Error::Group { source, .. } => Code::from(&**source),
+            crate::Error::Settings(_)
+            | crate::Error::Groups(_)
+            | crate::Error::Sources(_)
+            | crate::Error::Guard(_) => Code::RunFailed,
+        }
+    }
+}
+
 impl From<&FsError> for Code {
     /// The code of a refused or failed filesystem operation.
     fn from(err: &FsError) -> Self {

@@ -220,7 +220,9 @@ pub struct RunFailure {
 /// The error of a `RunFailure`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RunError {
-    /// Always `run-failed`.
+    /// `run-failed`; or the group's own code when the one group a command is about cannot be
+    /// used (`clawmd mounts GROUP`: `not-composed`, `missing-group`, …); in a `clawmd serve`
+    /// answer, also `bad-request` and `internal-error`.
     pub code: Code,
     /// The full message, with the fix.
     pub message: String,
@@ -235,7 +237,7 @@ impl RunFailure {
             command: command.to_owned(),
             ok: false,
             error: RunError {
-                code: Code::RunFailed,
+                code: Code::from(err),
                 message: crate::error::chain_text(err),
             },
         }

@@ -252,3 +252,29 @@ fn a_malformed_settings_file_is_the_run_failure_envelope_of_every_json_command()
         }
     }
 }
+
+/// `mounts GROUP --json` of a group that was never composed fails with `not-composed` (the
+/// code `clawmd serve` answers it with), in the run-failure envelope; a group that is not
+/// there fails with `missing-group`, each with its fix.
+#[test]
+fn mounts_of_a_group_not_composed_says_not_composed() {
+    let d = Deployment::standard().group("main", None);
+    let failure = d.run(["mounts", "main", "--json"]).expect_code(1).json();
+    assert_eq!(
+        failure["$schema"], "urn:clawmd:schema:run-failure:1",
+        "{failure}"
+    );
+    assert_eq!(failure["command"], "mounts");
+    assert_eq!(failure["error"]["code"], "not-composed", "{failure}");
+    let message = failure["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("not composed") && message.contains("fix: run `clawmd compose main`"),
+        "{message}"
+    );
+    let failure = d.run(["mounts", "mian", "--json"]).expect_code(1).json();
+    assert_eq!(failure["error"]["code"], "missing-group", "{failure}");
+    // Composed, the same command prints the table.
+    d.run(["compose", "main"]).success();
+    let binds = d.run(["mounts", "main", "--json"]).success().json();
+    assert!(binds.as_array().is_some_and(|b| !b.is_empty()), "{binds}");
+}

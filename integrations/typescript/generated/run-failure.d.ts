@@ -105,7 +105,9 @@ export interface RunFailure {
  */
 export interface RunError {
   /**
-   * Always `run-failed`.
+   * `run-failed`; or the group's own code when the one group a command is about cannot be
+   * used (`clawmd mounts GROUP`: `not-composed`, `missing-group`, …); in a `clawmd serve`
+   * answer, also `bad-request` and `internal-error`.
    */
   code: Code;
   /**
