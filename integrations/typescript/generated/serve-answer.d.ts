@@ -131,7 +131,8 @@ export interface ServeAnswer {
    */
   version: number;
   /**
-   * The request's `id` (null when it had none, or was not JSON).
+   * The request's `id`, whenever it can be read from the line, even one that is not a valid
+   * request (null when it had none, or the line is not a JSON object).
    */
   id: number | string | null;
   /**
