@@ -3,8 +3,9 @@
 //!
 //! An error's message says only its own part: one that has a cause (`#[source]`) does not
 //! repeat it, and [`chain_text`] says the whole chain, each link once. A fix that reads after
-//! the causes (`cannot list the groups folder: <why>; fix: …`) is kept out of the message too:
-//! `chain_text` writes it after the last cause.
+//! the causes (`cannot list the groups folder: <why>; fix: …`, and a failed system call's,
+//! `cannot create <path>: Read-only file system (os error 30); fix: …`, which its error number
+//! gives) is kept out of the message too: `chain_text` writes it after the last cause.
 //!
 //! A fix that ends an error's own message ("<problem>; fix: <fix>") is carried apart as well:
 //! [`GroupError::fix`] gives it (and the like of `FsError`, `ConfigError` and
@@ -275,6 +276,10 @@ impl GroupError {
 /// A failure that stops a whole run (before any group is touched).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The deployment's settings (`clawmd.json`) cannot be used: malformed, or a value clawmd
+    /// does not take. No command runs without them.
+    #[error(transparent)]
+    Settings(#[from] ConfigError),
     /// The groups folder cannot be listed.
     #[error("cannot list the groups folder")]
     Groups(#[source] FsError),
@@ -301,14 +306,15 @@ impl Error {
         match self {
             Error::Groups(_) => Some("fix: check --root (or CLAWMD_ROOT) and --groups-dir"),
             Error::Guard(err) => err.fix_after_causes(),
-            Error::Sources(_) | Error::Group { .. } => None,
+            Error::Settings(_) | Error::Sources(_) | Error::Group { .. } => None,
         }
     }
 }
 
 /// `err` and its causes as one text: each link of the chain ([`source`]) once, joined with
-/// ": ", then the fixes said after the causes ([`Error::fix_after_causes`]), the innermost
-/// first, each after "; ". The binary prints errors so, and the reports carry this text.
+/// ": ", then the fixes said after the causes ([`Error::fix_after_causes`], a failed system
+/// call's [`FsError::fix`]), the innermost first, each after "; ". The binary prints errors
+/// so, and the reports carry this text.
 ///
 /// [`source`]: std::error::Error::source
 pub fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {
@@ -326,7 +332,7 @@ pub fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {
     }
     for fix in fixes.iter().rev() {
         text.push_str("; ");
-        text.push_str(fix);
+        text.push_str(fix.as_ref());
     }
     text
 }
@@ -372,13 +378,36 @@ fn problem(link: &(dyn std::error::Error + 'static)) -> Option<String> {
 }
 
 /// The fix `link` says after its causes: the library's errors that have both a cause and such
-/// a fix are [`Error`] and [`GuardError`].
-fn fix_after_causes(link: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+/// a fix are [`Error`], [`GuardError`] and a failed system call ([`FsError::Io`], whose fix
+/// its error number gives).
+fn fix_after_causes<'a>(link: &'a (dyn std::error::Error + 'static)) -> Option<Cow<'a, str>> {
     if let Some(err) = link.downcast_ref::<Error>() {
-        return err.fix_after_causes();
+        return err.fix_after_causes().map(Cow::Borrowed);
     }
-    link.downcast_ref::<GuardError>()
-        .and_then(GuardError::fix_after_causes)
+    if let Some(err) = link.downcast_ref::<GuardError>() {
+        return err.fix_after_causes().map(Cow::Borrowed);
+    }
+    let fix = failed_call(link)?.fix()?;
+    Some(format!("fix: {fix}").into())
+}
+
+/// The failed system call `link` is: an [`FsError::Io`] itself, or the group's error or the
+/// shared file's that is one (`GroupError::Fs` is transparent: its message is the call's).
+fn failed_call<'a>(link: &'a (dyn std::error::Error + 'static)) -> Option<&'a FsError> {
+    let err = if let Some(err) = link.downcast_ref::<FsError>() {
+        err
+    } else if let Some(err) = link.downcast_ref::<std::sync::Arc<FsError>>() {
+        // `GroupError::Skill`'s and `Source`'s cause.
+        err
+    } else if let Some(GroupError::Fs(err)) = link.downcast_ref::<GroupError>() {
+        err
+    } else if let Some(GroupError::Fs(err)) = link.downcast_ref::<Box<GroupError>>().map(|b| &**b) {
+        // `Error::Group`'s cause.
+        err
+    } else {
+        return None;
+    };
+    matches!(err, FsError::Io { .. }).then_some(err)
 }
 
 #[cfg(test)]
@@ -423,6 +452,130 @@ mod tests {
             chain_text(&guard),
             "cannot read the runner's Gemini system settings: cannot read /srv/gemini.json: entity \
              not found; fix the path of `geminiSystemSettings` in clawmd.json"
+        );
+    }
+
+    /// A failed system call whose error number says what clawmd lacks (a read-only file
+    /// system, a permission refused, a full disk or quota) ends with the fix, after its cause,
+    /// naming what clawmd needs there; it is also the group's `fix`, apart from the rest. The
+    /// place named is the folder an entry is made in or removed from, or a temp file's folder,
+    /// else the path itself. Another error number has no fix.
+    #[test]
+    fn a_failed_system_call_says_its_fix_after_its_cause_by_its_error_number() {
+        use rustix::io::Errno;
+        use std::sync::Arc;
+        let failed = |op: &'static str, path: &str, errno: Errno| FsError::Io {
+            op,
+            path: path.into(),
+            source: std::io::Error::from_raw_os_error(errno.raw_os_error()),
+        };
+        let needs = "clawmd reads the shared content and the group folders, and writes in its \
+                     state folder (`stateDir` in clawmd.json, default groups/.clawmd) and in the \
+                     group folders";
+        let writes = "clawmd writes in its state folder (`stateDir` in clawmd.json, default \
+                      groups/.clawmd) and in the group folders";
+        // (op, path, error number), what the message says before the fix, and the fix.
+        let cases = [
+            (
+                ("create", "/srv/groups/main/.clawmd-tmp-1", Errno::ROFS),
+                "cannot create /srv/groups/main/.clawmd-tmp-1: Read-only file system (os error \
+                 30)",
+                format!(
+                    "mount the file system of /srv/groups/main read-write where clawmd runs: \
+                     {writes}"
+                ),
+            ),
+            (
+                ("open", "/srv/groups/.clawmd/journal/main", Errno::ROFS),
+                "cannot open /srv/groups/.clawmd/journal/main: Read-only file system (os error \
+                 30)",
+                format!(
+                    "mount the file system of /srv/groups/.clawmd/journal/main read-write where \
+                     clawmd runs: {writes}"
+                ),
+            ),
+            (
+                (
+                    "create directory",
+                    "/srv/groups/.clawmd/binds",
+                    Errno::ACCESS,
+                ),
+                "cannot create directory /srv/groups/.clawmd/binds: Permission denied (os error \
+                 13)",
+                format!("give the user clawmd runs as access to /srv/groups/.clawmd: {needs}"),
+            ),
+            (
+                ("read", "/srv/container/CLAUDE.md", Errno::PERM),
+                "cannot read /srv/container/CLAUDE.md: Operation not permitted (os error 1)",
+                format!("give the user clawmd runs as access to /srv/container/CLAUDE.md: {needs}"),
+            ),
+            (
+                ("write", "/srv/groups/main/CLAUDE.md", Errno::NOSPC),
+                "cannot write /srv/groups/main/CLAUDE.md: No space left on device (os error 28)",
+                "free space (or inodes) on the file system of /srv/groups/main/CLAUDE.md"
+                    .to_owned(),
+            ),
+            (
+                (
+                    "write",
+                    "/srv/groups/main/.clawmd-tmp-0123456789abcdef0123456789abcdef",
+                    Errno::NOSPC,
+                ),
+                "cannot write /srv/groups/main/.clawmd-tmp-0123456789abcdef0123456789abcdef: No \
+                 space left on device (os error 28)",
+                "free space (or inodes) on the file system of /srv/groups/main".to_owned(),
+            ),
+            (
+                ("replace", "/srv/groups/main/CLAUDE.md", Errno::DQUOT),
+                "cannot replace /srv/groups/main/CLAUDE.md: Disk quota exceeded (os error 122)",
+                "free space on the file system of /srv/groups/main, or raise the disk quota of \
+                 the user clawmd runs as"
+                    .to_owned(),
+            ),
+        ];
+        for ((op, path, errno), problem, fix) in cases {
+            let fs = || failed(op, path, errno);
+            let said = format!("{problem}; fix: {fix}");
+            assert_eq!(fs().fix().as_deref(), Some(fix.as_str()), "{op} {path}");
+            let err = GroupError::Fs(fs());
+            assert_eq!(chain_text(&err), said);
+            assert_eq!(err.fix().as_deref(), Some(fix.as_str()));
+            let (got_problem, got_fix) = chain_problem_and_fix(&err);
+            assert_eq!(got_problem, problem);
+            assert_eq!(got_fix.as_deref(), Some(fix.as_str()));
+            // The one group of `clawmd mounts GROUP`, under the run's error: said once.
+            let run = Error::Group {
+                group: "main".to_owned(),
+                source: Box::new(GroupError::Fs(fs())),
+            };
+            assert_eq!(chain_text(&run), format!("group main: {said}"));
+            // A shared file a group's skill needs.
+            let skill = GroupError::Skill {
+                skill: "github".to_owned(),
+                source: Arc::new(fs()),
+            };
+            assert_eq!(
+                chain_text(&skill),
+                format!("container.json enables skill \"github\", which cannot be used: {said}")
+            );
+            assert_eq!(skill.fix().as_deref(), Some(fix.as_str()));
+        }
+        // Before a run's own fix, innermost first.
+        let groups = Error::Groups(failed("list", "/srv/groups", Errno::ACCESS));
+        assert_eq!(
+            chain_text(&groups),
+            format!(
+                "cannot list the groups folder: cannot list /srv/groups: Permission denied (os \
+                 error 13); fix: give the user clawmd runs as access to /srv/groups: {needs}; \
+                 fix: check --root (or CLAWMD_ROOT) and --groups-dir"
+            )
+        );
+        // An error number that names nothing to fix: no fix.
+        let other = failed("read", "/srv/container/CLAUDE.md", Errno::IO);
+        assert_eq!(other.fix(), None);
+        assert_eq!(
+            chain_text(&GroupError::Fs(other)),
+            "cannot read /srv/container/CLAUDE.md: Input/output error (os error 5)"
         );
     }
 

@@ -192,12 +192,39 @@ impl SettingsKept {
     }
 }
 
-/// The `id` of a request line that is JSON but not a valid request, to answer it by.
+/// The `id` of a line that is not a valid request, to answer it by: its `id` whenever that can
+/// be read, whatever else is wrong with the line (null when there is none). Only the id is
+/// parsed and the other fields are skipped, so that what serde_json cannot hold as a value
+/// (nesting past its limit, a lone surrogate escape) does not hide it; nor does what is wrong
+/// after it (a line cut short, more after the object).
 fn request_id(line: &[u8]) -> serde_json::Value {
-    serde_json::from_slice::<serde_json::Value>(line)
-        .ok()
-        .and_then(|value| value.get("id").cloned())
-        .unwrap_or(serde_json::Value::Null)
+    let mut id = serde_json::Value::Null;
+    let mut reader = serde_json::Deserializer::from_slice(line);
+    // An error met after the id keeps the id read.
+    let _ = serde::Deserializer::deserialize_map(&mut reader, IdOf(&mut id));
+    id
+}
+
+/// Reads an object's `id` into the value it holds, skipping every other field unread.
+struct IdOf<'a>(&'a mut serde_json::Value);
+
+impl<'de> serde::de::Visitor<'de> for IdOf<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "id" {
+                *self.0 = map.next_value()?;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The request on `line`, or why it is not one (naming the field at fault).
@@ -310,6 +337,8 @@ fn answer(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
 
     #[test]
@@ -325,6 +354,47 @@ mod tests {
         let answer = serde_json::to_value(service.answer_line(b"not json")).unwrap();
         assert_eq!(answer["id"], serde_json::Value::Null, "{answer}");
         assert_eq!(answer["error"]["code"], "bad-request", "{answer}");
+    }
+
+    /// The answer to a line that is not a request carries the line's `id` whenever the id can
+    /// be read, whatever else is wrong: a field the request does not know or a bad value, and
+    /// also what serde_json cannot hold as a value (a config nested deeper than its limit, a
+    /// lone surrogate escape, which JavaScript's `JSON.stringify` writes), a line cut short or
+    /// with more after the object.
+    #[test]
+    fn a_bad_request_is_answered_by_its_id_whenever_the_id_can_be_read() {
+        let root = tempfile::tempdir().unwrap();
+        let mut service = Service::new(root.path(), Overrides::default()).unwrap();
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let lines = [
+            (r#"{"id":5,"grup":"main"}"#.to_owned(), json!(5)),
+            (
+                r#"{"id":6,"group":"main","delivery":"managedd"}"#.to_owned(),
+                json!(6),
+            ),
+            (
+                format!(r#"{{"id":7,"grup":"main","config":{deep}}}"#),
+                json!(7),
+            ),
+            (
+                r#"{"id":"eight","group":"m\ud800"}"#.to_owned(),
+                json!("eight"),
+            ),
+            (r#"{"group":"m\ud800","id":9}"#.to_owned(), json!(9)),
+            (r#"{"id":10,"group":"main"} and more"#.to_owned(), json!(10)),
+            (r#"{"id":11,"group":"ma"#.to_owned(), json!(11)),
+            (r#"{"grup":"main"}"#.to_owned(), Value::Null),
+            ("[1]".to_owned(), Value::Null),
+            ("not json".to_owned(), Value::Null),
+        ];
+        for (line, id) in lines {
+            let answer = serde_json::to_value(service.answer_line(line.as_bytes())).unwrap();
+            assert_eq!(
+                answer["error"]["code"], "bad-request",
+                "{line:.80}: {answer}"
+            );
+            assert_eq!(answer["id"], id, "{line:.80}: {answer}");
+        }
     }
 
     #[test]

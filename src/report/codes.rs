@@ -34,7 +34,8 @@ macro_rules! codes {
 
 codes! {
     // A run that could not start.
-    /// The groups folder or the shared content could not be read; nothing was done.
+    /// `clawmd.json` could not be used, or the groups folder or the shared content could not
+    /// be read; nothing was done.
     RunFailed = "run-failed",
     /// `clawmd serve`: a request line that is not a request (not JSON, an unknown field, a
     /// missing `group`, too long); the service answers it and reads the next line.
@@ -227,6 +228,21 @@ impl From<&GroupError> for Code {
                 Code::from(&**source)
             }
             GroupError::Loader(_) => Code::Loader,
+        }
+    }
+}
+
+impl From<&crate::Error> for Code {
+    /// The code of a run that could not start: `run-failed`, or, when the one group a command
+    /// is about cannot be used (`clawmd mounts GROUP`), that group's error's code, as `clawmd
+    /// serve` answers it (`not-composed`, `missing-group`, …).
+    fn from(err: &crate::Error) -> Self {
+        match err {
+            crate::Error::Group { source, .. } => Code::from(&**source),
+            crate::Error::Settings(_)
+            | crate::Error::Groups(_)
+            | crate::Error::Sources(_)
+            | crate::Error::Guard(_) => Code::RunFailed,
         }
     }
 }

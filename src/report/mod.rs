@@ -198,9 +198,9 @@ impl From<&GroupError> for ErrorReport {
     }
 }
 
-/// The JSON document of a run that could not start (the groups folder or the shared content
-/// could not be read): `{"$schema", "version", "command", "ok": false, "error": {"code",
-/// "message"}}`.
+/// The JSON document of a run that could not start (`clawmd.json` could not be used, the
+/// groups folder or the shared content could not be read): `{"$schema", "version", "command",
+/// "ok": false, "error": {"code", "message"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RunFailure {
     /// The `$id` of this report's JSON Schema (`clawmd schema` prints it).
@@ -220,7 +220,9 @@ pub struct RunFailure {
 /// The error of a `RunFailure`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RunError {
-    /// Always `run-failed`.
+    /// `run-failed`; or the group's own code when the one group a command is about cannot be
+    /// used (`clawmd mounts GROUP`: `not-composed`, `missing-group`, …); in a `clawmd serve`
+    /// answer, also `bad-request` and `internal-error`.
     pub code: Code,
     /// The full message, with the fix.
     pub message: String,
@@ -235,7 +237,7 @@ impl RunFailure {
             command: command.to_owned(),
             ok: false,
             error: RunError {
-                code: Code::RunFailed,
+                code: Code::from(err),
                 message: crate::error::chain_text(err),
             },
         }

@@ -65,7 +65,8 @@ pub struct ServeAnswer {
     pub schema: &'static str,
     /// The JSON shape version.
     pub version: u32,
-    /// The request's `id` (null when it had none, or was not JSON).
+    /// The request's `id`, whenever it can be read from the line, even one that is not a valid
+    /// request (null when it had none, or the line is not a JSON object).
     #[schemars(schema_with = "id_schema")]
     pub id: serde_json::Value,
     /// True when the group composed, everything composed reaches the agent's loader (the

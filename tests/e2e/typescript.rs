@@ -479,7 +479,7 @@ fn runner_composes_before_spawn_with_the_real_node_and_binary() {
     );
     for name in ["mountsMissing", "mountsMissingSync"] {
         let missing = error(name);
-        assert_eq!(missing["code"], "run-failed", "{missing}");
+        assert_eq!(missing["code"], "missing-group", "{missing}");
         assert!(
             missing["message"].as_str().unwrap().contains("nope"),
             "{missing}"

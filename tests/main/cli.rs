@@ -200,3 +200,81 @@ fn a_handed_config_over_the_limit_is_refused_with_the_limit_and_the_fix() {
         .success();
     assert!(d.exists("groups/.clawmd/configs/main.json"));
 }
+
+/// A `clawmd.json` that cannot be read stops every command before it starts. With `--json`,
+/// stdout is then the run-failure envelope, as for a groups folder that cannot be listed
+/// (docs/json-report.md): a runner reading stdout gets the code and the message (the file,
+/// where in it, the field, the fix) rather than nothing. The error is still on stderr, and the
+/// exit status is 1 either way.
+#[test]
+fn a_malformed_settings_file_is_the_run_failure_envelope_of_every_json_command() {
+    let d = Deployment::standard().group("main", None);
+    for (settings, said) in [
+        (
+            r#"{"delivery": "inline",}"#,
+            "clawmd.json:1:23: trailing comma; fix: ",
+        ),
+        (
+            r#"{"delivery": "pigeon"}"#,
+            "clawmd.json:1:21: field `delivery`: unknown variant `pigeon`",
+        ),
+    ] {
+        d.write("clawmd.json", settings.as_bytes());
+        for args in [
+            &["compose", "main"][..],
+            &["compose", "--all"],
+            &["check"],
+            &["migrate"],
+            &["mounts", "main"],
+        ] {
+            let what = format!("{args:?} with {settings}");
+            let run = d.run(args.iter().copied().chain(["--json"])).expect_code(1);
+            let failure = run.json();
+            assert_eq!(
+                failure["$schema"], "urn:clawmd:schema:run-failure:1",
+                "{what}: {failure}"
+            );
+            assert_eq!(failure["command"], args[0], "{what}");
+            assert_eq!(failure["ok"], false, "{what}");
+            assert_eq!(failure["error"]["code"], "run-failed", "{what}");
+            let message = failure["error"]["message"].as_str().unwrap();
+            assert!(message.contains(said), "{what}: {message}");
+            assert!(message.contains("; fix: "), "{what}: {message}");
+            assert!(run.stderr().contains(message), "{what}: {}", run.stderr());
+            // The human form is the error alone, on stderr.
+            let human = d.run(args).expect_code(1);
+            assert_eq!(human.stdout(), "", "{what}");
+            assert!(
+                human.stderr().contains(message),
+                "{what}: {}",
+                human.stderr()
+            );
+        }
+    }
+}
+
+/// `mounts GROUP --json` of a group that was never composed fails with `not-composed` (the
+/// code `clawmd serve` answers it with), in the run-failure envelope; a group that is not
+/// there fails with `missing-group`, each with its fix.
+#[test]
+fn mounts_of_a_group_not_composed_says_not_composed() {
+    let d = Deployment::standard().group("main", None);
+    let failure = d.run(["mounts", "main", "--json"]).expect_code(1).json();
+    assert_eq!(
+        failure["$schema"], "urn:clawmd:schema:run-failure:1",
+        "{failure}"
+    );
+    assert_eq!(failure["command"], "mounts");
+    assert_eq!(failure["error"]["code"], "not-composed", "{failure}");
+    let message = failure["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("not composed") && message.contains("fix: run `clawmd compose main`"),
+        "{message}"
+    );
+    let failure = d.run(["mounts", "mian", "--json"]).expect_code(1).json();
+    assert_eq!(failure["error"]["code"], "missing-group", "{failure}");
+    // Composed, the same command prints the table.
+    d.run(["compose", "main"]).success();
+    let binds = d.run(["mounts", "main", "--json"]).success().json();
+    assert!(binds.as_array().is_some_and(|b| !b.is_empty()), "{binds}");
+}

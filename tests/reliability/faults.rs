@@ -91,6 +91,10 @@ fn fault<G>(
         "{name}: the cause is not named:\n{shown}"
     );
     assert!(
+        shown.contains(fix_for(cause)),
+        "{name}: the fix is not said:\n{shown}"
+    );
+    assert!(
         shown.contains(&path.display().to_string()),
         "{name}: {} is not named:\n{shown}",
         path.display()
@@ -133,6 +137,18 @@ fn fault<G>(
     let converged = tree(d.root());
     assert_same_tree(&after, &converged, &format!("{name}: after the fault"));
     tally.faults += 1;
+}
+
+/// How the fix clawmd says after `cause` starts (what it needs, by the error number).
+fn fix_for(cause: &str) -> &'static str {
+    match cause {
+        "Read-only file system" => "; fix: mount the file system of ",
+        "Operation not permitted" | "Permission denied" => {
+            "; fix: give the user clawmd runs as access to "
+        }
+        "No space left on device" => "; fix: free space (or inodes) on the file system of ",
+        other => panic!("no fix known for {other:?}"),
+    }
 }
 
 /// Bind-mounts `path` on itself, read-only.
@@ -368,7 +384,8 @@ fn permission_denied_fails_cleanly_and_converges() {
     assert_eq!(output.status.code(), Some(1), "{shown}");
     assert!(
         shown.contains("Permission denied")
-            && shown.contains(&d.path("groups/g").display().to_string()),
+            && shown.contains(&d.path("groups/g").display().to_string())
+            && shown.contains(fix_for("Permission denied")),
         "{shown}"
     );
     assert_same_tree(
@@ -437,7 +454,9 @@ fn disk_full_fails_cleanly_and_converges() {
     run.expect(1, "disk full");
     let shown = run.output();
     assert!(
-        shown.contains(enospc) && shown.contains(&d.path("groups/g").display().to_string()),
+        shown.contains(enospc)
+            && shown.contains(&d.path("groups/g").display().to_string())
+            && shown.contains(fix_for(enospc)),
         "{shown}"
     );
     let full = tree(d.root());
@@ -469,7 +488,9 @@ fn disk_full_fails_cleanly_and_converges() {
     run.expect(1, "disk full, migrate");
     let shown = run.output();
     assert!(
-        shown.contains(enospc) && shown.contains(&d.path("groups/old").display().to_string()),
+        shown.contains(enospc)
+            && shown.contains(&d.path("groups/old").display().to_string())
+            && shown.contains(fix_for(enospc)),
         "{shown}"
     );
     let full = tree(d.root());

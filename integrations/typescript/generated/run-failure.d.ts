@@ -74,9 +74,9 @@ export type Code =
   | "system-prompt-replaced";
 
 /**
- * The JSON document of a run that could not start (the groups folder or the shared content
- * could not be read): `{"$schema", "version", "command", "ok": false, "error": {"code",
- * "message"}}`.
+ * The JSON document of a run that could not start (`clawmd.json` could not be used, the
+ * groups folder or the shared content could not be read): `{"$schema", "version", "command",
+ * "ok": false, "error": {"code", "message"}}`.
  */
 export interface RunFailure {
   /**
@@ -105,7 +105,9 @@ export interface RunFailure {
  */
 export interface RunError {
   /**
-   * Always `run-failed`.
+   * `run-failed`; or the group's own code when the one group a command is about cannot be
+   * used (`clawmd mounts GROUP`: `not-composed`, `missing-group`, …); in a `clawmd serve`
+   * answer, also `bad-request` and `internal-error`.
    */
   code: Code;
   /**

@@ -131,7 +131,8 @@ export interface ServeAnswer {
    */
   version: number;
   /**
-   * The request's `id` (null when it had none, or was not JSON).
+   * The request's `id`, whenever it can be read from the line, even one that is not a valid
+   * request (null when it had none, or the line is not a JSON object).
    */
   id: number | string | null;
   /**
@@ -483,7 +484,9 @@ export interface Bind {
  */
 export interface RunError {
   /**
-   * Always `run-failed`.
+   * `run-failed`; or the group's own code when the one group a command is about cannot be
+   * used (`clawmd mounts GROUP`: `not-composed`, `missing-group`, …); in a `clawmd serve`
+   * answer, also `bad-request` and `internal-error`.
    */
   code: Code;
   /**

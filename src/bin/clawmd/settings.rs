@@ -14,13 +14,15 @@ use crate::printer::Printer;
 
 impl GlobalArgs {
     /// The deployment's settings: these flags (and `CLAWMD_*`) over `<root>/clawmd.json` over
-    /// the defaults. Warnings about the settings file are printed and returned.
+    /// the defaults. Warnings about the settings file are printed and returned. A
+    /// `clawmd.json` that cannot be used stops the run before it starts
+    /// ([`clawmd::Error::Settings`]; `commands::not_started` prints it).
     pub fn resolve(
         &self,
         delivery: &DeliveryArgs,
         lock_timeout: Option<u64>,
         printer: &Printer,
-    ) -> anyhow::Result<(Resolved, Vec<WarningReport>)> {
+    ) -> Result<(Resolved, Vec<WarningReport>), clawmd::Error> {
         let (resolved, warnings) = self.resolve_quietly(delivery, lock_timeout)?;
         for warning in &warnings {
             printer.warning(&warning.message);

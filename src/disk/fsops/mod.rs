@@ -135,12 +135,18 @@ pub enum FsError {
 /// [`FsError::LockTimeout`]'s fix.
 const LOCK_TIMEOUT_FIX: &str = "wait for it to finish, or raise CLAWMD_LOCK_TIMEOUT (seconds)";
 
+/// Where clawmd writes, for the fixes of a failed call ("clawmd writes in …").
+const WRITES: &str = "writes in its state folder (`stateDir` in clawmd.json, default \
+                      groups/.clawmd) and in the group folders";
+
 impl FsError {
     /// How to fix the error, when clawmd knows: the text its message ends with, after
-    /// "; fix: ".
+    /// "; fix: ". A failed system call ([`FsError::Io`]) has one when its error number says
+    /// what clawmd lacks (see [`io_fix`]); its message says it after the cause
+    /// ([`crate::error::chain_text`]).
     pub fn fix(&self) -> Option<Cow<'_, str>> {
         match self {
-            FsError::Io { .. } => None,
+            FsError::Io { op, path, source } => io_fix(op, path, source).map(Cow::Owned),
             FsError::Unsafe { fix, .. } | FsError::TooLarge { fix, .. } => {
                 Some(fix.as_str().into())
             }
@@ -189,6 +195,50 @@ impl FsError {
             | FsError::LockTimeout { path, .. } => path,
         }
     }
+}
+
+/// The fix of a system call `op` on `path` that failed with `err`, for the error numbers that
+/// say what clawmd lacks there: a file system mounted read-only, a permission refused, no
+/// space left, a disk quota reached. It names what clawmd needs, not why it lacks it. The
+/// place named is the folder when the call makes, replaces or removes an entry in it, or the
+/// path is a temp file's (whose name means nothing to the reader), else the path itself.
+fn io_fix(op: &str, path: &Path, err: &io::Error) -> Option<String> {
+    use rustix::io::Errno;
+    let in_folder = matches!(
+        op,
+        "create"
+            | "create directory"
+            | "create symlink"
+            | "create lock directory"
+            | "replace"
+            | "remove"
+            | "remove directory"
+    ) || path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(is_temp_name);
+    let place = match path.parent() {
+        Some(folder) if in_folder && !folder.as_os_str().is_empty() => folder,
+        _ => path,
+    }
+    .display();
+    Some(match Errno::from_io_error(err)? {
+        Errno::ROFS => {
+            format!(
+                "mount the file system of {place} read-write where clawmd runs: clawmd {WRITES}"
+            )
+        }
+        Errno::ACCESS | Errno::PERM => format!(
+            "give the user clawmd runs as access to {place}: clawmd reads the shared content \
+             and the group folders, and {WRITES}"
+        ),
+        Errno::NOSPC => format!("free space (or inodes) on the file system of {place}"),
+        Errno::DQUOT => format!(
+            "free space on the file system of {place}, or raise the disk quota of the user \
+             clawmd runs as"
+        ),
+        _ => return None,
+    })
 }
 
 type Result<T, E = FsError> = std::result::Result<T, E>;

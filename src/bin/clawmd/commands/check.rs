@@ -10,12 +10,16 @@ use clawmd::deployment::Selection;
 use clawmd::report::{CheckReport, Status};
 use clawmd::settings::Resolved;
 
-use super::{finish, selection};
+use super::{finish, not_started, selection};
 use crate::args::{CheckArgs, GlobalArgs};
 use crate::printer::Printer;
 
 pub fn run(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
-    let (mut resolved, _) = global.resolve(&args.delivery, None, printer)?;
+    let format = args.output.format();
+    let (mut resolved, _) = match global.resolve(&args.delivery, None, printer) {
+        Ok(resolved) => resolved,
+        Err(err) => return not_started("check", err, format, printer),
+    };
     args.config
         .apply(&mut resolved.layout, &args.groups, false)?;
     let selection = selection(&args.groups, args.all);
@@ -39,7 +43,7 @@ pub fn run(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::R
             printer.note("left for a person (check --fix does not change these):");
         }
     }
-    finish("check", result, args.output.format(), printer)
+    finish("check", result, format, printer)
 }
 
 /// Checks the selected groups, with a progress bar.

@@ -7,13 +7,17 @@ use clawmd::compose::{ComposeOptions, compose_with_progress};
 use clawmd::diff::planned_diffs;
 use clawmd::report::{ComposeReport, Line, Status, Stream, Tone};
 
-use super::{finish, selection};
+use super::{finish, not_started, selection};
 use crate::args::{ComposeArgs, GlobalArgs, OutputFormat};
 use crate::printer::Printer;
 
 pub fn run(global: &GlobalArgs, args: ComposeArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let format = args.output.format();
     let (mut resolved, warnings) =
-        global.resolve(&args.delivery, args.lock.lock_timeout, printer)?;
+        match global.resolve(&args.delivery, args.lock.lock_timeout, printer) {
+            Ok(resolved) => resolved,
+            Err(err) => return not_started("compose", err, format, printer),
+        };
     args.config
         .apply(&mut resolved.layout, &args.groups, !args.dry_run)?;
     let selection = selection(&args.groups, args.all);
@@ -29,7 +33,6 @@ pub fn run(global: &GlobalArgs, args: ComposeArgs, printer: &Printer) -> anyhow:
             report
         });
     bar.finish();
-    let format = args.output.format();
     let diffs = match (&result, args.diff, format) {
         (Ok(report), true, OutputFormat::Human) => {
             planned_diffs(&resolved.layout, &options.settings, &changed_groups(report))?

@@ -4,13 +4,17 @@ use std::process::ExitCode;
 
 use clawmd::migrate::{MigrateOptions, migrate_with_progress};
 
-use super::finish;
+use super::{finish, not_started};
 use crate::args::{DeliveryArgs, GlobalArgs, MigrateArgs};
 use crate::printer::Printer;
 
 pub fn run(global: &GlobalArgs, args: MigrateArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let format = args.output.format();
     let (resolved, _) =
-        global.resolve(&DeliveryArgs::default(), args.lock.lock_timeout, printer)?;
+        match global.resolve(&DeliveryArgs::default(), args.lock.lock_timeout, printer) {
+            Ok(resolved) => resolved,
+            Err(err) => return not_started("migrate", err, format, printer),
+        };
     let bar = printer.progress("migrating").for_task("migrate");
     let report = migrate_with_progress(
         &resolved.layout,
@@ -22,5 +26,5 @@ pub fn run(global: &GlobalArgs, args: MigrateArgs, printer: &Printer) -> anyhow:
         &bar,
     );
     bar.finish();
-    finish("migrate", report, args.output.format(), printer)
+    finish("migrate", report, format, printer)
 }

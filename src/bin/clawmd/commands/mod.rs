@@ -39,7 +39,7 @@ pub fn finish<R: Report>(
 ) -> anyhow::Result<ExitCode> {
     let report = match (result, format) {
         (Ok(report), _) => report,
-        (Err(err), OutputFormat::Json) => return print_json_error(command, &err, printer),
+        (Err(err), OutputFormat::Json) => return print_run_failure(command, &err, printer),
         (Err(err), OutputFormat::Human) => {
             return Err(err).with_context(|| format!("{command} failed"));
         }
@@ -53,7 +53,24 @@ pub fn finish<R: Report>(
     Ok(exit_code(report.ok()))
 }
 
-fn print_json_error(
+/// Ends a run that could not start (`clawmd.json` cannot be used): in JSON with the
+/// run-failure envelope, as [`finish`] ends one whose groups could not be read, so that a
+/// runner reading stdout gets a document; in the human form with the error alone, which `main`
+/// prints.
+pub fn not_started(
+    command: &str,
+    err: clawmd::Error,
+    format: OutputFormat,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    match format {
+        OutputFormat::Json => print_run_failure(command, &err, printer),
+        OutputFormat::Human => Err(err.into()),
+    }
+}
+
+/// Prints the run-failure envelope on stdout and the error on stderr.
+fn print_run_failure(
     command: &str,
     err: &clawmd::Error,
     printer: &Printer,
