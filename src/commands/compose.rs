@@ -602,6 +602,9 @@ impl Run<'_, &Sources> {
         if let RecordSays::Answered(report) = self.ask_record(group) {
             return Ok(*report);
         }
+        if !state::group_is_there(self.layout, group) {
+            return Err(crate::disk::deployment::missing_group(&group_path));
+        }
         match fsops::lock(&self.layout.lock_file(group), LockWait::IF_FREE) {
             Ok(lock) => self.compose_under(group, &group_path, lock),
             Err(_) => self.compose_one(group),
@@ -624,6 +627,9 @@ impl Run<'_, &Sources> {
         proof: &Proof,
     ) -> Option<Result<GroupReport, GroupError>> {
         let group_path = checked_group_dir(self.layout, group).ok()?;
+        if !state::group_is_there(self.layout, group) {
+            return None;
+        }
         let lock = fsops::lock(&self.layout.lock_file(group), LockWait::IF_FREE).ok()?;
         // Temps an interrupted run left are removed, and reported, by the run that reads the
         // sources: no step is applied before the items are vouched for.
@@ -804,6 +810,9 @@ impl Run<'_, &Sources> {
     /// Composes `group` under its lock: observe, apply, and record the verdict.
     fn compose_locked(&self, group: &str) -> Result<GroupReport, GroupError> {
         let group_path = checked_group_dir(self.layout, group)?;
+        if !state::group_is_there(self.layout, group) {
+            return Err(crate::disk::deployment::missing_group(&group_path));
+        }
         let lock = lock_group(self.layout, group, self.options.lock_timeout, self.progress)?;
         self.compose_under(group, &group_path, lock)
     }
@@ -1050,6 +1059,9 @@ impl Run<'_, &Sources> {
     fn stage_group(&self, group: &str) -> Result<Option<Work>, GroupError> {
         let layout = self.layout;
         let group_path = checked_group_dir(layout, group)?;
+        if !state::group_is_there(layout, group) {
+            return Err(crate::disk::deployment::missing_group(&group_path));
+        }
         let lock = match fsops::lock(&layout.lock_file(group), LockWait::IF_FREE) {
             Ok(lock) => lock,
             Err(FsError::LockTimeout { .. }) => return Ok(None),

@@ -2548,3 +2548,17 @@ fn a_source_over_claude_codes_file_limit_is_not_reported_delivered() {
         "{delivered}"
     );
 }
+
+/// A compose (or a spawn through `serve`) of a group that is not there (a typo, the wrong
+/// folder) leaves no lock file behind: none was made for it.
+#[test]
+fn a_group_that_is_not_there_gets_no_lock_file() {
+    let d = Deployment::standard().group("main", None);
+    d.run(["compose", "mian", "--json"]).expect_code(1);
+    d.run(["compose", "mian", "--dry-run"]).expect_code(1);
+    assert!(!d.exists("groups/.clawmd-locks/mian.lock"));
+    d.run(["compose", "main"]).success();
+    assert!(d.exists("groups/.clawmd-locks/main.lock"));
+    d.run(["compose", "Main"]).expect_code(1);
+    assert!(!d.exists("groups/.clawmd-locks/Main.lock"));
+}
