@@ -60,6 +60,22 @@ fn group_target(
     target_in(layout, &dir, settings)
 }
 
+/// For a group whose backend reads its document as it is (Codex, Gemini CLI, opencode,
+/// Cursor, pi: no memory loader to model), the backend and the document compose binds for it
+/// (`<state>/binds/<group>/AGENTS.md`, …): what `render` shows of such a group. `None` for a
+/// Claude Code group.
+pub fn flat_document(
+    layout: &Layout,
+    group: &str,
+    settings: &DeliverySettings,
+) -> Result<Option<(crate::plan::providers::Provider, PathBuf)>, GroupError> {
+    let (target, _) = group_target(layout, group, settings)?;
+    Ok(target
+        .provider
+        .is_flat()
+        .then(|| (target.provider, layout.bind_dir(group).join(target.file))))
+}
+
 /// [`group_target`] of the group folder opened as `dir`.
 fn target_in(
     layout: &Layout,

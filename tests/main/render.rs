@@ -471,3 +471,31 @@ fn a_policy_helper_in_the_managed_settings_is_undecided() {
         "{report}"
     );
 }
+
+/// A Codex group's agent reads its `AGENTS.md` as it is: render prints that document (it
+/// printed nothing, and exited 0), and `--delivery-view` names the file.
+#[test]
+fn render_of_a_flat_backends_group_prints_its_document() {
+    let d =
+        Deployment::standard().group("cdx", Some(r#"{"provider": "codex", "skills": ["web"]}"#));
+    let run = d.run(["render", "cdx"]).expect_code(1);
+    assert!(
+        run.stderr().contains("clawmd compose cdx"),
+        "{}",
+        run.stderr()
+    );
+    d.run(["compose", "cdx"]).success();
+    let run = d.run(["render", "cdx"]).success();
+    let document = d.read("groups/.clawmd/binds/cdx/AGENTS.md");
+    assert_eq!(run.stdout(), document);
+    assert!(
+        document.contains("BASE") && document.contains("WEB"),
+        "{document}"
+    );
+    let run = d.run(["render", "cdx", "--delivery-view"]).success();
+    assert!(
+        run.stdout().contains("AGENTS.md as it is"),
+        "{}",
+        run.stdout()
+    );
+}

@@ -35,6 +35,12 @@ pub fn run(global: &GlobalArgs, args: RenderArgs, printer: &Printer) -> anyhow::
             view.claude_version.unverified_note()
         ));
     }
+    if let (Some(group), Some(resolved)) = (&args.group, &resolved)
+        && let Some(shown) = flat_document(group, resolved, args.delivery_view, printer)?
+    {
+        printer.plain(&shown)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let memory = match (&args.group, &args.cwd, &resolved) {
         (Some(group), _, Some(resolved)) => group_memory(group, resolved, view)?,
         (None, Some(cwd), _) => folder_memory(cwd, args.home.as_deref(), &view)?,
@@ -74,6 +80,43 @@ fn group_memory(group: &str, resolved: &Resolved, mut view: ViewOptions) -> anyh
     Ok(load_group(&resolved.layout, group, &view)
         .with_context(|| format!("cannot render group {group}"))?
         .0)
+}
+
+/// A group whose backend reads its document as it is (Codex, Gemini CLI, opencode, Cursor,
+/// pi): that document, as compose bound it (with `delivery_view`, a line saying which file
+/// reaches the agent whole); `None` for a Claude Code group, whose memory the loader renders.
+fn flat_document(
+    group: &str,
+    resolved: &Resolved,
+    delivery_view: bool,
+    printer: &Printer,
+) -> anyhow::Result<Option<String>> {
+    let found = clawmd::mounts::flat_document(&resolved.layout, group, &resolved.delivery)
+        .with_context(|| format!("cannot render group {group}"))?;
+    let Some((provider, path)) = found else {
+        return Ok(None);
+    };
+    let bytes = match fs_err::read(&path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "cannot render group {group}: {} is not composed yet ({} reads it as it is); fix: run `clawmd compose {group}`",
+            path.display(),
+            provider
+        ),
+        Err(err) => return Err(err.into()),
+    };
+    if delivery_view {
+        return Ok(Some(format!(
+            "{provider} reads {} as it is, whole ({} bytes): no memory loader applies\n",
+            path.display(),
+            bytes.len()
+        )));
+    }
+    printer.note(&format!(
+        "{group} runs {provider}, which reads its document as it is: {}",
+        path.display()
+    ));
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// The memory Claude Code loads when started in `cwd` on this machine.
