@@ -91,9 +91,11 @@ fn flat_document(
     delivery_view: bool,
     printer: &Printer,
 ) -> anyhow::Result<Option<String>> {
-    let found = clawmd::mounts::flat_document(&resolved.layout, group, &resolved.delivery)
-        .with_context(|| format!("cannot render group {group}"))?;
-    let Some((provider, path)) = found else {
+    // A config that cannot be read (a device, a link, malformed) is the loader's view's to
+    // handle, as it handles it for a Claude Code group (the defaults' binds; check reports it).
+    let Ok(Some((provider, path))) =
+        clawmd::mounts::flat_document(&resolved.layout, group, &resolved.delivery)
+    else {
         return Ok(None);
     };
     let bytes = match fs_err::read(&path) {
