@@ -263,6 +263,14 @@ pub const CLOSERS: &[&str] = &[
 /// nothing open); when nothing works the text is returned as it is (and the verdict, which
 /// reads the document, says the source does not reach the agent whole).
 pub fn close_open(text: &str, version: ClaudeVersion) -> (String, String, bool) {
+    // A text the release cannot read at all (nested past its stack, or deriving more text
+    // than the lexer's cap: an agent's 2,000,000 nested quotes) stays unreadable whatever is
+    // put after it (what follows a text only adds to what lexing it derives) or whichever
+    // HTML opener is neutralised (that only exposes more to the lexer): none of the dozens of
+    // closings below is tried, each a lexing of the whole text (seconds, for a hostile one).
+    if closed_state(text, text, version).is_none() {
+        return (text.to_owned(), text.to_owned(), false);
+    }
     if let Some(closed) = close_with(text, version) {
         return (text.to_owned(), closed, true);
     }
@@ -323,14 +331,21 @@ fn close_with(text: &str, version: ClaudeVersion) -> Option<String> {
 /// is read as it is, and a comment block and a line after it are read fresh (the line's
 /// mention is the only import).
 fn is_closed(closed: &str, original: &str, version: ClaudeVersion) -> bool {
+    closed_state(closed, original, version) == Some(true)
+}
+
+/// [`is_closed`], or `None` when the release cannot read `closed` (with the probe after it)
+/// at all.
+fn closed_state(closed: &str, original: &str, version: ClaudeVersion) -> Option<bool> {
     const PROBE: &str = "clawmd-probe-9f2c.md";
     let probe = format!("{closed}\n\n<!-- clawmd probe -->\n@{PROBE}\n");
-    let Ok(scan) = scan_markdown_as(&probe, version) else {
-        return false;
-    };
-    scan.imports == [PROBE]
-        && scan.body.contains(original)
-        && (!version.has(Behaviour::CommentBlocksStripped) || !scan.body.contains("clawmd probe"))
+    let scan = scan_markdown_as(&probe, version).ok()?;
+    Some(
+        scan.imports == [PROBE]
+            && scan.body.contains(original)
+            && (!version.has(Behaviour::CommentBlocksStripped)
+                || !scan.body.contains("clawmd probe")),
+    )
 }
 
 /// The fence runs that open a line of `text` (three or more backticks or tildes after at most
