@@ -2519,34 +2519,25 @@ fn a_source_over_claude_codes_file_limit_is_not_reported_delivered() {
         "Shared rule line.\n".repeat(260_000)
     );
     assert!(big.len() > 4 * 1024 * 1024);
-    let d = Deployment::standard()
-        .file("container/CLAUDE.md", &big)
-        .group("g", Some(r#"{"skills": ["hello"]}"#));
-    let run = d.run(["compose", "g", "--json"]).success();
-    let delivered = &run.json()["groups"][0]["delivered"];
-    assert_eq!(delivered["complete"], false, "{delivered}");
-    assert!(
-        delivered["missing"]
-            .as_array()
-            .unwrap()
-            .contains(&serde_json::json!("shared-base")),
-        "{delivered}"
-    );
-    d.run(["check", "g"]).expect_code(1);
-
-    let d = Deployment::standard()
-        .file("container/skills/web/instructions.md", &big)
-        .group("g", Some(r#"{"skills": ["web"]}"#));
-    let run = d.run(["compose", "g", "--json"]).success();
-    let delivered = &run.json()["groups"][0]["delivered"];
-    assert_eq!(delivered["complete"], false, "{delivered}");
-    assert!(
-        delivered["missing"]
-            .as_array()
-            .unwrap()
-            .contains(&serde_json::json!("skill:web")),
-        "{delivered}"
-    );
+    for (file, skill, missing) in [
+        ("container/CLAUDE.md", "hello", "shared-base"),
+        ("container/skills/web/instructions.md", "web", "skill:web"),
+    ] {
+        let d = Deployment::standard()
+            .file(file, &big)
+            .group("g", Some(&format!(r#"{{"skills": ["{skill}"]}}"#)));
+        let run = d.run(["compose", "g", "--json"]).success();
+        let delivered = &run.json()["groups"][0]["delivered"];
+        assert_eq!(delivered["complete"], false, "{file}: {delivered}");
+        assert!(
+            delivered["missing"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(missing)),
+            "{file}: {delivered}"
+        );
+        d.run(["check", "g"]).expect_code(1);
+    }
 }
 
 /// A compose (or a spawn through `serve`) of a group that is not there (a typo, the wrong
