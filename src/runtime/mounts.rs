@@ -181,6 +181,9 @@ fn refuse_planted_mount_points(
         let Ok(rel) = bind.container.strip_prefix(&layout.workspace_mount) else {
             continue;
         };
+        if bind.host == group_dir.join(rel) {
+            continue; // its own source, in the group folder: checked as a source is
+        }
         let mut point = group_dir.clone();
         for part in rel.components() {
             point.push(part);
