@@ -2553,3 +2553,25 @@ fn a_group_that_is_not_there_gets_no_lock_file() {
     d.run(["compose", "Main"]).expect_code(1);
     assert!(!d.exists("groups/.clawmd-locks/Main.lock"));
 }
+
+/// A warning about clawmd.json is said once in compose's human output (it was printed by the
+/// settings and again by the report), and still carried by the JSON report.
+#[test]
+fn a_settings_warning_is_said_once() {
+    let d = Deployment::standard()
+        .file("clawmd.json", r#"{"lockTimout": 5}"#)
+        .group("g", None);
+    let run = d.run(["compose", "g"]).success();
+    let said = format!("{}{}", run.stdout(), run.stderr());
+    assert_eq!(
+        said.matches("unknown key `lockTimout`").count(),
+        1,
+        "{said}"
+    );
+    let run = d.run(["compose", "g", "--json"]).success();
+    assert!(
+        run.json()["warnings"].to_string().contains("lockTimout"),
+        "{}",
+        run.stdout()
+    );
+}

@@ -13,11 +13,18 @@ use crate::printer::Printer;
 
 pub fn run(global: &GlobalArgs, args: ComposeArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     let format = args.output.format();
-    let (mut resolved, warnings) =
-        match global.resolve(&args.delivery, args.lock.lock_timeout, printer) {
-            Ok(resolved) => resolved,
-            Err(err) => return not_started("compose", err, format, printer),
-        };
+    // The human report prints the settings' warnings with the run's own: printed here too,
+    // each was said twice. A JSON report carries them, and stderr (the runner's log) says them.
+    let resolved = match format {
+        OutputFormat::Human => global
+            .resolve_quietly(&args.delivery, args.lock.lock_timeout)
+            .map_err(Into::into),
+        _ => global.resolve(&args.delivery, args.lock.lock_timeout, printer),
+    };
+    let (mut resolved, warnings) = match resolved {
+        Ok(resolved) => resolved,
+        Err(err) => return not_started("compose", err, format, printer),
+    };
     args.config
         .apply(&mut resolved.layout, &args.groups, !args.dry_run)?;
     let selection = selection(&args.groups, args.all);
