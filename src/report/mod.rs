@@ -229,6 +229,18 @@ pub struct RunError {
 }
 
 impl RunFailure {
+    /// The envelope for `command` failing with `code` and `message` (an error of the command
+    /// line's own, such as a `--config` file that cannot be read).
+    pub fn of(command: &str, code: Code, message: String) -> Self {
+        RunFailure {
+            schema: crate::report::SchemaKind::RunFailure.id(),
+            version: REPORT_VERSION,
+            command: command.to_owned(),
+            ok: false,
+            error: RunError { code, message },
+        }
+    }
+
     /// The envelope for `command` failing with `err`.
     pub fn new(command: &str, err: &crate::Error) -> Self {
         RunFailure {

@@ -278,3 +278,26 @@ fn mounts_of_a_group_not_composed_says_not_composed() {
     let binds = d.run(["mounts", "main", "--json"]).success().json();
     assert!(binds.as_array().is_some_and(|b| !b.is_empty()), "{binds}");
 }
+
+/// A `--config` file that cannot be read (missing, or over the limit) is the run-failure
+/// envelope on stdout with `--json`, as a malformed clawmd.json is: a runner reading stdout
+/// is never left with nothing.
+#[test]
+fn an_unreadable_handed_config_is_the_run_failure_envelope() {
+    let d = Deployment::standard().group("g", None);
+    let big = d.path("big.json");
+    std::fs::write(&big, vec![b' '; 5 * 1024 * 1024]).unwrap();
+    for command in ["compose", "check"] {
+        for file in [d.path("nothing.json"), big.clone()] {
+            let file = file.to_str().unwrap().to_owned();
+            let run = d
+                .run([command, "g", "--config", file.as_str(), "--json"])
+                .expect_code(1);
+            let envelope = run.json();
+            assert_eq!(envelope["ok"], false, "{command} {file}: {}", run.stdout());
+            assert_eq!(envelope["command"], command);
+            assert_eq!(envelope["error"]["code"], "run-failed");
+            assert!(!run.stderr().is_empty());
+        }
+    }
+}

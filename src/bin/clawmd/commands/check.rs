@@ -10,7 +10,7 @@ use clawmd::deployment::Selection;
 use clawmd::report::{CheckReport, Status};
 use clawmd::settings::Resolved;
 
-use super::{finish, not_started, selection};
+use super::{finish, not_started, not_started_by, selection};
 use crate::args::{CheckArgs, GlobalArgs};
 use crate::printer::Printer;
 
@@ -20,8 +20,9 @@ pub fn run(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::R
         Ok(resolved) => resolved,
         Err(err) => return not_started("check", err, format, printer),
     };
-    args.config
-        .apply(&mut resolved.layout, &args.groups, false)?;
+    if let Err(err) = args.config.apply(&mut resolved.layout, &args.groups, false) {
+        return not_started_by("check", err, format, printer);
+    }
     let selection = selection(&args.groups, args.all);
     let options = CheckOptions {
         settings: resolved.delivery,

@@ -7,7 +7,7 @@ use clawmd::compose::{ComposeOptions, compose_with_progress};
 use clawmd::diff::planned_diffs;
 use clawmd::report::{ComposeReport, Line, Status, Stream, Tone};
 
-use super::{finish, not_started, selection};
+use super::{finish, not_started, not_started_by, selection};
 use crate::args::{ComposeArgs, GlobalArgs, OutputFormat};
 use crate::printer::Printer;
 
@@ -25,8 +25,12 @@ pub fn run(global: &GlobalArgs, args: ComposeArgs, printer: &Printer) -> anyhow:
         Ok(resolved) => resolved,
         Err(err) => return not_started("compose", err, format, printer),
     };
-    args.config
-        .apply(&mut resolved.layout, &args.groups, !args.dry_run)?;
+    if let Err(err) = args
+        .config
+        .apply(&mut resolved.layout, &args.groups, !args.dry_run)
+    {
+        return not_started_by("compose", err, format, printer);
+    }
     let selection = selection(&args.groups, args.all);
     let options = ComposeOptions {
         settings: resolved.delivery,

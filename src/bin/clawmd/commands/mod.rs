@@ -69,6 +69,22 @@ pub fn not_started(
     }
 }
 
+/// [`not_started`] for an error of the command line's own (a `--config` file that cannot be
+/// read, or over the limit): with `--json` the run-failure envelope (`run-failed`) on stdout
+/// too, so that a runner reading stdout is never left with nothing; the error on stderr.
+pub fn not_started_by(
+    command: &str,
+    err: anyhow::Error,
+    format: OutputFormat,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    if matches!(format, OutputFormat::Json) {
+        let failure = RunFailure::of(command, clawmd::report::Code::RunFailed, format!("{err:#}"));
+        printer.plain(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
+    }
+    Err(err)
+}
+
 /// Prints the run-failure envelope on stdout and the error on stderr.
 fn print_run_failure(
     command: &str,
