@@ -29,7 +29,7 @@ use crate::key_hash::KeyHasher;
 use crate::plan::delivery::GroupPlan;
 use crate::plan::delivery::guard::{GUARD_DIR, GUARD_DIRS};
 use crate::plan::delivery::{DeliverySettings, GroupInputs, plan_delivery};
-use crate::plan::{Content, Delivery, Desired, ManagedPath, Place};
+use crate::plan::{Content, Delivery, Desired, ManagedPath, Place, Warning};
 use crate::report::{Code, WarningReport};
 use crate::safe_name::validate_name;
 
@@ -265,6 +265,10 @@ pub struct ConfigBytes {
     pub path: PathBuf,
     /// They are the group folder's `container.json` (not a config handed by the runner).
     pub from_group: bool,
+    /// The deployment reads handed configs (`"groupConfig": "handed"`) and none was handed
+    /// for the group yet: these are its `container.json`'s, which lacks what the runner keeps
+    /// apart (nanoclaw's `cli_scope`).
+    pub not_handed: bool,
 }
 
 /// The bytes of the group's config: the one handed on this run's command line, else (with
@@ -281,6 +285,7 @@ pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, 
             bytes: Some(given.to_vec()),
             path: PathBuf::from(format!("--config ({group})")),
             from_group: false,
+            not_handed: false,
         });
     }
     let too_large = |path: PathBuf, limit| FsError::TooLarge {
@@ -297,6 +302,7 @@ pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, 
                     bytes: Some(bytes),
                     path,
                     from_group: false,
+                    not_handed: false,
                 });
             }
             Ok(None) => {}
@@ -312,6 +318,7 @@ pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, 
             bytes,
             path,
             from_group: true,
+            not_handed: layout.group_config == GroupConfigSource::Handed,
         }),
         Err(FsError::TooLarge { path, limit, .. }) => Err(too_large(path, limit).into()),
         Err(err) => Err(err.into()),
@@ -597,7 +604,7 @@ pub fn observe_opened(
     let group_parts = read_group(layout, &dir)?;
     let local = read_local_memory(layout, &dir, &listed)?;
     let plan_inputs = plan_inputs(layout, &dir, &config_bytes, &group_parts, &local);
-    let plan = GroupPlan {
+    let mut plan = GroupPlan {
         made_from: Some(plan_inputs),
         ..plan_with(
             layout,
@@ -609,6 +616,11 @@ pub fn observe_opened(
             local.inputs(&group_parts),
         )?
     };
+    if config_bytes.not_handed {
+        plan.warnings.push(Warning::ConfigNotHanded {
+            path: config_bytes.path.clone(),
+        });
+    }
     let delivery = plan.target.delivery;
     // The folders that exist are opened (for what is stale in them too); a missing one is
     // created (under the lock) only once the diff found nothing to refuse, and only when the

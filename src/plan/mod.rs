@@ -204,6 +204,13 @@ pub enum Warning {
         /// The budget.
         budget: u64,
     },
+    /// The deployment reads the configs its runner hands (`"groupConfig": "handed"`) and
+    /// none was handed for the group yet: composed from its `container.json`, which lacks
+    /// what the runner keeps apart (nanoclaw's `cli_scope`, in its database).
+    ConfigNotHanded {
+        /// The `container.json` read instead.
+        path: PathBuf,
+    },
     /// A value in the group's config that clawmd ignores (a provider it does not compose
     /// for, a switch that is not what the recipe expects).
     IgnoredConfig {
@@ -311,6 +318,11 @@ impl fmt::Display for Warning {
             Warning::IgnoredConfig { field, message } => {
                 write!(f, "container.json `{field}`: {message}")
             }
+            Warning::ConfigNotHanded { path } => write!(
+                f,
+                "no config handed for this group yet (\"groupConfig\": \"handed\"): composed from {}, which lacks what the runner keeps apart (nanoclaw's cli_scope), so the group may get modules its runner leaves out (fix: the runner's next spawn hands the config; or `clawmd compose GROUP --config FILE` with it)",
+                path.display()
+            ),
             Warning::GroupSourceUnread { path, reason } => write!(
                 f,
                 "{path} in the group folder is left out of the group's memory: {reason}"

@@ -102,6 +102,9 @@ codes! {
     /// A value in the group's config that clawmd ignores (a provider it does not compose
     /// for, a per-group switch that is not what the recipe expects).
     IgnoredConfig = "ignored-config",
+    /// `"groupConfig": "handed"` and no config handed for the group yet: composed from its
+    /// `container.json`, which lacks what the runner keeps apart (nanoclaw's `cli_scope`).
+    ConfigNotHanded = "config-not-handed",
     /// A file or folder of the group that the recipe reads is a link, a device or too large:
     /// it is left out of the group's memory.
     GroupSourceUnread = "group-source-unread",

@@ -160,6 +160,7 @@ impl From<&Warning> for WarningReport {
             Warning::DanglingInstructions { .. } => Code::DanglingLink,
             Warning::UnknownKey { .. } => Code::UnknownKey,
             Warning::IgnoredConfig { .. } => Code::IgnoredConfig,
+            Warning::ConfigNotHanded { .. } => Code::ConfigNotHanded,
             Warning::GroupSourceUnread { .. } => Code::GroupSourceUnread,
             Warning::MissingSharedBase { .. } => Code::MissingSharedBase,
             Warning::SectionDropped { .. } => Code::SectionDropped,

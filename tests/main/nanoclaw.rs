@@ -710,3 +710,35 @@ fn a_nanoclaw_checkout_without_clawmd_json_is_told_to_run_init() {
         composed.stderr()
     );
 }
+
+/// With `"groupConfig": "handed"` (what init writes for today's nanoclaw), a group no runner
+/// has handed a config for is composed from its container.json, which lacks nanoclaw's
+/// `cli_scope`: compose and check say so until a config is handed.
+#[test]
+fn a_group_never_handed_a_config_is_said_to_be_composed_without_it() {
+    let d = todays_nanoclaw();
+    d.run(["init"]).success();
+    d.write("groups/g/container.json", b"{}");
+    let run = d.run(["compose", "g", "--json"]).success();
+    let warnings = run.json()["groups"][0]["warnings"].to_string();
+    assert!(warnings.contains("config-not-handed"), "{warnings}");
+    let run = d.run(["check", "g", "--json"]).success();
+    let findings = run.json()["groups"][0]["findings"].to_string();
+    assert!(findings.contains("config-not-handed"), "{findings}");
+    let handed = d.path("handed.json");
+    std::fs::write(&handed, br#"{"cli_scope": "disabled"}"#).unwrap();
+    let run = d
+        .run([
+            "compose",
+            "g",
+            "--config",
+            handed.to_str().unwrap(),
+            "--json",
+        ])
+        .success();
+    let warnings = run.json()["groups"][0]["warnings"].to_string();
+    assert!(!warnings.contains("config-not-handed"), "{warnings}");
+    let run = d.run(["check", "g", "--json"]).success();
+    let findings = run.json()["groups"][0]["findings"].to_string();
+    assert!(!findings.contains("config-not-handed"), "{findings}");
+}

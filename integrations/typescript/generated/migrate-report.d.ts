@@ -115,6 +115,7 @@ export type Code =
   | "settings"
   | "missing-source"
   | "ignored-config"
+  | "config-not-handed"
   | "group-source-unread"
   | "host-managed"
   | "mount-point-edited"

@@ -895,6 +895,10 @@ fn config_findings(group_path: &Path, warnings: &[Warning], findings: &mut Vec<F
             Warning::IgnoredConfig { field, .. } => {
                 format!("correct or remove `{field}` in container.json")
             }
+            Warning::ConfigNotHanded { .. } => {
+                "spawn the group (its runner hands the config), or compose it with `--config FILE`"
+                    .to_owned()
+            }
             Warning::UnknownKey { key } => {
                 format!(
                     "rename `{}` to `{}` in container.json",
