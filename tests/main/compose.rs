@@ -1494,15 +1494,7 @@ fn a_device_at_container_json_or_at_the_rescue_name_is_never_opened() {
     let d = Deployment::standard().group("g", None).group("h", None);
     let watch = plant_device(&d.path("groups/g/container.json"));
     let run = d.run(["compose", "g", "--json"]).expect_code(1);
-    let error = &run.json()["groups"][0]["error"];
-    assert_eq!(error["code"], "unsafe-path", "{error}");
-    assert!(
-        error["file"]
-            .as_str()
-            .unwrap()
-            .ends_with("g/container.json"),
-        "{error}"
-    );
+    assert_refused(&run, "g/container.json");
     assert_never_opened(&watch, "container.json (a device)");
     // check reads the config through the same module.
     d.run(["check", "g", "--json"]).expect_code(1);
@@ -2493,15 +2485,7 @@ fn a_link_at_a_mount_point_in_the_group_folder_is_refused() {
         let link = d.path(&format!("groups/{group}/{name}"));
         symlink("/workspace/agent/sub/doc.md", &link).unwrap();
         let run = d.run(["compose", group, "--json"]).expect_code(1);
-        let error = &run.json()["groups"][0]["error"];
-        assert_eq!(error["code"], "unsafe-path", "{error}");
-        assert!(
-            error["file"]
-                .as_str()
-                .unwrap()
-                .ends_with(&format!("{group}/{name}")),
-            "{error}"
-        );
+        assert_refused(&run, &format!("{group}/{name}"));
         let run = d.run(["mounts", group, "--json"]).expect_code(1);
         assert!(run.stdout().contains(name), "{}", run.stdout());
         std::fs::remove_file(&link).unwrap();
@@ -2574,4 +2558,13 @@ fn a_settings_warning_is_said_once() {
         "{}",
         run.stdout()
     );
+}
+
+/// The one group of compose's JSON report `run` failed as `unsafe-path`, naming the file
+/// whose path ends with `file`.
+#[track_caller]
+fn assert_refused(run: &crate::support::Run, file: &str) {
+    let error = &run.json()["groups"][0]["error"];
+    assert_eq!(error["code"], "unsafe-path", "{error}");
+    assert!(error["file"].as_str().unwrap().ends_with(file), "{error}");
 }
