@@ -602,10 +602,7 @@ impl Run<'_, &Sources> {
         if let RecordSays::Answered(report) = self.ask_record(group) {
             return Ok(*report);
         }
-        if !state::group_is_there(self.layout, group) {
-            return Err(crate::disk::deployment::missing_group(&group_path));
-        }
-        match fsops::lock(&self.layout.lock_file(group), LockWait::IF_FREE) {
+        match state::lock_group(self.layout, group, LockWait::IF_FREE) {
             Ok(lock) => self.compose_under(group, &group_path, lock),
             Err(_) => self.compose_one(group),
         }
@@ -627,10 +624,7 @@ impl Run<'_, &Sources> {
         proof: &Proof,
     ) -> Option<Result<GroupReport, GroupError>> {
         let group_path = checked_group_dir(self.layout, group).ok()?;
-        if !state::group_is_there(self.layout, group) {
-            return None;
-        }
-        let lock = fsops::lock(&self.layout.lock_file(group), LockWait::IF_FREE).ok()?;
+        let lock = state::lock_group(self.layout, group, LockWait::IF_FREE).ok()?;
         // Temps an interrupted run left are removed, and reported, by the run that reads the
         // sources: no step is applied before the items are vouched for.
         if state::may_have_leftovers(self.layout, group) {
@@ -775,7 +769,7 @@ fn lock_group(
 ) -> Result<fsops::GroupLock, GroupError> {
     let on_wait = |lock: &Path| progress.waiting_for_lock(group, lock);
     let wait = LockWait::up_to(timeout, &on_wait);
-    Ok(fsops::lock(&layout.lock_file(group), wait)?)
+    state::lock_group(layout, group, wait)
 }
 
 /// Composing under the lock.
@@ -810,9 +804,6 @@ impl Run<'_, &Sources> {
     /// Composes `group` under its lock: observe, apply, and record the verdict.
     fn compose_locked(&self, group: &str) -> Result<GroupReport, GroupError> {
         let group_path = checked_group_dir(self.layout, group)?;
-        if !state::group_is_there(self.layout, group) {
-            return Err(crate::disk::deployment::missing_group(&group_path));
-        }
         let lock = lock_group(self.layout, group, self.options.lock_timeout, self.progress)?;
         self.compose_under(group, &group_path, lock)
     }
@@ -1059,13 +1050,10 @@ impl Run<'_, &Sources> {
     fn stage_group(&self, group: &str) -> Result<Option<Work>, GroupError> {
         let layout = self.layout;
         let group_path = checked_group_dir(layout, group)?;
-        if !state::group_is_there(layout, group) {
-            return Err(crate::disk::deployment::missing_group(&group_path));
-        }
-        let lock = match fsops::lock(&layout.lock_file(group), LockWait::IF_FREE) {
+        let lock = match state::lock_group(layout, group, LockWait::IF_FREE) {
             Ok(lock) => lock,
-            Err(FsError::LockTimeout { .. }) => return Ok(None),
-            Err(err) => return Err(err.into()),
+            Err(GroupError::Fs(FsError::LockTimeout { .. })) => return Ok(None),
+            Err(err) => return Err(err),
         };
         let (journal, cleaned, seen) = self.observe_locked(group, &group_path, true)?;
         let mut devices = vec![seen.dir.device()?];

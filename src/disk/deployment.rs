@@ -265,10 +265,6 @@ pub struct ConfigBytes {
     pub path: PathBuf,
     /// They are the group folder's `container.json` (not a config handed by the runner).
     pub from_group: bool,
-    /// The deployment reads handed configs (`"groupConfig": "handed"`) and none was handed
-    /// for the group yet: these are its `container.json`'s, which lacks what the runner keeps
-    /// apart (nanoclaw's `cli_scope`).
-    pub not_handed: bool,
 }
 
 /// The bytes of the group's config: the one handed on this run's command line, else (with
@@ -285,7 +281,6 @@ pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, 
             bytes: Some(given.to_vec()),
             path: PathBuf::from(format!("--config ({group})")),
             from_group: false,
-            not_handed: false,
         });
     }
     let too_large = |path: PathBuf, limit| FsError::TooLarge {
@@ -302,7 +297,6 @@ pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, 
                     bytes: Some(bytes),
                     path,
                     from_group: false,
-                    not_handed: false,
                 });
             }
             Ok(None) => {}
@@ -318,7 +312,6 @@ pub fn read_config_bytes(layout: &Layout, dir: &SafeDir) -> Result<ConfigBytes, 
             bytes,
             path,
             from_group: true,
-            not_handed: layout.group_config == GroupConfigSource::Handed,
         }),
         Err(FsError::TooLarge { path, limit, .. }) => Err(too_large(path, limit).into()),
         Err(err) => Err(err.into()),
@@ -616,7 +609,9 @@ pub fn observe_opened(
             local.inputs(&group_parts),
         )?
     };
-    if config_bytes.not_handed {
+    // The deployment reads handed configs and none was handed for the group yet: its
+    // container.json lacks what the runner keeps apart (nanoclaw's `cli_scope`).
+    if config_bytes.from_group && layout.group_config == GroupConfigSource::Handed {
         plan.warnings.push(Warning::ConfigNotHanded {
             path: config_bytes.path.clone(),
         });

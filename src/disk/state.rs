@@ -153,24 +153,32 @@ pub fn rescues_dir(layout: &Layout) -> Result<Option<SafeDir>, FsError> {
     existing_kind_folder(layout, names::RESCUES)
 }
 
-/// Whether `group`'s folder is there (as anything: what it is, the look says): no lock file is
-/// made for a group that is not, since one made for a typo or in the wrong folder would stay
-/// in the locks folder (and make a groups folder where there was none).
-pub fn group_is_there(layout: &Layout, group: &str) -> bool {
-    !matches!(
+/// Takes `group`'s lock (or the deployment-wide one, `global`), waiting as `wait` says; never
+/// for a group whose folder is not there (as anything: what it is, the look says), since a
+/// lock file made for a typo or in the wrong folder would stay in the locks folder (and make a
+/// groups folder where there was none): that is the group's missing-group error.
+pub fn lock_group(
+    layout: &Layout,
+    group: &str,
+    wait: fsops::LockWait<'_>,
+) -> Result<fsops::GroupLock, crate::error::GroupError> {
+    let missing = matches!(
         rustix::fs::lstat(layout.group_dir(group)),
         Err(rustix::io::Errno::NOENT)
-    )
+    );
+    if missing && group != crate::input::layout::GLOBAL_GROUP {
+        return Err(crate::disk::deployment::missing_group(
+            &layout.group_dir(group),
+        ));
+    }
+    Ok(fsops::lock(&layout.lock_file(group), wait)?)
 }
 
-/// Runs `write` holding `group`'s lock (or the deployment-wide one, `global`), when the lock is free at once (a run holding it
-/// writes what it has to itself): for a record, only a saving, of a run that looked at the
-/// group without its lock.
+/// Runs `write` holding `group`'s lock (or the deployment-wide one, `global`), when the lock
+/// is free at once (a run holding it writes what it has to itself): for a record, only a
+/// saving, of a run that looked at the group without its lock.
 pub fn with_free_lock(layout: &Layout, group: &str, write: impl FnOnce()) {
-    if group != crate::input::layout::GLOBAL_GROUP && !group_is_there(layout, group) {
-        return;
-    }
-    let Ok(_lock) = fsops::lock(&layout.lock_file(group), fsops::LockWait::IF_FREE) else {
+    let Ok(_lock) = lock_group(layout, group, fsops::LockWait::IF_FREE) else {
         return;
     };
     write();

@@ -244,16 +244,7 @@ impl RunFailure {
 
     /// The envelope for `command` failing with `err`.
     pub fn new(command: &str, err: &crate::Error) -> Self {
-        RunFailure {
-            schema: crate::report::SchemaKind::RunFailure.id(),
-            version: REPORT_VERSION,
-            command: command.to_owned(),
-            ok: false,
-            error: RunError {
-                code: Code::from(err),
-                message: crate::error::chain_text(err),
-            },
-        }
+        RunFailure::of(command, Code::from(err), crate::error::chain_text(err))
     }
 }
 

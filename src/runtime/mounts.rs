@@ -184,23 +184,35 @@ fn refuse_planted_mount_points(
         if bind.host == group_dir.join(rel) {
             continue; // its own source, in the group folder: checked as a source is
         }
-        let mut point = group_dir.clone();
-        for part in rel.components() {
-            point.push(part);
-            match crate::fsops::kind_no_follow(&point) {
-                Some(FileKind::Symlink) => {
-                    return Err(crate::runtime::view::unsafe_entry(
-                        &point,
-                        "a symlink",
-                        "a regular file or folder (or nothing) where the runner binds",
-                    ));
-                }
-                Some(_) => {}
-                None => break,
-            }
+        if let Some(link) = link_on_the_way(rel, |path| {
+            crate::fsops::kind_no_follow(&group_dir.join(path))
+        }) {
+            return Err(crate::runtime::view::unsafe_entry(
+                &group_dir.join(link),
+                "a symlink",
+                "a regular file or folder (or nothing) where the runner binds",
+            ));
         }
     }
     Ok(())
+}
+
+/// The first of `rel`'s leading paths (its first component, then two, … up to `rel` itself,
+/// each relative to the group folder) that `kind_of` (the kind of what is there, not following
+/// a link) finds to be a symlink: a mount point a runtime would reach through it. `None` when
+/// none is, or where one is missing (the runtime makes the rest).
+pub(crate) fn link_on_the_way(
+    rel: &Path,
+    kind_of: impl Fn(&Path) -> Option<FileKind>,
+) -> Option<PathBuf> {
+    let mut point = PathBuf::new();
+    for part in rel.components() {
+        point.push(part);
+        if kind_of(&point)? == FileKind::Symlink {
+            return Some(point);
+        }
+    }
+    None
 }
 
 /// Whether `bind` is of the operator's shared content (under the container folder: link

@@ -282,16 +282,19 @@ fn open_view(
                     .strip_prefix(&layout.workspace_mount)
                     .ok()
                     .filter(|rel| !rel.as_os_str().is_empty());
-                if let Some(rel) = point {
-                    let planted = rustix::fs::statat(&dir, rel, AtFlags::SYMLINK_NOFOLLOW)
-                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
-                    if planted {
-                        return Err(unsafe_entry(
-                            &group_dir.join(rel),
-                            "a symlink",
-                            "a regular file",
-                        ));
-                    }
+                let planted = point.and_then(|rel| {
+                    crate::runtime::mounts::link_on_the_way(rel, |path| {
+                        rustix::fs::statat(&dir, path, AtFlags::SYMLINK_NOFOLLOW)
+                            .ok()
+                            .map(|st| crate::file_kind::FileKind::from_mode(st.st_mode))
+                    })
+                });
+                if let Some(link) = planted {
+                    return Err(unsafe_entry(
+                        &group_dir.join(link),
+                        "a symlink",
+                        "a regular file",
+                    ));
                 }
                 rustix::fs::open(&mount.host, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
             }

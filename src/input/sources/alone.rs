@@ -268,8 +268,10 @@ pub fn close_open(text: &str, version: ClaudeVersion) -> (String, String, bool) 
     // put after it (what follows a text only adds to what lexing it derives) or whichever
     // HTML opener is neutralised (that only exposes more to the lexer): none of the dozens of
     // closings below is tried, each a lexing of the whole text (seconds, for a hostile one).
-    if closed_state(text, text, version).is_none() {
-        return (text.to_owned(), text.to_owned(), false);
+    match closed_state(text, text, version) {
+        None => return (text.to_owned(), text.to_owned(), false),
+        Some(true) => return (text.to_owned(), text.to_owned(), true),
+        Some(false) => {}
     }
     if let Some(closed) = close_with(text, version) {
         return (text.to_owned(), closed, true);

@@ -45,7 +45,7 @@ pub fn finish<R: Report>(
         }
     };
     match format {
-        OutputFormat::Json => printer.plain(&(serde_json::to_string_pretty(&report)? + "\n"))?,
+        OutputFormat::Json => print_json(&report, printer)?,
         OutputFormat::Human => {
             printer.lines(&report.human(printer.detail))?;
         }
@@ -80,9 +80,14 @@ pub fn not_started_by(
 ) -> anyhow::Result<ExitCode> {
     if matches!(format, OutputFormat::Json) {
         let failure = RunFailure::of(command, clawmd::report::Code::RunFailed, format!("{err:#}"));
-        printer.plain(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
+        print_json(&failure, printer)?;
     }
     Err(err)
+}
+
+/// `document` (a report, a run-failure envelope) on stdout as pretty JSON.
+fn print_json(document: &impl serde::Serialize, printer: &Printer) -> anyhow::Result<()> {
+    printer.plain(&(serde_json::to_string_pretty(document)? + "\n"))
 }
 
 /// Prints the run-failure envelope on stdout and the error on stderr.
@@ -91,8 +96,7 @@ fn print_run_failure(
     err: &clawmd::Error,
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
-    let failure = RunFailure::new(command, err);
-    printer.plain(&(serde_json::to_string_pretty(&failure)? + "\n"))?;
+    print_json(&RunFailure::new(command, err), printer)?;
     printer.error(err);
     Ok(ExitCode::FAILURE)
 }
