@@ -141,6 +141,13 @@ pub enum GroupError {
         /// Why its file cannot be read.
         source: std::sync::Arc<FsError>,
     },
+    /// `claudeHome` names the agent's `~/.claude` by the group's `agentGroupId`, and the
+    /// group's config has no usable one: the agent's user settings cannot be read.
+    #[error("{}", self.with_fix())]
+    AgentHomeUnknown {
+        /// `claudeHome`, resolved against the root.
+        template: PathBuf,
+    },
     /// The memory loader could not start (an unusable working directory).
     #[error(transparent)]
     Loader(#[from] LoaderError),
@@ -168,7 +175,7 @@ impl GroupError {
             GroupError::Skill { source, .. } | GroupError::Source { source, .. } => {
                 Some(source.path().to_owned())
             }
-            GroupError::Loader(_) => None,
+            GroupError::Loader(_) | GroupError::AgentHomeUnknown { .. } => None,
         }
     }
 
@@ -212,6 +219,9 @@ impl GroupError {
                 return source.fix();
             }
             GroupError::Loader(_) => return None,
+            GroupError::AgentHomeUnknown { .. } => {
+                "hand the group's config as the runner has it (nanoclaw's carries `agentGroupId`), or name the home by {group} in claudeHome".into()
+            }
         })
     }
 
@@ -254,6 +264,10 @@ impl GroupError {
             GroupError::NotForKubernetes { group, reason, .. } => {
                 format!("group {group}: {reason}")
             }
+            GroupError::AgentHomeUnknown { template } => format!(
+                "clawmd.json's claudeHome ({}) names the agent's ~/.claude by the group's agentGroupId, and the group's config has none, or one that is not a plain name (1 to 128 of A-Z a-z 0-9 . _ -, not starting with a dot)",
+                template.display()
+            ),
             GroupError::Config(err) => err.problem(),
             GroupError::Fs(err) => return err.problem(),
             GroupError::Collision { .. }

@@ -35,6 +35,16 @@ pub const NANOCLAW_PROJECT_DOC_COMPOSER: &str = "src/project-doc-compose.ts";
 /// provider's memory note.
 pub const NANOCLAW_MEMORY_NOTE: &str = "{{provider-memory-note}}";
 
+/// nanoclaw's runner, which says where it mounts each group's `~/.claude`.
+pub const NANOCLAW_RUNNER: &str = "src/container-runner.ts";
+/// How nanoclaw v2's runner names the host folder it mounts as a group's `~/.claude`
+/// (`path.join(DATA_DIR, 'v2-sessions', agentGroup.id, '.claude-shared')`), and the
+/// `claudeHome` that names the same folder.
+const NANOCLAW_CLAUDE_HOME: (&str, &str) = (
+    "'v2-sessions', agentGroup.id, '.claude-shared'",
+    "data/v2-sessions/{agentGroupId}/.claude-shared",
+);
+
 /// What [`detect`] found in a deployment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Detected {
@@ -49,6 +59,9 @@ pub struct Detected {
     /// Today's composer (`src/project-doc-compose.ts`) and the modules it leaves out where
     /// `cli_scope` is `disabled` (its `NCL_DEPENDENT_MODULES`).
     pub project_doc: Option<(PathBuf, Vec<String>)>,
+    /// The runner's file and the `claudeHome` naming the folder it mounts as each group's
+    /// `~/.claude`.
+    pub claude_home: Option<(PathBuf, &'static str)>,
 }
 
 /// Reads what a deployment rooted at `root` (laid out as `layout`) needs written down.
@@ -76,6 +89,12 @@ pub fn detect(root: &Path, layout: &Layout) -> Detected {
         if !names.is_empty() {
             detected.modules = Some((modules, names));
         }
+    }
+    let runner = root.join(NANOCLAW_RUNNER);
+    if let Ok(Some(bytes)) = crate::disk::fsops::read_host_file(&runner, 4 * 1024 * 1024)
+        && memchr::memmem::find(&bytes, NANOCLAW_CLAUDE_HOME.0.as_bytes()).is_some()
+    {
+        detected.claude_home = Some((runner, NANOCLAW_CLAUDE_HOME.1));
     }
     for file in [NANOCLAW_PROJECT_DOC_COMPOSER, NANOCLAW_COMPOSER] {
         let composer = root.join(file);
@@ -188,6 +207,17 @@ pub fn plan(detected: &Detected, layout: &Layout, existing: &Map<String, Value>)
             &mut notes,
         );
     }
+    if let Some((runner, template)) = &detected.claude_home {
+        add(
+            "claudeHome",
+            json!(template),
+            format!(
+                "{} mounts that folder as each group's ~/.claude, which the agent can write: the verdict reads its settings.json, as the agent's Claude Code does",
+                runner.display()
+            ),
+            &mut notes,
+        );
+    }
     if let (Some((folder, names)), Some((composer, ncl))) =
         (&detected.modules, &detected.project_doc)
     {
@@ -294,6 +324,7 @@ mod tests {
                 sdk_range: Some("^0.2.128".into()),
             },
             project_doc: None,
+            claude_home: None,
         }
     }
 

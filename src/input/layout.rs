@@ -73,6 +73,24 @@ pub struct MountNeeds {
     pub config: bool,
 }
 
+/// In `claudeHome`: the group's folder name.
+pub const GROUP_PLACEHOLDER: &str = "{group}";
+/// In `claudeHome`: the runner's id of the group, its config's `agentGroupId` (nanoclaw
+/// writes it in every `container.json` it materialises and in the config it hands).
+pub const AGENT_GROUP_ID_PLACEHOLDER: &str = "{agentGroupId}";
+/// The key of a group's config that [`AGENT_GROUP_ID_PLACEHOLDER`] stands for.
+pub const AGENT_GROUP_ID_KEY: &str = "agentGroupId";
+
+/// Whether `id` can stand in a path as one plain component: 1 to 128 ASCII letters, digits,
+/// `.`, `_` or `-`, not starting with a dot (so never `.` or `..`).
+fn is_plain_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 /// The host and container paths of one deployment.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Layout {
@@ -112,8 +130,10 @@ pub struct Layout {
     pub agent_home: PathBuf,
     /// Where each group's `~/.claude` (the agent's user settings and memory, which the agent
     /// can write) lives on the host, as a path with `{group}` standing for the group's folder
-    /// name (`claudeHome` in clawmd.json, e.g. `data/sessions/{group}/.claude`). `None`: the
-    /// runner mounts none, and the agent's `~/.claude` starts empty at every spawn.
+    /// name and `{agentGroupId}` for its config's `agentGroupId` (`claudeHome` in clawmd.json,
+    /// e.g. `data/sessions/{group}/.claude`, nanoclaw's
+    /// `data/v2-sessions/{agentGroupId}/.claude-shared`). `None`: the runner mounts none, and
+    /// the agent's `~/.claude` starts empty at every spawn.
     pub claude_home: Option<PathBuf>,
 }
 
@@ -201,11 +221,58 @@ impl Layout {
     }
 
     /// The host folder mounted as `group`'s `~/.claude` ([`Layout::claude_home`] with the
-    /// group's name in place of `{group}`), when the deployment says where it is.
+    /// group's name in place of `{group}`), when the deployment says where it is and names it
+    /// by the folder name alone. A home named by the runner's agent group id
+    /// ([`Layout::claude_home_by_agent_group_id`]) is the runner's own bind, not the table's:
+    /// see [`Layout::claude_home_of`].
     pub fn claude_home_dir(&self, group: &str) -> Option<PathBuf> {
+        if self.claude_home_by_agent_group_id() {
+            return None;
+        }
         let template = self.claude_home.as_ref()?;
         let text = template.to_string_lossy();
-        Some(PathBuf::from(text.replace("{group}", group)))
+        Some(PathBuf::from(text.replace(GROUP_PLACEHOLDER, group)))
+    }
+
+    /// Whether `claudeHome` names each group's `~/.claude` by the runner's agent group id
+    /// (`{agentGroupId}`: nanoclaw's `data/v2-sessions/<agent group id>/.claude-shared`),
+    /// which only the group's config says.
+    pub fn claude_home_by_agent_group_id(&self) -> bool {
+        self.claude_home
+            .as_ref()
+            .is_some_and(|t| t.to_string_lossy().contains(AGENT_GROUP_ID_PLACEHOLDER))
+    }
+
+    /// The host folder mounted as `group`'s `~/.claude`, for a group whose config carries
+    /// `agent_group_id` (its `agentGroupId`), as the verdict reads it. `Ok(None)`: the
+    /// deployment names no home. An error says why the home cannot be named: `claudeHome`
+    /// needs the agent group id and the config has none, or one that is not a plain name
+    /// (it would reach outside the folder `claudeHome` names).
+    pub fn claude_home_of(
+        &self,
+        group: &str,
+        agent_group_id: Option<&str>,
+    ) -> Result<Option<PathBuf>, String> {
+        let Some(template) = self.claude_home.as_ref() else {
+            return Ok(None);
+        };
+        let text = template.to_string_lossy();
+        if !self.claude_home_by_agent_group_id() {
+            return Ok(Some(PathBuf::from(text.replace(GROUP_PLACEHOLDER, group))));
+        }
+        let id = match agent_group_id {
+            None => return Err("the group's config has no `agentGroupId`".to_owned()),
+            Some(id) if !is_plain_id(id) => {
+                return Err(format!(
+                    "the group's config has `agentGroupId` {id:?}, which is not a plain name (1 to 128 of A-Z a-z 0-9 . _ -, not starting with a dot)"
+                ));
+            }
+            Some(id) => id,
+        };
+        Ok(Some(PathBuf::from(
+            text.replace(GROUP_PLACEHOLDER, group)
+                .replace(AGENT_GROUP_ID_PLACEHOLDER, id),
+        )))
     }
 
     /// `~/.claude` inside the container.
@@ -360,6 +427,43 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_home_named_by_the_agent_group_id_takes_a_plain_id_and_is_not_the_tables() {
+        let mut layout = Layout::under_root(Path::new("/r"));
+        layout.claude_home = Some(PathBuf::from(
+            "/r/data/v2-sessions/{agentGroupId}/.claude-shared",
+        ));
+        assert!(layout.claude_home_by_agent_group_id());
+        assert_eq!(layout.claude_home_dir("g"), None, "the runner's own bind");
+        assert_eq!(
+            layout.claude_home_of("g", Some("ag-1_x.y")),
+            Ok(Some(PathBuf::from(
+                "/r/data/v2-sessions/ag-1_x.y/.claude-shared"
+            )))
+        );
+        let long = "a".repeat(129);
+        for bad in [
+            None,
+            Some(""),
+            Some(".."),
+            Some("."),
+            Some(".hidden"),
+            Some("a/b"),
+            Some("a\0b"),
+            Some(long.as_str()),
+            Some("é"),
+        ] {
+            assert!(layout.claude_home_of("g", bad).is_err(), "{bad:?}");
+        }
+        layout.claude_home = Some(PathBuf::from("/r/data/sessions/{group}/.claude"));
+        assert!(!layout.claude_home_by_agent_group_id());
+        let by_name = Some(PathBuf::from("/r/data/sessions/g/.claude"));
+        assert_eq!(layout.claude_home_dir("g"), by_name);
+        assert_eq!(layout.claude_home_of("g", None), Ok(by_name));
+        layout.claude_home = None;
+        assert_eq!(layout.claude_home_of("g", Some("ag-1")), Ok(None));
+    }
 
     #[test]
     fn same_but_handed_ignores_the_handed_configs_and_nothing_else() {

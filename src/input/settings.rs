@@ -135,9 +135,11 @@ pub struct Settings {
     pub agent_home: Option<PathBuf>,
     /// The host folder the runner mounts as each group's `~/.claude` (read-write: the agent
     /// can write its user settings there), relative to the root, `{group}` standing for the
-    /// group's folder name: nanoclaw's is `data/v2-sessions/{group}/.claude-shared` when its
-    /// agent group ids are the folder names. clawmd then reads `~/.claude/settings.json` (and
-    /// the user memory) as the agent's Claude Code does.
+    /// group's folder name and `{agentGroupId}` for the `agentGroupId` of its config:
+    /// nanoclaw's is `data/v2-sessions/{agentGroupId}/.claude-shared`. clawmd then reads
+    /// `~/.claude/settings.json` (and the user memory) as the agent's Claude Code does. A
+    /// home named by `{agentGroupId}` is the runner's own bind: `clawmd mounts` does not list
+    /// it.
     pub claude_home: Option<String>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
@@ -175,6 +177,26 @@ pub fn read_settings(root: &Path) -> Result<(Settings, Vec<SettingsWarning>), Co
                 .to_owned(),
         }),
     }
+}
+
+/// Refuses a `claudeHome` holding a `{…}` placeholder clawmd does not fill (a typo would
+/// name a folder that never exists, and the agent's settings there would go unread).
+fn check_claude_home(path: &Path, template: &str) -> Result<(), ConfigError> {
+    use crate::input::layout::{AGENT_GROUP_ID_PLACEHOLDER, GROUP_PLACEHOLDER};
+    let rest = template
+        .replace(GROUP_PLACEHOLDER, "")
+        .replace(AGENT_GROUP_ID_PLACEHOLDER, "");
+    if let Some(start) = rest.find('{') {
+        let placeholder: String = rest[start..].chars().take_while(|&c| c != '}').collect();
+        return Err(ConfigError {
+            path: path.to_owned(),
+            position: None,
+            field: Some("claudeHome".to_owned()),
+            message: format!("{template:?} holds {placeholder}}}, which clawmd does not fill"),
+            fix: "use {group} (the group's folder name) or {agentGroupId} (its config's agentGroupId), e.g. \"data/v2-sessions/{agentGroupId}/.claude-shared\"".to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Parses a settings file; `path` is used in messages.
@@ -230,6 +252,9 @@ pub fn parse_settings(
             message: format!("{} is not an absolute path", mount.display()),
             fix: "write the managed-policy mount point as an absolute container path, e.g. \"/etc/claude-code\" (where Claude Code reads its managed policy on Linux)".to_owned(),
         });
+    }
+    if let Some(template) = &settings.claude_home {
+        check_claude_home(path, template)?;
     }
     if let Some(text) = &settings.accept_unrecorded_release {
         text.parse::<ClaudeVersion>().map_err(|err| ConfigError {
@@ -457,6 +482,25 @@ mod tests {
 
     fn parse(text: &str) -> Result<(Settings, Vec<SettingsWarning>), ConfigError> {
         parse_settings(Path::new("/d/clawmd.json"), text.as_bytes())
+    }
+
+    #[test]
+    fn claude_home_takes_only_the_placeholders_clawmd_fills() {
+        for good in [
+            "data/sessions/{group}/.claude",
+            "data/v2-sessions/{agentGroupId}/.claude-shared",
+            "/srv/homes/.claude",
+        ] {
+            assert!(
+                parse(&format!(r#"{{"claudeHome": "{good}"}}"#)).is_ok(),
+                "{good}"
+            );
+        }
+        let err = parse(r#"{"claudeHome": "data/v2-sessions/{agentGroupID}/.claude-shared"}"#)
+            .unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("claudeHome"));
+        assert!(err.message.contains("{agentGroupID}"), "{}", err.message);
+        assert!(err.fix.contains("{agentGroupId}"), "{}", err.fix);
     }
 
     #[test]

@@ -231,6 +231,7 @@ impl From<&GroupError> for Code {
                 Code::from(&**source)
             }
             GroupError::Loader(_) => Code::Loader,
+            GroupError::AgentHomeUnknown { .. } => Code::SettingsUndecided,
         }
     }
 }

@@ -11,7 +11,7 @@ use rustix::io::Errno;
 
 use crate::disk::fsops::FsError;
 use crate::error::GroupError;
-use crate::input::layout::{Layout, MountNeeds};
+use crate::input::layout::{AGENT_GROUP_ID_KEY, Layout, MountNeeds};
 use crate::input::names;
 use crate::loader::fs::MemoryFs;
 use crate::loader::{LoadOptions, LoaderError, Memory, SettingsEvaluation, Severity, load};
@@ -113,6 +113,9 @@ pub fn agent_settings_in(
     fs: &MountedFs,
     options: &ViewOptions,
 ) -> Result<AgentSettings, GroupError> {
+    if let Some(err) = unnamed_claude_home(layout, fs) {
+        return Err(err);
+    }
     let evaluate = |consumer: Consumer| -> Result<SettingsEvaluation, GroupError> {
         let options = ViewOptions {
             consumer,
@@ -180,29 +183,51 @@ pub fn group_view(
     // binds of a group with the default config; whatever is at `container.json` is bound (and
     // a link there refused below, as the runner would bind through it).
     let present = dir.kind(names::CONFIG)?.is_some();
-    let mut needs =
-        crate::runtime::mounts::needs_in(layout, &dir, &settings).unwrap_or_else(|_| {
-            Target::of(&crate::input::config::GroupConfig::default(), &settings)
-                .mount_needs(present)
-        });
+    let config = crate::runtime::mounts::config_in(layout, &dir).ok();
+    let default = crate::input::config::GroupConfig::default();
+    let mut needs = Target::of(config.as_ref().unwrap_or(&default), &settings).mount_needs(present);
     needs.config = present;
     drop(dir);
-    open_group_view(layout, group, &group_dir, &needs, options)
+    let mut mounts = group_mounts(layout, group, &needs, options);
+    if options.home.is_none()
+        && let Some(home) = runners_claude_home(layout, group, config.as_ref())
+    {
+        mounts.push(Mount::new(layout.claude_home_mount(), home));
+    }
+    open_view(layout, &group_dir, mounts)
 }
 
-/// The container view of a group, its group-folder mounts opened without following links.
-fn open_group_view(
+/// The group's `~/.claude` on the host where the runner names it by the group's agent group
+/// id (`claudeHome` holding `{agentGroupId}`), which the mount table does not bind (the
+/// runner's own bind) and the view adds; `None` when it cannot be named
+/// ([`agent_settings_in`] then says the agent's settings are undecided).
+fn runners_claude_home(
     layout: &Layout,
     group: &str,
-    group_dir: &Path,
-    needs: &MountNeeds,
-    options: &ViewOptions,
-) -> Result<MountedFs, GroupError> {
-    open_view(
-        layout,
-        group_dir,
-        group_mounts(layout, group, needs, options),
-    )
+    config: Option<&crate::input::config::GroupConfig>,
+) -> Option<PathBuf> {
+    if !layout.claude_home_by_agent_group_id() {
+        return None;
+    }
+    let id = config.and_then(|c| c.switch_text(AGENT_GROUP_ID_KEY));
+    layout.claude_home_of(group, id.as_deref()).ok().flatten()
+}
+
+/// Why the group's `~/.claude` cannot be named from its config, when `claudeHome` needs its
+/// agent group id and its view ([`group_view`]) has no `~/.claude` mount.
+fn unnamed_claude_home(layout: &Layout, fs: &MountedFs) -> Option<GroupError> {
+    let home = layout.claude_home_mount();
+    if !layout.claude_home_by_agent_group_id()
+        || fs
+            .mounts()
+            .iter()
+            .any(|mount| home.starts_with(&mount.container))
+    {
+        return None;
+    }
+    Some(GroupError::AgentHomeUnknown {
+        template: layout.claude_home.clone().unwrap_or_default(),
+    })
 }
 
 /// The container view of `group` through `mounts`, a table [`group_view`] made before (its

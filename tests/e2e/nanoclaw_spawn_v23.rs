@@ -495,3 +495,63 @@ fn the_recordings_are_what_nanoclaws_v23_spawn_path_produces() {
     }
     recordings.finish(&Mode::BOTH.map(Mode::dir));
 }
+
+/// The agent's `~/.claude` as nanoclaw's spawn path left it (`data/v2-sessions/ag-ada/
+/// .claude-shared`, with the `settings.json` its runner writes), named as `clawmd init` names it
+/// (`claudeHome: "data/v2-sessions/{agentGroupId}/.claude-shared"`, the id from the config
+/// nanoclaw materialises): compose's verdict on nanoclaw's own settings is complete. Once the
+/// agent writes a `claudeMdExcludes` of its workspace's `CLAUDE.md` there, the real Claude Code
+/// (CLI and Agent SDK), run from the recorded swapped mounts, loses the persona while the
+/// managed policy still reaches it, and compose says the persona is missing.
+#[test]
+fn an_exclude_the_agent_writes_in_its_nanoclaw_home_is_seen_by_the_verdict() {
+    let ours = spawns(Mode::Swapped);
+    let (d, _) = swapped_deployment();
+    let mut settings: Value = serde_json::from_str(&d.read("clawmd.json")).unwrap();
+    settings["claudeHome"] = json!("data/v2-sessions/{agentGroupId}/.claude-shared");
+    d.write("clawmd.json", settings.to_string().as_bytes());
+    let group = groups().into_iter().find(|g| g.name == "ada").unwrap();
+    let config: Value = serde_json::from_str(&d.read("groups/ada/container.json")).unwrap();
+    assert_eq!(config["agentGroupId"], "ag-ada");
+    let compose = || compose_as_runner(&d, "ada", config.clone(), json!(group.cli_scope), &[]);
+    let report = compose();
+    assert_eq!(report["delivered"]["complete"], true, "{report}");
+    let (_, _, mounts) = ours.iter().find(|(n, _, _)| n == "ada").unwrap();
+    let block = observe(&d, "ada", mounts, Consumer::sdk());
+    assert!(
+        block.contains("Sign every message as ada."),
+        "before the exclude, the persona reaches the agent:\n{block}"
+    );
+
+    let home_settings = "data/v2-sessions/ag-ada/.claude-shared/settings.json";
+    let mut written: Value = serde_json::from_str(&d.read(home_settings)).unwrap();
+    assert!(
+        written.get("hooks").is_some(),
+        "nanoclaw's own file: {written}"
+    );
+    written["claudeMdExcludes"] = json!(["/workspace/agent/CLAUDE.md"]);
+    d.write(home_settings, written.to_string().as_bytes());
+    let report = compose();
+    let delivered = &report["delivered"];
+    assert_eq!(delivered["complete"], false, "{report}");
+    assert_eq!(delivered["missing"], json!(["persona"]), "{report}");
+
+    let doc = SPAWNS.json(Mode::Nanoclaw, "state.json")["groups/ada/CLAUDE.md"]["file"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sections = nanoclaw_sections(&doc);
+    for consumer in [Consumer::Cli, Consumer::sdk()] {
+        let block = observe(&d, "ada", mounts, consumer);
+        assert!(
+            !block.contains("Sign every message as ada."),
+            "{consumer}: the exclude withholds the persona:\n{block}"
+        );
+        for (heading, lines) in sections.iter().filter(|(h, _)| h != "# Persona") {
+            assert!(
+                in_order(lines, block.lines()).is_ok(),
+                "{consumer}: {heading} (managed) still reaches the agent:\n{block}"
+            );
+        }
+    }
+}

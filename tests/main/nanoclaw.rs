@@ -742,3 +742,128 @@ fn a_group_never_handed_a_config_is_said_to_be_composed_without_it() {
     let findings = run.json()["groups"][0]["findings"].to_string();
     assert!(!findings.contains("config-not-handed"), "{findings}");
 }
+
+/// The line of nanoclaw v2's runner (`src/container-runner.ts`, `buildMounts`) that names the
+/// host folder it mounts as each group's `~/.claude`, by the group's agent group id.
+const NANOCLAW_CLAUDE_DIR_LINE: &str =
+    "  const claudeDir = path.join(DATA_DIR, 'v2-sessions', agentGroup.id, '.claude-shared');\n";
+
+/// The `settings.json` nanoclaw v2.3 writes in each group's `.claude-shared` (recorded from its
+/// spawn path: `tests/fixtures/nanoclaw-spawn/v2.3/nanoclaw/state.json`).
+const NANOCLAWS_AGENT_SETTINGS: &str = r#"{
+  "autoMemoryEnabled": false,
+  "env": {
+    "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD": "1",
+    "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"
+  },
+  "hooks": {
+    "PreCompact": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "bun /app/src/compact-instructions.ts"
+          }
+        ]
+      }
+    ]
+  }
+}
+"#;
+
+/// The compose report of `group` with the config `handed`.
+fn compose_handed(d: &Deployment, group: &str, handed: &str) -> serde_json::Value {
+    let path = d.path("handed.json");
+    std::fs::write(&path, handed).unwrap();
+    let report = d
+        .run([
+            "compose",
+            group,
+            "--json",
+            "--config",
+            path.to_str().unwrap(),
+        ])
+        .success()
+        .json();
+    report["groups"][0].clone()
+}
+
+/// nanoclaw mounts `data/v2-sessions/<agent group id>/.claude-shared` as each agent's
+/// `~/.claude`, which the agent can write: `init` says so in `claudeHome`, and the verdict reads
+/// the settings there. nanoclaw's own settings file withholds nothing; an exclude the agent
+/// adds to it withholds the persona (outside the managed policy) and the verdict says so; a
+/// config with no usable `agentGroupId` leaves the verdict undecided, never complete. The
+/// runner binds that home itself: `clawmd mounts` does not list it.
+#[test]
+fn the_agents_home_is_read_where_nanoclaw_mounts_it() {
+    let d = todays_nanoclaw();
+    d.write(
+        "src/container-runner.ts",
+        NANOCLAW_CLAUDE_DIR_LINE.as_bytes(),
+    );
+    d.run(["init"]).success();
+    let settings: serde_json::Value = serde_json::from_str(&d.read("clawmd.json")).unwrap();
+    assert_eq!(
+        settings["claudeHome"],
+        "data/v2-sessions/{agentGroupId}/.claude-shared"
+    );
+    d.write("groups/g/instructions.prepend.md", b"PERSONA OF G\n");
+    d.write(
+        "data/v2-sessions/ag-1/.claude-shared/settings.json",
+        NANOCLAWS_AGENT_SETTINGS.as_bytes(),
+    );
+    let config = r#"{"provider": "claude", "skills": "all", "mcpServers": {}, "agentGroupId": "ag-1", "cli_scope": null}"#;
+    let group = compose_handed(&d, "g", config);
+    assert_eq!(group["delivered"]["complete"], true, "{group}");
+
+    // The agent excludes its workspace's CLAUDE.md (the persona) in its ~/.claude.
+    let mut written: serde_json::Value = serde_json::from_str(NANOCLAWS_AGENT_SETTINGS).unwrap();
+    written["claudeMdExcludes"] = serde_json::json!(["/workspace/agent/CLAUDE.md"]);
+    d.write(
+        "data/v2-sessions/ag-1/.claude-shared/settings.json",
+        written.to_string().as_bytes(),
+    );
+    let group = compose_handed(&d, "g", config);
+    let delivered = &group["delivered"];
+    assert_eq!(delivered["complete"], false, "{group}");
+    assert_eq!(
+        delivered["missing"],
+        serde_json::json!(["persona"]),
+        "{group}"
+    );
+    assert!(
+        delivered["reasons"]
+            .to_string()
+            .contains("claudeMdExcludes pattern"),
+        "{delivered}"
+    );
+    let check = d.run(["check", "g", "--json"]).expect_code(1).json();
+    let findings = check["groups"][0]["findings"].to_string();
+    assert!(findings.contains("not-delivered"), "{findings}");
+    // Another group's home is not this one's.
+    d.write("groups/h/instructions.prepend.md", b"PERSONA OF H\n");
+    let other = config.replace("ag-1", "ag-2");
+    assert_eq!(
+        compose_handed(&d, "h", &other)["delivered"]["complete"],
+        true
+    );
+
+    // No usable agent group id: the home cannot be named, so the verdict is undecided.
+    for config in [
+        r#"{"provider": "claude", "skills": "all", "mcpServers": {}, "cli_scope": null}"#,
+        r#"{"provider": "claude", "skills": "all", "mcpServers": {}, "agentGroupId": "../ag-1", "cli_scope": null}"#,
+    ] {
+        let group = compose_handed(&d, "h", config);
+        let delivered = &group["delivered"];
+        assert_eq!(delivered["complete"], false, "{config}: {group}");
+        assert!(
+            delivered["undecided"].to_string().contains("agentGroupId"),
+            "{config}: {delivered}"
+        );
+    }
+
+    // nanoclaw binds the home itself; clawmd's table does not repeat it.
+    compose_handed(&d, "g", config);
+    let mounts = d.run(["mounts", "g", "--json"]).success().stdout();
+    assert!(!mounts.contains("/home/node/.claude"), "{mounts}");
+}
