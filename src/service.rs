@@ -10,7 +10,7 @@
 //! overrides of the command line (the folders, the default delivery, …) are fixed when the
 //! service is made; a request's own `delivery`, `provider`, `approve_external` and
 //! `lock_timeout_secs` win over them. Between requests the service keeps the shared sources
-//! as the last request read them ([`SourcesKept`]), used again while their record vouches for
+//! as the last request read them ([`KeptAcrossRuns`]), used again while their record vouches for
 //! them. A request that is not one is answered `bad-request`; a bug met while answering (a
 //! panic) is answered `internal-error`, and what was kept is dropped then.
 //!
@@ -21,7 +21,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::compose::{ComposeOptions, SourcesKept, compose_keeping};
+use crate::compose::{ComposeOptions, KeptAcrossRuns, compose_keeping};
 use crate::config::{ConfigError, HandedConfig};
 use crate::deployment::{Selection, hand_config};
 use crate::report::{Code, ServeAnswer, ServeRequest, WarningReport};
@@ -33,7 +33,7 @@ use crate::settings::{Overrides, Resolved, SETTINGS_FILE, read_settings};
 pub struct Service {
     root: PathBuf,
     overrides: Overrides,
-    kept: SourcesKept,
+    kept: KeptAcrossRuns,
     settings: SettingsKept,
 }
 
@@ -45,7 +45,7 @@ impl Service {
         Ok(Service {
             root: std::path::absolute(root)?,
             overrides,
-            kept: SourcesKept::watching(),
+            kept: KeptAcrossRuns::watching(),
             settings: SettingsKept::default(),
         })
     }
@@ -68,7 +68,7 @@ impl Service {
             answer(root, overrides, line, kept, settings)
         }));
         answered.unwrap_or_else(|_| {
-            *kept = SourcesKept::watching();
+            *kept = KeptAcrossRuns::watching();
             *settings = SettingsKept::default();
             ServeAnswer::failed(
                 request_id(line),
@@ -249,7 +249,7 @@ fn answer(
     root: &Path,
     base: &Overrides,
     line: &[u8],
-    kept: &mut SourcesKept,
+    kept: &mut KeptAcrossRuns,
     settings: &mut SettingsKept,
 ) -> ServeAnswer {
     let request = match parse_request(line) {

@@ -19,6 +19,11 @@ ROOT/rows.json                                the database rows nanoclaw's compo
                                               "disabled" for 1 group in 6)
 ROOT/src/project-doc-compose.ts               the stand-in of tests/fixtures/nanoclaw-v2.3 (the
                                               facts `clawmd init` reads from nanoclaw's composer)
+ROOT/src/container-runner.ts                  the one line of nanoclaw's runner naming the folder
+                                              it mounts as each agent's ~/.claude (`claudeHome`)
+ROOT/data/v2-sessions/ag-gNNNNN/.claude-shared/settings.json
+                                              the agent's user settings as nanoclaw's runner
+                                              writes them (recorded from its v2.3 spawn path)
 ROOT/container/agent-runner/package.json      the runner's pins, as that fixture's (the Agent SDK),
 ROOT/container/cli-tools.json                 and the image's tools (Claude Code 2.1.257)
 
@@ -68,6 +73,16 @@ Ask the operator to connect an account through OneCLI; never ask for a secret in
 
 MODULES = ["agents", "cli", "core", "interactive", "scheduling", "self-mod"]
 
+# nanoclaw's runner (src/container-runner.ts, buildMounts): the folder it mounts at /home/node/.claude.
+RUNNER_LINE = "  const claudeDir = path.join(DATA_DIR, 'v2-sessions', agentGroup.id, '.claude-shared');\n"
+
+# What nanoclaw v2.3's runner writes there (tests/fixtures/nanoclaw-spawn/v2.3/nanoclaw/state.json).
+AGENT_SETTINGS = {
+    "autoMemoryEnabled": False,
+    "env": {"CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD": "1", "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"},
+    "hooks": {"PreCompact": [{"hooks": [{"type": "command", "command": "bun /app/src/compact-instructions.ts"}]}]},
+}
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -94,6 +109,7 @@ def main():
                  ("container", "cli-tools.json")):
         with open(os.path.join(fixture, *part)) as source:
             write(os.path.join(root, *part), source.read())
+    write(os.path.join(root, "src", "container-runner.ts"), RUNNER_LINE)
     rows = {}
     for g in range(args.n):
         name = f"g{g:05d}"
@@ -117,6 +133,8 @@ def main():
             "agentGroupId": f"ag-{name}",
         }
         write(os.path.join(folder, "container.json"), json.dumps(config, indent=2) + "\n")
+        write(os.path.join(root, "data", "v2-sessions", f"ag-{name}", ".claude-shared", "settings.json"),
+              json.dumps(AGENT_SETTINGS, indent=2) + "\n")
         if rng.random() < 0.9:
             write(os.path.join(folder, "instructions.prepend.md"), markdown(rng, rng.randint(200, 4000), "Persona"))
         if rng.random() < 0.2:

@@ -49,7 +49,7 @@ use crate::plan::delivery::verify::{AgentSettings, Delivered, verify};
 use crate::plan::target::{Delivery, Provider, Target};
 use crate::progress::Progress;
 use crate::report::{Code, ComposeReport, GroupReport, SeenWhen, Status, WarningReport};
-use crate::runtime::view::ViewOptions;
+use crate::runtime::view::{AgentSettingsKept, ViewOptions};
 
 /// How to compose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +95,7 @@ pub fn compose_with_progress(
         selection,
         options,
         progress,
-        &mut SourcesKept::default(),
+        &mut KeptAcrossRuns::default(),
     )
 }
 
@@ -106,12 +106,16 @@ pub fn compose_with_progress(
 /// Nothing is used that the record cannot vouch for, so a kept reading is never older than the
 /// disk. A reading is kept with the layout it was made for (the groups' handed configs aside,
 /// as in the record's key): what is prepared from the sources depends on it.
+///
+/// The agents' settings are kept likewise ([`AgentSettingsKept`]): what each group's settings
+/// files did to its agent's memory, used again while every read that found it finds the same.
 #[derive(Debug, Default)]
-pub struct SourcesKept {
+pub struct KeptAcrossRuns {
     reading: Option<KeptReading>,
     /// What the holder knows has not changed since it last replayed a part of the record
-    /// (only [`SourcesKept::watching`] watches).
+    /// (only [`KeptAcrossRuns::watching`] watches).
     vouchers: Arc<Vouchers>,
+    agents: Arc<AgentSettingsKept>,
 }
 
 #[derive(Debug)]
@@ -122,14 +126,15 @@ struct KeptReading {
     notes: Vec<SourceNote>,
 }
 
-impl SourcesKept {
+impl KeptAcrossRuns {
     /// Nothing kept yet, for a holder that answers many runs (`clawmd serve`): the parts of the
     /// sources' record a run replays are then watched, and not replayed again while nothing
     /// they read changes ([`Vouchers`]).
-    pub fn watching() -> SourcesKept {
-        SourcesKept {
+    pub fn watching() -> KeptAcrossRuns {
+        KeptAcrossRuns {
             reading: None,
             vouchers: Arc::new(Vouchers::enabled()),
+            agents: Arc::new(AgentSettingsKept::enabled()),
         }
     }
 
@@ -157,18 +162,19 @@ impl SourcesKept {
 }
 
 /// [`compose_with_progress`], using and keeping in `kept` the shared sources it reads
-/// ([`SourcesKept`]).
+/// ([`KeptAcrossRuns`]).
 pub fn compose_keeping(
     layout: &Layout,
     selection: &Selection,
     options: &ComposeOptions,
     progress: &dyn Progress,
-    kept: &mut SourcesKept,
+    kept: &mut KeptAcrossRuns,
 ) -> Result<ComposeReport, Error> {
     let groups = selection.groups(layout)?;
     progress.start(groups.len());
     let verdicts = GroupVerdicts::new(layout, &options.settings);
-    let run = Run::new(layout, options, &verdicts, progress);
+    let agents = kept.agents.clone();
+    let run = Run::new(layout, options, &verdicts, progress, &agents);
     let mut outcomes = Outcomes::new(groups.len());
     let proof = (run.load_sources_record()).map(|proof| proof.vouched_by(kept.vouchers.clone()));
     if let Some(proof) = &proof {
@@ -222,7 +228,8 @@ pub fn compose_group(
     options: &ComposeOptions,
 ) -> Result<GroupReport, GroupError> {
     let verdicts = GroupVerdicts::new(layout, &options.settings);
-    let run = Run::new(layout, options, &verdicts, &());
+    let agents = AgentSettingsKept::default();
+    let run = Run::new(layout, options, &verdicts, &(), &agents);
     run.with_sources(sources).compose_one(group)
 }
 
@@ -236,6 +243,8 @@ struct Run<'a, S> {
     /// by their record or read (a verdict's key holds their digest either way).
     verdicts: &'a GroupVerdicts,
     progress: &'a dyn Progress,
+    /// What the agents' settings files did, kept across runs by the caller.
+    agents: &'a AgentSettingsKept,
     sources: S,
 }
 
@@ -246,12 +255,14 @@ impl<'a> Run<'a, ()> {
         options: &'a ComposeOptions,
         verdicts: &'a GroupVerdicts,
         progress: &'a dyn Progress,
+        agents: &'a AgentSettingsKept,
     ) -> Self {
         Run {
             layout,
             options,
             verdicts,
             progress,
+            agents,
             sources: (),
         }
     }
@@ -265,6 +276,7 @@ impl<'a, S> Run<'a, S> {
             options: self.options,
             verdicts: self.verdicts,
             progress: self.progress,
+            agents: self.agents,
             sources,
         }
     }
@@ -516,7 +528,7 @@ impl<S: SharedSources> Run<'_, S> {
         (self.layout.claude_home.is_none()
             && look.reads().contains(&no_settings_folder)
             && keyed(&AgentSettings::default()))
-            || agent_settings(self.layout, dir, group, &self.options.settings)
+            || agent_settings(self.layout, dir, group, &self.options.settings, self.agents)
                 .is_ok_and(|agent| keyed(&agent))
     }
 
@@ -608,7 +620,7 @@ impl Run<'_, &Sources> {
         }
     }
 
-    /// One group alone (a spawn) on the shared sources a caller kept ([`SourcesKept`]),
+    /// One group alone (a spawn) on the shared sources a caller kept ([`KeptAcrossRuns`]),
     /// which `proof`, their record, names: composed as [`Run::compose_alone`] does, once
     /// `proof` vouches for the items its plan uses (replaying their reads, not every item's),
     /// and before any step is applied. `None`, with no step applied (the observation may have
@@ -914,7 +926,7 @@ impl Run<'_, &Sources> {
         mut report: GroupReport,
     ) -> (GroupReport, Option<Unrecorded<Found>>) {
         let (layout, plan, settings) = (self.layout, &seen.plan, &self.options.settings);
-        let agent = match agent_settings(layout, &seen.dir, &report.group, settings) {
+        let agent = match agent_settings(layout, &seen.dir, &report.group, settings, self.agents) {
             Ok(agent) => agent,
             Err(err) => {
                 let unreadable =
@@ -1343,6 +1355,7 @@ fn agent_settings(
     dir: &SafeDir,
     group: &str,
     settings: &DeliverySettings,
+    kept: &AgentSettingsKept,
 ) -> Result<AgentSettings, GroupError> {
     if layout.claude_home.is_none() && dir.kind(".claude")?.is_none() {
         return Ok(AgentSettings::default());
@@ -1354,7 +1367,7 @@ fn agent_settings(
         provider: settings.provider,
         ..ViewOptions::default()
     };
-    crate::runtime::view::agent_settings(layout, group, &view)
+    crate::runtime::view::agent_settings_kept(layout, dir, group, &view, kept)
 }
 
 /// The verdict when the agent's settings files cannot be read: the plan's own, never
@@ -1457,7 +1470,14 @@ mod tests {
             None,
         )
         .unwrap();
-        let agent = agent_settings(layout, &seen.dir, group, &options.settings).unwrap();
+        let agent = agent_settings(
+            layout,
+            &seen.dir,
+            group,
+            &options.settings,
+            &AgentSettingsKept::default(),
+        )
+        .unwrap();
         let mut expected = GroupReport::from_steps(group, &[], &seen.plan, &layout.recipe);
         expected.set_delivered(crate::plan::delivery::verify::verify_with(
             layout,

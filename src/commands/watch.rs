@@ -34,7 +34,7 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
-use crate::commands::compose::{ComposeOptions, SourcesKept, compose_keeping};
+use crate::commands::compose::{ComposeOptions, KeptAcrossRuns, compose_keeping};
 use crate::disk::deployment::{Selection, list_groups};
 use crate::disk::fsops::{SafeDir, TEMP_PREFIX};
 use crate::file_kind::FileKind;
@@ -224,8 +224,8 @@ struct State<'a> {
     /// pinned content moved (its `container.json`, say) is news to the runner too.
     spawns: HashMap<String, String>,
     /// The shared sources as the last compose read them, used again while their record
-    /// vouches for them ([`SourcesKept`]).
-    kept: SourcesKept,
+    /// vouches for them ([`KeptAcrossRuns`]).
+    kept: KeptAcrossRuns,
 }
 
 impl<'a> State<'a> {
@@ -253,7 +253,7 @@ impl<'a> State<'a> {
             groups: BTreeMap::new(),
             failures: HashMap::new(),
             spawns: HashMap::new(),
-            kept: SourcesKept::default(),
+            kept: KeptAcrossRuns::default(),
         })
     }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::disk::fsops::FsError;
+use crate::disk::fsops::{FsError, SafeDir};
 use crate::error::GroupError;
 use crate::input::layout::{AGENT_GROUP_ID_KEY, Layout, MountNeeds};
 use crate::input::names;
@@ -177,24 +177,202 @@ pub fn group_view(
     options: &ViewOptions,
 ) -> Result<MountedFs, GroupError> {
     let group_dir = crate::disk::deployment::checked_group_dir(layout, group)?;
-    let settings = options.delivery_settings();
     let dir = crate::disk::deployment::open_group(&group_dir)?;
+    let seen = SeenConfig::of(layout, &dir)?;
+    drop(dir);
+    view_with_config(layout, group, &group_dir, &seen, options)
+}
+
+/// A group's config as its view is made from it: whether something is at `container.json`,
+/// and the config read as compose reads it (the handed one where configs are handed).
+struct SeenConfig {
+    present: bool,
+    bytes: Option<crate::disk::deployment::ConfigBytes>,
+}
+
+impl SeenConfig {
+    fn of(layout: &Layout, dir: &SafeDir) -> Result<SeenConfig, GroupError> {
+        Ok(SeenConfig {
+            present: dir.kind(names::CONFIG)?.is_some(),
+            bytes: crate::disk::deployment::read_config_bytes(layout, dir).ok(),
+        })
+    }
+}
+
+/// [`group_view`] of the group at `group_dir` whose config is `seen`.
+fn view_with_config(
+    layout: &Layout,
+    group: &str,
+    group_dir: &Path,
+    seen: &SeenConfig,
+    options: &ViewOptions,
+) -> Result<MountedFs, GroupError> {
+    open_view(
+        layout,
+        group_dir,
+        mounts_with_config(layout, group, seen, options),
+    )
+}
+
+/// The mounts of the view of `group` whose config is `seen`. Pure.
+fn mounts_with_config(
+    layout: &Layout,
+    group: &str,
+    seen: &SeenConfig,
+    options: &ViewOptions,
+) -> Vec<Mount> {
     // A config that cannot be read (malformed, a device, a link: check reports it) gives the
     // binds of a group with the default config; whatever is at `container.json` is bound (and
     // a link there refused below, as the runner would bind through it).
-    let present = dir.kind(names::CONFIG)?.is_some();
-    let config = crate::runtime::mounts::config_in(layout, &dir).ok();
+    let config =
+        (seen.bytes.as_ref()).and_then(|b| crate::disk::deployment::parse_config_bytes(b).ok());
     let default = crate::input::config::GroupConfig::default();
-    let mut needs = Target::of(config.as_ref().unwrap_or(&default), &settings).mount_needs(present);
-    needs.config = present;
-    drop(dir);
+    let settings = options.delivery_settings();
+    let mut needs =
+        Target::of(config.as_ref().unwrap_or(&default), &settings).mount_needs(seen.present);
+    needs.config = seen.present;
     let mut mounts = group_mounts(layout, group, &needs, options);
     if options.home.is_none()
         && let Some(home) = runners_claude_home(layout, group, config.as_ref())
     {
         mounts.push(Mount::new(layout.claude_home_mount(), home));
     }
-    open_view(layout, &group_dir, mounts)
+    mounts
+}
+
+/// What the agent's settings files did to its memory, kept per group by a caller that works
+/// out verdicts again and again in one process (`clawmd serve`), with every read of the
+/// container view that found it ([`MountedFs::log_reads_in`]). A later spawn of the group uses
+/// it only while the deployment and the view's options are the ones it was found with, the
+/// view's mount table (made from the group's config as it is now) is the same, and every one
+/// of those reads, made again, finds what it found: the settings files themselves (by their
+/// bytes, or by their identity once settled), every folder on their paths and every name
+/// looked up and missing. The evaluation is a function of the table and those reads, so it is
+/// never older than the disk.
+/// [`Default`] keeps nothing (a one-shot run); [`AgentSettingsKept::enabled`] keeps.
+#[derive(Debug, Default)]
+pub struct AgentSettingsKept {
+    enabled: bool,
+    kept: std::sync::Mutex<KeptAgents>,
+}
+
+#[derive(Debug, Default)]
+struct KeptAgents {
+    /// The deployment and options every kept entry was found with.
+    made_for: Option<(Layout, ViewOptions)>,
+    groups: std::collections::HashMap<String, KeptAgent>,
+}
+
+#[derive(Debug)]
+struct KeptAgent {
+    /// The config the mounts were made from (whether something is at `container.json`, and
+    /// its bytes): the same config makes the same table.
+    config: (bool, Option<Vec<u8>>),
+    mounts: Vec<Mount>,
+    reads: Vec<crate::disk::reads::Read>,
+    agent: AgentSettings,
+}
+
+/// At most this many groups are kept (then every entry is dropped and kept again as spawns
+/// come).
+const MAX_KEPT_AGENTS: usize = 16_384;
+
+impl AgentSettingsKept {
+    /// Keeps what it is given, for a holder that answers many runs.
+    pub fn enabled() -> AgentSettingsKept {
+        AgentSettingsKept {
+            enabled: true,
+            kept: Default::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeptAgents> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The kept mounts, reads and findings of `group`'s view, when they were found for
+    /// `layout` and `options` and the group's config `seen` (or another config making the
+    /// same mount table) makes that view.
+    fn entry(
+        &self,
+        layout: &Layout,
+        options: &ViewOptions,
+        group: &str,
+        seen: &SeenConfig,
+    ) -> Option<(Vec<Mount>, Vec<crate::disk::reads::Read>, AgentSettings)> {
+        let kept = self.lock();
+        let (made_layout, made_options) = kept.made_for.as_ref()?;
+        if made_options != options || !made_layout.same_but_handed(layout) {
+            return None;
+        }
+        let entry = kept.groups.get(group)?;
+        let config = seen.bytes.as_ref().and_then(|b| b.bytes.as_deref());
+        let same_config = entry.config.0 == seen.present && entry.config.1.as_deref() == config;
+        let same_view =
+            same_config || entry.mounts == mounts_with_config(layout, group, seen, options);
+        same_view.then(|| {
+            (
+                entry.mounts.clone(),
+                entry.reads.clone(),
+                entry.agent.clone(),
+            )
+        })
+    }
+
+    fn keep(&self, layout: &Layout, options: &ViewOptions, group: &str, entry: KeptAgent) {
+        let mut kept = self.lock();
+        let same = kept
+            .made_for
+            .as_ref()
+            .is_some_and(|(made_layout, made_options)| {
+                made_options == options && made_layout.same_but_handed(layout)
+            });
+        if !same || kept.groups.len() >= MAX_KEPT_AGENTS {
+            kept.groups.clear();
+            kept.made_for = Some((layout.without_handed(), options.clone()));
+        }
+        kept.groups.insert(group.to_owned(), entry);
+    }
+}
+
+/// [`agent_settings`] of the group folder opened as `dir`, answered from `kept` when its
+/// entry for the group holds, and kept there when worked out.
+pub fn agent_settings_kept(
+    layout: &Layout,
+    dir: &SafeDir,
+    group: &str,
+    options: &ViewOptions,
+    kept: &AgentSettingsKept,
+) -> Result<AgentSettings, GroupError> {
+    let group_dir = crate::disk::deployment::checked_group_dir(layout, group)?;
+    let seen = SeenConfig::of(layout, dir)?;
+    if !kept.enabled {
+        let fs = view_with_config(layout, group, &group_dir, &seen, options)?;
+        return agent_settings_in(layout, &fs, options);
+    }
+    if let Some((mounts, reads, agent)) = kept.entry(layout, options, group, &seen) {
+        let fs = open_view(layout, &group_dir, mounts)?;
+        let now = std::time::SystemTime::now();
+        // `Some(true)`: found the same by bytes where identity would now do; read again.
+        if fs.replay(&reads, now, &mut crate::runtime::mounted::Opened::default()) == Some(false) {
+            return Ok(agent);
+        }
+    }
+    let mounts = mounts_with_config(layout, group, &seen, options);
+    let mut fs = open_view(layout, &group_dir, mounts.clone())?;
+    let log = std::sync::Arc::new(crate::disk::reads::ReadLog::default());
+    fs.log_reads_in(&log);
+    let agent = agent_settings_in(layout, &fs, options)?;
+    if let Some(reads) = log.kept_reads() {
+        let entry = KeptAgent {
+            config: (seen.present, seen.bytes.and_then(|b| b.bytes)),
+            mounts,
+            reads,
+            agent: agent.clone(),
+        };
+        kept.keep(layout, options, group, entry);
+    }
+    Ok(agent)
 }
 
 /// The group's `~/.claude` on the host where the runner names it by the group's agent group

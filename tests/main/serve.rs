@@ -682,3 +682,56 @@ fn a_link_at_the_handed_configs_mount_point_is_refused() {
     assert_eq!(answer["ok"], true, "{answer}");
     service.finish();
 }
+
+/// The service keeps what each agent's settings files did to its memory between spawns; a
+/// change to any of them (written in place with the same length, created where there was
+/// none, the home folder swapped by a rename) and a config naming another home are seen by
+/// the very next spawn.
+#[test]
+fn the_kept_agent_settings_never_outlive_an_edit_of_the_agents_home() {
+    let d = deployment().file(
+        "clawmd.json",
+        r#"{"groupConfig": "handed", "delivery": "inline", "claudeHome": "data/v2-sessions/{agentGroupId}/.claude-shared"}"#,
+    );
+    let mut service = Service::start(&d);
+    let mut id = 0;
+    let mut complete = |agent_group: &str| {
+        id += 1;
+        let config = json!({"skills": ["web"], "agentGroupId": agent_group});
+        let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
+        assert_eq!(answer["ok"], true, "{answer}");
+        answer["compose"]["groups"][0]["delivered"]["complete"].clone()
+    };
+    const OFF: &str = r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#;
+    const ON: &str = r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
+    let home = "data/v2-sessions/ag-1/.claude-shared";
+    // No home folder yet, then one is made with the settings turning memory off.
+    assert_eq!(complete("ag-1"), true);
+    assert_eq!(complete("ag-1"), true);
+    d.write(&format!("{home}/settings.json"), OFF.as_bytes());
+    assert_eq!(
+        complete("ag-1"),
+        false,
+        "a settings file made where there was none"
+    );
+    assert_eq!(complete("ag-1"), false);
+    // Rewritten in place, the same length.
+    std::fs::write(d.path(&format!("{home}/settings.json")), ON).unwrap();
+    assert_eq!(complete("ag-1"), true, "rewritten in place");
+    assert_eq!(complete("ag-1"), true);
+    std::fs::write(d.path(&format!("{home}/settings.json")), OFF).unwrap();
+    assert_eq!(complete("ag-1"), false, "rewritten in place again");
+    // The home folder swapped for another by a rename.
+    d.write("data/v2-sessions/swap/settings.json", ON.as_bytes());
+    std::fs::rename(d.path(home), d.path("data/v2-sessions/old")).unwrap();
+    std::fs::rename(d.path("data/v2-sessions/swap"), d.path(home)).unwrap();
+    assert_eq!(complete("ag-1"), true, "the home folder swapped");
+    // Another group id names another home, whose settings turn memory off.
+    d.write(
+        "data/v2-sessions/ag-2/.claude-shared/settings.json",
+        OFF.as_bytes(),
+    );
+    assert_eq!(complete("ag-2"), false, "another home");
+    assert_eq!(complete("ag-1"), true, "back to the first");
+    service.finish();
+}
