@@ -285,7 +285,7 @@ fn answer(
             Ok(config) => config,
             Err(err) => return failed(Code::BadRequest, format!("config: {err}")),
         };
-        if let Err(err) = hand_config(&mut resolved.layout, &request.group, config, true) {
+        if let Err(err) = hand_config(&mut resolved.layout, &request.group, config) {
             return failed(Code::from(&err), crate::error::chain_text(&err));
         }
     }

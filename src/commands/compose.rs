@@ -489,6 +489,7 @@ impl<S: SharedSources> Run<'_, S> {
         let layout = self.layout;
         if (layout.group_config == GroupConfigSource::Handed
             && !layout.given_configs.contains_key(group))
+            || !self.handed_config_kept(group)
             || self.verdicts.journal_pending(layout, group)
         {
             return RecordSays::Unanswered(None);
@@ -509,6 +510,20 @@ impl<S: SharedSources> Run<'_, S> {
             return RecordSays::Unanswered(None);
         }
         RecordSays::Answered(Box::new(look.into_found().report(group, *delivered)))
+    }
+
+    /// Whether the config handed for `group`, if any, is the one kept for it (a deployment
+    /// whose configs are handed keeps it under the group's lock with the documents made from
+    /// it: [`Run::observe_locked`]). A group whose kept config is another is composed under
+    /// its lock, which keeps it, even when its documents are right.
+    fn handed_config_kept(&self, group: &str) -> bool {
+        let layout = self.layout;
+        match layout.given_configs.get(group) {
+            Some(handed) if layout.group_config == GroupConfigSource::Handed => {
+                crate::disk::deployment::kept_config_holds(layout, group, handed)
+            }
+            _ => true,
+        }
     }
 
     /// Whether `look` was made under this run's look key: a look that found no `.claude` in
@@ -713,7 +728,9 @@ impl Run<'_, &Sources> {
             None => observe(self.layout, self.sources, &group_path, settings, None),
         };
         match seen {
-            Ok(first) if dry_run || first.is_up_to_date() => self.report_first_look(group, &first),
+            Ok(first) if dry_run || (first.is_up_to_date() && self.handed_config_kept(group)) => {
+                self.report_first_look(group, &first)
+            }
             Err(err) if dry_run || matches!(err, GroupError::Missing { .. }) => {
                 FirstLook::Failed(err)
             }
@@ -880,6 +897,15 @@ impl Run<'_, &Sources> {
                     cleaned.push(state::describe_leftover(&leftover, group_path));
                 }
             }
+        }
+        // The config the runner handed, kept under the lock, so the kept config is the one
+        // the documents the last compose wrote were made from, whichever of two spawns of the
+        // group handed its config last (`hand_config` keeps it before the lock too, for the
+        // spawns a record answers).
+        if layout.group_config == GroupConfigSource::Handed
+            && let Some(handed) = layout.given_configs.get(group)
+        {
+            crate::disk::deployment::keep_handed_config(layout, group, handed)?;
         }
         let settings = &self.options.settings;
         let mut seen = observe(layout, self.sources, group_path, settings, Some(&journal))?;

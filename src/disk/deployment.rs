@@ -340,23 +340,46 @@ pub fn has_own_config(dir: &SafeDir, config: &ConfigBytes) -> Result<bool, Group
     Ok(is_own_config(own.as_deref()))
 }
 
-/// Puts `config`, `group`'s handed config, into `layout` (read instead of the group's own),
-/// and with `keep` (a compose that writes) and `"groupConfig": "handed"` keeps it where handed
-/// configs are read ([`keep_handed_config`]): `compose GROUP --config`, and a `clawmd serve`
-/// request's `config`.
+/// Puts `config`, `group`'s handed config, into `layout` (read instead of the group's own):
+/// `compose GROUP --config`, and a `clawmd serve` request's `config`. With `"groupConfig":
+/// "handed"`, a compose keeps it where handed configs are read ([`keep_handed_config`]) under
+/// the group's lock, beside the documents it makes from it.
 pub fn hand_config(
     layout: &mut Layout,
     group: &str,
     config: HandedConfig,
-    keep: bool,
 ) -> Result<(), GroupError> {
-    if keep && layout.group_config == GroupConfigSource::Handed {
-        keep_handed_config(layout, group, config.bytes())?;
-    }
+    checked_group_dir(layout, group)?;
     layout
         .given_configs
         .insert(group.to_owned(), Arc::from(config.into_bytes()));
     Ok(())
+}
+
+/// Whether the config kept for `group` (`<state>/configs/<group>.json`) holds `bytes`: one
+/// `lstat` when this process found it holding them and it is unchanged since, else read.
+pub fn kept_config_holds(layout: &Layout, group: &str, bytes: &[u8]) -> bool {
+    let path = layout.handed_config(group);
+    match kept_configs::held(&path, bytes) {
+        kept_configs::Held::These => return true,
+        kept_configs::Held::Others => return false,
+        kept_configs::Held::Unknown => {}
+    }
+    let folder = path.parent().unwrap_or(&layout.state_dir);
+    let Ok(Some(dir)) = SafeDir::open_state(folder, false) else {
+        return false;
+    };
+    let name = format!("{group}.json");
+    let holds = dir
+        .read_file(&name, MAX_CONFIG_BYTES)
+        .ok()
+        .flatten()
+        .as_deref()
+        == Some(bytes);
+    if holds {
+        kept_configs::found(&path, bytes);
+    }
+    holds
 }
 
 /// Keeps `bytes` as the config the runner handed for `group` (`<state>/configs/<group>.json`,

@@ -604,3 +604,50 @@ fn simultaneous_migrates_all_succeed() {
         ),
     );
 }
+
+/// Two spawns of one group at once, each handing another config (`"groupConfig": "handed"`):
+/// whichever composes last, the kept config is the one its documents were made from, so
+/// `check` (which reads the kept config) has nothing to report after every round. The kept
+/// config used to be written before the group's lock was taken: a spawn's config could land
+/// after the other's compose, and check then reported the group out of date.
+#[test]
+fn two_spawns_handing_configs_at_once_leave_the_kept_config_and_documents_agreeing() {
+    let d = Deployment::on_work_dir()
+        .with_standard()
+        .file("clawmd.json", r#"{"groupConfig": "handed"}"#)
+        .file("container/skills/tools/instructions.md", "tool guidance\n")
+        .group("g", None);
+    let (a, b) = (d.path("a.json"), d.path("b.json"));
+    std::fs::write(&a, CONFIG_A).unwrap();
+    std::fs::write(&b, CONFIG_B).unwrap();
+    let rounds = scale("CLAWMD_HANDED_ROUNDS", 24, 96);
+    let mut disagreed = Vec::new();
+    for round in 0..rounds {
+        let spawns: Vec<_> = [a.clone(), b.clone()]
+            .into_iter()
+            .map(|config| {
+                let root = d.root().to_owned();
+                thread::spawn(move || {
+                    for _ in 0..4 {
+                        let config = config.to_str().unwrap();
+                        clawmd(&root, &["compose", "g", "-q", "--config", config], &[])
+                            .expect(0, "a spawn");
+                    }
+                })
+            })
+            .collect();
+        for spawn in spawns {
+            spawn.join().unwrap();
+        }
+        let check = clawmd(d.root(), &["check", "g", "--json"], &[]);
+        let report: serde_json::Value = serde_json::from_str(&check.stdout()).unwrap();
+        let findings = &report["groups"][0]["findings"];
+        if findings != &serde_json::json!([]) {
+            let kept = std::fs::read_to_string(d.path("groups/.clawmd/configs/g.json")).unwrap();
+            let doc = std::fs::read_to_string(d.path("groups/.clawmd/binds/g/managed/CLAUDE.md"))
+                .unwrap();
+            disagreed.push(format!("round {round}: {findings}\nKEPT {kept}\nDOC {doc}"));
+        }
+    }
+    assert!(disagreed.is_empty(), "{}", disagreed.join("\n"));
+}

@@ -57,14 +57,9 @@ impl GlobalArgs {
 }
 
 impl ConfigArgs {
-    /// Puts the handed config, if any, into `layout` for `groups` (exactly one), and with
-    /// `keep` (compose, not a dry run) keeps it where "handed" configs are read.
-    pub fn apply(
-        &self,
-        layout: &mut clawmd::Layout,
-        groups: &[String],
-        keep: bool,
-    ) -> anyhow::Result<()> {
+    /// Puts the handed config, if any, into `layout` for `groups` (exactly one); a compose
+    /// that writes keeps it where "handed" configs are read.
+    pub fn apply(&self, layout: &mut clawmd::Layout, groups: &[String]) -> anyhow::Result<()> {
         let Some(from) = &self.config else {
             return Ok(());
         };
@@ -72,7 +67,7 @@ impl ConfigArgs {
             anyhow::bail!("--config hands the config of one group: name exactly one group");
         };
         let config = read_handed_config(from)?;
-        clawmd::deployment::hand_config(layout, group, config, keep)?;
+        clawmd::deployment::hand_config(layout, group, config)?;
         Ok(())
     }
 }

@@ -20,7 +20,7 @@ pub fn run(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::R
         Ok(resolved) => resolved,
         Err(err) => return not_started("check", err, format, printer),
     };
-    if let Err(err) = args.config.apply(&mut resolved.layout, &args.groups, false) {
+    if let Err(err) = args.config.apply(&mut resolved.layout, &args.groups) {
         return not_started_by("check", err, format, printer);
     }
     let selection = selection(&args.groups, args.all);

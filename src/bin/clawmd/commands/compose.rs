@@ -25,10 +25,7 @@ pub fn run(global: &GlobalArgs, args: ComposeArgs, printer: &Printer) -> anyhow:
         Ok(resolved) => resolved,
         Err(err) => return not_started("compose", err, format, printer),
     };
-    if let Err(err) = args
-        .config
-        .apply(&mut resolved.layout, &args.groups, !args.dry_run)
-    {
+    if let Err(err) = args.config.apply(&mut resolved.layout, &args.groups) {
         return not_started_by("compose", err, format, printer);
     }
     let selection = selection(&args.groups, args.all);
