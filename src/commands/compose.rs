@@ -898,14 +898,13 @@ impl Run<'_, &Sources> {
                 }
             }
         }
-        // The config the runner handed, kept under the lock, so the kept config is the one
-        // the documents the last compose wrote were made from, whichever of two spawns of the
-        // group handed its config last (`hand_config` keeps it before the lock too, for the
-        // spawns a record answers).
+        // The config the runner handed, kept under the lock (its temp in the group's
+        // journal), so the kept config is the one the documents the last compose wrote were
+        // made from, whichever of two spawns of the group handed its config last.
         if layout.group_config == GroupConfigSource::Handed
             && let Some(handed) = layout.given_configs.get(group)
         {
-            crate::disk::deployment::keep_handed_config(layout, group, handed)?;
+            crate::disk::deployment::keep_handed_config(layout, group, handed, &journal)?;
         }
         let settings = &self.options.settings;
         let mut seen = observe(layout, self.sources, group_path, settings, Some(&journal))?;

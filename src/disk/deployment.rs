@@ -385,7 +385,15 @@ pub fn kept_config_holds(layout: &Layout, group: &str, bytes: &[u8]) -> bool {
 /// Keeps `bytes` as the config the runner handed for `group` (`<state>/configs/<group>.json`,
 /// written atomically, to last as [`state::durability`] says: the runner hands it again at
 /// every spawn), for the runs that read handed configs (`"groupConfig": "handed"`).
-pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<(), GroupError> {
+///
+/// Its temp is recorded in `journal`, the group's (the caller holds the group's lock), so a
+/// run stopped before the rename leaves nothing the next run under the lock does not remove.
+pub fn keep_handed_config(
+    layout: &Layout,
+    group: &str,
+    bytes: &[u8],
+    journal: &Arc<crate::disk::fsops::TempJournal>,
+) -> Result<(), GroupError> {
     checked_group_dir(layout, group)?;
     let path = layout.handed_config(group);
     let held = kept_configs::held(&path, bytes);
@@ -393,7 +401,9 @@ pub fn keep_handed_config(layout: &Layout, group: &str, bytes: &[u8]) -> Result<
         return Ok(());
     }
     let folder = path.parent().unwrap_or(&layout.state_dir);
-    let dir = SafeDir::open_state(folder, true)?.expect("open_state with create returns a folder");
+    let mut dir =
+        SafeDir::open_state(folder, true)?.expect("open_state with create returns a folder");
+    dir.record_temps_in(journal);
     let name = format!("{group}.json");
     let holds_them = || {
         let found = dir.read_file(&name, MAX_CONFIG_BYTES).ok().flatten();

@@ -319,6 +319,19 @@ fn compose_scenarios() -> Vec<Scenario> {
         },
     ];
 
+    // A spawn handing the group's config (`"groupConfig": "handed"`, nanoclaw's): the config
+    // kept in the state folder (`configs/g.json`) is a temp renamed into place like every
+    // other file, recorded in the group's journal.
+    let handed = composed(CONFIG_A, "inline")
+        .file("clawmd.json", r#"{"groupConfig": "handed"}"#)
+        .file("handed.json", CONFIG_B);
+    scenarios.push(Scenario {
+        name: "compose with a handed config, kept in the state folder",
+        before: handed,
+        args: vec!["compose", "g", "--config", "handed.json"],
+        keep: vec![local_kept()],
+    });
+
     // A hand-edited CLAUDE.md, with a config change so CLAUDE.md must be rewritten; alone,
     // and beside files the agent named like rescues and like temps in its folder: the edit is
     // kept outside the group at every crash point, and the agent's files are never counted,

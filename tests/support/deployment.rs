@@ -127,6 +127,13 @@ impl Deployment {
                 copy_tree(&self.path(top), &to.path(top));
             }
         }
+        // The files at the root (`clawmd.json`, a config to hand), as they are.
+        for entry in std::fs::read_dir(self.root()).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                std::fs::copy(entry.path(), to.path(&entry.file_name().to_string_lossy())).unwrap();
+            }
+        }
         to
     }
 
