@@ -226,6 +226,7 @@ fn a_malformed_settings_file_is_the_run_failure_envelope_of_every_json_command()
             &["check"],
             &["migrate"],
             &["mounts", "main"],
+            &["watch"],
         ] {
             let what = format!("{args:?} with {settings}");
             let run = d.run(args.iter().copied().chain(["--json"])).expect_code(1);

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use clawmd::report::{WatchEvent, WatchLine};
+use clawmd::error::chain_text;
+use clawmd::report::{Code, RunFailure, WatchEvent, WatchLine};
 use clawmd::watch::{WatchError, WatchOptions, watch};
 
 use super::selection;
@@ -36,16 +37,21 @@ pub fn run(global: &GlobalArgs, args: WatchArgs, printer: &Printer) -> anyhow::R
             failed.get_or_insert(err);
         }
     };
-    watch(
+    let watched = watch(
         &global.root,
         &overrides,
         &selection(&args.groups, args.all),
         &options,
         stop.as_fd(),
         &mut sink,
-    )
-    .map_err(unwrapped)
-    .context("watch failed")?;
+    );
+    if let Err(err) = watched {
+        // A runner reading the event lines gets the run-failure envelope as a line of its own.
+        if matches!(args.format(), OutputFormat::Json) {
+            printer.streamed_line(&serde_json::to_string(&run_failure(&err))?)?;
+        }
+        return Err(unwrapped(err)).context("watch failed");
+    }
     match failed {
         Some(err) if !is_broken_pipe(&err) => Err(err),
         _ => Ok(ExitCode::SUCCESS),
@@ -62,6 +68,14 @@ fn stop_on_signals() -> anyhow::Result<(UnixStream, UnixStream)> {
             .context("cannot set up signal handling")?;
     }
     Ok((stop, signalled))
+}
+
+/// The run-failure envelope of a watch that could not start (`run-failed`).
+fn run_failure(err: &WatchError) -> RunFailure {
+    match err {
+        WatchError::Run(err) => RunFailure::new("watch", err),
+        other => RunFailure::of("watch", Code::RunFailed, chain_text(other)),
+    }
 }
 
 /// The error itself of a run that could not start, not its transparent wrapper: the printed
