@@ -57,6 +57,9 @@ pub enum GroupError {
         count: usize,
         /// Their total size.
         bytes: u64,
+        /// The file the group's own text is kept in (`CLAUDE.local.md`, or the persona file
+        /// the recipe delivers), where the rescued text can be merged.
+        own_text: String,
     },
     /// The group folder does not exist. (Its message puts the suggestion before the fix:
     /// `… does not exist; did you mean `main`? fix: …`.)
@@ -189,13 +192,15 @@ impl GroupError {
             GroupError::Reserved { .. } => {
                 "run `clawmd migrate`, and give the group another name".into()
             }
-            GroupError::TooManyRescues { files, .. } => format!(
-                "merge what you need from {} into CLAUDE.local.md, delete them, then compose again",
+            GroupError::TooManyRescues {
+                files, own_text, ..
+            } => format!(
+                "merge what you need from {} into {own_text}, delete them, then compose again",
                 files
                     .iter()
                     .map(|f| f.display().to_string())
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
             )
             .into(),
             GroupError::Missing { .. } => MISSING_FIX.into(),

@@ -699,7 +699,7 @@ pub fn observe_opened(
     let mut rescues = None;
     if rescuing {
         rescues = state::rescue_dir(layout, group)?;
-        check_rescue_budget(rescues.as_ref(), &steps)?;
+        check_rescue_budget(rescues.as_ref(), &steps, &layout.recipe.own_text_file())?;
     }
     if let Some(journal) = writer {
         let wants = |place: Place| plan.entries.iter().any(|d| d.path.place == place);

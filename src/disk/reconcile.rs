@@ -345,19 +345,30 @@ pub fn fragment_rescue_name(name: &str, text: &[u8]) -> String {
 /// same text rescued before is not counted twice (its rescue name is the hash of the text).
 /// Only what clawmd kept there counts: files named like rescues in the group folder are the
 /// agent's business.
-pub fn check_rescue_budget(rescues: Option<&SafeDir>, steps: &[Step]) -> Result<(), GroupError> {
+/// `own_text` is the file the recipe keeps the group's own text in (`CLAUDE.local.md`, or a
+/// persona file), where the refusal's fix says to merge the rescued text.
+pub fn check_rescue_budget(
+    rescues: Option<&SafeDir>,
+    steps: &[Step],
+    own_text: &str,
+) -> Result<(), GroupError> {
     let Some(dir) = rescues else {
         return Ok(()); // no rescue yet
     };
     for step in steps {
         if let Step::Rescue { to, bytes, .. } = step {
-            check_one_rescue(dir, to, bytes.len() as u64)?;
+            check_one_rescue(dir, to, bytes.len() as u64, own_text)?;
         }
     }
     Ok(())
 }
 
-fn check_one_rescue(dir: &SafeDir, to: &Path, new_bytes: u64) -> Result<(), GroupError> {
+fn check_one_rescue(
+    dir: &SafeDir,
+    to: &Path,
+    new_bytes: u64,
+    own_text: &str,
+) -> Result<(), GroupError> {
     let name = file_name(to);
     if dir.kind(name)?.is_some() {
         return Ok(()); // the same text, kept before (anything else there is refused in apply)
@@ -372,6 +383,7 @@ fn check_one_rescue(dir: &SafeDir, to: &Path, new_bytes: u64) -> Result<(), Grou
         count: kept.len(),
         bytes: bytes - new_bytes,
         files: kept.iter().map(|(name, _)| dir.path().join(name)).collect(),
+        own_text: own_text.to_owned(),
     })
 }
 

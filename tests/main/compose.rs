@@ -1606,6 +1606,11 @@ fn rescues_are_deduplicated_and_capped_per_group_without_deleting_any() {
     for name in rescue_files(&d, "g") {
         assert!(message.contains(&name), "{name} not named in {message}");
     }
+    // The fix names the file the recipe keeps the group's own text in.
+    assert!(
+        message.contains("into CLAUDE.local.md, delete them"),
+        "{message}"
+    );
     assert_eq!(
         rescue_files(&d, "g").len(),
         kept,
