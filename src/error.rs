@@ -666,11 +666,12 @@ mod tests {
                     files: vec!["/srv/r/1.md".into(), "/srv/r/2.md".into()],
                     count: 2,
                     bytes: 40,
+                    own_text: "instructions.prepend.md".to_owned(),
                 },
                 "/srv/groups/main already holds 2 rescued hand edits (40 bytes), the most clawmd \
                  keeps, and CLAUDE.md was edited again; nothing was changed",
-                "merge what you need from /srv/r/1.md, /srv/r/2.md into CLAUDE.local.md, delete \
-                 them, then compose again",
+                "merge what you need from /srv/r/1.md, /srv/r/2.md into instructions.prepend.md, \
+                 delete them, then compose again",
             ),
             (
                 GroupError::Missing {
