@@ -17,7 +17,7 @@ use crate::disk::deployment::{
 use crate::disk::fsops::SafeDir;
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
-use crate::input::config::{GroupConfig, MAX_CONFIG_BYTES, is_own_config};
+use crate::input::config::{MAX_CONFIG_BYTES, is_own_config};
 use crate::input::layout::{Bind, Layout, MountNeeds};
 use crate::input::names;
 use crate::key_hash::KeyHasher;
@@ -86,12 +86,6 @@ fn target_in(
     let own = has_own_config(dir, &bytes)?;
     let config = parse_config_bytes(&bytes)?;
     Ok((Target::of(&config, settings), own))
-}
-
-/// The config of the group folder opened as `dir`, read as compose reads it (the handed one
-/// where the deployment hands configs).
-pub fn config_in(layout: &Layout, dir: &SafeDir) -> Result<GroupConfig, GroupError> {
-    parse_config_bytes(&read_config_bytes(layout, dir)?)
 }
 
 /// The mount table of `group`'s container with every host path absolute (relative paths of
