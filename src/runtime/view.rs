@@ -249,6 +249,7 @@ fn mounts_with_config(
 /// bytes, or by their identity once settled), every folder on their paths and every name
 /// looked up and missing. The evaluation is a function of the table and those reads, so it is
 /// never older than the disk.
+///
 /// [`Default`] keeps nothing (a one-shot run); [`AgentSettingsKept::enabled`] keeps.
 #[derive(Debug, Default)]
 pub struct AgentSettingsKept {
@@ -260,7 +261,7 @@ pub struct AgentSettingsKept {
 struct KeptAgents {
     /// The deployment and options every kept entry was found with.
     made_for: Option<(Layout, ViewOptions)>,
-    groups: std::collections::HashMap<String, KeptAgent>,
+    groups: std::collections::HashMap<String, std::sync::Arc<KeptAgent>>,
 }
 
 #[derive(Debug)]
@@ -299,7 +300,7 @@ impl AgentSettingsKept {
         options: &ViewOptions,
         group: &str,
         seen: &SeenConfig,
-    ) -> Option<(Vec<Mount>, Vec<crate::disk::reads::Read>, AgentSettings)> {
+    ) -> Option<std::sync::Arc<KeptAgent>> {
         let kept = self.lock();
         let (made_layout, made_options) = kept.made_for.as_ref()?;
         if made_options != options || !made_layout.same_but_handed(layout) {
@@ -310,13 +311,7 @@ impl AgentSettingsKept {
         let same_config = entry.config.0 == seen.present && entry.config.1.as_deref() == config;
         let same_view =
             same_config || entry.mounts == mounts_with_config(layout, group, seen, options);
-        same_view.then(|| {
-            (
-                entry.mounts.clone(),
-                entry.reads.clone(),
-                entry.agent.clone(),
-            )
-        })
+        same_view.then(|| entry.clone())
     }
 
     fn keep(&self, layout: &Layout, options: &ViewOptions, group: &str, entry: KeptAgent) {
@@ -331,7 +326,8 @@ impl AgentSettingsKept {
             kept.groups.clear();
             kept.made_for = Some((layout.without_handed(), options.clone()));
         }
-        kept.groups.insert(group.to_owned(), entry);
+        kept.groups
+            .insert(group.to_owned(), std::sync::Arc::new(entry));
     }
 }
 
@@ -350,12 +346,13 @@ pub fn agent_settings_kept(
         let fs = view_with_config(layout, group, &group_dir, &seen, options)?;
         return agent_settings_in(layout, &fs, options);
     }
-    if let Some((mounts, reads, agent)) = kept.entry(layout, options, group, &seen) {
-        let fs = open_view(layout, &group_dir, mounts)?;
+    if let Some(entry) = kept.entry(layout, options, group, &seen) {
+        let fs = open_view(layout, &group_dir, entry.mounts.clone())?;
         let now = std::time::SystemTime::now();
         // `Some(true)`: found the same by bytes where identity would now do; read again.
-        if fs.replay(&reads, now, &mut crate::runtime::mounted::Opened::default()) == Some(false) {
-            return Ok(agent);
+        let opened = &mut crate::runtime::mounted::Opened::default();
+        if fs.replay(&entry.reads, now, opened) == Some(false) {
+            return Ok(entry.agent.clone());
         }
     }
     let mounts = mounts_with_config(layout, group, &seen, options);
