@@ -49,7 +49,7 @@ use crate::plan::delivery::verify::{AgentSettings, Delivered, verify};
 use crate::plan::target::{Delivery, Provider, Target};
 use crate::progress::Progress;
 use crate::report::{Code, ComposeReport, GroupReport, SeenWhen, Status, WarningReport};
-use crate::runtime::view::{AgentSettingsKept, ViewOptions};
+use crate::runtime::view::{AgentFound, AgentSettingsKept, ViewOptions};
 
 /// How to compose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -438,6 +438,10 @@ trait SharedSources: Copy {
     /// [`Verdicts::look_key`] for a group whose agent's settings files do `agent`.
     fn look_key(self, verdicts: &GroupVerdicts, agent: &AgentSettings) -> String;
 
+    /// [`SharedSources::look_key`] for agent settings known by their evaluations
+    /// ([`crate::plan::delivery::verdicts::RecordedAgent::evaluations`]).
+    fn look_key_of_evaluations(self, verdicts: &GroupVerdicts, evaluations: &str) -> String;
+
     /// Whether what the reading of the shared sources read for a plan made from the
     /// container-side items `uses` (`None`: all) still finds the same.
     fn hold_for(self, uses: Option<&[String]>) -> bool;
@@ -448,6 +452,10 @@ impl SharedSources for &Proof {
         verdicts.look_key_of_digest(&self.recorded().digest, agent)
     }
 
+    fn look_key_of_evaluations(self, verdicts: &GroupVerdicts, evaluations: &str) -> String {
+        verdicts.look_key_of_evaluations(None, Some(&self.recorded().digest), evaluations)
+    }
+
     fn hold_for(self, uses: Option<&[String]>) -> bool {
         self.holds_for(uses)
     }
@@ -456,6 +464,10 @@ impl SharedSources for &Proof {
 impl SharedSources for &Sources {
     fn look_key(self, verdicts: &GroupVerdicts, agent: &AgentSettings) -> String {
         verdicts.look_key(self, agent)
+    }
+
+    fn look_key_of_evaluations(self, verdicts: &GroupVerdicts, evaluations: &str) -> String {
+        verdicts.look_key_of_evaluations(Some(self), None, evaluations)
     }
 
     /// Read by this run: what they hold is in the look's key (their digest).
@@ -543,8 +555,24 @@ impl<S: SharedSources> Run<'_, S> {
         (self.layout.claude_home.is_none()
             && look.reads().contains(&no_settings_folder)
             && keyed(&AgentSettings::default()))
+            || self.recorded_agent_holds(group, look)
             || agent_settings(self.layout, dir, group, &self.options.settings, self.agents)
-                .is_ok_and(|agent| keyed(&agent))
+                .is_ok_and(|found| keyed(&found.agent))
+    }
+
+    /// Whether the agent's settings `look` kept (the view they were read through and its
+    /// reads) are found again, every read finding what it found, and give the look's key:
+    /// then they are the same, unread.
+    fn recorded_agent_holds(&self, group: &str, look: &RecordedLook<Found>) -> bool {
+        let Some(agent) = look.agent() else {
+            return false;
+        };
+        let key = self
+            .sources
+            .look_key_of_evaluations(self.verdicts, &agent.evaluations);
+        key == look.key()
+            && crate::runtime::view::view_of_table(self.layout, group, agent.mounts.clone())
+                .is_ok_and(|fs| crate::runtime::view::view_holds(&fs, &agent.reads))
     }
 
     /// Whether every read of `look` finds again what it found: in the group's folders (the
@@ -951,8 +979,8 @@ impl Run<'_, &Sources> {
         mut report: GroupReport,
     ) -> (GroupReport, Option<Unrecorded<Found>>) {
         let (layout, plan, settings) = (self.layout, &seen.plan, &self.options.settings);
-        let agent = match agent_settings(layout, &seen.dir, &report.group, settings, self.agents) {
-            Ok(agent) => agent,
+        let found = match agent_settings(layout, &seen.dir, &report.group, settings, self.agents) {
+            Ok(found) => found,
             Err(err) => {
                 let unreadable =
                     settings_unreadable(layout, plan, self.sources, self.options, &err);
@@ -960,9 +988,18 @@ impl Run<'_, &Sources> {
                 return (report, None);
             }
         };
+        let agent = &found.agent;
         let (delivered, unrecorded) =
-            (self.verdicts).delivered(layout, &report.group, plan, self.sources, settings, &agent);
+            (self.verdicts).delivered(layout, &report.group, plan, self.sources, settings, agent);
         report.set_delivered(delivered);
+        // The view the settings were read through, and its reads, kept with the look: a
+        // later run that finds them again has the same settings without reading them.
+        let unrecorded = unrecorded.map(|unrecorded| match &found.view {
+            Some(view) => {
+                unrecorded.with_agent_view(agent, view.mounts.clone(), view.reads.clone())
+            }
+            None => unrecorded,
+        });
         (report, unrecorded)
     }
 }
@@ -1381,9 +1418,12 @@ fn agent_settings(
     group: &str,
     settings: &DeliverySettings,
     kept: &AgentSettingsKept,
-) -> Result<AgentSettings, GroupError> {
+) -> Result<AgentFound, GroupError> {
     if layout.claude_home.is_none() && dir.kind(".claude")?.is_none() {
-        return Ok(AgentSettings::default());
+        return Ok(AgentFound {
+            agent: AgentSettings::default(),
+            view: None,
+        });
     }
     let view = ViewOptions {
         approve_external: settings.approve_external,
@@ -1502,7 +1542,8 @@ mod tests {
             &options.settings,
             &AgentSettingsKept::default(),
         )
-        .unwrap();
+        .unwrap()
+        .agent;
         let mut expected = GroupReport::from_steps(group, &[], &seen.plan, &layout.recipe);
         expected.set_delivered(crate::plan::delivery::verify::verify_with(
             layout,

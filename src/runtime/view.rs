@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -269,9 +270,27 @@ struct KeptAgent {
     /// The config the mounts were made from (whether something is at `container.json`, and
     /// its bytes): the same config makes the same table.
     config: (bool, Option<Vec<u8>>),
-    mounts: Vec<Mount>,
-    reads: Vec<crate::disk::reads::Read>,
+    view: Arc<AgentView>,
     agent: AgentSettings,
+}
+
+/// The container view the agent's settings were read through, and every read of it.
+#[derive(Debug)]
+pub struct AgentView {
+    /// The view's mount table.
+    pub mounts: Vec<Mount>,
+    /// Every read the settings' evaluation made through it.
+    pub reads: Vec<crate::disk::reads::Read>,
+}
+
+/// What the agent's settings files do to its memory, with the view and reads that found it
+/// when every read could be kept ([`crate::disk::reads::ReadLog::kept_reads`]).
+#[derive(Debug)]
+pub struct AgentFound {
+    /// What the settings do.
+    pub agent: AgentSettings,
+    /// The view and its reads.
+    pub view: Option<Arc<AgentView>>,
 }
 
 /// At most this many groups are kept (then every entry is dropped and kept again as spawns
@@ -310,7 +329,7 @@ impl AgentSettingsKept {
         let config = seen.bytes.as_ref().and_then(|b| b.bytes.as_deref());
         let same_config = entry.config.0 == seen.present && entry.config.1.as_deref() == config;
         let same_view =
-            same_config || entry.mounts == mounts_with_config(layout, group, seen, options);
+            same_config || entry.view.mounts == mounts_with_config(layout, group, seen, options);
         same_view.then(|| entry.clone())
     }
 
@@ -339,37 +358,46 @@ pub fn agent_settings_kept(
     group: &str,
     options: &ViewOptions,
     kept: &AgentSettingsKept,
-) -> Result<AgentSettings, GroupError> {
+) -> Result<AgentFound, GroupError> {
     let group_dir = crate::disk::deployment::checked_group_dir(layout, group)?;
     let seen = SeenConfig::of(layout, dir)?;
-    if !kept.enabled {
-        let fs = view_with_config(layout, group, &group_dir, &seen, options)?;
-        return agent_settings_in(layout, &fs, options);
-    }
-    if let Some(entry) = kept.entry(layout, options, group, &seen) {
-        let fs = open_view(layout, &group_dir, entry.mounts.clone())?;
-        let now = std::time::SystemTime::now();
-        // `Some(true)`: found the same by bytes where identity would now do; read again.
-        let opened = &mut crate::runtime::mounted::Opened::default();
-        if fs.replay(&entry.reads, now, opened) == Some(false) {
-            return Ok(entry.agent.clone());
+    if kept.enabled
+        && let Some(entry) = kept.entry(layout, options, group, &seen)
+    {
+        let fs = open_view(layout, &group_dir, entry.view.mounts.clone())?;
+        if view_holds(&fs, &entry.view.reads) {
+            return Ok(AgentFound {
+                agent: entry.agent.clone(),
+                view: Some(entry.view.clone()),
+            });
         }
     }
     let mounts = mounts_with_config(layout, group, &seen, options);
     let mut fs = open_view(layout, &group_dir, mounts.clone())?;
-    let log = std::sync::Arc::new(crate::disk::reads::ReadLog::default());
+    let log = Arc::new(crate::disk::reads::ReadLog::default());
     fs.log_reads_in(&log);
     let agent = agent_settings_in(layout, &fs, options)?;
-    if let Some(reads) = log.kept_reads() {
+    let view = (log.kept_reads()).map(|reads| Arc::new(AgentView { mounts, reads }));
+    if kept.enabled
+        && let Some(view) = &view
+    {
         let entry = KeptAgent {
             config: (seen.present, seen.bytes.and_then(|b| b.bytes)),
-            mounts,
-            reads,
+            view: view.clone(),
             agent: agent.clone(),
         };
         kept.keep(layout, options, group, entry);
     }
-    Ok(agent)
+    Ok(AgentFound { agent, view })
+}
+
+/// Whether every read of `reads`, made through `fs` again, finds what it found, and none of
+/// them found a file by its bytes where its identity would now do (that one is worth
+/// making again once, so that the next look keeps it by identity).
+pub fn view_holds(fs: &MountedFs, reads: &[crate::disk::reads::Read]) -> bool {
+    let now = std::time::SystemTime::now();
+    let opened = &mut crate::runtime::mounted::Opened::default();
+    fs.replay(reads, now, opened) == Some(false)
 }
 
 /// The group's `~/.claude` on the host where the runner names it by the group's agent group

@@ -353,3 +353,49 @@ fn withheld_files_and_a_replaced_prompt_are_named_by_compose_and_check() {
         assert!(!render.contains("LOCAL-MARK"), "{case}: {render}");
     }
 }
+
+/// A group's record keeps what the agent's `~/.claude` settings did, with the reads that found
+/// it: a run that finds every one of them again answers from the record without reading the
+/// settings, and any change to them (in place with the same length, the file removed, the
+/// folder swapped by a rename) is seen by the very next run.
+#[test]
+fn the_record_never_outlives_an_edit_of_the_agents_home() {
+    let dep = composed("inline");
+    dep.write(
+        "clawmd.json",
+        br#"{"delivery": "inline", "claudeHome": "data/sessions/{group}/.claude"}"#,
+    );
+    const OFF: &str = r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#;
+    const ON: &str = r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
+    let settings = "data/sessions/main/.claude/settings.json";
+    dep.write(settings, ON.as_bytes());
+    for _ in 0..3 {
+        assert_eq!(delivered(&dep, "main")["complete"], true);
+    }
+    std::fs::write(dep.path(settings), OFF).unwrap();
+    assert_eq!(
+        delivered(&dep, "main")["complete"],
+        false,
+        "rewritten in place"
+    );
+    assert_eq!(delivered(&dep, "main")["complete"], false);
+    std::fs::remove_file(dep.path(settings)).unwrap();
+    assert_eq!(delivered(&dep, "main")["complete"], true, "removed");
+    assert_eq!(delivered(&dep, "main")["complete"], true);
+    dep.write("data/sessions/swap/settings.json", OFF.as_bytes());
+    std::fs::rename(
+        dep.path("data/sessions/main/.claude"),
+        dep.path("data/sessions/old"),
+    )
+    .unwrap();
+    std::fs::rename(
+        dep.path("data/sessions/swap"),
+        dep.path("data/sessions/main/.claude"),
+    )
+    .unwrap();
+    assert_eq!(
+        delivered(&dep, "main")["complete"],
+        false,
+        "the folder swapped"
+    );
+}

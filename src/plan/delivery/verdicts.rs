@@ -100,6 +100,8 @@ pub struct Unrecorded<F> {
     look_key: String,
     /// The container-side items the plan was made from ([`GroupPlan::uses`]).
     uses: Option<Vec<String>>,
+    /// What the agent's settings did, with the view and reads that found it.
+    agent: Option<RecordedAgent>,
     look: Option<RecordedLook<F>>,
 }
 
@@ -116,7 +118,24 @@ impl<F> Unrecorded<F> {
             key: self.look_key.clone(),
             reads,
             uses: self.uses.clone(),
+            agent: self.agent.clone(),
             found,
+        });
+        self
+    }
+
+    /// The same, knowing the view and reads through which the agent's settings, `agent`, were
+    /// found (kept with the look it is given).
+    pub fn with_agent_view(
+        mut self,
+        agent: &AgentSettings,
+        mounts: Vec<crate::runtime::mounted::Mount>,
+        reads: Vec<Read>,
+    ) -> Self {
+        self.agent = Some(RecordedAgent {
+            mounts,
+            reads,
+            evaluations: String::from_utf8_lossy(&evaluations(agent)).into_owned(),
         });
         self
     }
@@ -133,8 +152,26 @@ pub struct RecordedLook<F> {
     /// before they were kept).
     #[serde(default)]
     uses: Option<Vec<String>>,
+    /// What the agent's settings files did (their part of `key`), with the container view
+    /// and every read of it that found it, when they were read through one (`None`: not read,
+    /// or a record made before they were kept).
+    #[serde(default)]
+    agent: Option<RecordedAgent>,
     /// What it found (the caller's report of the group).
     found: F,
+}
+
+/// What the agent's settings files did to its memory as a look found it: a later run that
+/// makes every read of `reads` again through a view of `mounts` and finds the same has the
+/// same settings, and so the look key of `evaluations` ([`Verdicts::look_key`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedAgent {
+    /// The container view's mount table.
+    pub mounts: Vec<crate::runtime::mounted::Mount>,
+    /// Every read of the view that the settings' evaluation made.
+    pub reads: Vec<Read>,
+    /// The evaluation, as its part of the look key.
+    pub evaluations: String,
 }
 
 impl<F> RecordedLook<F> {
@@ -152,6 +189,11 @@ impl<F> RecordedLook<F> {
     /// The container-side items its plan was made from (`None`: all).
     pub fn uses(&self) -> Option<&[String]> {
         self.uses.as_deref()
+    }
+
+    /// What the agent's settings did, as the look found them, when it kept that.
+    pub fn agent(&self) -> Option<&RecordedAgent> {
+        self.agent.as_ref()
     }
 
     /// What the look found.
@@ -257,6 +299,23 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
     /// so, [`crate::input::sources::record`]) though they were not read.
     pub fn look_key_of_digest(&self, digest: &[u8; 32], agent: &AgentSettings) -> String {
         crate::safe_name::hex(&self.here_key_with(digest, &evaluations(agent)))
+    }
+
+    /// [`Verdicts::look_key`] for agent settings known by their `evaluations`
+    /// ([`RecordedAgent::evaluations`]), the shared sources by their `digest` (`None`: of
+    /// `sources`).
+    pub fn look_key_of_evaluations(
+        &self,
+        sources: Option<&Sources>,
+        digest: Option<&[u8; 32]>,
+        evaluations: &str,
+    ) -> String {
+        let digest = match (digest, sources) {
+            (Some(digest), _) => *digest,
+            (None, Some(sources)) => self.sources_digest(sources),
+            (None, None) => return String::new(),
+        };
+        crate::safe_name::hex(&self.here_key_with(&digest, evaluations.as_bytes()))
     }
 
     /// A SHA-256 of what a record made here depends on besides what it read: the binary,
@@ -365,6 +424,7 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
             delivered: delivered.clone(),
             look_key: self.look_key(sources, agent),
             uses: plan.uses.clone(),
+            agent: None,
             look: None,
         });
         (delivered, unrecorded)
