@@ -247,9 +247,10 @@ fn mounts_with_config(
 /// it only while the deployment and the view's options are the ones it was found with, the
 /// view's mount table (made from the group's config as it is now) is the same, and every one
 /// of those reads, made again, finds what it found: the settings files themselves (by their
-/// bytes, or by their identity once settled), every folder on their paths and every name
+/// bytes), every folder on their paths and every name
 /// looked up and missing. The evaluation is a function of the table and those reads, so it is
-/// never older than the disk.
+/// never older than the disk. (The settings files are compared by their bytes, never by their
+/// identity: [`by_bytes`].)
 ///
 /// [`Default`] keeps nothing (a one-shot run); [`AgentSettingsKept::enabled`] keeps.
 #[derive(Debug, Default)]
@@ -377,7 +378,12 @@ pub fn agent_settings_kept(
     let log = Arc::new(crate::disk::reads::ReadLog::default());
     fs.log_reads_in(&log);
     let agent = agent_settings_in(layout, &fs, options)?;
-    let view = (log.kept_reads()).map(|reads| Arc::new(AgentView { mounts, reads }));
+    let view = (log.kept_reads()).map(|reads| {
+        Arc::new(AgentView {
+            mounts,
+            reads: by_bytes(reads),
+        })
+    });
     if kept.enabled
         && let Some(view) = &view
     {
@@ -391,13 +397,28 @@ pub fn agent_settings_kept(
     Ok(AgentFound { agent, view })
 }
 
-/// Whether every read of `reads`, made through `fs` again, finds what it found, and none of
-/// them found a file by its bytes where its identity would now do (that one is worth
-/// making again once, so that the next look keeps it by identity).
+/// Whether every read of `reads` ([`AgentView::reads`]), made through `fs` again, finds what
+/// it found: each settings file read again and compared by its bytes ([`by_bytes`]).
 pub fn view_holds(fs: &MountedFs, reads: &[crate::disk::reads::Read]) -> bool {
     let now = std::time::SystemTime::now();
     let opened = &mut crate::runtime::mounted::Opened::default();
-    fs.replay(reads, now, opened) == Some(false)
+    fs.replay(reads, now, opened).is_some()
+}
+
+/// `reads` with every file read kept by its bytes alone, its identity dropped. The files the
+/// settings' evaluation reads are the agent's own (in the group folder, in its `~/.claude`,
+/// and wherever a link there leads), and a file's identity does not stand for its bytes where
+/// the agent writes: a write through a shared mapping changes them and leaves the file's change
+/// time (and modification time, size and inode) as they were until the kernel writes the page
+/// back, so an agent can rewrite its settings after a spawn with nothing in the file's status
+/// showing it. Settings files are small (read up to 2 MiB), and read again at every spawn.
+fn by_bytes(mut reads: Vec<crate::disk::reads::Read>) -> Vec<crate::disk::reads::Read> {
+    for read in &mut reads {
+        if let crate::disk::reads::Seen::File { identity, .. } = &mut read.seen {
+            *identity = None;
+        }
+    }
+    reads
 }
 
 /// The group's `~/.claude` on the host where the runner names it by the group's agent group

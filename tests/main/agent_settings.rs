@@ -399,3 +399,34 @@ fn the_record_never_outlives_an_edit_of_the_agents_home() {
         "the folder swapped"
     );
 }
+
+/// The same against a write through a shared mapping (tests/support/mapped.rs), which leaves
+/// the file's status as it was: the record compares the agent's settings by their bytes.
+#[test]
+fn the_record_never_outlives_a_write_through_a_shared_mapping() {
+    let dep = composed("inline");
+    dep.write(
+        "clawmd.json",
+        br#"{"delivery": "inline", "claudeHome": "data/sessions/{group}/.claude"}"#,
+    );
+    const OFF: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#;
+    const ON: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
+    let settings = "data/sessions/main/.claude/settings.json";
+    dep.write(settings, ON);
+    assert_eq!(delivered(&dep, "main")["complete"], true);
+    let mut mapped = crate::support::mapped::Mapped::new(&dep.path(settings), ON.len());
+    crate::support::mapped::settled_rounds(&mut mapped, ON, |mapped| {
+        // Two runs: the first records the look (with the settings read), the second is
+        // answered by it.
+        assert_eq!(delivered(&dep, "main")["complete"], true);
+        assert_eq!(delivered(&dep, "main")["complete"], true);
+        mapped.write(OFF);
+        let status = mapped.status();
+        assert_eq!(
+            delivered(&dep, "main")["complete"],
+            false,
+            "memory turned off through the mapping"
+        );
+        status
+    });
+}

@@ -735,3 +735,41 @@ fn the_kept_agent_settings_never_outlive_an_edit_of_the_agents_home() {
     assert_eq!(complete("ag-1"), true, "back to the first");
     service.finish();
 }
+
+/// A write through a shared mapping changes a file's bytes and leaves its status as it was
+/// (tests/support/mapped.rs): an agent that maps its own settings file can rewrite it after a
+/// spawn with nothing in the file's status showing it. The service's kept evaluation reads
+/// the settings again by their bytes at every spawn, and sees what the agent wrote.
+#[test]
+fn the_kept_agent_settings_never_outlive_a_write_through_a_shared_mapping() {
+    let d = deployment().file(
+        "clawmd.json",
+        r#"{"groupConfig": "handed", "delivery": "inline", "claudeHome": "data/v2-sessions/{agentGroupId}/.claude-shared"}"#,
+    );
+    const OFF: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#;
+    const ON: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
+    let settings = "data/v2-sessions/ag-1/.claude-shared/settings.json";
+    d.write(settings, ON);
+    let mut service = Service::start(&d);
+    let mut id = 0;
+    let mut complete = || {
+        id += 1;
+        let config = json!({"skills": ["web"], "agentGroupId": "ag-1"});
+        let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
+        assert_eq!(answer["ok"], true, "{answer}");
+        answer["compose"]["groups"][0]["delivered"]["complete"].clone()
+    };
+    assert_eq!(complete(), true);
+    let mut mapped = crate::support::mapped::Mapped::new(&d.path(settings), ON.len());
+    crate::support::mapped::settled_rounds(&mut mapped, ON, |mapped| {
+        assert_eq!(complete(), true);
+        assert_eq!(complete(), true);
+        mapped.write(OFF);
+        assert_eq!(std::fs::read(d.path(settings)).unwrap(), OFF);
+        let status = mapped.status();
+        assert_eq!(complete(), false, "memory turned off through the mapping");
+        status
+    });
+    drop(mapped);
+    service.finish();
+}

@@ -10,7 +10,8 @@
 //! - [`tree`]: content snapshots ([`Tree`]) and their comparison, [`copy_tree`], [`work_dir`];
 //! - [`snapshot`]: insta settings that hide temp paths, pids and timings in human output;
 //! - [`soak`]: counts and seeds for the heavy tests; [`faults`]: mounts and sentinels;
-//! - [`k8s`]: the route-2 Pod of docs/kubernetes.md;
+//! - [`k8s`]: the route-2 Pod of docs/kubernetes.md; [`mapped`]: a file written through a
+//!   shared mapping, as an agent can, which leaves its times as they were;
 //! - [`sandbox`] and [`api`]: the bubblewrap container and the stand-in Anthropic API of the
 //!   end-to-end tests; [`running`]: a sandbox kept running across recomposes;
 //! - [`memory`]: the sections of a memory block Claude Code sends, lines in order;
@@ -23,6 +24,7 @@ pub mod backends;
 pub mod deployment;
 pub mod faults;
 pub mod k8s;
+pub mod mapped;
 pub mod memory;
 pub mod nanoclaw;
 pub mod recording;
