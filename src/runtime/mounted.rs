@@ -90,6 +90,13 @@ pub struct MountedFs {
     step_budget: u64,
     /// Where every read of a host source is logged ([`MountedFs::log_reads_in`]).
     log: Option<Arc<ReadLog>>,
+    /// Whether a file read is kept by its identity too, once settled: only for trusted host
+    /// paths ([`MountedFs::new`]: the operator's shared sources). A view of a group
+    /// ([`MountedFs::with_sources`]) shows folders the agent writes, where a write through a
+    /// shared mapping changes a file's bytes and leaves its change time (and modification
+    /// time, size and inode) as they were until the kernel writes the page back: there a file
+    /// is kept, and compared, by its bytes alone.
+    identities: bool,
 }
 
 /// Path components one view may look up in all (each is one `openat` and one `fstat`), so
@@ -180,10 +187,12 @@ impl MountedFs {
     /// as a bind mount does (for trusted host paths; see [`MountedFs::with_sources`] for
     /// sources opened another way). A source that cannot be opened shows nothing.
     pub fn new(mounts: impl IntoIterator<Item = Mount>) -> Self {
-        Self::with_sources(mounts.into_iter().map(|m| {
+        let mut fs = Self::with_sources(mounts.into_iter().map(|m| {
             let handle = rustix::fs::open(&m.host, OFlags::PATH | OFlags::CLOEXEC, Mode::empty());
             (m, handle)
-        }))
+        }));
+        fs.identities = true;
+        fs
     }
 
     /// A mount table whose sources the caller opened (any handle: `O_PATH` is enough), for
@@ -211,6 +220,7 @@ impl MountedFs {
             steps: Arc::new(AtomicU64::new(0)),
             step_budget: DEFAULT_STEP_BUDGET,
             log: None,
+            identities: false,
         }
     }
 
@@ -218,7 +228,8 @@ impl MountedFs {
     /// as what it found ([`crate::disk::reads`]), so that [`MountedFs::holds`] can tell later
     /// whether a view of the same table would find the same: the loader is a function of
     /// what its reads find, so the same reads load the same memory. A file read keeps its
-    /// bytes' SHA-256, and its identity once settled ([`crate::disk::reads::settled`]).
+    /// bytes' SHA-256, and its identity once settled ([`crate::disk::reads::settled`]) where
+    /// the view keeps identities (see `identities`).
     pub fn log_reads_in(&mut self, log: &Arc<ReadLog>) {
         self.log = Some(log.clone());
     }
@@ -661,7 +672,10 @@ impl MountedFs {
                             (found.ok()? == *entry).then_some(false)
                         }
                         seen => (self.reopen(&mut opened.handles, mount, &rel).ok()).and_then(
-                            |handle| holds_again(handle.as_deref().map(AsFd::as_fd), seen, now),
+                            |handle| {
+                                let handle = handle.as_deref().map(AsFd::as_fd);
+                                holds_again(handle, seen, now, self.identities)
+                            },
                         ),
                     }
                 }
@@ -736,10 +750,14 @@ impl MountedFs {
 
 /// Whether what is behind `handle` (`None`: nothing) is found as `seen` again (`None`: not),
 /// and whether a file found the same by its bytes would be kept by its identity at `now`.
+///
+/// `identities`: whether the view keeps files by their identity ([`MountedFs::new`]); else a
+/// file is read again and compared by its bytes, whatever identity an older record kept.
 fn holds_again(
     handle: Option<BorrowedFd<'_>>,
     seen: &Seen,
     now: std::time::SystemTime,
+    identities: bool,
 ) -> Option<bool> {
     let holds = match (handle, seen) {
         (None, Seen::Entry(None)) => true,
@@ -759,7 +777,7 @@ fn holds_again(
                 identity,
             },
         ) => {
-            let stat = rustix::fs::fstat(fd).ok();
+            let stat = rustix::fs::fstat(fd).ok().filter(|_| identities);
             if identity.is_some() && stat.as_ref().map(crate::disk::reads::identity) == *identity {
                 return Some(false);
             }
@@ -810,11 +828,10 @@ impl MemoryFs for MountedFs {
                 let read = read_through_stat(fd.as_fd(), limit);
                 self.logged(at.as_ref(), || {
                     let (outcome, stat) = read.as_ref().ok()?;
-                    Some(file_seen(
-                        limit,
-                        outcome,
-                        crate::disk::reads::settled(stat, before),
-                    ))
+                    let identity = (self.identities)
+                        .then(|| crate::disk::reads::settled(stat, before))
+                        .flatten();
+                    Some(file_seen(limit, outcome, identity))
                 });
                 read.map(|(outcome, _)| outcome)
             }

@@ -250,7 +250,7 @@ fn mounts_with_config(
 /// bytes), every folder on their paths and every name
 /// looked up and missing. The evaluation is a function of the table and those reads, so it is
 /// never older than the disk. (The settings files are compared by their bytes, never by their
-/// identity: [`by_bytes`].)
+/// identity, which a write through a shared mapping leaves as it was.)
 ///
 /// [`Default`] keeps nothing (a one-shot run); [`AgentSettingsKept::enabled`] keeps.
 #[derive(Debug, Default)]
@@ -378,12 +378,7 @@ pub fn agent_settings_kept(
     let log = Arc::new(crate::disk::reads::ReadLog::default());
     fs.log_reads_in(&log);
     let agent = agent_settings_in(layout, &fs, options)?;
-    let view = (log.kept_reads()).map(|reads| {
-        Arc::new(AgentView {
-            mounts,
-            reads: by_bytes(reads),
-        })
-    });
+    let view = (log.kept_reads()).map(|reads| Arc::new(AgentView { mounts, reads }));
     if kept.enabled
         && let Some(view) = &view
     {
@@ -398,27 +393,12 @@ pub fn agent_settings_kept(
 }
 
 /// Whether every read of `reads` ([`AgentView::reads`]), made through `fs` again, finds what
-/// it found: each settings file read again and compared by its bytes ([`by_bytes`]).
+/// it found: each settings file read again and compared by its bytes (a view never keeps a
+/// file by its identity: `mounted::file_seen`).
 pub fn view_holds(fs: &MountedFs, reads: &[crate::disk::reads::Read]) -> bool {
     let now = std::time::SystemTime::now();
     let opened = &mut crate::runtime::mounted::Opened::default();
     fs.replay(reads, now, opened).is_some()
-}
-
-/// `reads` with every file read kept by its bytes alone, its identity dropped. The files the
-/// settings' evaluation reads are the agent's own (in the group folder, in its `~/.claude`,
-/// and wherever a link there leads), and a file's identity does not stand for its bytes where
-/// the agent writes: a write through a shared mapping changes them and leaves the file's change
-/// time (and modification time, size and inode) as they were until the kernel writes the page
-/// back, so an agent can rewrite its settings after a spawn with nothing in the file's status
-/// showing it. Settings files are small (read up to 2 MiB), and read again at every spawn.
-fn by_bytes(mut reads: Vec<crate::disk::reads::Read>) -> Vec<crate::disk::reads::Read> {
-    for read in &mut reads {
-        if let crate::disk::reads::Seen::File { identity, .. } = &mut read.seen {
-            *identity = None;
-        }
-    }
-    reads
 }
 
 /// The group's `~/.claude` on the host where the runner names it by the group's agent group

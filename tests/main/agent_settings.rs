@@ -413,11 +413,10 @@ fn the_record_never_outlives_a_write_through_a_shared_mapping() {
     const ON: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
     let settings = "data/sessions/main/.claude/settings.json";
     dep.write(settings, ON);
-    assert_eq!(delivered(&dep, "main")["complete"], true);
     let mut mapped = crate::support::mapped::Mapped::new(&dep.path(settings), ON.len());
     crate::support::mapped::settled_rounds(&mut mapped, ON, |mapped| {
-        // Two runs: the first records the look (with the settings read), the second is
-        // answered by it.
+        // Two runs once the settings have settled: the first records the look (the settings
+        // read then could be kept by their identity), the second is answered by it.
         assert_eq!(delivered(&dep, "main")["complete"], true);
         assert_eq!(delivered(&dep, "main")["complete"], true);
         mapped.write(OFF);

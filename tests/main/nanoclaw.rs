@@ -867,3 +867,40 @@ fn the_agents_home_is_read_where_nanoclaw_mounts_it() {
     let mounts = d.run(["mounts", "g", "--json"]).success().stdout();
     assert!(!mounts.contains("/home/node/.claude"), "{mounts}");
 }
+
+/// An agent rewriting its persona through a shared mapping (tests/support/mapped.rs: the
+/// file's status stays as it was) still gets it composed at the next spawn: a group's record
+/// keeps the files of the group folder by their bytes, never by their identity.
+#[test]
+fn a_persona_written_through_a_shared_mapping_is_composed_at_the_next_spawn() {
+    let d = todays_nanoclaw();
+    d.run(["init"]).success();
+    const OLD: &[u8] = b"PERSONA: answer in English.\n";
+    const NEW: &[u8] = b"PERSONA: answer in Spanish.\n";
+    d.write("groups/g/instructions.prepend.md", OLD);
+    let config = r#"{"provider": "claude", "skills": "all", "mcpServers": {}, "cli_scope": null}"#;
+    compose_handed(&d, "g", config);
+    let persona_in = |d: &Deployment| {
+        let text = d
+            .run(["render", "g", "--consumer", "cli"])
+            .success()
+            .stdout();
+        text.contains("Spanish")
+    };
+    let path = d.path("groups/g/instructions.prepend.md");
+    let mut mapped = crate::support::mapped::Mapped::new(&path, OLD.len());
+    crate::support::mapped::settled_rounds(&mut mapped, OLD, |mapped| {
+        // The first run after the files settled records the look; the second is answered.
+        compose_handed(&d, "g", config);
+        compose_handed(&d, "g", config);
+        assert!(!persona_in(&d));
+        mapped.write(NEW);
+        let status = mapped.status();
+        compose_handed(&d, "g", config);
+        assert!(
+            persona_in(&d),
+            "the persona written through the mapping is composed"
+        );
+        status
+    });
+}

@@ -717,8 +717,10 @@ fn an_edit_of_a_skill_is_looked_at_only_by_the_groups_that_get_it() {
 /// A run that composes a group records its verdict but no look: the files it wrote cannot be
 /// kept by their identity yet, so a look made then would only be made again. Once they have
 /// settled, the next run (not a dry run) looks at the group and records the look, once,
-/// keeping every file it read by its identity; nothing else is written, and the runs after it
-/// write nothing at all.
+/// keeping every file of clawmd's it read by its identity and every file of the group folder
+/// by its bytes alone (the agent writes there, and a write through a shared mapping leaves a
+/// file's identity as it was); nothing else is written, and the runs after it write nothing
+/// at all.
 #[test]
 fn a_groups_record_is_made_again_once_its_files_settle() {
     use std::os::unix::fs::MetadataExt;
@@ -728,16 +730,24 @@ fn a_groups_record_is_made_again_once_its_files_settle() {
         let inode = std::fs::metadata(&path).unwrap().ino();
         (inode, std::fs::read(&path).unwrap())
     };
-    // Whether every file of the group folder read by its bytes is kept by its identity too.
+    // Whether every file of the group folder is kept by its bytes alone, and every file of
+    // the bind folder by its identity.
     let by_identity = |bytes: &[u8]| {
         let (_, json) = record_json("groups/.clawmd/verdicts/g", bytes.to_vec());
-        let files: Vec<&serde_json::Value> = (json["look"]["reads"].as_array().unwrap().iter())
+        let reads = json["look"]["reads"].as_array().unwrap();
+        let files: Vec<&serde_json::Value> = (reads.iter())
             .filter(|read| read["root"] == "Group")
             .filter_map(|read| read["seen"].get("File"))
             .filter(|file| !file["digest"].is_null())
             .collect();
         assert!(files.len() >= 2, "{json}");
-        files.iter().all(|file| !file["identity"].is_null())
+        let own: Vec<&serde_json::Value> = (reads.iter())
+            .filter(|read| read["root"] == "Bind")
+            .filter_map(|read| read["seen"].get("Identity"))
+            .collect();
+        assert!(!own.is_empty(), "{json}");
+        files.iter().all(|file| file["identity"].is_null())
+            && own.iter().all(|file| !file["identity"].is_null())
     };
     let compose = ["compose", "g", "--json"];
     let unchanged =
