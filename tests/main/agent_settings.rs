@@ -209,15 +209,21 @@ fn check_names_an_agents_md_loaded_in_place_of_the_composed_memory() {
     assert!(render.stdout().contains("PLANTED"), "{}", render.stdout());
 }
 
-/// `claudeHome` in clawmd.json says where each group's `~/.claude` lives: its
-/// `settings.json` is read too (and only for that group).
-#[test]
-fn the_agents_home_settings_are_read_where_claude_home_says() {
+/// [`composed`] inline, then `claudeHome` set to `data/sessions/{group}/.claude`.
+fn composed_with_home() -> Deployment {
     let dep = composed("inline");
     dep.write(
         "clawmd.json",
         br#"{"delivery": "inline", "claudeHome": "data/sessions/{group}/.claude"}"#,
     );
+    dep
+}
+
+/// `claudeHome` in clawmd.json says where each group's `~/.claude` lives: its
+/// `settings.json` is read too (and only for that group).
+#[test]
+fn the_agents_home_settings_are_read_where_claude_home_says() {
+    let dep = composed_with_home();
     dep.write(
         "data/sessions/main/.claude/settings.json",
         br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"true"}}"#,
@@ -360,11 +366,7 @@ fn withheld_files_and_a_replaced_prompt_are_named_by_compose_and_check() {
 /// folder swapped by a rename) is seen by the very next run.
 #[test]
 fn the_record_never_outlives_an_edit_of_the_agents_home() {
-    let dep = composed("inline");
-    dep.write(
-        "clawmd.json",
-        br#"{"delivery": "inline", "claudeHome": "data/sessions/{group}/.claude"}"#,
-    );
+    let dep = composed_with_home();
     const OFF: &str = r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#;
     const ON: &str = r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
     let settings = "data/sessions/main/.claude/settings.json";
@@ -404,13 +406,8 @@ fn the_record_never_outlives_an_edit_of_the_agents_home() {
 /// the file's status as it was: the record compares the agent's settings by their bytes.
 #[test]
 fn the_record_never_outlives_a_write_through_a_shared_mapping() {
-    let dep = composed("inline");
-    dep.write(
-        "clawmd.json",
-        br#"{"delivery": "inline", "claudeHome": "data/sessions/{group}/.claude"}"#,
-    );
-    const OFF: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#;
-    const ON: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
+    let dep = composed_with_home();
+    use crate::support::mapped::{MEMORY_OFF as OFF, MEMORY_ON as ON};
     let settings = "data/sessions/main/.claude/settings.json";
     dep.write(settings, ON);
     let mut mapped = crate::support::mapped::Mapped::new(&dep.path(settings), ON.len());

@@ -683,24 +683,37 @@ fn a_link_at_the_handed_configs_mount_point_is_refused() {
     service.finish();
 }
 
+/// The deployment of `deployment()` with its configs handed, inline delivery, and each agent's
+/// `~/.claude` named by its agent group id, as nanoclaw's.
+fn home_deployment() -> Deployment {
+    deployment().file(
+        "clawmd.json",
+        r#"{"groupConfig": "handed", "delivery": "inline", "claudeHome": "data/v2-sessions/{agentGroupId}/.claude-shared"}"#,
+    )
+}
+
+/// A spawn of `main` (request `id`) whose handed config names `agent_group`: whether its
+/// instructions reach the agent in full.
+#[track_caller]
+fn spawn_complete(service: &mut Service, id: u32, agent_group: &str) -> Value {
+    let config = json!({"skills": ["web"], "agentGroupId": agent_group});
+    let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
+    assert_eq!(answer["ok"], true, "{answer}");
+    answer["compose"]["groups"][0]["delivered"]["complete"].clone()
+}
+
 /// The service keeps what each agent's settings files did to its memory between spawns; a
 /// change to any of them (written in place with the same length, created where there was
 /// none, the home folder swapped by a rename) and a config naming another home are seen by
 /// the very next spawn.
 #[test]
 fn the_kept_agent_settings_never_outlive_an_edit_of_the_agents_home() {
-    let d = deployment().file(
-        "clawmd.json",
-        r#"{"groupConfig": "handed", "delivery": "inline", "claudeHome": "data/v2-sessions/{agentGroupId}/.claude-shared"}"#,
-    );
+    let d = home_deployment();
     let mut service = Service::start(&d);
     let mut id = 0;
     let mut complete = |agent_group: &str| {
         id += 1;
-        let config = json!({"skills": ["web"], "agentGroupId": agent_group});
-        let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
-        assert_eq!(answer["ok"], true, "{answer}");
-        answer["compose"]["groups"][0]["delivered"]["complete"].clone()
+        spawn_complete(&mut service, id, agent_group)
     };
     const OFF: &str = r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#;
     const ON: &str = r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
@@ -742,22 +755,15 @@ fn the_kept_agent_settings_never_outlive_an_edit_of_the_agents_home() {
 /// the settings again by their bytes at every spawn, and sees what the agent wrote.
 #[test]
 fn the_kept_agent_settings_never_outlive_a_write_through_a_shared_mapping() {
-    let d = deployment().file(
-        "clawmd.json",
-        r#"{"groupConfig": "handed", "delivery": "inline", "claudeHome": "data/v2-sessions/{agentGroupId}/.claude-shared"}"#,
-    );
-    const OFF: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#;
-    const ON: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
+    let d = home_deployment();
+    use crate::support::mapped::{MEMORY_OFF as OFF, MEMORY_ON as ON};
     let settings = "data/v2-sessions/ag-1/.claude-shared/settings.json";
     d.write(settings, ON);
     let mut service = Service::start(&d);
     let mut id = 0;
     let mut complete = || {
         id += 1;
-        let config = json!({"skills": ["web"], "agentGroupId": "ag-1"});
-        let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
-        assert_eq!(answer["ok"], true, "{answer}");
-        answer["compose"]["groups"][0]["delivered"]["complete"].clone()
+        spawn_complete(&mut service, id, "ag-1")
     };
     assert_eq!(complete(), true);
     let mut mapped = crate::support::mapped::Mapped::new(&d.path(settings), ON.len());

@@ -7,6 +7,12 @@ use std::path::Path;
 
 use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
 
+/// An agent's settings that leave its memory on, and the same length turning it off: what the
+/// tests write through a mapping.
+pub const MEMORY_ON: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#;
+/// See [`MEMORY_ON`].
+pub const MEMORY_OFF: &[u8] = br#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#;
+
 /// A shared, writable mapping of a whole file.
 pub struct Mapped {
     file: std::fs::File,
