@@ -266,6 +266,60 @@ pub fn settled(stat: &rustix::fs::Stat, now: std::time::SystemTime) -> Option<[i
     (changed + SETTLED <= since_epoch).then(|| identity(stat))
 }
 
+/// Whether the file behind `fd` has no page dirty or under writeback, on a filesystem whose
+/// writeback write-protects a page it cleans (ext2/3/4, XFS, Btrfs): then the next write to
+/// the file, through `write` or through any shared mapping (which faults on the protected
+/// page), stamps its change time, so the file's identity taken before this call stands for
+/// the bytes read after it until it changes. A file with dirty pages may be written through
+/// a mapping with its times as they were (the kernel stamps them at the first write to a
+/// clean page only); tmpfs keeps no such account (its pages are never cleaned) and a kernel
+/// without `cachestat(2)` (Linux 6.5) cannot say: `false` for both.
+pub fn pages_clean(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use std::os::fd::AsRawFd;
+    /// `struct cachestat_range` and `struct cachestat` of `<linux/mman.h>`.
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct CacheStat {
+        cache: u64,
+        dirty: u64,
+        writeback: u64,
+        evicted: u64,
+        recently_evicted: u64,
+    }
+    /// `cachestat`'s number in the generic system call table (x86_64 and aarch64 alike).
+    const SYS_CACHESTAT: libc::c_long = 451;
+    /// ext2/3/4, XFS, Btrfs (`statfs`'s `f_type`).
+    const CLEANING_FILESYSTEMS: [i64; 3] = [0xEF53, 0x5846_5342, 0x9123_683E];
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "f_type's type differs between targets"
+    )]
+    let on_cleaning_fs = rustix::fs::fstatfs(fd)
+        .is_ok_and(|stat| CLEANING_FILESYSTEMS.contains(&(stat.f_type as i64)));
+    if !on_cleaning_fs {
+        return false;
+    }
+    let range = Range { off: 0, len: 0 }; // 0: to the end of the file
+    let mut stat = CacheStat::default();
+    // SAFETY: `cachestat(fd, range, stat, flags)` reads `range` and writes `stat`, both valid
+    // for the call and laid out as the kernel's structs; `fd` is open for the call.
+    let done = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd.as_raw_fd(),
+            &range as *const Range,
+            &mut stat as *mut CacheStat,
+            0 as libc::c_uint,
+        )
+    };
+    done == 0 && stat.dirty == 0 && stat.writeback == 0
+}
+
 /// The identity [`Seen::Identity`] keeps of a file whose status is `stat`.
 pub fn identity(stat: &rustix::fs::Stat) -> [i64; 8] {
     [

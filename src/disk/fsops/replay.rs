@@ -162,12 +162,24 @@ fn holds_again(dir: &SafeDir, name: &str, seen: &Seen) -> Option<bool> {
         Seen::Link(digest) => dir
             .read_link(name)
             .is_ok_and(|target| reads::digest(target.as_os_str().as_encoded_bytes()) == *digest),
-        // Read again and compared by its bytes, whatever identity an older record kept: a
-        // file of the group folder can change with its status as it was (`file_seen`).
-        Seen::File { limit, digest, .. } => {
-            let (read, opened) = dir.read_as_found(name, *limit).ok()?;
-            return match file_seen(*limit, &read, opened.as_ref().map(|(s, t)| (s, *t))) {
-                Some(Seen::File { digest: again, .. }) => (again == *digest).then_some(false),
+        // Kept by its identity only where that stands for its bytes (`file_seen`): then the
+        // same identity is the same bytes.
+        Seen::File {
+            limit,
+            digest,
+            identity,
+        } => {
+            if identity.is_some() && dir.identity(name).ok().flatten() == *identity {
+                return Some(false);
+            }
+            // Read again; would its identity stand for its bytes now?
+            let (read, opened) = dir.read_as_found(name, *limit, true).ok()?;
+            return match file_seen(*limit, &read, opened.as_ref()) {
+                Some(Seen::File {
+                    digest: again,
+                    identity: now,
+                    ..
+                }) if again == *digest => Some(now.is_some()),
                 _ => None,
             };
         }

@@ -501,7 +501,7 @@ fn run_start(layout: &Layout, settings: &DeliverySettings, binary: Option<&[u8]>
     let shared = layout.without_handed();
     let mut start = KeyHasher::new();
     start
-        .field(b"clawmd verdict 3")
+        .field(b"clawmd verdict 4")
         .field(env!("CARGO_PKG_VERSION").as_bytes())
         .field(binary.unwrap_or_default())
         .hash(&(relocated(&shared), settings));

@@ -53,13 +53,17 @@ impl SafeDir {
     /// Reads the regular file `name` (never through a symlink, never opening anything else).
     /// `None` when it is missing.
     pub fn read_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        let (read, opened) = self.read_as_found(name, limit)?;
+        let content = self
+            .tap
+            .as_ref()
+            .is_some_and(|tap| tap.watch == Watch::Content);
+        let (read, opened) = self.read_as_found(name, limit, content)?;
         if let Some(tap) = self.tap.as_ref().filter(|tap| tap.watch == Watch::Identity) {
-            let identity = opened.as_ref().map(|(stat, _)| reads::identity(stat));
+            let identity = opened.as_ref().map(|found| reads::identity(&found.stat));
             tap.push(name, Seen::Identity { limit, identity });
         }
         if let Some(tap) = self.tap.as_ref().filter(|tap| tap.watch == Watch::Content)
-            && let Some(seen) = file_seen(limit, &read, opened.as_ref().map(|(s, t)| (s, *t)))
+            && let Some(seen) = file_seen(limit, &read, opened.as_ref())
         {
             tap.push(name, seen);
         }
@@ -133,26 +137,30 @@ impl SafeDir {
         }
     }
 
-    /// [`SafeDir::read_file`] without the log: what was read, and the status of the file
-    /// opened with the time before it was opened (its identity stands for what is read only
-    /// when its last change was well before: [`reads::settled`]). `Err` when it cannot be
-    /// opened; a read that fails is in the first value.
-    #[expect(clippy::type_complexity, reason = "a read and where it was made from")]
+    /// [`SafeDir::read_file`] without the log: what was read, and how the file was found
+    /// ([`Opened`]). With `ask_clean`, whether its pages were clean before it was read
+    /// ([`reads::pages_clean`]; else `false`). `Err` when it cannot be opened; a read that
+    /// fails is in the first value.
+    #[expect(clippy::type_complexity, reason = "a read and how its file was found")]
     pub(in crate::disk::fsops) fn read_as_found(
         &self,
         name: &str,
         limit: u64,
-    ) -> Result<(
-        Result<Option<Vec<u8>>>,
-        Option<(Stat, std::time::SystemTime)>,
-    )> {
+        ask_clean: bool,
+    ) -> Result<(Result<Option<Vec<u8>>>, Option<Opened>)> {
         let before = std::time::SystemTime::now();
         Ok(match self.open_regular(name, OFlags::RDONLY)? {
             None => (Ok(None), None),
             Some((file, stat)) => {
                 let path = self.path.join(name);
+                let clean = ask_clean && reads::pages_clean(std::os::fd::AsFd::as_fd(&file));
                 let read = read_limited(file, &path, stat.st_size as u64, limit).map(Some);
-                (read, Some((stat, before)))
+                let opened = Opened {
+                    stat,
+                    before,
+                    clean,
+                };
+                (read, Some(opened))
             }
         })
     }
@@ -184,10 +192,24 @@ impl SafeDir {
 /// What a file read found ([`Seen::File`]), with the identity of the file when it was settled
 /// at the time of the read (`opened`: its status, and the time before it was opened); `None`
 /// for an error other than the file being over `limit` (the look that made it fails).
+/// How a file read was found: its status when opened, the time before it was opened, and
+/// whether its pages were clean before it was read ([`reads::pages_clean`]).
+pub(in crate::disk::fsops) struct Opened {
+    pub(in crate::disk::fsops) stat: Stat,
+    pub(in crate::disk::fsops) before: std::time::SystemTime,
+    pub(in crate::disk::fsops) clean: bool,
+}
+
+/// What a read of a file of the group folder found, for the log: its SHA-256, and its
+/// identity when that stands for its bytes: its last change well before the read
+/// ([`reads::settled`]) and its pages clean when it was read ([`reads::pages_clean`]). The
+/// agent writes in the group folder, and a write through a shared mapping to a page already
+/// dirty changes a file's bytes and leaves its change time (and modification time, size and
+/// inode) as they were; a page kept clean is write-protected, so the next write stamps them.
 pub(in crate::disk::fsops) fn file_seen(
     limit: u64,
     read: &Result<Option<Vec<u8>>>,
-    opened: Option<(&Stat, std::time::SystemTime)>,
+    opened: Option<&Opened>,
 ) -> Option<Seen> {
     let digest = match read {
         Ok(Some(bytes)) => Some(reads::digest(bytes)),
@@ -195,15 +217,13 @@ pub(in crate::disk::fsops) fn file_seen(
         Err(FsError::TooLarge { .. }) => Some(reads::TOO_LARGE.to_owned()),
         Err(_) => return None,
     };
-    // Never by its identity: these are the files of the group folder, which the agent writes,
-    // and a write through a shared mapping changes a file's bytes and leaves its change time
-    // (and modification time, size and inode) as they were until the kernel writes the page
-    // back. Such a file is read again and compared by its bytes at every replay.
-    let _ = opened;
+    let identity = opened
+        .filter(|opened| opened.clean)
+        .and_then(|opened| reads::settled(&opened.stat, opened.before));
     Some(Seen::File {
         limit,
         digest,
-        identity: None,
+        identity,
     })
 }
 
