@@ -572,7 +572,7 @@ impl<S: SharedSources> Run<'_, S> {
             .look_key_of_evaluations(self.verdicts, &agent.evaluations);
         key == look.key()
             && crate::runtime::view::view_of_table(self.layout, group, agent.mounts.clone())
-                .is_ok_and(|fs| crate::runtime::view::view_holds(&fs, &agent.reads))
+                .is_ok_and(|fs| fs.holds(&agent.reads))
     }
 
     /// Whether every read of `look` finds again what it found: in the group's folders (the

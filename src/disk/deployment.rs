@@ -395,23 +395,15 @@ pub fn keep_handed_config(
     journal: &Arc<crate::disk::fsops::TempJournal>,
 ) -> Result<(), GroupError> {
     checked_group_dir(layout, group)?;
-    let path = layout.handed_config(group);
-    let held = kept_configs::held(&path, bytes);
-    if matches!(held, kept_configs::Held::These) {
+    if kept_config_holds(layout, group, bytes) {
         return Ok(());
     }
+    let path = layout.handed_config(group);
     let folder = path.parent().unwrap_or(&layout.state_dir);
     let mut dir =
         SafeDir::open_state(folder, true)?.expect("open_state with create returns a folder");
     dir.record_temps_in(journal);
-    let name = format!("{group}.json");
-    let holds_them = || {
-        let found = dir.read_file(&name, MAX_CONFIG_BYTES).ok().flatten();
-        found.as_deref() == Some(bytes)
-    };
-    if matches!(held, kept_configs::Held::Others) || !holds_them() {
-        dir.write_file_lasting(&name, bytes, state::durability())?;
-    }
+    dir.write_file_lasting(&format!("{group}.json"), bytes, state::durability())?;
     kept_configs::found(&path, bytes);
     Ok(())
 }

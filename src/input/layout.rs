@@ -229,9 +229,7 @@ impl Layout {
         if self.claude_home_by_agent_group_id() {
             return None;
         }
-        let template = self.claude_home.as_ref()?;
-        let text = template.to_string_lossy();
-        Some(PathBuf::from(text.replace(GROUP_PLACEHOLDER, group)))
+        self.claude_home_of(group, None).ok().flatten()
     }
 
     /// Whether `claudeHome` names each group's `~/.claude` by the runner's agent group id

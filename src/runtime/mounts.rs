@@ -40,16 +40,6 @@ pub fn group_needs(
     Ok(target.mount_needs(exists))
 }
 
-/// [`group_needs`] of the group folder opened as `dir`.
-pub fn needs_in(
-    layout: &Layout,
-    dir: &SafeDir,
-    settings: &DeliverySettings,
-) -> Result<MountNeeds, GroupError> {
-    let (target, exists) = target_in(layout, dir, settings)?;
-    Ok(target.mount_needs(exists))
-}
-
 /// The group's delivery target, and whether its `container.json` exists.
 fn group_target(
     layout: &Layout,

@@ -97,18 +97,10 @@ fn group_load_options(layout: &Layout, fs: &MountedFs, options: &ViewOptions) ->
 }
 
 /// What the settings files the agent can write do to its memory, for the CLI and for the
-/// Agent SDK (`settingSources: ['project','user']`), read in the view of `group`'s container
-/// (the group folder and the group's `~/.claude` where the deployment says where it is; every
-/// read bounded, never following a link on the host, never opening a FIFO or device).
-pub fn agent_settings(
-    layout: &Layout,
-    group: &str,
-    options: &ViewOptions,
-) -> Result<AgentSettings, GroupError> {
-    agent_settings_in(layout, &group_view(layout, group, options)?, options)
-}
-
-/// [`agent_settings`], read through `fs`, the group's view ([`group_view`]).
+/// Agent SDK (`settingSources: ['project','user']`), read through `fs`, the view of the
+/// group's container ([`group_view`]: the group folder and the group's `~/.claude` where the
+/// deployment says where it is; every read bounded, never following a link on the host, never
+/// opening a FIFO or device).
 pub fn agent_settings_in(
     layout: &Layout,
     fs: &MountedFs,
@@ -263,7 +255,7 @@ pub struct AgentSettingsKept {
 struct KeptAgents {
     /// The deployment and options every kept entry was found with.
     made_for: Option<(Layout, ViewOptions)>,
-    groups: std::collections::HashMap<String, std::sync::Arc<KeptAgent>>,
+    groups: std::collections::HashMap<String, Arc<KeptAgent>>,
 }
 
 #[derive(Debug)]
@@ -320,7 +312,7 @@ impl AgentSettingsKept {
         options: &ViewOptions,
         group: &str,
         seen: &SeenConfig,
-    ) -> Option<std::sync::Arc<KeptAgent>> {
+    ) -> Option<Arc<KeptAgent>> {
         let kept = self.lock();
         let (made_layout, made_options) = kept.made_for.as_ref()?;
         if made_options != options || !made_layout.same_but_handed(layout) {
@@ -346,13 +338,12 @@ impl AgentSettingsKept {
             kept.groups.clear();
             kept.made_for = Some((layout.without_handed(), options.clone()));
         }
-        kept.groups
-            .insert(group.to_owned(), std::sync::Arc::new(entry));
+        kept.groups.insert(group.to_owned(), Arc::new(entry));
     }
 }
 
-/// [`agent_settings`] of the group folder opened as `dir`, answered from `kept` when its
-/// entry for the group holds, and kept there when worked out.
+/// [`agent_settings_in`] of the group folder opened as `dir`, through its view, answered from
+/// `kept` when its entry for the group holds, and kept there when worked out.
 pub fn agent_settings_kept(
     layout: &Layout,
     dir: &SafeDir,
@@ -366,7 +357,7 @@ pub fn agent_settings_kept(
         && let Some(entry) = kept.entry(layout, options, group, &seen)
     {
         let fs = open_view(layout, &group_dir, entry.view.mounts.clone())?;
-        if view_holds(&fs, &entry.view.reads) {
+        if fs.holds(&entry.view.reads) {
             return Ok(AgentFound {
                 agent: entry.agent.clone(),
                 view: Some(entry.view.clone()),
@@ -390,15 +381,6 @@ pub fn agent_settings_kept(
         kept.keep(layout, options, group, entry);
     }
     Ok(AgentFound { agent, view })
-}
-
-/// Whether every read of `reads` ([`AgentView::reads`]), made through `fs` again, finds what
-/// it found: each settings file read again and compared by its bytes (a view never keeps a
-/// file by its identity: `mounted::file_seen`).
-pub fn view_holds(fs: &MountedFs, reads: &[crate::disk::reads::Read]) -> bool {
-    let now = std::time::SystemTime::now();
-    let opened = &mut crate::runtime::mounted::Opened::default();
-    fs.replay(reads, now, opened).is_some()
 }
 
 /// The group's `~/.claude` on the host where the runner names it by the group's agent group

@@ -61,7 +61,7 @@ pub struct Delivered {
 /// What the settings files the agent can write (`.claude/settings.json`,
 /// `.claude/settings.local.json`, and `~/.claude/settings.json` where the deployment says
 /// where that lives) do to its memory, read in its container's view
-/// ([`crate::runtime::view::agent_settings`]), for each Claude Code front end: the CLI reads all three,
+/// ([`crate::runtime::view::agent_settings_in`]), for each Claude Code front end: the CLI reads all three,
 /// the Agent SDK with nanoclaw's `settingSources: ['project','user']` not the local one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentSettings {
@@ -669,7 +669,7 @@ mod tests {
     }
 
     /// What the settings files `files` (paths in the container, text) do, as
-    /// `crate::runtime::view::agent_settings` reads them, for both front ends.
+    /// `crate::runtime::view::agent_settings_in` reads them, for both front ends.
     fn agent(files: &[(&str, &str)]) -> AgentSettings {
         let mut fs = Snapshot::new();
         fs.dir(Path::new("/workspace/agent"));
