@@ -87,6 +87,13 @@ impl Snapshot {
             .insert(key(path), Node::Link(target.to_path_buf()));
     }
 
+    /// Whether any file, link or oversized file in the snapshot is called `name`.
+    pub fn has_entry_named(&self, name: &str) -> bool {
+        self.nodes.iter().any(|(path, node)| {
+            !matches!(node, Node::Dir) && Path::new(path).file_name().is_some_and(|n| n == name)
+        })
+    }
+
     /// `path` with every symlink resolved (the last one too when `follow_last`), as the
     /// kernel resolves it: component by component, a link's target replacing the link.
     /// Components are taken as they come (a path thousands of folders deep that is missing

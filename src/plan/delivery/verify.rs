@@ -112,25 +112,13 @@ pub fn verify_with(
 ) -> Delivered {
     let delivered = match (plan.target.provider.is_flat(), agent.is_empty()) {
         (true, _) => verify_flat(plan),
-        (false, true) => verify_claude(layout, plan, sources, settings, settings.consumer, None),
+        (false, true) => {
+            let fs = snapshot(layout, plan, sources);
+            verify_claude(layout, plan, &fs, settings, settings.consumer, None)
+        }
         (false, false) => {
-            let cli = verify_claude(
-                layout,
-                plan,
-                sources,
-                settings,
-                Consumer::Cli,
-                Some(&agent.cli),
-            );
-            let sdk = verify_claude(
-                layout,
-                plan,
-                sources,
-                settings,
-                Consumer::Sdk,
-                Some(&agent.sdk),
-            );
-            both(cli, sdk)
+            let fs = snapshot(layout, plan, sources);
+            verify_claude_front_ends(layout, plan, &fs, settings, agent)
         }
     };
     let delivered = Delivered {
@@ -145,17 +133,16 @@ pub fn verify_with(
 fn verify_claude(
     layout: &Layout,
     plan: &GroupPlan,
-    sources: &Sources,
+    fs: &Snapshot,
     settings: &DeliverySettings,
     consumer: Consumer,
     agent: Option<&SettingsEvaluation>,
 ) -> Delivered {
-    let fs = snapshot(layout, plan, sources);
     let mut options = claude_options(layout, settings, consumer);
     options.settings = agent.cloned();
-    match load(&fs, &options) {
+    match load(fs, &options) {
         Ok(memory) => {
-            let memory_digest = link_digest(plan, &fs, &memory);
+            let memory_digest = link_digest(plan, fs, &memory);
             from_memory(layout, plan, &memory, memory_digest)
         }
         Err(err) => Delivered {
@@ -168,6 +155,31 @@ fn verify_claude(
             judged: None,
         },
     }
+}
+
+/// The verdict that holds for the CLI and the Agent SDK, each with its evaluation of the
+/// agent's settings files: one load when it stands for both ([`sdk_loads_as_the_cli`]).
+fn verify_claude_front_ends(
+    layout: &Layout,
+    plan: &GroupPlan,
+    fs: &Snapshot,
+    settings: &DeliverySettings,
+    agent: &AgentSettings,
+) -> Delivered {
+    let cli = verify_claude(layout, plan, fs, settings, Consumer::Cli, Some(&agent.cli));
+    if sdk_loads_as_the_cli(fs, agent) {
+        return cli;
+    }
+    let sdk = verify_claude(layout, plan, fs, settings, Consumer::Sdk, Some(&agent.sdk));
+    both(cli, sdk)
+}
+
+/// Whether the Agent SDK loads from `fs` exactly what the CLI loads, so that one load stands
+/// for both: the front ends differ only in the settings files they read (here already
+/// evaluated, `agent`) and in the SDK not loading `CLAUDE.local.md` ([`load_options`]), which
+/// makes no difference where `fs` holds none. [`both`] of a verdict and itself is that verdict.
+fn sdk_loads_as_the_cli(fs: &Snapshot, agent: &AgentSettings) -> bool {
+    agent.cli == agent.sdk && !fs.has_entry_named(names::CLAUDE_LOCAL_MD)
 }
 
 /// The verdict that holds for both front ends: what either misses, every reason and every
@@ -641,6 +653,7 @@ mod tests {
 
     use super::*;
     use crate::input::config::GroupConfig;
+    use crate::input::recipe::MemoryFile;
     use crate::loader::ClaudeVersion;
     use crate::loader::content::js_trim;
     use crate::plan::delivery::{Delivery, GroupInputs, Provider, plan_delivery};
@@ -1103,6 +1116,66 @@ mod tests {
             got.reasons.iter().any(|r| r.starts_with("(Agent SDK)")),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn one_load_stands_for_both_front_ends_exactly_when_it_gives_their_verdict() {
+        let with_local = Layout::under_root(Path::new("/host"));
+        // As on nanoclaw v2.3, whose memory is a tree: no CLAUDE.local.md.
+        let mut tree_memory = with_local.clone();
+        tree_memory.recipe.memory = MemoryFile::None;
+        let files: &[&[(&str, &str)]] = &[
+            &[(USER, "{}")],
+            &[(USER, r#"{"claudeMdExcludes":["**/CLAUDE.md"]}"#)],
+            &[(USER, r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#)],
+            &[(
+                USER,
+                r#"{"claudeMdExcludes":["/workspace/agent/CLAUDE.md"]}"#,
+            )],
+            &[(USER, r#"{"claudeMdExcludes": 3}"#)],
+            &[(PROJECT, r#"{"agent":"x"}"#)],
+            &[(LOCAL, r#"{"claudeMdExcludes":["**/CLAUDE.md"]}"#)],
+            // Memory off for the SDK alone, which does not read the local file.
+            &[
+                (PROJECT, r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"1"}}"#),
+                (LOCAL, r#"{"env":{"CLAUDE_CODE_DISABLE_CLAUDE_MDS":"0"}}"#),
+            ],
+        ];
+        let mut shortcuts = 0;
+        for delivery in [Delivery::Inline, Delivery::Copy, Delivery::Managed] {
+            let settings = DeliverySettings::with_delivery(delivery);
+            for (layout, local) in [
+                (&tree_memory, None),
+                (&with_local, None),
+                (&with_local, Some(&b"LOCAL NOTES\n"[..])),
+            ] {
+                let sources = sources("BASE\n");
+                let inputs = GroupInputs {
+                    local_memory: local,
+                    ..GroupInputs::default()
+                };
+                let plan =
+                    plan_delivery(layout, &GroupConfig::default(), &sources, inputs, &settings)
+                        .unwrap();
+                let fs = snapshot(layout, &plan, &sources);
+                for files in files {
+                    let agent = agent(files);
+                    let each = |consumer, evaluation| {
+                        verify_claude(layout, &plan, &fs, &settings, consumer, Some(evaluation))
+                    };
+                    let apart = both(
+                        each(Consumer::Cli, &agent.cli),
+                        each(Consumer::Sdk, &agent.sdk),
+                    );
+                    let got = verify_claude_front_ends(layout, &plan, &fs, &settings, &agent);
+                    assert_eq!(got, apart, "{delivery} {local:?} {files:?}");
+                    shortcuts += usize::from(sdk_loads_as_the_cli(&fs, &agent));
+                }
+            }
+        }
+        // The case it is made for (no CLAUDE.local.md, the same evaluation) is taken: every
+        // settings file but the local one, in every delivery of the memory tree.
+        assert_eq!(shortcuts, 3 * 6, "{shortcuts}");
     }
 
     #[test]
