@@ -45,7 +45,7 @@ impl Service {
         Ok(Service {
             root: std::path::absolute(root)?,
             overrides,
-            kept: KeptAcrossRuns::watching(),
+            kept: KeptAcrossRuns::answering(),
             settings: SettingsKept::default(),
         })
     }
@@ -55,9 +55,42 @@ impl Service {
         &self.root
     }
 
-    /// The answer to one request (`line`: its JSON text, without the line break or with it).
-    /// Never panics: a bug met while answering is answered `internal-error`.
+    /// The answer to one request (`line`: its JSON text, without the line break or with it),
+    /// once everything the request made clawmd do is done. Never panics: a bug met while
+    /// answering is answered `internal-error`.
     pub fn answer_line(&mut self, line: &[u8]) -> ServeAnswer {
+        self.answer_line_then(line, |answer| answer)
+    }
+
+    /// The answer to one request handed to `deliver` as soon as it is known: the group's
+    /// documents are in place and its verdict worked out, and the bookkeeping that changes
+    /// neither (its verdict record, its temp journal settled) is done after `deliver` returns,
+    /// before this returns what `deliver` did (`compose::Later`). The group's lock is held
+    /// until then. Never panics, as [`Service::answer_line`].
+    pub fn answer_line_then<R>(
+        &mut self,
+        line: &[u8],
+        deliver: impl FnOnce(ServeAnswer) -> R,
+    ) -> R {
+        let answer = self.answer_now(line);
+        let delivered = deliver(answer);
+        let finished = std::panic::catch_unwind(AssertUnwindSafe(|| self.kept.finish_later()));
+        if finished.is_err() {
+            // What was left is dropped, with its locks: the next run under each group's lock
+            // removes what its journal names.
+            self.forget();
+        }
+        delivered
+    }
+
+    /// What the service kept, dropped after a bug.
+    fn forget(&mut self) {
+        self.kept = KeptAcrossRuns::answering();
+        self.settings = SettingsKept::default();
+    }
+
+    /// [`Service::answer_line`], its bookkeeping left in `self.kept`.
+    fn answer_now(&mut self, line: &[u8]) -> ServeAnswer {
         let Service {
             root,
             overrides,
@@ -68,8 +101,7 @@ impl Service {
             answer(root, overrides, line, kept, settings)
         }));
         answered.unwrap_or_else(|_| {
-            *kept = KeptAcrossRuns::watching();
-            *settings = SettingsKept::default();
+            self.forget();
             ServeAnswer::failed(
                 request_id(line),
                 None,

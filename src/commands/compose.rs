@@ -22,6 +22,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod later;
+pub use later::Later;
+
 use serde::{Deserialize, Serialize};
 
 use crate::disk::deployment::{
@@ -116,6 +119,9 @@ pub struct KeptAcrossRuns {
     /// (only [`KeptAcrossRuns::watching`] watches).
     vouchers: Arc<Vouchers>,
     agents: Arc<AgentSettingsKept>,
+    /// The bookkeeping the last run left until after its answer ([`Later`]; only
+    /// [`KeptAcrossRuns::answering`] leaves any).
+    later: Arc<Later>,
 }
 
 #[derive(Debug)]
@@ -135,7 +141,23 @@ impl KeptAcrossRuns {
             reading: None,
             vouchers: Arc::new(Vouchers::enabled()),
             agents: Arc::new(AgentSettingsKept::enabled()),
+            later: Arc::default(),
         }
+    }
+
+    /// [`KeptAcrossRuns::watching`], for a holder that answers spawns: a run leaves a group's
+    /// bookkeeping after its compose until [`KeptAcrossRuns::finish_later`] ([`Later`]).
+    pub fn answering() -> KeptAcrossRuns {
+        KeptAcrossRuns {
+            later: Arc::new(Later::deferring()),
+            ..KeptAcrossRuns::watching()
+        }
+    }
+
+    /// Does the bookkeeping the runs left ([`KeptAcrossRuns::answering`]), releasing their
+    /// groups' locks.
+    pub fn finish_later(&self) {
+        self.later.finish();
     }
 
     /// The kept reading, when it was made for `layout` and is the one `proof` records: what
@@ -174,7 +196,8 @@ pub fn compose_keeping(
     progress.start(groups.len());
     let verdicts = GroupVerdicts::new(layout, &options.settings);
     let agents = kept.agents.clone();
-    let run = Run::new(layout, options, &verdicts, progress, &agents);
+    let later = kept.later.clone();
+    let run = Run::new(layout, options, &verdicts, progress, &agents, &later);
     let mut outcomes = Outcomes::new(groups.len());
     let proof = (run.load_sources_record()).map(|proof| proof.vouched_by(kept.vouchers.clone()));
     if let Some(proof) = &proof {
@@ -229,7 +252,8 @@ pub fn compose_group(
 ) -> Result<GroupReport, GroupError> {
     let verdicts = GroupVerdicts::new(layout, &options.settings);
     let agents = AgentSettingsKept::default();
-    let run = Run::new(layout, options, &verdicts, &(), &agents);
+    let later = Later::default();
+    let run = Run::new(layout, options, &verdicts, &(), &agents, &later);
     run.with_sources(sources).compose_one(group)
 }
 
@@ -245,6 +269,9 @@ struct Run<'a, S> {
     progress: &'a dyn Progress,
     /// What the agents' settings files did, kept across runs by the caller.
     agents: &'a AgentSettingsKept,
+    /// Where a group's bookkeeping goes once it is composed: done at once, or left until the
+    /// caller has answered ([`Later`]).
+    later: &'a Later,
     sources: S,
 }
 
@@ -256,6 +283,7 @@ impl<'a> Run<'a, ()> {
         verdicts: &'a GroupVerdicts,
         progress: &'a dyn Progress,
         agents: &'a AgentSettingsKept,
+        later: &'a Later,
     ) -> Self {
         Run {
             layout,
@@ -263,6 +291,7 @@ impl<'a> Run<'a, ()> {
             verdicts,
             progress,
             agents,
+            later,
             sources: (),
         }
     }
@@ -277,6 +306,7 @@ impl<'a, S> Run<'a, S> {
             verdicts: self.verdicts,
             progress: self.progress,
             agents: self.agents,
+            later: self.later,
             sources,
         }
     }
@@ -891,15 +921,35 @@ impl Run<'_, &Sources> {
             return report;
         }
         let applied = apply(seen.dirs(), &seen.steps, state::durability());
-        let report = applied.map_err(GroupError::from).and_then(|()| {
+        let delivered = applied.map_err(GroupError::from).and_then(|()| {
             let report =
                 GroupReport::from_steps(group, &seen.steps, &seen.plan, &self.layout.recipe)
                     .with_cleaned(cleaned);
-            self.delivered_recorded(&seen, report)
+            self.delivered_spawned(&seen, report)
         });
-        let settled = journal.settle();
-        let report = report?;
-        settled?;
+        let (report, unrecorded) = match delivered {
+            Ok(delivered) => delivered,
+            Err(err) => {
+                journal.settle()?;
+                return Err(err);
+            }
+        };
+        let written = seen.written.as_ref();
+        written::record(self.layout, &report.group, &seen.plan, written);
+        if self.later.is_deferring() {
+            self.later.leave(later::Bookkeeping {
+                layout: self.layout.clone(),
+                records: self.verdicts.records(),
+                unrecorded,
+                journal,
+                lock,
+            });
+            return Ok(report);
+        }
+        if let Some(unrecorded) = unrecorded {
+            self.verdicts.record(self.layout, unrecorded);
+        }
+        journal.settle()?;
         Ok(report)
     }
 
@@ -947,7 +997,7 @@ impl Run<'_, &Sources> {
     }
 
     /// [`Run::delivered`] and [`with_spawn`] under the group's lock, once its steps are
-    /// applied: the group's record is written at once, with the verdict and no look. The
+    /// applied, and the group's record written at once, with the verdict and no look. The
     /// files this run wrote cannot be kept by their identity yet ([`crate::disk::reads::SETTLED`]),
     /// so a look made now would be made again by the next run that finds them settled: that
     /// run, which observes the group anyway, records the look ([`Run::first_look`]).
@@ -956,8 +1006,7 @@ impl Run<'_, &Sources> {
         seen: &Observation,
         report: GroupReport,
     ) -> Result<GroupReport, GroupError> {
-        let (report, unrecorded) = self.delivered(seen, report);
-        let report = with_spawn(self.layout, seen, report)?;
+        let (report, unrecorded) = self.delivered_spawned(seen, report)?;
         if let Some(unrecorded) = unrecorded {
             self.verdicts.record(self.layout, unrecorded);
         }
@@ -968,6 +1017,17 @@ impl Run<'_, &Sources> {
             seen.written.as_ref(),
         );
         Ok(report)
+    }
+
+    /// [`Run::delivered`] and [`with_spawn`]: the report, with the record to write when the
+    /// group's record does not hold the verdict yet.
+    fn delivered_spawned(
+        &self,
+        seen: &Observation,
+        report: GroupReport,
+    ) -> Result<(GroupReport, Option<Unrecorded<Found>>), GroupError> {
+        let (report, unrecorded) = self.delivered(seen, report);
+        Ok((with_spawn(self.layout, seen, report)?, unrecorded))
     }
 
     /// Adds to `report` what reaches the agent of the group composed as `seen.plan`: the

@@ -779,3 +779,43 @@ fn the_kept_agent_settings_never_outlive_a_write_through_a_shared_mapping() {
     drop(mapped);
     service.finish();
 }
+
+/// The service hands a spawn's answer on as soon as the group's documents are in place and
+/// its verdict is known, and does its bookkeeping (the group's verdict record, its journal
+/// settled) after: while the answer is being delivered the group's lock is still held, so no
+/// other run sees the group between its documents and its record; once the call returns the
+/// record is written and the lock free.
+#[test]
+fn the_answer_goes_out_before_the_bookkeeping_under_the_groups_lock() {
+    let d = deployment();
+    let mut service =
+        clawmd::service::Service::new(d.root(), clawmd::settings::Overrides::default()).unwrap();
+    let record = d.path("groups/.clawmd/verdicts/main");
+    let request = json!({"id": 1, "group": "main"}).to_string();
+    let during = service.answer_line_then(request.as_bytes(), |answer| {
+        assert!(answer.ok, "{answer:?}");
+        assert!(d.managed_md("main").contains("DB RULES"));
+        let other = d
+            .run(["compose", "main", "--json", "--lock-timeout", "0"])
+            .json();
+        (record.exists(), other)
+    });
+    let (recorded_during, other_during) = during;
+    assert!(!recorded_during, "the record is written after the answer");
+    assert_eq!(
+        other_during["groups"][0]["error"]["code"], "lock-timeout",
+        "another run waits for the lock while the answer is delivered: {other_during}"
+    );
+    assert!(
+        record.exists(),
+        "the record is written once the call returns"
+    );
+    let after = d
+        .run(["compose", "main", "--json", "--lock-timeout", "0"])
+        .success()
+        .json();
+    assert_eq!(after["groups"][0]["status"], "unchanged", "{after}");
+    // The next spawn is answered by the record the bookkeeping wrote.
+    let again = service.answer_line(request.as_bytes());
+    assert!(again.ok, "{again:?}");
+}

@@ -30,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -82,7 +82,7 @@ pub struct Verdicts<F> {
     sources: Mutex<Option<[u8; 32]>>,
     kept: Mutex<HashMap<Key, Delivered>>,
     /// The records, `<state>/verdicts/<group>`.
-    folder: state::Records<VerdictRecord<F>>,
+    folder: Arc<state::Records<VerdictRecord<F>>>,
     /// `<state>/binds`, opened when first needed (`Some(None)`: it does not exist).
     binds: Mutex<Option<Option<SafeDir>>>,
     /// Whether the state folder and its journal folder are real folders, asked once.
@@ -243,7 +243,7 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
             app: OnceLock::new(),
             sources: Mutex::new(None),
             kept: Mutex::new(HashMap::new()),
-            folder: state::Records::new(),
+            folder: Arc::new(state::Records::new()),
             binds: Mutex::new(None),
             journals: OnceLock::new(),
             records: binary.is_some(),
@@ -434,21 +434,13 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
     /// which the caller holds. A record is only a saving: one that cannot be written is left
     /// for a later run.
     pub fn record(&self, layout: &Layout, unrecorded: Unrecorded<F>) {
-        let Unrecorded {
-            group,
-            key,
-            delivered,
-            look,
-            ..
-        } = unrecorded;
-        let written = (self.folder).write(layout, &group, &key.0, &VerdictBody { delivered, look });
-        if let Err(err) = written {
-            tracing::debug!(
-                group,
-                "verdict record not written: {}",
-                crate::error::chain_text(&err)
-            );
-        }
+        self.records().record(layout, unrecorded);
+    }
+
+    /// The records these verdicts are written to, for a caller that writes one once the run
+    /// has answered ([`VerdictRecords::record`]).
+    pub fn records(&self) -> VerdictRecords<F> {
+        VerdictRecords(Arc::clone(&self.folder))
     }
 
     /// The verdict `group`'s record holds under `key`, if it is whole and has that key.
@@ -588,4 +580,33 @@ fn plan_into(key: &mut KeyHasher, plan: &GroupPlan) {
             .field(&len.to_le_bytes()),
         (local, _) => (key.field(b"local memory")).field(local.as_deref().unwrap_or_default()),
     };
+}
+
+/// Where a run's verdict records go ([`Verdicts::records`]): held past the run by a caller
+/// that writes a record after answering.
+pub struct VerdictRecords<F>(Arc<state::Records<VerdictRecord<F>>>);
+
+impl<F: Serialize + DeserializeOwned> VerdictRecords<F> {
+    /// Writes the record of a verdict, in place ([`state::Records`]), under the group's lock,
+    /// which the caller holds. A record is only a saving: one that cannot be written is left
+    /// for a later run.
+    pub fn record(&self, layout: &Layout, unrecorded: Unrecorded<F>) {
+        let Unrecorded {
+            group,
+            key,
+            delivered,
+            look,
+            ..
+        } = unrecorded;
+        let written = self
+            .0
+            .write(layout, &group, &key.0, &VerdictBody { delivered, look });
+        if let Err(err) = written {
+            tracing::debug!(
+                group,
+                "verdict record not written: {}",
+                crate::error::chain_text(&err)
+            );
+        }
+    }
 }

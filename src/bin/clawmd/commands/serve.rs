@@ -37,31 +37,39 @@ pub fn run(global: &GlobalArgs, args: ServeArgs, printer: &Printer) -> anyhow::R
         if read == 0 {
             return Ok(ExitCode::SUCCESS);
         }
-        let answer = if line.last() != Some(&b'\n') && read as u64 > MAX_REQUEST_BYTES {
+        let printed = if line.last() != Some(&b'\n') && read as u64 > MAX_REQUEST_BYTES {
             skip_line(&mut input)?;
-            ServeAnswer::failed(
-                serde_json::Value::Null,
-                None,
-                Code::BadRequest,
-                format!(
-                    "the request line is over {MAX_REQUEST_BYTES} bytes; a request is one group \
-                     and its config, a few kilobytes"
+            print(
+                printer,
+                ServeAnswer::failed(
+                    serde_json::Value::Null,
+                    None,
+                    Code::BadRequest,
+                    format!(
+                        "the request line is over {MAX_REQUEST_BYTES} bytes; a request is one \
+                         group and its config, a few kilobytes"
+                    ),
                 ),
             )
         } else if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         } else {
-            service.answer_line(&line)
+            // The answer goes out before the service's bookkeeping is done.
+            service.answer_line_then(&line, |answer| print(printer, answer))
         };
-        let text = serde_json::to_string(&answer)?;
-        if let Err(err) = printer.streamed_line(&text) {
+        match printed {
+            Ok(()) => {}
             // The runner closed our stdout: nobody reads the answers any more.
-            if is_broken_pipe(&err) {
-                return Ok(ExitCode::SUCCESS);
-            }
-            return Err(err);
+            Err(err) if is_broken_pipe(&err) => return Ok(ExitCode::SUCCESS),
+            Err(err) => return Err(err),
         }
     }
+}
+
+/// Prints `answer` as one line.
+fn print(printer: &Printer, answer: ServeAnswer) -> anyhow::Result<()> {
+    let text = serde_json::to_string(&answer)?;
+    printer.streamed_line(&text)
 }
 
 /// Reads and drops the rest of an over-long line.
