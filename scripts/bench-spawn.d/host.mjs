@@ -152,6 +152,12 @@ function editConfig(group, n) {
   group.config = { ...group.config, mcpServers: servers };
 }
 
+// The wait between two timed calls (the container starting, in a spawn path): what a side does
+// after its call returned is not timed as part of the other side's call.
+function gap() {
+  return new Promise((resolve) => setTimeout(resolve, config.gapMs ?? 5));
+}
+
 async function phase(name, count, edit, other = clawmdSpawn) {
   const pairs = [];
   for (let i = 0; i < count; i++) {
@@ -161,11 +167,14 @@ async function phase(name, count, edit, other = clawmdSpawn) {
     let mine;
     if (i % 2 === 0) {
       nano = await nanoclawSpawn(group);
+      await gap();
       mine = await other(group);
     } else {
       mine = await other(group);
+      await gap();
       nano = await nanoclawSpawn(group);
     }
+    await gap();
     pairs.push([nano, mine]);
   }
   return { phase: name, ...summary(pairs) };

@@ -917,6 +917,10 @@ impl Run<'_, &Sources> {
     ) -> Result<GroupReport, GroupError> {
         if cleaned.is_empty() && seen.is_up_to_date() {
             let report = self.report_looked(group, &seen, Some(&lock));
+            if self.later.is_deferring() {
+                self.leave_bookkeeping(group, None, journal, lock);
+                return report;
+            }
             journal.settle()?;
             return report;
         }
@@ -937,13 +941,7 @@ impl Run<'_, &Sources> {
         let written = seen.written.as_ref();
         written::record(self.layout, &report.group, &seen.plan, written);
         if self.later.is_deferring() {
-            self.later.leave(later::Bookkeeping {
-                layout: self.layout.clone(),
-                records: self.verdicts.records(),
-                unrecorded,
-                journal,
-                lock,
-            });
+            self.leave_bookkeeping(group, unrecorded, journal, lock);
             return Ok(report);
         }
         if let Some(unrecorded) = unrecorded {
@@ -951,6 +949,25 @@ impl Run<'_, &Sources> {
         }
         journal.settle()?;
         Ok(report)
+    }
+
+    /// Leaves for after the answer ([`Later`]) what is left of `group`'s compose: its handed
+    /// config kept, its verdict recorded, its journal settled, then its lock released.
+    fn leave_bookkeeping(
+        &self,
+        group: &str,
+        unrecorded: Option<Unrecorded<Found>>,
+        journal: Arc<TempJournal>,
+        lock: fsops::GroupLock,
+    ) {
+        self.later.leave(later::Bookkeeping {
+            layout: self.layout.clone(),
+            group: group.to_owned(),
+            records: self.verdicts.records(),
+            unrecorded,
+            journal,
+            lock,
+        });
     }
 
     /// Under the group's lock: the journal of the temps this run makes, after removing the
@@ -978,11 +995,11 @@ impl Run<'_, &Sources> {
         }
         // The config the runner handed, kept under the lock (its temp in the group's
         // journal), so the kept config is the one the documents the last compose wrote were
-        // made from, whichever of two spawns of the group handed its config last.
-        if layout.group_config == GroupConfigSource::Handed
-            && let Some(handed) = layout.given_configs.get(group)
-        {
-            crate::disk::deployment::keep_handed_config(layout, group, handed, &journal)?;
+        // made from, whichever of two spawns of the group handed its config last. A run that
+        // answers first keeps it after its answer, still under the lock
+        // ([`Run::finish_under`]).
+        if batched || !self.later.is_deferring() {
+            self.keep_handed_config(group, &journal)?;
         }
         let settings = &self.options.settings;
         let mut seen = observe(layout, self.sources, group_path, settings, Some(&journal))?;
@@ -994,6 +1011,21 @@ impl Run<'_, &Sources> {
             seen.written = written::record_intent(layout, group, &seen.plan, recorded);
         }
         Ok((journal, cleaned, seen))
+    }
+
+    /// Keeps the config the runner handed for `group` (`"groupConfig": "handed"`), its temp
+    /// recorded in `journal`, under the group's lock.
+    fn keep_handed_config(
+        &self,
+        group: &str,
+        journal: &Arc<TempJournal>,
+    ) -> Result<(), GroupError> {
+        match self.layout.handed_config_of(group) {
+            Some(handed) => {
+                crate::disk::deployment::keep_handed_config(self.layout, group, handed, journal)
+            }
+            None => Ok(()),
+        }
     }
 
     /// [`Run::delivered`] and [`with_spawn`] under the group's lock, once its steps are

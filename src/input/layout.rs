@@ -241,6 +241,15 @@ impl Layout {
             .is_some_and(|t| t.to_string_lossy().contains(AGENT_GROUP_ID_PLACEHOLDER))
     }
 
+    /// The config the runner handed for `group`, when the deployment composes from handed
+    /// configs (`"groupConfig": "handed"`) and one was handed: what compose keeps for `check`.
+    pub fn handed_config_of(&self, group: &str) -> Option<&[u8]> {
+        match self.group_config {
+            GroupConfigSource::Handed => self.given_configs.get(group).map(|bytes| &bytes[..]),
+            GroupConfigSource::File => None,
+        }
+    }
+
     /// The host folder mounted as `group`'s `~/.claude`, for a group whose config carries
     /// `agent_group_id` (its `agentGroupId`), as the verdict reads it. `Ok(None)`: the
     /// deployment names no home. An error says why the home cannot be named: `claudeHome`

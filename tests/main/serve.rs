@@ -62,6 +62,15 @@ impl Service {
         self.ask_raw(request.to_string().as_bytes())
     }
 
+    /// Returns once the service has done the bookkeeping of the requests answered so far (it
+    /// does it after each answer, before it reads the next request: the config a runner
+    /// handed is kept then): a request is answered only after it.
+    #[track_caller]
+    fn barrier(&mut self) {
+        let answer = self.ask(json!({"id": "barrier"}));
+        assert_eq!(answer["error"]["code"], "bad-request", "{answer}");
+    }
+
     /// Closes stdin; the service must exit 0 with nothing more on stdout.
     #[track_caller]
     fn finish(mut self) {
@@ -232,6 +241,7 @@ fn a_handed_config_over_the_limit_is_a_bad_request_and_nothing_is_kept() {
     // A config under the limit is taken (and kept).
     let answer = service.ask(json!({"id": 2, "group": "main", "config": {"skills": ["web"]}}));
     assert_eq!(answer["ok"], true, "{answer}");
+    service.barrier();
     assert!(d.exists("groups/.clawmd/configs/main.json"));
     service.finish();
 }
@@ -403,6 +413,7 @@ fn the_kept_handed_config_is_right_after_every_spawn() {
     let mut spawn_with = |id: u32, config: &serde_json::Value| {
         let answer = service.ask(json!({"id": id, "group": "main", "config": config}));
         assert_eq!(answer["ok"], true, "{answer}");
+        service.barrier();
         d.read(kept_path)
     };
     let mut spawn = |id: u32| spawn_with(id, &config);
@@ -818,4 +829,32 @@ fn the_answer_goes_out_before_the_bookkeeping_under_the_groups_lock() {
     // The next spawn is answered by the record the bookkeeping wrote.
     let again = service.answer_line(request.as_bytes());
     assert!(again.ok, "{again:?}");
+}
+
+/// The config a runner hands is kept for `check` after the answer too, under the group's
+/// lock, and before the service answers anything else.
+#[test]
+fn a_handed_config_is_kept_after_the_answer_before_the_next_request() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service =
+        clawmd::service::Service::new(d.root(), clawmd::settings::Overrides::default()).unwrap();
+    let kept = d.path("groups/.clawmd/configs/main.json");
+    for (id, rules) in [(1, "RULES A"), (2, "RULES B")] {
+        let config = json!({"mcpServers": {"db": {"instructions": rules}}});
+        let request = json!({"id": id, "group": "main", "config": config}).to_string();
+        let during = service.answer_line_then(request.as_bytes(), |answer| {
+            assert!(answer.ok, "{answer:?}");
+            assert!(d.managed_md("main").contains(rules));
+            std::fs::read_to_string(&kept).unwrap_or_default()
+        });
+        assert!(!during.contains(rules), "kept after the answer: {during}");
+        let after = std::fs::read_to_string(&kept).unwrap();
+        assert!(
+            after.contains(rules),
+            "kept before the call returns: {after}"
+        );
+    }
+    let check = d.run(["check", "main", "--json"]).success().json();
+    assert_eq!(check["ok"], true, "{check}");
+    assert_eq!(check["groups"][0]["findings"], json!([]), "{check}");
 }

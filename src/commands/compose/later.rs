@@ -1,8 +1,9 @@
 //! What a spawn's compose leaves until after its answer.
 //!
 //! A runner waits for the answer to a spawn, not for clawmd's own bookkeeping: once the group's
-//! documents are in place and its verdict is known, what is left (the group's verdict record
-//! written, its temp journal settled) changes nothing the agent or the answer depends on. A
+//! documents are in place and its verdict is known, what is left (the config the runner handed
+//! kept for `check`, the group's verdict record written, its temp journal settled) changes
+//! nothing the agent or the answer depends on. A
 //! caller that answers spawns (`clawmd serve`, [`crate::service::Service::answer_line_then`])
 //! has a run leave that work here ([`Later::deferring`]) and finishes it once the answer is
 //! out, before it reads the next request. Each item holds the group's lock until it is
@@ -13,6 +14,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::disk::deployment::keep_handed_config;
 use crate::disk::fsops::{GroupLock, TempJournal};
 use crate::input::layout::Layout;
 use crate::plan::delivery::verdicts::{Unrecorded, VerdictRecords};
@@ -76,10 +78,11 @@ impl Later {
     }
 }
 
-/// One group's bookkeeping after its compose: its verdict record, its journal settled, then
-/// its lock released.
+/// One group's bookkeeping after its compose: the config its runner handed kept, its verdict
+/// record, its journal settled, then its lock released.
 pub(super) struct Bookkeeping {
     pub layout: Layout,
+    pub group: String,
     pub records: VerdictRecords<Found>,
     pub unrecorded: Option<Unrecorded<Found>>,
     pub journal: Arc<TempJournal>,
@@ -90,13 +93,23 @@ impl Bookkeeping {
     fn finish(self) {
         let Bookkeeping {
             layout,
+            group,
             records,
             unrecorded,
             journal,
             lock,
         } = self;
-        if let Some(unrecorded) = unrecorded {
-            records.record(&layout, unrecorded);
+        // The handed config first: a record answers a spawn only while the kept config holds
+        // the config it was made from. One that cannot be kept leaves `check` reporting the
+        // group, and the next spawn composing it again.
+        let kept = match layout.handed_config_of(&group) {
+            Some(handed) => keep_handed_config(&layout, &group, handed, &journal),
+            None => Ok(()),
+        };
+        match (kept, unrecorded) {
+            (Ok(()), Some(unrecorded)) => records.record(&layout, unrecorded),
+            (Ok(()), None) => {}
+            (Err(err), _) => tracing::warn!(group, "{}", crate::error::chain_text(&err)),
         }
         // A journal left unsettled keeps its entries: the next run under the lock removes the
         // temps they name, if any is still there, and reports it.
