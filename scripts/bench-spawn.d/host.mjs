@@ -154,8 +154,8 @@ function editConfig(group, n) {
 
 // The wait between two timed calls (the container starting, in a spawn path): what a side does
 // after its call returned is not timed as part of the other side's call.
-function gap() {
-  return new Promise((resolve) => setTimeout(resolve, config.gapMs ?? 5));
+async function gap() {
+  if (config.gapMs > 0) await new Promise((resolve) => setTimeout(resolve, config.gapMs));
 }
 
 async function phase(name, count, edit, other = clawmdSpawn) {
