@@ -54,8 +54,22 @@ impl Keep {
 struct Scenario {
     name: &'static str,
     before: Deployment,
+    /// The command line; `serve` reads its requests from [`SERVE_REQUESTS`] in the root.
     args: Vec<&'static str>,
     keep: Vec<Keep>,
+}
+
+/// The file a `serve` scenario's requests are fed from (one per line).
+const SERVE_REQUESTS: &str = "serve-requests.jsonl";
+
+impl Scenario {
+    /// Runs the scenario's command on `root`.
+    fn run(&self, root: &std::path::Path, env: &[(&str, &str)]) -> Run {
+        match self.args.first() {
+            Some(&"serve") => clawmd_fed(root, &self.args, env, &root.join(SERVE_REQUESTS)),
+            _ => clawmd(root, &self.args, env),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -74,7 +88,9 @@ fn sweep(scenario: Scenario, figures: &mut Figures) {
     let before = tree(scenario.before.root());
 
     let reference = scenario.before.copy_on_work_dir();
-    clawmd(reference.root(), &scenario.args, &[]).expect(0, &format!("{name}: uninterrupted"));
+    scenario
+        .run(reference.root(), &[])
+        .expect(0, &format!("{name}: uninterrupted"));
     let after = tree(reference.root());
     assert!(
         temps(&after).is_empty(),
@@ -88,7 +104,9 @@ fn sweep(scenario: Scenario, figures: &mut Figures) {
     }
     // A second run is a no-op: same bytes, same inodes and mtimes.
     let snapshot = reference.snapshot();
-    clawmd(reference.root(), &scenario.args, &[]).expect(0, &format!("{name}: second run"));
+    scenario
+        .run(reference.root(), &[])
+        .expect(0, &format!("{name}: second run"));
     assert_eq!(snapshot, reference.snapshot(), "{name}: a second run wrote");
 
     let mut crash_at = 1;
@@ -96,11 +114,7 @@ fn sweep(scenario: Scenario, figures: &mut Figures) {
         let context = format!("{name}: CLAWMD_CRASH_AT={crash_at}");
         let work = scenario.before.copy_on_work_dir();
         let crash_env = crash_at.to_string();
-        let run = clawmd(
-            work.root(),
-            &scenario.args,
-            &[("CLAWMD_CRASH_AT", crash_env.as_str())],
-        );
+        let run = scenario.run(work.root(), &[("CLAWMD_CRASH_AT", crash_env.as_str())]);
         if !run.aborted() {
             // Fewer steps than crash_at: the run completed, every step has been covered.
             run.expect(0, &context);
@@ -123,7 +137,9 @@ fn sweep(scenario: Scenario, figures: &mut Figures) {
             keep.assert_kept(&crashed, &context);
         }
 
-        clawmd(work.root(), &scenario.args, &[]).expect(0, &format!("{context}: rerun"));
+        scenario
+            .run(work.root(), &[])
+            .expect(0, &format!("{context}: rerun"));
         let recovered = tree(work.root());
         assert_same_tree(&after, &recovered, &format!("{context}: rerun"));
         for keep in &scenario.keep {
@@ -329,6 +345,21 @@ fn compose_scenarios() -> Vec<Scenario> {
         name: "compose with a handed config, kept in the state folder",
         before: handed,
         args: vec!["compose", "g", "--config", "handed.json"],
+        keep: vec![local_kept()],
+    });
+    // The same spawn through `clawmd serve`, which answers before it keeps the config, writes
+    // the group's record and settles its journal (docs/design.md, "The runner contract"): a
+    // crash in that bookkeeping, after the answer, leaves every file old or new too.
+    let request = format!(
+        r#"{{"id": 1, "group": "g", "config": {}}}"#,
+        CONFIG_B.replace('\n', " ")
+    );
+    scenarios.push(Scenario {
+        name: "serve with a handed config, its bookkeeping after the answer",
+        before: composed(CONFIG_A, "inline")
+            .file("clawmd.json", r#"{"groupConfig": "handed"}"#)
+            .file(SERVE_REQUESTS, &format!("{request}\n")),
+        args: vec!["serve"],
         keep: vec![local_kept()],
     });
 

@@ -137,6 +137,13 @@ pub fn clawmd(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     clawmd_in(root, args, env, HANG_LIMIT)
 }
 
+/// [`clawmd`] reading its standard input from the file `input` (`clawmd serve`'s requests).
+#[track_caller]
+pub fn clawmd_fed(root: &Path, args: &[&str], env: &[(&str, &str)], input: &Path) -> Run {
+    let file = std::fs::File::open(input).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
+    run_fed_within(&mut command(root, args, env), Stdio::from(file), HANG_LIMIT)
+}
+
 /// [`clawmd`] with an explicit hang limit.
 #[track_caller]
 pub fn clawmd_in(root: &Path, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
@@ -168,8 +175,14 @@ fn clawmd_command() -> Command {
 /// (after killing it).
 #[track_caller]
 pub fn run_within(command: &mut Command, limit: Duration) -> Run {
+    run_fed_within(command, Stdio::null(), limit)
+}
+
+/// [`run_within`] with `stdin` as the child's standard input.
+#[track_caller]
+fn run_fed_within(command: &mut Command, stdin: Stdio, limit: Duration) -> Run {
     let started = Instant::now();
-    match output_within(command, limit) {
+    match output_fed_within(command, stdin, limit) {
         Ok(output) => Run {
             status: output.status,
             stdout: output.stdout,
@@ -183,8 +196,17 @@ pub fn run_within(command: &mut Command, limit: Duration) -> Run {
 /// Runs `command` with no stdin and stdout and stderr captured; kills it and says so if it runs longer
 /// than `limit`. Nothing polls: a thread waits for the child.
 pub fn output_within(command: &mut Command, limit: Duration) -> Result<Output, String> {
+    output_fed_within(command, Stdio::null(), limit)
+}
+
+/// [`output_within`] with `stdin` as the child's standard input.
+pub fn output_fed_within(
+    command: &mut Command,
+    stdin: Stdio,
+    limit: Duration,
+) -> Result<Output, String> {
     let child = command
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
