@@ -254,7 +254,9 @@ impl Lexer {
         };
         let mut rest = Some(trim_trailing_newlines(&src[..end]).to_string());
         while let Some(chunk) = rest.take() {
-            let (inner, next) = quote_chunk(&mut quote, &chunk);
+            // The chunk is not held while the inner text is lexed (nesting would keep one
+            // per level): it becomes the quote's raw text when it is taken whole.
+            let (inner, next) = quote_chunk(&mut quote, chunk);
             let saved = self.top;
             self.top = true;
             if !self.enter(super::QUOTE_LEVEL) || !self.spend(inner.len()) {
@@ -1117,7 +1119,8 @@ fn starts_quote(line: &str) -> bool {
 }
 
 /// JS: `cD` — take the next chunk of a quote; returns the stripped text and the rest.
-fn quote_chunk(quote: &mut Quote, src: &str) -> (String, Option<String>) {
+fn quote_chunk(quote: &mut Quote, chunk: String) -> (String, Option<String>) {
+    let src = chunk.as_str();
     // JS: h = the end of the lines taken so far (-1 before the first)
     let mut taken_end: isize = -1;
     let mut text = String::new();
@@ -1141,14 +1144,18 @@ fn quote_chunk(quote: &mut Quote, src: &str) -> (String, Option<String>) {
         }
         taken_end += line.len() as isize + 1;
     }
-    let raw = js_slice(src, 0, taken_end.max(0) as usize);
-    if quote.raw.is_empty() {
-        quote.raw = raw.to_string();
-    } else {
-        quote.raw = format!("{}\n{}", quote.raw, raw);
-    }
     let rest =
         ((taken_end as usize) < src.len()).then(|| src[taken_end as usize + 1..].to_string());
+    let taken = taken_end.max(0) as usize;
+    if quote.raw.is_empty() && taken >= src.len() {
+        quote.raw = chunk;
+    } else {
+        let raw = js_slice(src, 0, taken);
+        quote.raw = match quote.raw.is_empty() {
+            true => raw.to_string(),
+            false => format!("{}\n{}", quote.raw, raw),
+        };
+    }
     (text, rest)
 }
 
