@@ -19,6 +19,7 @@
 // Phases: `steady` (every group composed once before; nothing changed since), `edit` (before
 // each spawn one MCP server of the group gets new instructions: `editConfig`), and
 // `process` (the old way: `composeBeforeSpawn` + `mounts`, two child processes per spawn).
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -199,13 +200,16 @@ function summary(pairs) {
   };
 }
 
-// Every group composed by each side, then, once what was written has settled (clawmd trusts a
-// file by its identity only when its last change is two seconds old: disk/reads.rs, SETTLED),
-// spawned once more: the state a running host is in when nothing has changed for a while.
+// Every group composed by each side, then, once what was written has settled, spawned once
+// more: the state a running host is in when nothing has changed for a while. clawmd trusts a
+// group-folder file by its identity only when its last change is two seconds old and its pages
+// have been written back (disk/reads.rs: SETTLED, pages_clean), which the kernel does within
+// 30 s of a write: `sync` stands for that wait.
 for (const group of order) {
   await nanoclawSpawn(group);
   await clawmdSpawn(group);
 }
+spawnSync('sync');
 await new Promise((resolve) => setTimeout(resolve, 2500));
 for (const group of order) {
   await nanoclawSpawn(group);
