@@ -934,7 +934,9 @@ impl Run<'_, &Sources> {
         let (report, unrecorded) = match delivered {
             Ok(delivered) => delivered,
             Err(err) => {
-                journal.settle()?;
+                // The group's failure is what is reported; a journal left unsettled keeps its
+                // entries, and the next run under the lock removes what they name.
+                let _ = journal.settle();
                 return Err(err);
             }
         };
