@@ -68,14 +68,6 @@ impl Later {
             work.finish();
         }
     }
-
-    /// Whether work is left.
-    pub fn is_empty(&self) -> bool {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty()
-    }
 }
 
 /// One group's bookkeeping after its compose: the config its runner handed kept, its verdict
