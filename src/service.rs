@@ -38,10 +38,17 @@ pub struct Service {
 }
 
 impl Service {
-    /// The service of the deployment at `root` (made absolute now: a later change of the
-    /// working directory cannot move the deployment under a running service), with
-    /// `overrides` (what the command line says over `clawmd.json`) under every request.
-    pub fn new(root: &Path, overrides: Overrides) -> std::io::Result<Service> {
+    /// The service of the deployment at `root`, with `overrides` (what the command line says
+    /// over `clawmd.json`) under every request. The root and the overrides' folders are made
+    /// absolute now: a later change of the working directory (a Node host's
+    /// `process.chdir`) cannot move the deployment under a running service.
+    pub fn new(root: &Path, mut overrides: Overrides) -> std::io::Result<Service> {
+        for dir in [&mut overrides.groups_dir, &mut overrides.container_dir]
+            .into_iter()
+            .flatten()
+        {
+            *dir = std::path::absolute(&*dir)?;
+        }
         Ok(Service {
             root: std::path::absolute(root)?,
             overrides,
@@ -75,13 +82,19 @@ impl Service {
     ) -> R {
         let answer = self.answer_now(line);
         let delivered = deliver(answer);
+        self.finish_later();
+        delivered
+    }
+
+    /// Does the bookkeeping [`Service::answer_now`] left (`compose::Later`), releasing the
+    /// groups' locks. Never panics: after a bug, what was left is dropped with its locks (the
+    /// next run under each group's lock removes what its journal names), and what the service
+    /// kept with it.
+    pub fn finish_later(&mut self) {
         let finished = std::panic::catch_unwind(AssertUnwindSafe(|| self.kept.finish_later()));
         if finished.is_err() {
-            // What was left is dropped, with its locks: the next run under each group's lock
-            // removes what its journal names.
             self.forget();
         }
-        delivered
     }
 
     /// What the service kept, dropped after a bug.
@@ -90,8 +103,13 @@ impl Service {
         self.settings = SettingsKept::default();
     }
 
-    /// [`Service::answer_line`], its bookkeeping left in `self.kept`.
-    fn answer_now(&mut self, line: &[u8]) -> ServeAnswer {
+    /// The answer to one request, its group's bookkeeping left for [`Service::finish_later`],
+    /// for a host that hands the answer on first and cannot wait in between (an in-process
+    /// caller returning to its event loop): the group's lock is held until then, so call it
+    /// soon. What an earlier answer left is done first. Never panics, as
+    /// [`Service::answer_line`].
+    pub fn answer_now(&mut self, line: &[u8]) -> ServeAnswer {
+        self.finish_later();
         let Service {
             root,
             overrides,
@@ -431,9 +449,19 @@ mod tests {
     }
 
     #[test]
-    fn the_root_is_made_absolute() {
-        let service = Service::new(Path::new("some/where"), Overrides::default()).unwrap();
-        assert!(service.root().is_absolute());
-        assert!(service.root().ends_with("some/where"));
+    fn the_root_and_the_folders_are_made_absolute() {
+        let overrides = Overrides {
+            groups_dir: Some(PathBuf::from("g")),
+            container_dir: Some(PathBuf::from("c")),
+            app_mount: Some(PathBuf::from("app")),
+            ..Overrides::default()
+        };
+        let service = Service::new(Path::new("some/where"), overrides).unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(service.root(), cwd.join("some/where"));
+        assert_eq!(service.overrides.groups_dir, Some(cwd.join("g")));
+        assert_eq!(service.overrides.container_dir, Some(cwd.join("c")));
+        // a path in the container, not on the host: as given
+        assert_eq!(service.overrides.app_mount, Some(PathBuf::from("app")));
     }
 }

@@ -7,6 +7,8 @@
 
 mod support;
 
+#[path = "e2e/addon.rs"]
+mod addon;
 #[path = "e2e/backends.rs"]
 mod backends;
 #[path = "e2e/delivery.rs"]

@@ -1,18 +1,20 @@
 /**
  * clawmd for a TypeScript container host: compose a group's memory before each spawn and get
- * the binds its container needs in one call (`prepareSpawn`, over a long-lived `clawmd serve`
- * process, as esbuild runs its service), or with a process per call (`composeBeforeSpawn`,
- * `mounts`); check groups (`checkGroup`), migrate legacy groups once at start-up
- * (`migrateOnce`).
+ * the binds its container needs in one call (`prepareSpawn`: in the host's own process through
+ * clawmd's Node addon, `clawmd.node`, as napi-rs tools ship, or over a long-lived `clawmd serve`
+ * process, as esbuild runs its service, when there is no addon), or with a process per call
+ * (`composeBeforeSpawn`, `mounts`); check groups (`checkGroup`), migrate legacy groups once at
+ * start-up (`migrateOnce`).
  *
  * It runs the clawmd binary (node:child_process, no dependencies) with `--format json` and
  * returns its report; the binary is `options.binary`, else `$CLAWMD`, else the one the npm
  * package for this platform brings (`@clawmd/linux-x64-gnu`, …: an optional dependency of
- * `clawmd`, installed by npm only where it runs; see `resolveBinary`). It returns the report, typed by ./generated/ — generated from `clawmd schema …` by
+ * `clawmd`, installed by npm only where it runs; see `resolveBinary`), which also brings the
+ * addon (`resolveAddon`). It returns the report, typed by ./generated/ — generated from `clawmd schema …` by
  * scripts/gen-typescript, so the types are the Rust types that print the reports. Every
  * failure is a `ClawmdError` whose `code` is the report's own code (`bad-config`,
  * `not-delivered`, `lock-timeout`, …) or one of the runner's (`spawn-failed`, `timeout`,
- * `bad-output`), with the report's message and the file concerned. See README.md.
+ * `bad-output`, `addon-failed`), with the report's message and the file concerned. See README.md.
  */
 import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
@@ -121,7 +123,9 @@ export type RunnerCode =
   /** clawmd printed no report, or not the one asked for (a usage error, another version). */
   | "bad-output"
   /** The `clawmd serve` process ended (killed, crashed) before it answered. */
-  | "service-exited";
+  | "service-exited"
+  /** The addon named (`options.addon`, `$CLAWMD_ADDON`, or `way: "addon"`) could not be loaded, or refused the service's options (a `CLAWMD_*` variable it cannot read). */
+  | "addon-failed";
 
 /** A group that did not compose (or not completely), a run that failed, or clawmd not running. */
 export class ClawmdError extends Error {
@@ -537,12 +541,7 @@ export class ClawmdService {
       return Promise.reject(err);
     }
     const id = this.nextId++;
-    const request: ServeRequest = { id, group };
-    if (options.delivery !== undefined) request.delivery = options.delivery;
-    if (options.provider !== undefined) request.provider = options.provider;
-    if (options.approveExternal === true) request.approve_external = true;
-    if (options.lockTimeoutSecs !== undefined) request.lock_timeout_secs = options.lockTimeoutSecs;
-    if (options.config !== undefined) request.config = options.config as { [k: string]: unknown };
+    const request = serveRequest(id, group, options);
     const timeoutMs = options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     return new Promise<Prepared>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -707,6 +706,17 @@ function setReferenced(child: ChildProcess, referenced: boolean): void {
   }
 }
 
+/** The request (`clawmd schema serve-request`) that prepares `group`'s spawn with `options`. */
+function serveRequest(id: number, group: string, options: PrepareOptions): ServeRequest {
+  const request: ServeRequest = { id, group };
+  if (options.delivery !== undefined) request.delivery = options.delivery;
+  if (options.provider !== undefined) request.provider = options.provider;
+  if (options.approveExternal === true) request.approve_external = true;
+  if (options.lockTimeoutSecs !== undefined) request.lock_timeout_secs = options.lockTimeoutSecs;
+  if (options.config !== undefined) request.config = options.config as { [k: string]: unknown };
+  return request;
+}
+
 /** What a `clawmd serve` answer gives, or a `ClawmdError`. */
 function interpretAnswer(
   group: string,
@@ -727,28 +737,319 @@ function interpretAnswer(
   return { ...composed, binds: answer.mounts };
 }
 
+/** How `prepareSpawn` reaches clawmd: its Node addon in this process, or a `clawmd serve` process. */
+export type Way = "addon" | "service";
+
+/** `prepareSpawn`'s options: compose's, and which way to reach clawmd. */
+export interface PrepareSpawnOptions extends ComposeOptions {
+  /**
+   * The addon to load, a file named `*.node` (`crates/clawmd-node`'s library, renamed; default:
+   * `$CLAWMD_ADDON`, else the platform package's `clawmd.node`: see `resolveAddon`).
+   */
+  addon?: string;
+  /**
+   * `"addon"`: through the addon, or reject (`addon-failed`, `no-binary` when there is none);
+   * `"service"`: through `clawmd serve` even where an addon is found. Default: the addon when
+   * `resolveAddon` finds one that loads, else `clawmd serve`.
+   */
+  way?: Way;
+}
+
+/** What the addon (crates/clawmd-node) exports. */
+interface NativeAddon {
+  ClawmdService: new (options: NativeOptions) => NativeService;
+}
+
+/** The addon's service options: the deployment root and `clawmd serve`'s flags. */
+interface NativeOptions {
+  root: string;
+  groupsDir?: string;
+  containerDir?: string;
+  appMount?: string;
+  workspaceMount?: string;
+  delivery?: string;
+  provider?: string;
+  claudeVersion?: string;
+  lockTimeoutSecs?: number;
+}
+
+/** One deployment's service in the addon: a `clawmd serve` request in, its answer out (JSON text), on this thread; its bookkeeping left for `finishLater`. */
+interface NativeService {
+  answer(request: string): string;
+  answerAsync(request: string): Promise<string>;
+  finishLater(): void;
+}
+
+/**
+ * The addon to load: `options.addon`, else `$CLAWMD_ADDON` (of `options.env`, default this
+ * process's environment), else `clawmd.node` of the platform package installed beside this one
+ * (beside its `bin/clawmd`), unless a binary is named (`options.binary`, `$CLAWMD`: that
+ * clawmd is the one to run, through `clawmd serve`) and `way` is not `"addon"`. `null` when
+ * there is none.
+ */
+export function resolveAddon(options: Pick<PrepareSpawnOptions, "addon" | "binary" | "env" | "way"> = {}): string | null {
+  if (options.addon !== undefined) return options.addon;
+  const env = options.env ?? process.env;
+  const fromEnv = env["CLAWMD_ADDON"];
+  if (fromEnv !== undefined && fromEnv !== "") return fromEnv;
+  const binaryNamed = options.binary !== undefined || (env["CLAWMD"] !== undefined && env["CLAWMD"] !== "");
+  if (binaryNamed && options.way !== "addon") return null;
+  const require = createRequire(import.meta.url);
+  for (const name of PLATFORM_PACKAGES[`${process.platform}-${process.arch}`] ?? []) {
+    try {
+      return require.resolve(`${name}/clawmd.node`);
+    } catch {
+      // not installed here, or a platform package without the addon: try the next one
+    }
+  }
+  return null;
+}
+
+const addons = new Map<string, NativeAddon>();
+
+/** The addon at `path`, loaded once. */
+function loadAddon(path: string): NativeAddon {
+  let addon = addons.get(path);
+  if (addon === undefined) {
+    // require() loads only a file named *.node as an addon (it would run anything else as JavaScript).
+    if (!path.endsWith(".node")) throw new Error("not a .node file (copy or link it to one named clawmd.node)");
+    addon = createRequire(import.meta.url)(path) as NativeAddon;
+    if (typeof addon?.ClawmdService !== "function") {
+      throw new Error("it exports no ClawmdService (not clawmd's addon, or another version of it)");
+    }
+    addons.set(path, addon);
+  }
+  return addon;
+}
+
+/** The `CLAWMD_*` variable each of the addon's options comes from, as `clawmd serve` reads its flags. */
+const NATIVE_VARIABLES = {
+  groupsDir: "CLAWMD_GROUPS_DIR",
+  containerDir: "CLAWMD_CONTAINER_DIR",
+  appMount: "CLAWMD_APP_MOUNT",
+  workspaceMount: "CLAWMD_WORKSPACE_MOUNT",
+  delivery: "CLAWMD_DELIVERY",
+  provider: "CLAWMD_PROVIDER",
+  claudeVersion: "CLAWMD_CLAUDE_VERSION",
+  lockTimeoutSecs: "CLAWMD_LOCK_TIMEOUT",
+} as const;
+
+/** The addon's options for `root`: `clawmd serve`'s flags, from the `CLAWMD_*` variables serve reads them from. */
+function nativeOptions(root: string, env: NodeJS.ProcessEnv): NativeOptions {
+  const options: NativeOptions = { root };
+  for (const [key, variable] of Object.entries(NATIVE_VARIABLES)) {
+    const value = env[variable];
+    if (value === undefined) continue;
+    if (key === "lockTimeoutSecs") options.lockTimeoutSecs = /^[0-9]+$/.test(value) ? Number(value) : NaN;
+    else options[key as Exclude<keyof typeof NATIVE_VARIABLES, "lockTimeoutSecs">] = value;
+  }
+  return options;
+}
+
+/**
+ * One deployment's spawn service in the addon: each `prepareSpawn` is one request answered
+ * exactly as `clawmd serve` answers it (the same library call), on this thread, as nanoclaw's
+ * own composer runs, the group's bookkeeping from a `setImmediate` once the answer is handed
+ * on; a request whose group's lock another run holds is answered again off the event loop
+ * (libuv's thread pool), and the requests after it wait for it there.
+ */
+class AddonService {
+  private nextId = 1;
+  /** Answers being made off the event loop, and the last of them: later requests wait for it. */
+  private offThread = 0;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly native: NativeService,
+    private readonly path: string,
+  ) {}
+
+  prepareSpawn(group: string, options: PrepareOptions, timeoutMs: number): Promise<Prepared> {
+    if (this.offThread > 0) return this.answerOffThread(group, options, timeoutMs);
+    // On this thread, without waiting for a lock another run holds: that wait is made off the
+    // event loop.
+    const waits = options.lockTimeoutSecs !== 0;
+    const request = serveRequest(this.nextId++, group, waits ? { ...options, lockTimeoutSecs: 0 } : options);
+    let answer: ServeAnswer;
+    try {
+      const text = this.native.answer(JSON.stringify(request));
+      // The group's bookkeeping once the answer is handed on (the next answer does it first).
+      setImmediate(() => this.native.finishLater());
+      answer = this.parse(group, text);
+    } catch (err) {
+      return Promise.reject(this.failure(group, err));
+    }
+    if (waits && answer.compose?.groups?.[0]?.error?.code === "lock-timeout") {
+      return this.answerOffThread(group, options, timeoutMs);
+    }
+    try {
+      return Promise.resolve(interpretAnswer(group, options, answer, ""));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * A request answered on libuv's thread pool, after the ones before it. A request that takes
+   * longer than `timeoutMs` rejects with `timeout`; unlike a service process, the addon cannot
+   * be killed: that request is still answered (its compose is whole or not done, as ever) and
+   * the next ones wait for it.
+   */
+  private answerOffThread(group: string, options: PrepareOptions, timeoutMs: number): Promise<Prepared> {
+    const request = JSON.stringify(serveRequest(this.nextId++, group, options));
+    this.offThread++;
+    const answered = this.queue.then(() => this.native.answerAsync(request));
+    this.queue = answered.catch(() => undefined).finally(() => this.offThread--);
+    return new Promise<Prepared>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(
+          new ClawmdError(
+            `clawmd addon: no answer for group ${group} within ${timeoutMs} ms ` +
+              "(another run holding the group's lock? raise timeoutMs or lower lockTimeoutSecs); " +
+              "the request is still answered, and later ones wait for it",
+            "timeout",
+            null,
+            group,
+            null,
+            "",
+          ),
+        );
+      }, timeoutMs);
+      answered.then(
+        (text) => {
+          clearTimeout(timer);
+          try {
+            resolve(interpretAnswer(group, options, this.parse(group, text), ""));
+          } catch (err) {
+            reject(err);
+          }
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(this.failure(group, err));
+        },
+      );
+    });
+  }
+
+  private failure(group: string, err: unknown): unknown {
+    if (err instanceof ClawmdError) return err;
+    const message = err instanceof Error ? err.message : String(err);
+    return new ClawmdError(`clawmd addon (${this.path}): ${message}`, "addon-failed", null, group, null, "");
+  }
+
+  private parse(group: string, text: string): ServeAnswer {
+    const fail = (message: string): never => {
+      throw new ClawmdError(`clawmd addon (${this.path}): ${message}`, "bad-output", null, group, null, "");
+    };
+    let answer: ServeAnswer;
+    try {
+      answer = JSON.parse(text) as ServeAnswer;
+    } catch {
+      return fail(`answered with text that is not JSON: ${text.slice(0, 200)}`);
+    }
+    if (answer?.$schema !== SCHEMA.serve) {
+      return fail(
+        `answered with $schema ${JSON.stringify(answer?.$schema)}, expected ${JSON.stringify(SCHEMA.serve)} ` +
+          "(an addon of another report version?)",
+      );
+    }
+    return answer;
+  }
+}
+
 const services = new Map<string, ClawmdService>();
+const addonServices = new Map<string, AddonService>();
+/** The platform package's addons that did not load (or refused the settings): `clawmd serve` answers instead. */
+const unusable = new Set<string>();
 
 /**
  * Composes `group` before its container is spawned and returns the report, the spawn digest
- * and the binds of its container in one call, over the shared `clawmd serve` of this binary
- * and root (and `env`, when given: `ClawmdService`, started at the first call, kept for the
- * life of the host without keeping it alive).
+ * and the binds of its container in one call: through clawmd's Node addon in this process
+ * when `resolveAddon` finds one (one service per addon, root and `CLAWMD_*` settings, kept
+ * for the life of the host), else over the shared `clawmd serve` of this binary and root (and
+ * `env`, when given: `ClawmdService`, started at the first call, kept for the life of the host
+ * without keeping it alive); `options.way` forces either. Both answer the same request with
+ * the same answer, and resolve or reject alike.
  */
-export function prepareSpawn(group: string, options: ComposeOptions = {}): Promise<Prepared> {
+export function prepareSpawn(group: string, options: PrepareSpawnOptions = {}): Promise<Prepared> {
+  const env = options.env ?? process.env;
+  const root = options.root ?? env["CLAWMD_ROOT"] ?? process.cwd();
+  const { binary: _binary, root: _root, env: _env, addon: _addon, way, ...rest } = options;
+  if (way !== "service") {
+    let service: AddonService | null;
+    try {
+      service = addonService(root, options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (service !== null) return service.prepareSpawn(group, rest, options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  }
   let binary: string;
   try {
     binary = resolveBinary(options);
   } catch (err) {
     return Promise.reject(err);
   }
-  const root = options.root ?? (options.env ?? process.env)["CLAWMD_ROOT"] ?? process.cwd();
   const key = JSON.stringify([binary, root, options.env === undefined ? null : options.env]);
   let service = services.get(key);
   if (service === undefined) {
     service = new ClawmdService({ binary, root, ...(options.env !== undefined ? { env: options.env } : {}) });
     services.set(key, service);
   }
-  const { binary: _binary, root: _root, env: _env, ...rest } = options;
   return service.prepareSpawn(group, rest);
+}
+
+/**
+ * The addon's service for `root` and `options`, made at the first call; `null` to go through
+ * `clawmd serve` (no addon found, or the platform package's does not load and none was asked
+ * for). Throws a `ClawmdError` when the addon asked for cannot serve.
+ */
+function addonService(root: string, options: PrepareSpawnOptions): AddonService | null {
+  const path = resolveAddon(options);
+  const fromEnv = (options.env ?? process.env)["CLAWMD_ADDON"];
+  const asked = options.way === "addon" || options.addon !== undefined || (fromEnv !== undefined && fromEnv !== "");
+  if (path === null) {
+    if (options.way !== "addon") return null;
+    throw new ClawmdError(
+      `no clawmd addon for this platform, ${process.platform}-${process.arch}: pass options.addon or set ` +
+        `CLAWMD_ADDON to a clawmd.node, install the platform package (${(PLATFORM_PACKAGES[`${process.platform}-${process.arch}`] ?? []).join(", ") || "none for this platform"}), ` +
+        'or leave way unset (or "service") to go through clawmd serve',
+      "no-binary",
+      null,
+      null,
+      null,
+      "",
+    );
+  }
+  const settings = nativeOptions(root, options.env ?? process.env);
+  const key = JSON.stringify([path, settings]);
+  let service = addonServices.get(key);
+  if (service !== undefined) return service;
+  if (unusable.has(key) && !asked) return null;
+  let native: NativeService;
+  try {
+    native = new (loadAddon(path).ClawmdService)(settings);
+  } catch (err) {
+    unusable.add(key);
+    if (!asked) return null;
+    // The addon names the option; the host set the variable.
+    let message = err instanceof Error ? err.message : String(err);
+    const option = /^([A-Za-z]+): /.exec(message)?.[1];
+    const variable = option === undefined ? undefined : NATIVE_VARIABLES[option as keyof typeof NATIVE_VARIABLES];
+    if (variable !== undefined) message = `${variable}${message.slice(option!.length)}`;
+    throw new ClawmdError(
+      `cannot use the clawmd addon ${JSON.stringify(path)}: ${message}` +
+        " (fix the variable, or the addon: pass options.addon or set CLAWMD_ADDON to another," +
+        ' or way: "service" to go through clawmd serve)',
+      "addon-failed",
+      null,
+      null,
+      null,
+      "",
+    );
+  }
+  service = new AddonService(native, path);
+  addonServices.set(key, service);
+  return service;
 }

@@ -4,7 +4,8 @@
 //   node host.mjs CONFIG.json
 //
 // CONFIG: { anchor: dist of nanoclaw's composer, clawmd: dist of the npm package, binary,
-//           nano: the nanoclaw copy of the deployment, mine: clawmd's copy, ballastMb, spawns,
+//           addon (clawmd.node; null: no addon phases), nano: the nanoclaw copy of the
+//           deployment, mine: clawmd's copy, mineAddon: the addon's copy, ballastMb, spawns,
 //           legacySpawns, seed, out }
 //
 // The host first holds `ballastMb` of memory (half JavaScript objects on the V8 heap, half
@@ -13,11 +14,14 @@
 // - nanoclaw: `await composeGroupProjectDoc(group, groupDir, spec)` (what
 //   `realizeProviderSpawnSurfaces` calls through `composeProjectDocument`, and `buildMounts`'
 //   default path), with the spec of the group's provider;
-// - clawmd: `await prepareSpawn(folder, { root, binary, config })` (compose + binds, one
-//   `clawmd serve` request), the group's config handed as nanoclaw holds it (its row).
-// The two run in turn, the order alternating, each on its own copy of the deployment.
-// Phases: `steady` (every group composed once before; nothing changed since), `edit` (before
-// each spawn one MCP server of the group gets new instructions: `editConfig`), and
+// - clawmd: `await prepareSpawn(folder, { root, binary, config, way })` (compose + binds, one
+//   request), the group's config handed as nanoclaw holds it (its row), answered by a `clawmd
+//   serve` process (`way: "service"`) or by the Node addon in this process (`way: "addon"`).
+// The two run in turn, the order alternating, each on its own copy of the deployment (and the
+// addon on a copy of its own: a host uses one way, and two services on one deployment undo
+// each other's records, each spawn of a group the other served costing a look and a record).
+// Phases, each way: `steady` (every group composed once before; nothing changed since), `edit`
+// (before each spawn one MCP server of the group gets new instructions: `editConfig`); and
 // `process` (the old way: `composeBeforeSpawn` + `mounts`, two child processes per spawn).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -94,6 +98,7 @@ const specOf = (group) => (group.provider === 'codex' ? CODEX : compose.DEFAULT_
 process.chdir(config.nano);
 const nanoRoot = process.cwd();
 const mineRoot = path.resolve(config.mine);
+const addonRoot = config.addon ? path.resolve(config.mineAddon) : null;
 
 async function nanoclawSpawn(group) {
   const agentGroup = { id: group.id, name: group.folder, folder: group.folder };
@@ -104,11 +109,13 @@ async function nanoclawSpawn(group) {
 
 let failures = 0;
 const warnings = new Map();
-async function clawmdSpawn(group) {
+async function clawmdSpawn(group, way = 'service') {
   const start = process.hrtime.bigint();
   const prepared = await clawmd.prepareSpawn(group.folder, {
-    root: mineRoot,
+    root: way === 'addon' ? addonRoot : mineRoot,
     binary: config.binary,
+    ...(way === 'addon' ? { addon: config.addon } : {}),
+    way,
     config: group.config,
     allowIncomplete: true,
   });
@@ -119,6 +126,7 @@ async function clawmdSpawn(group) {
   }
   return ms;
 }
+const addonSpawn = (group) => clawmdSpawn(group, 'addon');
 
 async function processSpawn(group) {
   const options = { root: mineRoot, binary: config.binary, allowIncomplete: true };
@@ -163,7 +171,8 @@ async function phase(name, count, edit, other = clawmdSpawn) {
   const pairs = [];
   for (let i = 0; i < count; i++) {
     const group = order[i % order.length];
-    if (edit) editConfig(group, i);
+    // (each phase its own edits: the same group edited again by a later phase gets new text)
+    if (edit) editConfig(group, `${name} ${i}`);
     let nano;
     let mine;
     if (i % 2 === 0) {
@@ -208,16 +217,22 @@ function summary(pairs) {
 for (const group of order) {
   await nanoclawSpawn(group);
   await clawmdSpawn(group);
+  if (config.addon) await addonSpawn(group);
 }
 spawnSync('sync');
 await new Promise((resolve) => setTimeout(resolve, 2500));
 for (const group of order) {
   await nanoclawSpawn(group);
   await clawmdSpawn(group);
+  if (config.addon) await addonSpawn(group);
 }
+// Both ways' steady phases before any edit: a group edited (and composed) less than two
+// seconds before is not steady.
 const results = [];
 results.push(await phase('steady', config.spawns, false));
+if (config.addon) results.push(await phase('steady-addon', config.spawns, false, addonSpawn));
 results.push(await phase('edit', config.spawns, true));
+if (config.addon) results.push(await phase('edit-addon', config.spawns, true, addonSpawn));
 if (config.legacySpawns > 0) results.push(await phase('process', config.legacySpawns, false, processSpawn));
 
 const memory = process.memoryUsage();

@@ -284,7 +284,9 @@ pub fn describe_leftover(leftover: &Leftover, group_dir: &Path) -> String {
 }
 
 /// Which binary judges, in which boot: its identity (device, inode, size, modification and
-/// change times: a rebuilt or upgraded clawmd does not trust the records of another) and the
+/// change times of the file clawmd's code was loaded from: the `clawmd` executable, or the Node
+/// addon's library in a Node process; a rebuilt or upgraded clawmd does not trust the records
+/// of another, nor the binary the addon's records, nor the addon the binary's) and the
 /// kernel's boot id (a record made before the machine last stopped is not trusted: the files
 /// it vouches for by their identity may have been torn by a power loss, [`durability`]).
 /// `None` when the binary cannot be told: no record is then used. Looked up once per process.
@@ -327,8 +329,11 @@ pub fn durability() -> fsops::Durability {
 }
 
 fn identify_binary() -> Option<Vec<u8>> {
-    // The very file running (device, inode, size, times), one call; else by its path.
-    if let Ok(stat) = rustix::fs::stat("/proc/self/exe") {
+    // The very file running (device, inode, size, times), one call; else by its path. The
+    // file of this code, not the program's: in the Node addon the program is `node`, the same
+    // whichever clawmd it loaded.
+    let running = code_file().unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    if let Ok(stat) = rustix::fs::stat(&running) {
         let identity = crate::disk::reads::identity(&stat);
         return Some(
             identity
@@ -350,9 +355,41 @@ fn identify_binary() -> Option<Vec<u8>> {
     Some(id)
 }
 
+/// The file this code was loaded from (the executable, or the shared library holding it), as
+/// `/proc/self/map_files/START-END`: a link to the mapped file itself, even if its path has
+/// since been given to another file (an upgrade in place). Found in `/proc/self/maps` by the
+/// address of this function; `None` where `/proc` does not say, or the link cannot be followed
+/// (kernels before 4.3 allow it only to privileged processes).
+fn code_file() -> Option<PathBuf> {
+    let here = code_file as fn() -> Option<PathBuf> as usize;
+    let maps = fs_err::read_to_string("/proc/self/maps").ok()?;
+    let range = maps.lines().find_map(|line| {
+        let range = line.split_whitespace().next()?;
+        let (start, end) = range.split_once('-')?;
+        let start = usize::from_str_radix(start, 16).ok()?;
+        let end = usize::from_str_radix(end, 16).ok()?;
+        (start..end).contains(&here).then_some(range)
+    })?;
+    let file = PathBuf::from(format!("/proc/self/map_files/{range}"));
+    rustix::fs::stat(&file).is_ok().then_some(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_code_file_is_the_running_executable_here() {
+        // A test binary holds this code itself: the same file as /proc/self/exe.
+        let file = code_file().expect("/proc/self/maps maps this function");
+        let mapped = rustix::fs::stat(&file).unwrap();
+        let exe = rustix::fs::stat("/proc/self/exe").unwrap();
+        assert_eq!((mapped.st_dev, mapped.st_ino), (exe.st_dev, exe.st_ino));
+        assert_eq!(
+            std::fs::read_link(&file).unwrap(),
+            std::env::current_exe().unwrap()
+        );
+    }
 
     fn layout(state: &str) -> Layout {
         Layout {

@@ -1,16 +1,18 @@
 //! The npm package `clawmd`, installed the way a Node host installs it: `scripts/package-npm`
 //! packs the runner (JavaScript and `.d.ts` types) and this platform's binary package
-//! (`@clawmd/linux-x64-gnu` here); both tarballs go into an empty Node project with
+//! (`@clawmd/linux-x64-gnu` here: the binary and the Node addon); both tarballs go into an empty Node project with
 //! `npm install --offline` (an empty npm cache, an unreachable registry: nothing is fetched);
 //! then a plain JavaScript host (tests/e2e/npm-host.mjs), with only `node` on PATH and no
 //! `CLAWMD`, composes a copy of the example deployment through the package. The binary must come
 //! from the platform package, and the report must say everything reaches the agent.
 //!
-//! The binary packaged is this test build's (`CARGO_BIN_EXE_clawmd`; the script strips its debug
-//! information): a release build here would add minutes to the suite. `scripts/package-npm`
-//! without `--binary` packages the static release binary through the same steps.
+//! The binary packaged is this test build's (`CARGO_BIN_EXE_clawmd`), the addon this profile's
+//! (`addon_library`; the script strips their debug information): a release build here would add
+//! minutes to the suite. `scripts/package-npm` without `--binary` and `--addon` packages the
+//! static release binary and the `dist` addon through the same steps.
 
 use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -26,14 +28,59 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `scripts/package-npm` packs this test build's binary into `out`; returns what it printed:
-/// the tarballs it made, one a line (the platform package's, then `clawmd`'s).
+/// The Node addon (crates/clawmd-node) of this test build's profile: `$CLAWMD_TEST_ADDON`,
+/// which scripts/test builds just before the tests, with the targets the test build builds;
+/// else built once per test run (`cargo build -p clawmd-node`: `cargo test` of this package
+/// does not build another package's library). That builds the addon and the library it links,
+/// never the `clawmd` binary the other tests are running; the dependencies the
+/// dev-dependencies enlarge with features (serde_json, regex, syn, …) are built once more
+/// without them (about 27 s of CPU once after `cargo test --workspace`'s build, then a few
+/// seconds when the library changed).
+pub(crate) fn addon_library() -> &'static Path {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        if let Some(built) = std::env::var_os("CLAWMD_TEST_ADDON").filter(|p| !p.is_empty()) {
+            let built = PathBuf::from(built);
+            assert!(
+                built.is_file(),
+                "CLAWMD_TEST_ADDON={} is not a file (scripts/test sets it)",
+                built.display()
+            );
+            return built;
+        }
+        let output = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "clawmd-node",
+                "--message-format=json",
+            ])
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        let stdout = succeeded("cargo build -p clawmd-node", output);
+        stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "clawmd_node")
+            .flat_map(|m| m["filenames"].as_array().cloned().unwrap_or_default())
+            .filter_map(|f| f.as_str().map(PathBuf::from))
+            .find(|f| f.extension().is_some_and(|e| e == "so"))
+            .unwrap_or_else(|| panic!("cargo build built no clawmd_node .so:\n{stdout}"))
+    })
+}
+
+/// `scripts/package-npm` packs this test build's binary and addon into `out`; returns what it
+/// printed: the tarballs it made, one a line (the platform package's, then `clawmd`'s).
 pub(crate) fn package_npm(out: &Path) -> String {
     succeeded(
         "scripts/package-npm",
         Command::new(repo().join("scripts/package-npm"))
             .arg("--binary")
             .arg(CLAWMD)
+            .arg("--addon")
+            .arg(addon_library())
             .arg("--out")
             .arg(out)
             .env("CLAWMD_E2E_CACHE", e2e_cache())
@@ -60,7 +107,7 @@ fn npm_offline(work: &Path, dir: &Path, args: &[&OsStr]) -> String {
 }
 
 /// An empty Node project in `work/name` with `tarballs` installed.
-fn project(work: &Path, name: &str, tarballs: &[PathBuf]) -> PathBuf {
+pub(crate) fn project(work: &Path, name: &str, tarballs: &[PathBuf]) -> PathBuf {
     let dir = work.join(name);
     std::fs::create_dir(&dir).unwrap();
     std::fs::write(
@@ -75,7 +122,7 @@ fn project(work: &Path, name: &str, tarballs: &[PathBuf]) -> PathBuf {
 }
 
 /// A folder holding only `node` (a link to the real one): the PATH of the host.
-fn node_only_path(tools: &TsTools, work: &Path) -> PathBuf {
+pub(crate) fn node_only_path(tools: &TsTools, work: &Path) -> PathBuf {
     let bin = work.join("node-only");
     std::fs::create_dir(&bin).unwrap();
     std::os::unix::fs::symlink(&tools.node, bin.join("node")).unwrap();
@@ -83,7 +130,13 @@ fn node_only_path(tools: &TsTools, work: &Path) -> PathBuf {
 }
 
 /// Runs `program ARGS` in `dir` with a clean environment: PATH = `path`, HOME, and `env`.
-fn host(program: &Path, args: &[&OsStr], dir: &Path, path: &Path, env: &[(&str, &OsStr)]) -> Value {
+pub(crate) fn host(
+    program: &Path,
+    args: &[&OsStr],
+    dir: &Path,
+    path: &Path,
+    env: &[(&str, &OsStr)],
+) -> Value {
     let mut command = Command::new(program);
     command
         .args(args)
@@ -139,6 +192,8 @@ fn npm_package_installs_offline_and_composes_the_example_deployment() {
     let installed = project(work, "host", &tarballs);
     let package_binary = installed.join(format!("node_modules/@clawmd/{platform}-gnu/bin/clawmd"));
     assert!(package_binary.is_file(), "{}", package_binary.display());
+    let package_addon = installed.join(format!("node_modules/@clawmd/{platform}-gnu/clawmd.node"));
+    assert!(package_addon.is_file(), "{}", package_addon.display());
     for shipped in [
         "dist/clawmd.js",
         "dist/clawmd.d.ts",
@@ -389,8 +444,10 @@ fn pnpm(tools: &TsTools, work: &Path, dir: &Path, args: &[&str]) -> String {
 /// in `pnpm.overrides`. The platform package is installed as clawmd's optional dependency (the
 /// lockfile says so), nothing is asked of the registry, `pnpm install --frozen-lockfile
 /// --offline` (nanoclaw's CI) installs the same again, and a host with only `node` on PATH
-/// prepares spawns through `prepareSpawn` (one `clawmd serve` request each: the report and the
-/// binds `mounts` gives) and exits by itself, the service still running.
+/// prepares spawns through `prepareSpawn` (one request each: the report and the binds `mounts`
+/// gives), through the platform package's addon by default and through `clawmd serve` when
+/// asked, and exits by itself, the service still running. With the package's binary unusable
+/// the addon still answers (it is what answered) and `clawmd serve` cannot start.
 #[test]
 fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
     let tools = ts_tools();
@@ -485,7 +542,6 @@ fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
         &["install", "--frozen-lockfile", "--offline"],
     );
 
-    let deployment = Deployment::example();
     std::fs::copy(
         repo().join("tests/e2e/npm-serve-host.mjs"),
         project.join("host.mjs"),
@@ -495,16 +551,71 @@ fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
     let groups = ["main", "research", "ops"];
     let mut args: Vec<&OsStr> = vec![OsStr::new("host.mjs")];
     args.extend(groups.iter().map(OsStr::new));
-    let root = [("DEPLOYMENT", deployment.root().as_os_str())];
-    let got = host(&path.join("node"), &args, &project, &path, &root);
-    assert_eq!(got["hung"], false, "{got}");
-    let binary = got["binary"].as_str().unwrap();
-    // (resolved to its real path in pnpm's store: `.pnpm/@clawmd+linux-…@file+vendor+…/`)
-    assert!(
-        binary.starts_with(project.join("node_modules/.pnpm").to_str().unwrap())
-            && binary.ends_with(&format!("/node_modules/{platform_package}/bin/clawmd")),
-        "the binary comes from the platform package pnpm installed: {binary}"
+    // Through the platform package's addon (the default where it is installed), then through
+    // `clawmd serve` (WAY=service), each on a fresh copy of the example deployment.
+    let mut binary = PathBuf::new();
+    for way in ["", "service"] {
+        let deployment = Deployment::example();
+        let env = [
+            ("DEPLOYMENT", deployment.root().as_os_str()),
+            ("WAY", OsStr::new(way)),
+        ];
+        let got = host(&path.join("node"), &args, &project, &path, &env);
+        prepared_through_the_package(&got, &project, &platform_package, groups);
+        binary = PathBuf::from(got["binary"].as_str().unwrap());
+    }
+
+    // With the package's binary unusable, the default way still prepares spawns: through the
+    // addon, in the host's process; `clawmd serve` cannot start.
+    let mode = std::fs::metadata(&binary).unwrap().permissions();
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut outcomes = Vec::new();
+    for way in ["", "service"] {
+        let deployment = Deployment::example();
+        let env = [
+            ("DEPLOYMENT", deployment.root().as_os_str()),
+            ("WAY", OsStr::new(way)),
+        ];
+        outcomes.push(host(&path.join("node"), &args[..2], &project, &path, &env));
+    }
+    std::fs::set_permissions(&binary, mode).unwrap();
+    assert_eq!(
+        outcomes[0]["groups"]["main"]["changed"], true,
+        "{}",
+        outcomes[0]
     );
+    assert_eq!(
+        outcomes[0]["groups"]["main"]["mounts"]["error"]["code"], "spawn-failed",
+        "the binary was unusable: {}",
+        outcomes[0]
+    );
+    assert_eq!(
+        outcomes[1]["groups"]["main"]["error"]["code"], "spawn-failed",
+        "{}",
+        outcomes[1]
+    );
+}
+
+/// What npm-serve-host.mjs printed for `groups` of the example deployment: the binary and
+/// addon from the platform package pnpm installed, each group prepared (composed, complete, its
+/// binds those `mounts` gives) and not changed by a second call, and the host exited by itself.
+fn prepared_through_the_package(
+    got: &Value,
+    project: &Path,
+    platform_package: &str,
+    groups: [&str; 3],
+) {
+    assert_eq!(got["hung"], false, "{got}");
+    // (resolved to their real paths in pnpm's store: `.pnpm/@clawmd+linux-…@file+vendor+…/`)
+    let store = project.join("node_modules/.pnpm");
+    for (field, file) in [("binary", "bin/clawmd"), ("addon", "clawmd.node")] {
+        let resolved = got[field].as_str().unwrap_or_default();
+        assert!(
+            resolved.starts_with(store.to_str().unwrap())
+                && resolved.ends_with(&format!("/node_modules/{platform_package}/{file}")),
+            "the {field} comes from the platform package pnpm installed: {got}"
+        );
+    }
     for group in groups {
         let prepared = &got["groups"][group];
         assert_eq!(prepared["changed"], true, "{group}: {got}");
