@@ -9,6 +9,9 @@
 //   concurrent     at once, from this one process: the same group twice through the addon and
 //                  once through `clawmd serve`, and another group through the addon.
 //   one [WAY]      `main` once (the environment's CLAWMD_* as the test sets them).
+//   locked         `main` through the addon while another process holds its lock (`flock`,
+//                  1.5 s): how long it took, and how often a 10 ms timer fired meanwhile.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { ClawmdError, prepareSpawn, resolveAddon } from "clawmd";
@@ -67,6 +70,20 @@ if (mode === "sequence") {
   out.calls = await Promise.all(
     calls.map(async ([group, way]) => ({ group, way, ...(await outcome(prepareSpawn(group, { root, way }))) })),
   );
+} else if (mode === "locked") {
+  const lock = path.join(root, "groups/.clawmd-locks/main.lock");
+  fs.mkdirSync(path.dirname(lock), { recursive: true });
+  const holder = spawn("/usr/bin/flock", ["-x", lock, "/bin/sleep", "1.5"], { stdio: "ignore" });
+  const released = new Promise((resolve) => holder.on("exit", resolve));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 10);
+  const start = Date.now();
+  out.outcome = await outcome(prepareSpawn("main", { root, way: "addon" }));
+  out.elapsedMs = Date.now() - start;
+  clearInterval(timer);
+  out.ticks = ticks;
+  await released;
 } else if (mode === "one") {
   out.outcome = await outcome(prepareSpawn("main", { root, ...(way ? { way } : {}) }));
 } else {

@@ -279,3 +279,27 @@ fn the_addon_reads_the_clawmd_variables_as_serve_does() {
         );
     }
 }
+
+/// A spawn whose group's lock another run holds: the addon, which answers on Node's thread,
+/// does not wait for the lock there. It answers again on libuv's thread pool once the lock is
+/// free, and the host's event loop runs meanwhile (a 10 ms timer keeps firing).
+#[test]
+fn a_spawn_waiting_for_a_groups_lock_does_not_hold_the_event_loop() {
+    let tools = ts_tools();
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path();
+    let (dir, path) = installed(tools, work);
+    let pristine = deployment();
+    let root = work.join("deployment");
+    copy(pristine.root(), &root);
+
+    let got = run(&dir, &path, &root, &["locked"]);
+    assert_eq!(got["outcome"]["ok"], true, "{got}");
+    assert_eq!(got["outcome"]["changed"], true, "{got}");
+    let elapsed = got["elapsedMs"].as_u64().unwrap();
+    let ticks = got["ticks"].as_u64().unwrap();
+    // It waited for the other run (the lock is held 1.2 s after the call)...
+    assert!(elapsed >= 900, "answered before the lock was free: {got}");
+    // ...and the event loop ran while it waited (on Node's thread, the timer would not fire).
+    assert!(ticks >= 20, "the event loop was held: {got}");
+}
