@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::npm::{host, node_only_path, package_npm, project};
 use crate::support::Deployment;
-use crate::typescript::{TsTools, succeeded, ts_tools};
+use crate::typescript::{succeeded, ts_tools};
 
 const CLAWMD: &str = env!("CARGO_BIN_EXE_clawmd");
 
@@ -39,40 +39,67 @@ fn copy(from: &Path, to: &Path) {
     );
 }
 
-/// The installed project (npm, offline) and the PATH holding only `node`.
-fn installed(tools: &TsTools, work: &Path) -> (PathBuf, PathBuf) {
-    let listing = package_npm(&work.join("tarballs"));
-    let tarballs: Vec<PathBuf> = listing.lines().map(PathBuf::from).collect();
-    let dir = project(work, "host", &tarballs);
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/addon-host.mjs"),
-        dir.join("host.mjs"),
-    )
-    .unwrap();
-    (dir, node_only_path(tools, work))
+/// A host project with the npm package installed (npm, offline), the PATH holding only `node`,
+/// and where the deployment it spawns from goes (`root`), all in one temp folder.
+struct Installed {
+    _work: tempfile::TempDir,
+    dir: PathBuf,
+    path: PathBuf,
+    root: PathBuf,
 }
 
-/// Runs the host in `dir` with `args`, the deployment at `root`.
-fn run(dir: &Path, path: &Path, root: &Path, args: &[&str]) -> Value {
-    run_with(dir, path, root, args, &[])
-}
+impl Installed {
+    fn new() -> Installed {
+        let tools = ts_tools();
+        let work = tempfile::tempdir().unwrap();
+        let listing = package_npm(&work.path().join("tarballs"));
+        let tarballs: Vec<PathBuf> = listing.lines().map(PathBuf::from).collect();
+        let dir = project(work.path(), "host", &tarballs);
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/addon-host.mjs"),
+            dir.join("host.mjs"),
+        )
+        .unwrap();
+        Installed {
+            path: node_only_path(tools, work.path()),
+            root: work.path().join("deployment"),
+            dir,
+            _work: work,
+        }
+    }
 
-/// [`run`] with more of the environment.
-fn run_with(dir: &Path, path: &Path, root: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
-    let mut argv: Vec<&OsStr> = vec![OsStr::new("host.mjs")];
-    argv.extend(args.iter().map(OsStr::new));
-    let mut all = vec![("DEPLOYMENT", root.as_os_str())];
-    all.extend(env.iter().map(|(k, v)| (*k, OsStr::new(v))));
-    host(&path.join("node"), &argv, dir, path, &all)
+    /// [`Installed::new`] with a fresh copy of [`deployment`] at `root`.
+    fn with_deployment() -> Installed {
+        let installed = Installed::new();
+        installed.fresh_deployment();
+        installed
+    }
+
+    /// A fresh copy of [`deployment`] at `root`.
+    fn fresh_deployment(&self) {
+        copy(deployment().root(), &self.root);
+    }
+
+    /// Runs the host with `args`, the deployment at `root`.
+    fn run(&self, args: &[&str]) -> Value {
+        self.run_with(args, &[])
+    }
+
+    /// [`Installed::run`] with more of the environment.
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Value {
+        let mut argv: Vec<&OsStr> = vec![OsStr::new("host.mjs")];
+        argv.extend(args.iter().map(OsStr::new));
+        let mut all = vec![("DEPLOYMENT", self.root.as_os_str())];
+        all.extend(env.iter().map(|(k, v)| (*k, OsStr::new(v))));
+        host(&self.path.join("node"), &argv, &self.dir, &self.path, &all)
+    }
 }
 
 #[test]
 fn the_addon_answers_every_request_as_clawmd_serve_does() {
-    let tools = ts_tools();
-    let work = tempfile::tempdir().unwrap();
-    let work = work.path();
-    let (dir, path) = installed(tools, work);
-    let platform_addon = std::fs::canonicalize(dir.join("node_modules/@clawmd"))
+    let installed = Installed::new();
+    let root = &installed.root;
+    let platform_addon = std::fs::canonicalize(installed.dir.join("node_modules/@clawmd"))
         .unwrap()
         .read_dir()
         .unwrap()
@@ -83,12 +110,10 @@ fn the_addon_answers_every_request_as_clawmd_serve_does() {
 
     // The same spawns, once per way, each on a fresh copy of the deployment at the same path
     // (the answers name it).
-    let pristine = deployment();
-    let root = work.join("deployment");
     let mut answers = Vec::new();
     for way in ["addon", "service"] {
-        copy(pristine.root(), &root);
-        let got = run(&dir, &path, &root, &["sequence", way]);
+        installed.fresh_deployment();
+        let got = installed.run(&["sequence", way]);
         assert_eq!(
             got["addon"],
             platform_addon.to_str().unwrap(),
@@ -181,15 +206,10 @@ fn walk_text(dir: &Path) -> String {
 
 #[test]
 fn spawns_prepared_at_once_from_one_process_compose_each_group_once() {
-    let tools = ts_tools();
-    let work = tempfile::tempdir().unwrap();
-    let work = work.path();
-    let (dir, path) = installed(tools, work);
-    let pristine = deployment();
-    let root = work.join("deployment");
-    copy(pristine.root(), &root);
+    let installed = Installed::with_deployment();
+    let root = &installed.root;
 
-    let got = run(&dir, &path, &root, &["concurrent"]);
+    let got = installed.run(&["concurrent"]);
     let calls = got["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 4, "{got}");
     for call in calls {
@@ -223,7 +243,7 @@ fn spawns_prepared_at_once_from_one_process_compose_each_group_once() {
     ] {
         let output = Command::new(CLAWMD)
             .arg("--root")
-            .arg(&root)
+            .arg(root)
             .args(args)
             .output()
             .unwrap();
@@ -240,16 +260,10 @@ fn spawns_prepared_at_once_from_one_process_compose_each_group_once() {
 /// the same variable (and exits); a good one is read as serve reads it.
 #[test]
 fn the_addon_reads_the_clawmd_variables_as_serve_does() {
-    let tools = ts_tools();
-    let work = tempfile::tempdir().unwrap();
-    let work = work.path();
-    let (dir, path) = installed(tools, work);
-    let pristine = deployment();
-    let root = work.join("deployment");
-    copy(pristine.root(), &root);
+    let installed = Installed::with_deployment();
     let bad = [("CLAWMD_DELIVERY", "carrier-pigeon")];
 
-    let got = run_with(&dir, &path, &root, &["one", "addon"], &bad);
+    let got = installed.run_with(&["one", "addon"], &bad);
     let outcome = &got["outcome"];
     assert_eq!(outcome["code"], "addon-failed", "{got}");
     let message = outcome["message"].as_str().unwrap();
@@ -257,7 +271,7 @@ fn the_addon_reads_the_clawmd_variables_as_serve_does() {
         message.contains("CLAWMD_DELIVERY: \"carrier-pigeon\""),
         "{message}"
     );
-    let got = run_with(&dir, &path, &root, &["one"], &bad);
+    let got = installed.run_with(&["one"], &bad);
     assert_eq!(got["outcome"]["code"], "service-exited", "{got}");
     assert!(
         got["outcome"]["report"].is_null(),
@@ -265,13 +279,7 @@ fn the_addon_reads_the_clawmd_variables_as_serve_does() {
     );
 
     for way in ["addon", "service"] {
-        let got = run_with(
-            &dir,
-            &path,
-            &root,
-            &["one", way],
-            &[("CLAWMD_DELIVERY", "inline")],
-        );
+        let got = installed.run_with(&["one", way], &[("CLAWMD_DELIVERY", "inline")]);
         assert_eq!(got["outcome"]["ok"], true, "{way}: {got}");
         assert_eq!(
             got["outcome"]["target"]["delivery"], "inline",
@@ -285,15 +293,9 @@ fn the_addon_reads_the_clawmd_variables_as_serve_does() {
 /// free, and the host's event loop runs meanwhile (a 10 ms timer keeps firing).
 #[test]
 fn a_spawn_waiting_for_a_groups_lock_does_not_hold_the_event_loop() {
-    let tools = ts_tools();
-    let work = tempfile::tempdir().unwrap();
-    let work = work.path();
-    let (dir, path) = installed(tools, work);
-    let pristine = deployment();
-    let root = work.join("deployment");
-    copy(pristine.root(), &root);
+    let installed = Installed::with_deployment();
 
-    let got = run(&dir, &path, &root, &["locked"]);
+    let got = installed.run(&["locked"]);
     assert_eq!(got["outcome"]["ok"], true, "{got}");
     assert_eq!(got["outcome"]["changed"], true, "{got}");
     let elapsed = got["elapsedMs"].as_u64().unwrap();
