@@ -553,14 +553,17 @@ fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
     args.extend(groups.iter().map(OsStr::new));
     // Through the platform package's addon (the default where it is installed), then through
     // `clawmd serve` (WAY=service), each on a fresh copy of the example deployment.
-    let mut binary = PathBuf::new();
-    for way in ["", "service"] {
+    let spawn_on_a_fresh_copy = |args: &[&OsStr], way: &str| {
         let deployment = Deployment::example();
         let env = [
             ("DEPLOYMENT", deployment.root().as_os_str()),
             ("WAY", OsStr::new(way)),
         ];
-        let got = host(&path.join("node"), &args, &project, &path, &env);
+        host(&path.join("node"), args, &project, &path, &env)
+    };
+    let mut binary = PathBuf::new();
+    for way in ["", "service"] {
+        let got = spawn_on_a_fresh_copy(&args, way);
         prepared_through_the_package(&got, &project, &platform_package, groups);
         binary = PathBuf::from(got["binary"].as_str().unwrap());
     }
@@ -569,15 +572,10 @@ fn pnpm_add_installs_the_binary_as_clawmds_optional_dependency() {
     // addon, in the host's process; `clawmd serve` cannot start.
     let mode = std::fs::metadata(&binary).unwrap().permissions();
     std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let mut outcomes = Vec::new();
-    for way in ["", "service"] {
-        let deployment = Deployment::example();
-        let env = [
-            ("DEPLOYMENT", deployment.root().as_os_str()),
-            ("WAY", OsStr::new(way)),
-        ];
-        outcomes.push(host(&path.join("node"), &args[..2], &project, &path, &env));
-    }
+    let outcomes: Vec<Value> = ["", "service"]
+        .into_iter()
+        .map(|way| spawn_on_a_fresh_copy(&args[..2], way))
+        .collect();
     std::fs::set_permissions(&binary, mode).unwrap();
     assert_eq!(
         outcomes[0]["groups"]["main"]["changed"], true,
