@@ -917,11 +917,7 @@ impl Run<'_, &Sources> {
     ) -> Result<GroupReport, GroupError> {
         if cleaned.is_empty() && seen.is_up_to_date() {
             let report = self.report_looked(group, &seen, Some(&lock));
-            if self.later.is_deferring() {
-                self.leave_bookkeeping(group, None, journal, lock);
-                return report;
-            }
-            journal.settle()?;
+            self.bookkeeping(group, None, journal, lock)?;
             return report;
         }
         let applied = apply(seen.dirs(), &seen.steps, state::durability());
@@ -942,34 +938,38 @@ impl Run<'_, &Sources> {
         };
         let written = seen.written.as_ref();
         written::record(self.layout, &report.group, &seen.plan, written);
-        if self.later.is_deferring() {
-            self.leave_bookkeeping(group, unrecorded, journal, lock);
-            return Ok(report);
-        }
-        if let Some(unrecorded) = unrecorded {
-            self.verdicts.record(self.layout, unrecorded);
-        }
-        journal.settle()?;
+        self.bookkeeping(group, unrecorded, journal, lock)?;
         Ok(report)
     }
 
-    /// Leaves for after the answer ([`Later`]) what is left of `group`'s compose: its handed
-    /// config kept, its verdict recorded, its journal settled, then its lock released.
-    fn leave_bookkeeping(
+    /// What is left of `group`'s compose under its `lock`: its verdict recorded and its journal
+    /// settled now, or, in a run that answers first ([`Later`]), left for after the answer with
+    /// the handed config kept too (the run kept it before observing otherwise,
+    /// [`Run::observe_locked`]); the lock is released once it is done.
+    fn bookkeeping(
         &self,
         group: &str,
         unrecorded: Option<Unrecorded<Found>>,
         journal: Arc<TempJournal>,
         lock: fsops::GroupLock,
-    ) {
-        self.later.leave(later::Bookkeeping {
-            layout: self.layout.clone(),
-            group: group.to_owned(),
-            records: self.verdicts.records(),
-            unrecorded,
-            journal,
-            lock,
-        });
+    ) -> Result<(), GroupError> {
+        if self.later.is_deferring() {
+            self.later.leave(later::Bookkeeping {
+                layout: self.layout.clone(),
+                group: group.to_owned(),
+                records: self.verdicts.records(),
+                unrecorded,
+                journal,
+                lock,
+            });
+            return Ok(());
+        }
+        if let Some(unrecorded) = unrecorded {
+            self.verdicts.record(self.layout, unrecorded);
+        }
+        journal.settle()?;
+        drop(lock);
+        Ok(())
     }
 
     /// Under the group's lock: the journal of the temps this run makes, after removing the
@@ -1001,7 +1001,7 @@ impl Run<'_, &Sources> {
         // answers first keeps it after its answer, still under the lock
         // ([`Run::finish_under`]).
         if batched || !self.later.is_deferring() {
-            self.keep_handed_config(group, &journal)?;
+            crate::disk::deployment::keep_handed_config(layout, group, &journal)?;
         }
         let settings = &self.options.settings;
         let mut seen = observe(layout, self.sources, group_path, settings, Some(&journal))?;
@@ -1013,21 +1013,6 @@ impl Run<'_, &Sources> {
             seen.written = written::record_intent(layout, group, &seen.plan, recorded);
         }
         Ok((journal, cleaned, seen))
-    }
-
-    /// Keeps the config the runner handed for `group` (`"groupConfig": "handed"`), its temp
-    /// recorded in `journal`, under the group's lock.
-    fn keep_handed_config(
-        &self,
-        group: &str,
-        journal: &Arc<TempJournal>,
-    ) -> Result<(), GroupError> {
-        match self.layout.handed_config_of(group) {
-            Some(handed) => {
-                crate::disk::deployment::keep_handed_config(self.layout, group, handed, journal)
-            }
-            None => Ok(()),
-        }
     }
 
     /// [`Run::delivered`] and [`with_spawn`] under the group's lock, once its steps are

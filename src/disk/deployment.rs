@@ -382,18 +382,21 @@ pub fn kept_config_holds(layout: &Layout, group: &str, bytes: &[u8]) -> bool {
     holds
 }
 
-/// Keeps `bytes` as the config the runner handed for `group` (`<state>/configs/<group>.json`,
-/// written atomically, to last as [`state::durability`] says: the runner hands it again at
-/// every spawn), for the runs that read handed configs (`"groupConfig": "handed"`).
+/// Keeps the config the runner handed for `group` ([`Layout::handed_config_of`]: only for the
+/// runs that read handed configs, `"groupConfig": "handed"`, and only when one was handed) in
+/// `<state>/configs/<group>.json`, written atomically, to last as [`state::durability`] says:
+/// the runner hands it again at every spawn.
 ///
 /// Its temp is recorded in `journal`, the group's (the caller holds the group's lock), so a
 /// run stopped before the rename leaves nothing the next run under the lock does not remove.
 pub fn keep_handed_config(
     layout: &Layout,
     group: &str,
-    bytes: &[u8],
     journal: &Arc<crate::disk::fsops::TempJournal>,
 ) -> Result<(), GroupError> {
+    let Some(bytes) = layout.handed_config_of(group) else {
+        return Ok(());
+    };
     checked_group_dir(layout, group)?;
     if kept_config_holds(layout, group, bytes) {
         return Ok(());

@@ -94,11 +94,7 @@ impl Bookkeeping {
         // The handed config first: a record answers a spawn only while the kept config holds
         // the config it was made from. One that cannot be kept leaves `check` reporting the
         // group, and the next spawn composing it again.
-        let kept = match layout.handed_config_of(&group) {
-            Some(handed) => keep_handed_config(&layout, &group, handed, &journal),
-            None => Ok(()),
-        };
-        match (kept, unrecorded) {
+        match (keep_handed_config(&layout, &group, &journal), unrecorded) {
             (Ok(()), Some(unrecorded)) => records.record(&layout, unrecorded),
             (Ok(()), None) => {}
             (Err(err), _) => tracing::warn!(group, "{}", crate::error::chain_text(&err)),
