@@ -72,9 +72,9 @@ impl Service {
     /// The answer to one request handed to `deliver` as soon as it is known: the group's
     /// documents are in place and its verdict worked out, and the bookkeeping that changes
     /// neither (the handed config kept, the group's verdict record, its temp journal settled)
-    /// is done after `deliver` returns,
-    /// before this returns what `deliver` did (`compose::Later`). The group's lock is held
-    /// until then. Never panics, as [`Service::answer_line`].
+    /// is done after `deliver` returns, before this returns what `deliver` did
+    /// (`compose::Later`). The group's lock is held until then. Never panics, as
+    /// [`Service::answer_line`].
     pub fn answer_line_then<R>(
         &mut self,
         line: &[u8],

@@ -148,7 +148,7 @@ impl ClawmdService {
     /// left for [`ClawmdService::finish_later`].
     #[napi]
     pub fn answer(&self, request: String) -> Result<String> {
-        answer_text(&self.service, &request, Later::Left)
+        answer_text(&self.service, &request, Bookkeeping::Left)
     }
 
     /// [`ClawmdService::answer`] on libuv's thread pool, its bookkeeping done there too: for a
@@ -183,9 +183,10 @@ fn locked(service: &Mutex<Service>) -> std::sync::MutexGuard<'_, Service> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Whether an answer leaves its bookkeeping for `finishLater` or does it before returning.
+/// Whether an answer leaves its group's bookkeeping for `finishLater` or does it before
+/// returning.
 #[derive(Clone, Copy)]
-enum Later {
+enum Bookkeeping {
     Left,
     Done,
 }
@@ -193,12 +194,16 @@ enum Later {
 /// The answer to `request` as JSON text. [`Service`] answers a panic itself; this guard keeps
 /// any other (serializing the answer) on this side of the FFI boundary too, as an answer of
 /// the same shape.
-fn answer_text(service: &Mutex<Service>, request: &str, later: Later) -> Result<String> {
+fn answer_text(
+    service: &Mutex<Service>,
+    request: &str,
+    bookkeeping: Bookkeeping,
+) -> Result<String> {
     let answered = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let mut service = locked(service);
-        let answer = match later {
-            Later::Left => service.answer_now(request.as_bytes()),
-            Later::Done => service.answer_line(request.as_bytes()),
+        let answer = match bookkeeping {
+            Bookkeeping::Left => service.answer_now(request.as_bytes()),
+            Bookkeeping::Done => service.answer_line(request.as_bytes()),
         };
         serde_json::to_string(&answer)
     }));
@@ -229,7 +234,7 @@ impl Task for AnswerOffThread {
     type JsValue = String;
 
     fn compute(&mut self) -> Result<String> {
-        answer_text(&self.service, &self.request, Later::Done)
+        answer_text(&self.service, &self.request, Bookkeeping::Done)
     }
 
     fn resolve(&mut self, _env: Env, output: String) -> Result<String> {
