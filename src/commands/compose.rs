@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::disk::deployment::{
     Observation, Selection, checked_group_dir, observe, observe_opened, open_group,
-    read_sources_logged, reads_found, source_warnings,
+    read_sources_logged, reads_found, settled, source_warnings,
 };
 use crate::disk::fsops::{self, FsError, LockWait, SafeDir, TempJournal};
 use crate::disk::reads::{Read, Root, Seen};
@@ -784,6 +784,22 @@ impl Run<'_, &Sources> {
         let seen = match opened {
             Some(dir) => observe_opened(self.layout, self.sources, dir, settings, None),
             None => observe(self.layout, self.sources, &group_path, settings, None),
+        };
+        // A dry run reports no group midway through another run's compose.
+        let seen = match seen {
+            Ok(first) if dry_run => {
+                let on_wait = |lock: &Path| self.progress.waiting_for_lock(group, lock);
+                let wait = LockWait::up_to(self.options.lock_timeout, &on_wait);
+                settled(
+                    self.layout,
+                    self.sources,
+                    &group_path,
+                    settings,
+                    first,
+                    wait,
+                )
+            }
+            seen => seen,
         };
         match seen {
             Ok(first) if dry_run || (first.is_up_to_date() && self.handed_config_kept(group)) => {

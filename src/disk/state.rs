@@ -174,6 +174,16 @@ pub fn lock_group(
     Ok(fsops::lock(&layout.lock_file(group), wait)?)
 }
 
+/// [`lock_group`] for a run that changes nothing: `None`, without waiting, when the group's
+/// lock was never made (no run has taken it, so none holds it).
+pub fn lock_group_if_made(
+    layout: &Layout,
+    group: &str,
+    wait: fsops::LockWait<'_>,
+) -> Result<Option<fsops::GroupLock>, crate::error::GroupError> {
+    Ok(fsops::lock_if_made(&layout.lock_file(group), wait)?)
+}
+
 /// Runs `write` holding `group`'s lock (or the deployment-wide one, `global`), when the lock
 /// is free at once (a run holding it writes what it has to itself): for a record, only a
 /// saving, of a run that looked at the group without its lock.

@@ -10,6 +10,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use serde_json::{Value, json};
 
 use crate::support::Deployment;
+use crate::support::run::clawmd;
 use crate::support::run::command;
 
 /// A running `clawmd serve` on a deployment.
@@ -829,6 +830,64 @@ fn the_answer_goes_out_before_the_bookkeeping_under_the_groups_lock() {
     // The next spawn is answered by the record the bookkeeping wrote.
     let again = service.answer_line(request.as_bytes());
     assert!(again.ok, "{again:?}");
+}
+
+/// A run that changes nothing (`compose --dry-run`, `check`) never reports a group midway
+/// through a spawn's bookkeeping: while the answer is out and the handed config not kept
+/// yet, a group it finds needing work is looked at again once the lock is free. With no wait
+/// allowed it says it timed out on the lock (rather than "changed" and "out of date"); with
+/// a wait it reports the group as the spawn left it.
+#[test]
+fn a_report_waits_for_a_spawns_bookkeeping_rather_than_catch_the_group_midway() {
+    let d = deployment().file("clawmd.json", r#"{"groupConfig": "handed"}"#);
+    let mut service =
+        clawmd::service::Service::new(d.root(), clawmd::settings::Overrides::default()).unwrap();
+    let first = json!({"id": 1, "group": "main", "config": {"skills": ["web"]}}).to_string();
+    assert!(service.answer_line(first.as_bytes()).ok);
+    let config = json!({"mcpServers": {"db": {"instructions": "RULES B"}}});
+    let request = json!({"id": 2, "group": "main", "config": config}).to_string();
+    let (dry_run, check, waiting) = service.answer_line_then(request.as_bytes(), |answer| {
+        assert!(answer.ok, "{answer:?}");
+        let now = ["--lock-timeout", "0"];
+        let dry_run = d
+            .run([["compose", "main", "--dry-run", "--json"].as_slice(), &now].concat())
+            .json();
+        let check = d
+            .run([["check", "main", "--json"].as_slice(), &now].concat())
+            .json();
+        let waiting = |args: &'static [&'static str]| {
+            let root = d.root().to_owned();
+            std::thread::spawn(move || clawmd(&root, args, &[]).json())
+        };
+        let waiting = (
+            waiting(&[
+                "compose",
+                "main",
+                "--dry-run",
+                "--json",
+                "--lock-timeout",
+                "30",
+            ]),
+            waiting(&["check", "main", "--json", "--lock-timeout", "30"]),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        (dry_run, check, waiting)
+    });
+    assert_eq!(
+        dry_run["groups"][0]["error"]["code"], "lock-timeout",
+        "{dry_run}"
+    );
+    let codes: Vec<&Value> = check["groups"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| &f["code"])
+        .collect();
+    assert_eq!(codes, ["lock-timeout"], "{check}");
+    let (dry_run, check) = (waiting.0.join().unwrap(), waiting.1.join().unwrap());
+    assert_eq!(dry_run["groups"][0]["status"], "unchanged", "{dry_run}");
+    assert_eq!(check["ok"], true, "{check}");
+    assert_eq!(check["groups"][0]["findings"], json!([]), "{check}");
 }
 
 /// The config a runner hands is kept for `check` after the answer too, under the group's

@@ -471,6 +471,8 @@ pub struct CheckArgs {
     #[arg(long)]
     pub fix: bool,
     #[command(flatten)]
+    pub lock: LockArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 

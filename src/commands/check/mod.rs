@@ -10,12 +10,16 @@ mod record;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use record::{CHECKS, CheckRecord};
 use record::{CheckLook, CheckRecords};
 
 use crate::commands::compose::GroupVerdicts;
-use crate::disk::deployment::{Observation, Selection, checked_group_dir, observe, read_sources};
+use crate::disk::deployment::{
+    Observation, Selection, checked_group_dir, observe_settled, read_sources,
+};
+use crate::disk::fsops::LockWait;
 use crate::disk::fsops::SafeDir;
 use crate::disk::reads::ReadLog;
 use crate::disk::reconcile::{Step, is_fragment_rescue_name, kept_rescues, rescue_name_starts};
@@ -38,7 +42,7 @@ use crate::runtime::mounted::MountedFs;
 use crate::runtime::view::{ViewOptions, agent_settings_in, group_view, load_in};
 
 /// How to check.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckOptions {
     /// The deployment's delivery settings, resolved exactly as `compose` resolves them
     /// (`clawmd.json`, `CLAWMD_*`, flags), so that check expects what compose makes.
@@ -50,6 +54,22 @@ pub struct CheckOptions {
     /// covers); a release outside the corpus is checked with the nearest known rules and
     /// reported as `claude-version-unverified`.
     pub claude_version: ClaudeVersion,
+    /// The longest wait for a group's lock, when the group is found needing work while
+    /// another run holds it (composing it, or keeping its books after a spawn's answer):
+    /// the group is looked at again once that run is done, so check never reports a group
+    /// midway ([`observe_settled`]).
+    pub lock_timeout: Duration,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            settings: DeliverySettings::default(),
+            delivery_given: false,
+            claude_version: ClaudeVersion::default(),
+            lock_timeout: crate::commands::compose::ComposeOptions::default().lock_timeout,
+        }
+    }
 }
 
 /// Checks the selected groups. Fails as a whole only when the deployment cannot be read.
@@ -721,7 +741,13 @@ fn composition_findings(
         leftovers,
         reads,
         ..
-    } = observe(layout, sources, &group_path, &options.settings, None)?;
+    } = observe_settled(
+        layout,
+        sources,
+        &group_path,
+        &options.settings,
+        LockWait::up_to(options.lock_timeout, &|_| {}),
+    )?;
     let group_path = dir.path().to_owned();
     let compose_fix = compose_fix(group, options);
     let own_text = layout.recipe.own_text_file();

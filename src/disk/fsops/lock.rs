@@ -75,7 +75,26 @@ fn tell_no_one(_lock: &Path) {}
 /// says; a timeout reports the whole wait. A lock held by a process that died is released by
 /// the kernel, so it never blocks.
 pub fn lock(lock_path: &Path, wait: LockWait<'_>) -> Result<GroupLock> {
-    let file = open_lock_file(lock_path)?;
+    take(open_lock_file(lock_path)?, lock_path, wait)
+}
+
+/// [`lock`], for a run that changes nothing: `None`, without waiting or creating anything,
+/// when the lock file is not there (no run has ever taken the lock, so none is holding it).
+pub fn lock_if_made(lock_path: &Path, wait: LockWait<'_>) -> Result<Option<GroupLock>> {
+    let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::open(lock_path, flags, Mode::empty()) {
+        Ok(fd) => take(std::fs::File::from(fd), lock_path, wait).map(Some),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(err) => Err(FsError::io(
+            "open lock file",
+            lock_path,
+            std::io::Error::from(err),
+        )),
+    }
+}
+
+/// Takes the exclusive lock on the open lock `file` (at `lock_path`), waiting as `wait` says.
+fn take(file: std::fs::File, lock_path: &Path, wait: LockWait<'_>) -> Result<GroupLock> {
     let started = Instant::now();
     let mut announced = false;
     let mut noticed = false;

@@ -67,7 +67,7 @@ pub use host::{
 };
 pub use journal::{TempJournal, is_temp_name, journal_has_records};
 pub use leftovers::{Leftover, read_leftovers};
-pub use lock::{GroupLock, LockWait, lock};
+pub use lock::{GroupLock, LockWait, lock, lock_if_made};
 pub use replay::replay;
 pub use safe_dir::{Listing, SafeDir, Temp};
 

@@ -16,7 +16,7 @@ use crate::printer::Printer;
 
 pub fn run(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     let format = args.output.format();
-    let (mut resolved, _) = match global.resolve(&args.delivery, None, printer) {
+    let (mut resolved, _) = match global.resolve(&args.delivery, args.lock.lock_timeout, printer) {
         Ok(resolved) => resolved,
         Err(err) => return not_started("check", err, format, printer),
     };
@@ -28,6 +28,7 @@ pub fn run(global: &GlobalArgs, args: CheckArgs, printer: &Printer) -> anyhow::R
         settings: resolved.delivery,
         delivery_given: args.delivery.delivery.is_some(),
         claude_version: resolved.delivery.claude_version,
+        lock_timeout: resolved.lock_timeout,
     };
     let mut result = checked(&resolved.layout, &selection, &options, printer);
     if args.fix
