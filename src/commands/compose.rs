@@ -582,27 +582,35 @@ impl<S: SharedSources> Run<'_, S> {
             name: ".claude".to_owned(),
             seen: Seen::Kind(None),
         };
-        (self.layout.claude_home.is_none()
+        if self.layout.claude_home.is_none()
             && look.reads().contains(&no_settings_folder)
-            && keyed(&AgentSettings::default()))
-            || self.recorded_agent_holds(group, look)
-            || agent_settings(self.layout, dir, group, &self.options.settings, self.agents)
-                .is_ok_and(|found| keyed(&found.agent))
+            && keyed(&AgentSettings::default())
+        {
+            return true;
+        }
+        match self.recorded_agent_holds(group, look) {
+            // A look whose settings files are worth reading again is made again (once).
+            Some(settled_since) => !settled_since || self.options.dry_run,
+            None => agent_settings(self.layout, dir, group, &self.options.settings, self.agents)
+                .is_ok_and(|found| keyed(&found.agent)),
+        }
     }
 
     /// Whether the agent's settings `look` kept (the view they were read through and its
     /// reads) are found again, every read finding what it found, and give the look's key:
-    /// then they are the same, unread.
-    fn recorded_agent_holds(&self, group: &str, look: &RecordedLook<Found>) -> bool {
-        let Some(agent) = look.agent() else {
-            return false;
-        };
+    /// then they are the same, unread. `Some(true)`: a file was found by its bytes though its
+    /// identity would now do
+    /// ([`MountedFs::holds_fresh`](crate::runtime::mounted::MountedFs::holds_fresh)).
+    fn recorded_agent_holds(&self, group: &str, look: &RecordedLook<Found>) -> Option<bool> {
+        let agent = look.agent()?;
         let key = self
             .sources
             .look_key_of_evaluations(self.verdicts, &agent.evaluations);
-        key == look.key()
-            && crate::runtime::view::view_of_table(self.layout, group, agent.mounts.clone())
-                .is_ok_and(|fs| fs.holds(&agent.reads))
+        if key != look.key() {
+            return None;
+        }
+        let fs = crate::runtime::view::view_of_table(self.layout, group, agent.mounts.clone());
+        fs.ok()?.holds_fresh(&agent.reads)
     }
 
     /// Whether every read of `look` finds again what it found: in the group's folders (the

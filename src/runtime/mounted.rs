@@ -23,7 +23,7 @@ use rustix::io::Errno;
 use crate::disk::reads::{Read, ReadLog, Root as ReadRoot, Seen};
 use crate::loader::fs::{
     DirEntry, FileKind, MemoryFs, Metadata, ReadOutcome, handle_metadata, metadata_of,
-    read_through_stat,
+    read_through_checked,
 };
 
 pub use crate::loader::fs::MAX_SYMLINKS;
@@ -90,12 +90,13 @@ pub struct MountedFs {
     step_budget: u64,
     /// Where every read of a host source is logged ([`MountedFs::log_reads_in`]).
     log: Option<Arc<ReadLog>>,
-    /// Whether a file read is kept by its identity too, once settled: only for trusted host
-    /// paths ([`MountedFs::new`]: the operator's shared sources). A view of a group
-    /// ([`MountedFs::with_sources`]) shows folders the agent writes, where a write through a
-    /// shared mapping changes a file's bytes and leaves its change time (and modification
-    /// time, size and inode) as they were until the kernel writes the page back: there a file
-    /// is kept, and compared, by its bytes alone.
+    /// Whether a file read is kept by its identity too, once settled, whatever its pages: only
+    /// for trusted host paths ([`MountedFs::new`]: the operator's shared sources). A view of a
+    /// group ([`MountedFs::with_sources`]) shows folders the agent writes, where a write
+    /// through a shared mapping to a dirty page changes a file's bytes and leaves its change
+    /// time (and modification time, size and inode) as they were until the kernel writes the
+    /// page back: there a file is kept by its identity only when its pages were clean when it
+    /// was read ([`keeps_identity`]), else by its bytes alone.
     identities: bool,
 }
 
@@ -640,8 +641,15 @@ impl MountedFs {
     /// link. A file kept with its identity and found with the same is not read again.
     /// Anything that cannot be read again counts as a change.
     pub fn holds(&self, reads: &[Read]) -> bool {
+        self.holds_fresh(reads).is_some()
+    }
+
+    /// [`MountedFs::holds`], saying too whether a file was found the same by its bytes though
+    /// its identity would now stand for them ([`MountedFs::replay`]): `Some(true)`, the reads
+    /// are worth making again once.
+    pub fn holds_fresh(&self, reads: &[Read]) -> Option<bool> {
         let now = std::time::SystemTime::now();
-        self.replay(reads, now, &mut Opened::default()).is_some()
+        self.replay(reads, now, &mut Opened::default())
     }
 
     /// [`MountedFs::holds`], each path opened once for all the replays that share `opened`,
@@ -748,11 +756,21 @@ impl MountedFs {
     }
 }
 
+/// Whether a file read through a view, opened as `file` and not read yet, may be kept by its
+/// identity once settled: always in a view of trusted host paths (`identities`); in a view of
+/// folders the agent writes, only when none of its pages is dirty or under writeback
+/// ([`crate::disk::reads::pages_clean`]), so that any later write to it, through a shared
+/// mapping too, stamps its change time.
+fn keeps_identity(identities: bool, file: BorrowedFd<'_>) -> bool {
+    identities || crate::disk::reads::pages_clean(file)
+}
+
 /// Whether what is behind `handle` (`None`: nothing) is found as `seen` again (`None`: not),
 /// and whether a file found the same by its bytes would be kept by its identity at `now`.
 ///
-/// `identities`: whether the view keeps files by their identity ([`MountedFs::new`]); else a
-/// file is read again and compared by its bytes, whatever identity an older record kept.
+/// `identities`: whether the view keeps files by their identity whatever their pages
+/// ([`MountedFs::new`]); else only files whose pages were clean when read
+/// ([`keeps_identity`]). A read kept with an identity is found again by it.
 fn holds_again(
     handle: Option<BorrowedFd<'_>>,
     seen: &Seen,
@@ -777,15 +795,21 @@ fn holds_again(
                 identity,
             },
         ) => {
-            let stat = rustix::fs::fstat(fd).ok().filter(|_| identities);
+            // An identity is kept only where it stands for the bytes (see `keeps_identity`).
+            let stat = rustix::fs::fstat(fd).ok();
             if identity.is_some() && stat.as_ref().map(crate::disk::reads::identity) == *identity {
                 return Some(false);
             }
-            let same = read_through_stat(fd, *limit).is_ok_and(|(outcome, _)| {
-                matches!(file_seen(*limit, &outcome, None), Seen::File { digest: again, .. } if again == *digest)
-            });
+            let read = read_through_checked(fd, *limit, |file| keeps_identity(identities, file));
+            let (same, clean) = match read {
+                Ok((outcome, _, clean)) => (
+                    matches!(file_seen(*limit, &outcome, None), Seen::File { digest: again, .. } if again == *digest),
+                    clean == Some(true),
+                ),
+                Err(_) => (false, false),
+            };
             return same.then(|| {
-                stat.is_some_and(|stat| crate::disk::reads::settled(&stat, now).is_some())
+                clean && stat.is_some_and(|stat| crate::disk::reads::settled(&stat, now).is_some())
             });
         }
         _ => false,
@@ -825,15 +849,18 @@ impl MemoryFs for MountedFs {
             // Read through the handle the resolution ended on: never reopened by path.
             (Loc::Host(fd, at), FileKind::File) => {
                 let before = std::time::SystemTime::now();
-                let read = read_through_stat(fd.as_fd(), limit);
+                let identities = self.identities;
+                let read = read_through_checked(fd.as_fd(), limit, |file| {
+                    keeps_identity(identities, file)
+                });
                 self.logged(at.as_ref(), || {
-                    let (outcome, stat) = read.as_ref().ok()?;
-                    let identity = (self.identities)
+                    let (outcome, stat, clean) = read.as_ref().ok()?;
+                    let identity = (*clean == Some(true))
                         .then(|| crate::disk::reads::settled(stat, before))
                         .flatten();
                     Some(file_seen(limit, outcome, identity))
                 });
-                read.map(|(outcome, _)| outcome)
+                read.map(|(outcome, _, _)| outcome)
             }
             (_, kind) => Ok(ReadOutcome::NotAFile { kind }),
         }

@@ -357,7 +357,9 @@ pub fn agent_settings_kept(
         && let Some(entry) = kept.entry(layout, options, group, &seen)
     {
         let fs = open_view(layout, &group_dir, entry.view.mounts.clone())?;
-        if fs.holds(&entry.view.reads) {
+        // Read again (once) when a file was found by its bytes though its identity would now
+        // do, so that the spawns to come look at its identity alone.
+        if fs.holds_fresh(&entry.view.reads) == Some(false) {
             return Ok(AgentFound {
                 agent: entry.agent.clone(),
                 view: Some(entry.view.clone()),

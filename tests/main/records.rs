@@ -791,6 +791,57 @@ fn a_groups_record_is_made_again_once_its_files_settle() {
     assert_eq!(record(), remade, "the next run writes nothing");
 }
 
+/// A long-lived service keeps what the agent's settings files do between spawns. A settings
+/// file it read right after it was written is kept by its bytes; once the file has settled
+/// and its pages are written back, the service reads it again, once, and the group's look
+/// keeps it by its identity (where the filesystem tells clean pages: never on tmpfs), so the
+/// spawns after that do not read it. The group's record of that look stands at the next
+/// spawn, which writes nothing.
+#[test]
+fn a_services_look_keeps_the_agents_settings_by_identity_once_they_settle() {
+    let d = Deployment::standard().group("g", Some(CONFIG));
+    d.write(
+        "groups/g/.claude/settings.json",
+        br#"{"autoMemoryEnabled": false}"#,
+    );
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "f_type's type differs between targets"
+    )]
+    let tells_clean = [0xEF53, 0x5846_5342, 0x9123_683E]
+        .contains(&(rustix::fs::statfs(d.root()).unwrap().f_type as i64));
+    let mut service =
+        clawmd::service::Service::new(d.root(), clawmd::settings::Overrides::default()).unwrap();
+    let mut spawn = |id: u32| {
+        let request = serde_json::json!({"id": id, "group": "g"}).to_string();
+        let answer = service.answer_line(request.as_bytes());
+        assert!(answer.ok, "{answer:?}");
+    };
+    let record = || std::fs::read(d.path("groups/.clawmd/verdicts/g")).unwrap();
+    spawn(1);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    rustix::fs::sync();
+    spawn(2);
+    let kept = record();
+    let (_, json) = record_json("groups/.clawmd/verdicts/g", kept.clone());
+    let reads = json["look"]["agent"]["reads"]
+        .as_array()
+        .expect("the agent's reads kept");
+    let settings: Vec<&serde_json::Value> = (reads.iter())
+        .filter(|read| read["name"] == "settings.json")
+        .filter_map(|read| read["seen"].get("File"))
+        .filter(|file| !file["digest"].is_null())
+        .collect();
+    assert_eq!(settings.len(), 1, "{json}");
+    assert_eq!(
+        settings[0]["identity"].is_null(),
+        !tells_clean,
+        "kept by its identity where pages tell clean: {json}"
+    );
+    spawn(3);
+    assert_eq!(record(), kept, "the look stands: nothing is written");
+}
+
 /// Records are this boot's: compose writes what it derives without an fsync, so after the
 /// machine stops and starts again (another boot id) no record vouches for a file by its
 /// identity — a power loss may have torn a file whose identity survived — and the group is

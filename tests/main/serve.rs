@@ -792,6 +792,35 @@ fn the_kept_agent_settings_never_outlive_a_write_through_a_shared_mapping() {
     service.finish();
 }
 
+/// The same once the service keeps the settings file by its identity (settled, its pages
+/// written back, read again once): the agent's next write through its mapping lands on a clean,
+/// write-protected page, which stamps the file's change time, and the next spawn sees it.
+#[test]
+fn a_settings_file_kept_by_its_identity_is_read_again_after_a_write_through_a_mapping() {
+    let d = home_deployment();
+    use crate::support::mapped::{MEMORY_OFF as OFF, MEMORY_ON as ON};
+    let settings = "data/v2-sessions/ag-1/.claude-shared/settings.json";
+    d.write(settings, ON);
+    let mut service = Service::start(&d);
+    let mut id = 0;
+    let mut complete = || {
+        id += 1;
+        spawn_complete(&mut service, id, "ag-1")
+    };
+    let mut mapped = crate::support::mapped::Mapped::new(&d.path(settings), ON.len());
+    mapped.write(ON);
+    assert_eq!(complete(), true);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    rustix::fs::sync();
+    // Read again once (its identity would now do), then found by its identity.
+    assert_eq!(complete(), true);
+    assert_eq!(complete(), true);
+    mapped.write(OFF);
+    assert_eq!(complete(), false, "memory turned off through the mapping");
+    drop(mapped);
+    service.finish();
+}
+
 /// The service hands a spawn's answer on as soon as the group's documents are in place and
 /// its verdict is known, and does its bookkeeping (the group's verdict record, its journal
 /// settled) after: while the answer is being delivered the group's lock is still held, so no

@@ -176,14 +176,25 @@ pub fn read_through_stat(
     handle: BorrowedFd<'_>,
     limit: u64,
 ) -> io::Result<(ReadOutcome, rustix::fs::Stat)> {
+    read_through_checked(handle, limit, |_| ()).map(|(outcome, stat, _)| (outcome, stat))
+}
+
+/// [`read_through_stat`], calling `before_read` on the reopened regular file after its status
+/// was taken and before its bytes are read (a caller asks there what the kernel knows of the
+/// file's pages), with what it returned (`None`: no regular file within `limit` was opened).
+pub fn read_through_checked<T>(
+    handle: BorrowedFd<'_>,
+    limit: u64,
+    before_read: impl FnOnce(BorrowedFd<'_>) -> T,
+) -> io::Result<(ReadOutcome, rustix::fs::Stat, Option<T>)> {
     let stat = rustix::fs::fstat(handle)?;
     let kind = FileKind::from_mode(stat.st_mode);
     if kind != FileKind::File {
-        return Ok((ReadOutcome::NotAFile { kind }, stat));
+        return Ok((ReadOutcome::NotAFile { kind }, stat, None));
     }
     let len = stat.st_size.max(0) as u64;
     if len > limit {
-        return Ok((ReadOutcome::TooLarge { len }, stat));
+        return Ok((ReadOutcome::TooLarge { len }, stat, None));
     }
     let proc_path = format!("/proc/self/fd/{}", handle.as_raw_fd());
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
@@ -204,15 +215,16 @@ pub fn read_through_stat(
             "the file changed while it was being opened; nothing was read",
         ));
     }
+    let checked = before_read(fd.as_fd());
     let mut bytes = Vec::with_capacity(len as usize);
     std::fs::File::from(fd)
         .take(limit + 1)
         .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         let len = bytes.len() as u64;
-        return Ok((ReadOutcome::TooLarge { len }, stat));
+        return Ok((ReadOutcome::TooLarge { len }, stat, Some(checked)));
     }
-    Ok((ReadOutcome::Bytes(bytes), stat))
+    Ok((ReadOutcome::Bytes(bytes), stat, Some(checked)))
 }
 
 impl<T: MemoryFs + ?Sized> MemoryFs for &T {
