@@ -330,14 +330,20 @@ pub fn parse_config_bytes(config: &ConfigBytes) -> Result<GroupConfig, GroupErro
 /// given its config as read (`config`, which is the group folder's unless the runner handed
 /// one): without one, the runner binds the defaults from clawmd's state over it.
 pub fn has_own_config(dir: &SafeDir, config: &ConfigBytes) -> Result<bool, GroupError> {
-    if config.from_group {
-        return Ok(is_own_config(config.bytes.as_deref()));
-    }
-    let own = match dir.kind(names::CONFIG)? {
-        Some(FileKind::File) => dir.read_file(names::CONFIG, MAX_CONFIG_BYTES)?,
-        _ => None,
+    Ok(own_config(dir, config)?.is_some())
+}
+
+/// The bytes of the group folder's own `container.json` (the group folder opened as `dir`)
+/// when it is one ([`has_own_config`]); `config` is the group's config as read.
+pub fn own_config(dir: &SafeDir, config: &ConfigBytes) -> Result<Option<Vec<u8>>, GroupError> {
+    let own = if config.from_group {
+        config.bytes.clone()
+    } else if dir.kind(names::CONFIG)? == Some(FileKind::File) {
+        dir.read_file(names::CONFIG, MAX_CONFIG_BYTES)?
+    } else {
+        None
     };
-    Ok(is_own_config(own.as_deref()))
+    Ok(own.filter(|bytes| is_own_config(Some(bytes))))
 }
 
 /// Puts `config`, `group`'s handed config, into `layout` (read instead of the group's own):
@@ -527,6 +533,9 @@ pub struct Observation {
     /// What clawmd wrote in `.claude-fragments`, by its record ([`written`]; `None`: no
     /// `.claude-fragments`, or no whole record).
     pub written: Option<WrittenFragments>,
+    /// The group folder's `container.json`, as read, when it is the group's own config
+    /// ([`own_config`]): the runner binds it, and the spawn digest pins it.
+    pub own_config: Option<Vec<u8>>,
 }
 
 impl Observation {
@@ -665,13 +674,14 @@ pub fn observe_opened(
     let group_parts = read_group(layout, &dir)?;
     let local = read_local_memory(layout, &dir, &listed)?;
     let plan_inputs = plan_inputs(layout, &dir, &config_bytes, &group_parts, &local);
+    let own_config = own_config(&dir, &config_bytes)?;
     let mut plan = GroupPlan {
         made_from: Some(plan_inputs),
         ..plan_with(
             layout,
             &dir,
             &config,
-            has_own_config(&dir, &config_bytes)?,
+            own_config.is_some(),
             sources,
             settings,
             local.inputs(&group_parts),
@@ -798,6 +808,7 @@ pub fn observe_opened(
         steps,
         reads,
         written,
+        own_config,
     })
 }
 

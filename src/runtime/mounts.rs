@@ -17,8 +17,7 @@ use crate::disk::deployment::{
 use crate::disk::fsops::SafeDir;
 use crate::error::GroupError;
 use crate::file_kind::FileKind;
-use crate::input::config::{MAX_CONFIG_BYTES, is_own_config};
-use crate::input::layout::{Bind, Layout, MountNeeds};
+use crate::input::layout::{Bind, Layout};
 use crate::input::names;
 use crate::key_hash::KeyHasher;
 use crate::plan::Content;
@@ -27,18 +26,6 @@ use crate::plan::delivery::guard::{self, GuardPaths, GuardSettings};
 use crate::plan::delivery::{LocalMemory, document};
 use crate::plan::target::{DeliverySettings, Target};
 use crate::report::{Detail, Line, Lines, Report, Tone, escape_path};
-
-/// What the container of `group` needs bound, from its `container.json` (its `provider`, and
-/// whether it exists) and the deployment's delivery settings. The group folder is opened
-/// without following links and its config read as compose reads it.
-pub fn group_needs(
-    layout: &Layout,
-    group: &str,
-    settings: &DeliverySettings,
-) -> Result<MountNeeds, GroupError> {
-    let (target, exists) = group_target(layout, group, settings)?;
-    Ok(target.mount_needs(exists))
-}
 
 /// The group's delivery target, and whether its `container.json` exists.
 fn group_target(
@@ -283,11 +270,7 @@ impl Spawn {
 /// backend's document is hashed without the agent's own memory, which it carries: like
 /// `CLAUDE.local.md`, which is no bind's content, the agent's memory never asks for a restart.
 pub fn spawn(layout: &Layout, group: &str, seen: &Observation) -> Result<Spawn, GroupError> {
-    let config = match seen.dir.kind(names::CONFIG)? {
-        Some(FileKind::File) => seen.dir.read_file(names::CONFIG, MAX_CONFIG_BYTES)?,
-        _ => None,
-    }
-    .filter(|bytes| is_own_config(Some(bytes)));
+    let config = seen.own_config.clone();
     let plan = &seen.plan;
     let table = full_table(
         layout,
