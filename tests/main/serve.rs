@@ -761,17 +761,26 @@ fn the_kept_agent_settings_never_outlive_an_edit_of_the_agents_home() {
     service.finish();
 }
 
+/// The agent's `~/.claude/settings.json` of the agent group `ag-1`.
+const HOME_SETTINGS: &str = "data/v2-sessions/ag-1/.claude-shared/settings.json";
+
+/// [`home_deployment`] with memory on in [`HOME_SETTINGS`], and a service started on it.
+fn service_with_home_settings() -> (Deployment, Service) {
+    let d = home_deployment();
+    d.write(HOME_SETTINGS, crate::support::mapped::MEMORY_ON);
+    let service = Service::start(&d);
+    (d, service)
+}
+
 /// A write through a shared mapping changes a file's bytes and leaves its status as it was
 /// (tests/support/mapped.rs): an agent that maps its own settings file can rewrite it after a
 /// spawn with nothing in the file's status showing it. The service's kept evaluation reads
 /// the settings again by their bytes at every spawn, and sees what the agent wrote.
 #[test]
 fn the_kept_agent_settings_never_outlive_a_write_through_a_shared_mapping() {
-    let d = home_deployment();
     use crate::support::mapped::{MEMORY_OFF as OFF, MEMORY_ON as ON};
-    let settings = "data/v2-sessions/ag-1/.claude-shared/settings.json";
-    d.write(settings, ON);
-    let mut service = Service::start(&d);
+    let (d, mut service) = service_with_home_settings();
+    let settings = HOME_SETTINGS;
     let mut id = 0;
     let mut complete = || {
         id += 1;
@@ -797,17 +806,14 @@ fn the_kept_agent_settings_never_outlive_a_write_through_a_shared_mapping() {
 /// write-protected page, which stamps the file's change time, and the next spawn sees it.
 #[test]
 fn a_settings_file_kept_by_its_identity_is_read_again_after_a_write_through_a_mapping() {
-    let d = home_deployment();
     use crate::support::mapped::{MEMORY_OFF as OFF, MEMORY_ON as ON};
-    let settings = "data/v2-sessions/ag-1/.claude-shared/settings.json";
-    d.write(settings, ON);
-    let mut service = Service::start(&d);
+    let (d, mut service) = service_with_home_settings();
     let mut id = 0;
     let mut complete = || {
         id += 1;
         spawn_complete(&mut service, id, "ag-1")
     };
-    let mut mapped = crate::support::mapped::Mapped::new(&d.path(settings), ON.len());
+    let mut mapped = crate::support::mapped::Mapped::new(&d.path(HOME_SETTINGS), ON.len());
     mapped.write(ON);
     assert_eq!(complete(), true);
     std::thread::sleep(std::time::Duration::from_millis(2100));
