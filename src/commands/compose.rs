@@ -794,20 +794,13 @@ impl Run<'_, &Sources> {
             None => observe(self.layout, self.sources, &group_path, settings, None),
         };
         // A dry run reports no group midway through another run's compose.
-        let seen = match seen {
-            Ok(first) if dry_run => {
-                let on_wait = |lock: &Path| self.progress.waiting_for_lock(group, lock);
-                let wait = LockWait::up_to(self.options.lock_timeout, &on_wait);
-                settled(
-                    self.layout,
-                    self.sources,
-                    &group_path,
-                    settings,
-                    first,
-                    wait,
-                )
-            }
-            seen => seen,
+        let seen = if dry_run {
+            let on_wait = |lock: &Path| self.progress.waiting_for_lock(group, lock);
+            let wait = LockWait::up_to(self.options.lock_timeout, &on_wait);
+            let (layout, sources) = (self.layout, self.sources);
+            settled(layout, sources, group, &group_path, settings, seen, wait)
+        } else {
+            seen
         };
         match seen {
             Ok(first) if dry_run || (first.is_up_to_date() && self.handed_config_kept(group)) => {

@@ -607,43 +607,47 @@ pub fn observe(
     observe_opened(layout, sources, open_group(group_path)?, settings, writer)
 }
 
-/// [`observe`] for a report that changes nothing (a dry run, `check`): a group found as
-/// planned is reported from this look, without the lock. A group found needing work is
-/// looked at again holding its lock, waited for as `wait` says, so that the report never
-/// catches a group another run is midway through: composing it, or keeping its books after
-/// its answer, as `clawmd serve` and the Node addon do. A group whose
-/// lock was never made (no run has composed it) stands by the first look.
+/// [`observe`] for a report that changes nothing (a dry run, `check`) of `group` (its folder
+/// at `group_path`): a group found as planned is reported from this look, without the lock. A
+/// group found needing work, or that could not be looked at, is looked at again holding its
+/// lock, waited for as `wait` says, so that the report never catches a group another run is
+/// midway through: composing it, or keeping its books after its answer, as `clawmd serve` and
+/// the Node addon do. A group whose lock was never made (no run has composed it) stands by the
+/// first look.
 pub fn observe_settled(
     layout: &Layout,
     sources: &Sources,
+    group: &str,
     group_path: &Path,
     settings: &DeliverySettings,
     wait: fsops::LockWait<'_>,
 ) -> Result<Observation, GroupError> {
-    let first = observe(layout, sources, group_path, settings, None)?;
-    settled(layout, sources, group_path, settings, first, wait)
+    let first = observe(layout, sources, group_path, settings, None);
+    settled(layout, sources, group, group_path, settings, first, wait)
 }
 
 /// The `first` look of [`observe_settled`], or the look made again once the group's lock is
-/// held when it found the group needing work.
+/// held when it found the group needing work or failed for a reason another run may have made
+/// (not a missing group or a bad name).
 pub fn settled(
     layout: &Layout,
     sources: &Sources,
+    group: &str,
     group_path: &Path,
     settings: &DeliverySettings,
-    first: Observation,
+    first: Result<Observation, GroupError>,
     wait: fsops::LockWait<'_>,
 ) -> Result<Observation, GroupError> {
-    if first.is_up_to_date() {
-        return Ok(first);
+    match &first {
+        Ok(seen) if seen.is_up_to_date() => return first,
+        Err(
+            GroupError::Missing { .. } | GroupError::BadName { .. } | GroupError::Reserved { .. },
+        ) => return first,
+        _ => {}
     }
-    let group = group_path
-        .file_name()
-        .and_then(|name| name.to_str())
-        .unwrap_or_default();
     match state::lock_group_if_made(layout, group, wait)? {
         Some(_lock) => observe(layout, sources, group_path, settings, None),
-        None => Ok(first),
+        None => first,
     }
 }
 

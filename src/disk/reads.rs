@@ -272,9 +272,11 @@ pub fn settled(stat: &rustix::fs::Stat, now: std::time::SystemTime) -> Option<[i
 /// page), stamps its change time, so the file's identity taken before this call stands for
 /// the bytes read after it until it changes. A file with dirty pages may be written through
 /// a mapping with its times as they were (the kernel stamps them at the first write to a
-/// clean page only); tmpfs keeps no such account (its pages are never cleaned) and a kernel
-/// without `cachestat(2)` (Linux 6.5) cannot say: `false` for both.
+/// clean page only); tmpfs keeps no such account (its pages are never cleaned), a file on
+/// DAX has no page cache, and a kernel without `cachestat(2)` (Linux 6.5) cannot say: `false`
+/// for all three.
 pub fn pages_clean(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use rustix::fs::{AtFlags, StatxAttributes, StatxFlags};
     use std::os::fd::AsRawFd;
     /// `struct cachestat_range` and `struct cachestat` of `<linux/mman.h>`.
     #[repr(C)]
@@ -301,7 +303,13 @@ pub fn pages_clean(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     )]
     let on_cleaning_fs = rustix::fs::fstatfs(fd)
         .is_ok_and(|stat| CLEANING_FILESYSTEMS.contains(&(stat.f_type as i64)));
-    if !on_cleaning_fs {
+    // A file on DAX (persistent memory mapped straight in) has no page cache: `cachestat`
+    // never counts its pages dirty, and a page mapped for writing stays so until `msync`.
+    let dax = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::empty())
+        .map_or(true, |statx| {
+            statx.stx_attributes.contains(StatxAttributes::DAX)
+        });
+    if !on_cleaning_fs || dax {
         return false;
     }
     let range = Range { off: 0, len: 0 }; // 0: to the end of the file

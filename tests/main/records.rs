@@ -842,6 +842,49 @@ fn a_services_look_keeps_the_agents_settings_by_identity_once_they_settle() {
     assert_eq!(record(), kept, "the look stands: nothing is written");
 }
 
+/// A group's look keeps the agent's settings file by its identity where the filesystem tells
+/// clean pages. Rewritten with the same bytes, the file is found by its bytes while it is
+/// fresh (the record stands: nothing is written), and once it has settled the look is made
+/// again, once, with its new identity; the run after that writes nothing.
+#[test]
+fn a_look_finding_the_agents_settings_by_their_bytes_is_made_again_once_they_settle() {
+    let d = Deployment::standard().group("g", Some(CONFIG));
+    let settings = "groups/g/.claude/settings.json";
+    d.write(settings, br#"{"autoMemoryEnabled": false}"#);
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "f_type's type differs between targets"
+    )]
+    let tells_clean = [0xEF53, 0x5846_5342, 0x9123_683E]
+        .contains(&(rustix::fs::statfs(d.root()).unwrap().f_type as i64));
+    let record = || std::fs::read(d.path("groups/.clawmd/verdicts/g")).unwrap();
+    let settle = || {
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        rustix::fs::sync();
+    };
+    let compose = || {
+        let run = d.run(["compose", "g", "--json"]).success().json();
+        assert_eq!(run["groups"][0]["status"], "unchanged", "{run}");
+    };
+    d.run(["compose", "g", "--json"]).success();
+    settle();
+    compose();
+    let looked = record();
+    d.write(settings, br#"{"autoMemoryEnabled": false}"#);
+    compose();
+    assert_eq!(record(), looked, "found by its bytes: the record stands");
+    settle();
+    compose();
+    let again = record();
+    assert_eq!(
+        again != looked,
+        tells_clean,
+        "made again once its identity would do (where pages tell clean)"
+    );
+    compose();
+    assert_eq!(record(), again, "the run after writes nothing");
+}
+
 /// Records are this boot's: compose writes what it derives without an fsync, so after the
 /// machine stops and starts again (another boot id) no record vouches for a file by its
 /// identity — a power loss may have torn a file whose identity survived — and the group is

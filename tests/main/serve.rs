@@ -919,6 +919,8 @@ fn a_report_waits_for_a_spawns_bookkeeping_rather_than_catch_the_group_midway() 
         .map(|f| &f["code"])
         .collect();
     assert_eq!(codes, ["lock-timeout"], "{check}");
+    let fix = check["groups"][0]["findings"][0]["fix"].as_str().unwrap();
+    assert!(fix.contains("`clawmd check main` again"), "{fix}");
     let (dry_run, check) = (waiting.0.join().unwrap(), waiting.1.join().unwrap());
     assert_eq!(dry_run["groups"][0]["status"], "unchanged", "{dry_run}");
     assert_eq!(check["ok"], true, "{check}");

@@ -96,7 +96,7 @@ pub fn check_with_progress(
     let records = CheckRecords::new(&verdicts, &sources, options);
     let groups: Vec<GroupCheck> = crate::commands::compose::parallel_map(&groups, |group| {
         let checked = guarded(layout, group, options, || {
-            check_one(layout, &sources, group, options, &records)
+            check_one(layout, &sources, group, options, &records, progress)
         });
         progress.done(group);
         checked
@@ -154,6 +154,7 @@ pub fn check_group(
         group,
         options,
         &CheckRecords::new(&verdicts, sources, options),
+        &(),
     )
 }
 
@@ -167,6 +168,7 @@ fn check_one(
     group: &str,
     options: &CheckOptions,
     records: &CheckRecords,
+    progress: &dyn Progress,
 ) -> GroupCheck {
     let view = ViewOptions {
         approve_external: options.settings.approve_external,
@@ -188,6 +190,7 @@ fn check_one(
         records.verdicts(),
         &view,
         &mut look,
+        progress,
     );
     if recorded {
         records.record(layout, group, look, &checked);
@@ -196,6 +199,7 @@ fn check_one(
 }
 
 /// [`check_one`] without records, logging what it reads in `look`.
+#[allow(clippy::too_many_arguments)]
 fn check_afresh(
     layout: &Layout,
     sources: &Sources,
@@ -204,9 +208,11 @@ fn check_afresh(
     verdicts: &GroupVerdicts,
     view: &ViewOptions,
     look: &mut CheckLook,
+    progress: &dyn Progress,
 ) -> GroupCheck {
     let mut findings = Vec::new();
-    let plan = match composition_findings(layout, sources, group, options, &mut findings) {
+    let found = composition_findings(layout, sources, group, options, &mut findings, progress);
+    let plan = match found {
         Ok((plan, reads)) => {
             look.reads = Some(reads);
             Some(plan)
@@ -713,9 +719,16 @@ fn group_error_finding(layout: &Layout, group: &str, err: &GroupError) -> Findin
 }
 
 /// A group's error as a finding's message and fix: the error's own fix ([`GroupError::fix`]),
-/// then the compose that clears the finding.
+/// then the compose that clears the finding; for a lock another run held past the wait, the
+/// check to run again.
 fn message_and_fix(group: &str, err: &GroupError) -> (String, String) {
     let (message, fix) = crate::error::chain_problem_and_fix(err);
+    if Code::from(err) == Code::LockTimeout {
+        let fix = format!(
+            "another clawmd run held the group's lock for the whole wait: run `clawmd check {group}` again once it is done, or give it longer with --lock-timeout SECS"
+        );
+        return (message, fix);
+    }
     let compose = format!("run `clawmd compose {group}`");
     let fix = match fix {
         Some(fix) => format!("{fix}; then {compose}"),
@@ -730,6 +743,7 @@ fn composition_findings(
     group: &str,
     options: &CheckOptions,
     findings: &mut Vec<Finding>,
+    progress: &dyn Progress,
 ) -> Result<(GroupPlan, Arc<ReadLog>), GroupError> {
     let group_path = checked_group_dir(layout, group)?;
     let Observation {
@@ -744,9 +758,12 @@ fn composition_findings(
     } = observe_settled(
         layout,
         sources,
+        group,
         &group_path,
         &options.settings,
-        LockWait::up_to(options.lock_timeout, &|_| {}),
+        LockWait::up_to(options.lock_timeout, &|lock| {
+            progress.waiting_for_lock(group, lock)
+        }),
     )?;
     let group_path = dir.path().to_owned();
     let compose_fix = compose_fix(group, options);

@@ -78,13 +78,15 @@ pub fn lock(lock_path: &Path, wait: LockWait<'_>) -> Result<GroupLock> {
     take(open_lock_file(lock_path)?, lock_path, wait)
 }
 
-/// [`lock`], for a run that changes nothing: `None`, without waiting or creating anything,
-/// when the lock file is not there (no run has ever taken the lock, so none is holding it).
+/// [`lock`], for a run that changes nothing: the lock file opened read-only (a reader on a
+/// read-only mount, or one who may not write the lock file, takes it all the same), and
+/// `None`, without waiting or creating anything, when the lock file is not there (no run has
+/// ever taken the lock, so none is holding it) or may not be read.
 pub fn lock_if_made(lock_path: &Path, wait: LockWait<'_>) -> Result<Option<GroupLock>> {
-    let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     match rustix::fs::open(lock_path, flags, Mode::empty()) {
         Ok(fd) => take(std::fs::File::from(fd), lock_path, wait).map(Some),
-        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::ACCESS) => Ok(None),
         Err(err) => Err(FsError::io(
             "open lock file",
             lock_path,
@@ -177,6 +179,35 @@ mod tests {
         assert!(err.to_string().contains("CLAWMD_LOCK_TIMEOUT"), "{err}");
         drop(held);
         lock(&path, up_to(Duration::from_millis(20))).unwrap();
+    }
+
+    /// A reader's lock (`lock_if_made`) creates nothing, is taken through a read-only
+    /// descriptor on a lock file it may not write, and excludes a writer's lock both ways.
+    #[test]
+    fn a_readers_lock_creates_nothing_and_excludes_a_writers_both_ways() {
+        use std::os::unix::fs::PermissionsExt;
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("locks/g.lock");
+        let up_to = |timeout| LockWait {
+            timeout,
+            ..LockWait::IF_FREE
+        };
+        assert!(
+            lock_if_made(&path, up_to(Duration::ZERO))
+                .unwrap()
+                .is_none()
+        );
+        assert!(!path.parent().unwrap().exists(), "nothing made");
+        let held = lock(&path, up_to(Duration::ZERO)).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let err = lock_if_made(&path, up_to(Duration::from_millis(20))).unwrap_err();
+        assert!(matches!(err, FsError::LockTimeout { .. }), "{err}");
+        drop(held);
+        let reading = lock_if_made(&path, up_to(Duration::ZERO)).unwrap();
+        assert!(reading.is_some());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = lock(&path, up_to(Duration::from_millis(20))).unwrap_err();
+        assert!(matches!(err, FsError::LockTimeout { .. }), "{err}");
     }
 
     #[test]
