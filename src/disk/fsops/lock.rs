@@ -165,14 +165,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn lock_times_out_while_held_and_is_free_after_drop() {
-        let temp = tempfile::tempdir().unwrap();
-        let path = temp.path().join("locks/g.lock");
-        let up_to = |timeout| LockWait {
+    /// Waits up to `timeout`, telling no one.
+    fn up_to(timeout: Duration) -> LockWait<'static> {
+        LockWait {
             timeout,
             ..LockWait::IF_FREE
-        };
+        }
+    }
+
+    /// A lock's path in a fresh temp folder (kept while the folder lives), its folder not made.
+    fn lock_path() -> (tempfile::TempDir, PathBuf) {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("locks/g.lock");
+        (temp, path)
+    }
+
+    #[test]
+    fn lock_times_out_while_held_and_is_free_after_drop() {
+        let (_temp, path) = lock_path();
         let held = lock(&path, up_to(Duration::from_secs(1))).unwrap();
         let err = lock(&path, up_to(Duration::from_millis(20))).unwrap_err();
         assert!(matches!(err, FsError::LockTimeout { .. }), "{err}");
@@ -186,12 +196,7 @@ mod tests {
     #[test]
     fn a_readers_lock_creates_nothing_and_excludes_a_writers_both_ways() {
         use std::os::unix::fs::PermissionsExt;
-        let temp = tempfile::tempdir().unwrap();
-        let path = temp.path().join("locks/g.lock");
-        let up_to = |timeout| LockWait {
-            timeout,
-            ..LockWait::IF_FREE
-        };
+        let (_temp, path) = lock_path();
         assert!(
             lock_if_made(&path, up_to(Duration::ZERO))
                 .unwrap()
