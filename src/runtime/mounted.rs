@@ -765,6 +765,19 @@ fn keeps_identity(identities: bool, file: BorrowedFd<'_>) -> bool {
     identities || crate::disk::reads::pages_clean(file)
 }
 
+/// The identity a view keeps for a file read through it ([`read_through_checked`] with
+/// [`keeps_identity`]: `clean`), whose status was `stat` before `at`: the rule a read is
+/// recorded by and a replay tells a stale read by, so the two never disagree.
+fn kept_identity(
+    clean: Option<bool>,
+    stat: &rustix::fs::Stat,
+    at: std::time::SystemTime,
+) -> Option<[i64; 8]> {
+    (clean == Some(true))
+        .then(|| crate::disk::reads::settled(stat, at))
+        .flatten()
+}
+
 /// Whether what is behind `handle` (`None`: nothing) is found as `seen` again (`None`: not),
 /// and whether a file found the same by its bytes would be kept by its identity at `now`.
 ///
@@ -796,20 +809,19 @@ fn holds_again(
             },
         ) => {
             // An identity is kept only where it stands for the bytes (see `keeps_identity`).
-            let stat = rustix::fs::fstat(fd).ok();
-            if identity.is_some() && stat.as_ref().map(crate::disk::reads::identity) == *identity {
+            if identity.is_some()
+                && rustix::fs::fstat(fd)
+                    .ok()
+                    .as_ref()
+                    .map(crate::disk::reads::identity)
+                    == *identity
+            {
                 return Some(false);
             }
             let read = read_through_checked(fd, *limit, |file| keeps_identity(identities, file));
-            let (same, clean) = match read {
-                Ok((outcome, _, clean)) => (
-                    matches!(file_seen(*limit, &outcome, None), Seen::File { digest: again, .. } if again == *digest),
-                    clean == Some(true),
-                ),
-                Err(_) => (false, false),
-            };
-            return same.then(|| {
-                clean && stat.is_some_and(|stat| crate::disk::reads::settled(&stat, now).is_some())
+            return read.ok().and_then(|(outcome, stat, clean)| {
+                let same = matches!(file_seen(*limit, &outcome, None), Seen::File { digest: again, .. } if again == *digest);
+                same.then(|| kept_identity(clean, &stat, now).is_some())
             });
         }
         _ => false,
@@ -855,10 +867,11 @@ impl MemoryFs for MountedFs {
                 });
                 self.logged(at.as_ref(), || {
                     let (outcome, stat, clean) = read.as_ref().ok()?;
-                    let identity = (*clean == Some(true))
-                        .then(|| crate::disk::reads::settled(stat, before))
-                        .flatten();
-                    Some(file_seen(limit, outcome, identity))
+                    Some(file_seen(
+                        limit,
+                        outcome,
+                        kept_identity(*clean, stat, before),
+                    ))
                 });
                 read.map(|(outcome, _, _)| outcome)
             }
