@@ -8,7 +8,8 @@
 //! and lies on a local filesystem whose changes the kernel reports (ext2/3/4, XFS, Btrfs,
 //! tmpfs, overlayfs; a network or userspace filesystem changed from elsewhere reports nothing). The
 //! watches are added before the part is replayed, so a change made while it is replayed is
-//! reported after it. What counts as a change: anything done to a file read (written, its
+//! reported after it; a path watched since the last change counted keeps its watches and is
+//! not walked again when a lapsed part is armed anew. What counts as a change: anything done to a file read (written, its
 //! attributes or links changed, removed, renamed), an entry added, removed or renamed in a
 //! folder read whole, and, in each folder above a path, anything done to the entry the path
 //! goes through; an overflow of the kernel's queue counts as a change of everything. Any change
@@ -86,6 +87,10 @@ struct Watching {
     changes: u64,
     /// Each part vouched for, by its item: its bytes in the record and when it was replayed.
     vouched: HashMap<Option<String>, (Vec<u8>, Instant)>,
+    /// The paths whose watches were all added since the last change counted: a part armed
+    /// again (its vouch lapsed, [`VOUCH_FOR`]) adds none for them, as nothing they go through
+    /// has changed since.
+    watched: HashSet<PathBuf>,
 }
 
 /// Which events of a watch count as a change.
@@ -112,6 +117,7 @@ impl Vouchers {
             rules: HashMap::new(),
             changes: 0,
             vouched: HashMap::new(),
+            watched: HashSet::new(),
         })))
     }
 
@@ -147,8 +153,11 @@ impl Vouchers {
     pub fn arm(&self, part: &PartReads) -> Option<Armed> {
         let mut watching = self.watching()?;
         let paths = read_paths(part)?;
-        for path in &paths {
-            watching.watch_path(path)?;
+        for path in paths {
+            if !watching.watched.contains(&path) {
+                watching.watch_path(&path)?;
+                watching.watched.insert(path);
+            }
         }
         watching.drain();
         Some(Armed(watching.changes))
@@ -215,6 +224,7 @@ impl Watching {
         if changed {
             self.changes += 1;
             self.vouched.clear();
+            self.watched.clear();
         }
     }
 
@@ -543,15 +553,40 @@ mod tests {
         let (_root, _file, part) = one_file_read();
         let vouchers = Vouchers::enabled();
         vouch(&vouchers, &part);
-        {
-            let mut watching = vouchers.watching().unwrap();
-            let (_, when) = watching.vouched.get_mut(&item()).unwrap();
-            *when = Instant::now() - VOUCH_FOR;
-        }
+        lapse(&vouchers);
         assert!(!looked(&vouchers).vouched(&item(), b"part"));
         let default = Vouchers::default();
         assert!(default.arm(&part).is_none());
         assert!(!looked(&default).vouched(&item(), b"part"));
+    }
+
+    /// Lets the vouch for [`ITEM`] lapse, as [`VOUCH_FOR`] after it was made.
+    fn lapse(vouchers: &Vouchers) {
+        let mut watching = vouchers.watching().unwrap();
+        let (_, when) = watching.vouched.get_mut(&item()).unwrap();
+        *when = Instant::now() - VOUCH_FOR;
+    }
+
+    #[test]
+    fn a_lapsed_part_is_armed_again_without_new_watches_until_something_changes() {
+        let (root, file, part) = one_file_read();
+        let vouchers = Vouchers::enabled();
+        vouch(&vouchers, &part);
+        let watches = vouchers.watching().unwrap().rules.len();
+        lapse(&vouchers);
+        assert!(!looked(&vouchers).vouched(&item(), b"part"));
+        vouch(&vouchers, &part);
+        assert_eq!(vouchers.watching().unwrap().rules.len(), watches);
+        // The file replaced by another (a rename over it, as an editor saves): a change, so
+        // the next arming watches the new file, and a write to it unvouches the part.
+        let new = root.path().join("a.md.new");
+        std::fs::write(&new, "C").unwrap();
+        std::fs::rename(&new, &file).unwrap();
+        assert!(!looked(&vouchers).vouched(&item(), b"part"));
+        assert!(vouchers.watching().unwrap().watched.is_empty());
+        vouch(&vouchers, &part);
+        std::fs::write(&file, "D").unwrap();
+        assert!(!looked(&vouchers).vouched(&item(), b"part"));
     }
 
     #[test]
