@@ -24,6 +24,7 @@ use std::time::SystemTime;
 use crate::compose::{ComposeOptions, KeptAcrossRuns, compose_keeping};
 use crate::config::{ConfigError, HandedConfig};
 use crate::deployment::{Selection, hand_config};
+use crate::input::sources::vouch::Vouchers;
 use crate::report::{Code, ServeAnswer, ServeRequest, WarningReport};
 use crate::settings::{Overrides, Resolved, SETTINGS_FILE, read_settings};
 
@@ -184,6 +185,11 @@ fn init_needed(root: &Path, layout: &crate::input::layout::Layout) -> Option<War
 /// [`crate::pin::pin_files`]) is as it was: the same identity, settled when it was taken
 /// ([`crate::reads::settled`]: a change in the same tick of the clock as the read is never
 /// taken for no change), or still missing. A request with other overrides resolves again.
+///
+/// Where the holder watches ([`crate::input::sources::vouch::Vouchers`]), the files found as they
+/// were are vouched for as shared sources are: the requests that come within
+/// [`crate::input::sources::vouch::VOUCH_FOR`] while the kernel reports no change to any of them (nor
+/// to a folder above them) look at none.
 #[derive(Debug, Default)]
 struct SettingsKept(Option<KeptSettings>);
 
@@ -193,7 +199,12 @@ struct KeptSettings {
     files: Vec<(PathBuf, FileState)>,
     resolved: Resolved,
     warnings: Vec<WarningReport>,
+    /// What the vouch for `files` is made for: the files and their states, as text.
+    vouched_as: Vec<u8>,
 }
+
+/// The item the kept settings are vouched for under (no source's item has this form).
+const SETTINGS_ITEM: &str = "\0settings";
 
 /// A settled file's identity, or `None` for no file.
 type FileState = Option<[i64; 8]>;
@@ -214,11 +225,11 @@ impl SettingsKept {
         &mut self,
         root: &Path,
         overrides: &Overrides,
+        vouchers: &Vouchers,
     ) -> Result<(Resolved, Vec<WarningReport>), ConfigError> {
-        let now = SystemTime::now();
         if let Some(kept) = &self.0
             && kept.overrides == *overrides
-            && (kept.files.iter()).all(|(path, state)| file_state(path, now) == Some(*state))
+            && kept.holds(vouchers)
         {
             return Ok((kept.resolved.clone(), kept.warnings.clone()));
         }
@@ -234,12 +245,31 @@ impl SettingsKept {
         if let Some(files) = files {
             self.0 = Some(KeptSettings {
                 overrides: overrides.clone(),
+                vouched_as: format!("{files:?}").into_bytes(),
                 files,
                 resolved: resolved.clone(),
                 warnings: warnings.clone(),
             });
         }
         Ok((resolved, warnings))
+    }
+}
+
+impl KeptSettings {
+    /// Whether every file is as it was: vouched for since the holder last looked, else each
+    /// looked at (and then vouched for, its watches added first).
+    fn holds(&self, vouchers: &Vouchers) -> bool {
+        let item = Some(SETTINGS_ITEM.to_owned());
+        if vouchers.vouched(&item, &self.vouched_as) {
+            return true;
+        }
+        let armed = vouchers.arm_paths(self.files.iter().map(|(path, _)| path.clone()));
+        let now = SystemTime::now();
+        let holds = (self.files.iter()).all(|(path, state)| file_state(path, now) == Some(*state));
+        if holds && let Some(armed) = armed {
+            vouchers.vouch(&item, &self.vouched_as, armed);
+        }
+        holds
     }
 }
 
@@ -327,7 +357,9 @@ fn answer(
         lock_timeout: request.lock_timeout_secs.or(base.lock_timeout),
         ..base.clone()
     };
-    let (mut resolved, warnings) = match settings.resolve(root, &overrides) {
+    // What the kernel reported since the last request: the kept settings' vouch is as of now.
+    kept.vouchers().look();
+    let (mut resolved, warnings) = match settings.resolve(root, &overrides, kept.vouchers()) {
         Ok(resolved) => resolved,
         Err(err) => return failed(Code::RunFailed, crate::error::chain_text(&err)),
     };

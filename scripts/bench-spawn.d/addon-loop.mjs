@@ -10,7 +10,9 @@
 // new MCP instructions before each spawn, as bench-spawn's edit phase; `steady` changes nothing.
 // Environment: WARM (spawns made before the timed ones; with SETTLE set, `sync` and 2.5 s of
 // rest after the first pass over the groups, as bench-spawn settles). Prints the median and p90
-// of the timed spawns, and "warm" on stderr when they start (for `perf record -D`).
+// of the timed spawns and the process's CPU time per spawn over them (steadier than the wall
+// time on a noisy machine, for comparing two builds), and "warm" on stderr when they start
+// (for `perf record -D`).
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -31,12 +33,16 @@ const count = Number(countText);
 const warm = Number(process.env.WARM ?? 0);
 const rest = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const times = [];
+let cpuStart = null;
 for (let i = 0; i < warm + count; i++) {
   if (process.env.SETTLE && i === groups.length) {
     spawnSync('sync');
     await rest(2500);
   }
-  if (i === warm) console.error('warm');
+  if (i === warm) {
+    console.error('warm');
+    cpuStart = process.cpuUsage();
+  }
   const group = groups[i % groups.length];
   if (mode === 'edit') {
     const servers = { ...(group.config.mcpServers ?? {}) };
@@ -52,6 +58,11 @@ for (let i = 0; i < warm + count; i++) {
   service.finishLater();
   await rest(1);
 }
+const cpu = process.cpuUsage(cpuStart);
 times.sort((a, b) => a - b);
 const at = (q) => times[Math.min(times.length - 1, Math.floor(q * times.length))].toFixed(3);
-console.log(`${mode}: ${times.length} spawns, median ${at(0.5)} ms, p90 ${at(0.9)} ms`);
+const perSpawn = (us) => (us / times.length / 1000).toFixed(3);
+console.log(
+  `${mode}: ${times.length} spawns, median ${at(0.5)} ms, p90 ${at(0.9)} ms; ` +
+    `CPU per spawn (the process's, bookkeeping and rests included) ${perSpawn(cpu.user)} ms user, ${perSpawn(cpu.system)} ms system`,
+);

@@ -133,6 +133,12 @@ struct KeptReading {
 }
 
 impl KeptAcrossRuns {
+    /// What the holder knows has not changed since it last looked ([`Vouchers`]): nothing,
+    /// unless it watches ([`KeptAcrossRuns::watching`]).
+    pub fn vouchers(&self) -> &Vouchers {
+        &self.vouchers
+    }
+
     /// Nothing kept yet, for a holder that answers many runs (`clawmd serve`): the parts of the
     /// sources' record a run replays are then watched, and not replayed again while nothing
     /// they read changes ([`Vouchers`]).

@@ -151,8 +151,13 @@ impl Vouchers {
     /// Watches everything `part` reads, before it is replayed; `None` when it cannot be
     /// vouched for (see the module docs).
     pub fn arm(&self, part: &PartReads) -> Option<Armed> {
+        self.arm_paths(read_paths(part)?)
+    }
+
+    /// [`Vouchers::arm`] for what reads `paths` (absolute host paths, looked at following no
+    /// link): the holder's own files, say, whose identities it checks at every request.
+    pub fn arm_paths(&self, paths: impl IntoIterator<Item = PathBuf>) -> Option<Armed> {
         let mut watching = self.watching()?;
-        let paths = read_paths(part)?;
         for path in paths {
             if !watching.watched.contains(&path) {
                 watching.watch_path(&path)?;
