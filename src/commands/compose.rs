@@ -615,7 +615,8 @@ impl<S: SharedSources> Run<'_, S> {
         if key != look.key() {
             return None;
         }
-        let fs = crate::runtime::view::view_of_table(self.layout, group, agent.mounts.clone());
+        let mounts = agent.mounts.clone();
+        let fs = crate::runtime::view::view_of_table(self.layout, group, mounts, &agent.reads);
         fs.ok()?.holds_fresh(&agent.reads)
     }
 

@@ -11,6 +11,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::disk::fsops::{FsError, SafeDir};
+use crate::disk::reads::{Read, Root as ReadRoot};
 use crate::error::GroupError;
 use crate::input::layout::{AGENT_GROUP_ID_KEY, Layout, MountNeeds};
 use crate::input::names;
@@ -19,7 +20,7 @@ use crate::loader::{LoadOptions, LoaderError, Memory, SettingsEvaluation, Severi
 use crate::plan::delivery::verify::AgentSettings;
 use crate::plan::target::Target;
 use crate::report::{escape, escape_path};
-use crate::runtime::mounted::{Mount, MountedFs};
+use crate::runtime::mounted::{Mount, MountedFs, table_order};
 
 pub use crate::input::pin::Consumer;
 pub use crate::plan::target::{DEFAULT_CONTAINER_HOME, ViewOptions, load_options};
@@ -356,7 +357,8 @@ pub fn agent_settings_kept(
     if kept.enabled
         && let Some(entry) = kept.entry(layout, options, group, &seen)
     {
-        let fs = open_view(layout, &group_dir, entry.view.mounts.clone())?;
+        let (mounts, reads) = (entry.view.mounts.clone(), &entry.view.reads);
+        let fs = open_view_for(layout, &group_dir, mounts, Some(reads))?;
         // Read again (once) when a file was found by its bytes though its identity would now
         // do, so that the spawns to come look at its identity alone.
         if fs.holds_fresh(&entry.view.reads) == Some(false) {
@@ -419,14 +421,31 @@ fn unnamed_claude_home(layout: &Layout, fs: &MountedFs) -> Option<GroupError> {
 }
 
 /// The container view of `group` through `mounts`, a table [`group_view`] made before (its
-/// [`MountedFs::mounts`]) from the same config and settings: no config is read.
+/// [`MountedFs::mounts`]) from the same config and settings, to replay `reads` (logged by a
+/// view of that table): no config is read, and only the mounts the reads go through are
+/// opened (a read through another finds nothing the same, [`MountedFs::replay`]).
 pub fn view_of_table(
     layout: &Layout,
     group: &str,
     mounts: Vec<Mount>,
+    reads: &[Read],
 ) -> Result<MountedFs, GroupError> {
     let group_dir = crate::disk::deployment::checked_group_dir(layout, group)?;
-    open_view(layout, &group_dir, mounts)
+    open_view_for(layout, &group_dir, mounts, Some(reads))
+}
+
+/// Which of `mounts` (as given) `reads` go through.
+fn mounts_read(mounts: &[Mount], reads: &[Read]) -> Vec<bool> {
+    let order = table_order(&mounts.iter().collect::<Vec<_>>());
+    let mut read = vec![false; mounts.len()];
+    for r in reads {
+        if let ReadRoot::Mount(place) = r.root
+            && let Some(&index) = order.get(usize::from(place))
+        {
+            read[index] = true;
+        }
+    }
+    read
 }
 
 /// The view through `mounts`, the mounts whose source is in the group folder `group_dir`
@@ -436,6 +455,18 @@ fn open_view(
     group_dir: &Path,
     mounts: Vec<Mount>,
 ) -> Result<MountedFs, GroupError> {
+    open_view_for(layout, group_dir, mounts, None)
+}
+
+/// [`open_view`], opening only the mounts `replayed` go through when given (the others
+/// unopened: `EOPNOTSUPP`).
+fn open_view_for(
+    layout: &Layout,
+    group_dir: &Path,
+    mounts: Vec<Mount>,
+    replayed: Option<&[Read]>,
+) -> Result<MountedFs, GroupError> {
+    let read = replayed.map(|reads| mounts_read(&mounts, reads));
     let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let dir = match rustix::fs::open(group_dir, dir_flags, Mode::empty()) {
         Ok(fd) => fd,
@@ -459,7 +490,11 @@ fn open_view(
         }
     };
     let mut sources = Vec::new();
-    for mount in mounts {
+    for (index, mount) in mounts.into_iter().enumerate() {
+        if read.as_ref().is_some_and(|read| !read[index]) {
+            sources.push((mount, Err(Errno::OPNOTSUPP)));
+            continue;
+        }
         let handle = match mount.host.strip_prefix(group_dir) {
             Ok(rel) if rel.as_os_str().is_empty() => {
                 rustix::fs::openat(&dir, ".", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
@@ -586,4 +621,48 @@ pub fn delivery_view(memory: &Memory) -> String {
 
 fn shown(path: &Path) -> String {
     escape_path(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::reads::Seen;
+
+    fn read_through(place: u16) -> Read {
+        Read {
+            root: ReadRoot::Mount(place),
+            dir: String::new(),
+            name: "settings.json".to_owned(),
+            seen: Seen::Entry(None),
+        }
+    }
+
+    #[test]
+    fn a_replay_opens_the_mounts_its_reads_name_by_their_place_in_the_table() {
+        // As given: the workspace, a file bound in it, the home. The table holds the deepest
+        // mount point first: the file (0), then the two of two components (1, 2) as given.
+        let mounts = vec![
+            Mount::new("/workspace/agent", "/g"),
+            Mount::new("/workspace/agent/AGENTS.md", "/s/AGENTS.md"),
+            Mount::new("/home/node", "/h"),
+        ];
+        let table = MountedFs::with_sources(
+            mounts
+                .iter()
+                .map(|mount| (mount.clone(), Err(Errno::NOENT))),
+        )
+        .mounts();
+        let order = table_order(&mounts.iter().collect::<Vec<_>>());
+        let ordered: Vec<Mount> = order.iter().map(|&i| mounts[i].clone()).collect();
+        assert_eq!(ordered, table);
+        assert_eq!(table[0].container, Path::new("/workspace/agent/AGENTS.md"));
+        // Reads through the home (place 2) and the workspace (place 1): the file is not opened.
+        let read = mounts_read(&mounts, &[read_through(2), read_through(1)]);
+        assert_eq!(read, vec![true, false, true]);
+        assert_eq!(
+            mounts_read(&mounts, &[read_through(0)]),
+            vec![false, true, false]
+        );
+        assert_eq!(mounts_read(&mounts, &[]), vec![false, false, false]);
+    }
 }

@@ -124,7 +124,7 @@ impl<'a> CheckRecords<'a> {
         }
         // The reads hold, so the config is the one the table was made from.
         if let Some(mounts) = body.view {
-            let fs = view_of_table(layout, group, mounts).ok()?;
+            let fs = view_of_table(layout, group, mounts, &body.view_reads).ok()?;
             if !fs.holds(&body.view_reads) {
                 return None;
             }
