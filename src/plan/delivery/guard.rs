@@ -114,12 +114,15 @@ impl Bases {
         })
     }
 
-    /// The bases without any runner file.
+    /// The bases without any runner file (made once: every spawn's binds ask for them).
     pub fn builtin() -> Self {
-        Bases {
-            gemini_settings: gemini_system_settings(None).expect("no base cannot fail"),
-            codex_config: None,
-        }
+        static BUILTIN: std::sync::OnceLock<Bases> = std::sync::OnceLock::new();
+        BUILTIN
+            .get_or_init(|| Bases {
+                gemini_settings: gemini_system_settings(None).expect("no base cannot fail"),
+                codex_config: None,
+            })
+            .clone()
     }
 }
 
