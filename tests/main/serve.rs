@@ -695,6 +695,44 @@ fn a_link_at_the_handed_configs_mount_point_is_refused() {
     service.finish();
 }
 
+/// The same link planted once the group is steady: its record, and the kept view of its
+/// agent's settings (which reads neither `container.json` nor the document's mount point), would
+/// answer the spawn; the link is still refused at the next spawn, and the group answered again
+/// once it is gone.
+#[test]
+fn a_link_planted_at_a_mount_point_of_a_steady_group_is_refused_at_the_next_spawn() {
+    let d = Deployment::standard()
+        .file("clawmd.json", r#"{"groupConfig": "handed"}"#)
+        .group("g", None);
+    let mut service = Service::start(&d);
+    let mut ask = |id: u32| service.ask(serde_json::json!({"id": id, "group": "g", "config": {}}));
+    assert_eq!(ask(1)["ok"], true);
+    // Settled: the record's look is made, then answers.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(ask(2)["ok"], true);
+    let steady = ask(3);
+    assert_eq!(
+        steady["compose"]["groups"][0]["status"], "unchanged",
+        "{steady}"
+    );
+    for name in ["container.json", "CLAUDE.md"] {
+        let path = d.path(&format!("groups/g/{name}"));
+        let kept = std::fs::read(&path).ok();
+        let _ = std::fs::remove_file(&path);
+        std::os::unix::fs::symlink("/workspace/agent/sub/x", &path).unwrap();
+        let answer = ask(4);
+        assert_eq!(answer["ok"], false, "{name}: {answer}");
+        let error = &answer["compose"]["groups"][0]["error"];
+        assert_eq!(error["code"], "unsafe-path", "{name}: {answer}");
+        std::fs::remove_file(&path).unwrap();
+        if let Some(bytes) = kept {
+            std::fs::write(&path, bytes).unwrap();
+        }
+        assert_eq!(ask(5)["ok"], true, "{name}");
+    }
+    service.finish();
+}
+
 /// The deployment of `deployment()` with its configs handed, inline delivery, and each agent's
 /// `~/.claude` named by its agent group id, as nanoclaw's.
 fn home_deployment() -> Deployment {
