@@ -349,12 +349,13 @@ impl<F: Serialize + DeserializeOwned> Verdicts<F> {
     }
 
     /// Whether runs may have left temps for `group` ([`state::may_have_leftovers`], the
-    /// state folder's part asked once per run).
+    /// state folder's part asked once per run, and only once a journal has records: it is
+    /// empty or missing almost always, and then the folders need no look).
     pub fn journal_pending(&self, layout: &Layout, group: &str) -> bool {
-        *self
-            .journals
-            .get_or_init(|| state::journals_are_folders(layout))
-            && state::journal_has_records(layout, group)
+        state::journal_has_records(layout, group)
+            && *self
+                .journals
+                .get_or_init(|| state::journals_are_folders(layout))
     }
 
     /// The bind folder of `group` ([`state::bind_dir`]), opened from `<state>/binds`, which
