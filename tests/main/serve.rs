@@ -733,6 +733,41 @@ fn a_link_planted_at_a_mount_point_of_a_steady_group_is_refused_at_the_next_spaw
     service.finish();
 }
 
+/// The state folder moved aside and a link to it put in its place while the service runs
+/// (the records it read are the very files the link now leads to): the next spawn is refused,
+/// naming the link, as a run started afresh refuses it; and answered again once it is put back.
+#[test]
+fn a_state_folder_swapped_for_a_link_to_itself_is_refused_by_a_running_service() {
+    let d = Deployment::standard()
+        .file("clawmd.json", r#"{"groupConfig": "handed"}"#)
+        .group("g", None);
+    let mut service = Service::start(&d);
+    let mut ask = |id: u32| service.ask(serde_json::json!({"id": id, "group": "g", "config": {}}));
+    assert_eq!(ask(1)["ok"], true);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(ask(2)["ok"], true);
+    let steady = ask(3);
+    assert_eq!(
+        steady["compose"]["groups"][0]["status"], "unchanged",
+        "{steady}"
+    );
+    let (state, aside) = (d.path("groups/.clawmd"), d.path("groups/.clawmd-real"));
+    std::fs::rename(&state, &aside).unwrap();
+    std::os::unix::fs::symlink(&aside, &state).unwrap();
+    let answer = ask(4);
+    assert_eq!(answer["ok"], false, "{answer}");
+    let error = &answer["compose"]["groups"][0]["error"];
+    assert_eq!(error["code"], "unsafe-path", "{answer}");
+    assert!(
+        error["file"].as_str().unwrap().ends_with("groups/.clawmd"),
+        "{answer}"
+    );
+    std::fs::remove_file(&state).unwrap();
+    std::fs::rename(&aside, &state).unwrap();
+    assert_eq!(ask(5)["ok"], true);
+    service.finish();
+}
+
 /// The deployment of `deployment()` with its configs handed, inline delivery, and each agent's
 /// `~/.claude` named by its agent group id, as nanoclaw's.
 fn home_deployment() -> Deployment {
