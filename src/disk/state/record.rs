@@ -155,7 +155,8 @@ impl<R: Record> Records<R> {
     fn read_sealed(&self, layout: &Layout, name: &str) -> Option<([u8; 32], Vec<u8>)> {
         // A record this process keeps answers from its path's status alone: only the very
         // file it was read from, through folders opened without following a link, has that
-        // identity (a link on the way leads to another file, or to none).
+        // identity (a link on the way leads to another file, or to none). Else it is read
+        // through those folders, which refuse a link.
         let path = layout.state_dir.join(R::FOLDER).join(name);
         if let Ok(stat) = rustix::fs::lstat(&path)
             && crate::file_kind::FileKind::from_mode(stat.st_mode)
@@ -169,12 +170,6 @@ impl<R: Record> Records<R> {
             *dir = Some(records_dir(layout, R::FOLDER, false).ok()?);
         }
         let dir = dir.as_ref()?;
-        let path = dir.path().join(name);
-        if let Some(identity) = dir.identity_now(name)
-            && let Some(found) = kept::get(&path, identity)
-        {
-            return Some(found);
-        }
         let (bytes, identity) = dir.read_own_file_settled(name, R::MAX_BYTES).ok()??;
         let (key, body) = unsealed(bytes)?;
         if let Some(identity) = identity {

@@ -86,12 +86,6 @@ impl SafeDir {
         Ok(Some((bytes, reads::settled(&stat, before))))
     }
 
-    /// The identity of the regular file `name` now ([`reads::identity`]), looked at without
-    /// opening it (never through a link); `None` when it is missing or not a regular file.
-    pub fn identity_now(&self, name: &str) -> Option<[i64; 8]> {
-        self.regular_stat(name).map(|stat| reads::identity(&stat))
-    }
-
     /// The size of the regular file `name` now (never through a link); `None` when it is
     /// missing or not a regular file.
     pub fn size_now(&self, name: &str) -> Option<usize> {
