@@ -109,13 +109,18 @@ pub const DEFAULT_STEP_BUDGET: u64 = 100_000;
 /// Linux's `PATH_MAX`: a path this long or longer fails with `ENAMETOOLONG`, as in the kernel.
 const PATH_MAX: usize = 4096;
 
-/// The order a view's table holds `mounts` in ([`MountedFs::with_sources`]): the longest mount
-/// point first, mounts of the same depth as given. A logged read names its mount by its place
-/// in that order ([`crate::disk::reads::Root::Mount`]).
-pub fn table_order(mounts: &[&Mount]) -> Vec<usize> {
+/// The order a view's table holds `mounts` in ([`MountedFs::with_sources`]): the place in
+/// `mounts` of each, longest mount point first, mounts of the same depth as given. A logged
+/// read names its mount by its place in that order ([`crate::disk::reads::Root::Mount`]).
+pub fn table_order(mounts: &[Mount]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..mounts.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(mounts[i].container.components().count()));
+    order.sort_by_key(|&i| table_rank(&mounts[i]));
     order
+}
+
+/// What a view's table is sorted by, stably: the longest mount point first.
+fn table_rank(mount: &Mount) -> std::cmp::Reverse<usize> {
+    std::cmp::Reverse(mount.container.components().count())
 }
 
 /// A mount and the handle of its host source (or why it could not be opened).
@@ -211,18 +216,14 @@ impl MountedFs {
     pub fn with_sources(
         sources: impl IntoIterator<Item = (Mount, Result<OwnedFd, Errno>)>,
     ) -> Self {
-        let mut sources: Vec<Option<Root>> = sources
+        let mut roots: Vec<Root> = sources
             .into_iter()
-            .map(|(mount, handle)| {
-                Some(Root {
-                    mount,
-                    handle: handle.map(Arc::new),
-                })
+            .map(|(mount, handle)| Root {
+                mount,
+                handle: handle.map(Arc::new),
             })
             .collect();
-        let mounts: Vec<&Mount> = sources.iter().flatten().map(|r| &r.mount).collect();
-        let order = table_order(&mounts);
-        let roots: Vec<Root> = order.iter().filter_map(|&i| sources[i].take()).collect();
+        roots.sort_by_key(|r| table_rank(&r.mount)); // stable, as table_order sorts
         let max_mount_depth = roots
             .iter()
             .map(|r| r.mount.container.components().count())

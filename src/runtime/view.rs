@@ -436,7 +436,7 @@ pub fn view_of_table(
 
 /// Which of `mounts` (as given) `reads` go through.
 fn mounts_read(mounts: &[Mount], reads: &[Read]) -> Vec<bool> {
-    let order = table_order(&mounts.iter().collect::<Vec<_>>());
+    let order = table_order(mounts);
     let mut read = vec![false; mounts.len()];
     for r in reads {
         if let ReadRoot::Mount(place) = r.root
@@ -652,7 +652,7 @@ mod tests {
                 .map(|mount| (mount.clone(), Err(Errno::NOENT))),
         )
         .mounts();
-        let order = table_order(&mounts.iter().collect::<Vec<_>>());
+        let order = table_order(&mounts);
         let ordered: Vec<Mount> = order.iter().map(|&i| mounts[i].clone()).collect();
         assert_eq!(ordered, table);
         assert_eq!(table[0].container, Path::new("/workspace/agent/AGENTS.md"));
