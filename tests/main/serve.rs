@@ -695,12 +695,10 @@ fn a_link_at_the_handed_configs_mount_point_is_refused() {
     service.finish();
 }
 
-/// The same link planted once the group is steady: its record, and the kept view of its
-/// agent's settings (which reads neither `container.json` nor the document's mount point), would
-/// answer the spawn; the link is still refused at the next spawn, and the group answered again
-/// once it is gone.
-#[test]
-fn a_link_planted_at_a_mount_point_of_a_steady_group_is_refused_at_the_next_spawn() {
+/// A deployment whose group `g` has its config handed, and its service once `g` is steady:
+/// composed, settled, its record's look made, and a spawn answered by that record (requests 1
+/// to 3).
+fn steady_handed_group() -> (Deployment, Service) {
     let d = Deployment::standard()
         .file("clawmd.json", r#"{"groupConfig": "handed"}"#)
         .group("g", None);
@@ -715,6 +713,17 @@ fn a_link_planted_at_a_mount_point_of_a_steady_group_is_refused_at_the_next_spaw
         steady["compose"]["groups"][0]["status"], "unchanged",
         "{steady}"
     );
+    (d, service)
+}
+
+/// The same link planted once the group is steady: its record, and the kept view of its
+/// agent's settings (which reads neither `container.json` nor the document's mount point), would
+/// answer the spawn; the link is still refused at the next spawn, and the group answered again
+/// once it is gone.
+#[test]
+fn a_link_planted_at_a_mount_point_of_a_steady_group_is_refused_at_the_next_spawn() {
+    let (d, mut service) = steady_handed_group();
+    let mut ask = |id: u32| service.ask(serde_json::json!({"id": id, "group": "g", "config": {}}));
     for name in ["container.json", "CLAUDE.md"] {
         let path = d.path(&format!("groups/g/{name}"));
         let kept = std::fs::read(&path).ok();
@@ -738,19 +747,8 @@ fn a_link_planted_at_a_mount_point_of_a_steady_group_is_refused_at_the_next_spaw
 /// naming the link, as a run started afresh refuses it; and answered again once it is put back.
 #[test]
 fn a_state_folder_swapped_for_a_link_to_itself_is_refused_by_a_running_service() {
-    let d = Deployment::standard()
-        .file("clawmd.json", r#"{"groupConfig": "handed"}"#)
-        .group("g", None);
-    let mut service = Service::start(&d);
+    let (d, mut service) = steady_handed_group();
     let mut ask = |id: u32| service.ask(serde_json::json!({"id": id, "group": "g", "config": {}}));
-    assert_eq!(ask(1)["ok"], true);
-    std::thread::sleep(std::time::Duration::from_millis(2100));
-    assert_eq!(ask(2)["ok"], true);
-    let steady = ask(3);
-    assert_eq!(
-        steady["compose"]["groups"][0]["status"], "unchanged",
-        "{steady}"
-    );
     let (state, aside) = (d.path("groups/.clawmd"), d.path("groups/.clawmd-real"));
     std::fs::rename(&state, &aside).unwrap();
     std::os::unix::fs::symlink(&aside, &state).unwrap();
