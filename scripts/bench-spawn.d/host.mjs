@@ -128,6 +128,32 @@ async function clawmdSpawn(group, way = 'service') {
 }
 const addonSpawn = (group) => clawmdSpawn(group, 'addon');
 
+// The floor of any spawn step that writes a changed document before it answers: the addon's
+// steady answer (the proof that nothing else changed, and the binds) plus a bare atomic write
+// of a document the size of the group's (a temp written, renamed into place), with no plan,
+// no journal, no hand-edit check and no verdict. Timed as one call, as `floor-addon`.
+const floorDir = addonRoot ? path.join(path.dirname(addonRoot), 'floor') : null;
+if (floorDir) fs.mkdirSync(floorDir, { recursive: true });
+const documentOf = new Map();
+function readDocuments() {
+  for (const group of groups) {
+    // The document an edit rewrites: the managed policy (Claude's) or the flat AGENTS.md, where
+    // clawmd's state folder keeps what it binds.
+    const binds = path.join(addonRoot, 'groups', '.clawmd', 'binds', group.folder);
+    const written = [path.join(binds, 'managed', 'CLAUDE.md'), path.join(binds, 'AGENTS.md')].find((f) => fs.existsSync(f));
+    documentOf.set(group.id, fs.readFileSync(written, 'utf8'));
+  }
+}
+async function floorSpawn(group) {
+  const text = documentOf.get(group.id);
+  const start = process.hrtime.bigint();
+  await clawmdSpawn(group, 'addon');
+  const target = path.join(floorDir, `${group.folder}.md`);
+  fs.writeFileSync(`${target}.tmp`, text);
+  fs.renameSync(`${target}.tmp`, target);
+  return Number(process.hrtime.bigint() - start) / 1e6;
+}
+
 async function processSpawn(group) {
   const options = { root: mineRoot, binary: config.binary, allowIncomplete: true };
   const start = process.hrtime.bigint();
@@ -231,6 +257,8 @@ for (const group of order) {
 const results = [];
 results.push(await phase('steady', config.spawns, false));
 if (config.addon) results.push(await phase('steady-addon', config.spawns, false, addonSpawn));
+if (config.addon && config.floor) readDocuments();
+if (config.addon && config.floor) results.push(await phase('floor-addon', config.spawns, false, floorSpawn));
 results.push(await phase('edit', config.spawns, true));
 if (config.addon) results.push(await phase('edit-addon', config.spawns, true, addonSpawn));
 if (config.legacySpawns > 0) results.push(await phase('process', config.legacySpawns, false, processSpawn));
