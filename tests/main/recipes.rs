@@ -124,6 +124,40 @@ fn persona_first() {
     assert!(!render(&d, "main").contains("You are Ada"));
 }
 
+/// An agent-written persona too deeply nested for Claude Code's markdown parser (4 MB of
+/// `"> "`, a red-team case: each quote level derives the text inside it, so lexing it would
+/// derive gigabytes) is composed and reported as not reaching the agent, with the reason;
+/// the other groups compose whole, and the next spawn of the group is steady.
+#[test]
+fn a_persona_nested_past_the_parser_is_reported_missing_and_the_rest_composes() {
+    let d = Deployment::example()
+        .with_recipe("persona-first")
+        .file("groups/main/persona.md", &"> ".repeat(2_000_000));
+    let report = d.run(["compose", "--all", "--json"]).success().json();
+    let groups = report["groups"].as_array().unwrap();
+    let main = groups.iter().find(|g| g["group"] == "main").unwrap();
+    assert_eq!(main["delivered"]["complete"], false, "{main}");
+    assert_eq!(
+        main["delivered"]["missing"],
+        serde_json::json!(["persona"]),
+        "{main}"
+    );
+    let reasons = main["delivered"]["reasons"].to_string();
+    assert!(
+        reasons.contains("nested deeper than Claude Code's markdown parser"),
+        "{reasons}"
+    );
+    for group in groups.iter().filter(|g| g["group"] != "main") {
+        assert_eq!(group["delivered"]["complete"], true, "{group}");
+    }
+    let again = d.run(["compose", "main", "--json"]).success().json();
+    assert_eq!(again["groups"][0]["status"], "unchanged", "{again}");
+    assert_eq!(
+        again["groups"][0]["delivered"]["missing"],
+        serde_json::json!(["persona"])
+    );
+}
+
 #[test]
 fn group_skills() {
     let d = Deployment::example()

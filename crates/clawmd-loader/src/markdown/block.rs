@@ -139,6 +139,9 @@ impl Lexer {
         prev_nl: bool,
     ) -> Option<(Method, Piece)> {
         for &method in dispatch(first) {
+            if self.overflow {
+                return None; // the lexing has failed: no other reading of this text is kept
+            }
             if method == M::Paragraph && !self.top {
                 continue;
             }
@@ -252,23 +255,33 @@ impl Lexer {
             raw: String::new(),
             tokens: Vec::new(),
         };
-        let mut rest = Some(trim_trailing_newlines(&src[..end]).to_string());
-        while let Some(chunk) = rest.take() {
-            // The chunk is not held while the inner text is lexed (nesting would keep one
-            // per level): it becomes the quote's raw text when it is taken whole.
-            let (inner, next) = quote_chunk(&mut quote, chunk);
+        let mut chunk = Cow::Borrowed(trim_trailing_newlines(&src[..end]));
+        loop {
+            // Only the inner text is held while it is lexed: the quote's raw text is made
+            // once the inner text is gone, so that nesting holds one derived text per level,
+            // never a copy of the quote beside it.
+            let (inner, taken_end) = quote_lines(&chunk);
             let saved = self.top;
             self.top = true;
             if !self.enter(super::QUOTE_LEVEL) || !self.spend(inner.len()) {
                 return None;
             }
             self.block_tokens(&inner, &mut quote.tokens, true);
+            drop(inner);
             self.nest -= super::QUOTE_LEVEL;
             self.top = saved;
-            rest = match next {
-                Some(next) => self.quote_continue(&mut quote, next),
-                None => None,
-            };
+            if self.overflow {
+                return None; // the whole lexing fails: nothing made from here on is read
+            }
+            keep_quote_raw(&mut quote, js_slice(&chunk, 0, taken_end.max(0) as usize));
+            if taken_end as usize >= chunk.len() {
+                break;
+            }
+            let next = chunk[taken_end as usize + 1..].to_string();
+            match self.quote_continue(&mut quote, next) {
+                Some(rest) => chunk = Cow::Owned(rest),
+                None => break,
+            }
         }
         Some(Block::Blockquote {
             raw: quote.raw,
@@ -1118,9 +1131,9 @@ fn starts_quote(line: &str) -> bool {
     byte(line, skip_3_spaces(line, 0)) == Some(b'>')
 }
 
-/// JS: `cD` — take the next chunk of a quote; returns the stripped text and the rest.
-fn quote_chunk(quote: &mut Quote, chunk: String) -> (String, Option<String>) {
-    let src = chunk.as_str();
+/// JS: `cD` — the lines of a quote's next chunk: their text with the quote marks stripped,
+/// and where they end (JS: `h`; the rest of the chunk starts after it).
+fn quote_lines(src: &str) -> (String, isize) {
     // JS: h = the end of the lines taken so far (-1 before the first)
     let mut taken_end: isize = -1;
     let mut text = String::new();
@@ -1144,19 +1157,15 @@ fn quote_chunk(quote: &mut Quote, chunk: String) -> (String, Option<String>) {
         }
         taken_end += line.len() as isize + 1;
     }
-    let rest =
-        ((taken_end as usize) < src.len()).then(|| src[taken_end as usize + 1..].to_string());
-    let taken = taken_end.max(0) as usize;
-    if quote.raw.is_empty() && taken >= src.len() {
-        quote.raw = chunk;
-    } else {
-        let raw = js_slice(src, 0, taken);
-        quote.raw = match quote.raw.is_empty() {
-            true => raw.to_string(),
-            false => format!("{}\n{}", quote.raw, raw),
-        };
-    }
-    (text, rest)
+    (text, taken_end)
+}
+
+/// JS: the end of `dD` — the lines a chunk took join the quote's raw text.
+fn keep_quote_raw(quote: &mut Quote, taken: &str) {
+    quote.raw = match quote.raw.is_empty() {
+        true => taken.to_string(),
+        false => format!("{}\n{}", quote.raw, taken),
+    };
 }
 
 // ---------------------------------------------------------------------------------------
