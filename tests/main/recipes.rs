@@ -126,8 +126,9 @@ fn persona_first() {
 
 /// An agent-written persona too deeply nested for Claude Code's markdown parser (4 MB of
 /// `"> "`, a red-team case: each quote level derives the text inside it, so lexing it would
-/// derive gigabytes) is composed and reported as not reaching the agent, with the reason;
-/// the other groups compose whole, and the next spawn of the group is steady.
+/// derive gigabytes), on one line or many, is composed and reported as not reaching the
+/// agent, with the reason; the other groups compose whole, and the next spawn of the group is
+/// steady.
 #[test]
 fn a_persona_nested_past_the_parser_is_reported_missing_and_the_rest_composes() {
     let d = Deployment::example()
@@ -154,6 +155,15 @@ fn a_persona_nested_past_the_parser_is_reported_missing_and_the_rest_composes() 
     assert_eq!(again["groups"][0]["status"], "unchanged", "{again}");
     assert_eq!(
         again["groups"][0]["delivered"]["missing"],
+        serde_json::json!(["persona"])
+    );
+    // The same depth over many lines (each level's text then made, not borrowed).
+    let lines = format!("{}x\n", "> ".repeat(1_000)).repeat(2_000);
+    let d = d.file("groups/main/persona.md", &lines);
+    let report = d.run(["compose", "main", "--json"]).success().json();
+    assert_eq!(report["groups"][0]["status"], "changed", "{report}");
+    assert_eq!(
+        report["groups"][0]["delivered"]["missing"],
         serde_json::json!(["persona"])
     );
 }

@@ -1101,7 +1101,7 @@ fn blockquote_end(src: &str) -> Option<usize> {
 }
 
 /// JS: `MS` — strip the `>` marker from each line.
-fn strip_quote_marks(src: &str) -> String {
+fn strip_quote_marks(src: &str) -> Cow<'_, str> {
     let mut out = String::new();
     let mut pos = 0;
     while pos < src.len() {
@@ -1121,10 +1121,14 @@ fn strip_quote_marks(src: &str) -> String {
         } else {
             eol + char_len_at(src, eol)
         };
+        if pos == 0 && next == src.len() {
+            // One line, one mark: the text is the line's end (nesting borrows, level by level).
+            return Cow::Borrowed(&src[content..]);
+        }
         out.push_str(&src[content..next]);
         pos = next.max(pos + 1);
     }
-    out
+    Cow::Owned(out)
 }
 
 fn starts_quote(line: &str) -> bool {
@@ -1133,10 +1137,10 @@ fn starts_quote(line: &str) -> bool {
 
 /// JS: `cD` — the lines of a quote's next chunk: their text with the quote marks stripped,
 /// and where they end (JS: `h`; the rest of the chunk starts after it).
-fn quote_lines(src: &str) -> (String, isize) {
+fn quote_lines(src: &str) -> (Cow<'_, str>, isize) {
     // JS: h = the end of the lines taken so far (-1 before the first)
     let mut taken_end: isize = -1;
-    let mut text = String::new();
+    let mut text = Cow::Borrowed("");
     let mut prev_quoted = false;
     while taken_end < src.len() as isize {
         let start = (taken_end + 1) as usize;
@@ -1149,9 +1153,11 @@ fn quote_lines(src: &str) -> (String, isize) {
         if taken_end == -1 {
             text = strip_quote_marks(line);
         } else if underline_at(line, 0).is_none() {
+            let text = text.to_mut();
             text.push('\n');
             text.push_str(&strip_quote_marks(line));
         } else {
+            let text = text.to_mut();
             text.push_str("\n    ");
             text.push_str(js_trim_start(line));
         }
@@ -1748,4 +1754,27 @@ fn list_items(src: &str) -> Option<(String, Vec<Cow<'_, str>>)> {
         Cow::Owned(text) => text.truncate(js_trim_end(text).len()),
     }
     Some((js_trim_end(&src[..pos.min(src.len())]).to_string(), items))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_one_line_quote_borrows_its_text_and_any_other_is_made_the_same() {
+        let nested = "> ".repeat(50);
+        let mut level: Cow<str> = Cow::Borrowed(&nested);
+        for depth in (0..50).rev() {
+            let (inner, _) = quote_lines(&level);
+            assert!(matches!(inner, Cow::Borrowed(_)), "depth {depth}");
+            assert_eq!(inner, "> ".repeat(depth));
+            level = Cow::Owned(inner.into_owned());
+        }
+        // A JS line terminator inside the line: the text is made, piece by piece.
+        assert_eq!(strip_quote_marks("> a\u{2028}> b"), "a\u{2028}b");
+        assert!(matches!(strip_quote_marks("> a\u{2028}> b"), Cow::Owned(_)));
+        // Several lines: made, each line's mark taken off.
+        let (inner, end) = quote_lines("> a\n>b\n\nc");
+        assert_eq!((inner.as_ref(), end), ("a\nb", 6));
+    }
 }
