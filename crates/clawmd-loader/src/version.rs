@@ -38,8 +38,8 @@ impl ClaudeVersion {
 
     /// The default release: the newest the conformance corpus covers whose reading of the
     /// agent's settings was measured too ([`MEASURED`]); a newer
-    /// corpus release (2.1.331, recorded with every case and matching 2.1.330; 2.1.333, the
-    /// Agent SDK 0.3.333's) is judged when pinned, but the default stays where every verdict,
+    /// corpus release (2.1.331, recorded with every case and matching 2.1.330; 2.1.333 and
+    /// 2.1.334, the Agent SDK 0.3.333's and 0.3.334's) is judged when pinned, but the default stays where every verdict,
     /// settings included, was measured.
     pub fn default_release() -> Self {
         CORPUS
@@ -355,9 +355,11 @@ pub const FIRST_RELEASE: &[(Behaviour, ClaudeVersion)] = &[
 ];
 
 /// The releases the conformance corpus (`tests/fixtures/conformance`) is recorded on, newest
-/// first. Keep in step with `tests/fixtures/conformance/VERSIONS`. 2.1.333 is recorded from
-/// the Claude Code the Agent SDK 0.3.333 bundles (it was never published as a CLI package).
+/// first. Keep in step with `tests/fixtures/conformance/VERSIONS`. 2.1.333 and 2.1.334 are
+/// recorded from the Claude Code the Agent SDK 0.3.333 and 0.3.334 bundle (neither was
+/// published as a CLI package).
 pub const CORPUS: &[ClaudeVersion] = &[
+    ClaudeVersion::new(2, 1, 334),
     ClaudeVersion::new(2, 1, 333),
     ClaudeVersion::new(2, 1, 331),
     ClaudeVersion::new(2, 1, 330),
@@ -413,6 +415,9 @@ mod tests {
         assert!(v("2.1.333").has(Behaviour::ProcessLinksUnchecked));
         assert!(!v("2.1.332").has(Behaviour::UndecodableLinkTargetsRefused));
         assert!(!v("2.1.332").has(Behaviour::ProcessLinksUnchecked));
+        // 2.1.334 (Agent SDK 0.3.334) loads every case as 2.1.333: no row starts there.
+        assert!(v("2.1.334").has(Behaviour::UndecodableLinkTargetsRefused));
+        assert!(v("2.1.334").has(Behaviour::ProcessLinksUnchecked));
     }
 
     #[test]
@@ -427,9 +432,15 @@ mod tests {
         assert_eq!(ClaudeVersion::default(), ClaudeVersion::new(2, 1, 330));
         assert!(ClaudeVersion::new(2, 1, 328).is_verified());
         assert!(ClaudeVersion::new(2, 1, 333).is_verified());
+        assert!(ClaudeVersion::new(2, 1, 334).is_verified());
         assert_eq!(
             ClaudeVersion::newest_verified(),
-            ClaudeVersion::new(2, 1, 333)
+            ClaudeVersion::new(2, 1, 334)
+        );
+        assert!(!ClaudeVersion::new(2, 1, 335).is_verified());
+        assert_eq!(
+            ClaudeVersion::new(2, 1, 335).nearest_verified(),
+            ClaudeVersion::new(2, 1, 334)
         );
         assert!(!ClaudeVersion::new(2, 1, 332).is_verified());
         assert!(!ClaudeVersion::new(2, 1, 329).is_verified());
