@@ -243,9 +243,16 @@ impl Lexer {
             self.block_tokens(&item_text, &mut tokens, false);
             self.nest -= super::LIST_LEVEL;
             drop(item_text);
+            if self.overflow {
+                return None; // the whole lexing fails: nothing made from here on is read
+            }
             out.push(ListItem { tokens });
         }
-        Some(Block::List { raw, items: out })
+        // The raw text is made last, as a quote's is: nesting holds no copy of it per level.
+        Some(Block::List {
+            raw: raw.to_string(),
+            items: out,
+        })
     }
 
     /// JS: `Hxe.blockquote` with `dD`, `cD` and `uD`.
@@ -543,35 +550,30 @@ fn breaks_setext_run(line: &str) -> bool {
     line.contains('\u{2028}') || line.contains('\u{2029}')
 }
 
-/// `text.split(/[\n\r\u2028\u2029]/).some(OJr)`: is any line a setext underline? Only the
-/// `=` and `-` runs that start a line (after up to three spaces) are looked at.
+/// `text.split(/[\n\r\u2028\u2029]/).some(OJr)`: is any line a setext underline (after up to
+/// three spaces, a run of `=` or `-`, then spaces to the end of the line)? Only each line's
+/// start is looked at, so a line of many dashes that is no underline (`> - > - …`, nested a
+/// thousand times) is one pass, not a stop at every dash.
 fn any_underline_line(text: &str) -> bool {
     let bytes = text.as_bytes();
-    let mut from = 0;
-    while let Some(offset) = bytes
-        .get(from..)
-        .and_then(|tail| memchr::memchr2(b'=', b'-', tail))
-    {
-        let at = from + offset;
-        let mark = bytes[at];
-        let mut start = at;
-        while start > 0 && at - start < 3 && bytes[start - 1] == b' ' {
-            start -= 1;
+    let mut start = 0;
+    loop {
+        let mut at = start;
+        while at < bytes.len() && at - start < 3 && bytes[at] == b' ' {
+            at += 1;
         }
-        let starts_line = start == 0
-            || matches!(bytes[start - 1], b'\n' | b'\r')
-            || (start >= 3 && terminator_end(bytes, start - 3) == Some(start));
-        // The run of marks, then spaces to the end of the line.
-        let run_end = skip_byte(text, at, mark);
-        if starts_line {
-            let end = skip_byte(text, run_end, b' ');
+        if let Some(&mark @ (b'=' | b'-')) = bytes.get(at) {
+            let end = skip_byte(text, skip_byte(text, at, mark), b' ');
             if end == bytes.len() || terminator_end(bytes, end).is_some() {
                 return true;
             }
         }
-        from = run_end;
+        let eol = next_terminator(text, start);
+        match terminator_end(bytes, eol) {
+            Some(next) => start = next,
+            None => return false,
+        }
     }
-    false
 }
 
 /// The line starts (as lengths from the end, ascending) that a setext underline below can
@@ -1731,7 +1733,7 @@ fn list_item(src: &str, start: usize, after_marker: usize) -> ItemScan<'_> {
 
 /// JS: `fD` — the list's raw text and each item's text (the items' raw texts are not kept:
 /// nothing reads them).
-fn list_items(src: &str) -> Option<(String, Vec<Cow<'_, str>>)> {
+fn list_items(src: &str) -> Option<(&str, Vec<Cow<'_, str>>)> {
     let mut bullet: Option<u8> = None;
     let mut items: Vec<Cow<str>> = Vec::new();
     let mut pos = 0;
@@ -1753,12 +1755,70 @@ fn list_items(src: &str) -> Option<(String, Vec<Cow<'_, str>>)> {
         Cow::Borrowed(text) => *text = js_trim_end(text),
         Cow::Owned(text) => text.truncate(js_trim_end(text).len()),
     }
-    Some((js_trim_end(&src[..pos.min(src.len())]).to_string(), items))
+    Some((js_trim_end(&src[..pos.min(src.len())]), items))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The line-by-line scan before it looked only at line starts: every mark, then whether a
+    // line starts before it.
+    /// `text.split(/[\n\r\u2028\u2029]/).some(OJr)`: is any line a setext underline? Only the
+    /// `=` and `-` runs that start a line (after up to three spaces) are looked at.
+    fn any_underline_line_by_marks(text: &str) -> bool {
+        let bytes = text.as_bytes();
+        let mut from = 0;
+        while let Some(offset) = bytes
+            .get(from..)
+            .and_then(|tail| memchr::memchr2(b'=', b'-', tail))
+        {
+            let at = from + offset;
+            let mark = bytes[at];
+            let mut start = at;
+            while start > 0 && at - start < 3 && bytes[start - 1] == b' ' {
+                start -= 1;
+            }
+            let starts_line = start == 0
+                || matches!(bytes[start - 1], b'\n' | b'\r')
+                || (start >= 3 && terminator_end(bytes, start - 3) == Some(start));
+            // The run of marks, then spaces to the end of the line.
+            let run_end = skip_byte(text, at, mark);
+            if starts_line {
+                let end = skip_byte(text, run_end, b' ');
+                if end == bytes.len() || terminator_end(bytes, end).is_some() {
+                    return true;
+                }
+            }
+            from = run_end;
+        }
+        false
+    }
+
+    #[test]
+    fn underline_lines_are_found_as_by_every_mark() {
+        // Every text of up to 7 characters over the ones that matter, and a few long ones.
+        let alphabet = ['-', '=', ' ', '\n', '\r', '\u{2028}', 'a', '>'];
+        let mut texts: Vec<String> = vec![String::new()];
+        for _ in 0..7 {
+            let longer: Vec<String> = texts
+                .iter()
+                .filter(|t| t.chars().count() == texts.last().unwrap().chars().count())
+                .flat_map(|t| alphabet.iter().map(move |c| format!("{t}{c}")))
+                .collect();
+            texts.extend(longer);
+        }
+        texts.push("> - ".repeat(1000));
+        texts.push(format!("{}\n   ---  ", "> - ".repeat(1000)));
+        texts.push(format!("{}\u{2029}==", "a".repeat(100)));
+        for text in &texts {
+            assert_eq!(
+                any_underline_line(text),
+                any_underline_line_by_marks(text),
+                "{text:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_one_line_quote_borrows_its_text_and_any_other_is_made_the_same() {
