@@ -257,8 +257,10 @@ for (const group of order) {
 const results = [];
 results.push(await phase('steady', config.spawns, false));
 if (config.addon) results.push(await phase('steady-addon', config.spawns, false, addonSpawn));
-if (config.addon && config.floor) readDocuments();
-if (config.addon && config.floor) results.push(await phase('floor-addon', config.spawns, false, floorSpawn));
+if (config.addon && config.floor) {
+  readDocuments();
+  results.push(await phase('floor-addon', config.spawns, false, floorSpawn));
+}
 results.push(await phase('edit', config.spawns, true));
 if (config.addon) results.push(await phase('edit-addon', config.spawns, true, addonSpawn));
 if (config.legacySpawns > 0) results.push(await phase('process', config.legacySpawns, false, processSpawn));

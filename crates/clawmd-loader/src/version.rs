@@ -39,8 +39,8 @@ impl ClaudeVersion {
     /// The default release: the newest the conformance corpus covers whose reading of the
     /// agent's settings was measured too ([`MEASURED`]); a newer
     /// corpus release (2.1.331, recorded with every case and matching 2.1.330; 2.1.333 and
-    /// 2.1.334, the Agent SDK 0.3.333's and 0.3.334's) is judged when pinned, but the default stays where every verdict,
-    /// settings included, was measured.
+    /// 2.1.334, the Agent SDK 0.3.333's and 0.3.334's) is judged when pinned, but the default
+    /// stays where every verdict, settings included, was measured.
     pub fn default_release() -> Self {
         CORPUS
             .iter()

@@ -280,11 +280,11 @@ impl Lexer {
             if self.overflow {
                 return None; // the whole lexing fails: nothing made from here on is read
             }
-            keep_quote_raw(&mut quote, js_slice(&chunk, 0, taken_end.max(0) as usize));
-            if taken_end as usize >= chunk.len() {
+            keep_quote_raw(&mut quote, js_slice(&chunk, 0, taken_end));
+            if taken_end >= chunk.len() {
                 break;
             }
-            let next = chunk[taken_end as usize + 1..].to_string();
+            let next = chunk[taken_end + 1..].to_string();
             match self.quote_continue(&mut quote, next) {
                 Some(rest) => chunk = Cow::Owned(rest),
                 None => break,
@@ -1138,8 +1138,9 @@ fn starts_quote(line: &str) -> bool {
 }
 
 /// JS: `cD` — the lines of a quote's next chunk: their text with the quote marks stripped,
-/// and where they end (JS: `h`; the rest of the chunk starts after it).
-fn quote_lines(src: &str) -> (Cow<'_, str>, isize) {
+/// and where they end (JS: `h`, never -1 here: the first line is always taken; the rest of
+/// the chunk starts after it).
+fn quote_lines(src: &str) -> (Cow<'_, str>, usize) {
     // JS: h = the end of the lines taken so far (-1 before the first)
     let mut taken_end: isize = -1;
     let mut text = Cow::Borrowed("");
@@ -1165,7 +1166,7 @@ fn quote_lines(src: &str) -> (Cow<'_, str>, isize) {
         }
         taken_end += line.len() as isize + 1;
     }
-    (text, taken_end)
+    (text, taken_end as usize)
 }
 
 /// JS: the end of `dD` — the lines a chunk took join the quote's raw text.
@@ -1762,10 +1763,9 @@ fn list_items(src: &str) -> Option<(&str, Vec<Cow<'_, str>>)> {
 mod tests {
     use super::*;
 
-    // The line-by-line scan before it looked only at line starts: every mark, then whether a
-    // line starts before it.
-    /// `text.split(/[\n\r\u2028\u2029]/).some(OJr)`: is any line a setext underline? Only the
-    /// `=` and `-` runs that start a line (after up to three spaces) are looked at.
+    /// `any_underline_line` as it was before it looked at line starts only: every `=` or `-`,
+    /// then whether a line starts before it (after up to three spaces). Kept as the reference
+    /// the new scan is compared with.
     fn any_underline_line_by_marks(text: &str) -> bool {
         let bytes = text.as_bytes();
         let mut from = 0;
